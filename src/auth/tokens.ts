@@ -1,0 +1,287 @@
+/**
+ * The three kinds of token of CONTRACT §2: enqueue assertions and admin tokens (verified here against
+ * `auth.keys`), and delivery tokens (signed here with `auth.delivery_key`).
+ *
+ * Verification runs in a fixed order so the first problem is the one reported: the header (shape,
+ * `alg: none`, key choice by `kid`, the key's algorithm), then the signature and `exp`/`nbf` (jose),
+ * then the claims of the token kind. Claims are only read once the signature holds.
+ */
+import { decodeProtectedHeader, errors, jwtVerify, SignJWT, type JWK, type JWTPayload } from "jose";
+import type { Clock } from "../clock.js";
+import { ConfigError, type Config, type DeliveryKeyConfig } from "../config.js";
+import { importDeliveryKey, importVerifyKey, secretBytes, type ImportedKey } from "./keys.js";
+
+/** Why a token was refused; the message is safe to show to the client. */
+export class TokenError extends Error {
+  override readonly name = "TokenError";
+}
+
+/** A verified enqueue assertion. */
+export interface EnqueueAssertion {
+  sub: string;
+  op: string;
+  rid: string | undefined;
+  job: string | undefined;
+  /** The raw compact JWT, kept as evidence in the stored authority. */
+  token: string;
+}
+
+/** A verified admin token. */
+export interface AdminIdentity {
+  sub: string;
+  siteAdmin: boolean;
+}
+
+/** Clock skew tolerated on `exp`, `nbf` and a future `iat`, in seconds. */
+export const CLOCK_TOLERANCE_S = 30;
+/** Longest allowed enqueue assertion lifetime (`exp - iat`), in seconds. */
+export const MAX_ASSERTION_LIFETIME_S = 300;
+/** Longest allowed admin token lifetime (`exp - (iat ?? now)`), in seconds. */
+export const MAX_ADMIN_LIFETIME_S = 86_400;
+/** Extra validity of a delivery token beyond the attempt's timeout, so a slow target can still check it. */
+export const DELIVERY_TOKEN_GRACE_S = 60;
+
+const nowSeconds = (clock: Clock): number => Math.floor(clock.now() / 1000);
+
+/** Client-controlled text put in a message: quoted and cut, so an error never echoes a huge or odd value. */
+function quote(value: unknown): string {
+  const text = typeof value === "string" ? value : JSON.stringify(value) ?? String(value);
+  return JSON.stringify(text.length > 64 ? `${text.slice(0, 64)}...` : text);
+}
+
+function readHeader(token: string): { alg: string; kid: string | undefined } {
+  // Three dot-separated parts is the compact JWS form; a JWE (five parts) is not a token we accept.
+  if (typeof token !== "string" || token.split(".").length !== 3) {
+    throw new TokenError("malformed token: expected a compact JWT (header.payload.signature)");
+  }
+  let header: Record<string, unknown>;
+  try {
+    header = decodeProtectedHeader(token) as Record<string, unknown>;
+  } catch {
+    throw new TokenError("malformed token: the header is not base64url-encoded JSON");
+  }
+  const { alg, kid } = header;
+  if (typeof alg !== "string") throw new TokenError("malformed token: the header has no alg");
+  if (kid !== undefined && typeof kid !== "string") throw new TokenError("malformed token: kid must be a string");
+  return { alg, kid };
+}
+
+/** Maps a jose failure to a client-safe message; anything unexpected is still a refusal, never a 5xx. */
+function translateJoseError(error: unknown): TokenError {
+  if (error instanceof errors.JWTExpired) return new TokenError("token expired");
+  if (error instanceof errors.JWSSignatureVerificationFailed) return new TokenError("bad signature");
+  if (error instanceof errors.JOSEAlgNotAllowed) return new TokenError("algorithm not allowed for this key");
+  if (error instanceof errors.JWTClaimValidationFailed) {
+    if (error.claim === "nbf") return new TokenError("token not yet valid (nbf)");
+    if (error.reason === "invalid") return new TokenError(`claim ${error.claim} must be a number`);
+    return new TokenError(`invalid claim ${error.claim}`);
+  }
+  if (error instanceof errors.JOSENotSupported) return new TokenError(`unsupported token: ${error.message}`);
+  if (error instanceof errors.JWSInvalid || error instanceof errors.JWTInvalid) {
+    return new TokenError(`malformed token: ${error.message}`);
+  }
+  return new TokenError("invalid token");
+}
+
+function requireString(payload: JWTPayload, claim: string): string {
+  const value = payload[claim];
+  if (value === undefined) throw new TokenError(`missing claim ${claim}`);
+  if (typeof value !== "string" || value === "") throw new TokenError(`claim ${claim} must be a non-empty string`);
+  return value;
+}
+
+function optionalString(payload: JWTPayload, claim: string): string | undefined {
+  return payload[claim] === undefined ? undefined : requireString(payload, claim);
+}
+
+function requireNumber(payload: JWTPayload, claim: "exp" | "iat"): number {
+  // jose has already refused a present non-number; only absence is left to check.
+  const value = payload[claim];
+  if (value === undefined) throw new TokenError(`missing claim ${claim}`);
+  return value;
+}
+
+/** Verifies enqueue assertions and admin tokens against auth.keys. Import keys once (async factory). */
+export class TokenVerifier {
+  private readonly keysByKid: Map<string, ImportedKey>;
+
+  private constructor(
+    private readonly keys: readonly ImportedKey[],
+    private readonly audience: string,
+    private readonly clock: Clock,
+  ) {
+    this.keysByKid = new Map(keys.map((key) => [key.kid, key]));
+  }
+
+  /** Imports every key of `auth.keys`; a key that cannot be imported throws `ConfigError`. */
+  static async create(options: { auth: Config["auth"]; clock: Clock }): Promise<TokenVerifier> {
+    const keys = await Promise.all(options.auth.keys.map((key, i) => importVerifyKey(key, `auth.keys.${i}`)));
+    return new TokenVerifier(keys, options.auth.audience, options.clock);
+  }
+
+  /** Verifies an enqueue assertion; throws `TokenError` saying why it is refused. */
+  async verifyAssertion(token: string): Promise<EnqueueAssertion> {
+    const payload = await this.verifyCommon(token);
+    const exp = requireNumber(payload, "exp");
+    const iat = requireNumber(payload, "iat");
+    const sub = requireString(payload, "sub");
+    const op = requireString(payload, "op");
+    const job = optionalString(payload, "job");
+    // A chained call is anchored by its parent job, which already carries the chain's request id.
+    const rid = job === undefined ? requireString(payload, "rid") : optionalString(payload, "rid");
+    this.checkIssuedAt(iat);
+    const lifetime = exp - iat;
+    if (lifetime > MAX_ASSERTION_LIFETIME_S) {
+      throw new TokenError(`assertion lifetime ${lifetime} s exceeds ${MAX_ASSERTION_LIFETIME_S} s`);
+    }
+    return { sub, op, rid, job, token };
+  }
+
+  /** Verifies an admin token; throws `TokenError` saying why it is refused. */
+  async verifyAdmin(token: string): Promise<AdminIdentity> {
+    const payload = await this.verifyCommon(token);
+    const exp = requireNumber(payload, "exp");
+    const sub = requireString(payload, "sub");
+    const iat = payload.iat;
+    if (iat !== undefined) this.checkIssuedAt(iat);
+    const lifetime = exp - (iat ?? nowSeconds(this.clock));
+    if (lifetime > MAX_ADMIN_LIFETIME_S) {
+      throw new TokenError(`admin token lifetime ${lifetime} s exceeds ${MAX_ADMIN_LIFETIME_S} s`);
+    }
+    // Exactly `true`: a string "true" or a 1 from a sloppy issuer must not grant site-admin rights.
+    return { sub, siteAdmin: payload["site_admin"] === true };
+  }
+
+  /** Header, key, signature, `exp`/`nbf` and `aud`: what every token kind shares. */
+  private async verifyCommon(token: string): Promise<JWTPayload> {
+    const header = readHeader(token);
+    if (header.alg.toLowerCase() === "none") throw new TokenError('alg "none" is not accepted');
+    const key = this.selectKey(header.kid);
+    if (header.alg !== key.alg) {
+      throw new TokenError(`alg ${quote(header.alg)} is not allowed for kid ${quote(key.kid)} (expects ${key.alg})`);
+    }
+    let payload: JWTPayload;
+    try {
+      ({ payload } = await jwtVerify(token, key.key, {
+        algorithms: [key.alg],
+        currentDate: new Date(this.clock.now()),
+        clockTolerance: CLOCK_TOLERANCE_S,
+      }));
+    } catch (error) {
+      throw translateJoseError(error);
+    }
+    // Checked here rather than by jose, which also accepts an array merely containing the audience.
+    if (payload.aud === undefined) throw new TokenError("missing claim aud");
+    if (payload.aud !== this.audience) {
+      throw new TokenError(`wrong aud ${quote(payload.aud)} (expected ${quote(this.audience)})`);
+    }
+    return payload;
+  }
+
+  private selectKey(kid: string | undefined): ImportedKey {
+    if (kid === undefined) {
+      // Without a kid, guessing among several keys would let any one of them vouch for the token.
+      const only = this.keys.length === 1 ? this.keys[0] : undefined;
+      if (only === undefined) {
+        throw new TokenError("token has no kid header, which is required when several keys are configured");
+      }
+      return only;
+    }
+    const key = this.keysByKid.get(kid);
+    if (key === undefined) throw new TokenError(`unknown kid ${quote(kid)}`);
+    return key;
+  }
+
+  private checkIssuedAt(iat: number): void {
+    // A far-future iat would stretch a token's real validity past the lifetime limit.
+    if (iat > nowSeconds(this.clock) + CLOCK_TOLERANCE_S) throw new TokenError("iat is in the future");
+  }
+}
+
+/** Signs delivery tokens with auth.delivery_key. Import the key once. */
+export class DeliverySigner {
+  private constructor(
+    private readonly key: ImportedKey,
+    private readonly publicJwk: JWK | null,
+    private readonly audience: string,
+    private readonly clock: Clock,
+  ) {}
+
+  /** Imports the delivery key; a key that cannot be imported throws `ConfigError`. */
+  static async create(options: {
+    deliveryKey: DeliveryKeyConfig;
+    audience: string;
+    clock: Clock;
+  }): Promise<DeliverySigner> {
+    const { signing, publicJwk } = await importDeliveryKey(options.deliveryKey);
+    return new DeliverySigner(signing, publicJwk, options.audience, options.clock);
+  }
+
+  /** Signs the token for one attempt; `authority` is the job's authority in wire form. */
+  async sign(claims: {
+    sub: string;
+    op: string;
+    job: string;
+    att: number;
+    rid: string;
+    authority: object;
+    timeoutMs: number;
+  }): Promise<string> {
+    const iat = nowSeconds(this.clock);
+    const payload = {
+      iss: "opqueue",
+      aud: this.audience,
+      sub: claims.sub,
+      op: claims.op,
+      job: claims.job,
+      att: claims.att,
+      rid: claims.rid,
+      authority: claims.authority,
+      iat,
+      exp: iat + Math.ceil(claims.timeoutMs / 1000) + DELIVERY_TOKEN_GRACE_S,
+      jti: `${claims.job}:${claims.att}`,
+    };
+    return new SignJWT(payload)
+      .setProtectedHeader({ alg: this.key.alg, kid: this.key.kid, typ: "JWT" })
+      .sign(this.key.key);
+  }
+
+  /** The public JWK set for an asymmetric delivery key ({keys: [jwk with kid, alg, use: "sig"]}); null for HS256. */
+  jwks(): { keys: object[] } | null {
+    if (this.publicJwk === null) return null;
+    return { keys: [{ ...this.publicJwk, kid: this.key.kid, alg: this.key.alg, use: "sig" }] };
+  }
+}
+
+/**
+ * Mints a token with the first HS256 key of auth.keys, for `opqueue token` and tests. Throws if there is no HS256 key.
+ * `extraClaims` are applied last, so tests can override a claim, or drop one by setting it to `undefined`.
+ */
+export async function mintToken(options: {
+  auth: Config["auth"];
+  clock: Clock;
+  sub: string;
+  op?: string;
+  rid?: string;
+  job?: string;
+  siteAdmin?: boolean;
+  ttlSeconds?: number;
+  extraClaims?: Record<string, unknown>;
+}): Promise<string> {
+  const key = options.auth.keys.find((candidate) => candidate.alg === "HS256");
+  if (key === undefined || key.alg !== "HS256" || key.secret === undefined) {
+    throw new ConfigError("config: auth.keys: minting a token needs an HS256 key with a secret");
+  }
+  // An assertion (has op) must fit the 300 s lifetime limit; an admin token may live longer.
+  const ttlSeconds = options.ttlSeconds ?? (options.op === undefined ? 3600 : MAX_ASSERTION_LIFETIME_S);
+  const iat = nowSeconds(options.clock);
+  const payload: Record<string, unknown> = { aud: options.auth.audience, iat, exp: iat + ttlSeconds, sub: options.sub };
+  if (options.op !== undefined) payload["op"] = options.op;
+  if (options.rid !== undefined) payload["rid"] = options.rid;
+  if (options.job !== undefined) payload["job"] = options.job;
+  if (options.siteAdmin === true) payload["site_admin"] = true;
+  Object.assign(payload, options.extraClaims);
+  return new SignJWT(payload)
+    .setProtectedHeader({ alg: "HS256", kid: key.kid, typ: "JWT" })
+    .sign(secretBytes(key.secret));
+}

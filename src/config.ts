@@ -1,0 +1,335 @@
+/**
+ * The configuration file: one TypeBox schema, the type derived from it, the defaults in the schema itself.
+ *
+ * Loading is: read YAML or JSON → apply environment overrides → validate (filling defaults) → resolve
+ * relative paths against the config file's folder → cross-check against the OpenAPI document (done by the
+ * caller, see `src/operations/registry.ts`). Every problem becomes one `ConfigError` naming the key.
+ */
+import { readFileSync } from "node:fs";
+import { dirname, isAbsolute, resolve } from "node:path";
+import { Type, type Static, type TSchema } from "@sinclair/typebox";
+import { Ajv, type ErrorObject } from "ajv";
+import { parse as parseYaml } from "yaml";
+
+/** A problem with the configuration; the CLI prints its message and exits with code 2. */
+export class ConfigError extends Error {
+  override readonly name = "ConfigError";
+}
+
+const Secret = Type.Object(
+  {
+    kid: Type.String({ minLength: 1 }),
+    alg: Type.Literal("HS256"),
+    secret: Type.Optional(Type.String()),
+    secret_env: Type.Optional(Type.String({ minLength: 1 })),
+  },
+  { additionalProperties: false },
+);
+
+const PublicKey = Type.Object(
+  {
+    kid: Type.String({ minLength: 1 }),
+    alg: Type.Union([Type.Literal("EdDSA"), Type.Literal("ES256")]),
+    /** PEM (SPKI) public key. */
+    public_key: Type.Optional(Type.String()),
+    public_key_env: Type.Optional(Type.String({ minLength: 1 })),
+  },
+  { additionalProperties: false },
+);
+
+const PrivateKey = Type.Object(
+  {
+    kid: Type.String({ minLength: 1 }),
+    alg: Type.Union([Type.Literal("EdDSA"), Type.Literal("ES256")]),
+    /** PEM (PKCS#8) private key; its public half is served at /.well-known/jwks.json. */
+    private_key: Type.Optional(Type.String()),
+    private_key_env: Type.Optional(Type.String({ minLength: 1 })),
+  },
+  { additionalProperties: false },
+);
+
+const RetrySettings = Type.Object(
+  {
+    base_ms: Type.Integer({ minimum: 1, default: 5000 }),
+    factor: Type.Number({ minimum: 1, default: 4 }),
+    max_ms: Type.Integer({ minimum: 1, default: 3_600_000 }),
+    retry_after_max_ms: Type.Integer({ minimum: 0, default: 86_400_000 }),
+  },
+  { additionalProperties: false, default: {} },
+);
+
+const OperationOverride = Type.Object(
+  {
+    max_attempts: Type.Optional(Type.Integer({ minimum: 1 })),
+    timeout_ms: Type.Optional(Type.Integer({ minimum: 1 })),
+    base_url: Type.Optional(Type.String({ format: "uri" })),
+    retry: Type.Optional(Type.Partial(RetrySettings, { additionalProperties: false })),
+  },
+  { additionalProperties: false },
+);
+
+const CronEntry = Type.Object(
+  {
+    name: Type.String({ minLength: 1, pattern: "^[A-Za-z0-9_.-]+$" }),
+    schedule: Type.String({ minLength: 1 }),
+    timezone: Type.String({ minLength: 1, default: "UTC" }),
+    operation_id: Type.String({ minLength: 1 }),
+    user_id: Type.String({ minLength: 1 }),
+    request: Type.Object(
+      {
+        body: Type.Optional(Type.Unknown()),
+        path_params: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+        query: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    dedupe_key: Type.Optional(Type.Union([Type.String({ minLength: 1, maxLength: 255 }), Type.Null()])),
+    concurrency_key: Type.Optional(Type.Union([Type.String({ minLength: 1, maxLength: 255 }), Type.Null()])),
+    priority: Type.Optional(Type.Integer({ minimum: -2147483648, maximum: 2147483647 })),
+  },
+  { additionalProperties: false },
+);
+
+/** The schema of the configuration file (snake_case keys, as CONTRACT §1 shows). */
+export const ConfigSchema = Type.Object(
+  {
+    listen: Type.Object(
+      {
+        host: Type.String({ minLength: 1, default: "127.0.0.1" }),
+        port: Type.Integer({ minimum: 0, maximum: 65535, default: 8080 }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    database: Type.String({ minLength: 1, default: "sqlite:./data/opqueue.db" }),
+    openapi: Type.String({ minLength: 1 }),
+    target: Type.Object(
+      {
+        base_url: Type.String({ format: "uri" }),
+        audience: Type.String({ minLength: 1 }),
+      },
+      { additionalProperties: false },
+    ),
+    auth: Type.Object(
+      {
+        audience: Type.String({ minLength: 1, default: "opqueue" }),
+        keys: Type.Array(Type.Union([Secret, PublicKey]), { minItems: 1 }),
+        delivery_key: Type.Union([Secret, PrivateKey]),
+      },
+      { additionalProperties: false },
+    ),
+    triggers: Type.Record(Type.String(), Type.Array(Type.String({ minLength: 1 })), { default: {} }),
+    on_behalf_of: Type.Array(Type.String({ minLength: 1 }), { default: [] }),
+    defaults: Type.Object(
+      {
+        max_attempts: Type.Integer({ minimum: 1, default: 5 }),
+        timeout_ms: Type.Integer({ minimum: 1, default: 30_000 }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    operations: Type.Record(Type.String(), OperationOverride, { default: {} }),
+    limits: Type.Object(
+      { spawn_cap: Type.Integer({ minimum: 1, default: 1000 }) },
+      { additionalProperties: false, default: {} },
+    ),
+    retry: RetrySettings,
+    worker: Type.Object(
+      {
+        concurrency: Type.Integer({ minimum: 1, default: 32 }),
+        poll_ms: Type.Integer({ minimum: 1, default: 1000 }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    lease: Type.Object(
+      {
+        heartbeat_ms: Type.Integer({ minimum: 1, default: 5000 }),
+        grace_ms: Type.Integer({ minimum: 0, default: 30_000 }),
+        check_ms: Type.Integer({ minimum: 1, default: 10_000 }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    shutdown: Type.Object(
+      { grace_ms: Type.Integer({ minimum: 0, default: 30_000 }) },
+      { additionalProperties: false, default: {} },
+    ),
+    retention: Type.Object(
+      { terminal_days: Type.Union([Type.Number({ exclusiveMinimum: 0 }), Type.Null()], { default: 30 }) },
+      { additionalProperties: false, default: {} },
+    ),
+    cron: Type.Array(CronEntry, { default: [] }),
+  },
+  { additionalProperties: false },
+);
+
+/** A validated configuration with every default filled in and every path absolute. */
+export type Config = Static<typeof ConfigSchema>;
+/** One verifying key of `auth.keys`. */
+export type VerifyKeyConfig = Config["auth"]["keys"][number];
+/** The key that signs delivery tokens. */
+export type DeliveryKeyConfig = Config["auth"]["delivery_key"];
+/** One entry of `cron`. */
+export type CronConfig = Config["cron"][number];
+
+const configAjv = new Ajv({ useDefaults: true, allErrors: false, strict: false, coerceTypes: false });
+configAjv.addFormat("uri", (value: string) => URL.canParse(value));
+const validateConfig = configAjv.compile<Config>(ConfigSchema as TSchema);
+
+function describeError(error: ErrorObject): string {
+  const key = error.instancePath === "" ? "(top level)" : error.instancePath.slice(1).replaceAll("/", ".");
+  if (error.keyword === "additionalProperties") {
+    return `${key === "(top level)" ? "" : `${key}: `}unknown key "${String(error.params["additionalProperty"])}"`;
+  }
+  if (error.keyword === "required") {
+    const missing = String(error.params["missingProperty"]);
+    return `${key === "(top level)" ? missing : `${key}.${missing}`}: is required`;
+  }
+  return `${key}: ${error.message ?? "is invalid"}`;
+}
+
+/** Environment variables that override the file. */
+export interface ConfigEnv {
+  OPQUEUE_DATABASE_URL?: string | undefined;
+  OPQUEUE_PORT?: string | undefined;
+  OPQUEUE_HOST?: string | undefined;
+  [name: string]: string | undefined;
+}
+
+/**
+ * Validates a raw configuration object (as parsed from YAML or JSON), applying environment overrides and
+ * defaults, and resolving relative paths against `baseDir`. Throws `ConfigError` on the first problem.
+ */
+export function parseConfig(options: { raw: unknown; baseDir: string; env?: ConfigEnv }): Config {
+  const env = options.env ?? {};
+  if (typeof options.raw !== "object" || options.raw === null || Array.isArray(options.raw)) {
+    throw new ConfigError("config: the file must hold a mapping of keys (YAML or JSON object)");
+  }
+  const raw = structuredClone(options.raw) as Record<string, unknown>;
+  applyEnvOverrides(raw, env);
+  if (!validateConfig(raw)) {
+    const first = validateConfig.errors?.[0];
+    throw new ConfigError(`config: ${first ? describeError(first) : "is invalid"}`);
+  }
+  const config = raw as Config;
+  config.openapi = resolvePath(options.baseDir, config.openapi);
+  config.database = resolveDatabaseUrl(options.baseDir, config.database);
+  resolveSecrets(config, env);
+  checkSecrets(config);
+  if (config.auth.audience === config.target.audience) {
+    throw new ConfigError(
+      `config: target.audience and auth.audience must differ (both are "${config.auth.audience}"), ` +
+        "or a delivery token could be replayed as an enqueue assertion",
+    );
+  }
+  return config;
+}
+
+function applyEnvOverrides(raw: Record<string, unknown>, env: ConfigEnv): void {
+  if (env.OPQUEUE_DATABASE_URL) raw["database"] = env.OPQUEUE_DATABASE_URL;
+  if (env.OPQUEUE_PORT !== undefined || env.OPQUEUE_HOST !== undefined) {
+    const listen = (typeof raw["listen"] === "object" && raw["listen"] !== null ? raw["listen"] : {}) as Record<
+      string,
+      unknown
+    >;
+    if (env.OPQUEUE_HOST) listen["host"] = env.OPQUEUE_HOST;
+    if (env.OPQUEUE_PORT !== undefined) {
+      if (!/^\d{1,5}$/.test(env.OPQUEUE_PORT)) {
+        throw new ConfigError(`config: OPQUEUE_PORT must be a port number, got "${env.OPQUEUE_PORT}"`);
+      }
+      listen["port"] = Number(env.OPQUEUE_PORT);
+    }
+    raw["listen"] = listen;
+  }
+}
+
+function resolvePath(baseDir: string, path: string): string {
+  return isAbsolute(path) ? path : resolve(baseDir, path);
+}
+
+/** `sqlite:` URLs with a relative path are taken relative to the config file's folder. */
+function resolveDatabaseUrl(baseDir: string, url: string): string {
+  if (url === "sqlite::memory:") return url;
+  if (url.startsWith("sqlite:")) {
+    const path = url.slice("sqlite:".length);
+    if (path === "") throw new ConfigError("config: database: sqlite: needs a file path (or sqlite::memory:)");
+    return `sqlite:${resolvePath(baseDir, path)}`;
+  }
+  if (url.startsWith("postgres://") || url.startsWith("postgresql://")) return url;
+  throw new ConfigError(
+    `config: database: "${url}" is not a supported URL (sqlite:PATH, sqlite::memory: or postgres://...)`,
+  );
+}
+
+function fromEnv(env: ConfigEnv, where: string, name: string): string {
+  const value = env[name];
+  if (value === undefined || value === "") {
+    throw new ConfigError(`config: ${where}: environment variable ${name} is not set`);
+  }
+  return value;
+}
+
+/** Replaces every `*_env` reference with the variable's value, so later code sees only inline material. */
+function resolveSecrets(config: Config, env: ConfigEnv): void {
+  const keys: Array<{ where: string; key: Record<string, unknown> }> = [
+    ...config.auth.keys.map((key, i) => ({ where: `auth.keys.${i}`, key: key as Record<string, unknown> })),
+    { where: "auth.delivery_key", key: config.auth.delivery_key as Record<string, unknown> },
+  ];
+  for (const { where, key } of keys) {
+    for (const field of ["secret", "public_key", "private_key"]) {
+      const envName = key[`${field}_env`];
+      if (typeof envName === "string") {
+        if (key[field] !== undefined) {
+          throw new ConfigError(`config: ${where}: give either ${field} or ${field}_env, not both`);
+        }
+        key[field] = fromEnv(env, where, envName);
+        delete key[`${field}_env`];
+      }
+    }
+  }
+}
+
+function checkSecrets(config: Config): void {
+  const keys: Array<{ where: string; key: Record<string, unknown> }> = [
+    ...config.auth.keys.map((key, i) => ({ where: `auth.keys.${i}`, key: key as Record<string, unknown> })),
+    { where: "auth.delivery_key", key: config.auth.delivery_key as Record<string, unknown> },
+  ];
+  const kids = new Set<string>();
+  for (const { where, key } of keys.slice(0, -1)) {
+    const kid = String(key["kid"]);
+    if (kids.has(kid)) throw new ConfigError(`config: ${where}.kid: "${kid}" is used by two keys`);
+    kids.add(kid);
+  }
+  for (const { where, key } of keys) {
+    const material =
+      key["alg"] === "HS256" ? "secret" : where === "auth.delivery_key" ? "private_key" : "public_key";
+    const value = key[material];
+    if (typeof value !== "string" || value === "") {
+      throw new ConfigError(`config: ${where}: ${material} (or ${material}_env) is required for alg ${String(key["alg"])}`);
+    }
+    if (material === "secret" && Buffer.byteLength(value, "utf8") < 32) {
+      throw new ConfigError(`config: ${where}.secret: must be at least 32 bytes (got ${Buffer.byteLength(value, "utf8")})`);
+    }
+  }
+}
+
+/**
+ * Reads a config file (YAML or JSON; JSON is YAML too) and validates it. The path comes from the argument,
+ * else `OPQUEUE_CONFIG`.
+ */
+export function loadConfigFile(options: { path?: string | undefined; env?: ConfigEnv }): { config: Config; path: string } {
+  const env = options.env ?? (process.env as ConfigEnv);
+  const path = options.path ?? env["OPQUEUE_CONFIG"];
+  if (!path) throw new ConfigError("config: no config file given (use --config FILE or OPQUEUE_CONFIG)");
+  const absolute = resolve(path);
+  let text: string;
+  try {
+    text = readFileSync(absolute, "utf8");
+  } catch (error) {
+    throw new ConfigError(`config: cannot read ${absolute}: ${(error as Error).message}`);
+  }
+  let raw: unknown;
+  try {
+    raw = parseYaml(text);
+  } catch (error) {
+    throw new ConfigError(`config: ${absolute} is not valid YAML or JSON: ${(error as Error).message}`);
+  }
+  return { config: parseConfig({ raw, baseDir: dirname(absolute), env }), path: absolute };
+}

@@ -1,0 +1,72 @@
+/**
+ * Authentication hooks, run on `onRequest`, before the body is even read: a caller without valid credentials
+ * learns nothing else about its request (CONTRACT §3, step 1 answers first).
+ */
+import type { FastifyReply, FastifyRequest } from "fastify";
+import { TokenError, type AdminIdentity, type TokenVerifier } from "../auth/tokens.js";
+import { ApiError } from "../errors.js";
+import type { EnqueueCaller } from "../job/enqueue.js";
+import type { Store } from "../store/store.js";
+
+declare module "fastify" {
+  interface FastifyRequest {
+    /** Set on `POST /jobs` once the assertion (and the parent it names) checked out. */
+    enqueueCaller: EnqueueCaller | null;
+    /** Set on admin routes once the admin token checked out. */
+    admin: AdminIdentity | null;
+  }
+}
+
+/** The token of `Authorization: Bearer <token>`, or undefined. */
+function bearerToken(request: FastifyRequest): string | undefined {
+  const header = request.headers.authorization;
+  if (typeof header !== "string") return undefined;
+  const match = /^Bearer[ \t]+([^\s]+)[ \t]*$/i.exec(header);
+  return match?.[1];
+}
+
+/** The `onRequest` hook of `POST /jobs`: verifies the enqueue assertion and reads the parent job it names. */
+export function enqueueAuthHook(options: { verifier: TokenVerifier; store: Store }) {
+  return async (request: FastifyRequest, _reply: FastifyReply): Promise<void> => {
+    const token = bearerToken(request);
+    if (token === undefined) {
+      throw new ApiError(401, "invalid_assertion", "missing enqueue assertion: send Authorization: Bearer <assertion>");
+    }
+    let assertion;
+    try {
+      assertion = await options.verifier.verifyAssertion(token);
+    } catch (error) {
+      if (error instanceof TokenError) throw new ApiError(401, "invalid_assertion", `invalid assertion: ${error.message}`);
+      throw error;
+    }
+    let parent;
+    if (assertion.job !== undefined) {
+      parent = await options.store.jobGet({ id: assertion.job });
+      if (!parent) {
+        throw new ApiError(401, "invalid_assertion", `the assertion names job "${assertion.job}", which does not exist`);
+      }
+    }
+    request.enqueueCaller = { assertion, parent };
+  };
+}
+
+/** The `onRequest` hook of admin routes: a valid admin token with `site_admin: true`. */
+export function adminAuthHook(options: { verifier: TokenVerifier }) {
+  return async (request: FastifyRequest, _reply: FastifyReply): Promise<void> => {
+    const token = bearerToken(request);
+    if (token === undefined) {
+      throw new ApiError(401, "unauthenticated", "missing admin token: send Authorization: Bearer <token>");
+    }
+    let admin;
+    try {
+      admin = await options.verifier.verifyAdmin(token);
+    } catch (error) {
+      if (error instanceof TokenError) throw new ApiError(401, "unauthenticated", `invalid admin token: ${error.message}`);
+      throw error;
+    }
+    if (!admin.siteAdmin) {
+      throw new ApiError(403, "site_admin_required", `"${admin.sub}" is not a site administrator (site_admin: true is required)`);
+    }
+    request.admin = admin;
+  };
+}

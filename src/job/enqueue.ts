@@ -1,0 +1,220 @@
+/**
+ * enqueueJob, the steps of CONTRACT §3 after authentication: the first failing step answers.
+ *
+ *   1. 401 invalid_assertion       (done before this, by the HTTP layer, with the parent read once)
+ *   2. 400 invalid_request …       (the body schema, by the HTTP layer) then the checks below
+ *   3. 422 unknown target
+ *   4. 403 trigger map, on_behalf_of, chain
+ *   5–7.   dedupe upsert, spawn cap, insert: one atomic store call
+ */
+import type { Clock } from "../clock.js";
+import type { Config } from "../config.js";
+import { ApiError } from "../errors.js";
+import type { EnqueueAssertion } from "../auth/tokens.js";
+import type { OperationRegistry } from "../operations/registry.js";
+import type { JobRow, Store, StoredAuthority } from "../store/store.js";
+import type { Telemetry } from "../telemetry/events.js";
+import { newJobId } from "./job-id.js";
+import type { EnqueueBody } from "./schemas.js";
+
+/** Largest request payload: UTF-8 bytes of `JSON.stringify(request)`. */
+export const MAX_PAYLOAD_BYTES = 16_384;
+
+/** What enqueueing needs from the running service. */
+export interface EnqueueDeps {
+  config: Config;
+  registry: OperationRegistry;
+  store: Store;
+  clock: Clock;
+  telemetry: Telemetry;
+}
+
+/** An authenticated enqueue call: the verified assertion and, for a chained call, the parent it names. */
+export interface EnqueueCaller {
+  assertion: EnqueueAssertion;
+  parent: JobRow | undefined;
+}
+
+/** The answer: 201 for a new job, 200 for a dedupe upsert. */
+export interface EnqueueResult {
+  statusCode: 200 | 201;
+  job: JobRow;
+}
+
+/** Runs steps 2 (past the schema) to 7 of enqueueJob. Throws `ApiError` for every refusal. */
+export async function enqueueJob(deps: EnqueueDeps, caller: EnqueueCaller, body: EnqueueBody): Promise<EnqueueResult> {
+  try {
+    const result = await enqueue(deps, caller, body);
+    deps.telemetry.emit("job:enqueued", {
+      operationId: result.job.operationId,
+      outcome:
+        result.statusCode === 200
+          ? "deduplicated"
+          : result.job.status === "cancelled"
+            ? "cancelled-by-chain"
+            : "created",
+    });
+    return result;
+  } catch (error) {
+    if (error instanceof ApiError) deps.telemetry.emit("job:enqueue-refused", { code: error.code });
+    throw error;
+  }
+}
+
+async function enqueue(deps: EnqueueDeps, caller: EnqueueCaller, body: EnqueueBody): Promise<EnqueueResult> {
+  const { config, registry, store, clock } = deps;
+  const { assertion, parent } = caller;
+  const now = clock.now();
+
+  // Step 2, past the schema.
+  const runAt = computeRunAt(body, now);
+  const payloadBytes = Buffer.byteLength(JSON.stringify(body.request), "utf8");
+  if (payloadBytes > MAX_PAYLOAD_BYTES) {
+    throw new ApiError(
+      400,
+      "payload_too_large",
+      `the request payload is ${payloadBytes} bytes of JSON; at most ${MAX_PAYLOAD_BYTES} are allowed`,
+    );
+  }
+  const onBehalfOf = body.on_behalf_of;
+  if (onBehalfOf && onBehalfOf.authority.user_id !== onBehalfOf.user_id) {
+    throw new ApiError(
+      400,
+      "invalid_on_behalf_of",
+      "on_behalf_of.authority.user_id must equal on_behalf_of.user_id",
+    );
+  }
+  const target = registry.get(body.operation_id);
+  if (target) {
+    const pathParams = body.request.path_params ?? {};
+    const missing = target.pathParams.filter((name) => pathParams[name] === undefined || pathParams[name] === null);
+    if (missing.length > 0) {
+      throw new ApiError(
+        400,
+        "missing_path_param",
+        `request.path_params lacks ${missing.map((name) => `"${name}"`).join(", ")}, needed by ${target.method} ${target.path}`,
+      );
+    }
+  }
+
+  // Step 3.
+  if (!target) {
+    throw new ApiError(422, "unknown_operation", `operation "${body.operation_id}" is not in the product's OpenAPI document`);
+  }
+  if (!target.background) {
+    throw new ApiError(
+      422,
+      "operation_not_background",
+      `operation "${body.operation_id}" does not carry the "background" tag, so it cannot be enqueued`,
+    );
+  }
+
+  // Step 4.
+  if (!(config.triggers[assertion.op] ?? []).includes(target.operationId)) {
+    throw new ApiError(
+      403,
+      "trigger_not_allowed",
+      `the trigger map does not let "${assertion.op}" enqueue "${target.operationId}"`,
+    );
+  }
+  if (onBehalfOf) {
+    if (parent) {
+      throw new ApiError(403, "on_behalf_of_not_allowed", "a chained enqueue inherits its chain's authority; on_behalf_of is refused");
+    }
+    if (!config.on_behalf_of.includes(assertion.op)) {
+      throw new ApiError(403, "on_behalf_of_not_allowed", `"${assertion.op}" is not allowed to send on_behalf_of`);
+    }
+  }
+  if (parent) {
+    if (parent.operationId !== assertion.op) {
+      throw new ApiError(
+        403,
+        "chain_mismatch",
+        `job ${parent.id} runs "${parent.operationId}", but the assertion's op is "${assertion.op}"`,
+      );
+    }
+    if (parent.userId !== assertion.sub) {
+      throw new ApiError(403, "chain_mismatch", `job ${parent.id} runs as another user than the assertion's sub`);
+    }
+  }
+
+  // Steps 5–7, atomically in the store.
+  const chain = chainFields({ assertion, parent, onBehalfOf });
+  const operationOverride = config.operations[target.operationId];
+  const outcome = await store.jobInsert({
+    id: newJobId(),
+    operationId: target.operationId,
+    priority: body.priority ?? 0,
+    runAt,
+    maxAttempts: operationOverride?.max_attempts ?? config.defaults.max_attempts,
+    dedupeKey: body.dedupe_key ?? null,
+    concurrencyKey: body.concurrency_key ?? null,
+    enqueuedByOperationId: assertion.op,
+    request: body.request,
+    spawnCap: config.limits.spawn_cap,
+    ...chain,
+  });
+  switch (outcome.kind) {
+    case "created":
+      return { statusCode: 201, job: outcome.job };
+    case "deduplicated":
+      return { statusCode: 200, job: outcome.job };
+    case "dedupe_conflict":
+      throw new ApiError(
+        409,
+        "dedupe_conflict",
+        `dedupe key is held by job ${outcome.holder.id} of operation "${outcome.holder.operationId}"`,
+      );
+    case "spawn_cap_exceeded":
+      throw new ApiError(
+        429,
+        "spawn_cap_exceeded",
+        `chain "${chain.originalRequestId}" has already created ${config.limits.spawn_cap} jobs, the spawn cap`,
+      );
+  }
+}
+
+/** `delay_ms` wins over `run_at`; neither means now. */
+function computeRunAt(body: EnqueueBody, now: number): number {
+  if (body.delay_ms !== undefined) return now + body.delay_ms;
+  if (body.run_at !== undefined) {
+    const runAt = Date.parse(body.run_at);
+    // The schema's date-time format admits a few strings Date cannot represent (a leap second, say).
+    if (Number.isNaN(runAt)) throw new ApiError(400, "invalid_request", `run_at "${body.run_at}" is not a usable date-time`);
+    return runAt;
+  }
+  return now;
+}
+
+/** Who the job runs as, and in which chain: copied verbatim from the parent, or taken from this call. */
+function chainFields(options: {
+  assertion: EnqueueAssertion;
+  parent: JobRow | undefined;
+  onBehalfOf: EnqueueBody["on_behalf_of"];
+}): { originalRequestId: string; parentJobId: string | null; userId: string; authority: StoredAuthority } {
+  const { assertion, parent, onBehalfOf } = options;
+  if (parent) {
+    return {
+      originalRequestId: parent.originalRequestId,
+      parentJobId: parent.id,
+      userId: parent.userId,
+      authority: parent.authority,
+    };
+  }
+  // The verifier guarantees rid on a root call (no job claim).
+  const rid = assertion.rid ?? "";
+  if (onBehalfOf) {
+    return {
+      originalRequestId: rid,
+      parentJobId: null,
+      userId: onBehalfOf.user_id,
+      authority: { ...onBehalfOf.authority, assertion: assertion.token },
+    };
+  }
+  return {
+    originalRequestId: rid,
+    parentJobId: null,
+    userId: assertion.sub,
+    authority: { kind: "request", request_id: rid, user_id: assertion.sub, assertion: assertion.token },
+  };
+}

@@ -1,0 +1,151 @@
+/**
+ * TypeBox schemas of everything a job looks like on the wire: validation, TypeScript types and the served
+ * OpenAPI document all come from here.
+ */
+import { Type, type Static } from "@sinclair/typebox";
+
+/** Job statuses, as SPEC.md names them. */
+export const JOB_STATUSES = ["pending", "running", "retrying", "succeeded", "dead", "cancelled"] as const;
+/** A job status. */
+export type JobStatus = (typeof JOB_STATUSES)[number];
+
+/** Why a job ended the way it did. */
+export const TERMINAL_REASONS = [
+  "exhausted",
+  "permanent-status",
+  "rejected-by-endpoint",
+  "auth-unresolvable",
+  "cancelled-by-admin",
+  "cancelled-by-chain",
+] as const;
+/** A terminal reason. */
+export type TerminalReason = (typeof TERMINAL_REASONS)[number];
+
+const NonEmpty = Type.String({ minLength: 1 });
+
+/** Authority granted by a user request. */
+export const RequestAuthority = Type.Object(
+  { kind: Type.Literal("request"), request_id: NonEmpty, user_id: NonEmpty },
+  { additionalProperties: false },
+);
+/** Authority granted over a resource. */
+export const ResourceAuthority = Type.Object(
+  { kind: Type.Literal("resource"), resource_id: NonEmpty, resource_kind: NonEmpty, user_id: NonEmpty },
+  { additionalProperties: false },
+);
+/** Authority of a cron schedule. */
+export const CronAuthority = Type.Object(
+  { kind: Type.Literal("cron"), cron_job_name: NonEmpty, user_id: NonEmpty },
+  { additionalProperties: false },
+);
+/** The authority object of SPEC.md, discriminated on `kind`. */
+export const Authority = Type.Union([RequestAuthority, ResourceAuthority, CronAuthority]);
+/** The wire form of an authority (the stored enqueue assertion is never part of it). */
+export type Authority = Static<typeof Authority>;
+
+/** The capped request payload delivered to the target operation. */
+export const RequestPayload = Type.Object(
+  {
+    body: Type.Optional(Type.Unknown({ description: "JSON body for the target operation." })),
+    path_params: Type.Optional(
+      Type.Record(Type.String(), Type.Unknown(), { description: "Path template substitutions by name." }),
+    ),
+    query: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: "Query parameters by name." })),
+  },
+  { additionalProperties: false },
+);
+/** A request payload. */
+export type RequestPayload = Static<typeof RequestPayload>;
+
+/** The outcome of the latest terminal or failed attempt. */
+export const JobResult = Type.Object(
+  {
+    status_code: Type.Optional(Type.Integer()),
+    error_body: Type.Union([Type.String(), Type.Null()]),
+    terminal_reason: Type.Union([...TERMINAL_REASONS.map((reason) => Type.Literal(reason)), Type.Null()]),
+  },
+  { additionalProperties: false },
+);
+/** A job result. */
+export type JobResult = Static<typeof JobResult>;
+
+const DateTime = Type.String({ format: "date-time" });
+const NullableString = Type.Union([Type.String(), Type.Null()]);
+
+/** The wire form of a job: exactly the fields of SPEC.md. */
+export const Job = Type.Object(
+  {
+    id: Type.String({ pattern: "^[0-9A-Za-z_-]{8,32}$" }),
+    operation_id: Type.String(),
+    status: Type.Union(JOB_STATUSES.map((status) => Type.Literal(status))),
+    attempt: Type.Integer({ minimum: 0 }),
+    max_attempts: Type.Integer({ minimum: 1 }),
+    priority: Type.Integer(),
+    run_at: DateTime,
+    created_at: DateTime,
+    started_at: Type.Union([DateTime, Type.Null()]),
+    finished_at: Type.Union([DateTime, Type.Null()]),
+    dedupe_key: NullableString,
+    concurrency_key: NullableString,
+    enqueued_by_operation_id: Type.String(),
+    parent_job_id: NullableString,
+    original_request_id: Type.String(),
+    user_id: Type.String(),
+    authority: Authority,
+    request: RequestPayload,
+    result: Type.Union([JobResult, Type.Null()]),
+  },
+  { additionalProperties: false },
+);
+/** A job on the wire. */
+export type Job = Static<typeof Job>;
+
+/** `{ job }`, the answer of every operation that returns one job. */
+export const JobEnvelope = Type.Object({ job: Job }, { additionalProperties: false });
+
+/** `{ jobs }`, the answer of operations that return several. */
+export const JobsEnvelope = Type.Object({ jobs: Type.Array(Job) }, { additionalProperties: false });
+
+/** A page of the job list. */
+export const JobPage = Type.Object(
+  { jobs: Type.Array(Job), next_cursor: Type.Union([Type.String(), Type.Null()]) },
+  { additionalProperties: false },
+);
+
+/** The body of every error response. */
+export const ErrorBody = Type.Object(
+  { code: Type.String(), message: Type.String() },
+  { additionalProperties: false },
+);
+
+/** Longest key for dedupe and concurrency. */
+const Key = Type.Union([Type.String({ minLength: 1, maxLength: 255 }), Type.Null()]);
+
+/** Largest `delay_ms` accepted: 100 years, so that every computed run time is a valid date. */
+export const MAX_DELAY_MS = 100 * 365 * 24 * 3600 * 1000;
+
+/** The body of `POST /jobs`. */
+export const EnqueueBody = Type.Object(
+  {
+    operation_id: Type.String({ minLength: 1, description: "Target operationId; must carry the `background` tag." }),
+    request: RequestPayload,
+    priority: Type.Optional(
+      Type.Integer({ minimum: -2147483648, maximum: 2147483647, description: "Higher is claimed first; default 0." }),
+    ),
+    delay_ms: Type.Optional(
+      Type.Integer({ minimum: 0, maximum: MAX_DELAY_MS, description: "Delay from now; wins over run_at." }),
+    ),
+    run_at: Type.Optional(Type.String({ format: "date-time", description: "Absolute earliest claim time." })),
+    dedupe_key: Type.Optional(Key),
+    concurrency_key: Type.Optional(Key),
+    on_behalf_of: Type.Optional(
+      Type.Object(
+        { user_id: NonEmpty, authority: Authority },
+        { additionalProperties: false, description: "Explicit authority; the caller must be allowed to send it." },
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
+/** The body of `POST /jobs`. */
+export type EnqueueBody = Static<typeof EnqueueBody>;

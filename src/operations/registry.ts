@@ -1,0 +1,411 @@
+/**
+ * The product's OpenAPI document, reduced to what opqueue needs: every operation by operationId, with its
+ * method, path template and tags. Also the start-up cross-check of the config against it (CONTRACT §1).
+ *
+ * `$ref`s are followed only where the registry reads: path items, operations and their parameters. The rest of
+ * the document (schemas above all) is never walked, so a legitimately recursive schema is not mistaken for a
+ * broken ref cycle, and a document that is valid OpenAPI loads even if opqueue could not resolve every ref in it.
+ */
+import { readFileSync } from "node:fs";
+import { resolve as resolvePath } from "node:path";
+import { Cron } from "croner";
+import { parse as parseYaml } from "yaml";
+import { ConfigError, type Config, type CronConfig } from "../config.js";
+
+/** One operation of the product's API. */
+export interface Operation {
+  operationId: string;
+  /** Upper case: GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS, TRACE. */
+  method: string;
+  /** The path template as written, e.g. "/users/{userId}/emails". */
+  path: string;
+  /** Names of the {params} in the template, in order. */
+  pathParams: string[];
+  tags: string[];
+  /** The tags include "background": only such operations may be enqueued. */
+  background: boolean;
+}
+
+/** The tag that marks an operation as a target opqueue may enqueue. */
+const BACKGROUND_TAG = "background";
+/** The operation fields of a Path Item Object, in the order OpenAPI lists them. */
+const HTTP_METHODS = ["get", "put", "post", "delete", "options", "head", "patch", "trace"] as const;
+const SUPPORTED_VERSIONS = ["3.0", "3.1"] as const;
+
+type JsonObject = Record<string, unknown>;
+
+function isObject(value: unknown): value is JsonObject {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function describeValue(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "a list";
+  return typeof value === "object" ? "an object" : `${typeof value} ${JSON.stringify(value)}`;
+}
+
+/** `{name}` segments of a path template; `[^{}/]` keeps a stray brace from swallowing the rest of the path. */
+function pathParamsOf(path: string): string[] {
+  return [...path.matchAll(/\{([^{}/]+)\}/g)].map((match) => match[1] ?? "");
+}
+
+/** The decoded segments of a local JSON-pointer `$ref` (RFC 6901 in a URI fragment). */
+function pointerSegments(ref: string): string[] | { problem: string } {
+  if (!ref.startsWith("#")) {
+    return {
+      problem:
+        `$ref "${ref}" points outside this document; only local refs ("#/components/...") are supported, ` +
+        "so bundle the document into one file first",
+    };
+  }
+  let pointer: string;
+  try {
+    pointer = decodeURIComponent(ref.slice(1));
+  } catch {
+    return { problem: `$ref "${ref}" is not a valid URI fragment` };
+  }
+  if (pointer === "") return [];
+  if (!pointer.startsWith("/")) return { problem: `$ref "${ref}" is not a JSON pointer (it must start with "#/")` };
+  // Order matters (RFC 6901 §4): "~01" must become "~1", not "/".
+  return pointer
+    .slice(1)
+    .split("/")
+    .map((segment) => segment.replaceAll("~1", "/").replaceAll("~0", "~"));
+}
+
+/** One step down a JSON pointer; own properties only, so "constructor" or "__proto__" never resolve by accident. */
+function childOf(node: unknown, segment: string): unknown {
+  if (Array.isArray(node)) return /^(0|[1-9]\d*)$/.test(segment) ? node[Number(segment)] : undefined;
+  return isObject(node) && Object.hasOwn(node, segment) ? node[segment] : undefined;
+}
+
+/** A `$ref` already being followed, to detect cycles whatever spelling of the pointer they use. */
+interface RefVisit {
+  key: string;
+  ref: string;
+}
+
+/** Reads one parsed document into operations; every problem becomes a `ConfigError` naming the source. */
+class DocumentReader {
+  private readonly operations = new Map<string, Operation>();
+
+  constructor(
+    private readonly root: unknown,
+    private readonly source: string,
+  ) {}
+
+  read(): Map<string, Operation> {
+    const paths = this.checkHeader();
+    for (const [path, item] of Object.entries(paths)) {
+      // Specification extensions ("x-...") may sit beside the paths; they are not paths.
+      if (path.startsWith("x-")) continue;
+      this.readPathItem(path, item);
+    }
+    return this.operations;
+  }
+
+  private fail(where: string, problem: string): ConfigError {
+    const at = where === "" ? "" : `${where}: `;
+    return new ConfigError(`config: openapi: ${this.source}: ${at}${problem}`);
+  }
+
+  private checkHeader(): JsonObject {
+    const doc = this.root;
+    if (!isObject(doc)) throw this.fail("", `is not an OpenAPI document (it holds ${describeValue(doc)}, not an object)`);
+    if (doc["swagger"] !== undefined) {
+      throw this.fail("", "is a Swagger 2.0 document; convert it to OpenAPI 3.0 or 3.1");
+    }
+    this.checkVersion(doc["openapi"]);
+    const paths = doc["paths"];
+    if (!isObject(paths)) throw this.fail("paths", `must be an object of path items (got ${describeValue(paths)})`);
+    return paths;
+  }
+
+  private checkVersion(version: unknown): void {
+    if (version === undefined) throw this.fail("", 'is not an OpenAPI document (no "openapi" version field)');
+    if (typeof version === "number") {
+      // YAML reads `openapi: 3.1` as a number, which the OpenAPI schema rejects; say how to fix it.
+      throw this.fail("openapi", `must be a version string such as "3.1.0", not the number ${version} (quote it in YAML)`);
+    }
+    if (typeof version !== "string" || !SUPPORTED_VERSIONS.some((v) => version === v || version.startsWith(`${v}.`))) {
+      throw this.fail("openapi", `version ${JSON.stringify(version)} is not supported (need 3.0.x or 3.1.x)`);
+    }
+  }
+
+  private readPathItem(path: string, value: unknown): void {
+    const where = `paths[${JSON.stringify(path)}]`;
+    if (!path.startsWith("/")) throw this.fail(where, 'a path must start with "/"');
+    const item = this.resolve(value, where);
+    if (!isObject(item)) throw this.fail(where, `must be a path item object (got ${describeValue(item)})`);
+    this.checkParameters(item["parameters"], `${where}.parameters`);
+    for (const method of HTTP_METHODS) {
+      if (item[method] === undefined) continue;
+      const operation = this.readOperation({ path, method, value: item[method], where: `${where}.${method}` });
+      if (operation) this.add(operation, `${where}.${method}.operationId`);
+    }
+  }
+
+  private readOperation(options: { path: string; method: string; value: unknown; where: string }): Operation | undefined {
+    const { path, method, where } = options;
+    const op = this.resolve(options.value, where);
+    if (!isObject(op)) throw this.fail(where, `must be an operation object (got ${describeValue(op)})`);
+    this.checkParameters(op["parameters"], `${where}.parameters`);
+    // Only an absent operationId is skipped: nothing can name such an operation, so nothing can enqueue it.
+    if (!Object.hasOwn(op, "operationId")) return undefined;
+    const operationId = op["operationId"];
+    if (typeof operationId !== "string" || operationId === "") {
+      throw this.fail(`${where}.operationId`, `must be a non-empty string (got ${describeValue(operationId)})`);
+    }
+    const tags = this.readTags(op["tags"], `${where}.tags`);
+    return {
+      operationId,
+      method: method.toUpperCase(),
+      path,
+      pathParams: pathParamsOf(path),
+      tags,
+      background: tags.includes(BACKGROUND_TAG),
+    };
+  }
+
+  private readTags(value: unknown, where: string): string[] {
+    if (value === undefined) return [];
+    if (!Array.isArray(value) || !value.every((tag): tag is string => typeof tag === "string")) {
+      throw this.fail(where, `must be a list of strings (got ${describeValue(value)})`);
+    }
+    return [...value];
+  }
+
+  /** Parameters do not feed the registry (path params come from the template), but a broken ref is a broken document. */
+  private checkParameters(value: unknown, where: string): void {
+    if (value === undefined) return;
+    if (!Array.isArray(value)) throw this.fail(where, `must be a list (got ${describeValue(value)})`);
+    value.forEach((parameter, index) => {
+      const resolved = this.resolve(parameter, `${where}.${index}`);
+      if (!isObject(resolved)) {
+        throw this.fail(`${where}.${index}`, `must be a parameter object (got ${describeValue(resolved)})`);
+      }
+    });
+  }
+
+  private add(operation: Operation, where: string): void {
+    const existing = this.operations.get(operation.operationId);
+    if (existing) {
+      throw this.fail(
+        where,
+        `operationId "${operation.operationId}" is used twice ` +
+          `(${existing.method} ${existing.path} and ${operation.method} ${operation.path}); operationIds must be unique`,
+      );
+    }
+    this.operations.set(operation.operationId, operation);
+  }
+
+  /**
+   * Follows a chain of `$ref`s to the value it names. Fields beside a `$ref` (allowed on 3.1 path items, undefined
+   * behaviour in 3.0) are laid over the referenced object, the nearest ref winning.
+   */
+  private resolve(value: unknown, where: string, visiting: readonly RefVisit[] = []): unknown {
+    if (!isObject(value) || !Object.hasOwn(value, "$ref")) return value;
+    const { $ref: ref, ...siblings } = value;
+    if (typeof ref !== "string") throw this.fail(where, `$ref must be a string (got ${describeValue(ref)})`);
+    const segments = pointerSegments(ref);
+    if (!Array.isArray(segments)) throw this.fail(where, segments.problem);
+    const key = JSON.stringify(segments);
+    if (visiting.some((visit) => visit.key === key)) {
+      const chain = [...visiting.map((visit) => visit.ref), ref].join(" -> ");
+      throw this.fail(where, `$ref cycle: ${chain}`);
+    }
+    const target = this.resolve(this.lookup(segments, ref, where), where, [...visiting, { key, ref }]);
+    return isObject(target) && Object.keys(siblings).length > 0 ? { ...target, ...siblings } : target;
+  }
+
+  private lookup(segments: string[], ref: string, where: string): unknown {
+    let node: unknown = this.root;
+    for (const [index, segment] of segments.entries()) {
+      node = childOf(node, segment);
+      if (node === undefined) {
+        const parent = segments.slice(0, index).map((s) => `/${s.replaceAll("~", "~0").replaceAll("/", "~1")}`);
+        throw this.fail(where, `$ref "${ref}" does not resolve: there is no "${segment}" in #${parent.join("")}`);
+      }
+    }
+    return node;
+  }
+}
+
+/** The operations of the product's OpenAPI document, indexed by operationId. */
+export class OperationRegistry {
+  private constructor(private readonly byId: ReadonlyMap<string, Operation>) {}
+
+  /** Reads a YAML or JSON OpenAPI 3.0/3.1 file; throws `ConfigError` naming the file on any problem. */
+  static fromFile(path: string): OperationRegistry {
+    const absolute = resolvePath(path);
+    let text: string;
+    try {
+      text = readFileSync(absolute, "utf8");
+    } catch (error) {
+      throw new ConfigError(`config: openapi: cannot read ${absolute}: ${(error as Error).message}`);
+    }
+    let doc: unknown;
+    try {
+      // JSON is YAML, so one parser reads both.
+      doc = parseYaml(text);
+    } catch (error) {
+      throw new ConfigError(`config: openapi: ${absolute} is not valid YAML or JSON: ${(error as Error).message}`);
+    }
+    return OperationRegistry.fromDocument(doc, absolute);
+  }
+
+  /** Builds the registry from a parsed document; `source` names it in error messages. Throws `ConfigError`. */
+  static fromDocument(doc: unknown, source = "OpenAPI document"): OperationRegistry {
+    return new OperationRegistry(new DocumentReader(doc, source).read());
+  }
+
+  /** The operation with this operationId, if the document has one. */
+  get(operationId: string): Operation | undefined {
+    return this.byId.get(operationId);
+  }
+
+  /** Every operation with an operationId, in document order. */
+  all(): Operation[] {
+    return [...this.byId.values()];
+  }
+}
+
+/** The trigger-map key under which a cron entry enqueues. */
+function cronCaller(name: string): string {
+  return `cron:${name}`;
+}
+
+/** Throws unless `operationId` names a `background` operation; `subject` says what named it. */
+function requireBackgroundOperation(options: {
+  registry: OperationRegistry;
+  operationId: string;
+  key: string;
+  subject: string;
+}): void {
+  const { registry, operationId, key, subject } = options;
+  const operation = registry.get(operationId);
+  if (!operation) {
+    throw new ConfigError(`config: ${key}: ${subject} is not an operation of the OpenAPI document`);
+  }
+  if (!operation.background) {
+    throw new ConfigError(
+      `config: ${key}: ${subject} (${operation.method} ${operation.path}) lacks the "${BACKGROUND_TAG}" tag, ` +
+        "so it cannot be enqueued",
+    );
+  }
+}
+
+function checkTriggerTargets(config: Config, registry: OperationRegistry): void {
+  for (const [caller, targets] of Object.entries(config.triggers)) {
+    for (const target of targets) {
+      requireBackgroundOperation({ registry, operationId: target, key: `triggers.${caller}`, subject: `target "${target}"` });
+    }
+  }
+}
+
+function checkTimezone(entry: CronConfig, key: string): void {
+  const problem = `config: ${key}: "${entry.timezone}" is not a valid IANA time zone (e.g. "UTC", "Europe/Paris")`;
+  // Newer V8 accepts UTC offsets such as "+01:00"; they are not IANA zones and ignore DST, so refuse them everywhere.
+  if (/^[+-]\d/.test(entry.timezone)) throw new ConfigError(problem);
+  try {
+    // Checked apart from croner, which may take a zone it cannot honour and fail only when computing a tick.
+    new Intl.DateTimeFormat(undefined, { timeZone: entry.timezone });
+  } catch {
+    throw new ConfigError(problem);
+  }
+}
+
+/** Exactly 5 or 6 fields: croner also takes nicknames such as "@daily", which CONTRACT §8 does not promise. */
+function checkSchedule(entry: CronConfig, key: string): void {
+  const fields = entry.schedule.trim().split(/\s+/).length;
+  if (fields !== 5 && fields !== 6) {
+    throw new ConfigError(
+      `config: ${key}: "${entry.schedule}" must have 5 or 6 space-separated fields ` +
+        `([seconds] minute hour day-of-month month day-of-week), got ${fields}`,
+    );
+  }
+  try {
+    // Paused and with no callback, croner only parses: no timer is started.
+    new Cron(entry.schedule, { paused: true, timezone: entry.timezone }).stop();
+  } catch (error) {
+    throw new ConfigError(`config: ${key}: "${entry.schedule}" is not a valid cron expression: ${(error as Error).message}`);
+  }
+}
+
+function checkCronTrigger(entry: CronConfig, index: number, config: Config): void {
+  const caller = cronCaller(entry.name);
+  const allowed = Object.hasOwn(config.triggers, caller) ? config.triggers[caller] : undefined;
+  if (allowed === undefined) {
+    throw new ConfigError(
+      `config: cron.${index}.name: cron entry "${entry.name}" has no "${caller}" key in triggers ` +
+        `(add triggers."${caller}": [${entry.operation_id}])`,
+    );
+  }
+  if (!allowed.includes(entry.operation_id)) {
+    throw new ConfigError(
+      `config: cron.${index}.operation_id: "${entry.operation_id}" is not allowed by triggers."${caller}" ` +
+        `([${allowed.join(", ")}])`,
+    );
+  }
+}
+
+function checkCronEntries(config: Config, registry: OperationRegistry): void {
+  const firstIndexByName = new Map<string, number>();
+  config.cron.forEach((entry, index) => {
+    const earlier = firstIndexByName.get(entry.name);
+    if (earlier !== undefined) {
+      throw new ConfigError(
+        `config: cron.${index}.name: "${entry.name}" is already the name of cron.${earlier}; cron names must be unique`,
+      );
+    }
+    firstIndexByName.set(entry.name, index);
+    checkTimezone(entry, `cron.${index}.timezone`);
+    checkSchedule(entry, `cron.${index}.schedule`);
+    requireBackgroundOperation({
+      registry,
+      operationId: entry.operation_id,
+      key: `cron.${index}.operation_id`,
+      subject: `"${entry.operation_id}" (cron entry "${entry.name}")`,
+    });
+    checkCronTrigger(entry, index, config);
+  });
+}
+
+function triggerKeyWarnings(config: Config, registry: OperationRegistry): string[] {
+  const cronCallers = new Set(config.cron.map((entry) => cronCaller(entry.name)));
+  return Object.keys(config.triggers)
+    .filter((caller) => registry.get(caller) === undefined && !cronCallers.has(caller))
+    .map(
+      (caller) =>
+        `config: triggers.${caller}: "${caller}" is neither an operation of the OpenAPI document ` +
+        "nor cron:{name} of a cron entry, so no caller can use this entry",
+    );
+}
+
+function unknownOperationWarnings(config: Config, registry: OperationRegistry): string[] {
+  const overrides = Object.keys(config.operations)
+    .filter((operationId) => registry.get(operationId) === undefined)
+    .map(
+      (operationId) =>
+        `config: operations.${operationId}: names no operation of the OpenAPI document; the override is unused`,
+    );
+  const onBehalfOf = config.on_behalf_of.flatMap((operationId, index) =>
+    registry.get(operationId) === undefined
+      ? [`config: on_behalf_of.${index}: "${operationId}" names no operation of the OpenAPI document`]
+      : [],
+  );
+  return [...overrides, ...onBehalfOf];
+}
+
+/**
+ * The start-up cross-check of CONTRACT §1: throws `ConfigError` (naming the key) when the config asks for
+ * something the document cannot give; returns warnings for entries that are merely unused.
+ */
+export function checkConfigAgainstRegistry(options: { config: Config; registry: OperationRegistry }): {
+  warnings: string[];
+} {
+  const { config, registry } = options;
+  checkTriggerTargets(config, registry);
+  checkCronEntries(config, registry);
+  return { warnings: [...triggerKeyWarnings(config, registry), ...unknownOperationWarnings(config, registry)] };
+}

@@ -1,0 +1,527 @@
+/**
+ * The embedded SQLite engine (better-sqlite3): one process, one connection, one writer.
+ *
+ * - Durability: WAL with `synchronous=FULL`, so a commit survives `kill -9` and power loss.
+ * - One node: `locking_mode=EXCLUSIVE` makes the connection hold an OS-level lock on the file for its whole
+ *   life, so a second process fails at once with SQLITE_BUSY (reported as `StoreLockedError`), and the lock dies
+ *   with its process, so a restart after `kill -9` starts at once. (It also keeps the WAL index in heap memory.)
+ * - Group commit: better-sqlite3 is synchronous, so inserts arriving within one turn of the event loop are
+ *   collected and committed in one transaction (one fsync), each in its own savepoint so one failure fails only
+ *   its own request. No promise resolves before its commit.
+ * - No `SKIP LOCKED`: SQLite has one writer, so a claim inside `BEGIN IMMEDIATE` cannot race another claim.
+ */
+import { mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+import Database from "better-sqlite3";
+import type { Clock } from "../../clock.js";
+import type { JobResult, JobStatus } from "../../job/schemas.js";
+import { readMigrations } from "../migrations.js";
+import {
+  StoreLockedError,
+  StoreUnavailableError,
+  type JobCancelOutcome,
+  type JobInsertOutcome,
+  type JobInsertParams,
+  type JobListParams,
+  type JobOutcome,
+  type JobRetryOutcome,
+  type JobRow,
+  type Store,
+} from "../store.js";
+
+/** A row of `jobs` as better-sqlite3 returns it. */
+interface SqliteJobRow {
+  seq: number;
+  id: string;
+  operation_id: string;
+  status: JobStatus;
+  attempt: number;
+  max_attempts: number;
+  priority: number;
+  run_at: number;
+  created_at: number;
+  started_at: number | null;
+  finished_at: number | null;
+  heartbeat_at: number | null;
+  dedupe_key: string | null;
+  concurrency_key: string | null;
+  enqueued_by_operation_id: string;
+  parent_job_id: string | null;
+  original_request_id: string;
+  user_id: string;
+  authority: string;
+  request: string;
+  result: string | null;
+}
+
+function toJobRow(row: SqliteJobRow): JobRow {
+  return {
+    seq: row.seq,
+    id: row.id,
+    operationId: row.operation_id,
+    status: row.status,
+    attempt: row.attempt,
+    maxAttempts: row.max_attempts,
+    priority: row.priority,
+    runAt: row.run_at,
+    createdAt: row.created_at,
+    startedAt: row.started_at,
+    finishedAt: row.finished_at,
+    heartbeatAt: row.heartbeat_at,
+    dedupeKey: row.dedupe_key,
+    concurrencyKey: row.concurrency_key,
+    enqueuedByOperationId: row.enqueued_by_operation_id,
+    parentJobId: row.parent_job_id,
+    originalRequestId: row.original_request_id,
+    userId: row.user_id,
+    authority: JSON.parse(row.authority) as JobRow["authority"],
+    request: JSON.parse(row.request) as JobRow["request"],
+    result: row.result === null ? null : (JSON.parse(row.result) as JobResult),
+  };
+}
+
+/** Most inserts committed in one transaction, so one batch never blocks the event loop for long. */
+const MAX_INSERT_BATCH = 512;
+
+/** SQLite result codes that mean "the database cannot serve now", not "this request is wrong". */
+const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|NOMEM|PROTOCOL)/;
+
+function mapError(error: unknown): unknown {
+  if (error instanceof Database.SqliteError && UNAVAILABLE_CODES.test(error.code)) {
+    return new StoreUnavailableError(`SQLite: ${error.message}`);
+  }
+  return error;
+}
+
+interface PendingInsert {
+  params: JobInsertParams;
+  resolve: (outcome: JobInsertOutcome) => void;
+  reject: (error: unknown) => void;
+}
+
+type Settled = { ok: true; value: JobInsertOutcome } | { ok: false; error: unknown };
+
+const CLAIMABLE = "status IN ('pending', 'retrying')";
+
+/** The embedded engine. Open it with `SqliteStore.open`. */
+export class SqliteStore implements Store {
+  readonly engine = "sqlite";
+  private readonly db: Database.Database;
+  private readonly clock: Clock;
+  private readonly schemaVersion: number;
+  private readonly statements;
+  private readonly listStatements = new Map<string, Database.Statement>();
+  private pendingInserts: PendingInsert[] = [];
+  private flushScheduled = false;
+  private closed = false;
+
+  private constructor(options: { db: Database.Database; clock: Clock; schemaVersion: number }) {
+    this.db = options.db;
+    this.clock = options.clock;
+    this.schemaVersion = options.schemaVersion;
+    this.statements = this.prepareStatements();
+  }
+
+  /**
+   * Opens (creating if needed) the database at `path` (`:memory:` for a throwaway one), takes the exclusive
+   * lock and applies pending migrations. Throws `StoreLockedError` if another process holds the file.
+   */
+  static open(options: { path: string; clock: Clock }): SqliteStore {
+    const { path, clock } = options;
+    if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
+    const db = new Database(path, { timeout: 0 });
+    try {
+      db.pragma("locking_mode = EXCLUSIVE");
+      db.pragma("journal_mode = WAL");
+      db.pragma("synchronous = FULL");
+      const schemaVersion = migrate(db);
+      db.pragma("busy_timeout = 5000");
+      return new SqliteStore({ db, clock, schemaVersion });
+    } catch (error) {
+      db.close();
+      if (error instanceof Database.SqliteError && /^SQLITE_BUSY/.test(error.code)) {
+        throw new StoreLockedError(
+          `the SQLite database ${path} is in use by another opqueue process; SQLite serves one node ` +
+            "(stop the other process, or use PostgreSQL to run several nodes)",
+        );
+      }
+      throw error;
+    }
+  }
+
+  private prepareStatements() {
+    const db = this.db;
+    return {
+      getById: db.prepare<[string], SqliteJobRow>("SELECT * FROM jobs WHERE id = ?"),
+      dedupeHolder: db.prepare<[string], SqliteJobRow>(
+        `SELECT * FROM jobs WHERE dedupe_key = ? AND ${CLAIMABLE}`,
+      ),
+      refreshDeduped: db.prepare<{ id: string; run_at: number; request: string }, SqliteJobRow>(
+        `UPDATE jobs SET run_at = :run_at, request = :request WHERE id = :id AND ${CLAIMABLE} RETURNING *`,
+      ),
+      // Counts the job against its chain in the same statement that checks the cap: no row back means the
+      // chain is full. A new chain starts at 1.
+      chargeChain: db.prepare<{ rid: string; cap: number }, { cancelled_at: number | null }>(
+        `INSERT INTO chains (original_request_id, jobs_created) VALUES (:rid, 1)
+         ON CONFLICT (original_request_id) DO UPDATE SET jobs_created = jobs_created + 1
+           WHERE jobs_created < :cap
+         RETURNING cancelled_at`,
+      ),
+      insertJob: db.prepare<Record<string, unknown>, SqliteJobRow>(
+        `INSERT INTO jobs (id, operation_id, status, attempt, max_attempts, priority, run_at, created_at,
+           finished_at, dedupe_key, concurrency_key, enqueued_by_operation_id, parent_job_id,
+           original_request_id, user_id, authority, request, result)
+         VALUES (:id, :operation_id, :status, 0, :max_attempts, :priority, :run_at, :created_at,
+           :finished_at, :dedupe_key, :concurrency_key, :enqueued_by_operation_id, :parent_job_id,
+           :original_request_id, :user_id, :authority, :request, :result)
+         RETURNING *`,
+      ),
+      cancel: db.prepare<{ id: string; now: number }, SqliteJobRow>(
+        `UPDATE jobs SET status = 'cancelled', finished_at = :now,
+           result = json_set(coalesce(result, '{"error_body":null}'), '$.terminal_reason', 'cancelled-by-admin')
+         WHERE id = :id AND ${CLAIMABLE} RETURNING *`,
+      ),
+      retry: db.prepare<{ id: string; now: number }, SqliteJobRow>(
+        `UPDATE jobs SET status = 'pending', attempt = 0, result = NULL, started_at = NULL, finished_at = NULL,
+           heartbeat_at = NULL, run_at = :now
+         WHERE id = :id AND status IN ('dead', 'cancelled') RETURNING *`,
+      ),
+      markChainCancelled: db.prepare<{ rid: string; now: number }>(
+        `INSERT INTO chains (original_request_id, jobs_created, cancelled_at) VALUES (:rid, 0, :now)
+         ON CONFLICT (original_request_id) DO UPDATE SET cancelled_at = coalesce(cancelled_at, :now)`,
+      ),
+      cancelChainJobs: db.prepare<{ rid: string; now: number }, SqliteJobRow>(
+        `UPDATE jobs SET status = 'cancelled', finished_at = :now,
+           result = json_set(coalesce(result, '{"error_body":null}'), '$.terminal_reason', 'cancelled-by-chain')
+         WHERE original_request_id = :rid AND ${CLAIMABLE} RETURNING *`,
+      ),
+      runningKeys: db
+        .prepare<[], string>(
+          "SELECT concurrency_key FROM jobs WHERE concurrency_key IS NOT NULL AND status = 'running'",
+        )
+        .pluck(),
+      // Uses the partial index jobs_claim, whose WHERE this query repeats word for word.
+      claimCandidates: db.prepare<{ now: number; limit: number; offset: number }, { seq: number; concurrency_key: string | null }>(
+        `SELECT seq, concurrency_key FROM jobs
+         WHERE ${CLAIMABLE} AND run_at <= :now
+         ORDER BY priority DESC, run_at, seq LIMIT :limit OFFSET :offset`,
+      ),
+      claimOne: db.prepare<{ seq: number; now: number }, SqliteJobRow>(
+        `UPDATE jobs SET status = 'running', attempt = attempt + 1, started_at = :now, heartbeat_at = :now
+         WHERE seq = :seq AND ${CLAIMABLE} RETURNING *`,
+      ),
+      finish: db.prepare<{ id: string; attempt: number; status: string; result: string; now: number }>(
+        `UPDATE jobs SET status = :status, result = :result, finished_at = :now, heartbeat_at = NULL
+         WHERE id = :id AND status = 'running' AND attempt = :attempt`,
+      ),
+      chainCancelledFor: db
+        .prepare<[string], number | null>(
+          `SELECT c.cancelled_at FROM jobs j JOIN chains c ON c.original_request_id = j.original_request_id
+           WHERE j.id = ?`,
+        )
+        .pluck(),
+      // A job going back to the queue re-takes its dedupe key, unless a newer claimable job took it while
+      // this one was running (running jobs do not hold keys): then it is retried without the key.
+      requeue: db.prepare<{ id: string; attempt: number; run_at: number; result: string }>(
+        `UPDATE jobs SET status = 'retrying', run_at = :run_at, result = :result, heartbeat_at = NULL,
+           dedupe_key = CASE WHEN EXISTS (
+             SELECT 1 FROM jobs other WHERE other.dedupe_key = jobs.dedupe_key
+               AND other.status IN ('pending', 'retrying') AND other.id <> jobs.id)
+             THEN NULL ELSE dedupe_key END
+         WHERE id = :id AND status = 'running' AND attempt = :attempt`,
+      ),
+      schemaVersion: db.prepare<[], number>("PRAGMA user_version").pluck(),
+    };
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new StoreUnavailableError("the store is closed");
+  }
+
+  /** Runs `fn` in a write transaction, turning "cannot serve now" failures into `StoreUnavailableError`. */
+  private write<T>(fn: () => T): T {
+    this.assertOpen();
+    try {
+      return this.db.transaction(fn).immediate();
+    } catch (error) {
+      throw mapError(error);
+    }
+  }
+
+  private read<T>(fn: () => T): T {
+    this.assertOpen();
+    try {
+      return fn();
+    } catch (error) {
+      throw mapError(error);
+    }
+  }
+
+  async ping(): Promise<void> {
+    const version = this.read(() => this.statements.schemaVersion.get());
+    if (version !== this.schemaVersion) {
+      throw new StoreUnavailableError(`schema version ${String(version)}, expected ${this.schemaVersion}`);
+    }
+  }
+
+  jobInsert(params: JobInsertParams): Promise<JobInsertOutcome> {
+    if (this.closed) return Promise.reject(new StoreUnavailableError("the store is closed"));
+    return new Promise((resolve, reject) => {
+      this.pendingInserts.push({ params, resolve, reject });
+      this.scheduleFlush();
+    });
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(() => {
+      this.flushScheduled = false;
+      this.flushInserts();
+    });
+  }
+
+  /** Commits the waiting inserts together; each settles only after the commit. */
+  private flushInserts(): void {
+    const batch = this.pendingInserts.splice(0, MAX_INSERT_BATCH);
+    if (this.pendingInserts.length > 0) this.scheduleFlush();
+    if (batch.length === 0) return;
+    const settled: Settled[] = [];
+    const insertOne = this.db.transaction((params: JobInsertParams, now: number) => this.insertOne(params, now));
+    try {
+      this.write(() => {
+        const now = this.clock.now();
+        for (const item of batch) {
+          try {
+            settled.push({ ok: true, value: insertOne(item.params, now) });
+          } catch (error) {
+            settled.push({ ok: false, error: mapError(error) });
+          }
+        }
+      });
+    } catch (error) {
+      for (const item of batch) item.reject(error);
+      return;
+    }
+    batch.forEach((item, index) => {
+      const outcome = settled[index];
+      if (outcome?.ok) item.resolve(outcome.value);
+      else item.reject(outcome?.error);
+    });
+  }
+
+  private insertOne(params: JobInsertParams, now: number): JobInsertOutcome {
+    const s = this.statements;
+    if (params.dedupeKey !== null) {
+      const holder = s.dedupeHolder.get(params.dedupeKey);
+      if (holder) {
+        if (holder.operation_id !== params.operationId) return { kind: "dedupe_conflict", holder: toJobRow(holder) };
+        const refreshed = s.refreshDeduped.get({
+          id: holder.id,
+          run_at: params.runAt,
+          request: JSON.stringify(params.request),
+        });
+        if (!refreshed) throw new Error(`dedupe holder ${holder.id} vanished inside its transaction`);
+        return { kind: "deduplicated", job: toJobRow(refreshed) };
+      }
+    }
+    const chain = s.chargeChain.get({ rid: params.originalRequestId, cap: params.spawnCap });
+    if (!chain) return { kind: "spawn_cap_exceeded" };
+    const chainCancelled = chain.cancelled_at !== null;
+    const row = s.insertJob.get({
+      id: params.id,
+      operation_id: params.operationId,
+      status: chainCancelled ? "cancelled" : "pending",
+      max_attempts: params.maxAttempts,
+      priority: params.priority,
+      run_at: params.runAt,
+      created_at: now,
+      finished_at: chainCancelled ? now : null,
+      dedupe_key: params.dedupeKey,
+      concurrency_key: params.concurrencyKey,
+      enqueued_by_operation_id: params.enqueuedByOperationId,
+      parent_job_id: params.parentJobId,
+      original_request_id: params.originalRequestId,
+      user_id: params.userId,
+      authority: JSON.stringify(params.authority),
+      request: JSON.stringify(params.request),
+      result: chainCancelled ? JSON.stringify({ error_body: null, terminal_reason: "cancelled-by-chain" }) : null,
+    });
+    if (!row) throw new Error("INSERT ... RETURNING returned no row");
+    return { kind: "created", job: toJobRow(row) };
+  }
+
+  async jobGet(params: { id: string }): Promise<JobRow | undefined> {
+    const row = this.read(() => this.statements.getById.get(params.id));
+    return row ? toJobRow(row) : undefined;
+  }
+
+  async jobList(params: JobListParams): Promise<JobRow[]> {
+    const where: string[] = [];
+    const values: Record<string, unknown> = { limit: params.limit };
+    if (params.statuses && params.statuses.length > 0) {
+      const names = params.statuses.map((status, i) => {
+        values[`status${i}`] = status;
+        return `:status${i}`;
+      });
+      where.push(`status IN (${names.join(", ")})`);
+    }
+    const filters: Array<[keyof JobListParams, string]> = [
+      ["operationId", "operation_id"],
+      ["originalRequestId", "original_request_id"],
+      ["userId", "user_id"],
+      ["parentJobId", "parent_job_id"],
+    ];
+    for (const [param, column] of filters) {
+      const value = params[param];
+      if (value !== undefined) {
+        where.push(`${column} = :${column}`);
+        values[column] = value;
+      }
+    }
+    if (params.beforeSeq !== undefined) {
+      where.push("seq < :before_seq");
+      values["before_seq"] = params.beforeSeq;
+    }
+    const sql =
+      `SELECT * FROM jobs ${where.length > 0 ? `WHERE ${where.join(" AND ")}` : ""} ` +
+      "ORDER BY seq DESC LIMIT :limit";
+    const rows = this.read(() => {
+      let statement = this.listStatements.get(sql);
+      if (!statement) {
+        statement = this.db.prepare(sql);
+        this.listStatements.set(sql, statement);
+      }
+      return statement.all(values) as SqliteJobRow[];
+    });
+    return rows.map(toJobRow);
+  }
+
+  async jobCancel(params: { id: string }): Promise<JobCancelOutcome> {
+    return this.write(() => {
+      const cancelled = this.statements.cancel.get({ id: params.id, now: this.clock.now() });
+      if (cancelled) return { kind: "cancelled", job: toJobRow(cancelled) };
+      const row = this.statements.getById.get(params.id);
+      if (!row) return { kind: "not_found" };
+      return row.status === "running"
+        ? { kind: "running", job: toJobRow(row) }
+        : { kind: "not_cancellable", job: toJobRow(row) };
+    });
+  }
+
+  async jobRetry(params: { id: string }): Promise<JobRetryOutcome> {
+    return this.write(() => {
+      const row = this.statements.getById.get(params.id);
+      if (!row) return { kind: "not_found" };
+      if (row.status !== "dead" && row.status !== "cancelled") return { kind: "not_retryable", job: toJobRow(row) };
+      if (row.dedupe_key !== null) {
+        const holder = this.statements.dedupeHolder.get(row.dedupe_key);
+        if (holder) return { kind: "dedupe_conflict", holder: toJobRow(holder) };
+      }
+      const retried = this.statements.retry.get({ id: params.id, now: this.clock.now() });
+      if (!retried) throw new Error(`job ${params.id} changed inside its transaction`);
+      return { kind: "retried", job: toJobRow(retried) };
+    });
+  }
+
+  async chainCancel(params: { originalRequestId: string }): Promise<JobRow[]> {
+    return this.write(() => {
+      const now = this.clock.now();
+      this.statements.markChainCancelled.run({ rid: params.originalRequestId, now });
+      return this.statements.cancelChainJobs
+        .all({ rid: params.originalRequestId, now })
+        .map(toJobRow)
+        .sort((a, b) => b.seq - a.seq);
+    });
+  }
+
+  async jobClaimMany(params: { limit: number }): Promise<JobRow[]> {
+    if (params.limit <= 0) return [];
+    return this.write(() => {
+      const now = this.clock.now();
+      const s = this.statements;
+      const heldKeys = new Set(s.runningKeys.all());
+      const chosen: number[] = [];
+      // Candidates come in claim order; skipping a held key keeps looking further down, in bounded pages,
+      // so a long run of jobs for one busy key cannot starve the others.
+      const pageSize = Math.max(64, params.limit * 4);
+      for (let page = 0; page < 16 && chosen.length < params.limit; page++) {
+        const candidates = s.claimCandidates.all({ now, limit: pageSize, offset: page * pageSize });
+        for (const candidate of candidates) {
+          if (candidate.concurrency_key !== null) {
+            if (heldKeys.has(candidate.concurrency_key)) continue;
+            heldKeys.add(candidate.concurrency_key);
+          }
+          chosen.push(candidate.seq);
+          if (chosen.length === params.limit) break;
+        }
+        if (candidates.length < pageSize) break;
+      }
+      const claimed: JobRow[] = [];
+      for (const seq of chosen) {
+        const row = s.claimOne.get({ seq, now });
+        if (row) claimed.push(toJobRow(row));
+      }
+      return claimed;
+    });
+  }
+
+  async jobCompleteMany(params: { outcomes: JobOutcome[] }): Promise<boolean[]> {
+    if (params.outcomes.length === 0) return [];
+    return this.write(() => {
+      const now = this.clock.now();
+      const s = this.statements;
+      return params.outcomes.map((outcome) => {
+        if (outcome.status === "retrying") {
+          if (s.chainCancelledFor.get(outcome.id) != null) {
+            const result: JobResult = { ...outcome.result, terminal_reason: "cancelled-by-chain" };
+            return writeChanged(
+              s.finish.run({ id: outcome.id, attempt: outcome.attempt, status: "cancelled", result: JSON.stringify(result), now }),
+            );
+          }
+          return writeChanged(
+            s.requeue.run({
+              id: outcome.id,
+              attempt: outcome.attempt,
+              run_at: outcome.runAt,
+              result: JSON.stringify(outcome.result),
+            }),
+          );
+        }
+        return writeChanged(
+          s.finish.run({ id: outcome.id, attempt: outcome.attempt, status: outcome.status, result: JSON.stringify(outcome.result), now }),
+        );
+      });
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.flushInserts();
+    while (this.pendingInserts.length > 0) this.flushInserts();
+    this.closed = true;
+    this.db.close();
+  }
+}
+
+function writeChanged(info: Database.RunResult): boolean {
+  return info.changes > 0;
+}
+
+/**
+ * Applies pending migrations in one transaction and records the version in `user_version`. The version is
+ * written even when nothing is pending: that write is what takes the exclusive lock at once.
+ */
+function migrate(db: Database.Database): number {
+  const migrations = readMigrations("sqlite");
+  const latest = migrations.length;
+  db.transaction(() => {
+    const current = db.pragma("user_version", { simple: true }) as number;
+    if (current > latest) {
+      throw new Error(`the database schema (version ${current}) is newer than this opqueue (version ${latest})`);
+    }
+    for (const migration of migrations.slice(current)) db.exec(migration.sql);
+    db.pragma(`user_version = ${latest}`);
+  }).immediate();
+  return latest;
+}

@@ -1,0 +1,139 @@
+/**
+ * The Store: the only door to the database. Every query opqueue runs is a method here, named noun-first
+ * (`jobInsert`, `jobClaimMany`), taking one params object; `Many` marks a batch. Each engine
+ * (`src/store/sqlite/`, later `src/store/postgres/`) implements it and passes `test/store/conformance/`.
+ *
+ * Every state change names the state it expects to leave, so a write that lost a race changes nothing.
+ */
+import type { Authority, JobResult, JobStatus, RequestPayload } from "../job/schemas.js";
+
+/** The stored authority: the wire form plus the evidence it was granted on. */
+export type StoredAuthority = Authority & { assertion?: string };
+
+/** A job as stored. Times are milliseconds since the epoch. */
+export interface JobRow {
+  /** Creation order; the FIFO tie-break and the list cursor. */
+  seq: number;
+  id: string;
+  operationId: string;
+  status: JobStatus;
+  attempt: number;
+  maxAttempts: number;
+  priority: number;
+  runAt: number;
+  createdAt: number;
+  startedAt: number | null;
+  finishedAt: number | null;
+  heartbeatAt: number | null;
+  dedupeKey: string | null;
+  concurrencyKey: string | null;
+  enqueuedByOperationId: string;
+  parentJobId: string | null;
+  originalRequestId: string;
+  userId: string;
+  authority: StoredAuthority;
+  request: RequestPayload;
+  result: JobResult | null;
+}
+
+/** What a new job is made of; the store adds status, attempt and times. */
+export interface JobInsertParams {
+  id: string;
+  operationId: string;
+  priority: number;
+  runAt: number;
+  maxAttempts: number;
+  dedupeKey: string | null;
+  concurrencyKey: string | null;
+  enqueuedByOperationId: string;
+  parentJobId: string | null;
+  originalRequestId: string;
+  userId: string;
+  authority: StoredAuthority;
+  request: RequestPayload;
+  /** Most jobs one chain may ever create. */
+  spawnCap: number;
+}
+
+/** The result of `jobInsert`, decided atomically with the write (CONTRACT §3 steps 5–7). */
+export type JobInsertOutcome =
+  /** A new job; `cancelled` with `cancelled-by-chain` when its chain was cancelled. */
+  | { kind: "created"; job: JobRow }
+  /** A claimable job held the dedupe key: its run time and request were refreshed. */
+  | { kind: "deduplicated"; job: JobRow }
+  /** A claimable job of another operation holds the dedupe key; nothing changed. */
+  | { kind: "dedupe_conflict"; holder: JobRow }
+  /** The chain has already created `spawnCap` jobs; nothing changed. */
+  | { kind: "spawn_cap_exceeded" };
+
+/** The result of `jobCancel`. */
+export type JobCancelOutcome =
+  | { kind: "cancelled"; job: JobRow }
+  | { kind: "not_found" }
+  | { kind: "running"; job: JobRow }
+  | { kind: "not_cancellable"; job: JobRow };
+
+/** The result of `jobRetry`. */
+export type JobRetryOutcome =
+  | { kind: "retried"; job: JobRow }
+  | { kind: "not_found" }
+  | { kind: "not_retryable"; job: JobRow }
+  | { kind: "dedupe_conflict"; holder: JobRow };
+
+/** Filters of the job list; every given filter must match. */
+export interface JobListParams {
+  statuses?: JobStatus[] | undefined;
+  operationId?: string | undefined;
+  originalRequestId?: string | undefined;
+  userId?: string | undefined;
+  parentJobId?: string | undefined;
+  /** Only jobs created before this `seq` (the cursor). */
+  beforeSeq?: number | undefined;
+  limit: number;
+}
+
+/** The end of one delivery attempt, written only if the job is still `running` with this `attempt`. */
+export type JobOutcome =
+  | { id: string; attempt: number; status: "succeeded"; result: JobResult }
+  | { id: string; attempt: number; status: "dead"; result: JobResult }
+  /** Back to the queue at `runAt`; becomes `cancelled`/`cancelled-by-chain` if the chain was cancelled meanwhile. */
+  | { id: string; attempt: number; status: "retrying"; runAt: number; result: JobResult };
+
+/** The only door to the database. */
+export interface Store {
+  /** Which engine this is, for messages and skips. */
+  readonly engine: "sqlite" | "postgres";
+  /** Resolves when the database answers and its schema is fully migrated; throws `StoreUnavailableError` otherwise. */
+  ping(): Promise<void>;
+  /** Inserts a job or upserts the claimable job holding its dedupe key; concurrent calls are committed together. */
+  jobInsert(params: JobInsertParams): Promise<JobInsertOutcome>;
+  /** One job by id. */
+  jobGet(params: { id: string }): Promise<JobRow | undefined>;
+  /** Jobs matching the filters, newest first, at most `limit`. */
+  jobList(params: JobListParams): Promise<JobRow[]>;
+  /** `pending`/`retrying` → `cancelled` (`cancelled-by-admin`). */
+  jobCancel(params: { id: string }): Promise<JobCancelOutcome>;
+  /** `dead`/`cancelled` → `pending` with attempt 0 and run time now. */
+  jobRetry(params: { id: string }): Promise<JobRetryOutcome>;
+  /** Marks the chain cancelled and cancels its claimable jobs; returns the jobs it cancelled. */
+  chainCancel(params: { originalRequestId: string }): Promise<JobRow[]>;
+  /**
+   * Claims up to `limit` due jobs in claim order (priority DESC, run_at, creation), never two with one
+   * concurrency key and none whose key is already running: each becomes `running`, attempt + 1.
+   */
+  jobClaimMany(params: { limit: number }): Promise<JobRow[]>;
+  /** Writes attempt outcomes; returns, per outcome, whether it was written (false: someone else decided). */
+  jobCompleteMany(params: { outcomes: JobOutcome[] }): Promise<boolean[]>;
+  /** Closes the database; pending writes are finished first. */
+  close(): Promise<void>;
+}
+
+/** The database cannot be reached or cannot take writes now; answered with 503 `unavailable`. */
+export class StoreUnavailableError extends Error {
+  override readonly name = "StoreUnavailableError";
+}
+
+/** Another process holds the database (SQLite serves one node). */
+export class StoreLockedError extends Error {
+  override readonly name = "StoreLockedError";
+}
