@@ -1,0 +1,186 @@
+#!/usr/bin/env node
+/**
+ * The `opqueue` command: serve | migrate | token | demo. Exit codes: 0 done, 1 failed at run time,
+ * 2 bad configuration or usage.
+ */
+import { randomUUID } from "node:crypto";
+import { fileURLToPath } from "node:url";
+import { resolve } from "node:path";
+import { parseArgs, type ParseArgsConfig } from "node:util";
+import { mintToken } from "./auth/tokens.js";
+import { systemClock } from "./clock.js";
+import { ConfigError, loadConfigFile, type ConfigEnv } from "./config.js";
+import { createLogger, redactUrl, serve, stopOnSignals } from "./main.js";
+import { openStore } from "./store/open-store.js";
+import { StoreLockedError } from "./store/store.js";
+import { VERSION } from "./version.js";
+
+const USAGE = `opqueue ${VERSION}: a durable background job queue
+
+Usage:
+  opqueue serve   [--config FILE] [--no-worker] [--no-api]
+  opqueue migrate [--config FILE]
+  opqueue token   [--config FILE] --sub USER [--op OP (--rid RID | --job JOB)] [--site-admin] [--ttl SECONDS]
+  opqueue demo
+  opqueue --version
+
+The config file may also be named by OPQUEUE_CONFIG. OPQUEUE_DATABASE_URL, OPQUEUE_PORT and OPQUEUE_HOST
+override the file.`;
+
+/** A mistake in how the command was called. */
+class UsageError extends Error {}
+
+const DEMO_CONFIG = fileURLToPath(new URL("../examples/demo/opqueue.yaml", import.meta.url));
+
+async function main(argv: string[]): Promise<void> {
+  const [command, ...rest] = argv;
+  switch (command) {
+    case "serve":
+      return serveCommand(rest);
+    case "migrate":
+      return migrateCommand(rest);
+    case "token":
+      return tokenCommand(rest);
+    case "demo":
+      return demoCommand(rest);
+    case "--version":
+    case "-v":
+      console.log(VERSION);
+      return;
+    case undefined:
+    case "help":
+    case "--help":
+    case "-h":
+      console.log(USAGE);
+      return;
+    default:
+      throw new UsageError(`unknown command "${command}"`);
+  }
+}
+
+function parse<const T extends NonNullable<ParseArgsConfig["options"]>>(args: string[], options: T) {
+  try {
+    return parseArgs<{ args: string[]; options: T; strict: true; allowPositionals: false }>({
+      args,
+      options,
+      strict: true,
+      allowPositionals: false,
+    }).values;
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+}
+
+async function serveCommand(args: string[]): Promise<void> {
+  const values = parse(args, {
+    config: { type: "string" },
+    "no-worker": { type: "boolean" },
+    "no-api": { type: "boolean" },
+  });
+  const { config } = loadConfigFile({ path: values.config });
+  const logger = createLogger();
+  const running = await serve({ config, api: !values["no-api"], logger });
+  stopOnSignals(running, logger);
+}
+
+async function migrateCommand(args: string[]): Promise<void> {
+  const values = parse(args, { config: { type: "string" } });
+  const { config } = loadConfigFile({ path: values.config });
+  const store = await openStore({ url: config.database, clock: systemClock });
+  await store.close();
+  console.log(`migrated ${redactUrl(config.database)}`);
+}
+
+async function tokenCommand(args: string[]): Promise<void> {
+  const values = parse(args, {
+    config: { type: "string" },
+    sub: { type: "string" },
+    op: { type: "string" },
+    rid: { type: "string" },
+    job: { type: "string" },
+    "site-admin": { type: "boolean" },
+    ttl: { type: "string" },
+  });
+  if (!values.sub) throw new UsageError("token: --sub USER is required");
+  if (values.op && !values.rid && !values.job) {
+    throw new UsageError("token: an enqueue assertion (--op) needs --rid (a root call) or --job (a chained call)");
+  }
+  let ttlSeconds: number | undefined;
+  if (values.ttl !== undefined) {
+    ttlSeconds = Number(values.ttl);
+    if (!Number.isInteger(ttlSeconds) || ttlSeconds <= 0) throw new UsageError("token: --ttl takes a positive number of seconds");
+  }
+  const { config } = loadConfigFile({ path: values.config });
+  const token = await mintToken({
+    auth: config.auth,
+    clock: systemClock,
+    sub: values.sub,
+    ...(values.op ? { op: values.op } : {}),
+    ...(values.rid ? { rid: values.rid } : {}),
+    ...(values.job ? { job: values.job } : {}),
+    ...(values["site-admin"] ? { siteAdmin: true } : {}),
+    ...(ttlSeconds !== undefined ? { ttlSeconds } : {}),
+  });
+  console.log(token);
+}
+
+/** `npm start`: the service on SQLite with the bundled example product, and a ready curl to try it. */
+async function demoCommand(args: string[]): Promise<void> {
+  parse(args, {});
+  const env: ConfigEnv = { ...process.env };
+  env.OPQUEUE_DATABASE_URL ??= `sqlite:${resolve("data", "opqueue-demo.db")}`;
+  const { config, path } = loadConfigFile({ path: DEMO_CONFIG, env });
+  const logger = createLogger();
+  const running = await serve({ config, api: true, logger });
+  stopOnSignals(running, logger);
+  const url = running.url ?? "";
+  const rid = `demo-${randomUUID().slice(0, 8)}`;
+  const assertion = await mintToken({ auth: config.auth, clock: systemClock, sub: "alice", op: "createUser", rid, ttlSeconds: 300 });
+  const admin = await mintToken({ auth: config.auth, clock: systemClock, sub: "admin", siteAdmin: true, ttlSeconds: 86_400 });
+  const body = JSON.stringify({
+    operation_id: "sendWelcomeEmail",
+    request: { path_params: { userId: "alice" }, body: { email: "alice@example.com" } },
+    dedupe_key: "welcome:alice",
+  });
+  console.log(`
+opqueue ${VERSION} demo is running at ${url}   (config: ${path}, database: ${config.database})
+
+Enqueue a job (valid for 5 minutes; a second identical call answers 200, the same job deduplicated):
+
+  curl -s -X POST ${url}/jobs \\
+    -H 'content-type: application/json' \\
+    -H 'authorization: Bearer ${assertion}' \\
+    -d '${body}'
+
+List jobs as a site administrator (token valid for 24 hours):
+
+  export OPQUEUE_ADMIN_TOKEN='${admin}'
+  curl -s ${url}/jobs -H "authorization: Bearer $OPQUEUE_ADMIN_TOKEN"
+
+Cancel one:  curl -s -X POST ${url}/jobs/JOB_ID/cancel -H "authorization: Bearer $OPQUEUE_ADMIN_TOKEN"
+
+Mint fresh tokens:  npx opqueue token --config ${path} --sub alice --op createUser --rid req-2
+The service's API document: ${url}/openapi.json   Metrics: ${url}/metrics   Stop: Ctrl-C
+`);
+}
+
+main(process.argv.slice(2)).catch((error: unknown) => {
+  if (error instanceof ConfigError) {
+    console.error(`opqueue: ${error.message}`);
+    process.exit(2);
+  }
+  if (error instanceof UsageError) {
+    console.error(`opqueue: ${error.message}\n\n${USAGE}`);
+    process.exit(2);
+  }
+  if (error instanceof StoreLockedError) {
+    console.error(`opqueue: ${error.message}`);
+    process.exit(1);
+  }
+  if ((error as NodeJS.ErrnoException).code === "EADDRINUSE") {
+    console.error(`opqueue: ${(error as Error).message}: another program uses that port; set OPQUEUE_PORT or listen.port`);
+    process.exit(1);
+  }
+  console.error("opqueue: failed:", error);
+  process.exit(1);
+});

@@ -1,0 +1,73 @@
+/**
+ * `serve`: builds the service from a config, listens, and shuts down gracefully on SIGTERM/SIGINT.
+ */
+import { pino, type Logger } from "pino";
+import type { Config } from "./config.js";
+import { createService, type Service } from "./service.js";
+import { VERSION } from "./version.js";
+
+/** A service that is listening (or, with `api: false`, just running). */
+export interface RunningService {
+  service: Service;
+  /** The base URL the API listens on; null without the API. */
+  url: string | null;
+  /** Stops accepting, closes the store. Safe to call twice. */
+  stop(): Promise<void>;
+}
+
+/** Creates the logger of a serving process; `OPQUEUE_LOG_LEVEL` sets its level (default info). */
+export function createLogger(): Logger {
+  return pino({ level: process.env["OPQUEUE_LOG_LEVEL"] ?? "info", base: { service: "opqueue" } });
+}
+
+/** Starts the service: API on `config.listen` unless `api` is false. */
+export async function serve(options: { config: Config; api: boolean; logger: Logger }): Promise<RunningService> {
+  const { config, logger } = options;
+  const service = await createService({ config, logger, processMetrics: true });
+  for (const warning of service.warnings) logger.warn(warning);
+  let url: string | null = null;
+  if (options.api) {
+    await service.app.listen({ host: config.listen.host, port: config.listen.port });
+    const address = service.app.server.address();
+    const port = typeof address === "object" && address ? address.port : config.listen.port;
+    const host = config.listen.host.includes(":") ? `[${config.listen.host}]` : config.listen.host;
+    url = `http://${host}:${port}`;
+  }
+  logger.info({ version: VERSION, url, database: redactUrl(config.database) }, "opqueue started");
+  let stopping: Promise<void> | undefined;
+  return {
+    service,
+    url,
+    stop() {
+      stopping ??= service.close().then(() => logger.info("opqueue stopped"));
+      return stopping;
+    },
+  };
+}
+
+/** Hides the password of a database URL. */
+export function redactUrl(url: string): string {
+  return url.replace(/(\/\/[^:/@]+:)[^@]*@/, "$1***@");
+}
+
+/** Stops `running` on the first SIGTERM or SIGINT and exits 0; a second signal exits at once. */
+export function stopOnSignals(running: RunningService, logger: Logger): void {
+  let received = false;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (received) {
+      logger.warn({ signal }, "second signal: exiting now");
+      process.exit(1);
+    }
+    received = true;
+    logger.info({ signal }, "shutting down");
+    running.stop().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        logger.error({ err: error }, "shutdown failed");
+        process.exit(1);
+      },
+    );
+  };
+  process.on("SIGTERM", onSignal);
+  process.on("SIGINT", onSignal);
+}

@@ -1,0 +1,152 @@
+/**
+ * What every conformance file shares: how an engine is plugged in, how a case is registered (with the
+ * engine's explicit skips), a fresh store per test, and small builders for jobs and outcomes.
+ */
+import assert from "node:assert/strict";
+import { test, type TestContext } from "node:test";
+import type { ManualClock } from "../../../src/clock.js";
+import { ManualClock as Clock } from "../../../src/clock.js";
+import { newJobId } from "../../../src/job/job-id.js";
+import type { JobResult } from "../../../src/job/schemas.js";
+import type { JobInsertParams, JobRow, Store } from "../../../src/store/store.js";
+
+/** A store opened for one test, and how to get rid of it. */
+export interface OpenedStore {
+  store: Store;
+  /** Closes the store if it is still open, and removes its database. Must tolerate an already closed store. */
+  cleanup: () => Promise<void>;
+}
+
+/** How an engine plugs into the suite. */
+export interface StoreConformanceOptions {
+  /** The engine's name, shown in the suite's title. */
+  engine: string;
+  /** Opens a fresh, migrated, empty store on its own database, reading time from `clock`. */
+  open: (clock: ManualClock) => Promise<OpenedStore>;
+  /** Cases this engine cannot run: case name -> the reason, shown in the test report. */
+  skip?: Record<string, string>;
+}
+
+/** A fresh store and the clock it reads. */
+export interface Fixture {
+  store: Store;
+  clock: ManualClock;
+}
+
+/** The start of every test's clock. */
+export const T0 = Date.UTC(2026, 10, 21, 12, 0, 0);
+
+/** Registers cases of one engine; each topic file receives one. */
+export class Suite {
+  /** Every case name registered so far, to catch a skip naming no case. */
+  readonly names = new Set<string>();
+
+  constructor(readonly options: StoreConformanceOptions) {}
+
+  /** Registers a case, skipped (with its reason) when the engine says so. */
+  case(name: string, fn: (fixture: Fixture, t: TestContext) => Promise<void>): void {
+    assert.ok(!this.names.has(name), `duplicate conformance case name: ${name}`);
+    this.names.add(name);
+    const reason = this.options.skip?.[name];
+    test(name, reason === undefined ? {} : { skip: `${this.options.engine}: ${reason}` }, async (t) => {
+      const fixture = await this.fresh(t);
+      await fn(fixture, t);
+    });
+  }
+
+  /** Opens a fresh store whose cleanup runs when `t` ends. */
+  async fresh(t: TestContext, clock: ManualClock = new Clock(T0)): Promise<Fixture> {
+    const { store, cleanup } = await this.options.open(clock);
+    t.after(cleanup);
+    return { store, clock };
+  }
+}
+
+/** Parameters of a new job; every field may be overridden. */
+export function jobParams(overrides: Partial<JobInsertParams> = {}): JobInsertParams {
+  return {
+    id: newJobId(),
+    operationId: "sendWelcomeEmail",
+    priority: 0,
+    runAt: T0,
+    maxAttempts: 5,
+    dedupeKey: null,
+    concurrencyKey: null,
+    enqueuedByOperationId: "createUser",
+    parentJobId: null,
+    originalRequestId: "req-1",
+    userId: "u1",
+    authority: { kind: "request", request_id: "req-1", user_id: "u1", assertion: "header.payload.signature" },
+    request: { path_params: { userId: "42" }, body: { hello: "world" } },
+    spawnCap: 1000,
+    ...overrides,
+  };
+}
+
+/** Inserts a job that must be created, and returns it. */
+export async function insertCreated(store: Store, overrides: Partial<JobInsertParams> = {}): Promise<JobRow> {
+  const outcome = await store.jobInsert(jobParams(overrides));
+  assert.equal(outcome.kind, "created", `expected a created job, got ${JSON.stringify(outcome)}`);
+  return (outcome as { job: JobRow }).job;
+}
+
+/** Reads a job that must exist. */
+export async function mustGet(store: Store, id: string): Promise<JobRow> {
+  const row = await store.jobGet({ id });
+  assert.ok(row, `job ${id} should exist`);
+  return row;
+}
+
+/** Claims exactly the given job (it must be the only claimable one) and returns it running. */
+export async function claimOnly(store: Store, id: string): Promise<JobRow> {
+  const claimed = await store.jobClaimMany({ limit: 100 });
+  assert.deepEqual(
+    claimed.map((job) => job.id),
+    [id],
+    "the claim should take exactly the expected job",
+  );
+  return claimed[0] as JobRow;
+}
+
+/** The result of a 2xx attempt. */
+export const SUCCESS: JobResult = { status_code: 200, error_body: null, terminal_reason: null };
+/** The result of an attempt that will be retried. */
+export const UNAVAILABLE: JobResult = { status_code: 503, error_body: "upstream busy", terminal_reason: null };
+/** The result of an attempt that ends the job for good. */
+export const PERMANENT: JobResult = { status_code: 400, error_body: "bad request", terminal_reason: "permanent-status" };
+
+/** Moves a fresh job to `retrying` (claimed once, failed, due again at `runAt`). */
+export async function makeRetrying(
+  store: Store,
+  overrides: Partial<JobInsertParams> = {},
+  runAt: number = T0,
+): Promise<JobRow> {
+  const job = await insertCreated(store, overrides);
+  const running = await claimOnly(store, job.id);
+  assert.deepEqual(
+    await store.jobCompleteMany({ outcomes: [{ id: job.id, attempt: running.attempt, status: "retrying", runAt, result: UNAVAILABLE }] }),
+    [true],
+  );
+  return mustGet(store, job.id);
+}
+
+/** Moves a fresh job to a terminal status through a claim and an outcome. */
+export async function makeFinished(
+  store: Store,
+  status: "succeeded" | "dead",
+  overrides: Partial<JobInsertParams> = {},
+): Promise<JobRow> {
+  const job = await insertCreated(store, overrides);
+  const running = await claimOnly(store, job.id);
+  const result = status === "succeeded" ? SUCCESS : PERMANENT;
+  assert.deepEqual(
+    await store.jobCompleteMany({ outcomes: [{ id: job.id, attempt: running.attempt, status, result }] }),
+    [true],
+  );
+  return mustGet(store, job.id);
+}
+
+/** Every job of the store, newest first. */
+export function allJobs(store: Store): Promise<JobRow[]> {
+  return store.jobList({ limit: 100_000 });
+}
