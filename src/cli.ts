@@ -79,7 +79,8 @@ async function serveCommand(args: string[]): Promise<void> {
   });
   const { config } = loadConfigFile({ path: values.config });
   const logger = createLogger();
-  const running = await serve({ config, api: !values["no-api"], logger });
+  if (values["no-api"] && values["no-worker"]) throw new UsageError("serve: --no-api and --no-worker leave nothing to run");
+  const running = await serve({ config, api: !values["no-api"], worker: !values["no-worker"], logger });
   stopOnSignals(running, logger);
 }
 
@@ -131,7 +132,7 @@ async function demoCommand(args: string[]): Promise<void> {
   env.OPQUEUE_DATABASE_URL ??= `sqlite:${resolve("data", "opqueue-demo.db")}`;
   const { config, path } = loadConfigFile({ path: DEMO_CONFIG, env });
   const logger = createLogger();
-  const running = await serve({ config, api: true, logger });
+  const running = await serve({ config, api: true, worker: true, logger });
   stopOnSignals(running, logger);
   const url = running.url ?? "";
   const rid = `demo-${randomUUID().slice(0, 8)}`;

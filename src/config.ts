@@ -58,12 +58,26 @@ const RetrySettings = Type.Object(
   { additionalProperties: false, default: {} },
 );
 
+/**
+ * `operations.*.retry`: the fields of `retry`, each optional and without a default, so that a field the override
+ * leaves out falls back to the global `retry` (a `Type.Partial(RetrySettings)` would carry its defaults along).
+ */
+const RetryOverride = Type.Object(
+  {
+    base_ms: Type.Optional(Type.Integer({ minimum: 1 })),
+    factor: Type.Optional(Type.Number({ minimum: 1 })),
+    max_ms: Type.Optional(Type.Integer({ minimum: 1 })),
+    retry_after_max_ms: Type.Optional(Type.Integer({ minimum: 0 })),
+  },
+  { additionalProperties: false },
+);
+
 const OperationOverride = Type.Object(
   {
     max_attempts: Type.Optional(Type.Integer({ minimum: 1 })),
     timeout_ms: Type.Optional(Type.Integer({ minimum: 1 })),
     base_url: Type.Optional(Type.String({ format: "uri" })),
-    retry: Type.Optional(Type.Partial(RetrySettings, { additionalProperties: false })),
+    retry: Type.Optional(RetryOverride),
   },
   { additionalProperties: false },
 );

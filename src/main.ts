@@ -21,9 +21,14 @@ export function createLogger(): Logger {
 }
 
 /** Starts the service: API on `config.listen` unless `api` is false. */
-export async function serve(options: { config: Config; api: boolean; logger: Logger }): Promise<RunningService> {
+export async function serve(options: {
+  config: Config;
+  api: boolean;
+  worker: boolean;
+  logger: Logger;
+}): Promise<RunningService> {
   const { config, logger } = options;
-  const service = await createService({ config, logger, processMetrics: true });
+  const service = await createService({ config, logger, processMetrics: true, worker: options.worker });
   for (const warning of service.warnings) logger.warn(warning);
   let url: string | null = null;
   if (options.api) {
@@ -33,7 +38,11 @@ export async function serve(options: { config: Config; api: boolean; logger: Log
     const host = config.listen.host.includes(":") ? `[${config.listen.host}]` : config.listen.host;
     url = `http://${host}:${port}`;
   }
-  logger.info({ version: VERSION, url, database: redactUrl(config.database) }, "opqueue started");
+  service.start();
+  logger.info(
+    { version: VERSION, url, worker: options.worker, database: redactUrl(config.database) },
+    "opqueue started",
+  );
   let stopping: Promise<void> | undefined;
   return {
     service,

@@ -1,19 +1,36 @@
 /**
- * Assembles a service from a validated config: registry, store, tokens, telemetry and the HTTP app. Used by
- * `opqueue serve` and by tests (which pass their own clock).
+ * Assembles a service from a validated config: registry, store, tokens, telemetry, the HTTP app and (unless
+ * told otherwise) the worker: dispatcher, lease rescuer, retention cleaner and cron. Used by `opqueue serve`
+ * and by tests (which pass their own clock).
  */
 import type { FastifyBaseLogger, FastifyInstance } from "fastify";
+import { pino, type Logger } from "pino";
 import { DeliverySigner, TokenVerifier } from "./auth/tokens.js";
 import { systemClock, type Clock } from "./clock.js";
 import type { Config } from "./config.js";
+import { Deliverer } from "./dispatcher/deliverer.js";
+import { Dispatcher } from "./dispatcher/dispatcher.js";
 import { buildApp } from "./http/app.js";
+import { CLEAN_INTERVAL_MS, cleanFinishedJobs } from "./maintenance/cleaner.js";
+import { CronScheduler } from "./maintenance/cron.js";
+import { Periodic } from "./maintenance/periodic.js";
+import { rescueExpiredLeases } from "./maintenance/rescuer.js";
 import { checkConfigAgainstRegistry, OperationRegistry } from "./operations/registry.js";
 import { openStore } from "./store/open-store.js";
 import type { Store } from "./store/store.js";
 import { Telemetry } from "./telemetry/events.js";
 import { createMetrics, type Metrics } from "./telemetry/metrics.js";
 
-/** A running service's parts. */
+/** The worker side of a service: everything that runs without a request. */
+export interface Worker {
+  dispatcher: Dispatcher;
+  deliverer: Deliverer;
+  cron: CronScheduler;
+  rescuer: Periodic;
+  cleaner: Periodic;
+}
+
+/** A service's parts. */
 export interface Service {
   config: Config;
   registry: OperationRegistry;
@@ -24,21 +41,81 @@ export interface Service {
   telemetry: Telemetry;
   metrics: Metrics;
   app: FastifyInstance;
+  /** Null when built with `worker: false`. */
+  worker: Worker | null;
   /** Config problems worth a warning but not a refusal to start. */
   warnings: string[];
-  /** Closes the HTTP app, then the store. */
-  close(): Promise<void>;
+  /** Starts the worker (claims, cron, maintenance). The API needs no start: `inject` it or `listen`. */
+  start(): void;
+  /**
+   * Graceful stop: the API stops accepting, the dispatcher stops claiming and gives in-flight deliveries up to
+   * `shutdown.grace_ms` (or `graceMs`), then the store closes.
+   */
+  close(options?: { graceMs?: number }): Promise<void>;
+}
+
+function createWorker(options: {
+  config: Config;
+  registry: OperationRegistry;
+  store: Store;
+  clock: Clock;
+  signer: DeliverySigner;
+  telemetry: Telemetry;
+  logger: Logger;
+  random?: () => number;
+}): Worker {
+  const { config, store, clock, telemetry, logger } = options;
+  const deliverer = new Deliverer({ config, registry: options.registry, signer: options.signer });
+  const dispatcher = new Dispatcher({
+    config,
+    store,
+    deliverer,
+    clock,
+    telemetry,
+    logger,
+    ...(options.random ? { random: options.random } : {}),
+  });
+  telemetry.on("job:enqueued", ({ outcome, runAt }) => {
+    if (outcome !== "cancelled-by-chain") dispatcher.notify(runAt);
+  });
+  telemetry.on("job:retried", ({ runAt }) => dispatcher.notify(runAt));
+  const rescuer = new Periodic({
+    name: "lease rescuer",
+    intervalMs: config.lease.check_ms,
+    logger,
+    run: async () => {
+      const rescued = await rescueExpiredLeases({ config, store, clock, telemetry, ...(options.random ? { random: options.random } : {}) });
+      if (rescued > 0) logger.warn({ rescued }, "recovered running jobs whose lease expired");
+    },
+  });
+  const cleaner = new Periodic({
+    name: "retention cleaner",
+    intervalMs: CLEAN_INTERVAL_MS,
+    firstRunMs: 60_000,
+    logger,
+    run: async () => {
+      const deleted = await cleanFinishedJobs({ config, store, clock });
+      if (deleted > 0) logger.info({ deleted }, "deleted terminal jobs past retention");
+    },
+  });
+  const cron = new CronScheduler({ config, store, clock, telemetry, logger });
+  return { dispatcher, deliverer, cron, rescuer, cleaner };
 }
 
 /** Builds every part of the service; throws `ConfigError` for a config the OpenAPI document contradicts. */
 export async function createService(options: {
   config: Config;
   clock?: Clock;
-  logger?: FastifyBaseLogger;
+  logger?: Logger;
   processMetrics?: boolean;
+  /** Build the worker side (default true); `--no-worker` API nodes pass false. */
+  worker?: boolean;
+  /** Jitter source for backoff; `Math.random` by default. */
+  random?: () => number;
 }): Promise<Service> {
   const { config } = options;
   const clock = options.clock ?? systemClock;
+  const logger = options.logger ?? pino({ level: "silent" });
   const registry = OperationRegistry.fromFile(config.openapi);
   const { warnings } = checkConfigAgainstRegistry({ config, registry });
   const verifier = await TokenVerifier.create({ auth: config.auth, clock });
@@ -48,8 +125,8 @@ export async function createService(options: {
     clock,
   });
   const telemetry = new Telemetry();
-  const metrics = createMetrics({ telemetry, processMetrics: options.processMetrics ?? false });
   const store = await openStore({ url: config.database, clock });
+  const metrics = createMetrics({ telemetry, store, clock, processMetrics: options.processMetrics ?? false });
   try {
     const app = await buildApp({
       config,
@@ -60,8 +137,13 @@ export async function createService(options: {
       telemetry,
       metrics,
       jwks: signer.jwks(),
-      ...(options.logger ? { logger: options.logger } : {}),
+      ...(options.logger ? { logger: options.logger as FastifyBaseLogger } : {}),
     });
+    const worker =
+      options.worker === false
+        ? null
+        : createWorker({ config, registry, store, clock, signer, telemetry, logger, ...(options.random ? { random: options.random } : {}) });
+    let closing: Promise<void> | undefined;
     return {
       config,
       registry,
@@ -72,10 +154,32 @@ export async function createService(options: {
       telemetry,
       metrics,
       app,
+      worker,
       warnings,
-      async close() {
-        await app.close();
-        await store.close();
+      start() {
+        if (!worker) return;
+        worker.dispatcher.start();
+        worker.cron.start();
+        worker.rescuer.start();
+        worker.cleaner.start();
+      },
+      close(closeOptions = {}) {
+        closing ??= (async () => {
+          const graceMs = closeOptions.graceMs ?? config.shutdown.grace_ms;
+          await Promise.all([
+            app.close(),
+            worker
+              ? Promise.all([
+                  worker.cron.stop(),
+                  worker.rescuer.stop(),
+                  worker.cleaner.stop(),
+                  worker.dispatcher.stop({ graceMs }),
+                ])
+              : undefined,
+          ]);
+          await store.close();
+        })();
+        return closing;
       },
     };
   } catch (error) {

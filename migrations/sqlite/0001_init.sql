@@ -62,3 +62,12 @@ CREATE TABLE chains (
   jobs_created        INTEGER NOT NULL DEFAULT 0,
   cancelled_at        INTEGER
 ) WITHOUT ROWID;
+
+-- Cron ticks already enqueued: a tick is inserted with its job in one transaction, so a restart or a second
+-- scheduler on the same database cannot enqueue it twice.
+CREATE TABLE cron_ticks (
+  name    TEXT    NOT NULL,
+  tick_at INTEGER NOT NULL,
+  job_id  TEXT,
+  PRIMARY KEY (name, tick_at)
+) WITHOUT ROWID;

@@ -19,6 +19,15 @@ import type { EnqueueBody } from "./schemas.js";
 
 /** Largest request payload: UTF-8 bytes of `JSON.stringify(request)`. */
 export const MAX_PAYLOAD_BYTES = 16_384;
+/**
+ * Deepest nesting of `request` (the request object itself is level 1). JSON.parse takes any depth, but
+ * JSON.stringify recurses: a few thousand levels (10 KB of `[`) would overflow the stack in the size check,
+ * the store or the response, as a 500.
+ */
+export const MAX_PAYLOAD_DEPTH = 128;
+/** 0000-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z: the instants an RFC 3339 UTC date can write. */
+const MIN_RUN_AT_MS = -62_167_219_200_000;
+const MAX_RUN_AT_MS = 253_402_300_799_999;
 
 /** What enqueueing needs from the running service. */
 export interface EnqueueDeps {
@@ -41,24 +50,18 @@ export interface EnqueueResult {
   job: JobRow;
 }
 
-/** Runs steps 2 (past the schema) to 7 of enqueueJob. Throws `ApiError` for every refusal. */
+/**
+ * Runs steps 2 (past the schema) to 7 of enqueueJob. Throws `ApiError` for every refusal; the route reports
+ * refusals (with the auth hook's and the framework's own) as `job:enqueue-refused`.
+ */
 export async function enqueueJob(deps: EnqueueDeps, caller: EnqueueCaller, body: EnqueueBody): Promise<EnqueueResult> {
-  try {
-    const result = await enqueue(deps, caller, body);
-    deps.telemetry.emit("job:enqueued", {
-      operationId: result.job.operationId,
-      outcome:
-        result.statusCode === 200
-          ? "deduplicated"
-          : result.job.status === "cancelled"
-            ? "cancelled-by-chain"
-            : "created",
-    });
-    return result;
-  } catch (error) {
-    if (error instanceof ApiError) deps.telemetry.emit("job:enqueue-refused", { code: error.code });
-    throw error;
-  }
+  const result = await enqueue(deps, caller, body);
+  deps.telemetry.emit("job:enqueued", {
+    operationId: result.job.operationId,
+    outcome: enqueueOutcome(result.statusCode, result.job),
+    runAt: result.job.runAt,
+  });
+  return result;
 }
 
 async function enqueue(deps: EnqueueDeps, caller: EnqueueCaller, body: EnqueueBody): Promise<EnqueueResult> {
@@ -68,6 +71,9 @@ async function enqueue(deps: EnqueueDeps, caller: EnqueueCaller, body: EnqueueBo
 
   // Step 2, past the schema.
   const runAt = computeRunAt(body, now);
+  if (nestsDeeperThan(body.request, MAX_PAYLOAD_DEPTH)) {
+    throw new ApiError(400, "invalid_request", `request is nested more than ${MAX_PAYLOAD_DEPTH} levels deep`);
+  }
   const payloadBytes = Buffer.byteLength(JSON.stringify(body.request), "utf8");
   if (payloadBytes > MAX_PAYLOAD_BYTES) {
     throw new ApiError(
@@ -110,7 +116,9 @@ async function enqueue(deps: EnqueueDeps, caller: EnqueueCaller, body: EnqueueBo
   }
 
   // Step 4.
-  if (!(config.triggers[assertion.op] ?? []).includes(target.operationId)) {
+  // Own keys only: an op named "constructor" or "__proto__" must not find Object.prototype's members.
+  const allowedTargets = Object.hasOwn(config.triggers, assertion.op) ? config.triggers[assertion.op] : undefined;
+  if (!(allowedTargets ?? []).includes(target.operationId)) {
     throw new ApiError(
       403,
       "trigger_not_allowed",
@@ -174,6 +182,12 @@ async function enqueue(deps: EnqueueDeps, caller: EnqueueCaller, body: EnqueueBo
   }
 }
 
+/** How an accepted enqueue ended, for telemetry. */
+export function enqueueOutcome(statusCode: 200 | 201, job: JobRow): "created" | "deduplicated" | "cancelled-by-chain" {
+  if (statusCode === 200) return "deduplicated";
+  return job.status === "cancelled" ? "cancelled-by-chain" : "created";
+}
+
 /** `delay_ms` wins over `run_at`; neither means now. */
 function computeRunAt(body: EnqueueBody, now: number): number {
   if (body.delay_ms !== undefined) return now + body.delay_ms;
@@ -181,9 +195,24 @@ function computeRunAt(body: EnqueueBody, now: number): number {
     const runAt = Date.parse(body.run_at);
     // The schema's date-time format admits a few strings Date cannot represent (a leap second, say).
     if (Number.isNaN(runAt)) throw new ApiError(400, "invalid_request", `run_at "${body.run_at}" is not a usable date-time`);
+    // An offset can carry 0000-01-01 or 9999-12-31 out of the years RFC 3339 can write once in UTC.
+    if (runAt < MIN_RUN_AT_MS || runAt > MAX_RUN_AT_MS) {
+      throw new ApiError(400, "invalid_request", `run_at "${body.run_at}" falls outside years 0000-9999 in UTC`);
+    }
     return runAt;
   }
   return now;
+}
+
+/** True when `value` nests arrays/objects deeper than `max` levels; iterative, so no depth can overflow the stack. */
+function nestsDeeperThan(value: unknown, max: number): boolean {
+  const pending: Array<{ node: unknown; depth: number }> = [{ node: value, depth: 1 }];
+  for (let item = pending.pop(); item !== undefined; item = pending.pop()) {
+    if (typeof item.node !== "object" || item.node === null) continue;
+    if (item.depth > max) return true;
+    for (const child of Object.values(item.node)) pending.push({ node: child, depth: item.depth + 1 });
+  }
+  return false;
 }
 
 /** Who the job runs as, and in which chain: copied verbatim from the parent, or taken from this call. */

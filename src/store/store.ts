@@ -99,6 +99,19 @@ export type JobOutcome =
   /** Back to the queue at `runAt`; becomes `cancelled`/`cancelled-by-chain` if the chain was cancelled meanwhile. */
   | { id: string; attempt: number; status: "retrying"; runAt: number; result: JobResult };
 
+/** One attempt of one job: the key of every conditional write. */
+export interface JobAttempt {
+  id: string;
+  attempt: number;
+}
+
+/** What metrics read from the store. */
+export interface JobStats {
+  byStatus: Record<JobStatus, number>;
+  /** `run_at` of the oldest claimable job that is due now, or null. */
+  oldestDueRunAt: number | null;
+}
+
 /** The only door to the database. */
 export interface Store {
   /** Which engine this is, for messages and skips. */
@@ -124,6 +137,31 @@ export interface Store {
   jobClaimMany(params: { limit: number }): Promise<JobRow[]>;
   /** Writes attempt outcomes; returns, per outcome, whether it was written (false: someone else decided). */
   jobCompleteMany(params: { outcomes: JobOutcome[] }): Promise<boolean[]>;
+  /** Renews the lease of in-flight jobs (those still `running` with that attempt), in one statement. */
+  jobHeartbeatMany(params: { jobs: JobAttempt[] }): Promise<void>;
+  /** Running jobs whose last heartbeat is older than `heartbeatBefore`, oldest first. */
+  jobListExpired(params: { heartbeatBefore: number; limit: number }): Promise<JobRow[]>;
+  /**
+   * Puts interrupted attempts back to `retrying` at `runAt` (graceful shutdown). An interrupted last attempt is
+   * given back, so the job keeps one attempt to run; a cancelled chain ends the job `cancelled-by-chain`.
+   * Returns how many were requeued.
+   */
+  jobRequeueMany(params: { jobs: JobAttempt[]; runAt: number; errorBody: string }): Promise<number>;
+  /** The earliest `run_at` of a claimable job, or null when none is waiting. */
+  jobNextRunAt(): Promise<number | null>;
+  /**
+   * Records a cron tick and inserts its job in one transaction; a tick already recorded (by another node, or
+   * before a restart) inserts nothing and answers `already_enqueued`.
+   */
+  cronTickInsert(params: { name: string; tickAt: number; job: JobInsertParams }): Promise<
+    JobInsertOutcome | { kind: "already_enqueued" }
+  >;
+  /** Deletes up to `limit` terminal jobs finished before `finishedBefore`; returns how many. */
+  jobDeleteFinishedMany(params: { finishedBefore: number; limit: number }): Promise<number>;
+  /** Forgets cron ticks older than `before` (they can never fire again); returns how many. */
+  cronTickDeleteMany(params: { before: number }): Promise<number>;
+  /** Job counts by status and the run time of the oldest due claimable job, for metrics. */
+  jobStats(): Promise<JobStats>;
   /** Closes the database; pending writes are finished first. */
   close(): Promise<void>;
 }

@@ -7,9 +7,28 @@ import { EventEmitter } from "node:events";
 /** Every event opqueue emits, with its payload. */
 export interface OpqueueEvents {
   /** A `POST /jobs` was answered with a job: created, created already cancelled (chain), or deduplicated. */
-  "job:enqueued": { operationId: string; outcome: "created" | "deduplicated" | "cancelled-by-chain" };
+  "job:enqueued": {
+    operationId: string;
+    outcome: "created" | "deduplicated" | "cancelled-by-chain";
+    /** When the job becomes claimable. */
+    runAt: number;
+  };
   /** A `POST /jobs` was refused with an error code. */
   "job:enqueue-refused": { code: string };
+  /** A job became claimable by other means than enqueue (an admin retry). */
+  "job:retried": { operationId: string; runAt: number };
+  /** A delivery attempt ended and its outcome was decided (it is written by the completer). */
+  "delivery:finished": {
+    operationId: string;
+    outcome: "succeeded" | "retrying" | "dead";
+    terminalReason: string | null;
+    statusCode: number | undefined;
+    durationMs: number;
+  };
+  /** A running job whose lease expired was recovered. */
+  "lease:rescued": { operationId: string; outcome: "retrying" | "dead" };
+  /** A cron tick enqueued its job (or found it enqueued already). */
+  "cron:tick": { name: string; tickAt: number; outcome: string };
 }
 
 /** A typed event bus. */

@@ -1,8 +1,11 @@
 /**
- * Prometheus metrics, fed by telemetry events. Each service instance gets its own registry, so tests that build
- * many apps in one process never share counters.
+ * Prometheus metrics, fed by telemetry events (counters, histograms) and read from the store at scrape time
+ * (gauges). Each service instance gets its own registry, so tests that build many apps never share counters.
  */
-import { Counter, Registry, collectDefaultMetrics } from "prom-client";
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { JOB_STATUSES } from "../job/schemas.js";
+import type { JobStats, Store } from "../store/store.js";
+import type { Clock } from "../clock.js";
 import type { Telemetry } from "./events.js";
 
 /** The metrics of one service instance. */
@@ -11,28 +14,82 @@ export interface Metrics {
 }
 
 /** Creates the registry and subscribes its metrics to `telemetry`. */
-export function createMetrics(options: { telemetry: Telemetry; processMetrics?: boolean }): Metrics {
+export function createMetrics(options: {
+  telemetry: Telemetry;
+  store: Store;
+  clock: Clock;
+  processMetrics?: boolean;
+}): Metrics {
+  const { telemetry, store, clock } = options;
   const registry = new Registry();
   if (options.processMetrics ?? false) collectDefaultMetrics({ register: registry, prefix: "opqueue_" });
+  const registers = [registry];
 
   const enqueued = new Counter({
     name: "opqueue_jobs_enqueued_total",
-    help: "Accepted enqueue requests, by target operation and outcome (created, deduplicated, cancelled-by-chain).",
+    help: "Accepted enqueues (API and cron), by target operation and outcome (created, deduplicated, cancelled-by-chain).",
     labelNames: ["operation_id", "outcome"] as const,
-    registers: [registry],
+    registers,
   });
   const refused = new Counter({
     name: "opqueue_enqueue_refused_total",
     help: "Refused enqueue requests, by error code.",
     labelNames: ["code"] as const,
-    registers: [registry],
+    registers,
+  });
+  const deliveries = new Counter({
+    name: "opqueue_deliveries_total",
+    help: "Finished delivery attempts, by target operation and outcome (succeeded, retrying, dead).",
+    labelNames: ["operation_id", "outcome"] as const,
+    registers,
+  });
+  const duration = new Histogram({
+    name: "opqueue_delivery_duration_seconds",
+    help: "Duration of delivery attempts (request sent to response read), by target operation.",
+    labelNames: ["operation_id"] as const,
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers,
+  });
+  const rescued = new Counter({
+    name: "opqueue_leases_rescued_total",
+    help: "Running jobs recovered after their lease expired, by outcome (retrying, dead).",
+    labelNames: ["outcome"] as const,
+    registers,
+  });
+  // Both gauges come from one store query per scrape; while the database is unavailable they keep their
+  // last values rather than failing the scrape.
+  let pendingStats: Promise<JobStats | undefined> | undefined;
+  const stats = () =>
+    (pendingStats ??= store
+      .jobStats()
+      .catch(() => undefined)
+      .finally(() => setImmediate(() => (pendingStats = undefined))));
+  new Gauge({
+    name: "opqueue_jobs",
+    help: "Jobs in the database, by status.",
+    labelNames: ["status"] as const,
+    registers,
+    async collect() {
+      const current = await stats();
+      if (current) for (const status of JOB_STATUSES) this.set({ status }, current.byStatus[status]);
+    },
+  });
+  new Gauge({
+    name: "opqueue_queue_lag_seconds",
+    help: "Age of the oldest due claimable job (0 when none is waiting).",
+    registers,
+    async collect() {
+      const current = await stats();
+      if (current) this.set(current.oldestDueRunAt === null ? 0 : Math.max(0, clock.now() - current.oldestDueRunAt) / 1000);
+    },
   });
 
-  options.telemetry.on("job:enqueued", ({ operationId, outcome }) => {
-    enqueued.inc({ operation_id: operationId, outcome });
+  telemetry.on("job:enqueued", ({ operationId, outcome }) => enqueued.inc({ operation_id: operationId, outcome }));
+  telemetry.on("job:enqueue-refused", ({ code }) => refused.inc({ code }));
+  telemetry.on("delivery:finished", ({ operationId, outcome, durationMs }) => {
+    deliveries.inc({ operation_id: operationId, outcome });
+    duration.observe({ operation_id: operationId }, durationMs / 1000);
   });
-  options.telemetry.on("job:enqueue-refused", ({ code }) => {
-    refused.inc({ code });
-  });
+  telemetry.on("lease:rescued", ({ outcome }) => rescued.inc({ outcome }));
   return { registry };
 }

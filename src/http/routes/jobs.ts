@@ -7,6 +7,7 @@ import { EnqueueBody, ErrorBody, JOB_STATUSES, JobEnvelope, JobPage, JobsEnvelop
 import { toWireJob } from "../../job/wire.js";
 import type { TokenVerifier } from "../../auth/tokens.js";
 import { adminAuthHook, enqueueAuthHook } from "../auth.js";
+import { toApiError } from "../error-handler.js";
 
 /** What the job routes need. */
 export interface JobRoutesOptions extends EnqueueDeps {
@@ -57,6 +58,10 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
     "/jobs",
     {
       onRequest: enqueueAuthHook({ verifier, store }),
+      // Every refusal counts: the auth hook's 401 and the framework's 400/413/415 as much as enqueueJob's own.
+      onError: async (_request, _reply, error) => {
+        options.telemetry.emit("job:enqueue-refused", { code: toApiError(error)?.code ?? "internal" });
+      },
       schema: {
         operationId: "enqueueJob",
         summary: "Enqueue a job for a background operation",
@@ -173,6 +178,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
       const outcome = await store.jobRetry({ id: request.params.id });
       switch (outcome.kind) {
         case "retried":
+          options.telemetry.emit("job:retried", { operationId: outcome.job.operationId, runAt: outcome.job.runAt });
           return { job: toWireJob(outcome.job) };
         case "not_found":
           throw jobNotFound(request.params.id);

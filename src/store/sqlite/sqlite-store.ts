@@ -14,18 +14,20 @@ import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import Database from "better-sqlite3";
 import type { Clock } from "../../clock.js";
-import type { JobResult, JobStatus } from "../../job/schemas.js";
+import { JOB_STATUSES, type JobResult, type JobStatus } from "../../job/schemas.js";
 import { readMigrations } from "../migrations.js";
 import {
   StoreLockedError,
   StoreUnavailableError,
   type JobCancelOutcome,
+  type JobAttempt,
   type JobInsertOutcome,
   type JobInsertParams,
   type JobListParams,
   type JobOutcome,
   type JobRetryOutcome,
   type JobRow,
+  type JobStats,
   type Store,
 } from "../store.js";
 
@@ -200,10 +202,14 @@ export class SqliteStore implements Store {
           "SELECT concurrency_key FROM jobs WHERE concurrency_key IS NOT NULL AND status = 'running'",
         )
         .pluck(),
-      // Uses the partial index jobs_claim, whose WHERE this query repeats word for word.
+      // Uses the partial index jobs_claim, whose WHERE this query repeats word for word. Jobs whose key is
+      // already running are left out here, in SQL, not only in the loop: otherwise a backlog of such jobs longer
+      // than the bounded candidate pages would hide every claimable job behind it, for as long as the key runs.
       claimCandidates: db.prepare<{ now: number; limit: number; offset: number }, { seq: number; concurrency_key: string | null }>(
         `SELECT seq, concurrency_key FROM jobs
          WHERE ${CLAIMABLE} AND run_at <= :now
+           AND (concurrency_key IS NULL OR concurrency_key NOT IN (
+             SELECT concurrency_key FROM jobs WHERE concurrency_key IS NOT NULL AND status = 'running'))
          ORDER BY priority DESC, run_at, seq LIMIT :limit OFFSET :offset`,
       ),
       claimOne: db.prepare<{ seq: number; now: number }, SqliteJobRow>(
@@ -222,14 +228,47 @@ export class SqliteStore implements Store {
         .pluck(),
       // A job going back to the queue re-takes its dedupe key, unless a newer claimable job took it while
       // this one was running (running jobs do not hold keys): then it is retried without the key.
-      requeue: db.prepare<{ id: string; attempt: number; run_at: number; result: string }>(
+      // give_back = 1 returns an interrupted last attempt, so the job keeps one attempt to run.
+      requeue: db.prepare<{ id: string; attempt: number; run_at: number; result: string; give_back: number }>(
         `UPDATE jobs SET status = 'retrying', run_at = :run_at, result = :result, heartbeat_at = NULL,
+           attempt = CASE WHEN :give_back = 1 AND attempt >= max_attempts THEN max_attempts - 1 ELSE attempt END,
            dedupe_key = CASE WHEN EXISTS (
              SELECT 1 FROM jobs other WHERE other.dedupe_key = jobs.dedupe_key
                AND other.status IN ('pending', 'retrying') AND other.id <> jobs.id)
              THEN NULL ELSE dedupe_key END
          WHERE id = :id AND status = 'running' AND attempt = :attempt`,
       ),
+      heartbeat: db.prepare<{ id: string; attempt: number; now: number }>(
+        "UPDATE jobs SET heartbeat_at = :now WHERE id = :id AND status = 'running' AND attempt = :attempt",
+      ),
+      expired: db.prepare<{ before: number; limit: number }, SqliteJobRow>(
+        `SELECT * FROM jobs WHERE status = 'running' AND heartbeat_at < :before ORDER BY heartbeat_at LIMIT :limit`,
+      ),
+      nextRunAt: db.prepare<[], number | null>(`SELECT min(run_at) FROM jobs WHERE ${CLAIMABLE}`).pluck(),
+      recordTick: db.prepare<{ name: string; tick_at: number }>(
+        "INSERT INTO cron_ticks (name, tick_at) VALUES (:name, :tick_at) ON CONFLICT DO NOTHING",
+      ),
+      tickJob: db.prepare<{ name: string; tick_at: number; job_id: string }>(
+        "UPDATE cron_ticks SET job_id = :job_id WHERE name = :name AND tick_at = :tick_at",
+      ),
+      deleteTicks: db.prepare<{ before: number }>("DELETE FROM cron_ticks WHERE tick_at < :before"),
+      deleteFinished: db.prepare<{ before: number; limit: number }, { original_request_id: string }>(
+        `DELETE FROM jobs WHERE seq IN (
+           SELECT seq FROM jobs WHERE finished_at < :before AND status IN ('succeeded', 'dead', 'cancelled')
+           LIMIT :limit)
+         RETURNING original_request_id`,
+      ),
+      // A chain row goes with its last job, unless it remembers a cancellation.
+      deleteEmptyChain: db.prepare<[string]>(
+        `DELETE FROM chains WHERE original_request_id = ? AND cancelled_at IS NULL
+           AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.original_request_id = chains.original_request_id)`,
+      ),
+      countByStatus: db.prepare<[], { status: JobStatus; count: number }>(
+        "SELECT status, count(*) AS count FROM jobs GROUP BY status",
+      ),
+      oldestDue: db.prepare<[number], number | null>(
+        `SELECT min(run_at) FROM jobs WHERE ${CLAIMABLE} AND run_at <= ?`,
+      ).pluck(),
       schemaVersion: db.prepare<[], number>("PRAGMA user_version").pluck(),
     };
   }
@@ -470,28 +509,113 @@ export class SqliteStore implements Store {
     if (params.outcomes.length === 0) return [];
     return this.write(() => {
       const now = this.clock.now();
+      return params.outcomes.map((outcome) =>
+        outcome.status === "retrying"
+          ? this.requeueOne({ ...outcome, now, giveBack: false })
+          : writeChanged(
+              this.statements.finish.run({
+                id: outcome.id,
+                attempt: outcome.attempt,
+                status: outcome.status,
+                result: JSON.stringify(outcome.result),
+                now,
+              }),
+            ),
+      );
+    });
+  }
+
+  /** Sends a running attempt back to the queue, or ends it `cancelled-by-chain` if its chain was cancelled. */
+  private requeueOne(options: {
+    id: string;
+    attempt: number;
+    runAt: number;
+    result: JobResult;
+    now: number;
+    giveBack: boolean;
+  }): boolean {
+    const s = this.statements;
+    const { id, attempt, now } = options;
+    if (s.chainCancelledFor.get(id) != null) {
+      const result: JobResult = { ...options.result, terminal_reason: "cancelled-by-chain" };
+      return writeChanged(s.finish.run({ id, attempt, status: "cancelled", result: JSON.stringify(result), now }));
+    }
+    return writeChanged(
+      s.requeue.run({
+        id,
+        attempt,
+        run_at: options.runAt,
+        result: JSON.stringify(options.result),
+        give_back: options.giveBack ? 1 : 0,
+      }),
+    );
+  }
+
+  async jobHeartbeatMany(params: { jobs: JobAttempt[] }): Promise<void> {
+    if (params.jobs.length === 0) return;
+    this.write(() => {
+      const now = this.clock.now();
+      for (const job of params.jobs) this.statements.heartbeat.run({ id: job.id, attempt: job.attempt, now });
+    });
+  }
+
+  async jobListExpired(params: { heartbeatBefore: number; limit: number }): Promise<JobRow[]> {
+    return this.read(() =>
+      this.statements.expired.all({ before: params.heartbeatBefore, limit: params.limit }).map(toJobRow),
+    );
+  }
+
+  async jobRequeueMany(params: { jobs: JobAttempt[]; runAt: number; errorBody: string }): Promise<number> {
+    if (params.jobs.length === 0) return 0;
+    return this.write(() => {
+      const now = this.clock.now();
+      const result: JobResult = { error_body: params.errorBody, terminal_reason: null };
+      return params.jobs.filter((job) => this.requeueOne({ ...job, runAt: params.runAt, result, now, giveBack: true }))
+        .length;
+    });
+  }
+
+  async jobNextRunAt(): Promise<number | null> {
+    return this.read(() => this.statements.nextRunAt.get() ?? null);
+  }
+
+  async cronTickInsert(params: {
+    name: string;
+    tickAt: number;
+    job: JobInsertParams;
+  }): Promise<JobInsertOutcome | { kind: "already_enqueued" }> {
+    return this.write(() => {
       const s = this.statements;
-      return params.outcomes.map((outcome) => {
-        if (outcome.status === "retrying") {
-          if (s.chainCancelledFor.get(outcome.id) != null) {
-            const result: JobResult = { ...outcome.result, terminal_reason: "cancelled-by-chain" };
-            return writeChanged(
-              s.finish.run({ id: outcome.id, attempt: outcome.attempt, status: "cancelled", result: JSON.stringify(result), now }),
-            );
-          }
-          return writeChanged(
-            s.requeue.run({
-              id: outcome.id,
-              attempt: outcome.attempt,
-              run_at: outcome.runAt,
-              result: JSON.stringify(outcome.result),
-            }),
-          );
-        }
-        return writeChanged(
-          s.finish.run({ id: outcome.id, attempt: outcome.attempt, status: outcome.status, result: JSON.stringify(outcome.result), now }),
-        );
-      });
+      if (s.recordTick.run({ name: params.name, tick_at: params.tickAt }).changes === 0) {
+        return { kind: "already_enqueued" };
+      }
+      const outcome = this.insertOne(params.job, this.clock.now());
+      if (outcome.kind === "created" || outcome.kind === "deduplicated") {
+        s.tickJob.run({ name: params.name, tick_at: params.tickAt, job_id: outcome.job.id });
+      }
+      return outcome;
+    });
+  }
+
+  async cronTickDeleteMany(params: { before: number }): Promise<number> {
+    return this.write(() => this.statements.deleteTicks.run({ before: params.before }).changes);
+  }
+
+  async jobDeleteFinishedMany(params: { finishedBefore: number; limit: number }): Promise<number> {
+    return this.write(() => {
+      const deleted = this.statements.deleteFinished.all({ before: params.finishedBefore, limit: params.limit });
+      for (const rid of new Set(deleted.map((row) => row.original_request_id))) {
+        this.statements.deleteEmptyChain.run(rid);
+      }
+      return deleted.length;
+    });
+  }
+
+  async jobStats(): Promise<JobStats> {
+    return this.read(() => {
+      const byStatus = Object.fromEntries(JOB_STATUSES.map((status) => [status, 0])) as Record<JobStatus, number>;
+      for (const row of this.statements.countByStatus.all()) byStatus[row.status] = row.count;
+      return { byStatus, oldestDueRunAt: this.statements.oldestDue.get(this.clock.now()) ?? null };
     });
   }
 

@@ -1,0 +1,197 @@
+/**
+ * The deliverer: turns a claimed job into one HTTP exchange with its target operation (CONTRACT §5) and reports
+ * how it ended. It never throws for anything the target or the network does; every ending is an `AttemptResult`.
+ *
+ * One undici Agent holds a keep-alive pool per origin. The timeout covers the whole exchange (connect, headers,
+ * body). Redirects are not followed. A failure body is read up to 8192 bytes, cut on a UTF-8 boundary; the rest
+ * is discarded without being buffered, so the socket can be reused.
+ */
+import { Agent, type Dispatcher } from "undici";
+import type { DeliverySigner } from "../auth/tokens.js";
+import type { Config } from "../config.js";
+import type { AttemptResult } from "../job/retry-policy.js";
+import { toWireJob } from "../job/wire.js";
+import type { Operation, OperationRegistry } from "../operations/registry.js";
+import type { JobRow } from "../store/store.js";
+import { VERSION } from "../version.js";
+
+/** Most bytes of a failure body kept in `result.error_body`. */
+export const MAX_ERROR_BODY_BYTES = 8192;
+
+/** How an attempt ended: an exchange happened (or failed), or the target vanished from the OpenAPI document. */
+export type DeliveryResult = AttemptResult | { kind: "vanished"; error: string };
+
+/** The HTTP request a job turns into. */
+export interface DeliveryRequest {
+  origin: string;
+  path: string;
+  method: string;
+  headers: Record<string, string>;
+  body: string | undefined;
+}
+
+/** Appends `query` to a path: scalars as strings, arrays as repeated keys, null omitted, objects as JSON. */
+export function buildQueryString(query: Record<string, unknown> | undefined): string {
+  if (!query) return "";
+  const params = new URLSearchParams();
+  const add = (name: string, value: unknown) => {
+    if (value === null || value === undefined) return;
+    params.append(name, typeof value === "object" ? JSON.stringify(value) : String(value));
+  };
+  for (const [name, value] of Object.entries(query)) {
+    if (Array.isArray(value)) value.forEach((item) => add(name, item));
+    else add(name, value);
+  }
+  const text = params.toString();
+  return text === "" ? "" : `?${text}`;
+}
+
+/** The target path with each `{name}` replaced by its encoded path parameter. */
+export function buildPath(template: string, pathParams: Record<string, unknown> | undefined): string {
+  return template.replace(/\{([^}]+)\}/g, (_match, name: string) =>
+    encodeURIComponent(String(pathParams?.[name] ?? "")),
+  );
+}
+
+/** Cuts a buffer to at most `maxBytes` without splitting a UTF-8 sequence, and decodes it. */
+export function cutUtf8(buffer: Buffer, maxBytes: number): string {
+  let end = Math.min(buffer.length, maxBytes);
+  // A continuation byte (10xxxxxx) at the cut means the character straddles it: cut before its lead byte.
+  if (end < buffer.length) while (end > 0 && ((buffer[end] ?? 0) & 0xc0) === 0x80) end--;
+  let text = buffer.subarray(0, end).toString("utf8");
+  // Invalid input decodes to U+FFFD (3 bytes), which can grow the text past the cap; trim it back.
+  while (Buffer.byteLength(text, "utf8") > maxBytes) text = text.slice(0, -1);
+  return text;
+}
+
+/** Reads at most `maxBytes` of a body, then discards the rest without buffering it. */
+async function readCapped(body: Dispatcher.ResponseData["body"], maxBytes: number): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    const buffer = chunk as Buffer;
+    chunks.push(buffer);
+    size += buffer.length;
+    if (size > maxBytes) break;
+  }
+  // Leaving the loop early destroys the stream; dumping an ended one is a no-op.
+  await body.dump().catch(() => undefined);
+  return cutUtf8(Buffer.concat(chunks), maxBytes);
+}
+
+function describeFailure(error: unknown, timeoutMs: number, timedOut: boolean): string {
+  if (timedOut) return `timed out after ${timeoutMs} ms`;
+  const err = error as { code?: string; message?: string; cause?: { code?: string; message?: string } };
+  const code = err.code ?? err.cause?.code;
+  const message = err.cause?.message ?? err.message ?? String(error);
+  return code ? `${code}: ${message}` : message;
+}
+
+/** Delivers jobs over HTTP. */
+export class Deliverer {
+  private readonly agent: Agent;
+  private readonly config: Config;
+  private readonly registry: OperationRegistry;
+  private readonly signer: DeliverySigner;
+
+  constructor(options: { config: Config; registry: OperationRegistry; signer: DeliverySigner; connections?: number }) {
+    this.config = options.config;
+    this.registry = options.registry;
+    this.signer = options.signer;
+    this.agent = new Agent({
+      connections: options.connections ?? Math.max(8, options.config.worker.concurrency),
+      keepAliveTimeout: 10_000,
+      // The whole-exchange timeout below is the one that counts; undici's own per-phase timers stay out of its way.
+      headersTimeout: 0,
+      bodyTimeout: 0,
+    });
+  }
+
+  /** The timeout of one exchange with `operationId`'s target. */
+  timeoutMs(operationId: string): number {
+    return this.config.operations[operationId]?.timeout_ms ?? this.config.defaults.timeout_ms;
+  }
+
+  /** The request a job turns into, with a freshly signed delivery token. */
+  async buildRequest(job: JobRow, operation: Operation): Promise<DeliveryRequest> {
+    const base = new URL(this.config.operations[operation.operationId]?.base_url ?? this.config.target.base_url);
+    const basePath = base.pathname.replace(/\/+$/, "");
+    const token = await this.signer.sign({
+      sub: job.userId,
+      op: job.operationId,
+      job: job.id,
+      att: job.attempt,
+      rid: job.originalRequestId,
+      authority: toWireJob(job).authority,
+      timeoutMs: this.timeoutMs(job.operationId),
+    });
+    const hasBody = job.request.body !== undefined;
+    const headers: Record<string, string> = {
+      authorization: `Bearer ${token}`,
+      "idempotency-key": job.id,
+      "x-request-id": job.originalRequestId,
+      "x-job-id": job.id,
+      "x-job-attempt": String(job.attempt),
+      "user-agent": `opqueue/${VERSION}`,
+    };
+    if (hasBody) headers["content-type"] = "application/json";
+    return {
+      origin: base.origin,
+      path: basePath + buildPath(operation.path, job.request.path_params) + buildQueryString(job.request.query),
+      method: operation.method,
+      headers,
+      body: hasBody ? JSON.stringify(job.request.body) : undefined,
+    };
+  }
+
+  /** Delivers one attempt of a claimed job. Never throws. */
+  async deliver(job: JobRow): Promise<DeliveryResult> {
+    const operation = this.registry.get(job.operationId);
+    if (!operation) {
+      return { kind: "vanished", error: `operation "${job.operationId}" is no longer in the OpenAPI document` };
+    }
+    const timeoutMs = this.timeoutMs(job.operationId);
+    const controller = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      controller.abort();
+    }, timeoutMs);
+    try {
+      const request = await this.buildRequest(job, operation);
+      const response = await this.agent.request({
+        origin: request.origin,
+        path: request.path,
+        method: request.method as Dispatcher.HttpMethod,
+        headers: request.headers,
+        body: request.body ?? null,
+        signal: controller.signal,
+      });
+      const success = response.statusCode >= 200 && response.statusCode < 300;
+      const body = success ? null : await readCapped(response.body, MAX_ERROR_BODY_BYTES);
+      if (success) await response.body.dump().catch(() => undefined);
+      const header = (name: string) => {
+        const value = response.headers[name];
+        return Array.isArray(value) ? value[0] : value;
+      };
+      // A response whose body was still arriving when time ran out is a timeout, not a response.
+      if (timedOut) return { kind: "no-response", error: describeFailure(undefined, timeoutMs, true) };
+      return {
+        kind: "response",
+        statusCode: response.statusCode,
+        jobRetry: header("x-job-retry")?.trim().toLowerCase(),
+        retryAfter: header("retry-after"),
+        body,
+      };
+    } catch (error) {
+      return { kind: "no-response", error: describeFailure(error, timeoutMs, timedOut) };
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Closes every pooled connection, aborting exchanges still in progress (they were already given up). */
+  async close(): Promise<void> {
+    await this.agent.destroy();
+  }
+}

@@ -1,0 +1,246 @@
+/**
+ * The dispatcher: claim → deliver → complete, with leases.
+ *
+ * States:
+ * - `running`: claims as many due jobs as it has free slots (`worker.concurrency`) whenever it is woken:
+ *   by `notify`/`wake` (an enqueue or retry in this process, or a notification from another node), by a delivery
+ *   ending (a slot and maybe a concurrency key freed), by the timer set to the next due `run_at`, or by the
+ *   `worker.poll_ms` fallback. One claim runs at a time; wake-ups during a claim make it go round once more.
+ * - `paused`: a claim or a heartbeat failed (database trouble). No claims until a heartbeat or a claim retried
+ *   after `poll_ms` succeeds: a node that cannot renew its leases must not take more work.
+ * - `stopping`: no more claims; in-flight deliveries may finish for up to `shutdown.grace_ms`; the rest are put
+ *   back to `retrying` with `run_at` = now; queued outcomes are written.
+ * - `stopped`.
+ *
+ * In-flight jobs are heartbeated every `lease.heartbeat_ms` in one statement. Outcomes go through the completer,
+ * whose writes are conditional on (id, running, attempt), so a rescue or a cancel that came first wins.
+ */
+import type { Logger } from "pino";
+import type { Clock } from "../clock.js";
+import type { Config } from "../config.js";
+import { decideAttempt, type AttemptDecision, type RetrySettings } from "../job/retry-policy.js";
+import type { JobRow, Store } from "../store/store.js";
+import type { Telemetry } from "../telemetry/events.js";
+import { Completer } from "./completer.js";
+import type { Deliverer } from "./deliverer.js";
+
+type State = "idle" | "running" | "paused" | "stopping" | "stopped";
+
+/** The retry settings of one operation: the global ones with its overrides. */
+export function retrySettingsFor(config: Config, operationId: string): RetrySettings {
+  return { ...config.retry, ...config.operations[operationId]?.retry };
+}
+
+/** Claims due jobs and delivers them. */
+export class Dispatcher {
+  private state: State = "idle";
+  private readonly inFlight = new Map<string, { job: JobRow; done: Promise<void> }>();
+  private readonly completer: Completer;
+  private claiming = false;
+  private wakeRequested = false;
+  private wakeScheduled = false;
+  private timer: NodeJS.Timeout | undefined;
+  private timerDueAt = Number.POSITIVE_INFINITY;
+  private heartbeatTimer: NodeJS.Timeout | undefined;
+  private readonly random: () => number;
+
+  constructor(
+    private readonly options: {
+      config: Config;
+      store: Store;
+      deliverer: Deliverer;
+      clock: Clock;
+      telemetry: Telemetry;
+      logger: Logger;
+      /** Jitter source; `Math.random` by default. */
+      random?: () => number;
+    },
+  ) {
+    this.random = options.random ?? Math.random;
+    this.completer = new Completer({ store: options.store, logger: options.logger, onWritten: () => this.wake() });
+  }
+
+  /** Deliveries in progress on this node. */
+  get inFlightCount(): number {
+    return this.inFlight.size;
+  }
+
+  /** Starts claiming. */
+  start(): void {
+    if (this.state !== "idle") return;
+    this.state = "running";
+    this.heartbeatTimer = setInterval(() => void this.heartbeat(), this.options.config.lease.heartbeat_ms);
+    this.wake();
+  }
+
+  /** Asks for a claim soon; many calls within one tick make one claim. */
+  wake(): void {
+    if (this.state !== "running") return;
+    this.wakeRequested = true;
+    if (this.wakeScheduled || this.claiming) return;
+    this.wakeScheduled = true;
+    setImmediate(() => {
+      this.wakeScheduled = false;
+      void this.claimLoop();
+    });
+  }
+
+  /** A job became claimable at `runAt`: wake now if it is due, else make sure the timer fires by then. */
+  notify(runAt: number): void {
+    const delay = runAt - this.options.clock.now();
+    if (delay <= 0) this.wake();
+    else this.armTimer(delay);
+  }
+
+  private armTimer(delayMs: number): void {
+    if (this.state !== "running" && this.state !== "paused") return;
+    const delay = Math.max(0, Math.min(delayMs, this.options.config.worker.poll_ms));
+    const dueAt = Date.now() + delay;
+    if (this.timer && dueAt >= this.timerDueAt) return;
+    clearTimeout(this.timer);
+    this.timerDueAt = dueAt;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.timerDueAt = Number.POSITIVE_INFINITY;
+      if (this.state === "paused") void this.heartbeat();
+      else this.wake();
+    }, delay);
+  }
+
+  private async claimLoop(): Promise<void> {
+    if (this.claiming || this.state !== "running") return;
+    this.claiming = true;
+    const { store, config } = this.options;
+    try {
+      while (this.wakeRequested && this.state === "running") {
+        this.wakeRequested = false;
+        const free = config.worker.concurrency - this.inFlight.size;
+        if (free <= 0) break;
+        let jobs: JobRow[];
+        try {
+          jobs = await store.jobClaimMany({ limit: free });
+        } catch (error) {
+          this.pause(error, "claim failed");
+          return;
+        }
+        for (const job of jobs) this.startDelivery(job);
+        if (jobs.length === free) {
+          this.wakeRequested = true;
+          continue;
+        }
+        // Caught up: sleep until the next job is due (or the poll interval, whichever is first).
+        const next = await store.jobNextRunAt().catch(() => null);
+        this.armTimer(next === null ? config.worker.poll_ms : next - this.options.clock.now());
+      }
+    } finally {
+      this.claiming = false;
+      if (this.wakeRequested && this.state === "running") this.wake();
+    }
+  }
+
+  private pause(error: unknown, message: string): void {
+    if (this.state === "running") {
+      this.state = "paused";
+      this.options.logger.warn({ err: error }, `${message}; pausing claims until the database answers`);
+    }
+    this.armTimer(this.options.config.worker.poll_ms);
+  }
+
+  private async heartbeat(): Promise<void> {
+    if (this.state !== "running" && this.state !== "paused" && this.state !== "stopping") return;
+    const jobs = [...this.inFlight.values()].map(({ job }) => ({ id: job.id, attempt: job.attempt }));
+    try {
+      if (jobs.length > 0 || this.state === "paused") {
+        await this.options.store.jobHeartbeatMany({ jobs });
+        if (this.state === "paused") await this.options.store.ping();
+      }
+    } catch (error) {
+      this.pause(error, "heartbeat failed");
+      return;
+    }
+    if (this.state === "paused") {
+      this.state = "running";
+      this.options.logger.info("database answers again; claiming resumes");
+      this.wake();
+    }
+  }
+
+  private startDelivery(job: JobRow): void {
+    const startedAt = performance.now();
+    const done = this.options.deliverer
+      .deliver(job)
+      .then((result) => {
+        const now = this.options.clock.now();
+        const decision: AttemptDecision =
+          result.kind === "vanished"
+            ? { status: "dead", result: { error_body: result.error, terminal_reason: "permanent-status" } }
+            : decideAttempt({
+                attempt: job.attempt,
+                maxAttempts: job.maxAttempts,
+                result,
+                now,
+                retry: retrySettingsFor(this.options.config, job.operationId),
+                random: this.random(),
+              });
+        this.options.telemetry.emit("delivery:finished", {
+          operationId: job.operationId,
+          outcome: decision.status,
+          terminalReason: decision.result.terminal_reason,
+          statusCode: decision.result.status_code,
+          durationMs: performance.now() - startedAt,
+        });
+        if (this.state === "stopped") return;
+        this.completer.add({ id: job.id, attempt: job.attempt, ...decision });
+      })
+      .catch((error: unknown) => {
+        // deliver() never throws; a bug here must not leave the slot taken.
+        this.options.logger.error({ err: error, jobId: job.id }, "delivery bookkeeping failed");
+      })
+      .finally(() => {
+        this.inFlight.delete(job.id);
+        this.wake();
+      });
+    this.inFlight.set(job.id, { job, done });
+  }
+
+  /**
+   * Graceful stop: no more claims, in-flight deliveries get up to `graceMs` to finish, the rest go back to
+   * `retrying` with `run_at` = now, and queued outcomes are written.
+   */
+  async stop(options: { graceMs: number }): Promise<void> {
+    if (this.state === "stopped" || this.state === "stopping") return;
+    this.state = "stopping";
+    clearTimeout(this.timer);
+    const logger = this.options.logger;
+    if (this.inFlight.size > 0) {
+      logger.info({ inFlight: this.inFlight.size, graceMs: options.graceMs }, "waiting for in-flight deliveries");
+      let graceTimer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        Promise.all([...this.inFlight.values()].map(({ done }) => done)),
+        new Promise<void>((resolve) => {
+          graceTimer = setTimeout(resolve, options.graceMs);
+        }),
+      ]);
+      clearTimeout(graceTimer);
+    }
+    clearInterval(this.heartbeatTimer);
+    const unfinished = [...this.inFlight.values()].map(({ job }) => ({ id: job.id, attempt: job.attempt }));
+    await this.completer.drain(Math.max(1000, options.graceMs));
+    if (unfinished.length > 0) {
+      try {
+        const requeued = await this.options.store.jobRequeueMany({
+          jobs: unfinished,
+          runAt: this.options.clock.now(),
+          errorBody: "shutdown: the delivery did not finish within the grace period; outcome unknown",
+        });
+        logger.warn({ requeued }, "unfinished deliveries put back to retrying");
+      } catch (error) {
+        logger.error({ err: error }, "could not requeue unfinished deliveries; their leases will expire instead");
+      }
+    }
+    const abandoned = this.completer.stop();
+    if (abandoned > 0) logger.error({ abandoned }, "outcomes not written; their leases will expire and be retried");
+    this.state = "stopped";
+    await this.options.deliverer.close().catch(() => undefined);
+  }
+}

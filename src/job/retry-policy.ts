@@ -1,0 +1,116 @@
+/**
+ * What an attempt's result means for its job (CONTRACT §6), and when a retry runs. Pure: time and randomness
+ * come in as arguments, so every rule is table-tested.
+ */
+import type { JobResult, TerminalReason } from "./schemas.js";
+
+/** How one delivery attempt ended, as seen by the deliverer. */
+export type AttemptResult =
+  /** No HTTP response at all: connection refused or reset, DNS failure, timeout. */
+  | { kind: "no-response"; error: string }
+  | {
+      kind: "response";
+      statusCode: number;
+      /** The `x-job-retry` response header, lower-cased, if any. */
+      jobRetry: string | undefined;
+      /** The `retry-after` response header, if any. */
+      retryAfter: string | undefined;
+      /** The body, cut at a UTF-8 boundary to at most 8192 bytes; null on success (not read). */
+      body: string | null;
+    };
+
+/** Backoff settings (`retry` of the config, merged with the operation's override). */
+export interface RetrySettings {
+  base_ms: number;
+  factor: number;
+  max_ms: number;
+  retry_after_max_ms: number;
+}
+
+/** The decision for one attempt, ready to be written conditionally by the completer. */
+export type AttemptDecision =
+  | { status: "succeeded"; result: JobResult }
+  | { status: "dead"; result: JobResult }
+  | { status: "retrying"; runAt: number; result: JobResult };
+
+/** The classification of CONTRACT §6, before attempts are counted. */
+type Verdict = { kind: "success" } | { kind: "retry" } | { kind: "dead"; reason: TerminalReason };
+
+function isAuthUnresolvable(body: string | null): boolean {
+  if (body === null) return false;
+  try {
+    const parsed: unknown = JSON.parse(body);
+    return typeof parsed === "object" && parsed !== null && (parsed as { code?: unknown }).code === "auth_unresolvable";
+  } catch {
+    return false;
+  }
+}
+
+/** Rules 1–7 of CONTRACT §6, first match wins. */
+export function classify(attempt: AttemptResult): Verdict {
+  if (attempt.kind === "no-response") return { kind: "retry" };
+  const { statusCode, jobRetry } = attempt;
+  const success = statusCode >= 200 && statusCode < 300;
+  if (!success && jobRetry === "never") return { kind: "dead", reason: "rejected-by-endpoint" };
+  if (success) return { kind: "success" };
+  if (jobRetry === "always") return { kind: "retry" };
+  if (statusCode === 401 && isAuthUnresolvable(attempt.body)) return { kind: "dead", reason: "auth-unresolvable" };
+  if (statusCode === 408 || statusCode === 425 || statusCode === 429 || statusCode >= 500) return { kind: "retry" };
+  return { kind: "dead", reason: "permanent-status" };
+}
+
+/**
+ * Milliseconds a `Retry-After` header asks for (delta-seconds or an HTTP-date), or undefined when absent or
+ * unreadable. A date in the past asks for 0.
+ */
+export function parseRetryAfter(value: string | undefined, now: number): number | undefined {
+  if (value === undefined) return undefined;
+  const trimmed = value.trim();
+  if (/^\d+$/.test(trimmed)) return Number(trimmed) * 1000;
+  const date = Date.parse(trimmed);
+  if (Number.isNaN(date)) return undefined;
+  return Math.max(0, date - now);
+}
+
+/** The backoff before retry number `attempt` (1 after the first failure), with jitter in [50 %, 100 %]. */
+export function backoffMs(options: { attempt: number; retry: RetrySettings; random: number }): number {
+  const { attempt, retry, random } = options;
+  const exponential = retry.base_ms * retry.factor ** Math.max(0, attempt - 1);
+  return Math.min(retry.max_ms, exponential) * (0.5 + 0.5 * random);
+}
+
+/** Decides what one finished attempt means: success, a retry at a computed time, or death with its reason. */
+export function decideAttempt(options: {
+  attempt: number;
+  maxAttempts: number;
+  result: AttemptResult;
+  now: number;
+  retry: RetrySettings;
+  /** A number in [0, 1); `Math.random()` in production. */
+  random: number;
+}): AttemptDecision {
+  const { result } = options;
+  const verdict = classify(result);
+  const statusCode = result.kind === "response" ? { status_code: result.statusCode } : {};
+  const errorBody = result.kind === "response" ? (result.body ?? "") : result.error;
+  if (verdict.kind === "success") {
+    return { status: "succeeded", result: { ...statusCode, error_body: null, terminal_reason: null } };
+  }
+  if (verdict.kind === "dead") {
+    return { status: "dead", result: { ...statusCode, error_body: errorBody, terminal_reason: verdict.reason } };
+  }
+  if (options.attempt >= options.maxAttempts) {
+    return { status: "dead", result: { ...statusCode, error_body: errorBody, terminal_reason: "exhausted" } };
+  }
+  let delay = backoffMs({ attempt: options.attempt, retry: options.retry, random: options.random });
+  if (result.kind === "response") {
+    const honoursRetryAfter = result.statusCode === 429 || result.statusCode === 503 || result.jobRetry === "always";
+    const asked = honoursRetryAfter ? parseRetryAfter(result.retryAfter, options.now) : undefined;
+    if (asked !== undefined) delay = Math.max(delay, Math.min(asked, options.retry.retry_after_max_ms));
+  }
+  return {
+    status: "retrying",
+    runAt: options.now + Math.round(delay),
+    result: { ...statusCode, error_body: errorBody, terminal_reason: null },
+  };
+}

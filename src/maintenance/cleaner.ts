@@ -1,0 +1,34 @@
+/**
+ * The retention cleaner (CONTRACT §9): deletes terminal jobs whose `finished_at` is older than
+ * `retention.terminal_days`, in bounded batches so no single statement holds the database for long, and forgets
+ * cron ticks that can never fire again.
+ */
+import type { Clock } from "../clock.js";
+import type { Config } from "../config.js";
+import type { Store } from "../store/store.js";
+
+/** Jobs deleted per statement. */
+export const CLEAN_BATCH = 1000;
+/** The cleaner runs at least this often. */
+export const CLEAN_INTERVAL_MS = 15 * 60 * 1000;
+/** Cron ticks are remembered this long: far longer than any clock skew between nodes. */
+const CRON_TICK_MEMORY_MS = 24 * 3600 * 1000;
+const DAY_MS = 24 * 3600 * 1000;
+
+/** One pass of the cleaner; returns how many jobs it deleted. */
+export async function cleanFinishedJobs(options: { config: Config; store: Store; clock: Clock }): Promise<number> {
+  const { config, store, clock } = options;
+  const now = clock.now();
+  await store.cronTickDeleteMany({ before: now - CRON_TICK_MEMORY_MS });
+  const days = config.retention.terminal_days;
+  if (days === null) return 0;
+  const finishedBefore = now - days * DAY_MS;
+  let total = 0;
+  for (;;) {
+    const deleted = await store.jobDeleteFinishedMany({ finishedBefore, limit: CLEAN_BATCH });
+    total += deleted;
+    if (deleted < CLEAN_BATCH) return total;
+    // Let requests in between batches.
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
