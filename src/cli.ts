@@ -3,15 +3,13 @@
  * The `opqueue` command: serve | migrate | token | demo. Exit codes: 0 done, 1 failed at run time,
  * 2 bad configuration or usage.
  */
-import { randomUUID } from "node:crypto";
-import { fileURLToPath } from "node:url";
-import { resolve } from "node:path";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { mintToken } from "./auth/tokens.js";
 import { systemClock } from "./clock.js";
-import { ConfigError, loadConfigFile, type ConfigEnv } from "./config.js";
+import { ConfigError, loadConfigFile } from "./config.js";
+import { runDemo } from "./demo/demo.js";
 import { createLogger, redactUrl, serve, stopOnSignals } from "./main.js";
-import { openStore } from "./store/open-store.js";
+import { openStore, UnsupportedDatabaseError } from "./store/open-store.js";
 import { StoreLockedError } from "./store/store.js";
 import { VERSION } from "./version.js";
 
@@ -29,8 +27,6 @@ override the file.`;
 
 /** A mistake in how the command was called. */
 class UsageError extends Error {}
-
-const DEMO_CONFIG = fileURLToPath(new URL("../examples/demo/opqueue.yaml", import.meta.url));
 
 async function main(argv: string[]): Promise<void> {
   const [command, ...rest] = argv;
@@ -125,44 +121,10 @@ async function tokenCommand(args: string[]): Promise<void> {
   console.log(token);
 }
 
-/** `npm start`: the service on SQLite with the bundled example product, and a ready curl to try it. */
+/** `npm start`: the service on SQLite with the bundled example product. */
 async function demoCommand(args: string[]): Promise<void> {
   parse(args, {});
-  const env: ConfigEnv = { ...process.env };
-  env.OPQUEUE_DATABASE_URL ??= `sqlite:${resolve("data", "opqueue-demo.db")}`;
-  const { config, path } = loadConfigFile({ path: DEMO_CONFIG, env });
-  const logger = createLogger();
-  const running = await serve({ config, api: true, worker: true, logger });
-  stopOnSignals(running, logger);
-  const url = running.url ?? "";
-  const rid = `demo-${randomUUID().slice(0, 8)}`;
-  const assertion = await mintToken({ auth: config.auth, clock: systemClock, sub: "alice", op: "createUser", rid, ttlSeconds: 300 });
-  const admin = await mintToken({ auth: config.auth, clock: systemClock, sub: "admin", siteAdmin: true, ttlSeconds: 86_400 });
-  const body = JSON.stringify({
-    operation_id: "sendWelcomeEmail",
-    request: { path_params: { userId: "alice" }, body: { email: "alice@example.com" } },
-    dedupe_key: "welcome:alice",
-  });
-  console.log(`
-opqueue ${VERSION} demo is running at ${url}   (config: ${path}, database: ${config.database})
-
-Enqueue a job (valid for 5 minutes; a second identical call answers 200, the same job deduplicated):
-
-  curl -s -X POST ${url}/jobs \\
-    -H 'content-type: application/json' \\
-    -H 'authorization: Bearer ${assertion}' \\
-    -d '${body}'
-
-List jobs as a site administrator (token valid for 24 hours):
-
-  export OPQUEUE_ADMIN_TOKEN='${admin}'
-  curl -s ${url}/jobs -H "authorization: Bearer $OPQUEUE_ADMIN_TOKEN"
-
-Cancel one:  curl -s -X POST ${url}/jobs/JOB_ID/cancel -H "authorization: Bearer $OPQUEUE_ADMIN_TOKEN"
-
-Mint fresh tokens:  npx opqueue token --config ${path} --sub alice --op createUser --rid req-2
-The service's API document: ${url}/openapi.json   Metrics: ${url}/metrics   Stop: Ctrl-C
-`);
+  await runDemo();
 }
 
 main(process.argv.slice(2)).catch((error: unknown) => {
@@ -172,6 +134,10 @@ main(process.argv.slice(2)).catch((error: unknown) => {
   }
   if (error instanceof UsageError) {
     console.error(`opqueue: ${error.message}\n\n${USAGE}`);
+    process.exit(2);
+  }
+  if (error instanceof UnsupportedDatabaseError) {
+    console.error(`opqueue: ${error.message}`);
     process.exit(2);
   }
   if (error instanceof StoreLockedError) {

@@ -237,7 +237,14 @@ export function parseConfig(options: { raw: unknown; baseDir: string; env?: Conf
 }
 
 function applyEnvOverrides(raw: Record<string, unknown>, env: ConfigEnv): void {
-  if (env.OPQUEUE_DATABASE_URL) raw["database"] = env.OPQUEUE_DATABASE_URL;
+  if (env.OPQUEUE_DATABASE_URL) {
+    // A relative sqlite: path given on the command line means the working directory, not the config's folder.
+    const url = env.OPQUEUE_DATABASE_URL;
+    raw["database"] =
+      url.startsWith("sqlite:") && url !== "sqlite::memory:" && url.length > "sqlite:".length
+        ? `sqlite:${resolve(url.slice("sqlite:".length))}`
+        : url;
+  }
   if (env.OPQUEUE_PORT !== undefined || env.OPQUEUE_HOST !== undefined) {
     const listen = (typeof raw["listen"] === "object" && raw["listen"] !== null ? raw["listen"] : {}) as Record<
       string,

@@ -59,8 +59,11 @@ export function redactUrl(url: string): string {
   return url.replace(/(\/\/[^:/@]+:)[^@]*@/, "$1***@");
 }
 
-/** Stops `running` on the first SIGTERM or SIGINT and exits 0; a second signal exits at once. */
-export function stopOnSignals(running: RunningService, logger: Logger): void {
+/**
+ * Stops `running` (after `alsoStop`, if given) on the first SIGTERM or SIGINT and exits 0; a second signal exits
+ * at once.
+ */
+export function stopOnSignals(running: RunningService, logger: Logger, alsoStop?: () => Promise<void>): void {
   let received = false;
   const onSignal = (signal: NodeJS.Signals) => {
     if (received) {
@@ -69,7 +72,9 @@ export function stopOnSignals(running: RunningService, logger: Logger): void {
     }
     received = true;
     logger.info({ signal }, "shutting down");
-    running.stop().then(
+    Promise.resolve(alsoStop?.())
+      .then(() => running.stop())
+      .then(
       () => process.exit(0),
       (error: unknown) => {
         logger.error({ err: error }, "shutdown failed");

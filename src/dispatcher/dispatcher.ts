@@ -183,6 +183,8 @@ export class Dispatcher {
                 random: this.random(),
               });
         this.options.telemetry.emit("delivery:finished", {
+          jobId: job.id,
+          attempt: job.attempt,
           operationId: job.operationId,
           outcome: decision.status,
           terminalReason: decision.result.terminal_reason,

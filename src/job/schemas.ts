@@ -43,14 +43,19 @@ export const Authority = Type.Union([RequestAuthority, ResourceAuthority, CronAu
 /** The wire form of an authority (the stored enqueue assertion is never part of it). */
 export type Authority = Static<typeof Authority>;
 
+/**
+ * An object with any keys. Not `Type.Record(Type.String(), …)`: the response serializer tests keys against its
+ * `^(.*)$` pattern, which a key holding a line break does not match, so such keys vanished from responses.
+ */
+const AnyKeys = (options: { description: string }) =>
+  Type.Unsafe<Record<string, unknown>>({ type: "object", additionalProperties: {}, ...options });
+
 /** The capped request payload delivered to the target operation. */
 export const RequestPayload = Type.Object(
   {
     body: Type.Optional(Type.Unknown({ description: "JSON body for the target operation." })),
-    path_params: Type.Optional(
-      Type.Record(Type.String(), Type.Unknown(), { description: "Path template substitutions by name." }),
-    ),
-    query: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: "Query parameters by name." })),
+    path_params: Type.Optional(AnyKeys({ description: "Path template substitutions by name." })),
+    query: Type.Optional(AnyKeys({ description: "Query parameters by name." })),
   },
   { additionalProperties: false },
 );

@@ -19,6 +19,8 @@ export interface OpqueueEvents {
   "job:retried": { operationId: string; runAt: number };
   /** A delivery attempt ended and its outcome was decided (it is written by the completer). */
   "delivery:finished": {
+    jobId: string;
+    attempt: number;
     operationId: string;
     outcome: "succeeded" | "retrying" | "dead";
     terminalReason: string | null;

@@ -61,14 +61,19 @@ export interface TestService {
 
 /** Starts a test service; `configure` may change the raw config before it is parsed. */
 export async function startTestService(
-  options: { configure?: (raw: Record<string, unknown>) => void; clock?: ManualClock } = {},
+  options: {
+    configure?: (raw: Record<string, unknown>) => void;
+    clock?: ManualClock;
+    /** Backoff jitter source (default Math.random). */
+    random?: () => number;
+  } = {},
 ): Promise<TestService> {
   const dir = mkdtempSync(join(tmpdir(), "opqueue-test-"));
   const raw = rawTestConfig(dir);
   options.configure?.(raw);
   const config = parseConfig({ raw, baseDir: dir, env: {} });
   const clock = options.clock ?? new ManualClock(Date.UTC(2026, 10, 21, 12, 0, 0));
-  const service = await createService({ config, clock });
+  const service = await createService({ config, clock, ...(options.random ? { random: options.random } : {}) });
   return {
     service,
     config,

@@ -1,0 +1,355 @@
+/**
+ * The `opqueue` command run as a real process, from source (never from a possibly stale dist/):
+ * exit codes, messages, migrate, token, and the one-node lock of the SQLite engine (CONTRACT §1, §10).
+ */
+import { test, type TestContext } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, type ChildProcess } from "node:child_process";
+import fs from "node:fs";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { fileURLToPath } from "node:url";
+import Database from "better-sqlite3";
+import { jwtVerify } from "jose";
+import { VERSION } from "../src/version.js";
+import { rawTestConfig, TEST_SECRET } from "./helpers/service.js";
+
+const REPO_ROOT = fileURLToPath(new URL("..", import.meta.url));
+/** How often, and how many times, to poll for a starting server: ~20 s at most, for a slow machine. */
+const POLL_MS = 50;
+const POLL_ATTEMPTS = 400;
+
+/** What a finished CLI process left behind. */
+interface CliResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** A CLI process that may still be running. */
+interface CliProcess {
+  child: ChildProcess;
+  /** Output so far. */
+  stdout(): string;
+  stderr(): string;
+  /** Resolves when the process has exited and its output is closed. */
+  exited: Promise<CliResult>;
+}
+
+/** The environment of a child: this process's, without anything that could steer opqueue or the test runner. */
+function childEnv(env: Record<string, string>): NodeJS.ProcessEnv {
+  const base: NodeJS.ProcessEnv = {};
+  for (const [name, value] of Object.entries(process.env)) {
+    if (name.startsWith("OPQUEUE_") || name.startsWith("NODE_TEST") || name === "NODE_OPTIONS") continue;
+    base[name] = value;
+  }
+  return { ...base, ...env };
+}
+
+/** Starts `opqueue ARGS` from source; the process is killed when the test ends if it is still running. */
+function startCli(t: TestContext, args: string[], env: Record<string, string> = {}): CliProcess {
+  const child = spawn(process.execPath, ["--import", "tsx", "src/cli.ts", ...args], {
+    cwd: REPO_ROOT,
+    env: childEnv(env),
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout?.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
+  child.stderr?.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
+  const exited = new Promise<CliResult>((resolve, reject) => {
+    child.on("error", reject);
+    child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }));
+  });
+  t.after(async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill("SIGKILL");
+      await exited;
+    }
+  });
+  return { child, stdout: () => stdout, stderr: () => stderr, exited };
+}
+
+/** Runs `opqueue ARGS` to its end. */
+function runCli(t: TestContext, args: string[], env: Record<string, string> = {}): Promise<CliResult> {
+  return startCli(t, args, env).exited;
+}
+
+/** A fresh temporary folder, removed when the test ends. */
+function tempDir(t: TestContext): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "opqueue-cli-"));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** Writes the test product's config (SQLite file in `dir`), changed by `change`; returns its path. */
+function writeConfig(dir: string, change: (raw: Record<string, unknown>) => void = () => {}): string {
+  const raw = rawTestConfig(dir);
+  change(raw);
+  const file = path.join(dir, "opqueue.json");
+  fs.writeFileSync(file, JSON.stringify(raw, null, 2));
+  return file;
+}
+
+function databaseFile(dir: string): string {
+  return path.join(dir, "opqueue.db");
+}
+
+/** A TCP port nobody listens on right now. */
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", resolve);
+  });
+  const address = server.address();
+  assert.ok(address !== null && typeof address === "object");
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return address.port;
+}
+
+/** Waits until `serve` answers GET /healthz; fails early with its output if it exits first. */
+async function waitForHealthz(cli: CliProcess, port: number): Promise<void> {
+  let exited: CliResult | undefined;
+  void cli.exited.then((result) => (exited = result));
+  for (let attempt = 0; attempt < POLL_ATTEMPTS; attempt++) {
+    if (exited) {
+      assert.fail(`serve exited (code ${exited.code}, signal ${exited.signal}) before answering:\n${exited.stderr}${exited.stdout}`);
+    }
+    try {
+      const response = await fetch(`http://127.0.0.1:${port}/healthz`);
+      if (response.ok) {
+        assert.deepEqual(await response.json(), { status: "ok" });
+        return;
+      }
+    } catch {
+      // Not listening yet.
+    }
+    await sleep(POLL_MS);
+  }
+  assert.fail(`serve did not answer /healthz on port ${port}:\n${cli.stderr()}${cli.stdout()}`);
+}
+
+/** Starts `serve --config FILE` on a free port and waits until it answers. */
+async function startServe(t: TestContext, configFile: string): Promise<{ cli: CliProcess; port: number }> {
+  const port = await freePort();
+  const cli = startCli(t, ["serve", "--config", configFile], { OPQUEUE_PORT: String(port) });
+  await waitForHealthz(cli, port);
+  return { cli, port };
+}
+
+/** Asserts the process printed exactly one non-empty line on stderr, with no stack trace, and returns it. */
+function assertOneLineMessage(result: CliResult): string {
+  const lines = result.stderr.trim().split("\n");
+  assert.equal(lines.length, 1, `expected one line on stderr, got:\n${result.stderr}`);
+  assert.doesNotMatch(result.stderr, /^\s+at /m, "no stack trace");
+  return lines[0] ?? "";
+}
+
+function jwtPart(token: string, index: number): Record<string, unknown> {
+  const part = token.split(".")[index];
+  assert.ok(part !== undefined, `not a JWT: ${token}`);
+  return JSON.parse(Buffer.from(part, "base64url").toString("utf8")) as Record<string, unknown>;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Usage
+
+test("--version prints the package version and exits 0", async (t) => {
+  const packageVersion = (JSON.parse(fs.readFileSync(path.join(REPO_ROOT, "package.json"), "utf8")) as { version: string })
+    .version;
+  assert.equal(VERSION, packageVersion);
+  const result = await runCli(t, ["--version"]);
+  assert.equal(result.code, 0, result.stderr);
+  assert.equal(result.stdout.trim(), packageVersion);
+});
+
+test("an unknown command exits 2 and prints the usage on stderr", async (t) => {
+  const result = await runCli(t, ["frobnicate"]);
+  assert.equal(result.code, 2);
+  assert.match(result.stderr, /unknown command "frobnicate"/);
+  assert.match(result.stderr, /Usage:/);
+  assert.match(result.stderr, /opqueue serve/);
+  assert.equal(result.stdout, "");
+});
+
+test("an unknown option exits 2 with the usage", async (t) => {
+  const result = await runCli(t, ["migrate", "--confg", "x.yaml"]);
+  assert.equal(result.code, 2);
+  assert.match(result.stderr, /--confg/);
+  assert.match(result.stderr, /Usage:/);
+});
+
+// ---------------------------------------------------------------------------------------------------------
+// A bad config: exit 2, one message naming the key, no stack trace
+
+test("serve with a trigger target lacking the background tag exits 2 with one message naming the key", async (t) => {
+  const dir = tempDir(t);
+  const config = writeConfig(dir, (raw) => {
+    raw["triggers"] = { createUser: ["getUser"] };
+    raw["cron"] = [];
+  });
+  const result = await runCli(t, ["serve", "--config", config]);
+  assert.equal(result.code, 2, result.stderr);
+  const message = assertOneLineMessage(result);
+  assert.match(message, /^opqueue: config: triggers\.createUser: /);
+  assert.match(message, /"getUser"/);
+  assert.match(message, /"background" tag/);
+  assert.equal(fs.existsSync(databaseFile(dir)), false, "a refused config touches no database");
+});
+
+test("serve with a secret under 32 bytes exits 2 with one message naming the key", async (t) => {
+  const dir = tempDir(t);
+  const config = writeConfig(dir, (raw) => {
+    (raw["auth"] as Record<string, unknown>)["keys"] = [{ kid: "k1", alg: "HS256", secret: "too-short" }];
+  });
+  const result = await runCli(t, ["serve", "--config", config]);
+  assert.equal(result.code, 2, result.stderr);
+  assert.match(assertOneLineMessage(result), /^opqueue: config: auth\.keys\.0\.secret: must be at least 32 bytes/);
+});
+
+test("serve with an unknown config key exits 2 with one message naming the key", async (t) => {
+  const dir = tempDir(t);
+  const config = writeConfig(dir, (raw) => {
+    raw["workers"] = { concurrency: 4 };
+  });
+  const result = await runCli(t, ["serve", "--config", config]);
+  assert.equal(result.code, 2, result.stderr);
+  assert.match(assertOneLineMessage(result), /^opqueue: config: unknown key "workers"/);
+});
+
+test("serve with a non-numeric OPQUEUE_PORT exits 2 with one message naming the variable", async (t) => {
+  const dir = tempDir(t);
+  const result = await runCli(t, ["serve", "--config", writeConfig(dir)], { OPQUEUE_PORT: "eighty" });
+  assert.equal(result.code, 2, result.stderr);
+  assert.match(assertOneLineMessage(result), /OPQUEUE_PORT/);
+});
+
+test("serve with no --config and no OPQUEUE_CONFIG exits 2 saying how to give one", async (t) => {
+  const result = await runCli(t, ["serve"]);
+  assert.equal(result.code, 2, result.stderr);
+  const message = assertOneLineMessage(result);
+  assert.match(message, /--config/);
+  assert.match(message, /OPQUEUE_CONFIG/);
+});
+
+test("OPQUEUE_CONFIG names the config file when --config is absent", async (t) => {
+  const dir = tempDir(t);
+  const result = await runCli(t, ["migrate"], { OPQUEUE_CONFIG: writeConfig(dir) });
+  assert.equal(result.code, 0, result.stderr);
+  assert.ok(fs.existsSync(databaseFile(dir)));
+});
+
+// ---------------------------------------------------------------------------------------------------------
+// migrate
+
+test("migrate creates and migrates the SQLite file and exits 0", async (t) => {
+  const dir = tempDir(t);
+  const result = await runCli(t, ["migrate", "--config", writeConfig(dir)]);
+  assert.equal(result.code, 0, result.stderr);
+  assert.match(result.stdout, /migrated sqlite:/);
+  const db = new Database(databaseFile(dir), { readonly: true });
+  try {
+    assert.ok((db.pragma("user_version", { simple: true }) as number) > 0);
+    const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'jobs'").all();
+    assert.equal(tables.length, 1);
+  } finally {
+    db.close();
+  }
+});
+
+// ---------------------------------------------------------------------------------------------------------
+// token
+
+test("token --sub --op --rid prints an HS256 enqueue assertion valid for 300 s", async (t) => {
+  const dir = tempDir(t);
+  const result = await runCli(t, ["token", "--config", writeConfig(dir), "--sub", "alice", "--op", "createUser", "--rid", "r1"]);
+  assert.equal(result.code, 0, result.stderr);
+  const token = result.stdout.trim();
+  assert.match(token, /^[\w-]+\.[\w-]+\.[\w-]+$/);
+  assert.deepEqual(jwtPart(token, 0), { alg: "HS256", kid: "k1", typ: "JWT" });
+  const payload = jwtPart(token, 1);
+  assert.equal(payload["aud"], "opqueue");
+  assert.equal(payload["sub"], "alice");
+  assert.equal(payload["op"], "createUser");
+  assert.equal(payload["rid"], "r1");
+  assert.equal(payload["site_admin"], undefined);
+  assert.equal((payload["exp"] as number) - (payload["iat"] as number), 300);
+  // Signed with the first configured key.
+  await jwtVerify(token, new TextEncoder().encode(TEST_SECRET), { audience: "opqueue" });
+});
+
+test("token --site-admin prints an admin token with site_admin true", async (t) => {
+  const dir = tempDir(t);
+  const result = await runCli(t, ["token", "--config", writeConfig(dir), "--site-admin", "--sub", "admin"]);
+  assert.equal(result.code, 0, result.stderr);
+  const payload = jwtPart(result.stdout.trim(), 1);
+  assert.equal(payload["site_admin"], true);
+  assert.equal(payload["sub"], "admin");
+  assert.equal(payload["aud"], "opqueue");
+  assert.equal(payload["op"], undefined);
+});
+
+test("token --op without --rid or --job exits 2 and prints no token", async (t) => {
+  const dir = tempDir(t);
+  const result = await runCli(t, ["token", "--config", writeConfig(dir), "--sub", "alice", "--op", "createUser"]);
+  assert.equal(result.code, 2);
+  assert.match(result.stderr, /--rid/);
+  assert.match(result.stderr, /--job/);
+  assert.equal(result.stdout, "");
+});
+
+test("token without --sub exits 2", async (t) => {
+  const dir = tempDir(t);
+  const result = await runCli(t, ["token", "--config", writeConfig(dir), "--site-admin"]);
+  assert.equal(result.code, 2);
+  assert.match(result.stderr, /--sub/);
+});
+
+// ---------------------------------------------------------------------------------------------------------
+// serve and the one-node lock of SQLite
+
+test("a second serve on the same SQLite file refuses to start; SIGTERM stops the first with 0 and frees the file", async (t) => {
+  const dir = tempDir(t);
+  const config = writeConfig(dir);
+  const first = await startServe(t, config);
+
+  const secondPort = await freePort();
+  const second = await runCli(t, ["serve", "--config", config], { OPQUEUE_PORT: String(secondPort) });
+  assert.notEqual(second.code, 0, "the second serve must not run");
+  assert.equal(second.signal, null);
+  assert.match(second.stderr, /in use by another opqueue process/);
+  assert.doesNotMatch(second.stderr, /^\s+at /m, "no stack trace");
+  // The first one is still serving.
+  assert.equal((await fetch(`http://127.0.0.1:${first.port}/healthz`)).status, 200);
+
+  // migrate is refused as well while the file is held.
+  const lockedMigrate = await runCli(t, ["migrate", "--config", config]);
+  assert.notEqual(lockedMigrate.code, 0);
+  assert.match(lockedMigrate.stderr, /in use by another opqueue process/);
+
+  first.cli.child.kill("SIGTERM");
+  const stopped = await first.cli.exited;
+  assert.equal(stopped.code, 0, stopped.stderr);
+  assert.equal(stopped.signal, null);
+
+  const migrate = await runCli(t, ["migrate", "--config", config]);
+  assert.equal(migrate.code, 0, migrate.stderr);
+});
+
+test("serve starts at once on a SQLite file whose previous serve was killed with SIGKILL", async (t) => {
+  const dir = tempDir(t);
+  const config = writeConfig(dir);
+  const killed = await startServe(t, config);
+  killed.cli.child.kill("SIGKILL");
+  const gone = await killed.cli.exited;
+  assert.equal(gone.signal, "SIGKILL");
+
+  const restarted = await startServe(t, config);
+  restarted.cli.child.kill("SIGTERM");
+  const stopped = await restarted.cli.exited;
+  assert.equal(stopped.code, 0, stopped.stderr);
+});
