@@ -4,8 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { test, type TestContext } from "node:test";
-import type { ManualClock } from "../../../src/clock.js";
-import { ManualClock as Clock } from "../../../src/clock.js";
+import { ManualClock } from "../../../src/clock.js";
 import { newJobId } from "../../../src/job/job-id.js";
 import type { JobResult } from "../../../src/job/schemas.js";
 import type { JobInsertParams, JobRow, Store } from "../../../src/store/store.js";
@@ -43,19 +42,21 @@ export class Suite {
 
   constructor(readonly options: StoreConformanceOptions) {}
 
-  /** Registers a case, skipped (with its reason) when the engine says so. */
+  /** Registers a case on a fresh store, skipped (with its reason) when the engine says so. */
   case(name: string, fn: (fixture: Fixture, t: TestContext) => Promise<void>): void {
+    this.bareCase(name, async (t) => fn(await this.fresh(t), t));
+  }
+
+  /** Registers a case that opens its own stores (with `fresh` or `options.open`). */
+  bareCase(name: string, fn: (t: TestContext) => Promise<void>): void {
     assert.ok(!this.names.has(name), `duplicate conformance case name: ${name}`);
     this.names.add(name);
     const reason = this.options.skip?.[name];
-    test(name, reason === undefined ? {} : { skip: `${this.options.engine}: ${reason}` }, async (t) => {
-      const fixture = await this.fresh(t);
-      await fn(fixture, t);
-    });
+    test(name, reason === undefined ? {} : { skip: `${this.options.engine}: ${reason}` }, fn);
   }
 
   /** Opens a fresh store whose cleanup runs when `t` ends. */
-  async fresh(t: TestContext, clock: ManualClock = new Clock(T0)): Promise<Fixture> {
+  async fresh(t: TestContext, clock: ManualClock = new ManualClock(T0)): Promise<Fixture> {
     const { store, cleanup } = await this.options.open(clock);
     t.after(cleanup);
     return { store, clock };
@@ -97,9 +98,9 @@ export async function mustGet(store: Store, id: string): Promise<JobRow> {
   return row;
 }
 
-/** Claims exactly the given job (it must be the only claimable one) and returns it running. */
-export async function claimOnly(store: Store, id: string): Promise<JobRow> {
-  const claimed = await store.jobClaimMany({ limit: 100 });
+/** Claims one job, which must be `id` (the next in claim order), and returns it running. */
+export async function claimNext(store: Store, id: string): Promise<JobRow> {
+  const claimed = await store.jobClaimMany({ limit: 1 });
   assert.deepEqual(
     claimed.map((job) => job.id),
     [id],
@@ -108,6 +109,9 @@ export async function claimOnly(store: Store, id: string): Promise<JobRow> {
   return claimed[0] as JobRow;
 }
 
+/** A priority above every other job of a test, so that setup helpers claim their own job first. */
+const SETUP_PRIORITY = 1_000_000;
+
 /** The result of a 2xx attempt. */
 export const SUCCESS: JobResult = { status_code: 200, error_body: null, terminal_reason: null };
 /** The result of an attempt that will be retried. */
@@ -115,14 +119,20 @@ export const UNAVAILABLE: JobResult = { status_code: 503, error_body: "upstream 
 /** The result of an attempt that ends the job for good. */
 export const PERMANENT: JobResult = { status_code: 400, error_body: "bad request", terminal_reason: "permanent-status" };
 
-/** Moves a fresh job to `retrying` (claimed once, failed, due again at `runAt`). */
+/** Creates a job and claims it; top priority unless overridden. */
+export async function makeRunning(store: Store, overrides: Partial<JobInsertParams> = {}): Promise<JobRow> {
+  const job = await insertCreated(store, { priority: SETUP_PRIORITY, ...overrides });
+  return claimNext(store, job.id);
+}
+
+/** Moves a fresh job to `retrying` (claimed once, failed, due again at `runAt`); top priority unless overridden. */
 export async function makeRetrying(
   store: Store,
   overrides: Partial<JobInsertParams> = {},
   runAt: number = T0,
 ): Promise<JobRow> {
-  const job = await insertCreated(store, overrides);
-  const running = await claimOnly(store, job.id);
+  const job = await insertCreated(store, { priority: SETUP_PRIORITY, ...overrides });
+  const running = await claimNext(store, job.id);
   assert.deepEqual(
     await store.jobCompleteMany({ outcomes: [{ id: job.id, attempt: running.attempt, status: "retrying", runAt, result: UNAVAILABLE }] }),
     [true],
@@ -130,14 +140,14 @@ export async function makeRetrying(
   return mustGet(store, job.id);
 }
 
-/** Moves a fresh job to a terminal status through a claim and an outcome. */
+/** Moves a fresh job to a terminal status through a claim and an outcome; top priority unless overridden. */
 export async function makeFinished(
   store: Store,
   status: "succeeded" | "dead",
   overrides: Partial<JobInsertParams> = {},
 ): Promise<JobRow> {
-  const job = await insertCreated(store, overrides);
-  const running = await claimOnly(store, job.id);
+  const job = await insertCreated(store, { priority: SETUP_PRIORITY, ...overrides });
+  const running = await claimNext(store, job.id);
   const result = status === "succeeded" ? SUCCESS : PERMANENT;
   assert.deepEqual(
     await store.jobCompleteMany({ outcomes: [{ id: job.id, attempt: running.attempt, status, result }] }),

@@ -1,0 +1,204 @@
+/**
+ * The administrative writes: jobCancel, jobRetry and chainCancel (CONTRACT §3, admin operations).
+ */
+import assert from "node:assert/strict";
+import { describe } from "node:test";
+import type { JobRow } from "../../../src/store/store.js";
+import {
+  allJobs,
+  claimNext,
+  insertCreated,
+  jobParams,
+  makeFinished,
+  makeRetrying,
+  makeRunning,
+  mustGet,
+  T0,
+  UNAVAILABLE,
+  type Suite,
+} from "./harness.js";
+
+/** Registers the cancel, retry and chain-cancel cases. */
+export function adminCases(suite: Suite): void {
+  describe("jobCancel", () => {
+    suite.case("cancels a pending job: finishedAt = now, terminal_reason cancelled-by-admin", async ({ store, clock }) => {
+      const job = await insertCreated(store, { runAt: T0 + 60_000 });
+      clock.advance(700);
+      const outcome = await store.jobCancel({ id: job.id });
+      assert.equal(outcome.kind, "cancelled");
+      const cancelled = (outcome as { job: JobRow }).job;
+      assert.deepEqual(cancelled, {
+        ...job,
+        status: "cancelled",
+        finishedAt: T0 + 700,
+        result: { error_body: null, terminal_reason: "cancelled-by-admin" },
+      });
+      assert.deepEqual(await mustGet(store, job.id), cancelled);
+    });
+
+    suite.case("cancels a retrying job, keeping the status_code and error_body of its last attempt", async ({ store, clock }) => {
+      const retrying = await makeRetrying(store, {}, T0 + 60_000);
+      clock.advance(100);
+      const outcome = await store.jobCancel({ id: retrying.id });
+      assert.equal(outcome.kind, "cancelled");
+      const cancelled = (outcome as { job: JobRow }).job;
+      assert.equal(cancelled.status, "cancelled");
+      assert.equal(cancelled.finishedAt, T0 + 100);
+      assert.equal(cancelled.attempt, 1);
+      assert.deepEqual(cancelled.result, { ...UNAVAILABLE, terminal_reason: "cancelled-by-admin" });
+      assert.deepEqual(await store.jobClaimMany({ limit: 10 }), []);
+    });
+
+    suite.case("does not interrupt a running job: outcome running, nothing changes", async ({ store }) => {
+      const running = await makeRunning(store);
+      const outcome = await store.jobCancel({ id: running.id });
+      assert.deepEqual(outcome, { kind: "running", job: running });
+      assert.deepEqual(await mustGet(store, running.id), running);
+    });
+
+    suite.case("refuses terminal jobs with not_cancellable, changing nothing", async ({ store }) => {
+      const succeeded = await makeFinished(store, "succeeded");
+      const dead = await makeFinished(store, "dead");
+      const cancelled = await insertCreated(store);
+      await store.jobCancel({ id: cancelled.id });
+      for (const job of [succeeded, dead, await mustGet(store, cancelled.id)]) {
+        const outcome = await store.jobCancel({ id: job.id });
+        assert.deepEqual(outcome, { kind: "not_cancellable", job });
+        assert.deepEqual(await mustGet(store, job.id), job);
+      }
+    });
+
+    suite.case("cancel answers not_found for an unknown id", async ({ store }) => {
+      assert.deepEqual(await store.jobCancel({ id: "no-such-job-id" }), { kind: "not_found" });
+    });
+
+    suite.case("a cancelled job releases its dedupe key", async ({ store }) => {
+      const job = await insertCreated(store, { dedupeKey: "k" });
+      await store.jobCancel({ id: job.id });
+      const next = await insertCreated(store, { dedupeKey: "k" });
+      assert.notEqual(next.id, job.id);
+    });
+  });
+
+  describe("jobRetry", () => {
+    suite.case("re-queues a dead job: pending, attempt 0, result/startedAt/finishedAt null, runAt = now", async ({ store, clock }) => {
+      const dead = await makeFinished(store, "dead", { runAt: T0 - 5000 });
+      clock.advance(3000);
+      const outcome = await store.jobRetry({ id: dead.id });
+      assert.equal(outcome.kind, "retried");
+      const retried = (outcome as { job: JobRow }).job;
+      assert.deepEqual(retried, {
+        ...dead,
+        status: "pending",
+        attempt: 0,
+        result: null,
+        startedAt: null,
+        finishedAt: null,
+        heartbeatAt: null,
+        runAt: T0 + 3000,
+      });
+      assert.deepEqual(await mustGet(store, dead.id), retried);
+      const again = await claimNext(store, dead.id);
+      assert.equal(again.attempt, 1, "attempt counting starts over");
+    });
+
+    suite.case("re-queues a cancelled job", async ({ store, clock }) => {
+      const job = await insertCreated(store, { runAt: T0 + 60_000 });
+      await store.jobCancel({ id: job.id });
+      clock.advance(10);
+      const outcome = await store.jobRetry({ id: job.id });
+      assert.equal(outcome.kind, "retried");
+      const retried = (outcome as { job: JobRow }).job;
+      assert.equal(retried.status, "pending");
+      assert.equal(retried.runAt, T0 + 10);
+      assert.equal(retried.result, null);
+      assert.equal(retried.finishedAt, null);
+    });
+
+    suite.case("refuses pending, retrying, running and succeeded jobs with not_retryable, changing nothing", async ({ store }) => {
+      const succeeded = await makeFinished(store, "succeeded");
+      const retrying = await makeRetrying(store, {}, T0 + 60_000);
+      const running = await makeRunning(store);
+      const pending = await insertCreated(store, { runAt: T0 + 60_000 });
+      for (const job of [pending, retrying, running, succeeded]) {
+        const outcome = await store.jobRetry({ id: job.id });
+        assert.deepEqual(outcome, { kind: "not_retryable", job });
+        assert.deepEqual(await mustGet(store, job.id), job);
+      }
+    });
+
+    suite.case("refuses with dedupe_conflict when a claimable job holds the dedupe key, changing nothing", async ({ store }) => {
+      const dead = await makeFinished(store, "dead", { dedupeKey: "k" });
+      const holder = await insertCreated(store, { dedupeKey: "k", runAt: T0 + 60_000 });
+      const before = await allJobs(store);
+      const outcome = await store.jobRetry({ id: dead.id });
+      assert.deepEqual(outcome, { kind: "dedupe_conflict", holder });
+      assert.deepEqual(await allJobs(store), before);
+    });
+
+    suite.case("a running job does not block a retry of a job with the same dedupe key", async ({ store }) => {
+      const dead = await makeFinished(store, "dead", { dedupeKey: "k" });
+      await makeRunning(store, { dedupeKey: "k" });
+      const outcome = await store.jobRetry({ id: dead.id });
+      assert.equal(outcome.kind, "retried");
+      assert.equal((outcome as { job: JobRow }).job.dedupeKey, "k", "the retried job holds its key again");
+      const upsert = await store.jobInsert(jobParams({ dedupeKey: "k" }));
+      assert.equal(upsert.kind, "deduplicated");
+      assert.equal((upsert as { job: JobRow }).job.id, dead.id);
+    });
+
+    suite.case("retry answers not_found for an unknown id", async ({ store }) => {
+      assert.deepEqual(await store.jobRetry({ id: "no-such-job-id" }), { kind: "not_found" });
+    });
+  });
+
+  describe("chainCancel", () => {
+    suite.case("cancels the chain's pending and retrying jobs, returning exactly those", async ({ store, clock }) => {
+      const chain = { originalRequestId: "chain-a" };
+      const succeeded = await makeFinished(store, "succeeded", chain);
+      const dead = await makeFinished(store, "dead", chain);
+      const running = await makeRunning(store, chain);
+      const retrying = await makeRetrying(store, chain, T0 + 60_000);
+      const adminCancelled = await insertCreated(store, chain);
+      await store.jobCancel({ id: adminCancelled.id });
+      const pending1 = await insertCreated(store, { ...chain, runAt: T0 + 60_000 });
+      const pending2 = await insertCreated(store, { ...chain, runAt: T0 + 60_000 });
+      const otherChain = await insertCreated(store, { originalRequestId: "chain-b", runAt: T0 + 60_000 });
+      const before = new Map((await allJobs(store)).map((job) => [job.id, job]));
+      clock.advance(250);
+
+      const returned = await store.chainCancel(chain);
+      assert.deepEqual(
+        returned.map((job) => job.id).sort(),
+        [retrying.id, pending1.id, pending2.id].sort(),
+      );
+      for (const job of returned) {
+        assert.equal(job.status, "cancelled");
+        assert.equal(job.finishedAt, T0 + 250);
+        assert.equal(job.result?.terminal_reason, "cancelled-by-chain");
+        assert.deepEqual(await mustGet(store, job.id), job);
+      }
+      const retryingAfter = returned.find((job) => job.id === retrying.id);
+      assert.equal(retryingAfter?.result?.status_code, UNAVAILABLE.status_code, "a retrying job keeps its last status code");
+      assert.equal(retryingAfter?.result?.error_body, UNAVAILABLE.error_body);
+      for (const job of [succeeded, dead, running, otherChain]) {
+        assert.deepEqual(await mustGet(store, job.id), before.get(job.id), `${job.status} job ${job.id} is untouched`);
+      }
+      assert.equal((await mustGet(store, adminCancelled.id)).result?.terminal_reason, "cancelled-by-admin");
+    });
+
+    suite.case("cancelling a chain twice returns nothing the second time", async ({ store }) => {
+      await insertCreated(store, { originalRequestId: "chain-a", runAt: T0 + 60_000 });
+      assert.equal((await store.chainCancel({ originalRequestId: "chain-a" })).length, 1);
+      assert.deepEqual(await store.chainCancel({ originalRequestId: "chain-a" }), []);
+    });
+
+    suite.case("an admin retry re-queues a job of a cancelled chain", async ({ store }) => {
+      const job = await insertCreated(store, { originalRequestId: "chain-a", runAt: T0 + 60_000 });
+      await store.chainCancel({ originalRequestId: "chain-a" });
+      const outcome = await store.jobRetry({ id: job.id });
+      assert.equal(outcome.kind, "retried");
+      assert.equal((outcome as { job: JobRow }).job.status, "pending");
+    });
+  });
+}

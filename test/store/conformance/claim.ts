@@ -1,0 +1,174 @@
+/**
+ * jobClaimMany: claim order, run times, limits and concurrency keys (CONTRACT §4).
+ */
+import assert from "node:assert/strict";
+import { describe } from "node:test";
+import type { JobInsertParams, JobRow, Store } from "../../../src/store/store.js";
+import { insertCreated, jobParams, makeRetrying, mustGet, SUCCESS, T0, UNAVAILABLE, type Suite } from "./harness.js";
+
+/** Claims one job at a time until none is left, returning their ids in claim order. */
+async function drainOneByOne(store: Store): Promise<string[]> {
+  const order: string[] = [];
+  for (;;) {
+    const claimed = await store.jobClaimMany({ limit: 1 });
+    assert.ok(claimed.length <= 1, "a claim never takes more than its limit");
+    if (claimed.length === 0) return order;
+    order.push((claimed[0] as JobRow).id);
+  }
+}
+
+/** Inserts jobs one after the other (so creation order is the list order) and returns them. */
+async function insertAll(store: Store, list: Array<Partial<JobInsertParams>>): Promise<JobRow[]> {
+  const jobs: JobRow[] = [];
+  for (const overrides of list) jobs.push(await insertCreated(store, overrides));
+  return jobs;
+}
+
+/** Registers the claim cases. */
+export function claimCases(suite: Suite): void {
+  describe("jobClaimMany", () => {
+    suite.case("claims in order priority DESC, runAt ASC, then creation order", async ({ store, clock }) => {
+      clock.advance(1000);
+      const [a, b, c, d, e, f] = await insertAll(store, [
+        { priority: 0, runAt: T0 + 500 },
+        { priority: 5, runAt: T0 + 900 },
+        { priority: 0, runAt: T0 + 100 },
+        { priority: 5, runAt: T0 + 100 },
+        { priority: 0, runAt: T0 + 500 },
+        { priority: -3, runAt: T0 },
+      ]);
+      assert.deepEqual(await drainOneByOne(store), [d, b, c, a, e, f].map((job) => job?.id));
+    });
+
+    suite.case("a batch claim takes the first jobs in claim order", async ({ store }) => {
+      const jobs = await insertAll(store, [{ priority: 1 }, { priority: 3 }, { priority: 2 }, { priority: 0 }, { priority: 3 }]);
+      const claimed = await store.jobClaimMany({ limit: 3 });
+      assert.deepEqual(
+        claimed.map((job) => job.id).sort(),
+        [jobs[1], jobs[4], jobs[2]].map((job) => job?.id).sort(),
+      );
+    });
+
+    suite.case("claims a retrying job in the same order as pending ones", async ({ store, clock }) => {
+      const retrying = await makeRetrying(store, { priority: 0 }, T0 + 100);
+      const later = await insertCreated(store, { priority: 0, runAt: T0 + 200 });
+      const earlier = await insertCreated(store, { priority: 0, runAt: T0 + 50 });
+      clock.advance(1000);
+      assert.deepEqual(await drainOneByOne(store), [earlier.id, retrying.id, later.id]);
+    });
+
+    suite.case("does not claim a job before its runAt", async ({ store, clock }) => {
+      const job = await insertCreated(store, { runAt: T0 + 1000 });
+      assert.deepEqual(await store.jobClaimMany({ limit: 10 }), []);
+      clock.advance(999);
+      assert.deepEqual(await store.jobClaimMany({ limit: 10 }), []);
+      clock.advance(1);
+      const claimed = await store.jobClaimMany({ limit: 10 });
+      assert.deepEqual(
+        claimed.map((row) => row.id),
+        [job.id],
+        "a job is due when runAt <= now",
+      );
+    });
+
+    suite.case("claiming sets running, attempt + 1 and startedAt = now, and nothing else", async ({ store, clock }) => {
+      const job = await insertCreated(store, { priority: 4, concurrencyKey: "c", dedupeKey: "d" });
+      clock.advance(42);
+      const [claimed] = await store.jobClaimMany({ limit: 1 });
+      assert.ok(claimed);
+      const { heartbeatAt: _heartbeatAt, ...rest } = claimed;
+      const { heartbeatAt: _before, ...expected } = job;
+      assert.deepEqual(rest, { ...expected, status: "running", attempt: 1, startedAt: T0 + 42 });
+      assert.deepEqual(await mustGet(store, job.id), claimed);
+    });
+
+    suite.case("respects the limit", async ({ store }) => {
+      await insertAll(store, Array.from({ length: 5 }, () => ({})));
+      assert.equal((await store.jobClaimMany({ limit: 2 })).length, 2);
+      assert.equal((await store.jobClaimMany({ limit: 10 })).length, 3);
+      assert.deepEqual(await store.jobClaimMany({ limit: 10 }), []);
+    });
+
+    suite.case("never claims two jobs with one concurrency key in one claim", async ({ store }) => {
+      const [k1, , , j1, free] = await insertAll(store, [
+        { concurrencyKey: "k" },
+        { concurrencyKey: "k" },
+        { concurrencyKey: "k" },
+        { concurrencyKey: "j" },
+        {},
+      ]);
+      const claimed = await store.jobClaimMany({ limit: 10 });
+      assert.deepEqual(
+        claimed.map((job) => job.id).sort(),
+        [k1, j1, free].map((job) => job?.id).sort(),
+        "the first job of each key in claim order, and the keyless one",
+      );
+    });
+
+    suite.case("never claims a job whose concurrency key is already running, but claims other keys", async ({ store }) => {
+      const [k1, k2, j1] = await insertAll(store, [
+        { concurrencyKey: "k", priority: 10 },
+        { concurrencyKey: "k", priority: 10 },
+        { concurrencyKey: "j" },
+      ]);
+      assert.deepEqual(
+        (await store.jobClaimMany({ limit: 1 })).map((job) => job.id),
+        [k1?.id],
+      );
+      const claimed = await store.jobClaimMany({ limit: 10 });
+      assert.deepEqual(
+        claimed.map((job) => job.id),
+        [j1?.id],
+      );
+      assert.deepEqual(await store.jobClaimMany({ limit: 10 }), []);
+      assert.equal((await mustGet(store, k2?.id ?? "")).status, "pending");
+    });
+
+    suite.case("a concurrency key freed by completion is claimable again", async ({ store }) => {
+      const [k1, k2, k3] = await insertAll(store, [
+        { concurrencyKey: "k" },
+        { concurrencyKey: "k" },
+        { concurrencyKey: "k" },
+      ]);
+      const [first] = await store.jobClaimMany({ limit: 10 });
+      assert.equal(first?.id, k1?.id);
+      assert.deepEqual(await store.jobClaimMany({ limit: 10 }), []);
+      assert.deepEqual(
+        await store.jobCompleteMany({ outcomes: [{ id: k1?.id ?? "", attempt: 1, status: "succeeded", result: SUCCESS }] }),
+        [true],
+      );
+      const [second] = await store.jobClaimMany({ limit: 10 });
+      assert.equal(second?.id, k2?.id);
+      // Going back to the queue frees the key as well.
+      assert.deepEqual(
+        await store.jobCompleteMany({
+          outcomes: [{ id: k2?.id ?? "", attempt: 1, status: "retrying", runAt: T0 + 60_000, result: UNAVAILABLE }],
+        }),
+        [true],
+      );
+      const [third] = await store.jobClaimMany({ limit: 10 });
+      assert.equal(third?.id, k3?.id);
+    });
+
+    suite.case("a long run of jobs of a busy concurrency key does not starve other jobs", async ({ store }) => {
+      const running = await insertCreated(store, { concurrencyKey: "busy", priority: 1, spawnCap: 10_000 });
+      assert.equal((await store.jobClaimMany({ limit: 1 }))[0]?.id, running.id);
+      const blocked = Array.from({ length: 1500 }, () => jobParams({ concurrencyKey: "busy", priority: 1, spawnCap: 10_000 }));
+      for (const outcome of await Promise.all(blocked.map((params) => store.jobInsert(params)))) {
+        assert.equal(outcome.kind, "created");
+      }
+      const free = await insertCreated(store, { concurrencyKey: "idle", priority: 0, spawnCap: 10_000 });
+      assert.deepEqual(
+        (await store.jobClaimMany({ limit: 1 })).map((job) => job.id),
+        [free.id],
+        "the only claimable job is claimed, however many blocked jobs come before it",
+      );
+    });
+
+    suite.case("a limit of zero claims nothing", async ({ store }) => {
+      await insertCreated(store);
+      assert.deepEqual(await store.jobClaimMany({ limit: 0 }), []);
+      assert.equal((await store.jobList({ limit: 10, statuses: ["pending"] })).length, 1);
+    });
+  });
+}

@@ -1,0 +1,224 @@
+/**
+ * jobCompleteMany: outcomes are written only while the job is still `running` with the same attempt
+ * (CONTRACT §6), and a retry after a chain cancel ends the job (CONTRACT §3, cancel chain).
+ */
+import assert from "node:assert/strict";
+import { describe } from "node:test";
+import type { JobResult } from "../../../src/job/schemas.js";
+import type { JobRow } from "../../../src/store/store.js";
+import {
+  allJobs,
+  claimNext,
+  insertCreated,
+  jobParams,
+  makeRunning,
+  mustGet,
+  PERMANENT,
+  SUCCESS,
+  T0,
+  UNAVAILABLE,
+  type Suite,
+} from "./harness.js";
+
+const EXHAUSTED: JobResult = { ...UNAVAILABLE, terminal_reason: "exhausted" };
+
+/** Registers the completion cases. */
+export function completeCases(suite: Suite): void {
+  describe("jobCompleteMany", () => {
+    suite.case("succeeded sets the status, finishedAt = now and the result", async ({ store, clock }) => {
+      const running = await makeRunning(store);
+      clock.advance(80);
+      assert.deepEqual(
+        await store.jobCompleteMany({ outcomes: [{ id: running.id, attempt: 1, status: "succeeded", result: SUCCESS }] }),
+        [true],
+      );
+      const { heartbeatAt: _a, ...after } = await mustGet(store, running.id);
+      const { heartbeatAt: _b, ...before } = running;
+      assert.deepEqual(after, { ...before, status: "succeeded", finishedAt: T0 + 80, result: SUCCESS });
+    });
+
+    suite.case("dead sets the status, finishedAt = now and the result", async ({ store, clock }) => {
+      const running = await makeRunning(store, { maxAttempts: 1 });
+      clock.advance(80);
+      assert.deepEqual(
+        await store.jobCompleteMany({
+          outcomes: [
+            { id: running.id, attempt: 1, status: "dead", result: EXHAUSTED },
+          ],
+        }),
+        [true],
+      );
+      const after = await mustGet(store, running.id);
+      assert.equal(after.status, "dead");
+      assert.equal(after.finishedAt, T0 + 80);
+      assert.equal(after.attempt, 1);
+      assert.deepEqual(after.result, EXHAUSTED);
+      assert.deepEqual(await store.jobClaimMany({ limit: 10 }), []);
+    });
+
+    suite.case("retrying sets runAt and the result, and the job is claimable again from runAt", async ({ store, clock }) => {
+      const running = await makeRunning(store, { dedupeKey: "k" });
+      clock.advance(10);
+      assert.deepEqual(
+        await store.jobCompleteMany({
+          outcomes: [{ id: running.id, attempt: 1, status: "retrying", runAt: T0 + 5000, result: UNAVAILABLE }],
+        }),
+        [true],
+      );
+      const retrying = await mustGet(store, running.id);
+      assert.equal(retrying.status, "retrying");
+      assert.equal(retrying.runAt, T0 + 5000);
+      assert.deepEqual(retrying.result, UNAVAILABLE);
+      assert.equal(retrying.finishedAt, null);
+      assert.equal(retrying.attempt, 1);
+      assert.equal(retrying.dedupeKey, "k", "with no other holder the job keeps its dedupe key");
+      const upsert = await store.jobInsert(jobParams({ dedupeKey: "k", runAt: T0 + 6000 }));
+      assert.equal(upsert.kind, "deduplicated", "a retrying job holds its key");
+      assert.equal((upsert as { job: JobRow }).job.id, running.id);
+      clock.set(T0 + 5999);
+      assert.deepEqual(await store.jobClaimMany({ limit: 10 }), []);
+      clock.set(T0 + 6000);
+      const again = await claimNext(store, running.id);
+      assert.equal(again.attempt, 2);
+      assert.equal(again.startedAt, T0 + 6000);
+    });
+
+    suite.case("answers each outcome of a batch in order", async ({ store }) => {
+      const a = await makeRunning(store);
+      const b = await makeRunning(store);
+      const c = await makeRunning(store);
+      assert.deepEqual(
+        await store.jobCompleteMany({
+          outcomes: [
+            { id: a.id, attempt: 1, status: "succeeded", result: SUCCESS },
+            { id: b.id, attempt: 2, status: "succeeded", result: SUCCESS },
+            { id: c.id, attempt: 1, status: "dead", result: PERMANENT },
+            { id: "no-such-job-id", attempt: 1, status: "dead", result: PERMANENT },
+          ],
+        }),
+        [true, false, true, false],
+      );
+      assert.equal((await mustGet(store, a.id)).status, "succeeded");
+      assert.deepEqual(await mustGet(store, b.id), b);
+      assert.equal((await mustGet(store, c.id)).status, "dead");
+    });
+
+    suite.case("a write with a stale attempt returns false and changes nothing", async ({ store, clock }) => {
+      const job = await makeRunning(store);
+      assert.deepEqual(
+        await store.jobCompleteMany({ outcomes: [{ id: job.id, attempt: 1, status: "retrying", runAt: T0, result: UNAVAILABLE }] }),
+        [true],
+      );
+      const second = await claimNext(store, job.id);
+      assert.equal(second.attempt, 2);
+      clock.advance(5);
+      for (const outcome of [
+        { id: job.id, attempt: 1, status: "succeeded", result: SUCCESS } as const,
+        { id: job.id, attempt: 1, status: "dead", result: PERMANENT } as const,
+        { id: job.id, attempt: 1, status: "retrying", runAt: T0 + 9, result: UNAVAILABLE } as const,
+        { id: job.id, attempt: 3, status: "succeeded", result: SUCCESS } as const,
+      ]) {
+        assert.deepEqual(await store.jobCompleteMany({ outcomes: [outcome] }), [false]);
+        assert.deepEqual(await mustGet(store, job.id), second);
+      }
+    });
+
+    suite.case("a write for an already completed job returns false and changes nothing", async ({ store, clock }) => {
+      const job = await makeRunning(store);
+      await store.jobCompleteMany({ outcomes: [{ id: job.id, attempt: 1, status: "succeeded", result: SUCCESS }] });
+      const done = await mustGet(store, job.id);
+      clock.advance(5);
+      for (const outcome of [
+        { id: job.id, attempt: 1, status: "succeeded", result: SUCCESS } as const,
+        { id: job.id, attempt: 1, status: "dead", result: PERMANENT } as const,
+        { id: job.id, attempt: 1, status: "retrying", runAt: T0 + 9, result: UNAVAILABLE } as const,
+      ]) {
+        assert.deepEqual(await store.jobCompleteMany({ outcomes: [outcome] }), [false]);
+        assert.deepEqual(await mustGet(store, job.id), done);
+      }
+    });
+
+    suite.case("a late write for a job cancelled meanwhile returns false and changes nothing", async ({ store, clock }) => {
+      // Attempt 1 was written back to the queue (e.g. by the lease rescuer), then the chain was cancelled;
+      // the original deliverer's outcome arrives afterwards.
+      const job = await makeRunning(store, { originalRequestId: "chain-a" });
+      await store.jobCompleteMany({
+        outcomes: [{ id: job.id, attempt: 1, status: "retrying", runAt: T0 + 60_000, result: UNAVAILABLE }],
+      });
+      assert.equal((await store.chainCancel({ originalRequestId: "chain-a" })).length, 1);
+      const cancelled = await mustGet(store, job.id);
+      clock.advance(5);
+      for (const outcome of [
+        { id: job.id, attempt: 1, status: "succeeded", result: SUCCESS } as const,
+        { id: job.id, attempt: 1, status: "retrying", runAt: T0 + 9, result: UNAVAILABLE } as const,
+      ]) {
+        assert.deepEqual(await store.jobCompleteMany({ outcomes: [outcome] }), [false]);
+        assert.deepEqual(await mustGet(store, job.id), cancelled);
+      }
+    });
+
+    suite.case("a retrying outcome after the chain was cancelled ends the job cancelled-by-chain, keeping the status code", async ({ store, clock }) => {
+      const job = await makeRunning(store, { originalRequestId: "chain-a" });
+      assert.deepEqual(await store.chainCancel({ originalRequestId: "chain-a" }), [], "a running job is not cancelled");
+      assert.equal((await mustGet(store, job.id)).status, "running");
+      clock.advance(30);
+      assert.deepEqual(
+        await store.jobCompleteMany({
+          outcomes: [{ id: job.id, attempt: 1, status: "retrying", runAt: T0 + 60_000, result: UNAVAILABLE }],
+        }),
+        [true],
+      );
+      const after = await mustGet(store, job.id);
+      assert.equal(after.status, "cancelled");
+      assert.equal(after.finishedAt, T0 + 30);
+      assert.deepEqual(after.result, { ...UNAVAILABLE, terminal_reason: "cancelled-by-chain" });
+      clock.advance(120_000);
+      assert.deepEqual(await store.jobClaimMany({ limit: 10 }), [], "it is never retried");
+    });
+
+    suite.case("a succeeded or dead outcome after the chain was cancelled is written as is", async ({ store }) => {
+      const a = await makeRunning(store, { originalRequestId: "chain-a" });
+      const b = await makeRunning(store, { originalRequestId: "chain-a" });
+      await store.chainCancel({ originalRequestId: "chain-a" });
+      assert.deepEqual(
+        await store.jobCompleteMany({
+          outcomes: [
+            { id: a.id, attempt: 1, status: "succeeded", result: SUCCESS },
+            { id: b.id, attempt: 1, status: "dead", result: PERMANENT },
+          ],
+        }),
+        [true, true],
+      );
+      assert.deepEqual((await mustGet(store, a.id)).result, SUCCESS);
+      assert.equal((await mustGet(store, a.id)).status, "succeeded");
+      assert.deepEqual((await mustGet(store, b.id)).result, PERMANENT);
+      assert.equal((await mustGet(store, b.id)).status, "dead");
+    });
+
+    suite.case("a job re-queued while a newer claimable job holds its dedupe key is re-queued without the key", async ({ store }) => {
+      const old = await makeRunning(store, { dedupeKey: "k" });
+      const newer = await insertCreated(store, { dedupeKey: "k", runAt: T0 + 60_000 });
+      assert.deepEqual(
+        await store.jobCompleteMany({
+          outcomes: [{ id: old.id, attempt: 1, status: "retrying", runAt: T0 + 1000, result: UNAVAILABLE }],
+        }),
+        [true],
+      );
+      const requeued = await mustGet(store, old.id);
+      assert.equal(requeued.status, "retrying");
+      assert.equal(requeued.dedupeKey, null);
+      assert.equal(requeued.runAt, T0 + 1000);
+      assert.deepEqual(await mustGet(store, newer.id), newer, "the newer job keeps the key");
+      const upsert = await store.jobInsert(jobParams({ dedupeKey: "k" }));
+      assert.equal((upsert as { job: JobRow }).job.id, newer.id);
+      const claimable = (await allJobs(store)).filter(
+        (job) => job.dedupeKey === "k" && (job.status === "pending" || job.status === "retrying"),
+      );
+      assert.equal(claimable.length, 1, "still one claimable job per dedupe key");
+    });
+
+    suite.case("an empty batch writes nothing", async ({ store }) => {
+      assert.deepEqual(await store.jobCompleteMany({ outcomes: [] }), []);
+    });
+  });
+}

@@ -1,0 +1,34 @@
+/**
+ * The store conformance suite: one set of cases that every engine behind `Store` must pass. An engine's test
+ * file calls `runStoreConformance` with a way to open a fresh store; a case it cannot run is skipped by name,
+ * with the reason, never silently.
+ */
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { adminCases } from "./admin.js";
+import { claimCases } from "./claim.js";
+import { completeCases } from "./complete.js";
+import { Suite, type StoreConformanceOptions } from "./harness.js";
+import { insertCases } from "./insert.js";
+import { listCases } from "./list.js";
+import { propertyCases } from "./properties.js";
+
+export type { OpenedStore, StoreConformanceOptions } from "./harness.js";
+
+/** Registers every conformance case for one engine, each on a fresh store. */
+export function runStoreConformance(options: StoreConformanceOptions): void {
+  const suite = new Suite(options);
+  describe(`store conformance: ${options.engine}`, () => {
+    insertCases(suite);
+    adminCases(suite);
+    claimCases(suite);
+    completeCases(suite);
+    listCases(suite);
+    propertyCases(suite);
+
+    test("every skipped case names a case of the suite", () => {
+      const unknown = Object.keys(options.skip ?? {}).filter((name) => !suite.names.has(name));
+      assert.deepEqual(unknown, [], "skips must name existing cases exactly");
+    });
+  });
+}

@@ -1,0 +1,147 @@
+/**
+ * jobList (filters, newest first, cursor paging) and the store's life cycle: ping, and a closed store
+ * refusing every call with `StoreUnavailableError`.
+ */
+import assert from "node:assert/strict";
+import { describe } from "node:test";
+import type { JobRow, Store } from "../../../src/store/store.js";
+import { StoreUnavailableError } from "../../../src/store/store.js";
+import { allJobs, insertCreated, jobParams, makeFinished, makeRetrying, makeRunning, T0, type Suite } from "./harness.js";
+
+const ids = (jobs: JobRow[]): string[] => jobs.map((job) => job.id);
+
+/** Builds a small mixed population; returns it in creation order. */
+async function population(store: Store): Promise<JobRow[]> {
+  const jobs: JobRow[] = [];
+  jobs.push(await insertCreated(store, { operationId: "opA", originalRequestId: "r1", userId: "u1", runAt: T0 + 60_000 }));
+  jobs.push(await insertCreated(store, { operationId: "opB", originalRequestId: "r1", userId: "u2", parentJobId: jobs[0]?.id ?? null, runAt: T0 + 60_000 }));
+  jobs.push(await makeRunning(store, { operationId: "opA", originalRequestId: "r2", userId: "u1" }));
+  jobs.push(await makeFinished(store, "succeeded", { operationId: "opB", originalRequestId: "r2", userId: "u2", parentJobId: jobs[0]?.id ?? null }));
+  jobs.push(await makeFinished(store, "dead", { operationId: "opA", originalRequestId: "r1", userId: "u2" }));
+  jobs.push(await makeRetrying(store, { operationId: "opA", originalRequestId: "r3", userId: "u1" }, T0 + 60_000));
+  const cancelled = await insertCreated(store, { operationId: "opC", originalRequestId: "r3", userId: "u3", runAt: T0 + 60_000 });
+  await store.jobCancel({ id: cancelled.id });
+  jobs.push(cancelled);
+  return jobs;
+}
+
+/** Registers the list and life-cycle cases. */
+export function listCases(suite: Suite): void {
+  describe("jobList", () => {
+    suite.case("lists jobs newest first", async ({ store }) => {
+      const jobs = await population(store);
+      const listed = await allJobs(store);
+      assert.deepEqual(ids(listed), ids(jobs).reverse());
+      for (let i = 1; i < listed.length; i++) assert.ok((listed[i - 1] as JobRow).seq > (listed[i] as JobRow).seq);
+    });
+
+    suite.case("an empty store lists nothing", async ({ store }) => {
+      assert.deepEqual(await allJobs(store), []);
+    });
+
+    suite.case("filters by each field, and by several at once", async ({ store }) => {
+      const jobs = await population(store);
+      const expect = async (filter: Parameters<Store["jobList"]>[0], keep: (job: JobRow) => boolean) => {
+        const current = await allJobs(store);
+        const expected = ids(current.filter(keep));
+        assert.ok(expected.length > 0, `the population has jobs for ${JSON.stringify(filter)}`);
+        assert.ok(expected.length < current.length, `the population has jobs outside ${JSON.stringify(filter)}`);
+        assert.deepEqual(ids(await store.jobList(filter)), expected, JSON.stringify(filter));
+      };
+      const limit = 1000;
+      await expect({ limit, operationId: "opA" }, (job) => job.operationId === "opA");
+      await expect({ limit, originalRequestId: "r1" }, (job) => job.originalRequestId === "r1");
+      await expect({ limit, userId: "u2" }, (job) => job.userId === "u2");
+      await expect({ limit, parentJobId: jobs[0]?.id }, (job) => job.parentJobId === jobs[0]?.id);
+      await expect({ limit, statuses: ["pending"] }, (job) => job.status === "pending");
+      await expect({ limit, statuses: ["running"] }, (job) => job.status === "running");
+      await expect({ limit, statuses: ["cancelled"] }, (job) => job.status === "cancelled");
+      await expect({ limit, statuses: ["succeeded", "dead"] }, (job) => job.status === "succeeded" || job.status === "dead");
+      await expect({ limit, statuses: ["pending", "retrying", "running"] }, (job) =>
+        ["pending", "retrying", "running"].includes(job.status),
+      );
+      await expect(
+        { limit, operationId: "opA", userId: "u1", statuses: ["running", "retrying"] },
+        (job) => job.operationId === "opA" && job.userId === "u1" && ["running", "retrying"].includes(job.status),
+      );
+      assert.deepEqual(await store.jobList({ limit, operationId: "opA", originalRequestId: "r2", userId: "u2" }), []);
+      assert.deepEqual(await store.jobList({ limit, operationId: "nope" }), []);
+    });
+
+    suite.case("respects the limit, keeping the newest", async ({ store }) => {
+      const jobs = await population(store);
+      assert.deepEqual(ids(await store.jobList({ limit: 3 })), ids(jobs).reverse().slice(0, 3));
+      assert.deepEqual(ids(await store.jobList({ limit: 1 })), [jobs[jobs.length - 1]?.id]);
+    });
+
+    suite.case("pages with beforeSeq without gaps or repeats", async ({ store }) => {
+      const created: JobRow[] = [];
+      for (let i = 0; i < 7; i++) created.push(await insertCreated(store, { userId: i % 2 === 0 ? "even" : "odd" }));
+      const pages: string[][] = [];
+      let beforeSeq: number | undefined;
+      for (;;) {
+        const page = await store.jobList({ limit: 3, beforeSeq });
+        if (page.length === 0) break;
+        pages.push(ids(page));
+        beforeSeq = page[page.length - 1]?.seq;
+      }
+      assert.deepEqual(pages.map((page) => page.length), [3, 3, 1]);
+      assert.deepEqual(pages.flat(), ids(created).reverse());
+      // The cursor combines with filters.
+      const even = created.filter((job) => job.userId === "even").reverse();
+      const first = await store.jobList({ limit: 2, userId: "even" });
+      assert.deepEqual(ids(first), ids(even.slice(0, 2)));
+      const second = await store.jobList({ limit: 2, userId: "even", beforeSeq: first[1]?.seq });
+      assert.deepEqual(ids(second), ids(even.slice(2, 4)));
+    });
+  });
+
+  describe("life cycle", () => {
+    suite.case("ping resolves on an open store", async ({ store }) => {
+      await store.ping();
+    });
+
+    suite.case("ping rejects with StoreUnavailableError once the store is closed", async ({ store }) => {
+      await store.close();
+      await assert.rejects(() => store.ping(), StoreUnavailableError);
+    });
+
+    suite.case("every method of a closed store rejects with StoreUnavailableError", async ({ store }) => {
+      const job = await insertCreated(store);
+      await store.close();
+      // Typed over every method of Store, so a method added to the interface must be added here too.
+      const calls: { [K in Exclude<keyof Store, "engine" | "close">]: () => Promise<unknown> } = {
+        ping: () => store.ping(),
+        jobInsert: () => store.jobInsert(jobParams()),
+        jobGet: () => store.jobGet({ id: job.id }),
+        jobList: () => store.jobList({ limit: 10 }),
+        jobCancel: () => store.jobCancel({ id: job.id }),
+        jobRetry: () => store.jobRetry({ id: job.id }),
+        chainCancel: () => store.chainCancel({ originalRequestId: "req-1" }),
+        jobClaimMany: () => store.jobClaimMany({ limit: 10 }),
+        jobCompleteMany: () =>
+          store.jobCompleteMany({
+            outcomes: [{ id: job.id, attempt: 1, status: "succeeded", result: { error_body: null, terminal_reason: null } }],
+          }),
+        jobHeartbeatMany: () => store.jobHeartbeatMany({ jobs: [{ id: job.id, attempt: 1 }] }),
+        jobListExpired: () => store.jobListExpired({ heartbeatBefore: T0, limit: 10 }),
+        jobRequeueMany: () => store.jobRequeueMany({ jobs: [{ id: job.id, attempt: 1 }], runAt: T0, errorBody: "shutdown" }),
+        jobNextRunAt: () => store.jobNextRunAt(),
+        cronTickInsert: () => store.cronTickInsert({ name: "nightly", tickAt: T0, job: jobParams() }),
+        jobDeleteFinishedMany: () => store.jobDeleteFinishedMany({ finishedBefore: T0, limit: 10 }),
+        cronTickDeleteMany: () => store.cronTickDeleteMany({ before: T0 }),
+        jobStats: () => store.jobStats(),
+      };
+      for (const [name, call] of Object.entries(calls)) {
+        await assert.rejects(call, StoreUnavailableError, `${name} on a closed store`);
+      }
+    });
+
+    suite.case("inserts waiting for their group commit are committed by close", async ({ store }) => {
+      const params = Array.from({ length: 3 }, () => jobParams());
+      const pending = params.map((p) => store.jobInsert(p));
+      await store.close();
+      for (const outcome of await Promise.all(pending)) assert.equal(outcome.kind, "created");
+    });
+  });
+}

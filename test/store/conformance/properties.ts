@@ -1,0 +1,395 @@
+/**
+ * A property test: random sequences of enqueues, admin calls, claims, outcomes, chain cancels and clock moves,
+ * each run on a fresh store. After every step the whole table is read back and compared with the one before:
+ * only the transitions of SPEC.md/CONTRACT.md may happen, only to the jobs the step was allowed to touch, and
+ * the table-wide invariants (one claimable job per dedupe key, one running job per concurrency key, attempts
+ * within bounds, finishedAt exactly on terminal jobs, the spawn cap) hold. Each call's answer is also checked
+ * against what the previous snapshot says it must be.
+ */
+import assert from "node:assert/strict";
+import { describe } from "node:test";
+import fc from "fast-check";
+import { ManualClock } from "../../../src/clock.js";
+import type { JobResult, JobStatus } from "../../../src/job/schemas.js";
+import type { JobOutcome, JobRow, Store } from "../../../src/store/store.js";
+import { allJobs, jobParams, T0, type Suite } from "./harness.js";
+
+const OPERATIONS = ["opA", "opB"] as const;
+const DEDUPE_KEYS = ["d0", "d1", "d2"] as const;
+const CONCURRENCY_KEYS = ["c0", "c1"] as const;
+const CHAINS = ["chain-0", "chain-1"] as const;
+
+const SUCCEEDED: JobResult = { status_code: 200, error_body: null, terminal_reason: null };
+const PERMANENT: JobResult = { status_code: 404, error_body: "not found", terminal_reason: "permanent-status" };
+const FAILED: JobResult = { status_code: 503, error_body: "busy", terminal_reason: null };
+const EXHAUSTED: JobResult = { ...FAILED, terminal_reason: "exhausted" };
+
+type Action =
+  | {
+      kind: "enqueue";
+      operation: number;
+      dedupe: number | null;
+      concurrency: number | null;
+      chain: number;
+      delayMs: number;
+      priority: number;
+      maxAttempts: number;
+    }
+  | { kind: "cancel"; pick: number; missing: boolean }
+  | { kind: "retry"; pick: number; missing: boolean }
+  | { kind: "claim"; limit: number }
+  | { kind: "finish"; pick: number; anyJob: boolean; outcome: "succeeded" | "dead" | "retrying"; stale: boolean; delayMs: number }
+  | { kind: "chainCancel"; chain: number }
+  | { kind: "advance"; ms: number };
+
+const index = (length: number) => fc.integer({ min: 0, max: length - 1 });
+/** True about one time in five: a missing id, a stale attempt, a write for a job that is not running. */
+const rarely = fc.integer({ min: 0, max: 4 }).map((n) => n === 0);
+
+const actionArb: fc.Arbitrary<Action> = fc.oneof(
+  {
+    weight: 6,
+    arbitrary: fc.record({
+      kind: fc.constant("enqueue" as const),
+      operation: index(OPERATIONS.length),
+      dedupe: fc.option(index(DEDUPE_KEYS.length), { nil: null, freq: 3 }),
+      concurrency: fc.option(index(CONCURRENCY_KEYS.length), { nil: null, freq: 3 }),
+      chain: index(CHAINS.length),
+      delayMs: fc.constantFrom(0, 0, 50, 200),
+      priority: fc.integer({ min: 0, max: 2 }),
+      maxAttempts: fc.integer({ min: 1, max: 3 }),
+    }),
+  },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("cancel" as const), pick: fc.nat(), missing: rarely }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("retry" as const), pick: fc.nat(), missing: rarely }) },
+  { weight: 4, arbitrary: fc.record({ kind: fc.constant("claim" as const), limit: fc.integer({ min: 1, max: 4 }) }) },
+  {
+    weight: 5,
+    arbitrary: fc.record({
+      kind: fc.constant("finish" as const),
+      pick: fc.nat(),
+      anyJob: rarely,
+      outcome: fc.constantFrom("succeeded" as const, "dead" as const, "retrying" as const, "retrying" as const),
+      stale: rarely,
+      delayMs: fc.constantFrom(0, 100, 300),
+    }),
+  },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("chainCancel" as const), chain: index(CHAINS.length) }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant("advance" as const), ms: fc.constantFrom(1, 50, 100, 250) }) },
+);
+
+type Snapshot = Map<string, JobRow>;
+
+const isClaimable = (job: JobRow): boolean => job.status === "pending" || job.status === "retrying";
+const isTerminal = (status: JobStatus): boolean => status === "succeeded" || status === "dead" || status === "cancelled";
+
+/** Which status may follow which between two snapshots (a job keeping its status is checked separately). */
+const NEXT_STATUSES: Record<JobStatus, readonly JobStatus[]> = {
+  pending: ["running", "cancelled"],
+  retrying: ["running", "cancelled"],
+  running: ["succeeded", "retrying", "dead", "cancelled"],
+  succeeded: [],
+  dead: ["pending"],
+  cancelled: ["pending"],
+};
+
+async function snapshot(store: Store): Promise<Snapshot> {
+  return new Map((await allJobs(store)).map((job) => [job.id, job]));
+}
+
+/** Jobs of a snapshot in creation order, for picking one by index. */
+const bySeq = (jobs: Iterable<JobRow>): JobRow[] => [...jobs].sort((a, b) => a.seq - b.seq);
+
+/** The claim the contract asks for, computed from a snapshot. */
+function expectedClaim(before: Snapshot, now: number, limit: number): string[] {
+  const held = new Set<string>();
+  for (const job of before.values()) if (job.status === "running" && job.concurrencyKey !== null) held.add(job.concurrencyKey);
+  const candidates = [...before.values()]
+    .filter((job) => isClaimable(job) && job.runAt <= now)
+    .sort((a, b) => b.priority - a.priority || a.runAt - b.runAt || a.seq - b.seq);
+  const chosen: string[] = [];
+  for (const job of candidates) {
+    if (chosen.length === limit) break;
+    if (job.concurrencyKey !== null) {
+      if (held.has(job.concurrencyKey)) continue;
+      held.add(job.concurrencyKey);
+    }
+    chosen.push(job.id);
+  }
+  return chosen;
+}
+
+/** The state one run carries between steps. */
+interface RunState {
+  store: Store;
+  clock: ManualClock;
+  spawnCap: number;
+  cancelledChains: Set<string>;
+}
+
+/** Performs one action, checks the store's answer, and returns the ids the action may have changed or created. */
+async function perform(state: RunState, action: Action, before: Snapshot, step: number): Promise<Set<string>> {
+  const { store, clock } = state;
+  const now = clock.now();
+  const jobs = bySeq(before.values());
+  const holderOf = (key: string | null, exceptId?: string) =>
+    key === null ? undefined : jobs.find((job) => isClaimable(job) && job.dedupeKey === key && job.id !== exceptId);
+
+  switch (action.kind) {
+    case "enqueue": {
+      const chain = CHAINS[action.chain] as string;
+      const params = jobParams({
+        operationId: OPERATIONS[action.operation] as string,
+        dedupeKey: action.dedupe === null ? null : (DEDUPE_KEYS[action.dedupe] as string),
+        concurrencyKey: action.concurrency === null ? null : (CONCURRENCY_KEYS[action.concurrency] as string),
+        originalRequestId: chain,
+        runAt: now + action.delayMs,
+        priority: action.priority,
+        maxAttempts: action.maxAttempts,
+        spawnCap: state.spawnCap,
+        request: { body: { step } },
+      });
+      const outcome = await store.jobInsert(params);
+      const holder = holderOf(params.dedupeKey);
+      if (holder && holder.operationId === params.operationId) {
+        assert.equal(outcome.kind, "deduplicated");
+        assert.deepEqual((outcome as { job: JobRow }).job, { ...holder, runAt: params.runAt, request: params.request });
+        return new Set([holder.id]);
+      }
+      if (holder) {
+        assert.equal(outcome.kind, "dedupe_conflict");
+        assert.deepEqual((outcome as { holder: JobRow }).holder, holder);
+        return new Set();
+      }
+      const createdInChain = jobs.filter((job) => job.originalRequestId === chain).length;
+      if (createdInChain >= state.spawnCap) {
+        assert.deepEqual(outcome, { kind: "spawn_cap_exceeded" });
+        return new Set();
+      }
+      assert.equal(outcome.kind, "created");
+      const created = (outcome as { job: JobRow }).job;
+      assert.equal(created.id, params.id);
+      assert.equal(created.status, state.cancelledChains.has(chain) ? "cancelled" : "pending");
+      return new Set([params.id]);
+    }
+
+    case "cancel": {
+      const target = action.missing || jobs.length === 0 ? undefined : jobs[action.pick % jobs.length];
+      const outcome = await store.jobCancel({ id: target?.id ?? "no-such-job-id" });
+      if (!target) {
+        assert.deepEqual(outcome, { kind: "not_found" });
+        return new Set();
+      }
+      if (isClaimable(target)) {
+        assert.equal(outcome.kind, "cancelled");
+        const job = (outcome as { job: JobRow }).job;
+        assert.equal(job.finishedAt, now);
+        assert.deepEqual(job.result, {
+          ...(target.result ?? { error_body: null }),
+          terminal_reason: "cancelled-by-admin",
+        });
+        return new Set([target.id]);
+      }
+      assert.deepEqual(outcome, { kind: target.status === "running" ? "running" : "not_cancellable", job: target });
+      return new Set();
+    }
+
+    case "retry": {
+      const target = action.missing || jobs.length === 0 ? undefined : jobs[action.pick % jobs.length];
+      const outcome = await store.jobRetry({ id: target?.id ?? "no-such-job-id" });
+      if (!target) {
+        assert.deepEqual(outcome, { kind: "not_found" });
+        return new Set();
+      }
+      if (target.status !== "dead" && target.status !== "cancelled") {
+        assert.deepEqual(outcome, { kind: "not_retryable", job: target });
+        return new Set();
+      }
+      const holder = holderOf(target.dedupeKey, target.id);
+      if (holder) {
+        assert.deepEqual(outcome, { kind: "dedupe_conflict", holder });
+        return new Set();
+      }
+      assert.equal(outcome.kind, "retried");
+      const job = (outcome as { job: JobRow }).job;
+      assert.deepEqual(
+        { status: job.status, attempt: job.attempt, result: job.result, startedAt: job.startedAt, finishedAt: job.finishedAt, runAt: job.runAt },
+        { status: "pending", attempt: 0, result: null, startedAt: null, finishedAt: null, runAt: now },
+      );
+      return new Set([target.id]);
+    }
+
+    case "claim": {
+      const claimed = await store.jobClaimMany({ limit: action.limit });
+      const expected = expectedClaim(before, now, action.limit);
+      assert.deepEqual(claimed.map((job) => job.id).sort(), [...expected].sort(), "the claim takes what the contract says");
+      for (const job of claimed) {
+        const previous = before.get(job.id) as JobRow;
+        assert.equal(job.status, "running");
+        assert.equal(job.attempt, previous.attempt + 1);
+        assert.equal(job.startedAt, now);
+      }
+      return new Set(expected);
+    }
+
+    case "finish": {
+      const pool = action.anyJob ? jobs : jobs.filter((job) => job.status === "running");
+      if (pool.length === 0) return new Set();
+      const target = pool[action.pick % pool.length] as JobRow;
+      const attempt = action.stale ? target.attempt + (action.pick % 2 === 0 ? -1 : 1) : target.attempt;
+      // As the dispatcher does: a retry of the last allowed attempt is death by exhaustion.
+      let outcome: JobOutcome;
+      if (action.outcome === "retrying" && attempt >= target.maxAttempts) {
+        outcome = { id: target.id, attempt, status: "dead", result: EXHAUSTED };
+      } else if (action.outcome === "retrying") {
+        outcome = { id: target.id, attempt, status: "retrying", runAt: now + action.delayMs, result: FAILED };
+      } else {
+        outcome = { id: target.id, attempt, status: action.outcome, result: action.outcome === "dead" ? PERMANENT : SUCCEEDED };
+      }
+      const written = await store.jobCompleteMany({ outcomes: [outcome] });
+      const shouldWrite = target.status === "running" && attempt === target.attempt;
+      assert.deepEqual(written, [shouldWrite], "an outcome is written only for the running attempt");
+      if (!shouldWrite) return new Set();
+      const after = (await store.jobGet({ id: target.id })) as JobRow;
+      if (outcome.status !== "retrying") {
+        assert.equal(after.status, outcome.status);
+        assert.deepEqual(after.result, outcome.result);
+        assert.equal(after.finishedAt, now);
+      } else if (state.cancelledChains.has(target.originalRequestId)) {
+        assert.equal(after.status, "cancelled");
+        assert.deepEqual(after.result, { ...FAILED, terminal_reason: "cancelled-by-chain" });
+        assert.equal(after.finishedAt, now);
+      } else {
+        assert.equal(after.status, "retrying");
+        assert.equal(after.runAt, outcome.runAt);
+        assert.deepEqual(after.result, FAILED);
+        const keyTaken = holderOf(target.dedupeKey, target.id) !== undefined;
+        assert.equal(after.dedupeKey, keyTaken ? null : target.dedupeKey, "re-queued with its key unless it was taken");
+      }
+      return new Set([target.id]);
+    }
+
+    case "chainCancel": {
+      const chain = CHAINS[action.chain] as string;
+      const returned = await store.chainCancel({ originalRequestId: chain });
+      state.cancelledChains.add(chain);
+      const expected = jobs.filter((job) => job.originalRequestId === chain && isClaimable(job)).map((job) => job.id);
+      assert.deepEqual(returned.map((job) => job.id).sort(), [...expected].sort());
+      for (const job of returned) {
+        assert.equal(job.status, "cancelled");
+        assert.equal(job.finishedAt, now);
+        assert.equal(job.result?.terminal_reason, "cancelled-by-chain");
+      }
+      return new Set(expected);
+    }
+
+    case "advance":
+      clock.advance(action.ms);
+      return new Set();
+  }
+}
+
+/** Checks what changed between two snapshots. */
+function checkStep(state: RunState, before: Snapshot, after: Snapshot, touched: Set<string>): void {
+  for (const [id, previous] of before) {
+    const current = after.get(id);
+    assert.ok(current, `job ${id} vanished`);
+    if (JSON.stringify(current) === JSON.stringify(previous)) continue;
+    assert.ok(touched.has(id), `job ${id} changed but the step was not allowed to touch it`);
+    if (current.status === previous.status) {
+      assert.ok(isClaimable(previous), `a ${previous.status} job changed without changing status`);
+      // Only a dedupe upsert changes a claimable job in place, and only its run time and request.
+      assert.deepEqual(
+        { ...current, runAt: 0, request: {} },
+        { ...previous, runAt: 0, request: {} },
+        "a dedupe upsert changes only runAt and request",
+      );
+    } else {
+      assert.ok(
+        NEXT_STATUSES[previous.status].includes(current.status),
+        `forbidden transition ${previous.status} -> ${current.status} of job ${id}`,
+      );
+    }
+  }
+  for (const [id, job] of after) {
+    if (before.has(id)) continue;
+    assert.ok(touched.has(id), `job ${id} appeared but the step did not create it`);
+    assert.equal(job.attempt, 0);
+    if (state.cancelledChains.has(job.originalRequestId)) {
+      assert.equal(job.status, "cancelled", "a job of a cancelled chain is created cancelled");
+      assert.deepEqual(job.result, { error_body: null, terminal_reason: "cancelled-by-chain" });
+    } else {
+      assert.equal(job.status, "pending", "a new job is pending");
+      assert.equal(job.result, null);
+    }
+  }
+}
+
+/** Checks the invariants that hold for the whole table at any time. */
+function checkInvariants(state: RunState, after: Snapshot): void {
+  const dedupeHolders = new Map<string, string>();
+  const runningKeys = new Map<string, string>();
+  const perChain = new Map<string, number>();
+  for (const job of after.values()) {
+    perChain.set(job.originalRequestId, (perChain.get(job.originalRequestId) ?? 0) + 1);
+    if (isClaimable(job) && job.dedupeKey !== null) {
+      const other = dedupeHolders.get(job.dedupeKey);
+      assert.equal(other, undefined, `jobs ${other} and ${job.id} both hold dedupe key ${job.dedupeKey}`);
+      dedupeHolders.set(job.dedupeKey, job.id);
+    }
+    if (job.status === "running" && job.concurrencyKey !== null) {
+      const other = runningKeys.get(job.concurrencyKey);
+      assert.equal(other, undefined, `jobs ${other} and ${job.id} both run with concurrency key ${job.concurrencyKey}`);
+      runningKeys.set(job.concurrencyKey, job.id);
+    }
+    assert.ok(job.attempt >= 0 && job.attempt <= job.maxAttempts, `job ${job.id}: attempt ${job.attempt} of ${job.maxAttempts}`);
+    assert.equal(job.finishedAt !== null, isTerminal(job.status), `job ${job.id} is ${job.status} with finishedAt ${job.finishedAt}`);
+    assert.equal(job.startedAt === null, job.attempt === 0, `job ${job.id}: startedAt is set exactly once claimed`);
+    if (job.status === "pending") assert.equal(job.attempt, 0, `pending job ${job.id} has attempt 0`);
+    if (job.status === "pending") assert.equal(job.result, null, `pending job ${job.id} has no result`);
+    if (job.status === "running") assert.ok(job.attempt >= 1);
+    if (job.status === "succeeded") assert.equal(job.result?.terminal_reason, null);
+    if (job.status === "dead") assert.ok(job.result?.terminal_reason, `dead job ${job.id} has a terminal reason`);
+    if (job.status === "cancelled") {
+      assert.ok(
+        job.result?.terminal_reason === "cancelled-by-admin" || job.result?.terminal_reason === "cancelled-by-chain",
+        `cancelled job ${job.id} says who cancelled it`,
+      );
+    }
+  }
+  for (const [chain, count] of perChain) {
+    assert.ok(count <= state.spawnCap, `chain ${chain} created ${count} jobs, over the cap ${state.spawnCap}`);
+  }
+}
+
+/** Registers the property cases. */
+export function propertyCases(suite: Suite): void {
+  describe("properties", () => {
+    suite.bareCase("random sequences of calls keep the state machine and the invariants", async () => {
+      await fc.assert(
+        fc.asyncProperty(fc.integer({ min: 4, max: 12 }), fc.array(actionArb, { minLength: 10, maxLength: 60, size: "max" }), async (spawnCap, actions) => {
+          const clock = new ManualClock(T0);
+          const { store, cleanup } = await suite.options.open(clock);
+          try {
+            const state: RunState = { store, clock, spawnCap, cancelledChains: new Set() };
+            let before = await snapshot(store);
+            for (const [step, action] of actions.entries()) {
+              const touched = await perform(state, action, before, step);
+              const after = await snapshot(store);
+              try {
+                checkStep(state, before, after, touched);
+                checkInvariants(state, after);
+              } catch (error) {
+                throw new Error(`after step ${step} (${JSON.stringify(action)}): ${(error as Error).message}`, { cause: error });
+              }
+              before = after;
+            }
+          } finally {
+            await cleanup();
+          }
+        }),
+        { numRuns: 60 },
+      );
+    });
+  });
+}

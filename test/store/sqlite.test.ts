@@ -1,0 +1,206 @@
+/**
+ * The SQLite engine: the conformance suite on a fresh temporary file per test, then what only SQLite
+ * promises (CONTRACT §10): WAL with synchronous=FULL, one process per file with an OS-level lock that dies
+ * with its process, migrations applied once, and a `:memory:` store.
+ */
+import assert from "node:assert/strict";
+import { execFile, spawn } from "node:child_process";
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { describe, test, type TestContext } from "node:test";
+import Database from "better-sqlite3";
+import { ManualClock } from "../../src/clock.js";
+import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
+import { StoreLockedError } from "../../src/store/store.js";
+import { runStoreConformance } from "./conformance/index.js";
+import { jobParams, SUCCESS } from "./conformance/harness.js";
+
+const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+const STORE_MODULE = new URL("../../src/store/sqlite/sqlite-store.ts", import.meta.url).href;
+const CLOCK_MODULE = new URL("../../src/clock.ts", import.meta.url).href;
+const MIGRATIONS = fileURLToPath(new URL("../../migrations/sqlite/", import.meta.url));
+
+/** A fresh directory for one test's database, removed when the test ends. */
+function tempDir(t: TestContext): string {
+  const dir = mkdtempSync(join(tmpdir(), "opqueue-sqlite-"));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+runStoreConformance({
+  engine: "sqlite",
+  open: async (clock) => {
+    const dir = mkdtempSync(join(tmpdir(), "opqueue-store-"));
+    const store = SqliteStore.open({ path: join(dir, "opqueue.db"), clock });
+    return {
+      store,
+      cleanup: async () => {
+        await store.close();
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  },
+});
+
+/** What a child process that tried `SqliteStore.open` on a file reports. */
+type ChildReport = { opened: true } | { opened: false; name: string; message: string };
+
+/** Code run by another Node process: opens the file named by OPQUEUE_TEST_DB; `hold` keeps it open until killed. */
+const CHILD_SOURCE = `
+import { SqliteStore } from ${JSON.stringify(STORE_MODULE)};
+import { ManualClock } from ${JSON.stringify(CLOCK_MODULE)};
+try {
+  const store = SqliteStore.open({ path: process.env.OPQUEUE_TEST_DB, clock: new ManualClock() });
+  console.log(JSON.stringify({ opened: true }));
+  if (process.env.OPQUEUE_TEST_HOLD === "1") setInterval(() => {}, 60_000);
+  else await store.close();
+} catch (error) {
+  console.log(JSON.stringify({ opened: false, name: error.name, message: error.message }));
+}
+`;
+
+function childEnv(path: string, hold: boolean): NodeJS.ProcessEnv {
+  // The test runner's own variables would make the child think it is a test file.
+  const { NODE_TEST_CONTEXT: _context, ...env } = process.env;
+  return { ...env, OPQUEUE_TEST_DB: path, OPQUEUE_TEST_HOLD: hold ? "1" : "0" };
+}
+
+const CHILD_ARGS = ["--import", "tsx", "--input-type=module", "-e", CHILD_SOURCE];
+
+/** Runs a child process that tries to open `path` and closes it again; returns what it reports. */
+async function openInAnotherProcess(path: string): Promise<ChildReport> {
+  const { stdout } = await promisify(execFile)(process.execPath, CHILD_ARGS, { cwd: ROOT, env: childEnv(path, false) });
+  return JSON.parse(stdout.trim()) as ChildReport;
+}
+
+describe("sqlite engine", () => {
+  test("opens the file in WAL mode with synchronous=FULL and an exclusive lock", async (t) => {
+    const path = join(tempDir(t), "opqueue.db");
+    const store = SqliteStore.open({ path, clock: new ManualClock() });
+    // synchronous and locking_mode are settings of the connection, not of the file: they can only be read on
+    // the store's own connection, so the test looks at it without widening the Store interface.
+    const db = (store as unknown as { db: Database.Database }).db;
+    assert.equal(db.pragma("synchronous", { simple: true }), 2, "synchronous=FULL");
+    assert.equal(db.pragma("locking_mode", { simple: true }), "exclusive");
+    await store.jobInsert(jobParams());
+    await store.close();
+    // The journal mode is kept in the file itself.
+    const look = new Database(path, { readonly: true });
+    try {
+      assert.equal(look.pragma("journal_mode", { simple: true }), "wal");
+    } finally {
+      look.close();
+    }
+  });
+
+  test("a second process opening the same file fails with StoreLockedError, and succeeds once the holder closes", async (t) => {
+    const path = join(tempDir(t), "opqueue.db");
+    const holder = SqliteStore.open({ path, clock: new ManualClock() });
+    t.after(() => holder.close());
+    const refused = await openInAnotherProcess(path);
+    assert.equal(refused.opened, false);
+    assert.equal((refused as { name: string }).name, "StoreLockedError");
+    const message = (refused as { message: string }).message;
+    assert.match(message, /in use by another opqueue process/);
+    assert.ok(message.includes(path), "the message names the file");
+    await holder.close();
+    assert.deepEqual(await openInAnotherProcess(path), { opened: true });
+  });
+
+  test("a second store in the same process is refused too", async (t) => {
+    const path = join(tempDir(t), "opqueue.db");
+    const holder = SqliteStore.open({ path, clock: new ManualClock() });
+    t.after(() => holder.close());
+    assert.throws(() => SqliteStore.open({ path, clock: new ManualClock() }), StoreLockedError);
+    await holder.ping();
+  });
+
+  test("the lock dies with its process: after kill -9 of the holder the file opens at once", async (t) => {
+    const path = join(tempDir(t), "opqueue.db");
+    const child = spawn(process.execPath, CHILD_ARGS, { cwd: ROOT, env: childEnv(path, true), stdio: ["ignore", "pipe", "inherit"] });
+    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+    t.after(async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+      await exited;
+    });
+    const report = await new Promise<string>((resolve, reject) => {
+      let out = "";
+      child.stdout.setEncoding("utf8");
+      child.stdout.on("data", (chunk: string) => {
+        out += chunk;
+        if (out.includes("\n")) resolve(out.trim());
+      });
+      child.once("exit", (code) => reject(new Error(`the holder exited early (code ${String(code)}): ${out}`)));
+    });
+    assert.deepEqual(JSON.parse(report), { opened: true });
+    assert.throws(() => SqliteStore.open({ path, clock: new ManualClock() }), StoreLockedError, "held by the child");
+    child.kill("SIGKILL");
+    await exited;
+    const store = SqliteStore.open({ path, clock: new ManualClock() });
+    await store.ping();
+    await store.close();
+  });
+
+  test("applies each migration once: user_version counts the migration files, and reopening is a no-op", async (t) => {
+    const path = join(tempDir(t), "opqueue.db");
+    const migrationCount = readdirSync(MIGRATIONS).filter((name) => name.endsWith(".sql")).length;
+    assert.ok(migrationCount >= 1);
+    const clock = new ManualClock();
+    const first = SqliteStore.open({ path, clock });
+    const inserted = await first.jobInsert(jobParams());
+    await first.close();
+
+    const readSchema = () => {
+      const look = new Database(path, { readonly: true });
+      try {
+        return {
+          version: look.pragma("user_version", { simple: true }),
+          objects: look.prepare("SELECT type, name, sql FROM sqlite_master ORDER BY name").all(),
+        };
+      } finally {
+        look.close();
+      }
+    };
+    const before = readSchema();
+    assert.equal(before.version, migrationCount);
+
+    const second = SqliteStore.open({ path, clock });
+    await second.ping();
+    assert.equal(inserted.kind, "created");
+    assert.ok(await second.jobGet({ id: (inserted as { job: { id: string } }).job.id }), "the data survives a reopen");
+    await second.close();
+    assert.deepEqual(readSchema(), before, "reopening changes neither the version nor the schema");
+  });
+
+  test("refuses a database whose schema is newer than this opqueue", async (t) => {
+    const path = join(tempDir(t), "opqueue.db");
+    await SqliteStore.open({ path, clock: new ManualClock() }).close();
+    const db = new Database(path);
+    db.pragma("user_version = 9999");
+    db.close();
+    assert.throws(() => SqliteStore.open({ path, clock: new ManualClock() }), /newer than this opqueue/);
+  });
+
+  test("a :memory: store works", async () => {
+    const clock = new ManualClock();
+    const store = SqliteStore.open({ path: ":memory:", clock });
+    try {
+      await store.ping();
+      const outcome = await store.jobInsert(jobParams({ runAt: clock.now() }));
+      assert.equal(outcome.kind, "created");
+      const [claimed] = await store.jobClaimMany({ limit: 1 });
+      assert.ok(claimed);
+      assert.deepEqual(
+        await store.jobCompleteMany({ outcomes: [{ id: claimed.id, attempt: 1, status: "succeeded", result: SUCCESS }] }),
+        [true],
+      );
+      assert.equal((await store.jobGet({ id: claimed.id }))?.status, "succeeded");
+      assert.equal((await store.jobList({ limit: 10 })).length, 1);
+    } finally {
+      await store.close();
+    }
+  });
+});
