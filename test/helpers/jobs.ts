@@ -4,9 +4,21 @@
  */
 import assert from "node:assert/strict";
 import type { LightMyRequestResponse } from "fastify";
-import type { Job } from "../../src/job/schemas.js";
-import type { JobResult } from "../../src/job/schemas.js";
-import type { TestService } from "./service.js";
+import type { Job, JobResult } from "../../src/job/schemas.js";
+import { startTestService, type TestService } from "./service.js";
+
+/** Starts a fresh test service for test `t`, closed when that test ends. */
+export async function startService(
+  t: { after: (fn: () => Promise<void>) => void },
+  options: Parameters<typeof startTestService>[0] = {},
+): Promise<TestService> {
+  const s = await startTestService(options);
+  t.after(() => s.close());
+  return s;
+}
+
+/** An instant as the API writes it: RFC 3339 UTC with milliseconds. */
+export const iso = (ms: number): string => new Date(ms).toISOString();
 
 /** Claims made by `s.assertion`. */
 export type AssertionClaims = Parameters<TestService["assertion"]>[0];
