@@ -11,6 +11,7 @@ import { completeCases } from "./complete.js";
 import { Suite, type StoreConformanceOptions } from "./harness.js";
 import { insertCases } from "./insert.js";
 import { listCases } from "./list.js";
+import { maintenanceCases } from "./maintenance.js";
 import { propertyCases } from "./properties.js";
 
 export type { OpenedStore, StoreConformanceOptions } from "./harness.js";
@@ -24,6 +25,7 @@ export function runStoreConformance(options: StoreConformanceOptions): void {
     claimCases(suite);
     completeCases(suite);
     listCases(suite);
+    maintenanceCases(suite);
     propertyCases(suite);
 
     test("every skipped case names a case of the suite", () => {
