@@ -20,6 +20,13 @@ import { createValidatorCompiler } from "./validation.js";
 /** Largest request body: refused with 413 before parsing. */
 export const BODY_LIMIT_BYTES = 1024 * 1024;
 
+/** The message of a request Node's HTTP parser refused. */
+function clientErrorMessage(code: string): string {
+  if (code === "HPE_HEADER_OVERFLOW") return "the request headers are larger than the server accepts (16 KiB)";
+  if (code === "ERR_HTTP_REQUEST_TIMEOUT") return "the request was not received in full before the server's timeout";
+  return `malformed HTTP request (${code})`;
+}
+
 /** Everything the API needs, built once per service (or per test). */
 export interface AppOptions {
   config: Config;
@@ -40,13 +47,36 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
     ...(options.logger ? { loggerInstance: options.logger } : { logger: false }),
     bodyLimit: BODY_LIMIT_BYTES,
+    // Chain ids (request ids) and job ids arrive as path parameters; Fastify's default cap is 100 characters.
+    maxParamLength: 2048,
     requestIdHeader: "x-request-id",
     return503OnClosing: true,
     // Malformed URLs never reach a route; answer them in the contract's shape.
     frameworkErrors: (error, _request, reply) => {
       void sendError(reply, new ApiError(400, "invalid_request", error.message));
     },
+    // Nor do requests Node's HTTP parser refuses (a bad request line or header, headers over 16 KiB, a timeout):
+    // Fastify's default answer is a `{error, statusCode}` body, and 431 or 408; answer 400 `{code, message}`.
+    clientErrorHandler: (error, socket) => {
+      if (error.code === "ECONNRESET" || socket.destroyed) return;
+      if (socket.writable) {
+        const body = JSON.stringify({ code: "invalid_request", message: clientErrorMessage(error.code) });
+        socket.write(
+          "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json; charset=utf-8\r\n" +
+            `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+        );
+      }
+      socket.destroy(error);
+    },
+    // Node would answer an HTTP/1.1 request without Host with an empty 400 of its own; the hook below answers it.
+    http: { requireHostHeader: false },
   }).withTypeProvider<TypeBoxTypeProvider>();
+
+  app.addHook("onRequest", async (request) => {
+    if (request.raw.httpVersion === "1.1" && request.headers.host === undefined) {
+      throw new ApiError(400, "invalid_request", "an HTTP/1.1 request must send a Host header");
+    }
+  });
 
   app.setValidatorCompiler(createValidatorCompiler());
   app.setErrorHandler(errorHandler);
