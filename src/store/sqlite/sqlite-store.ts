@@ -244,7 +244,16 @@ export class SqliteStore implements Store {
       expired: db.prepare<{ before: number; limit: number }, SqliteJobRow>(
         `SELECT * FROM jobs WHERE status = 'running' AND heartbeat_at < :before ORDER BY heartbeat_at LIMIT :limit`,
       ),
-      nextRunAt: db.prepare<[], number | null>(`SELECT min(run_at) FROM jobs WHERE ${CLAIMABLE}`).pluck(),
+      // Jobs whose key is running are not claimable (CONTRACT §4), so they do not count: were they counted, a due
+      // job behind a busy key would make the dispatcher's timer fire at once, again and again, until the key is
+      // free. The delivery that frees the key wakes the dispatcher instead.
+      nextRunAt: db
+        .prepare<[], number | null>(
+          `SELECT min(run_at) FROM jobs WHERE ${CLAIMABLE}
+             AND (concurrency_key IS NULL OR concurrency_key NOT IN (
+               SELECT concurrency_key FROM jobs WHERE concurrency_key IS NOT NULL AND status = 'running'))`,
+        )
+        .pluck(),
       recordTick: db.prepare<{ name: string; tick_at: number }>(
         "INSERT INTO cron_ticks (name, tick_at) VALUES (:name, :tick_at) ON CONFLICT DO NOTHING",
       ),
@@ -284,6 +293,22 @@ export class SqliteStore implements Store {
       return this.db.transaction(fn).immediate();
     } catch (error) {
       throw mapError(error);
+    }
+  }
+
+  /**
+   * A write nobody is promised will survive a power loss (a claim, a heartbeat): committed without an fsync
+   * (`synchronous=NORMAL`, per transaction). It survives a crash of the process all the same, and the next
+   * durable commit fsyncs the WAL, which holds it. Losing it to a power cut only returns a claimed job to the
+   * queue, which at-least-once delivery allows.
+   */
+  private writeLazily<T>(fn: () => T): T {
+    this.assertOpen();
+    this.db.pragma("synchronous = NORMAL");
+    try {
+      return this.write(fn);
+    } finally {
+      this.db.pragma("synchronous = FULL");
     }
   }
 
@@ -476,7 +501,7 @@ export class SqliteStore implements Store {
 
   async jobClaimMany(params: { limit: number }): Promise<JobRow[]> {
     if (params.limit <= 0) return [];
-    return this.write(() => {
+    return this.writeLazily(() => {
       const now = this.clock.now();
       const s = this.statements;
       const heldKeys = new Set(s.runningKeys.all());
@@ -553,7 +578,7 @@ export class SqliteStore implements Store {
 
   async jobHeartbeatMany(params: { jobs: JobAttempt[] }): Promise<void> {
     if (params.jobs.length === 0) return;
-    this.write(() => {
+    this.writeLazily(() => {
       const now = this.clock.now();
       for (const job of params.jobs) this.statements.heartbeat.run({ id: job.id, attempt: job.attempt, now });
     });
