@@ -85,7 +85,12 @@ function createWorker(options: {
     logger,
     run: async () => {
       const rescued = await rescueExpiredLeases({ config, store, clock, telemetry, ...(options.random ? { random: options.random } : {}) });
-      if (rescued > 0) logger.warn({ rescued }, "recovered running jobs whose lease expired");
+      if (rescued > 0) {
+        logger.warn({ rescued }, "recovered running jobs whose lease expired");
+        // Rescued jobs are due after their backoff: a claim pass re-arms the timer to the next due job, so they
+        // do not wait for the `worker.poll_ms` fallback (CONTRACT §4).
+        dispatcher.wake();
+      }
     },
   });
   const cleaner = new Periodic({

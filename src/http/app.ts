@@ -50,7 +50,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     // Chain ids (request ids) and job ids arrive as path parameters; Fastify's default cap is 100 characters.
     maxParamLength: 2048,
     requestIdHeader: "x-request-id",
-    return503OnClosing: true,
+    return503OnClosing: false,
     // Malformed URLs never reach a route; answer them in the contract's shape.
     frameworkErrors: (error, _request, reply) => {
       void sendError(reply, new ApiError(400, "invalid_request", error.message));
@@ -72,7 +72,14 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     http: { requireHostHeader: false },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  // While closing, requests still arriving on open keep-alive connections get the contract's 503 (Fastify's own
+  // return503OnClosing answer has another body shape).
+  let closing = false;
+  app.addHook("preClose", async () => {
+    closing = true;
+  });
   app.addHook("onRequest", async (request) => {
+    if (closing) throw new ApiError(503, "unavailable", "the service is shutting down", { "retry-after": "1" });
     if (request.raw.httpVersion === "1.1" && request.headers.host === undefined) {
       throw new ApiError(400, "invalid_request", "an HTTP/1.1 request must send a Host header");
     }

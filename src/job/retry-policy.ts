@@ -59,6 +59,16 @@ export function classify(attempt: AttemptResult): Verdict {
   return { kind: "dead", reason: "permanent-status" };
 }
 
+const MONTH = "(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)";
+const CLOCK_TIME = "\\d{2}:\\d{2}:\\d{2}";
+/**
+ * The three forms of an HTTP-date (RFC 9110 §5.6.7). Checked before `Date.parse`, which guesses at almost
+ * anything: "3600.5" would be the year 3600 and "2099-01-01" an ISO date, both honoured up to the cap.
+ */
+const IMF_FIXDATE = new RegExp(`^[A-Z][a-z]{2}, \\d{2} ${MONTH} \\d{4} ${CLOCK_TIME} GMT$`);
+const RFC850_DATE = new RegExp(`^[A-Z][a-z]{5,8}, \\d{2}-${MONTH}-\\d{2} ${CLOCK_TIME} GMT$`);
+const ASCTIME_DATE = new RegExp(`^[A-Z][a-z]{2} ${MONTH} [ \\d]\\d ${CLOCK_TIME} \\d{4}$`);
+
 /**
  * Milliseconds a `Retry-After` header asks for (delta-seconds or an HTTP-date), or undefined when absent or
  * unreadable. A date in the past asks for 0.
@@ -67,7 +77,10 @@ export function parseRetryAfter(value: string | undefined, now: number): number 
   if (value === undefined) return undefined;
   const trimmed = value.trim();
   if (/^\d+$/.test(trimmed)) return Number(trimmed) * 1000;
-  const date = Date.parse(trimmed);
+  let date = Number.NaN;
+  if (IMF_FIXDATE.test(trimmed) || RFC850_DATE.test(trimmed)) date = Date.parse(trimmed);
+  // asctime carries no zone and means GMT; Date.parse alone would read it as local time.
+  else if (ASCTIME_DATE.test(trimmed)) date = Date.parse(`${trimmed} GMT`);
   if (Number.isNaN(date)) return undefined;
   return Math.max(0, date - now);
 }

@@ -147,7 +147,7 @@ export interface Store {
    * Returns how many were requeued.
    */
   jobRequeueMany(params: { jobs: JobAttempt[]; runAt: number; errorBody: string }): Promise<number>;
-  /** The earliest `run_at` of a claimable job, or null when none is waiting. */
+  /** The earliest `run_at` of a claimable job (its concurrency key not running), or null when none is waiting. */
   jobNextRunAt(): Promise<number | null>;
   /**
    * Records a cron tick and inserts its job in one transaction; a tick already recorded (by another node, or
