@@ -1,5 +1,6 @@
 /** Opens the engine named by a database URL. */
 import type { Clock } from "../clock.js";
+import { PostgresStore } from "./postgres/postgres-store.js";
 import { SqliteStore } from "./sqlite/sqlite-store.js";
 import type { Store } from "./store.js";
 
@@ -8,14 +9,32 @@ export class UnsupportedDatabaseError extends Error {
   override readonly name = "UnsupportedDatabaseError";
 }
 
-/** Opens and migrates the store for `url` (`sqlite:PATH`, `sqlite::memory:`; PostgreSQL comes later). */
-export async function openStore(options: { url: string; clock: Clock }): Promise<Store> {
+/**
+ * Opens and migrates the store for `url`: `sqlite:PATH`, `sqlite::memory:`, or `postgres://…` (`postgresql://…`).
+ */
+export async function openStore(options: {
+  url: string;
+  clock: Clock;
+  /** PostgreSQL only: connections in the pool. */
+  poolSize?: number;
+  /** PostgreSQL only: a schema to work in (tests). */
+  schema?: string;
+  /** PostgreSQL only: errors of idle pooled connections, which must never crash the process. */
+  onPoolError?: (error: Error) => void;
+}): Promise<Store> {
   const { url, clock } = options;
   if (url.startsWith("sqlite:")) {
     const path = url.slice("sqlite:".length);
     return SqliteStore.open({ path: path === ":memory:" ? ":memory:" : path, clock });
   }
-  throw new UnsupportedDatabaseError(
-    `database "${url.replace(/\/\/[^@/]*@/, "//***@")}": only SQLite is available in this version of opqueue`,
-  );
+  if (url.startsWith("postgres://") || url.startsWith("postgresql://")) {
+    return PostgresStore.open({
+      url,
+      clock,
+      ...(options.poolSize !== undefined ? { poolSize: options.poolSize } : {}),
+      ...(options.schema !== undefined ? { schema: options.schema } : {}),
+      ...(options.onPoolError ? { onPoolError: options.onPoolError } : {}),
+    });
+  }
+  throw new UnsupportedDatabaseError(`database "${url.replace(/\/\/[^@/]*@/, "//***@")}" is not a supported URL`);
 }

@@ -1,0 +1,703 @@
+/**
+ * The PostgreSQL engine (node-postgres): any number of nodes on one database.
+ *
+ * - Durability: every acknowledged write commits with `synchronous_commit` as the server has it (on by default).
+ * - Group commit: inserts arriving within one turn of the event loop go to the server as one call of
+ *   `opqueue_insert_jobs` (a PL/pgSQL function, see the migration): one round trip and one commit for the batch,
+ *   every step of CONTRACT §3 (dedupe upsert, spawn cap, cancelled chain) decided inside it.
+ * - Claims: one statement, a CTE taking candidates with `FOR UPDATE SKIP LOCKED`, so nodes never wait on each
+ *   other's claims; at most one per concurrency key, none whose key is already running. Two nodes can still pick
+ *   two jobs of one key in the same instant: `pg_try_advisory_xact_lock` per key skips most of those up front, and
+ *   the partial unique index refuses the rest, which costs one retried claim.
+ * - Batches: outcome writes and heartbeats are one statement each over `unnest` of arrays.
+ * - Time: the injected clock, passed as a parameter (nodes keep their clocks in sync with NTP; the lease grace
+ *   absorbs skew), so the conformance suite drives both engines with one ManualClock.
+ */
+import pg from "pg";
+import type { Clock } from "../../clock.js";
+import { JOB_STATUSES, type JobResult, type JobStatus } from "../../job/schemas.js";
+import { readMigrations } from "../migrations.js";
+import {
+  StoreUnavailableError,
+  type JobAttempt,
+  type JobCancelOutcome,
+  type JobInsertOutcome,
+  type JobInsertParams,
+  type JobListParams,
+  type JobOutcome,
+  type JobRetryOutcome,
+  type JobRow,
+  type JobStats,
+  type Store,
+} from "../store.js";
+
+/** Most inserts sent in one call. */
+const MAX_INSERT_BATCH = 512;
+/** Insert batches in flight at once; later arrivals wait and form the next, larger batch. */
+const MAX_INSERT_FLIGHTS = 4;
+/** Claim attempts when a concurrency key race makes the unique index refuse one. */
+const CLAIM_TRIES = 3;
+
+const CLAIMABLE = "status IN ('pending', 'retrying')";
+
+/** Errors that mean "the database cannot serve now": connection trouble, shutdown, overload. */
+function isUnavailable(error: unknown): boolean {
+  const err = error as { code?: string; message?: string };
+  const code = err.code ?? "";
+  if (/^(08|57P0|53)/.test(code)) return true;
+  if (["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "ENOTFOUND", "EHOSTUNREACH", "EAI_AGAIN"].includes(code)) {
+    return true;
+  }
+  return /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|Cannot use a pool after calling end/i.test(
+    err.message ?? "",
+  );
+}
+
+function mapError(error: unknown): unknown {
+  return isUnavailable(error) ? new StoreUnavailableError(`PostgreSQL: ${(error as Error).message}`) : error;
+}
+
+function isUniqueViolation(error: unknown, constraint: string): boolean {
+  const err = error as { code?: string; constraint?: string };
+  return err.code === "23505" && err.constraint === constraint;
+}
+
+function toMs(value: unknown): number | null {
+  if (value === null || value === undefined) return null;
+  if (value instanceof Date) return value.getTime();
+  return Date.parse(String(value));
+}
+
+function requireMs(value: unknown): number {
+  const ms = toMs(value);
+  if (ms === null || Number.isNaN(ms)) throw new Error(`bad timestamp from the database: ${String(value)}`);
+  return ms;
+}
+
+/** A row as node-postgres returns it (Dates, bigint as string) or as `row_to_json` gives it (ISO strings). */
+type PgRow = Record<string, unknown>;
+
+function toJobRow(row: PgRow): JobRow {
+  return {
+    seq: Number(row["seq"]),
+    id: row["id"] as string,
+    operationId: row["operation_id"] as string,
+    status: row["status"] as JobStatus,
+    attempt: Number(row["attempt"]),
+    maxAttempts: Number(row["max_attempts"]),
+    priority: Number(row["priority"]),
+    runAt: requireMs(row["run_at"]),
+    createdAt: requireMs(row["created_at"]),
+    startedAt: toMs(row["started_at"]),
+    finishedAt: toMs(row["finished_at"]),
+    heartbeatAt: toMs(row["heartbeat_at"]),
+    dedupeKey: (row["dedupe_key"] as string | null) ?? null,
+    concurrencyKey: (row["concurrency_key"] as string | null) ?? null,
+    enqueuedByOperationId: row["enqueued_by_operation_id"] as string,
+    parentJobId: (row["parent_job_id"] as string | null) ?? null,
+    originalRequestId: row["original_request_id"] as string,
+    userId: row["user_id"] as string,
+    authority: row["authority"] as JobRow["authority"],
+    request: row["request"] as JobRow["request"],
+    result: (row["result"] as JobResult | null) ?? null,
+  };
+}
+
+/** The argument of `opqueue_insert_job`. */
+function insertArgument(params: JobInsertParams): object {
+  return {
+    id: params.id,
+    operation_id: params.operationId,
+    max_attempts: params.maxAttempts,
+    priority: params.priority,
+    run_at: new Date(params.runAt).toISOString(),
+    dedupe_key: params.dedupeKey,
+    concurrency_key: params.concurrencyKey,
+    enqueued_by_operation_id: params.enqueuedByOperationId,
+    parent_job_id: params.parentJobId,
+    original_request_id: params.originalRequestId,
+    user_id: params.userId,
+    authority: params.authority,
+    request: params.request,
+    spawn_cap: params.spawnCap,
+  };
+}
+
+function toInsertOutcome(answer: { kind: string; job?: PgRow }): JobInsertOutcome {
+  switch (answer.kind) {
+    case "created":
+    case "deduplicated":
+      return { kind: answer.kind, job: toJobRow(answer.job ?? {}) };
+    case "dedupe_conflict":
+      return { kind: "dedupe_conflict", holder: toJobRow(answer.job ?? {}) };
+    case "spawn_cap_exceeded":
+      return { kind: "spawn_cap_exceeded" };
+    default:
+      throw new Error(`opqueue_insert_job answered an unknown kind "${answer.kind}"`);
+  }
+}
+
+interface PendingInsert {
+  params: JobInsertParams;
+  resolve: (outcome: JobInsertOutcome) => void;
+  reject: (error: unknown) => void;
+}
+
+/** Options of `PostgresStore.open`. */
+export interface PostgresStoreOptions {
+  url: string;
+  clock: Clock;
+  /** A schema to work in (created if missing); the connection's default search path otherwise. For tests. */
+  schema?: string;
+  /** Pool size (default 10). */
+  poolSize?: number;
+  /** Told about errors of idle connections (which must never crash the process). */
+  onPoolError?: (error: Error) => void;
+}
+
+/** The PostgreSQL engine. Open it with `PostgresStore.open`. */
+export class PostgresStore implements Store {
+  readonly engine = "postgres";
+  private readonly pool: pg.Pool;
+  private readonly clock: Clock;
+  private readonly schemaVersion: number;
+  private pendingInserts: PendingInsert[] = [];
+  private insertFlights = 0;
+  private flushScheduled = false;
+  private closed = false;
+  private readonly inFlight = new Set<Promise<unknown>>();
+
+  private constructor(options: { pool: pg.Pool; clock: Clock; schemaVersion: number }) {
+    this.pool = options.pool;
+    this.clock = options.clock;
+    this.schemaVersion = options.schemaVersion;
+  }
+
+  /** Connects, migrates (under an advisory lock, so nodes starting together migrate once) and returns the store. */
+  static async open(options: PostgresStoreOptions): Promise<PostgresStore> {
+    const runtimeOptions = ["-c TimeZone=UTC"];
+    if (options.schema) {
+      if (!/^[a-z_][a-z0-9_]*$/.test(options.schema)) throw new Error(`invalid schema name "${options.schema}"`);
+      runtimeOptions.push(`-c search_path=${options.schema}`);
+    }
+    const pool = new pg.Pool({
+      connectionString: options.url,
+      max: options.poolSize ?? 10,
+      connectionTimeoutMillis: 5000,
+      idleTimeoutMillis: 30_000,
+      application_name: "opqueue",
+      options: runtimeOptions.join(" "),
+    });
+    pool.on("error", (error) => options.onPoolError?.(error));
+    try {
+      if (options.schema) await pool.query(`CREATE SCHEMA IF NOT EXISTS ${options.schema}`);
+      const schemaVersion = await migrate(pool);
+      return new PostgresStore({ pool, clock: options.clock, schemaVersion });
+    } catch (error) {
+      await pool.end().catch(() => undefined);
+      throw mapError(error);
+    }
+  }
+
+  private now(): Date {
+    return new Date(this.clock.now());
+  }
+
+  /** Runs a query, turning connection trouble into `StoreUnavailableError`. */
+  private async query(text: string, values: unknown[] = [], name?: string): Promise<PgRow[]> {
+    if (this.closed) throw new StoreUnavailableError("the store is closed");
+    const run = this.pool.query<PgRow>(name ? { name, text, values } : { text, values });
+    this.inFlight.add(run);
+    try {
+      return (await run).rows;
+    } catch (error) {
+      throw mapError(error);
+    } finally {
+      this.inFlight.delete(run);
+    }
+  }
+
+  /** Runs `fn` in a transaction on one connection. */
+  private async transaction<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    if (this.closed) throw new StoreUnavailableError("the store is closed");
+    let client: pg.PoolClient;
+    try {
+      client = await this.pool.connect();
+    } catch (error) {
+      throw mapError(error);
+    }
+    const work = (async () => {
+      try {
+        await client.query("BEGIN");
+        const result = await fn(client);
+        await client.query("COMMIT");
+        return result;
+      } catch (error) {
+        await client.query("ROLLBACK").catch(() => undefined);
+        throw error;
+      }
+    })();
+    this.inFlight.add(work);
+    let broken: Error | undefined;
+    try {
+      return await work;
+    } catch (error) {
+      // A connection that failed mid-transaction is not given back to the pool.
+      if (isUnavailable(error)) broken = error as Error;
+      throw mapError(error);
+    } finally {
+      this.inFlight.delete(work);
+      client.release(broken);
+    }
+  }
+
+  async ping(): Promise<void> {
+    const rows = await this.query("SELECT max(version) AS version FROM schema_migrations");
+    const version = Number(rows[0]?.["version"] ?? 0);
+    if (version !== this.schemaVersion) {
+      throw new StoreUnavailableError(`schema version ${version}, expected ${this.schemaVersion}`);
+    }
+  }
+
+  jobInsert(params: JobInsertParams): Promise<JobInsertOutcome> {
+    if (this.closed) return Promise.reject(new StoreUnavailableError("the store is closed"));
+    return new Promise((resolve, reject) => {
+      this.pendingInserts.push({ params, resolve, reject });
+      this.scheduleFlush();
+    });
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushScheduled || this.insertFlights >= MAX_INSERT_FLIGHTS || this.pendingInserts.length === 0) return;
+    this.flushScheduled = true;
+    setImmediate(() => {
+      this.flushScheduled = false;
+      void this.flushInserts();
+    });
+  }
+
+  private async flushInserts(): Promise<void> {
+    const batch = this.pendingInserts.splice(0, MAX_INSERT_BATCH);
+    if (batch.length === 0) return;
+    this.insertFlights++;
+    try {
+      const outcomes = await this.insertBatch(batch.map((item) => item.params));
+      batch.forEach((item, index) => {
+        const outcome = outcomes[index];
+        if (outcome) item.resolve(outcome);
+        else item.reject(new Error("opqueue_insert_jobs answered fewer rows than it was given"));
+      });
+    } catch (error) {
+      if (batch.length === 1 || error instanceof StoreUnavailableError) {
+        for (const item of batch) item.reject(error);
+      } else {
+        // One bad item must fail only itself: retry them one by one.
+        await Promise.all(
+          batch.map((item) =>
+            this.insertBatch([item.params]).then(
+              ([outcome]) => (outcome ? item.resolve(outcome) : item.reject(error)),
+              (itemError: unknown) => item.reject(itemError),
+            ),
+          ),
+        );
+      }
+    } finally {
+      this.insertFlights--;
+      this.scheduleFlush();
+    }
+  }
+
+  private async insertBatch(items: JobInsertParams[]): Promise<JobInsertOutcome[]> {
+    const rows = await this.query(
+      "SELECT opqueue_insert_jobs($1::json, $2) AS outcome",
+      [JSON.stringify(items.map(insertArgument)), this.now()],
+      "opqueue_insert_jobs",
+    );
+    return rows.map((row) => toInsertOutcome(row["outcome"] as { kind: string; job?: PgRow }));
+  }
+
+  async jobGet(params: { id: string }): Promise<JobRow | undefined> {
+    const rows = await this.query("SELECT * FROM jobs WHERE id = $1", [params.id], "opqueue_job_get");
+    return rows[0] ? toJobRow(rows[0]) : undefined;
+  }
+
+  async jobList(params: JobListParams): Promise<JobRow[]> {
+    const where: string[] = [];
+    const values: unknown[] = [];
+    const add = (sql: (placeholder: string) => string, value: unknown) => {
+      values.push(value);
+      where.push(sql(`$${values.length}`));
+    };
+    if (params.statuses && params.statuses.length > 0) add((p) => `status = ANY(${p}::text[])`, params.statuses);
+    if (params.operationId !== undefined) add((p) => `operation_id = ${p}`, params.operationId);
+    if (params.originalRequestId !== undefined) add((p) => `original_request_id = ${p}`, params.originalRequestId);
+    if (params.userId !== undefined) add((p) => `user_id = ${p}`, params.userId);
+    if (params.parentJobId !== undefined) add((p) => `parent_job_id = ${p}`, params.parentJobId);
+    if (params.beforeSeq !== undefined) add((p) => `seq < ${p}`, params.beforeSeq);
+    values.push(params.limit);
+    const rows = await this.query(
+      `SELECT * FROM jobs ${where.length > 0 ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY seq DESC LIMIT $${values.length}`,
+      values,
+    );
+    return rows.map(toJobRow);
+  }
+
+  async jobCancel(params: { id: string }): Promise<JobCancelOutcome> {
+    const rows = await this.query(
+      `UPDATE jobs SET status = 'cancelled', finished_at = $2,
+         result = (coalesce(result::jsonb, '{"error_body":null}'::jsonb) || '{"terminal_reason":"cancelled-by-admin"}'::jsonb)::json
+       WHERE id = $1 AND ${CLAIMABLE} RETURNING *`,
+      [params.id, this.now()],
+      "opqueue_job_cancel",
+    );
+    if (rows[0]) return { kind: "cancelled", job: toJobRow(rows[0]) };
+    const job = await this.jobGet(params);
+    if (!job) return { kind: "not_found" };
+    return job.status === "running" ? { kind: "running", job } : { kind: "not_cancellable", job };
+  }
+
+  async jobRetry(params: { id: string }): Promise<JobRetryOutcome> {
+    const holderOf = async (client: pg.PoolClient, key: string) =>
+      (await client.query<PgRow>(`SELECT * FROM jobs WHERE dedupe_key = $1 AND ${CLAIMABLE}`, [key])).rows[0];
+    return this.transaction(async (client) => {
+      const row = (await client.query<PgRow>("SELECT * FROM jobs WHERE id = $1 FOR UPDATE", [params.id])).rows[0];
+      if (!row) return { kind: "not_found" } as const;
+      const job = toJobRow(row);
+      if (job.status !== "dead" && job.status !== "cancelled") return { kind: "not_retryable", job } as const;
+      if (job.dedupeKey !== null) {
+        const holder = await holderOf(client, job.dedupeKey);
+        if (holder) return { kind: "dedupe_conflict", holder: toJobRow(holder) } as const;
+      }
+      await client.query("SAVEPOINT retry");
+      try {
+        const updated = await client.query<PgRow>(
+          `UPDATE jobs SET status = 'pending', attempt = 0, result = NULL, started_at = NULL, finished_at = NULL,
+             heartbeat_at = NULL, run_at = $2
+           WHERE id = $1 RETURNING *`,
+          [params.id, this.now()],
+        );
+        return { kind: "retried", job: toJobRow(updated.rows[0] ?? {}) } as const;
+      } catch (error) {
+        // A job of another transaction took the key between the check and the update.
+        if (!isUniqueViolation(error, "jobs_dedupe_key") || job.dedupeKey === null) throw error;
+        await client.query("ROLLBACK TO SAVEPOINT retry");
+        const holder = await holderOf(client, job.dedupeKey);
+        if (!holder) throw error;
+        return { kind: "dedupe_conflict", holder: toJobRow(holder) } as const;
+      }
+    });
+  }
+
+  async chainCancel(params: { originalRequestId: string }): Promise<JobRow[]> {
+    return this.transaction(async (client) => {
+      const now = this.now();
+      // Marking the chain first takes its row lock: an enqueue into the chain racing this waits for it and then
+      // creates its job cancelled; one that came first has committed its job, which the update below sees.
+      await client.query(
+        `INSERT INTO chains AS c (original_request_id, jobs_created, cancelled_at) VALUES ($1, 0, $2)
+         ON CONFLICT (original_request_id) DO UPDATE SET cancelled_at = coalesce(c.cancelled_at, $2)`,
+        [params.originalRequestId, now],
+      );
+      const rows = await client.query<PgRow>(
+        `UPDATE jobs SET status = 'cancelled', finished_at = $2,
+           result = (coalesce(result::jsonb, '{"error_body":null}'::jsonb) || '{"terminal_reason":"cancelled-by-chain"}'::jsonb)::json
+         WHERE original_request_id = $1 AND ${CLAIMABLE} RETURNING *`,
+        [params.originalRequestId, now],
+      );
+      return rows.rows.map(toJobRow).sort((a, b) => b.seq - a.seq);
+    });
+  }
+
+  async jobClaimMany(params: { limit: number }): Promise<JobRow[]> {
+    if (params.limit <= 0) return [];
+    for (let tries = 1; ; tries++) {
+      try {
+        const rows = await this.query(CLAIM_SQL, [this.now(), params.limit, Math.max(64, params.limit * 4)], "opqueue_claim");
+        return rows.map(toJobRow).sort((a, b) => b.priority - a.priority || a.runAt - b.runAt || a.seq - b.seq);
+      } catch (error) {
+        // Another node started a job of one of these keys in the same instant: the unique index refused ours.
+        if (tries < CLAIM_TRIES && isUniqueViolation(error, "jobs_running_concurrency_key")) continue;
+        throw error;
+      }
+    }
+  }
+
+  async jobCompleteMany(params: { outcomes: JobOutcome[] }): Promise<boolean[]> {
+    if (params.outcomes.length === 0) return [];
+    const now = this.now();
+    const written = new Set<string>();
+    const key = (outcome: JobAttempt) => `${outcome.id}:${outcome.attempt}`;
+    const finished = params.outcomes.filter((outcome) => outcome.status !== "retrying");
+    const retried = params.outcomes.filter(
+      (outcome): outcome is Extract<JobOutcome, { status: "retrying" }> => outcome.status === "retrying",
+    );
+    if (finished.length > 0) {
+      const rows = await this.query(
+        `UPDATE jobs j SET status = o.status, result = o.result::json, finished_at = $5, heartbeat_at = NULL
+         FROM unnest($1::text[], $2::int[], $3::text[], $4::text[]) AS o(id, attempt, status, result)
+         WHERE j.id = o.id AND j.status = 'running' AND j.attempt = o.attempt
+         RETURNING j.id, j.attempt`,
+        [
+          finished.map((o) => o.id),
+          finished.map((o) => o.attempt),
+          finished.map((o) => o.status),
+          finished.map((o) => JSON.stringify(o.result)),
+          now,
+        ],
+        "opqueue_finish_many",
+      );
+      for (const row of rows) written.add(`${String(row["id"])}:${Number(row["attempt"])}`);
+    }
+    if (retried.length > 0) {
+      const requeued = await this.requeue(
+        retried.map((o) => ({ id: o.id, attempt: o.attempt, runAt: o.runAt, result: o.result })),
+        { giveBack: false, now },
+      );
+      for (const id of requeued) written.add(id);
+    }
+    return params.outcomes.map((outcome) => written.has(key(outcome)));
+  }
+
+  /**
+   * Sends running attempts back to the queue in one statement, or ends them `cancelled-by-chain` when their
+   * chain is cancelled. The chain rows are read `FOR SHARE` first, so a chain cancel running at the same time
+   * either finishes before (and is seen) or waits, and then finds the job `retrying` and cancels it.
+   */
+  private async requeue(
+    items: Array<{ id: string; attempt: number; runAt: number; result: JobResult }>,
+    options: { giveBack: boolean; now: Date },
+  ): Promise<string[]> {
+    return this.transaction(async (client) => {
+      await client.query(
+        `SELECT 1 FROM chains WHERE original_request_id IN (SELECT original_request_id FROM jobs WHERE id = ANY($1::text[]))
+         FOR SHARE`,
+        [items.map((item) => item.id)],
+      );
+      const rows = await client.query<PgRow>({
+        name: "opqueue_requeue_many",
+        text: REQUEUE_SQL,
+        values: [
+          items.map((item) => item.id),
+          items.map((item) => item.attempt),
+          items.map((item) => new Date(item.runAt)),
+          items.map((item) => JSON.stringify(item.result)),
+          options.giveBack,
+          options.now,
+        ],
+      });
+      return rows.rows.map((row) => `${String(row["id"])}:${Number(row["old_attempt"])}`);
+    });
+  }
+
+  async jobHeartbeatMany(params: { jobs: JobAttempt[] }): Promise<void> {
+    if (params.jobs.length === 0) return;
+    await this.query(
+      `UPDATE jobs j SET heartbeat_at = $3
+       FROM unnest($1::text[], $2::int[]) AS o(id, attempt)
+       WHERE j.id = o.id AND j.status = 'running' AND j.attempt = o.attempt`,
+      [params.jobs.map((job) => job.id), params.jobs.map((job) => job.attempt), this.now()],
+      "opqueue_heartbeat_many",
+    );
+  }
+
+  async jobListExpired(params: { heartbeatBefore: number; limit: number }): Promise<JobRow[]> {
+    const rows = await this.query(
+      "SELECT * FROM jobs WHERE status = 'running' AND heartbeat_at < $1 ORDER BY heartbeat_at LIMIT $2",
+      [new Date(params.heartbeatBefore), Math.max(0, params.limit)],
+    );
+    return rows.map(toJobRow);
+  }
+
+  async jobRequeueMany(params: { jobs: JobAttempt[]; runAt: number; errorBody: string }): Promise<number> {
+    if (params.jobs.length === 0) return 0;
+    const result: JobResult = { error_body: params.errorBody, terminal_reason: null };
+    const requeued = await this.requeue(
+      params.jobs.map((job) => ({ ...job, runAt: params.runAt, result })),
+      { giveBack: true, now: this.now() },
+    );
+    return requeued.length;
+  }
+
+  async jobNextRunAt(): Promise<number | null> {
+    const rows = await this.query(`SELECT min(run_at) AS next FROM jobs WHERE ${CLAIMABLE}`, [], "opqueue_next_run_at");
+    return toMs(rows[0]?.["next"]);
+  }
+
+  async cronTickInsert(params: {
+    name: string;
+    tickAt: number;
+    job: JobInsertParams;
+  }): Promise<JobInsertOutcome | { kind: "already_enqueued" }> {
+    return this.transaction(async (client) => {
+      const tick = await client.query(
+        "INSERT INTO cron_ticks (name, tick_at) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING name",
+        [params.name, new Date(params.tickAt)],
+      );
+      if (tick.rowCount === 0) return { kind: "already_enqueued" } as const;
+      const answer = await client.query<PgRow>("SELECT opqueue_insert_job($1::json, $2) AS outcome", [
+        JSON.stringify(insertArgument(params.job)),
+        this.now(),
+      ]);
+      const outcome = toInsertOutcome(answer.rows[0]?.["outcome"] as { kind: string; job?: PgRow });
+      if (outcome.kind === "created" || outcome.kind === "deduplicated") {
+        await client.query("UPDATE cron_ticks SET job_id = $3 WHERE name = $1 AND tick_at = $2", [
+          params.name,
+          new Date(params.tickAt),
+          outcome.job.id,
+        ]);
+      }
+      return outcome;
+    });
+  }
+
+  async cronTickDeleteMany(params: { before: number }): Promise<number> {
+    const rows = await this.query("DELETE FROM cron_ticks WHERE tick_at < $1 RETURNING 1", [new Date(params.before)]);
+    return rows.length;
+  }
+
+  async jobDeleteFinishedMany(params: { finishedBefore: number; limit: number }): Promise<number> {
+    return this.transaction(async (client) => {
+      const deleted = await client.query<PgRow>(
+        `DELETE FROM jobs WHERE seq IN (
+           SELECT seq FROM jobs WHERE finished_at < $1 AND status IN ('succeeded', 'dead', 'cancelled') LIMIT $2)
+         RETURNING original_request_id`,
+        [new Date(params.finishedBefore), Math.max(0, params.limit)],
+      );
+      const rids = [...new Set(deleted.rows.map((row) => row["original_request_id"] as string))];
+      if (rids.length > 0) {
+        // A chain row goes with its last job, unless it remembers a cancellation.
+        await client.query(
+          `DELETE FROM chains c WHERE c.original_request_id = ANY($1::text[]) AND c.cancelled_at IS NULL
+             AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.original_request_id = c.original_request_id)`,
+          [rids],
+        );
+      }
+      return deleted.rowCount ?? 0;
+    });
+  }
+
+  async jobStats(): Promise<JobStats> {
+    const now = this.now();
+    const [counts, due] = await Promise.all([
+      this.query("SELECT status, count(*) AS count FROM jobs GROUP BY status", [], "opqueue_stats_counts"),
+      this.query(`SELECT min(run_at) AS oldest FROM jobs WHERE ${CLAIMABLE} AND run_at <= $1`, [now], "opqueue_stats_due"),
+    ]);
+    const byStatus = Object.fromEntries(JOB_STATUSES.map((status) => [status, 0])) as Record<JobStatus, number>;
+    for (const row of counts) byStatus[row["status"] as JobStatus] = Number(row["count"]);
+    return { byStatus, oldestDueRunAt: toMs(due[0]?.["oldest"]) };
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    // Let queued inserts go out first: their callers are waiting for a commit.
+    while (this.pendingInserts.length > 0 || this.insertFlights > 0) {
+      if (this.insertFlights === 0) void this.flushInserts();
+      await new Promise((resolve) => setTimeout(resolve, 1));
+    }
+    this.closed = true;
+    await Promise.allSettled([...this.inFlight]);
+    await this.pool.end();
+  }
+}
+
+/**
+ * The claim. Candidates in claim order, locked with SKIP LOCKED so concurrent claimers on other nodes take other
+ * rows instead of waiting; keys already running are skipped; then one job per key, the first in claim order, and
+ * only keys whose transaction-scoped advisory lock this claim gets (another node claiming the same key right now
+ * holds it). $1 now, $2 limit, $3 how many candidates to look at.
+ */
+const CLAIM_SQL = `
+WITH candidates AS (
+  SELECT j.seq, j.concurrency_key, j.priority, j.run_at
+  FROM jobs j
+  WHERE j.${CLAIMABLE} AND j.run_at <= $1
+    AND (j.concurrency_key IS NULL OR NOT EXISTS (
+      SELECT 1 FROM jobs r WHERE r.concurrency_key = j.concurrency_key AND r.status = 'running'))
+  ORDER BY j.priority DESC, j.run_at, j.seq
+  LIMIT $3
+  FOR UPDATE SKIP LOCKED
+), first_per_key AS (
+  SELECT seq, concurrency_key, priority, run_at,
+    row_number() OVER (PARTITION BY coalesce(concurrency_key, '#' || seq::text) ORDER BY priority DESC, run_at, seq) AS rank
+  FROM candidates
+), picked AS (
+  SELECT seq FROM first_per_key
+  WHERE rank = 1 AND (concurrency_key IS NULL OR pg_try_advisory_xact_lock(hashtext('opqueue.key:' || concurrency_key)))
+  ORDER BY priority DESC, run_at, seq
+  LIMIT $2
+)
+UPDATE jobs SET status = 'running', attempt = attempt + 1, started_at = $1, heartbeat_at = $1
+FROM picked WHERE jobs.seq = picked.seq
+RETURNING jobs.*`;
+
+/**
+ * Requeue of running attempts. $1 ids, $2 attempts, $3 run times, $4 results (JSON text), $5 give back an
+ * interrupted last attempt, $6 now. A job whose dedupe key a newer claimable job took while it ran goes back
+ * without the key.
+ */
+const REQUEUE_SQL = `
+WITH o AS (
+  SELECT * FROM unnest($1::text[], $2::int[], $3::timestamptz[], $4::text[]) AS o(id, attempt, run_at, result)
+), s AS (
+  SELECT o.*, (c.cancelled_at IS NOT NULL) AS chain_cancelled
+  FROM o JOIN jobs j ON j.id = o.id LEFT JOIN chains c ON c.original_request_id = j.original_request_id
+)
+UPDATE jobs j SET
+  status = CASE WHEN s.chain_cancelled THEN 'cancelled' ELSE 'retrying' END,
+  run_at = CASE WHEN s.chain_cancelled THEN j.run_at ELSE s.run_at END,
+  finished_at = CASE WHEN s.chain_cancelled THEN $6::timestamptz ELSE NULL END,
+  result = CASE WHEN s.chain_cancelled
+    THEN (s.result::jsonb || '{"terminal_reason":"cancelled-by-chain"}'::jsonb)::json ELSE s.result::json END,
+  heartbeat_at = NULL,
+  attempt = CASE WHEN $5::boolean AND NOT s.chain_cancelled AND j.attempt >= j.max_attempts THEN j.max_attempts - 1
+    ELSE j.attempt END,
+  dedupe_key = CASE WHEN NOT s.chain_cancelled AND EXISTS (
+      SELECT 1 FROM jobs other WHERE other.dedupe_key = j.dedupe_key AND other.${CLAIMABLE} AND other.id <> j.id)
+    THEN NULL ELSE j.dedupe_key END
+FROM s
+WHERE j.id = s.id AND j.status = 'running' AND j.attempt = s.attempt
+RETURNING j.id, s.attempt AS old_attempt`;
+
+/** Applies pending migrations under an advisory lock; returns the schema version. */
+async function migrate(pool: pg.Pool): Promise<number> {
+  const migrations = readMigrations("postgres");
+  const latest = migrations.length;
+  const client = await pool.connect();
+  try {
+    const schema = (await client.query<{ schema: string }>("SELECT current_schema() AS schema")).rows[0]?.schema ?? "public";
+    const lockKey = `opqueue.migrate:${schema}`;
+    await client.query("SELECT pg_advisory_lock(hashtext($1))", [lockKey]);
+    try {
+      await client.query(
+        `CREATE TABLE IF NOT EXISTS schema_migrations (
+           version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
+      );
+      const applied = Number(
+        (await client.query<{ version: number | null }>("SELECT max(version) AS version FROM schema_migrations")).rows[0]
+          ?.version ?? 0,
+      );
+      if (applied > latest) {
+        throw new Error(`the database schema (version ${applied}) is newer than this opqueue (version ${latest})`);
+      }
+      for (const migration of migrations.slice(applied)) {
+        await client.query("BEGIN");
+        try {
+          await client.query(migration.sql);
+          await client.query("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", [
+            migration.version,
+            migration.name,
+          ]);
+          await client.query("COMMIT");
+        } catch (error) {
+          await client.query("ROLLBACK").catch(() => undefined);
+          throw error;
+        }
+      }
+    } finally {
+      await client.query("SELECT pg_advisory_unlock(hashtext($1))", [lockKey]).catch(() => undefined);
+    }
+    return latest;
+  } finally {
+    client.release();
+  }
+}
