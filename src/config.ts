@@ -115,6 +115,8 @@ export const ConfigSchema = Type.Object(
       { additionalProperties: false, default: {} },
     ),
     database: Type.String({ minLength: 1, default: "sqlite:./data/opqueue.db" }),
+    /** PostgreSQL connections per node (the LISTEN connection comes on top). */
+    database_pool_size: Type.Integer({ minimum: 1, maximum: 1000, default: 10 }),
     openapi: Type.String({ minLength: 1 }),
     target: Type.Object(
       {

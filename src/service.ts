@@ -117,6 +117,8 @@ export async function createService(options: {
   worker?: boolean;
   /** Jitter source for backoff; `Math.random` by default. */
   random?: () => number;
+  /** PostgreSQL pool size; `database_pool_size` of the config by default. */
+  poolSize?: number;
 }): Promise<Service> {
   const { config } = options;
   const clock = options.clock ?? systemClock;
@@ -130,7 +132,12 @@ export async function createService(options: {
     clock,
   });
   const telemetry = new Telemetry();
-  const store = await openStore({ url: config.database, clock });
+  const store = await openStore({
+    url: config.database,
+    clock,
+    poolSize: options.poolSize ?? config.database_pool_size,
+    onPoolError: (error) => logger.warn({ err: error }, "database connection error"),
+  });
   const metrics = createMetrics({ telemetry, store, clock, processMetrics: options.processMetrics ?? false });
   try {
     const app = await buildApp({
@@ -149,6 +156,7 @@ export async function createService(options: {
         ? null
         : createWorker({ config, registry, store, clock, signer, telemetry, logger, ...(options.random ? { random: options.random } : {}) });
     let closing: Promise<void> | undefined;
+    let stopListening: Promise<(() => Promise<void>) | undefined> | undefined;
     return {
       config,
       registry,
@@ -164,6 +172,13 @@ export async function createService(options: {
       start() {
         if (!worker) return;
         worker.dispatcher.start();
+        // Other nodes' enqueues and retries (PostgreSQL NOTIFY) wake this node's dispatcher too.
+        stopListening = store
+          .jobAvailableListen((runAt) => worker.dispatcher.notify(runAt))
+          .catch((error: unknown) => {
+            logger.warn({ err: error }, "cannot listen for other nodes' enqueues; relying on worker.poll_ms");
+            return undefined;
+          });
         worker.cron.start();
         worker.rescuer.start();
         worker.cleaner.start();
@@ -171,7 +186,9 @@ export async function createService(options: {
       close(closeOptions = {}) {
         closing ??= (async () => {
           const graceMs = closeOptions.graceMs ?? config.shutdown.grace_ms;
+          const stop = await stopListening;
           await Promise.all([
+            stop?.(),
             app.close(),
             worker
               ? Promise.all([

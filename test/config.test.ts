@@ -96,6 +96,7 @@ test("a config with only the required keys gets every default CONTRACT §1 shows
   assert.deepEqual(config, {
     listen: { host: "127.0.0.1", port: 8080 },
     database: `sqlite:${path.resolve("/base", "data/opqueue.db")}`,
+    database_pool_size: 10,
     openapi: "/abs/product.openapi.yaml",
     target: { base_url: "http://127.0.0.1:3000", audience: "product" },
     auth: {
@@ -188,6 +189,7 @@ test("the full CONTRACT §1 example YAML loads from a file and passes the start-
   assert.equal(loadedFrom, file);
   assert.deepEqual(config, {
     listen: { host: "127.0.0.1", port: 8080 },
+    database_pool_size: 10,
     database: `sqlite:${path.join(dir, "data", "opqueue.db")}`,
     openapi: path.join(dir, "product.openapi.yaml"),
     target: { base_url: "http://127.0.0.1:3000", audience: "product" },

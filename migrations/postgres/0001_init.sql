@@ -147,13 +147,34 @@ END
 $$;
 
 -- Inserts a batch (a json array of opqueue_insert_job arguments) in one call: one round trip, one commit.
+-- It also wakes the other nodes: one NOTIFY per batch (not per job) on the schema's channel, carrying the earliest
+-- run time (epoch milliseconds) among the jobs that became claimable, sent when the transaction commits.
 CREATE FUNCTION opqueue_insert_jobs(items json, p_now timestamptz) RETURNS SETOF json
 LANGUAGE plpgsql AS $$
 DECLARE
   item json;
+  outcome json;
+  v_earliest timestamptz;
+  v_run_at timestamptz;
 BEGIN
   FOR item IN SELECT value FROM json_array_elements(items) LOOP
-    RETURN NEXT opqueue_insert_job(item, p_now);
+    outcome := opqueue_insert_job(item, p_now);
+    IF outcome->>'kind' IN ('created', 'deduplicated') AND outcome->'job'->>'status' IN ('pending', 'retrying') THEN
+      v_run_at := (outcome->'job'->>'run_at')::timestamptz;
+      IF v_earliest IS NULL OR v_run_at < v_earliest THEN
+        v_earliest := v_run_at;
+      END IF;
+    END IF;
+    RETURN NEXT outcome;
   END LOOP;
+  IF v_earliest IS NOT NULL THEN
+    PERFORM opqueue_notify(v_earliest);
+  END IF;
 END
+$$;
+
+-- Tells every listening node that a job becomes claimable at `p_run_at`.
+CREATE FUNCTION opqueue_notify(p_run_at timestamptz) RETURNS void
+LANGUAGE sql AS $$
+  SELECT pg_notify('opqueue_jobs:' || current_schema(), floor(extract(epoch FROM p_run_at) * 1000)::bigint::text);
 $$;

@@ -162,6 +162,11 @@ export interface Store {
   cronTickDeleteMany(params: { before: number }): Promise<number>;
   /** Job counts by status and the run time of the oldest due claimable job, for metrics. */
   jobStats(): Promise<JobStats>;
+  /**
+   * Calls `onAvailable(runAt)` when another process makes a job claimable at `runAt` (an enqueue or an admin
+   * retry on another node), so idle workers wake at once. Resolves to a function that stops listening.
+   */
+  jobAvailableListen(onAvailable: (runAt: number) => void): Promise<() => Promise<void>>;
   /** Closes the database; pending writes are finished first. */
   close(): Promise<void>;
 }

@@ -2,8 +2,12 @@
  * The PostgreSQL engine: the conformance suite, each test in its own schema of the server named by
  * OPQUEUE_TEST_DATABASE_URL (skipped, with that reason, when it is not set).
  */
-import { test } from "node:test";
-import { POSTGRES_SKIP, openPostgresStore } from "../helpers/postgres.js";
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import pg from "pg";
+import { ManualClock } from "../../src/clock.js";
+import { POSTGRES_SKIP, POSTGRES_URL, openPostgresStore } from "../helpers/postgres.js";
+import { jobParams } from "./conformance/harness.js";
 import { runStoreConformance } from "./conformance/index.js";
 
 if (POSTGRES_SKIP) {
@@ -15,5 +19,82 @@ if (POSTGRES_SKIP) {
       const { store, cleanup } = await openPostgresStore(clock);
       return { store, cleanup };
     },
+  });
+}
+
+if (!POSTGRES_SKIP) {
+  describe("PostgreSQL notifications", () => {
+    test("an insert wakes a listener on another connection with the job's run time", async (t) => {
+      const clock = new ManualClock(Date.UTC(2026, 10, 21, 12, 0, 0));
+      const writer = await openPostgresStore(clock);
+      t.after(() => writer.cleanup());
+      const reader = await openPostgresStore(clock, { schema: writer.schema });
+      t.after(() => reader.store.close());
+      const woken: number[] = [];
+      let resolveWoken: () => void = () => undefined;
+      const gotOne = new Promise<void>((resolve) => (resolveWoken = resolve));
+      const stop = await reader.store.jobAvailableListen((runAt) => {
+        woken.push(runAt);
+        resolveWoken();
+      });
+      t.after(() => stop());
+      await Promise.all([
+        writer.store.jobInsert(jobParams({ runAt: clock.now() + 5000 })),
+        writer.store.jobInsert(jobParams({ runAt: clock.now() + 1000 })),
+      ]);
+      await gotOne;
+      assert.deepEqual(woken, [clock.now() + 1000]);
+    });
+
+    test("a listener in another schema is not woken", async (t) => {
+      const clock = new ManualClock(Date.UTC(2026, 10, 21, 12, 0, 0));
+      const a = await openPostgresStore(clock);
+      t.after(() => a.cleanup());
+      const b = await openPostgresStore(clock);
+      t.after(() => b.cleanup());
+      const woken: string[] = [];
+      let resolveA: () => void = () => undefined;
+      const aWoken = new Promise<void>((resolve) => (resolveA = resolve));
+      const stopA = await a.store.jobAvailableListen(() => {
+        woken.push("a");
+        resolveA();
+      });
+      const stopB = await b.store.jobAvailableListen(() => woken.push("b"));
+      t.after(async () => {
+        await stopA();
+        await stopB();
+      });
+      await a.store.jobInsert(jobParams());
+      await aWoken;
+      // b's notification, had it been sent, would have arrived on its own connection no later than a's second one.
+      await a.store.jobInsert(jobParams());
+      assert.ok(!woken.includes("b"));
+    });
+
+    test("the listener reconnects after its connection is terminated and calls back once", async (t) => {
+      const clock = new ManualClock(Date.UTC(2026, 10, 21, 12, 0, 0));
+      const opened = await openPostgresStore(clock);
+      t.after(() => opened.cleanup());
+      const calls: number[] = [];
+      const waiters: Array<() => void> = [];
+      const stop = await opened.store.jobAvailableListen((runAt) => {
+        calls.push(runAt);
+        waiters.splice(0).forEach((resolve) => resolve());
+      });
+      t.after(() => stop());
+      const next = () => new Promise<void>((resolve) => waiters.push(resolve));
+      const admin = new pg.Client({ connectionString: POSTGRES_URL });
+      await admin.connect();
+      t.after(() => admin.end());
+      const reconnected = next();
+      await admin.query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'opqueue-listener' AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()",
+      );
+      await reconnected;
+      const woken = next();
+      await opened.store.jobInsert(jobParams());
+      await woken;
+      assert.ok(calls.length >= 2);
+    });
   });
 }

@@ -17,6 +17,7 @@ import pg from "pg";
 import type { Clock } from "../../clock.js";
 import { JOB_STATUSES, type JobResult, type JobStatus } from "../../job/schemas.js";
 import { readMigrations } from "../migrations.js";
+import { NotificationListener } from "./listener.js";
 import {
   StoreUnavailableError,
   type JobAttempt,
@@ -166,11 +167,19 @@ export class PostgresStore implements Store {
   private flushScheduled = false;
   private closed = false;
   private readonly inFlight = new Set<Promise<unknown>>();
+  private readonly listeners = new Set<NotificationListener>();
+  private readonly connection: { url: string; options: string; channel: string; onError?: (error: Error) => void };
 
-  private constructor(options: { pool: pg.Pool; clock: Clock; schemaVersion: number }) {
+  private constructor(options: {
+    pool: pg.Pool;
+    clock: Clock;
+    schemaVersion: number;
+    connection: PostgresStore["connection"];
+  }) {
     this.pool = options.pool;
     this.clock = options.clock;
     this.schemaVersion = options.schemaVersion;
+    this.connection = options.connection;
   }
 
   /** Connects, migrates (under an advisory lock, so nodes starting together migrate once) and returns the store. */
@@ -192,7 +201,18 @@ export class PostgresStore implements Store {
     try {
       if (options.schema) await pool.query(`CREATE SCHEMA IF NOT EXISTS ${options.schema}`);
       const schemaVersion = await migrate(pool);
-      return new PostgresStore({ pool, clock: options.clock, schemaVersion });
+      const schema = (await pool.query<{ schema: string }>("SELECT current_schema() AS schema")).rows[0]?.schema;
+      return new PostgresStore({
+        pool,
+        clock: options.clock,
+        schemaVersion,
+        connection: {
+          url: options.url,
+          options: runtimeOptions.join(" "),
+          channel: `opqueue_jobs:${schema ?? "public"}`,
+          ...(options.onPoolError ? { onError: options.onPoolError } : {}),
+        },
+      });
     } catch (error) {
       await pool.end().catch(() => undefined);
       throw mapError(error);
@@ -376,6 +396,7 @@ export class PostgresStore implements Store {
            WHERE id = $1 RETURNING *`,
           [params.id, this.now()],
         );
+        await client.query("SELECT opqueue_notify($1)", [updated.rows[0]?.["run_at"]]);
         return { kind: "retried", job: toJobRow(updated.rows[0] ?? {}) } as const;
       } catch (error) {
         // A job of another transaction took the key between the check and the update.
@@ -587,8 +608,35 @@ export class PostgresStore implements Store {
     return { byStatus, oldestDueRunAt: toMs(due[0]?.["oldest"]) };
   }
 
+  async jobAvailableListen(onAvailable: (runAt: number) => void): Promise<() => Promise<void>> {
+    if (this.closed) throw new StoreUnavailableError("the store is closed");
+    const listener = new NotificationListener({
+      url: this.connection.url,
+      connectionOptions: this.connection.options,
+      channel: this.connection.channel,
+      onNotify: (payload) => {
+        const runAt = Number(payload);
+        onAvailable(Number.isFinite(runAt) ? runAt : this.clock.now());
+      },
+      onReconnect: () => onAvailable(this.clock.now()),
+      ...(this.connection.onError ? { onError: this.connection.onError } : {}),
+    });
+    try {
+      await listener.start();
+    } catch (error) {
+      throw mapError(error);
+    }
+    this.listeners.add(listener);
+    return async () => {
+      this.listeners.delete(listener);
+      await listener.stop();
+    };
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
+    await Promise.all([...this.listeners].map((listener) => listener.stop()));
+    this.listeners.clear();
     // Let queued inserts go out first: their callers are waiting for a commit.
     while (this.pendingInserts.length > 0 || this.insertFlights > 0) {
       if (this.insertFlights === 0) void this.flushInserts();

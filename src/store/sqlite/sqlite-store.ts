@@ -644,6 +644,15 @@ export class SqliteStore implements Store {
     });
   }
 
+  /**
+   * No other process can write to the file (SQLite serves one node), so every enqueue and retry already wakes the
+   * dispatcher through the in-process telemetry events; there is nothing to listen to.
+   */
+  async jobAvailableListen(_onAvailable: (runAt: number) => void): Promise<() => Promise<void>> {
+    this.assertOpen();
+    return async () => undefined;
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.flushInserts();

@@ -131,6 +131,7 @@ export function listCases(suite: Suite): void {
         jobDeleteFinishedMany: () => store.jobDeleteFinishedMany({ finishedBefore: T0, limit: 10 }),
         cronTickDeleteMany: () => store.cronTickDeleteMany({ before: T0 }),
         jobStats: () => store.jobStats(),
+        jobAvailableListen: () => store.jobAvailableListen(() => undefined),
       };
       for (const [name, call] of Object.entries(calls)) {
         await assert.rejects(call, StoreUnavailableError, `${name} on a closed store`);
