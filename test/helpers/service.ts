@@ -10,6 +10,7 @@ import { mintToken } from "../../src/auth/tokens.js";
 import { ManualClock } from "../../src/clock.js";
 import { parseConfig, type Config } from "../../src/config.js";
 import { createService, type Service } from "../../src/service.js";
+import { dropSchema, freshSchemaName, POSTGRES_URL } from "./postgres.js";
 
 /** The HS256 secret of test configs. */
 export const TEST_SECRET = "test-secret-that-is-at-least-32-bytes-long";
@@ -17,6 +18,12 @@ export const TEST_SECRET = "test-secret-that-is-at-least-32-bytes-long";
 export const TEST_DELIVERY_SECRET = "delivery-secret-that-is-32-bytes-or-more";
 /** The test product's OpenAPI document. */
 export const TEST_OPENAPI = fileURLToPath(new URL("../fixtures/product.openapi.yaml", import.meta.url));
+
+/**
+ * The engine tests of the API and the worker run on: `OPQUEUE_TEST_ENGINE=postgres` (set by `npm test` for its
+ * PostgreSQL pass) runs them on the server of OPQUEUE_TEST_DATABASE_URL, one fresh schema per service.
+ */
+export const TEST_ENGINE: "sqlite" | "postgres" = process.env["OPQUEUE_TEST_ENGINE"] === "postgres" ? "postgres" : "sqlite";
 
 /** A raw (unparsed) config for the test product, writing to `dir`. */
 export function rawTestConfig(dir: string): Record<string, unknown> {
@@ -70,6 +77,15 @@ export async function startTestService(
 ): Promise<TestService> {
   const dir = mkdtempSync(join(tmpdir(), "opqueue-test-"));
   const raw = rawTestConfig(dir);
+  let schema: string | undefined;
+  if (TEST_ENGINE === "postgres") {
+    if (!POSTGRES_URL) throw new Error("OPQUEUE_TEST_ENGINE=postgres needs OPQUEUE_TEST_DATABASE_URL");
+    schema = freshSchemaName();
+    const url = new URL(POSTGRES_URL);
+    url.searchParams.set("schema", schema);
+    raw["database"] = url.toString();
+    raw["database_pool_size"] = 4;
+  }
   options.configure?.(raw);
   const config = parseConfig({ raw, baseDir: dir, env: {} });
   const clock = options.clock ?? new ManualClock(Date.UTC(2026, 10, 21, 12, 0, 0));
@@ -106,6 +122,7 @@ export async function startTestService(
     async close() {
       await service.close();
       rmSync(dir, { recursive: true, force: true });
+      if (schema) await dropSchema(schema);
     },
   };
 }

@@ -184,13 +184,20 @@ export class PostgresStore implements Store {
 
   /** Connects, migrates (under an advisory lock, so nodes starting together migrate once) and returns the store. */
   static async open(options: PostgresStoreOptions): Promise<PostgresStore> {
+    // `?schema=NAME` in the URL puts opqueue's tables in their own schema of a shared database.
+    const parsed = new URL(options.url);
+    const schema = options.schema ?? (parsed.searchParams.get("schema") || undefined);
+    parsed.searchParams.delete("schema");
+    const url = parsed.toString();
     const runtimeOptions = ["-c TimeZone=UTC"];
-    if (options.schema) {
-      if (!/^[a-z_][a-z0-9_]*$/.test(options.schema)) throw new Error(`invalid schema name "${options.schema}"`);
-      runtimeOptions.push(`-c search_path=${options.schema}`);
+    if (schema) {
+      if (!/^[a-z_][a-z0-9_]*$/.test(schema)) {
+        throw new Error(`invalid schema name "${schema}" (lower-case letters, digits and _)`);
+      }
+      runtimeOptions.push(`-c search_path=${schema}`);
     }
     const pool = new pg.Pool({
-      connectionString: options.url,
+      connectionString: url,
       max: options.poolSize ?? 10,
       connectionTimeoutMillis: 5000,
       idleTimeoutMillis: 30_000,
@@ -199,17 +206,17 @@ export class PostgresStore implements Store {
     });
     pool.on("error", (error) => options.onPoolError?.(error));
     try {
-      if (options.schema) await pool.query(`CREATE SCHEMA IF NOT EXISTS ${options.schema}`);
+      if (schema) await pool.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
       const schemaVersion = await migrate(pool);
-      const schema = (await pool.query<{ schema: string }>("SELECT current_schema() AS schema")).rows[0]?.schema;
+      const current = (await pool.query<{ schema: string }>("SELECT current_schema() AS schema")).rows[0]?.schema;
       return new PostgresStore({
         pool,
         clock: options.clock,
         schemaVersion,
         connection: {
-          url: options.url,
+          url,
           options: runtimeOptions.join(" "),
-          channel: `opqueue_jobs:${schema ?? "public"}`,
+          channel: `opqueue_jobs:${current ?? "public"}`,
           ...(options.onPoolError ? { onError: options.onPoolError } : {}),
         },
       });
