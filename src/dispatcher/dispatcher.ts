@@ -69,7 +69,7 @@ export class Dispatcher {
   start(): void {
     if (this.state !== "idle") return;
     this.state = "running";
-    this.heartbeatTimer = setInterval(() => undefined, this.options.config.lease.heartbeat_ms);
+    this.heartbeatTimer = setInterval(() => void this.heartbeat(), this.options.config.lease.heartbeat_ms);
     this.wake();
   }
 

@@ -1,0 +1,813 @@
+/**
+ * CONTRACT §4, §6 and §7 end to end: a service whose dispatcher delivers to a real target server. Time moves only
+ * through the ManualClock (then `dispatcher.wake()`); tests wait for what the target receives, or for the
+ * stored state an exchange leads to, never for time to pass.
+ */
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { jwtVerify, type JWTPayload } from "jose";
+import { mintToken } from "../../src/auth/tokens.js";
+import type { Dispatcher } from "../../src/dispatcher/dispatcher.js";
+import type { Authority } from "../../src/job/schemas.js";
+import { LEASE_EXPIRED_ERROR, rescueExpiredLeases } from "../../src/maintenance/rescuer.js";
+import { openStore } from "../../src/store/open-store.js";
+import type { JobRow } from "../../src/store/store.js";
+import { startDeliveryService, waitForJob, waitForStatus } from "../helpers/delivery.js";
+import { enqueue } from "../helpers/jobs.js";
+import { TEST_DELIVERY_SECRET, type TestService } from "../helpers/service.js";
+import { answer, deferred, reply, startTarget, type Target, type TargetHandler, type TargetRequest } from "../helpers/target.js";
+
+type TestContext = { after: (fn: () => Promise<void>) => void };
+
+/** Backoff of these tests: attempt n waits 1000 × 2^(n−1) × 0.75 ms at random 0.5. */
+const RETRY = { base_ms: 1000, factor: 2, max_ms: 60_000, retry_after_max_ms: 600_000 };
+const FIRST_BACKOFF_MS = 750;
+/** A poll fallback that never fires during a test: only events can start a delivery. */
+const NEVER_POLL_MS = 3_600_000;
+
+const welcome = (extra: Record<string, unknown> = {}) => ({
+  operation_id: "sendWelcomeEmail",
+  request: { path_params: { userId: "42" } },
+  ...extra,
+});
+const report = (query: Record<string, unknown> = {}, extra: Record<string, unknown> = {}) => ({
+  operation_id: "buildReport",
+  request: { body: {}, query },
+  ...extra,
+});
+
+/** A target and a service delivering to it, with deterministic jitter; nothing started. */
+async function setup(
+  t: TestContext,
+  options: { handler?: TargetHandler; configure?: (raw: Record<string, unknown>) => void } = {},
+): Promise<{ s: TestService; target: Target }> {
+  const target = await startTarget(t, options.handler ?? answer(204));
+  const s = await startDeliveryService(t, {
+    target,
+    random: () => 0.5,
+    configure: (raw) => {
+      raw["retry"] = RETRY;
+      options.configure?.(raw);
+    },
+  });
+  return { s, target };
+}
+
+function dispatcherOf(s: TestService): Dispatcher {
+  assert.ok(s.service.worker, "the test service has a worker");
+  return s.service.worker.dispatcher;
+}
+
+/** Moves the ManualClock to `ms` and wakes the dispatcher, as the timer to the next due job would. */
+function moveClockTo(s: TestService, ms: number): void {
+  s.clock.set(ms);
+  dispatcherOf(s).wake();
+}
+
+async function verifyDeliveryToken(s: TestService, request: TargetRequest): Promise<JWTPayload> {
+  const token = (request.headers["authorization"] ?? "").slice("Bearer ".length);
+  const { payload } = await jwtVerify(token, new TextEncoder().encode(TEST_DELIVERY_SECRET), {
+    audience: "product",
+    currentDate: new Date(s.clock.now()),
+  });
+  return payload;
+}
+
+describe("dispatch and outcomes", () => {
+  test("delivers a job due now and records {status_code: 204, error_body: null, terminal_reason: null}", async (t) => {
+    const { s, target } = await setup(t);
+    const job = await enqueue(s, welcome());
+    s.service.start();
+    const done = await waitForStatus(s, job.id, "succeeded");
+    assert.deepEqual(done.result, { status_code: 204, error_body: null, terminal_reason: null });
+    assert.equal(done.attempt, 1);
+    assert.equal(done.startedAt, s.clock.now());
+    assert.equal(done.finishedAt, s.clock.now());
+    assert.equal(target.requests.length, 1);
+  });
+
+  test("a 503 goes back to retrying at now + backoff; once the clock passes run_at, attempt 2 succeeds", async (t) => {
+    let calls = 0;
+    const { s, target } = await setup(t, {
+      handler: (_request, res) => (++calls === 1 ? reply(res, 503, { body: "busy" }) : reply(res, 204)),
+    });
+    const t0 = s.clock.now();
+    const job = await enqueue(s, welcome());
+    s.service.start();
+    const failed = await waitForStatus(s, job.id, "retrying");
+    assert.equal(failed.attempt, 1);
+    assert.equal(failed.runAt, t0 + FIRST_BACKOFF_MS);
+    assert.deepEqual(failed.result, { status_code: 503, error_body: "busy", terminal_reason: null });
+    assert.equal(failed.finishedAt, null);
+
+    moveClockTo(s, failed.runAt);
+    const done = await waitForStatus(s, job.id, "succeeded");
+    assert.equal(done.attempt, 2);
+    assert.deepEqual(done.result, { status_code: 204, error_body: null, terminal_reason: null });
+    assert.deepEqual(
+      target.requests.map((request) => request.headers["x-job-attempt"]),
+      ["1", "2"],
+    );
+  });
+
+  test("a job failing every attempt ends dead exhausted with the last status code and body", async (t) => {
+    let calls = 0;
+    const { s } = await setup(t, {
+      handler: (_request, res) => reply(res, 503, { body: `down ${++calls}` }),
+      configure: (raw) => {
+        raw["operations"] = { buildReport: { max_attempts: 3 } };
+      },
+    });
+    const t0 = s.clock.now();
+    const job = await enqueue(s, report());
+    s.service.start();
+    for (const attempt of [1, 2]) {
+      const failed = await waitForJob(s, job.id, (row) => row.status === "retrying" && row.attempt === attempt);
+      assert.equal(failed.runAt - s.clock.now(), FIRST_BACKOFF_MS * 2 ** (attempt - 1), `backoff after attempt ${attempt}`);
+      moveClockTo(s, failed.runAt);
+    }
+    const dead = await waitForStatus(s, job.id, "dead");
+    assert.equal(dead.attempt, 3);
+    assert.deepEqual(dead.result, { status_code: 503, error_body: "down 3", terminal_reason: "exhausted" });
+    assert.equal(dead.finishedAt, t0 + 750 + 1500);
+  });
+
+  const endings: Array<{
+    name: string;
+    status: number;
+    headers?: Record<string, string>;
+    body: string;
+    expected: { status: JobRow["status"]; terminal_reason: string | null };
+  }> = [
+    {
+      name: "a 503 with x-job-retry: never ends dead rejected-by-endpoint",
+      status: 503,
+      headers: { "x-job-retry": "never" },
+      body: "stop",
+      expected: { status: "dead", terminal_reason: "rejected-by-endpoint" },
+    },
+    {
+      name: "a 401 with code auth_unresolvable ends dead auth-unresolvable",
+      status: 401,
+      headers: { "content-type": "application/json" },
+      body: '{"code":"auth_unresolvable","message":"user is gone"}',
+      expected: { status: "dead", terminal_reason: "auth-unresolvable" },
+    },
+    {
+      name: "a 404 ends dead permanent-status",
+      status: 404,
+      body: "no such user",
+      expected: { status: "dead", terminal_reason: "permanent-status" },
+    },
+    {
+      name: "a 400 with x-job-retry: always goes back to retrying",
+      status: 400,
+      headers: { "x-job-retry": "always" },
+      body: "not yet",
+      expected: { status: "retrying", terminal_reason: null },
+    },
+  ];
+  for (const ending of endings) {
+    test(ending.name, async (t) => {
+      const { s, target } = await setup(t, {
+        handler: (_request, res) => reply(res, ending.status, { ...(ending.headers ? { headers: ending.headers } : {}), body: ending.body }),
+      });
+      const job = await enqueue(s, welcome());
+      s.service.start();
+      const done = await waitForStatus(s, job.id, ending.expected.status);
+      assert.deepEqual(done.result, {
+        status_code: ending.status,
+        error_body: ending.body,
+        terminal_reason: ending.expected.terminal_reason,
+      });
+      assert.equal(done.attempt, 1);
+      assert.equal(done.finishedAt, ending.expected.status === "dead" ? s.clock.now() : null);
+      assert.equal(target.requests.length, 1);
+    });
+  }
+});
+
+describe("chains", () => {
+  /** What each target enqueues next: A (sendWelcomeEmail) → B (recordEmailSent) → C (buildReport). */
+  const NEXT: Record<string, object | undefined> = {
+    sendWelcomeEmail: { operation_id: "recordEmailSent", request: { path_params: { emailId: "e-1" }, body: {} } },
+    recordEmailSent: { operation_id: "buildReport", request: { body: { week: 47 } } },
+  };
+
+  const roots: Array<{
+    kind: string;
+    claims: { op: string; sub: string; rid: string };
+    onBehalfOf?: { user_id: string; authority: Authority };
+    expected: Authority;
+  }> = [
+    {
+      kind: "request",
+      claims: { op: "createUser", sub: "u1", rid: "req-chain" },
+      expected: { kind: "request", request_id: "req-chain", user_id: "u1" },
+    },
+    {
+      kind: "resource",
+      claims: { op: "importUsers", sub: "importer", rid: "req-import" },
+      onBehalfOf: { user_id: "u7", authority: { kind: "resource", resource_id: "imp-9", resource_kind: "import", user_id: "u7" } },
+      expected: { kind: "resource", resource_id: "imp-9", resource_kind: "import", user_id: "u7" },
+    },
+    {
+      kind: "cron",
+      claims: { op: "importUsers", sub: "importer", rid: "req-cron" },
+      onBehalfOf: { user_id: "system", authority: { kind: "cron", cron_job_name: "nightly", user_id: "system" } },
+      expected: { kind: "cron", cron_job_name: "nightly", user_id: "system" },
+    },
+  ];
+
+  for (const root of roots) {
+    test(`a chain A→B→C enqueued by the targets over HTTP copies parents, request id and ${root.kind} authority verbatim`, async (t) => {
+      // The service and its address exist only once the target is up; the handler reads them when called.
+      const api: { s?: TestService; url?: string } = {};
+      const tokens: JWTPayload[] = [];
+      const { s, target } = await setup(t, {
+        handler: async (request, res) => {
+          const { s: service, url } = api;
+          assert.ok(service && url);
+          const claims = await verifyDeliveryToken(service, request);
+          tokens.push(claims);
+          const next = NEXT[String(claims["op"])];
+          if (next) {
+            const assertion = await mintToken({
+              auth: service.config.auth,
+              clock: service.clock,
+              sub: String(claims.sub),
+              op: String(claims["op"]),
+              job: String(claims["job"]),
+            });
+            const enqueued = await fetch(`${url}/jobs`, {
+              method: "POST",
+              headers: { authorization: `Bearer ${assertion}`, "content-type": "application/json" },
+              body: JSON.stringify(next),
+            });
+            if (enqueued.status !== 201) return reply(res, 500, { body: await enqueued.text() });
+          }
+          reply(res, 204);
+        },
+      });
+      api.s = s;
+      api.url = await s.service.app.listen({ port: 0, host: "127.0.0.1" });
+      const a = await enqueue(s, welcome(root.onBehalfOf ? { on_behalf_of: root.onBehalfOf } : {}), root.claims);
+      s.service.start();
+      await target.waitForRequests(3);
+      const rid = root.claims.rid;
+      const jobs = (await s.service.store.jobList({ originalRequestId: rid, limit: 10 })).reverse();
+      assert.deepEqual(
+        jobs.map((job) => job.operationId),
+        ["sendWelcomeEmail", "recordEmailSent", "buildReport"],
+      );
+      const [rowA, rowB, rowC] = await Promise.all(jobs.map((job) => waitForStatus(s, job.id, "succeeded")));
+      assert.ok(rowA && rowB && rowC);
+      assert.equal(rowA.id, a.id);
+      assert.deepEqual(
+        [rowA.parentJobId, rowB.parentJobId, rowC.parentJobId],
+        [null, rowA.id, rowB.id],
+      );
+      assert.deepEqual(
+        [rowA.enqueuedByOperationId, rowB.enqueuedByOperationId, rowC.enqueuedByOperationId],
+        [root.claims.op, "sendWelcomeEmail", "recordEmailSent"],
+      );
+      for (const row of [rowA, rowB, rowC]) {
+        assert.equal(row.originalRequestId, rid);
+        assert.equal(row.userId, root.expected.user_id);
+        // The stored authority, evidence included, is the root's, byte for byte.
+        assert.deepEqual(row.authority, rowA.authority);
+      }
+      const { assertion: evidence, ...wire } = rowA.authority;
+      assert.equal(typeof evidence, "string");
+      assert.deepEqual(wire, root.expected);
+      assert.deepEqual(
+        tokens.map((claims) => [claims["op"], claims.sub, claims["rid"], claims["authority"]]),
+        [
+          ["sendWelcomeEmail", root.expected.user_id, rid, root.expected],
+          ["recordEmailSent", root.expected.user_id, rid, root.expected],
+          ["buildReport", root.expected.user_id, rid, root.expected],
+        ],
+      );
+    });
+  }
+});
+
+describe("claiming", () => {
+  test("runs at most one job per concurrency key while running several keys at once", async (t) => {
+    const keys = ["k1", "k2", "k3"];
+    const perKey = 3;
+    const total = keys.length * perKey;
+    const inFlight = new Map<string, number>();
+    let maxPerKey = 0;
+    let maxDistinctKeys = 0;
+    let arrived = 0;
+    const held: Array<() => void> = [];
+    const { s } = await setup(t, {
+      configure: (raw) => {
+        raw["worker"] = { concurrency: 8, poll_ms: NEVER_POLL_MS };
+      },
+      handler: (request, res) => {
+        const key = request.query.get("key") ?? "";
+        inFlight.set(key, (inFlight.get(key) ?? 0) + 1);
+        maxPerKey = Math.max(maxPerKey, ...inFlight.values());
+        maxDistinctKeys = Math.max(maxDistinctKeys, [...inFlight.values()].filter((n) => n > 0).length);
+        arrived++;
+        held.push(() => {
+          inFlight.set(key, (inFlight.get(key) ?? 0) - 1);
+          reply(res, 204);
+        });
+        // Hold answers until one request per key has arrived (or the last ones), then answer them all.
+        if (held.length === keys.length || arrived === total) held.splice(0).forEach((release) => release());
+      },
+    });
+    const jobs: string[] = [];
+    for (let i = 0; i < perKey; i++) {
+      for (const key of keys) jobs.push((await enqueue(s, report({ key }, { concurrency_key: key }))).id);
+    }
+    s.service.start();
+    for (const id of jobs) await waitForStatus(s, id, "succeeded");
+    assert.equal(arrived, total);
+    assert.equal(maxPerKey, 1, "never two requests of one key in flight");
+    assert.ok(maxDistinctKeys >= 2, `several keys ran at once (at most ${maxDistinctKeys} did)`);
+  });
+
+  test("claims by priority, then run_at, then creation order", async (t) => {
+    const { s, target } = await setup(t, {
+      configure: (raw) => {
+        raw["worker"] = { concurrency: 1, poll_ms: NEVER_POLL_MS };
+      },
+    });
+    const past = new Date(s.clock.now() - 60_000).toISOString();
+    const specs: Array<{ name: string; priority: number; run_at?: string }> = [
+      { name: "p0-first", priority: 0 },
+      { name: "p5-first", priority: 5 },
+      { name: "p-1", priority: -1 },
+      { name: "p5-second", priority: 5 },
+      { name: "p10", priority: 10 },
+      { name: "p0-second", priority: 0 },
+      { name: "p0-earlier-run-at", priority: 0, run_at: past },
+    ];
+    const ids = [];
+    for (const spec of specs) {
+      const { name, ...fields } = spec;
+      ids.push((await enqueue(s, report({ name }, fields))).id);
+    }
+    s.service.start();
+    for (const id of ids) await waitForStatus(s, id, "succeeded");
+    assert.deepEqual(
+      target.requests.map((request) => request.query.get("name")),
+      ["p10", "p5-first", "p5-second", "p0-earlier-run-at", "p0-first", "p0-second", "p-1"],
+    );
+  });
+
+  test("never has more deliveries in flight than worker.concurrency", async (t) => {
+    const concurrency = 3;
+    const total = 8;
+    let inFlight = 0;
+    let maxInFlight = 0;
+    const held: Array<{ jobId: string; release: () => void }> = [];
+    const { s, target } = await setup(t, {
+      configure: (raw) => {
+        raw["worker"] = { concurrency, poll_ms: NEVER_POLL_MS };
+      },
+      handler: (request, res) => {
+        inFlight++;
+        maxInFlight = Math.max(maxInFlight, inFlight);
+        held.push({
+          jobId: String(request.headers["x-job-id"]),
+          release: () => {
+            inFlight--;
+            reply(res, 204);
+          },
+        });
+      },
+    });
+    const ids = [];
+    for (let i = 0; i < total; i++) ids.push((await enqueue(s, report({ i }))).id);
+    s.service.start();
+    // Keep the node full: answer the oldest request only once every slot holds one. Claimed jobs are `running`
+    // in the store before their request leaves, so a claim beyond the limit would show there.
+    for (let answered = 0; answered < total; answered++) {
+      const slotsFull = Math.min(concurrency, total - answered);
+      await target.waitForRequests(answered + slotsFull);
+      assert.equal(held.length, slotsFull);
+      assert.equal((await s.service.store.jobStats()).byStatus.running, slotsFull, "running jobs in the store");
+      assert.equal(dispatcherOf(s).inFlightCount, slotsFull);
+      const oldest = held.shift();
+      assert.ok(oldest);
+      oldest.release();
+      await waitForStatus(s, oldest.jobId, "succeeded");
+    }
+    for (const id of ids) await waitForStatus(s, id, "succeeded");
+    assert.equal(maxInFlight, concurrency);
+    assert.equal(target.requests.length, total);
+  });
+
+  test("a due job waiting for a busy concurrency key does not make the dispatcher claim in a loop", async (t) => {
+    const release = deferred();
+    const { s, target } = await setup(t, {
+      handler: async (_request, res) => {
+        await release.promise;
+        reply(res, 204);
+      },
+      configure: (raw) => {
+        raw["worker"] = { concurrency: 4, poll_ms: NEVER_POLL_MS };
+        raw["lease"] = { heartbeat_ms: 5, check_ms: NEVER_POLL_MS };
+      },
+    });
+    const store = s.service.store;
+    let claims = 0;
+    let heartbeats = 0;
+    const heartbeatWaiters: Array<{ count: number; resolve: () => void }> = [];
+    const claimMany = store.jobClaimMany.bind(store);
+    const heartbeatMany = store.jobHeartbeatMany.bind(store);
+    store.jobClaimMany = (params) => {
+      claims++;
+      return claimMany(params);
+    };
+    store.jobHeartbeatMany = async (params) => {
+      await heartbeatMany(params);
+      heartbeats++;
+      heartbeatWaiters.filter((w) => heartbeats >= w.count).forEach((w) => w.resolve());
+    };
+    const nextHeartbeats = (n: number) =>
+      new Promise<void>((resolve, reject) => {
+        // A bound for a node that stopped heartbeating, never a pause: heartbeats resolve this.
+        const timer = setTimeout(() => reject(new Error(`no ${n} heartbeats (got ${heartbeats})`)), 10_000);
+        heartbeatWaiters.push({
+          count: heartbeats + n,
+          resolve: () => {
+            clearTimeout(timer);
+            resolve();
+          },
+        });
+      });
+
+    const first = await enqueue(s, report({ n: 1 }, { concurrency_key: "k" }));
+    const second = await enqueue(s, report({ n: 2 }, { concurrency_key: "k" }));
+    s.service.start();
+    await target.waitForRequests(1);
+    // Heartbeats are the only thing the node does while the key is busy and nothing else changes.
+    await nextHeartbeats(3);
+    const claimsBefore = claims;
+    await nextHeartbeats(10);
+    assert.equal(claims - claimsBefore, 0, "no claim while nothing changed");
+    assert.equal((await store.jobGet({ id: second.id }))?.status, "pending");
+
+    release.resolve();
+    await waitForStatus(s, first.id, "succeeded");
+    await waitForStatus(s, second.id, "succeeded");
+  });
+});
+
+describe("conditional outcome writes", () => {
+  const failed = { status_code: 500, error_body: "x", terminal_reason: null };
+  const succeeded = { status_code: 200, error_body: null, terminal_reason: null };
+
+  async function claimOne(s: TestService): Promise<JobRow> {
+    const [job] = await s.service.store.jobClaimMany({ limit: 1 });
+    assert.ok(job);
+    return job;
+  }
+
+  test("a late outcome after an admin cancel changes nothing", async (t) => {
+    const { s } = await setup(t);
+    const store = s.service.store;
+    const job = await enqueue(s, welcome());
+    await claimOne(s);
+    assert.deepEqual(
+      await store.jobCompleteMany({ outcomes: [{ id: job.id, attempt: 1, status: "retrying", runAt: s.clock.now() + 1000, result: failed }] }),
+      [true],
+    );
+    const cancelled = await s.inject({ method: "POST", url: `/jobs/${job.id}/cancel`, token: await s.adminToken() });
+    assert.equal(cancelled.statusCode, 200, cancelled.body);
+    const before = await store.jobGet({ id: job.id });
+    assert.deepEqual(
+      await store.jobCompleteMany({ outcomes: [{ id: job.id, attempt: 1, status: "succeeded", result: succeeded }] }),
+      [false],
+    );
+    const after = await store.jobGet({ id: job.id });
+    assert.deepEqual(after, before);
+    assert.equal(after?.status, "cancelled");
+    assert.equal(after?.result?.terminal_reason, "cancelled-by-admin");
+  });
+
+  test("a late outcome after a chain cancel changes nothing", async (t) => {
+    const { s } = await setup(t);
+    const store = s.service.store;
+    const job = await enqueue(s, welcome(), { rid: "req-late" });
+    await claimOne(s);
+    await store.jobCompleteMany({ outcomes: [{ id: job.id, attempt: 1, status: "retrying", runAt: s.clock.now() + 1000, result: failed }] });
+    assert.deepEqual(
+      (await store.chainCancel({ originalRequestId: "req-late" })).map((row) => row.id),
+      [job.id],
+    );
+    const before = await store.jobGet({ id: job.id });
+    assert.deepEqual(
+      await store.jobCompleteMany({ outcomes: [{ id: job.id, attempt: 1, status: "dead", result: { ...failed, terminal_reason: "permanent-status" } }] }),
+      [false],
+    );
+    assert.deepEqual(await store.jobGet({ id: job.id }), before);
+    assert.equal(before?.result?.terminal_reason, "cancelled-by-chain");
+  });
+
+  test("a late outcome after a lease rescue changes nothing, before and after the next claim", async (t) => {
+    const { s } = await setup(t, {
+      configure: (raw) => {
+        raw["lease"] = { grace_ms: 1000 };
+      },
+    });
+    const store = s.service.store;
+    const job = await enqueue(s, welcome());
+    await claimOne(s);
+    s.clock.advance(30_000 + 1000 + 1);
+    const rescued = await rescueExpiredLeases({ config: s.config, store, clock: s.clock, telemetry: s.service.telemetry, random: () => 0.5 });
+    assert.equal(rescued, 1);
+    const lateSuccess = { id: job.id, attempt: 1, status: "succeeded" as const, result: succeeded };
+    assert.deepEqual(await store.jobCompleteMany({ outcomes: [lateSuccess] }), [false]);
+    const afterRescue = await store.jobGet({ id: job.id });
+    assert.equal(afterRescue?.status, "retrying");
+    assert.equal(afterRescue?.result?.error_body, LEASE_EXPIRED_ERROR);
+
+    s.clock.set(afterRescue?.runAt ?? 0);
+    const again = await claimOne(s);
+    assert.equal(again.attempt, 2);
+    assert.deepEqual(await store.jobCompleteMany({ outcomes: [lateSuccess] }), [false]);
+    assert.equal((await store.jobGet({ id: job.id }))?.status, "running");
+    // In one batch, the stale outcome is refused and the current one written.
+    assert.deepEqual(
+      await store.jobCompleteMany({ outcomes: [lateSuccess, { ...lateSuccess, attempt: 2 }] }),
+      [false, true],
+    );
+    assert.equal((await store.jobGet({ id: job.id }))?.status, "succeeded");
+  });
+
+  test("a duplicate outcome of the same attempt is written once", async (t) => {
+    const { s } = await setup(t);
+    const store = s.service.store;
+    const job = await enqueue(s, welcome());
+    await claimOne(s);
+    const outcome = { id: job.id, attempt: 1, status: "dead" as const, result: { ...failed, terminal_reason: "exhausted" as const } };
+    assert.deepEqual(await store.jobCompleteMany({ outcomes: [outcome] }), [true]);
+    const written = await store.jobGet({ id: job.id });
+    s.clock.advance(1000);
+    assert.deepEqual(await store.jobCompleteMany({ outcomes: [{ ...outcome, status: "succeeded", result: succeeded }] }), [false]);
+    assert.deepEqual(await store.jobGet({ id: job.id }), written);
+  });
+
+  for (const ending of [
+    { name: "fails (503)", status: 503, expected: { status: "cancelled", result: { status_code: 503, error_body: "busy", terminal_reason: "cancelled-by-chain" } } },
+    { name: "succeeds (204)", status: 204, expected: { status: "succeeded", result: { status_code: 204, error_body: null, terminal_reason: null } } },
+  ] as const) {
+    test(`a job whose chain is cancelled while it runs ends ${ending.expected.status} when its attempt ${ending.name}`, async (t) => {
+      const release = deferred();
+      const { s, target } = await setup(t, {
+        handler: async (_request, res) => {
+          await release.promise;
+          reply(res, ending.status, ending.status === 204 ? {} : { body: "busy" });
+        },
+      });
+      const job = await enqueue(s, welcome(), { rid: "req-running" });
+      s.service.start();
+      await target.waitForRequests(1);
+      const cancel = await s.inject({ method: "POST", url: "/chains/req-running/cancel", token: await s.adminToken() });
+      assert.equal(cancel.statusCode, 200, cancel.body);
+      assert.deepEqual(cancel.json(), { jobs: [] }, "a running job is not interrupted");
+      assert.equal((await s.service.store.jobGet({ id: job.id }))?.status, "running");
+      release.resolve();
+      const done = await waitForStatus(s, job.id, ending.expected.status);
+      assert.deepEqual(done.result, ending.expected.result);
+      assert.equal(done.finishedAt, s.clock.now());
+    });
+  }
+});
+
+describe("leases", () => {
+  test("recovers a job whose lease expired only after timeout_ms + grace_ms, as retrying with backoff", async (t) => {
+    const { s } = await setup(t, {
+      configure: (raw) => {
+        raw["lease"] = { grace_ms: 1000 };
+      },
+    });
+    const store = s.service.store;
+    const rescue = () => rescueExpiredLeases({ config: s.config, store, clock: s.clock, telemetry: s.service.telemetry, random: () => 0.5 });
+    const job = await enqueue(s, welcome());
+    const [claimed] = await store.jobClaimMany({ limit: 1 });
+    assert.equal(claimed?.id, job.id);
+
+    // The default timeout_ms (30000) plus grace_ms (1000): not yet older than the lease at exactly that age.
+    s.clock.advance(31_000);
+    assert.equal(await rescue(), 0);
+    assert.equal((await store.jobGet({ id: job.id }))?.status, "running");
+
+    s.clock.advance(1);
+    assert.equal(await rescue(), 1);
+    const rescued = await store.jobGet({ id: job.id });
+    assert.equal(rescued?.status, "retrying");
+    assert.equal(rescued?.attempt, 1);
+    assert.equal(rescued?.runAt, s.clock.now() + FIRST_BACKOFF_MS);
+    assert.deepEqual(rescued?.result, { error_body: LEASE_EXPIRED_ERROR, terminal_reason: null });
+    assert.equal(await rescue(), 0, "a rescued job is rescued once");
+  });
+
+  test("uses each operation's own timeout_ms for its lease", async (t) => {
+    const { s } = await setup(t, {
+      configure: (raw) => {
+        raw["lease"] = { grace_ms: 1000 };
+        raw["operations"] = { buildReport: { timeout_ms: 5000 } };
+      },
+    });
+    const store = s.service.store;
+    const long = await enqueue(s, welcome());
+    const short = await enqueue(s, report());
+    assert.equal((await store.jobClaimMany({ limit: 2 })).length, 2);
+    s.clock.advance(6001);
+    assert.equal(await rescueExpiredLeases({ config: s.config, store, clock: s.clock, telemetry: s.service.telemetry }), 1);
+    assert.equal((await store.jobGet({ id: short.id }))?.status, "retrying");
+    assert.equal((await store.jobGet({ id: long.id }))?.status, "running");
+  });
+
+  test("a job whose lease expires at its last attempt ends dead exhausted", async (t) => {
+    const { s } = await setup(t, {
+      configure: (raw) => {
+        raw["lease"] = { grace_ms: 1000 };
+        raw["operations"] = { buildReport: { max_attempts: 1 } };
+      },
+    });
+    const store = s.service.store;
+    const job = await enqueue(s, report());
+    await store.jobClaimMany({ limit: 1 });
+    s.clock.advance(31_001);
+    assert.equal(await rescueExpiredLeases({ config: s.config, store, clock: s.clock, telemetry: s.service.telemetry }), 1);
+    const dead = await store.jobGet({ id: job.id });
+    assert.equal(dead?.status, "dead");
+    assert.deepEqual(dead?.result, { error_body: LEASE_EXPIRED_ERROR, terminal_reason: "exhausted" });
+    assert.equal(dead?.finishedAt, s.clock.now());
+  });
+
+  test("heartbeats keep an in-flight delivery from being rescued", async (t) => {
+    const release = deferred();
+    const { s, target } = await setup(t, {
+      handler: async (_request, res) => {
+        await release.promise;
+        reply(res, 204);
+      },
+      configure: (raw) => {
+        raw["lease"] = { heartbeat_ms: 20, grace_ms: 1000, check_ms: NEVER_POLL_MS };
+        raw["operations"] = { sendWelcomeEmail: { timeout_ms: 5000 } };
+      },
+    });
+    const store = s.service.store;
+    const job = await enqueue(s, welcome());
+    s.service.start();
+    await target.waitForRequests(1);
+    // Far past timeout_ms + grace_ms since the claim; the next heartbeat renews the lease at this time.
+    s.clock.advance(10_000);
+    await waitForJob(s, job.id, (row) => row.heartbeatAt === s.clock.now(), "a heartbeat at the new time");
+    assert.equal(await rescueExpiredLeases({ config: s.config, store, clock: s.clock, telemetry: s.service.telemetry }), 0);
+    assert.equal((await store.jobGet({ id: job.id }))?.status, "running");
+    release.resolve();
+    const done = await waitForStatus(s, job.id, "succeeded");
+    assert.equal(done.attempt, 1);
+  });
+});
+
+describe("graceful stop", () => {
+  /** Reads a job from the database file of a closed service. */
+  async function readAfterClose(s: TestService, id: string): Promise<JobRow | undefined> {
+    const store = await openStore({ url: s.config.database, clock: s.clock });
+    try {
+      return await store.jobGet({ id });
+    } finally {
+      await store.close();
+    }
+  }
+
+  test("lets a delivery that answers within the grace finish, and claims nothing more", async (t) => {
+    const release = deferred();
+    const { s, target } = await setup(t, {
+      handler: async (_request, res) => {
+        await release.promise;
+        reply(res, 204);
+      },
+      configure: (raw) => {
+        raw["worker"] = { concurrency: 1, poll_ms: NEVER_POLL_MS };
+      },
+    });
+    const first = await enqueue(s, welcome());
+    const second = await enqueue(s, welcome());
+    s.service.start();
+    await target.waitForRequests(1);
+    const closing = s.service.close({ graceMs: 10_000 });
+    release.resolve();
+    await closing;
+    const done = await readAfterClose(s, first.id);
+    assert.equal(done?.status, "succeeded");
+    assert.deepEqual(done?.result, { status_code: 204, error_body: null, terminal_reason: null });
+    const waiting = await readAfterClose(s, second.id);
+    assert.equal(waiting?.status, "pending");
+    assert.equal(waiting?.attempt, 0);
+    assert.equal(target.requests.length, 1);
+  });
+
+  test("puts a delivery still unanswered after the grace back to retrying with run_at = now", async (t) => {
+    const { s, target } = await setup(t, { handler: () => new Promise<void>(() => undefined) });
+    const job = await enqueue(s, welcome());
+    s.service.start();
+    await target.waitForRequests(1);
+    await s.service.close({ graceMs: 200 });
+    const requeued = await readAfterClose(s, job.id);
+    assert.equal(requeued?.status, "retrying");
+    assert.equal(requeued?.runAt, s.clock.now());
+    assert.equal(requeued?.attempt, 1);
+    assert.equal(requeued?.result?.terminal_reason, null);
+    assert.equal(requeued?.result && "status_code" in requeued.result, false);
+    assert.match(requeued?.result?.error_body ?? "", /shutdown/);
+  });
+
+  test("an unanswered last attempt is put back to retrying with an attempt left, not dead", async (t) => {
+    const { s, target } = await setup(t, {
+      handler: () => new Promise<void>(() => undefined),
+      configure: (raw) => {
+        raw["operations"] = { buildReport: { max_attempts: 1 } };
+      },
+    });
+    const job = await enqueue(s, report());
+    s.service.start();
+    await target.waitForRequests(1);
+    await s.service.close({ graceMs: 200 });
+    const requeued = await readAfterClose(s, job.id);
+    assert.equal(requeued?.status, "retrying");
+    assert.equal(requeued?.runAt, s.clock.now());
+    assert.ok((requeued?.attempt ?? 1) < (requeued?.maxAttempts ?? 0), "one attempt is left to run");
+  });
+});
+
+describe("wake-ups", () => {
+  test("a job enqueued over HTTP while the dispatcher is idle is delivered without time passing", async (t) => {
+    const { s, target } = await setup(t, {
+      configure: (raw) => {
+        raw["worker"] = { concurrency: 4, poll_ms: NEVER_POLL_MS };
+      },
+    });
+    const t0 = s.clock.now();
+    s.service.start();
+    const first = await enqueue(s, welcome());
+    await waitForStatus(s, first.id, "succeeded");
+    // Idle now: nothing is due and the poll fallback is an hour away.
+    const second = await enqueue(s, welcome());
+    const [, request] = await target.waitForRequests(2);
+    assert.equal(request?.headers["x-job-id"], second.id);
+    await waitForStatus(s, second.id, "succeeded");
+    assert.equal(s.clock.now(), t0);
+  });
+
+  test("a job put back by an admin retry is delivered without time passing", async (t) => {
+    let calls = 0;
+    const { s, target } = await setup(t, {
+      handler: (_request, res) => reply(res, ++calls === 1 ? 404 : 204),
+      configure: (raw) => {
+        raw["worker"] = { concurrency: 4, poll_ms: NEVER_POLL_MS };
+      },
+    });
+    s.service.start();
+    const job = await enqueue(s, welcome());
+    await waitForStatus(s, job.id, "dead");
+    const retried = await s.inject({ method: "POST", url: `/jobs/${job.id}/retry`, token: await s.adminToken() });
+    assert.equal(retried.statusCode, 200, retried.body);
+    await target.waitForRequests(2);
+    const done = await waitForStatus(s, job.id, "succeeded");
+    assert.equal(done.attempt, 1);
+  });
+
+  test("a delayed job is delivered once the clock passes its run_at, not before", async (t) => {
+    const { s, target } = await setup(t, {
+      configure: (raw) => {
+        raw["worker"] = { concurrency: 4, poll_ms: NEVER_POLL_MS };
+      },
+    });
+    const t0 = s.clock.now();
+    s.service.start();
+    const delayed = await enqueue(s, welcome({ delay_ms: 60_000 }));
+    assert.equal(delayed.run_at, new Date(t0 + 60_000).toISOString());
+
+    // A job due now, enqueued after it, is claimed by a claim that would have taken the delayed one too.
+    const sentinel = await enqueue(s, report());
+    await waitForStatus(s, sentinel.id, "succeeded");
+    assert.equal((await s.service.store.jobGet({ id: delayed.id }))?.status, "pending");
+
+    moveClockTo(s, t0 + 59_999);
+    const secondSentinel = await enqueue(s, report());
+    await waitForStatus(s, secondSentinel.id, "succeeded");
+    assert.equal((await s.service.store.jobGet({ id: delayed.id }))?.status, "pending");
+    assert.ok(
+      target.requests.every((request) => request.headers["x-job-id"] !== delayed.id),
+      "the delayed job was not delivered early",
+    );
+
+    moveClockTo(s, t0 + 60_000);
+    const done = await waitForStatus(s, delayed.id, "succeeded");
+    assert.equal(done.startedAt, t0 + 60_000);
+    assert.equal(target.requests.at(-1)?.headers["x-job-id"], delayed.id);
+  });
+});
