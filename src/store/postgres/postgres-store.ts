@@ -550,9 +550,10 @@ export class PostgresStore implements Store {
     // Jobs behind a running key are not claimable: counted, they would make every idle node's timer fire at once,
     // again and again, until the key is free. The node finishing the key's job wakes itself and claims the next.
     const rows = await this.query(
-      `SELECT min(j.run_at) AS next FROM jobs j WHERE j.${CLAIMABLE}
+      `SELECT j.run_at AS next FROM jobs j WHERE j.${CLAIMABLE}
          AND (j.concurrency_key IS NULL OR NOT EXISTS (
-           SELECT 1 FROM jobs r WHERE r.concurrency_key = j.concurrency_key AND r.status = 'running'))`,
+           SELECT 1 FROM jobs r WHERE r.concurrency_key = j.concurrency_key AND r.status = 'running'))
+       ORDER BY j.run_at LIMIT 1`,
       [],
       "opqueue_next_run_at",
     );

@@ -153,6 +153,9 @@ export class SqliteStore implements Store {
 
   private prepareStatements() {
     const db = this.db;
+    // The hot queries name their partial index (INDEXED BY): without statistics SQLite's planner prefers the
+    // broader jobs_status_seq and then sorts every claimable row, which a large backlog makes ruinous. A hint
+    // that cannot be honoured fails loudly at prepare time instead of quietly scanning.
     return {
       getById: db.prepare<[string], SqliteJobRow>("SELECT * FROM jobs WHERE id = ?"),
       dedupeHolder: db.prepare<[string], SqliteJobRow>(
@@ -199,17 +202,17 @@ export class SqliteStore implements Store {
       ),
       runningKeys: db
         .prepare<[], string>(
-          "SELECT concurrency_key FROM jobs WHERE concurrency_key IS NOT NULL AND status = 'running'",
+          "SELECT concurrency_key FROM jobs INDEXED BY jobs_running_concurrency_key WHERE concurrency_key IS NOT NULL AND status = 'running'",
         )
         .pluck(),
       // Uses the partial index jobs_claim, whose WHERE this query repeats word for word. Jobs whose key is
       // already running are left out here, in SQL, not only in the loop: otherwise a backlog of such jobs longer
       // than the bounded candidate pages would hide every claimable job behind it, for as long as the key runs.
       claimCandidates: db.prepare<{ now: number; limit: number; offset: number }, { seq: number; concurrency_key: string | null }>(
-        `SELECT seq, concurrency_key FROM jobs
+        `SELECT seq, concurrency_key FROM jobs INDEXED BY jobs_claim
          WHERE ${CLAIMABLE} AND run_at <= :now
            AND (concurrency_key IS NULL OR concurrency_key NOT IN (
-             SELECT concurrency_key FROM jobs WHERE concurrency_key IS NOT NULL AND status = 'running'))
+             SELECT concurrency_key FROM jobs INDEXED BY jobs_running_concurrency_key WHERE concurrency_key IS NOT NULL AND status = 'running'))
          ORDER BY priority DESC, run_at, seq LIMIT :limit OFFSET :offset`,
       ),
       claimOne: db.prepare<{ seq: number; now: number }, SqliteJobRow>(
@@ -242,16 +245,19 @@ export class SqliteStore implements Store {
         "UPDATE jobs SET heartbeat_at = :now WHERE id = :id AND status = 'running' AND attempt = :attempt",
       ),
       expired: db.prepare<{ before: number; limit: number }, SqliteJobRow>(
-        `SELECT * FROM jobs WHERE status = 'running' AND heartbeat_at < :before ORDER BY heartbeat_at LIMIT :limit`,
+        `SELECT * FROM jobs INDEXED BY jobs_running_heartbeat
+         WHERE status = 'running' AND heartbeat_at < :before ORDER BY heartbeat_at LIMIT :limit`,
       ),
       // Jobs whose key is running are not claimable (CONTRACT §4), so they do not count: were they counted, a due
       // job behind a busy key would make the dispatcher's timer fire at once, again and again, until the key is
       // free. The delivery that frees the key wakes the dispatcher instead.
       nextRunAt: db
         .prepare<[], number | null>(
-          `SELECT min(run_at) FROM jobs WHERE ${CLAIMABLE}
+          // ORDER BY ... LIMIT 1 walks the jobs_run_at index and stops at the first unblocked job.
+          `SELECT run_at FROM jobs INDEXED BY jobs_run_at WHERE ${CLAIMABLE}
              AND (concurrency_key IS NULL OR concurrency_key NOT IN (
-               SELECT concurrency_key FROM jobs WHERE concurrency_key IS NOT NULL AND status = 'running'))`,
+               SELECT concurrency_key FROM jobs INDEXED BY jobs_running_concurrency_key WHERE concurrency_key IS NOT NULL AND status = 'running'))
+           ORDER BY run_at LIMIT 1`,
         )
         .pluck(),
       recordTick: db.prepare<{ name: string; tick_at: number }>(
@@ -263,7 +269,8 @@ export class SqliteStore implements Store {
       deleteTicks: db.prepare<{ before: number }>("DELETE FROM cron_ticks WHERE tick_at < :before"),
       deleteFinished: db.prepare<{ before: number; limit: number }, { original_request_id: string }>(
         `DELETE FROM jobs WHERE seq IN (
-           SELECT seq FROM jobs WHERE finished_at < :before AND status IN ('succeeded', 'dead', 'cancelled')
+           SELECT seq FROM jobs INDEXED BY jobs_finished_at
+           WHERE finished_at < :before AND finished_at IS NOT NULL AND status IN ('succeeded', 'dead', 'cancelled')
            LIMIT :limit)
          RETURNING original_request_id`,
       ),
@@ -276,7 +283,7 @@ export class SqliteStore implements Store {
         "SELECT status, count(*) AS count FROM jobs GROUP BY status",
       ),
       oldestDue: db.prepare<[number], number | null>(
-        `SELECT min(run_at) FROM jobs WHERE ${CLAIMABLE} AND run_at <= ?`,
+        `SELECT run_at FROM jobs INDEXED BY jobs_run_at WHERE ${CLAIMABLE} AND run_at <= ? ORDER BY run_at LIMIT 1`,
       ).pluck(),
       schemaVersion: db.prepare<[], number>("PRAGMA user_version").pluck(),
     };
