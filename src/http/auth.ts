@@ -5,7 +5,7 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { TokenError, type AdminIdentity, type TokenVerifier } from "../auth/tokens.js";
 import { ApiError } from "../errors.js";
-import type { EnqueueCaller } from "../job/enqueue.js";
+import { hasUnstorableText, type EnqueueCaller } from "../job/enqueue.js";
 import type { Store } from "../store/store.js";
 
 declare module "fastify" {
@@ -38,6 +38,9 @@ export function enqueueAuthHook(options: { verifier: TokenVerifier; store: Store
     } catch (error) {
       if (error instanceof TokenError) throw new ApiError(401, "invalid_assertion", `invalid assertion: ${error.message}`);
       throw error;
+    }
+    if (hasUnstorableText([assertion.sub, assertion.op, assertion.rid ?? "", assertion.job ?? ""])) {
+      throw new ApiError(401, "invalid_assertion", "invalid assertion: a claim holds U+0000 or a lone UTF-16 surrogate");
     }
     let parent;
     if (assertion.job !== undefined) {

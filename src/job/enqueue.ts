@@ -25,8 +25,11 @@ export const MAX_PAYLOAD_BYTES = 16_384;
  * the store or the response, as a 500.
  */
 export const MAX_PAYLOAD_DEPTH = 128;
-/** 0000-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z: the instants an RFC 3339 UTC date can write. */
-const MIN_RUN_AT_MS = -62_167_219_200_000;
+/**
+ * 0001-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z: the instants an RFC 3339 UTC date can write, less year
+ * 0000, which PostgreSQL's timestamptz does not have.
+ */
+const MIN_RUN_AT_MS = -62_135_596_800_000;
 const MAX_RUN_AT_MS = 253_402_300_799_999;
 
 /** What enqueueing needs from the running service. */
@@ -73,6 +76,13 @@ async function enqueue(deps: EnqueueDeps, caller: EnqueueCaller, body: EnqueueBo
   const runAt = computeRunAt(body, now);
   if (nestsDeeperThan(body.request, MAX_PAYLOAD_DEPTH)) {
     throw new ApiError(400, "invalid_request", `request is nested more than ${MAX_PAYLOAD_DEPTH} levels deep`);
+  }
+  if (hasUnstorableText(body)) {
+    throw new ApiError(
+      400,
+      "invalid_request",
+      "a string in the body holds U+0000 or a lone UTF-16 surrogate, which cannot be stored",
+    );
   }
   const payloadBytes = Buffer.byteLength(JSON.stringify(body.request), "utf8");
   if (payloadBytes > MAX_PAYLOAD_BYTES) {
@@ -197,7 +207,7 @@ function computeRunAt(body: EnqueueBody, now: number): number {
     if (Number.isNaN(runAt)) throw new ApiError(400, "invalid_request", `run_at "${body.run_at}" is not a usable date-time`);
     // An offset can carry 0000-01-01 or 9999-12-31 out of the years RFC 3339 can write once in UTC.
     if (runAt < MIN_RUN_AT_MS || runAt > MAX_RUN_AT_MS) {
-      throw new ApiError(400, "invalid_request", `run_at "${body.run_at}" falls outside years 0000-9999 in UTC`);
+      throw new ApiError(400, "invalid_request", `run_at "${body.run_at}" falls outside years 0001-9999 in UTC`);
     }
     return runAt;
   }
@@ -211,6 +221,29 @@ function nestsDeeperThan(value: unknown, max: number): boolean {
     if (typeof item.node !== "object" || item.node === null) continue;
     if (item.depth > max) return true;
     for (const child of Object.values(item.node)) pending.push({ node: child, depth: item.depth + 1 });
+  }
+  return false;
+}
+
+/**
+ * U+0000, or a surrogate that is not half of a pair (with the u flag a pair is one code point, never Cs). JSON's
+ * escapes can carry both, but PostgreSQL stores neither in text or json, so both engines refuse them alike.
+ */
+const UNSTORABLE = /[\u0000\p{Cs}]/u;
+
+/** True when a string (key or value) anywhere in `value` holds text no engine can store; iterative. */
+export function hasUnstorableText(value: unknown): boolean {
+  const pending: unknown[] = [value];
+  while (pending.length > 0) {
+    const node = pending.pop();
+    if (typeof node === "string") {
+      if (UNSTORABLE.test(node)) return true;
+    } else if (typeof node === "object" && node !== null) {
+      for (const [key, child] of Object.entries(node)) {
+        if (UNSTORABLE.test(key)) return true;
+        pending.push(child);
+      }
+    }
   }
   return false;
 }

@@ -827,3 +827,27 @@ describe("wire form", () => {
     }
   });
 });
+
+describe("text no engine can store", () => {
+  test("refuses U+0000 and lone surrogates anywhere in the body with 400 invalid_request, storing nothing", async (t) => {
+    const s = await startService(t);
+    const token = await s.assertion();
+    const bodies = [
+      '{"operation_id":"buildReport","request":{"body":"a\\u0000b"}}',
+      '{"operation_id":"buildReport","request":{"query":{"\\ud800":1}}}',
+      '{"operation_id":"buildReport","request":{"body":["\\udc00"]}}',
+      '{"operation_id":"buildReport","request":{},"dedupe_key":"k\\u0000"}',
+    ];
+    for (const body of bodies) assertError(await postRaw(s, body, token), 400, "invalid_request");
+    assert.equal(await countJobs(s), 0);
+    // A well-formed pair is fine.
+    const ok = await postRaw(s, '{"operation_id":"buildReport","request":{"body":"\\ud83d\\ude00"}}', token);
+    assert.equal(ok.statusCode, 201, ok.body);
+  });
+
+  test("refuses an assertion whose claims hold U+0000 with 401 invalid_assertion", async (t) => {
+    const s = await startService(t);
+    const token = await s.assertion({ rid: "r\u0000" });
+    assertError(await postRaw(s, '{"operation_id":"buildReport","request":{}}', token), 401, "invalid_assertion");
+  });
+});

@@ -241,8 +241,8 @@ const PRODUCT_OPERATIONS: string[] = (() => {
 const PROTOTYPE_KEYS = ["constructor", "__proto__", "toString", "hasOwnProperty", "valueOf", "prototype"];
 const CALLERS = ["createUser", "importUsers", "sendWelcomeEmail", "recordEmailSent", "cron:nightly"];
 
-/** 0000-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z: the dates RFC 3339 can write. */
-const MIN_RFC3339_MS = -62_167_219_200_000;
+/** 0001-01-01T00:00:00.000Z (year 0000 is refused: PostgreSQL has none) and 9999-12-31T23:59:59.999Z. */
+const MIN_RFC3339_MS = -62_135_596_800_000;
 const MAX_RFC3339_MS = 253_402_300_799_999;
 const MAX_DELAY_MS = 100 * 365 * 24 * 3600 * 1000;
 
@@ -1181,11 +1181,12 @@ test("fuzz regressions: inputs the fuzzer found or that sit on a boundary", asyn
   });
 
   await t.test("run_at that would leave RFC 3339's years once in UTC is refused, so wire dates stay RFC 3339", async () => {
-    for (const runAt of ["9999-12-31T23:59:59-23:59", "0000-01-01T00:00:00+00:01"]) {
+    // Year 0000 is refused too: PostgreSQL's timestamptz has no year 0.
+    for (const runAt of ["9999-12-31T23:59:59-23:59", "0000-01-01T00:00:00+00:01", "0000-01-01T00:00:00Z", "0000-12-31T23:59:59Z"]) {
       expectError(await enqueue(JSON.stringify({ operation_id: "buildReport", request: {}, run_at: runAt })), 400, "invalid_request");
     }
     for (const [runAt, wire] of [
-      ["0000-01-01T00:00:00Z", "0000-01-01T00:00:00.000Z"],
+      ["0001-01-01T00:00:00Z", "0001-01-01T00:00:00.000Z"],
       ["9999-12-31T23:59:59.999Z", "9999-12-31T23:59:59.999Z"],
       ["9999-12-31T23:59:59+00:00", "9999-12-31T23:59:59.000Z"],
       ["2026-11-21T12:00:00.123456789012Z", "2026-11-21T12:00:00.123Z"],

@@ -63,6 +63,14 @@ function isUniqueViolation(error: unknown, constraint: string): boolean {
   return err.code === "23505" && err.constraint === constraint;
 }
 
+/**
+ * PostgreSQL text cannot hold U+0000, so no stored id or key contains it: a lookup by such a string finds
+ * nothing, and is answered so without asking the server (which would refuse the parameter).
+ */
+function unstorable(...values: Array<string | undefined>): boolean {
+  return values.some((value) => value !== undefined && value.includes("\u0000"));
+}
+
 function toMs(value: unknown): number | null {
   if (value === null || value === undefined) return null;
   if (value instanceof Date) return value.getTime();
@@ -226,6 +234,12 @@ export class PostgresStore implements Store {
     }
   }
 
+  /** `answer`, unless the store is closed. */
+  private assertOpen<T>(answer: T): T {
+    if (this.closed) throw new StoreUnavailableError("the store is closed");
+    return answer;
+  }
+
   private now(): Date {
     return new Date(this.clock.now());
   }
@@ -344,11 +358,15 @@ export class PostgresStore implements Store {
   }
 
   async jobGet(params: { id: string }): Promise<JobRow | undefined> {
+    if (unstorable(params.id)) return this.assertOpen(undefined);
     const rows = await this.query("SELECT * FROM jobs WHERE id = $1", [params.id], "opqueue_job_get");
     return rows[0] ? toJobRow(rows[0]) : undefined;
   }
 
   async jobList(params: JobListParams): Promise<JobRow[]> {
+    if (unstorable(params.operationId, params.originalRequestId, params.userId, params.parentJobId)) {
+      return this.assertOpen([]);
+    }
     const where: string[] = [];
     const values: unknown[] = [];
     const add = (sql: (placeholder: string) => string, value: unknown) => {
@@ -370,6 +388,7 @@ export class PostgresStore implements Store {
   }
 
   async jobCancel(params: { id: string }): Promise<JobCancelOutcome> {
+    if (unstorable(params.id)) return this.assertOpen({ kind: "not_found" });
     const rows = await this.query(
       `UPDATE jobs SET status = 'cancelled', finished_at = $2,
          result = (coalesce(result::jsonb, '{"error_body":null}'::jsonb) || '{"terminal_reason":"cancelled-by-admin"}'::jsonb)::json
@@ -384,6 +403,7 @@ export class PostgresStore implements Store {
   }
 
   async jobRetry(params: { id: string }): Promise<JobRetryOutcome> {
+    if (unstorable(params.id)) return this.assertOpen({ kind: "not_found" });
     const holderOf = async (client: pg.PoolClient, key: string) =>
       (await client.query<PgRow>(`SELECT * FROM jobs WHERE dedupe_key = $1 AND ${CLAIMABLE}`, [key])).rows[0];
     return this.transaction(async (client) => {
@@ -417,6 +437,8 @@ export class PostgresStore implements Store {
   }
 
   async chainCancel(params: { originalRequestId: string }): Promise<JobRow[]> {
+    // No job can join such a chain (enqueue refuses U+0000), so there is nothing to cancel or to remember.
+    if (unstorable(params.originalRequestId)) return this.assertOpen([]);
     return this.transaction(async (client) => {
       const now = this.now();
       // Marking the chain first takes its row lock: an enqueue into the chain racing this waits for it and then
