@@ -229,6 +229,7 @@ function nestsDeeperThan(value: unknown, max: number): boolean {
  * U+0000, or a surrogate that is not half of a pair (with the u flag a pair is one code point, never Cs). JSON's
  * escapes can carry both, but PostgreSQL stores neither in text or json, so both engines refuse them alike.
  */
+// eslint-disable-next-line no-control-regex -- matching U+0000 is the point
 const UNSTORABLE = /[\u0000\p{Cs}]/u;
 
 /** True when a string (key or value) anywhere in `value` holds text no engine can store; iterative. */
