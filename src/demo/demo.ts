@@ -78,6 +78,7 @@ export async function runDemo(): Promise<void> {
     operation_id: "sendWelcomeEmail",
     request: { path_params: { userId: "alice" }, body: { email: "alice@example.com" } },
     dedupe_key: "welcome:alice",
+    delay_ms: 60_000,
   });
   console.log(`
 opqueue ${VERSION} demo
@@ -85,7 +86,8 @@ opqueue ${VERSION} demo
   database:       ${config.database}
   demo product:   ${config.target.base_url}   (signs a user up every ${SIGNUP_EVERY_MS / 1000} s; cron "daily-report" runs every minute)
 
-Enqueue a job yourself (the assertion is valid for 5 minutes; the same call again answers 200, deduplicated):
+Enqueue a job yourself, due in a minute (the assertion is valid for 5 minutes). The same call again answers 200:
+the waiting job holds its dedupe key, so it is refreshed, not duplicated. Cancel it with the admin token below.
 
   curl -s -X POST ${url}/jobs \\
     -H 'content-type: application/json' \\
