@@ -20,6 +20,7 @@ export class NotificationListener {
   constructor(
     private readonly options: {
       url: string;
+      applicationName: string;
       /** Connection options (search path, time zone), as the pool uses. */
       connectionOptions: string;
       channel: string;
@@ -38,7 +39,7 @@ export class NotificationListener {
   private async connect(): Promise<void> {
     const client = new pg.Client({
       connectionString: this.options.url,
-      application_name: "opqueue-listener",
+      application_name: this.options.applicationName,
       options: this.options.connectionOptions,
       connectionTimeoutMillis: 5000,
       keepAlive: true,

@@ -176,7 +176,13 @@ export class PostgresStore implements Store {
   private closed = false;
   private readonly inFlight = new Set<Promise<unknown>>();
   private readonly listeners = new Set<NotificationListener>();
-  private readonly connection: { url: string; options: string; channel: string; onError?: (error: Error) => void };
+  private readonly connection: {
+    url: string;
+    applicationName: string;
+    options: string;
+    channel: string;
+    onError?: (error: Error) => void;
+  };
 
   private constructor(options: {
     pool: pg.Pool;
@@ -196,6 +202,9 @@ export class PostgresStore implements Store {
     const parsed = new URL(options.url);
     const schema = options.schema ?? (parsed.searchParams.get("schema") || undefined);
     parsed.searchParams.delete("schema");
+    // `?application_name=` names this node's connections in pg_stat_activity (default "opqueue").
+    const applicationName = parsed.searchParams.get("application_name") || "opqueue";
+    parsed.searchParams.delete("application_name");
     const url = parsed.toString();
     const runtimeOptions = ["-c TimeZone=UTC"];
     if (schema) {
@@ -209,7 +218,7 @@ export class PostgresStore implements Store {
       max: options.poolSize ?? 10,
       connectionTimeoutMillis: 5000,
       idleTimeoutMillis: 30_000,
-      application_name: "opqueue",
+      application_name: applicationName,
       options: runtimeOptions.join(" "),
     });
     pool.on("error", (error) => options.onPoolError?.(error));
@@ -223,6 +232,7 @@ export class PostgresStore implements Store {
         schemaVersion,
         connection: {
           url,
+          applicationName,
           options: runtimeOptions.join(" "),
           channel: `opqueue_jobs:${current ?? "public"}`,
           ...(options.onPoolError ? { onError: options.onPoolError } : {}),
@@ -650,6 +660,7 @@ export class PostgresStore implements Store {
     if (this.closed) throw new StoreUnavailableError("the store is closed");
     const listener = new NotificationListener({
       url: this.connection.url,
+      applicationName: `${this.connection.applicationName}-listener`,
       connectionOptions: this.connection.options,
       channel: this.connection.channel,
       onNotify: (payload) => {
