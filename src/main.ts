@@ -4,6 +4,7 @@
 import { pino, type Logger } from "pino";
 import type { Config } from "./config.js";
 import { createService, type Service } from "./service.js";
+import { StoreUnavailableError } from "./store/store.js";
 import { VERSION } from "./version.js";
 
 /** A service that is listening (or, with `api: false`, just running). */
@@ -28,7 +29,7 @@ export async function serve(options: {
   logger: Logger;
 }): Promise<RunningService> {
   const { config, logger } = options;
-  const service = await createService({ config, logger, processMetrics: true, worker: options.worker });
+  const service = await createServiceWhenDatabaseAnswers({ config, logger, worker: options.worker });
   for (const warning of service.warnings) logger.warn(warning);
   let url: string | null = null;
   if (options.api) {
@@ -52,6 +53,42 @@ export async function serve(options: {
       return stopping;
     },
   };
+}
+
+/** Longest wait between attempts to reach the database at start-up. */
+const START_RETRY_MAX_MS = 10_000;
+
+/**
+ * Builds the service, waiting for the database while it is unreachable (a node started before its database, or
+ * during an outage, comes up by itself when the database does). A signal meanwhile exits at once: nothing is
+ * open yet.
+ */
+async function createServiceWhenDatabaseAnswers(options: {
+  config: Config;
+  logger: Logger;
+  worker: boolean;
+}): Promise<Service> {
+  const { config, logger } = options;
+  const exitNow = () => process.exit(0);
+  process.once("SIGTERM", exitNow);
+  process.once("SIGINT", exitNow);
+  try {
+    for (let delayMs = 500; ; delayMs = Math.min(START_RETRY_MAX_MS, delayMs * 2)) {
+      try {
+        return await createService({ config, logger, processMetrics: true, worker: options.worker });
+      } catch (error) {
+        if (!(error instanceof StoreUnavailableError)) throw error;
+        logger.warn(
+          { err: error, database: redactUrl(config.database), retryInMs: delayMs },
+          "database unavailable at start-up; waiting for it",
+        );
+        await new Promise((resolve) => setTimeout(resolve, delayMs));
+      }
+    }
+  } finally {
+    process.off("SIGTERM", exitNow);
+    process.off("SIGINT", exitNow);
+  }
 }
 
 /** Hides the password of a database URL. */
