@@ -48,7 +48,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     ...(options.logger ? { loggerInstance: options.logger } : { logger: false }),
     bodyLimit: BODY_LIMIT_BYTES,
     // Chain ids (request ids) and job ids arrive as path parameters; Fastify's default cap is 100 characters.
-    maxParamLength: 2048,
+    routerOptions: { maxParamLength: 2048 },
     requestIdHeader: "x-request-id",
     return503OnClosing: false,
     // Malformed URLs never reach a route; answer them in the contract's shape.
