@@ -1,0 +1,142 @@
+/**
+ * The target side: verifying the delivery token opqueue sends with every attempt, remembering the delivery for
+ * the duration of the request (so `enqueue` inside it chains automatically), and answering the way CONTRACT §6
+ * reads answers.
+ */
+import { AsyncLocalStorage } from "node:async_hooks";
+import { createRemoteJWKSet, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from "jose";
+import type { Authority } from "../job/schemas.js";
+
+/** What a target learns from a verified delivery. */
+export interface DeliveryContext {
+  jobId: string;
+  attempt: number;
+  /** The user the job runs as. */
+  userId: string;
+  /** The target operation this delivery is for. */
+  operationId: string;
+  /** The chain's root request id. */
+  originalRequestId: string;
+  /** The chain's authority (wire form). */
+  authority: Authority;
+}
+
+/** How delivery tokens are checked: the delivery secret (HS256) or the service's JWKS URL (EdDSA/ES256). */
+export type DeliveryVerifierOptions = {
+  /** `target.audience` of the service's config. */
+  audience: string;
+  /** Allowed clock skew, seconds (default 30). */
+  clockToleranceSeconds?: number;
+} & ({ secret: string } | { jwksUrl: string });
+
+/** A delivery token that does not check out. */
+export class DeliveryTokenError extends Error {
+  override name = "DeliveryTokenError";
+}
+
+interface DeliveryClaims extends JWTPayload {
+  op?: unknown;
+  job?: unknown;
+  att?: unknown;
+  rid?: unknown;
+  authority?: unknown;
+}
+
+const storage = new AsyncLocalStorage<DeliveryContext>();
+
+/** The delivery being handled in this async context, if any. */
+export function currentDelivery(): DeliveryContext | undefined {
+  return storage.getStore();
+}
+
+/** Runs `fn` as part of handling `delivery` (enqueues inside it chain to it). */
+export function runInDelivery<T>(delivery: DeliveryContext, fn: () => T): T {
+  return storage.run(delivery, fn);
+}
+
+type HeaderBag = Record<string, string | string[] | undefined> | Headers;
+
+function header(headers: HeaderBag, name: string): string | undefined {
+  if (headers instanceof Headers) return headers.get(name) ?? undefined;
+  const value = headers[name] ?? headers[name.toLowerCase()];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/** Verifies delivery tokens; create one per process (keys are imported once). */
+export function createDeliveryVerifier(options: DeliveryVerifierOptions): {
+  verifyDelivery(headers: HeaderBag): Promise<DeliveryContext>;
+} {
+  const key: Uint8Array | JWTVerifyGetKey =
+    "secret" in options ? new TextEncoder().encode(options.secret) : createRemoteJWKSet(new URL(options.jwksUrl));
+  const algorithms = "secret" in options ? ["HS256"] : ["EdDSA", "ES256"];
+  return {
+    async verifyDelivery(headers) {
+      const match = /^Bearer\s+(\S+)$/i.exec(header(headers, "authorization") ?? "");
+      if (!match?.[1]) throw new DeliveryTokenError("no delivery token (Authorization: Bearer)");
+      let payload: DeliveryClaims;
+      try {
+        ({ payload } = await jwtVerify<DeliveryClaims>(match[1], key as Uint8Array, {
+          audience: options.audience,
+          issuer: "opqueue",
+          algorithms,
+          clockTolerance: options.clockToleranceSeconds ?? 30,
+          requiredClaims: ["exp", "sub", "op", "job", "att", "rid", "authority"],
+        }));
+      } catch (error) {
+        throw new DeliveryTokenError(`invalid delivery token: ${(error as Error).message}`);
+      }
+      const { sub, op, job, att, rid, authority } = payload;
+      if (typeof sub !== "string" || typeof op !== "string" || typeof job !== "string" || typeof rid !== "string") {
+        throw new DeliveryTokenError("invalid delivery token: malformed claims");
+      }
+      if (typeof att !== "number" || typeof authority !== "object" || authority === null) {
+        throw new DeliveryTokenError("invalid delivery token: malformed claims");
+      }
+      return {
+        jobId: job,
+        attempt: att,
+        userId: sub,
+        operationId: op,
+        originalRequestId: rid,
+        authority: authority as Authority,
+      };
+    },
+  };
+}
+
+/** Verifies one delivery's headers (creating a verifier each call; prefer `createDeliveryVerifier`). */
+export function verifyDelivery(headers: HeaderBag, options: DeliveryVerifierOptions): Promise<DeliveryContext> {
+  return createDeliveryVerifier(options).verifyDelivery(headers);
+}
+
+/** Something that can take a response header: a Fastify reply or a Node/Express response. */
+type HeaderTarget = { header(name: string, value: string): unknown } | { setHeader(name: string, value: string): unknown };
+
+/**
+ * Marks a failure answer as final: opqueue will not retry it (`x-job-retry: never`, CONTRACT §6 rule 2); the job
+ * ends dead with `rejected-by-endpoint`. Send any non-2xx status with it.
+ */
+export function neverRetry(response: HeaderTarget): void {
+  if ("header" in response) response.header("x-job-retry", "never");
+  else response.setHeader("x-job-retry", "never");
+}
+
+/**
+ * Marks a failure answer as worth retrying whatever its status (`x-job-retry: always`, rule 4); a `Retry-After`
+ * header is honoured with it.
+ */
+export function alwaysRetry(response: HeaderTarget): void {
+  if ("header" in response) response.header("x-job-retry", "always");
+  else response.setHeader("x-job-retry", "always");
+}
+
+/**
+ * The answer for a delivery whose authority cannot be resolved any more (the user is gone, the grant revoked):
+ * 401 with `code: "auth_unresolvable"`, which ends the job dead with `auth-unresolvable` (rule 5).
+ */
+export function authUnresolvable(message = "the job's authority cannot be resolved"): {
+  statusCode: 401;
+  body: { code: "auth_unresolvable"; message: string };
+} {
+  return { statusCode: 401, body: { code: "auth_unresolvable", message } };
+}

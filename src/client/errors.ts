@@ -1,0 +1,104 @@
+/**
+ * Typed errors of the client: one class per `code` of CONTRACT §11, so callers can `catch` what they handle
+ * (`if (error instanceof SpawnCapExceededError)`), and the status and message the service gave.
+ */
+
+/** Any refusal by the service (or a transport failure, with status 0). */
+export class OpqueueError extends Error {
+  override name = "OpqueueError";
+  constructor(
+    /** HTTP status; 0 when no response arrived. */
+    readonly status: number,
+    /** The contract's error code, or `network_error`. */
+    readonly code: string,
+    message: string,
+    /** Seconds the service asked to wait (503 `unavailable`). */
+    readonly retryAfterSeconds?: number,
+  ) {
+    super(message);
+  }
+}
+
+function define(name: string) {
+  const errorClass = class extends OpqueueError {
+    override name = name;
+  };
+  Object.defineProperty(errorClass, "name", { value: name });
+  return errorClass;
+}
+
+/** 400 invalid_request. */
+export const InvalidRequestError = define("InvalidRequestError");
+/** 400 payload_too_large. */
+export const PayloadTooLargeError = define("PayloadTooLargeError");
+/** 400 invalid_on_behalf_of. */
+export const InvalidOnBehalfOfError = define("InvalidOnBehalfOfError");
+/** 400 missing_path_param. */
+export const MissingPathParamError = define("MissingPathParamError");
+/** 401 invalid_assertion. */
+export const InvalidAssertionError = define("InvalidAssertionError");
+/** 401 unauthenticated. */
+export const UnauthenticatedError = define("UnauthenticatedError");
+/** 403 trigger_not_allowed. */
+export const TriggerNotAllowedError = define("TriggerNotAllowedError");
+/** 403 on_behalf_of_not_allowed. */
+export const OnBehalfOfNotAllowedError = define("OnBehalfOfNotAllowedError");
+/** 403 chain_mismatch. */
+export const ChainMismatchError = define("ChainMismatchError");
+/** 403 site_admin_required. */
+export const SiteAdminRequiredError = define("SiteAdminRequiredError");
+/** 404 job_not_found. */
+export const JobNotFoundError = define("JobNotFoundError");
+/** 404 not_found. */
+export const NotFoundError = define("NotFoundError");
+/** 409 job_running. */
+export const JobRunningError = define("JobRunningError");
+/** 409 job_not_cancellable. */
+export const JobNotCancellableError = define("JobNotCancellableError");
+/** 409 job_not_retryable. */
+export const JobNotRetryableError = define("JobNotRetryableError");
+/** 409 dedupe_conflict. */
+export const DedupeConflictError = define("DedupeConflictError");
+/** 413 body_too_large. */
+export const BodyTooLargeError = define("BodyTooLargeError");
+/** 415 unsupported_media_type. */
+export const UnsupportedMediaTypeError = define("UnsupportedMediaTypeError");
+/** 422 unknown_operation. */
+export const UnknownOperationError = define("UnknownOperationError");
+/** 422 operation_not_background. */
+export const OperationNotBackgroundError = define("OperationNotBackgroundError");
+/** 429 spawn_cap_exceeded. */
+export const SpawnCapExceededError = define("SpawnCapExceededError");
+/** 503 unavailable (after the client's own retries). */
+export const UnavailableError = define("UnavailableError");
+
+const BY_CODE: Record<string, typeof OpqueueError> = {
+  invalid_request: InvalidRequestError,
+  payload_too_large: PayloadTooLargeError,
+  invalid_on_behalf_of: InvalidOnBehalfOfError,
+  missing_path_param: MissingPathParamError,
+  invalid_assertion: InvalidAssertionError,
+  unauthenticated: UnauthenticatedError,
+  trigger_not_allowed: TriggerNotAllowedError,
+  on_behalf_of_not_allowed: OnBehalfOfNotAllowedError,
+  chain_mismatch: ChainMismatchError,
+  site_admin_required: SiteAdminRequiredError,
+  job_not_found: JobNotFoundError,
+  not_found: NotFoundError,
+  job_running: JobRunningError,
+  job_not_cancellable: JobNotCancellableError,
+  job_not_retryable: JobNotRetryableError,
+  dedupe_conflict: DedupeConflictError,
+  body_too_large: BodyTooLargeError,
+  unsupported_media_type: UnsupportedMediaTypeError,
+  unknown_operation: UnknownOperationError,
+  operation_not_background: OperationNotBackgroundError,
+  spawn_cap_exceeded: SpawnCapExceededError,
+  unavailable: UnavailableError,
+};
+
+/** The typed error for a response's status and `{code, message}`. */
+export function errorFor(options: { status: number; code: string; message: string; retryAfterSeconds?: number }): OpqueueError {
+  const ErrorClass = BY_CODE[options.code] ?? OpqueueError;
+  return new ErrorClass(options.status, options.code, options.message, options.retryAfterSeconds);
+}

@@ -1,0 +1,238 @@
+/**
+ * The client for calling opqueue: enqueue (minting the assertion, chaining automatically inside a delivery,
+ * retrying 503 `unavailable`), and the administrator's get, list, cancel, retry and cancelChain. Errors are the
+ * typed classes of `./errors.ts`.
+ */
+import { SignJWT } from "jose";
+import type { Authority, Job, JobStatus, RequestPayload } from "../job/schemas.js";
+import { currentDelivery } from "./delivery.js";
+import { OpqueueError, errorFor } from "./errors.js";
+
+/** Who is calling: the claims of an enqueue assertion (CONTRACT §2). */
+export interface AssertionClaims {
+  /** The acting user. */
+  sub: string;
+  /** The calling operationId (`cron:{name}` for cron). */
+  op: string;
+  /** The chain-root request id (a root call). */
+  rid?: string;
+  /** The job whose delivery makes this call (a chained call). */
+  job?: string;
+}
+
+/** How assertions are made: from an HS256 key of the service's `auth.keys`, or by a function of yours. */
+export type AssertionSigner =
+  | { kid: string; secret: string; audience?: string; ttlSeconds?: number }
+  | ((claims: AssertionClaims) => Promise<string> | string);
+
+/** Options of `createJobsClient`. */
+export interface JobsClientOptions {
+  /** opqueue's base URL, e.g. http://127.0.0.1:8080. */
+  baseUrl: string;
+  /** Makes enqueue assertions. */
+  sign?: AssertionSigner;
+  /** An admin token (or a function returning one) for get, list, cancel, retry and cancelChain. */
+  adminToken?: string | (() => Promise<string> | string);
+  /** Retries of a 503 `unavailable` (default 5), waiting `Retry-After` or an exponential backoff. */
+  retries?: number;
+  /** The fetch to use (default the global one). */
+  fetch?: typeof fetch;
+}
+
+/** The arguments of `enqueue`. */
+export interface EnqueueOptions {
+  operationId: string;
+  request: RequestPayload;
+  priority?: number;
+  delayMs?: number;
+  runAt?: Date | string;
+  dedupeKey?: string | null;
+  concurrencyKey?: string | null;
+  onBehalfOf?: { userId: string; authority: Authority };
+  /**
+   * Who calls, for a root enqueue: the acting user, the calling operation and the request id. Inside a delivery
+   * (a handler behind `opqueueDelivery`), leave it out: the call is chained to the job being delivered.
+   */
+  caller?: { userId: string; operationId: string; requestId: string };
+}
+
+/** Filters of `list`. */
+export interface ListOptions {
+  status?: JobStatus | JobStatus[];
+  operationId?: string;
+  originalRequestId?: string;
+  userId?: string;
+  parentJobId?: string;
+  /** Page size, 1..500 (default 50). */
+  limit?: number;
+}
+
+/** One page of the job list. */
+export interface JobPage {
+  jobs: Job[];
+  nextCursor: string | null;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The client. */
+export interface JobsClient {
+  /** Enqueues a job; `created` is false when an existing job was deduplicated (200). */
+  enqueue(options: EnqueueOptions): Promise<{ job: Job; created: boolean }>;
+  get(id: string): Promise<Job>;
+  /** One page of jobs, newest first. */
+  listPage(options?: ListOptions & { cursor?: string }): Promise<JobPage>;
+  /** Every page of jobs matching the filters, newest first, fetched as you iterate. */
+  pages(options?: ListOptions): AsyncIterable<JobPage>;
+  /** Every job matching the filters, newest first, page by page as you iterate. */
+  list(options?: ListOptions): AsyncIterable<Job>;
+  cancel(id: string): Promise<Job>;
+  retry(id: string): Promise<Job>;
+  /** Cancels a chain; returns the jobs it cancelled. */
+  cancelChain(originalRequestId: string): Promise<Job[]>;
+}
+
+/** Creates a client of one opqueue service. */
+export function createJobsClient(options: JobsClientOptions): JobsClient {
+  const baseUrl = options.baseUrl.replace(/\/+$/, "");
+  const fetchFn = options.fetch ?? fetch;
+  const retries = options.retries ?? 5;
+  const signer = options.sign;
+  const hmacKey = signer && typeof signer !== "function" ? new TextEncoder().encode(signer.secret) : undefined;
+
+  async function assertionFor(claims: AssertionClaims): Promise<string> {
+    if (!signer) throw new Error("createJobsClient: `sign` is needed to enqueue");
+    if (typeof signer === "function") return signer(claims);
+    const now = Math.floor(Date.now() / 1000);
+    return new SignJWT({ ...claims })
+      .setProtectedHeader({ alg: "HS256", kid: signer.kid, typ: "JWT" })
+      .setAudience(signer.audience ?? "opqueue")
+      .setIssuedAt(now)
+      .setExpirationTime(now + Math.min(300, signer.ttlSeconds ?? 60))
+      .sign(hmacKey as Uint8Array);
+  }
+
+  async function adminAuthorization(): Promise<string> {
+    const token = typeof options.adminToken === "function" ? await options.adminToken() : options.adminToken;
+    if (!token) throw new Error("createJobsClient: `adminToken` is needed for administrator calls");
+    return `Bearer ${token}`;
+  }
+
+  /** One call, retrying 503 `unavailable` with backoff (or its Retry-After). */
+  async function call<T>(method: string, path: string, authorization: () => Promise<string>, body?: unknown): Promise<{
+    status: number;
+    body: T;
+  }> {
+    for (let attempt = 0; ; attempt++) {
+      let response: Response;
+      try {
+        response = await fetchFn(`${baseUrl}${path}`, {
+          method,
+          headers: {
+            authorization: await authorization(),
+            ...(body === undefined ? {} : { "content-type": "application/json" }),
+          },
+          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        });
+      } catch (error) {
+        throw new OpqueueError(0, "network_error", `opqueue did not answer: ${(error as Error).message}`);
+      }
+      const text = await response.text();
+      let parsed: unknown;
+      try {
+        parsed = text === "" ? undefined : JSON.parse(text);
+      } catch {
+        parsed = undefined;
+      }
+      if (response.ok) return { status: response.status, body: parsed as T };
+      const { code, message } = (parsed ?? {}) as { code?: string; message?: string };
+      const retryAfterHeader = Number(response.headers.get("retry-after"));
+      const retryAfterSeconds = Number.isFinite(retryAfterHeader) && retryAfterHeader >= 0 ? retryAfterHeader : undefined;
+      if (response.status === 503 && attempt < retries) {
+        const backoffMs = Math.min(10_000, 100 * 2 ** attempt) * (0.5 + Math.random() / 2);
+        await sleep(Math.max(backoffMs, (retryAfterSeconds ?? 0) * 1000));
+        continue;
+      }
+      throw errorFor({
+        status: response.status,
+        code: code ?? `http_${response.status}`,
+        message: message ?? (text.slice(0, 200) || response.statusText),
+        ...(retryAfterSeconds === undefined ? {} : { retryAfterSeconds }),
+      });
+    }
+  }
+
+  function query(options: ListOptions & { cursor?: string }): string {
+    const params = new URLSearchParams();
+    const statuses = options.status === undefined ? [] : Array.isArray(options.status) ? options.status : [options.status];
+    for (const status of statuses) params.append("status", status);
+    if (options.operationId !== undefined) params.set("operation_id", options.operationId);
+    if (options.originalRequestId !== undefined) params.set("original_request_id", options.originalRequestId);
+    if (options.userId !== undefined) params.set("user_id", options.userId);
+    if (options.parentJobId !== undefined) params.set("parent_job_id", options.parentJobId);
+    if (options.limit !== undefined) params.set("limit", String(options.limit));
+    if (options.cursor !== undefined) params.set("cursor", options.cursor);
+    const text = params.toString();
+    return text === "" ? "" : `?${text}`;
+  }
+
+  const client: JobsClient = {
+    async enqueue(enqueue) {
+      const delivery = currentDelivery();
+      let claims: AssertionClaims;
+      if (enqueue.caller) {
+        claims = { sub: enqueue.caller.userId, op: enqueue.caller.operationId, rid: enqueue.caller.requestId };
+      } else if (delivery) {
+        claims = { sub: delivery.userId, op: delivery.operationId, job: delivery.jobId };
+      } else {
+        throw new Error("enqueue: give `caller` ({userId, operationId, requestId}) outside a delivery");
+      }
+      const body = {
+        operation_id: enqueue.operationId,
+        request: enqueue.request,
+        ...(enqueue.priority === undefined ? {} : { priority: enqueue.priority }),
+        ...(enqueue.delayMs === undefined ? {} : { delay_ms: enqueue.delayMs }),
+        ...(enqueue.runAt === undefined
+          ? {}
+          : { run_at: enqueue.runAt instanceof Date ? enqueue.runAt.toISOString() : enqueue.runAt }),
+        ...(enqueue.dedupeKey === undefined ? {} : { dedupe_key: enqueue.dedupeKey }),
+        ...(enqueue.concurrencyKey === undefined ? {} : { concurrency_key: enqueue.concurrencyKey }),
+        ...(enqueue.onBehalfOf === undefined
+          ? {}
+          : { on_behalf_of: { user_id: enqueue.onBehalfOf.userId, authority: enqueue.onBehalfOf.authority } }),
+      };
+      const answer = await call<{ job: Job }>("POST", "/jobs", async () => `Bearer ${await assertionFor(claims)}`, body);
+      return { job: answer.body.job, created: answer.status === 201 };
+    },
+    async get(id) {
+      return (await call<{ job: Job }>("GET", `/jobs/${encodeURIComponent(id)}`, adminAuthorization)).body.job;
+    },
+    async listPage(listOptions = {}) {
+      const answer = await call<{ jobs: Job[]; next_cursor: string | null }>("GET", `/jobs${query(listOptions)}`, adminAuthorization);
+      return { jobs: answer.body.jobs, nextCursor: answer.body.next_cursor };
+    },
+    async *pages(listOptions = {}) {
+      let cursor: string | undefined;
+      do {
+        const page = await client.listPage({ ...listOptions, ...(cursor === undefined ? {} : { cursor }) });
+        yield page;
+        cursor = page.nextCursor ?? undefined;
+      } while (cursor !== undefined);
+    },
+    async *list(listOptions = {}) {
+      for await (const page of client.pages(listOptions)) yield* page.jobs;
+    },
+    async cancel(id) {
+      return (await call<{ job: Job }>("POST", `/jobs/${encodeURIComponent(id)}/cancel`, adminAuthorization)).body.job;
+    },
+    async retry(id) {
+      return (await call<{ job: Job }>("POST", `/jobs/${encodeURIComponent(id)}/retry`, adminAuthorization)).body.job;
+    },
+    async cancelChain(originalRequestId) {
+      return (
+        await call<{ jobs: Job[] }>("POST", `/chains/${encodeURIComponent(originalRequestId)}/cancel`, adminAuthorization)
+      ).body.jobs;
+    },
+  };
+  return client;
+}
