@@ -175,6 +175,12 @@ export async function createService(options: {
         // Other nodes' enqueues and retries (PostgreSQL NOTIFY) wake this node's dispatcher too.
         stopListening = store
           .jobAvailableListen((runAt) => worker.dispatcher.notify(runAt))
+          .then((stop) => {
+            // A job another node committed after this node's first claim but before the LISTEN took effect
+            // notified nobody here: claim once more now that notifications arrive.
+            worker.dispatcher.wake();
+            return stop;
+          })
           .catch((error: unknown) => {
             logger.warn({ err: error }, "cannot listen for other nodes' enqueues; relying on worker.poll_ms");
             return undefined;

@@ -85,6 +85,21 @@ CREATE TABLE cron_ticks (
   PRIMARY KEY (name, tick_at)
 );
 
+-- Every finished delivery attempt, for the job's history and the dashboard's throughput chart. `outcome` is the
+-- status the attempt left the job in. Deleted with its job by retention.
+CREATE TABLE job_attempts (
+  id          bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  job_id      text        NOT NULL,
+  attempt     integer     NOT NULL,
+  started_at  timestamptz,
+  finished_at timestamptz NOT NULL,
+  outcome     text        NOT NULL,
+  status_code integer,
+  error_body  text
+);
+CREATE INDEX job_attempts_job ON job_attempts (job_id, id);
+CREATE INDEX job_attempts_finished ON job_attempts (finished_at);
+
 -- Inserts one job, or upserts the claimable job holding its dedupe key (CONTRACT §3 steps 5 to 7), atomically.
 -- `p` holds the job's fields (snake_case, run_at as RFC 3339) and `spawn_cap`. Answers
 -- {kind: created|deduplicated|dedupe_conflict|spawn_cap_exceeded, job?}.

@@ -71,3 +71,18 @@ CREATE TABLE cron_ticks (
   job_id  TEXT,
   PRIMARY KEY (name, tick_at)
 ) WITHOUT ROWID;
+
+-- Every finished delivery attempt, for the job's history and the dashboard's throughput chart. `outcome` is the
+-- status the attempt left the job in. Deleted with its job by retention.
+CREATE TABLE job_attempts (
+  id          INTEGER PRIMARY KEY,
+  job_id      TEXT    NOT NULL,
+  attempt     INTEGER NOT NULL,
+  started_at  INTEGER,
+  finished_at INTEGER NOT NULL,
+  outcome     TEXT    NOT NULL,
+  status_code INTEGER,
+  error_body  TEXT
+);
+CREATE INDEX job_attempts_job ON job_attempts (job_id, id);
+CREATE INDEX job_attempts_finished ON job_attempts (finished_at);

@@ -105,9 +105,39 @@ export interface JobAttempt {
   attempt: number;
 }
 
-/** What metrics read from the store. */
+/** One finished delivery attempt of a job. */
+export interface JobAttemptRow {
+  attempt: number;
+  startedAt: number | null;
+  finishedAt: number;
+  /** The status the attempt left the job in. */
+  outcome: JobStatus;
+  statusCode: number | null;
+  errorBody: string | null;
+}
+
+/** Finished attempts per time bucket, by the status they left their job in. */
+export interface AttemptBucket {
+  /** Start of the bucket (ms since the epoch). */
+  start: number;
+  succeeded: number;
+  retrying: number;
+  dead: number;
+  cancelled: number;
+}
+
+/** Filters of a bulk retry of dead jobs. */
+export interface DeadJobFilter {
+  operationId?: string | undefined;
+  originalRequestId?: string | undefined;
+  userId?: string | undefined;
+}
+
+/** What metrics and the dashboard read from the store. */
 export interface JobStats {
   byStatus: Record<JobStatus, number>;
+  /** Counts by operation and status (only pairs that exist). */
+  byOperation: Array<{ operationId: string; status: JobStatus; count: number }>;
   /** `run_at` of the oldest claimable job that is due now, or null. */
   oldestDueRunAt: number | null;
 }
@@ -160,8 +190,17 @@ export interface Store {
   jobDeleteFinishedMany(params: { finishedBefore: number; limit: number }): Promise<number>;
   /** Forgets cron ticks older than `before` (they can never fire again); returns how many. */
   cronTickDeleteMany(params: { before: number }): Promise<number>;
-  /** Job counts by status and the run time of the oldest due claimable job, for metrics. */
+  /** Job counts by status and by operation, and the run time of the oldest due claimable job. */
   jobStats(): Promise<JobStats>;
+  /** The finished attempts of one job, oldest first (admin retries restart the numbering; earlier ones stay). */
+  jobAttemptList(params: { id: string }): Promise<JobAttemptRow[]>;
+  /** Attempts finished since `since`, counted per `bucketMs` bucket (buckets aligned to `since`), oldest first. */
+  attemptBuckets(params: { since: number; bucketMs: number }): Promise<AttemptBucket[]>;
+  /**
+   * Re-queues up to `limit` dead jobs matching the filter, newest first, like `jobRetry`; a job whose dedupe key
+   * another claimable job holds is skipped. Returns the jobs it re-queued.
+   */
+  jobRetryDeadMany(params: { filter: DeadJobFilter; limit: number }): Promise<JobRow[]>;
   /**
    * Calls `onAvailable(runAt)` when another process makes a job claimable at `runAt` (an enqueue or an admin
    * retry on another node), so idle workers wake at once. Resolves to a function that stops listening.
@@ -179,4 +218,28 @@ export class StoreUnavailableError extends Error {
 /** Another process holds the database (SQLite serves one node). */
 export class StoreLockedError extends Error {
   override readonly name = "StoreLockedError";
+}
+
+/** Turns per-slot counts into every bucket from `since` to `now`, zeros included (shared by the engines). */
+export function toBuckets(options: {
+  since: number;
+  bucketMs: number;
+  now: number;
+  rows: Array<{ slot: number | string; outcome: string; count: number | string }>;
+}): AttemptBucket[] {
+  const slots = Math.max(1, Math.ceil((options.now - options.since) / options.bucketMs));
+  const buckets: AttemptBucket[] = Array.from({ length: slots }, (_, i) => ({
+    start: options.since + i * options.bucketMs,
+    succeeded: 0,
+    retrying: 0,
+    dead: 0,
+    cancelled: 0,
+  }));
+  for (const row of options.rows) {
+    const bucket = buckets[Math.floor(Number(row.slot))];
+    if (bucket && (row.outcome === "succeeded" || row.outcome === "retrying" || row.outcome === "dead" || row.outcome === "cancelled")) {
+      bucket[row.outcome] += Number(row.count);
+    }
+  }
+  return buckets;
 }

@@ -20,6 +20,10 @@ import { readMigrations } from "../migrations.js";
 import { NotificationListener } from "./listener.js";
 import {
   StoreUnavailableError,
+  toBuckets,
+  type AttemptBucket,
+  type DeadJobFilter,
+  type JobAttemptRow,
   type JobAttempt,
   type JobCancelOutcome,
   type JobInsertOutcome,
@@ -223,7 +227,13 @@ export class PostgresStore implements Store {
     });
     pool.on("error", (error) => options.onPoolError?.(error));
     try {
-      if (schema) await pool.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+      if (schema) {
+        // IF NOT EXISTS is not safe against itself: of nodes creating the schema at the same moment, all but one
+        // fail on pg_namespace's unique index, after the winner committed it. The schema exists either way.
+        await pool.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`).catch((error: unknown) => {
+          if (!isUniqueViolation(error, "pg_namespace_nspname_index")) throw error;
+        });
+      }
       const schemaVersion = await migrate(pool);
       const current = (await pool.query<{ schema: string }>("SELECT current_schema() AS schema")).rows[0]?.schema;
       return new PostgresStore({
@@ -493,10 +503,13 @@ export class PostgresStore implements Store {
     );
     if (finished.length > 0) {
       const rows = await this.query(
-        `UPDATE jobs j SET status = o.status, result = o.result::json, finished_at = $5, heartbeat_at = NULL
-         FROM unnest($1::text[], $2::int[], $3::text[], $4::text[]) AS o(id, attempt, status, result)
-         WHERE j.id = o.id AND j.status = 'running' AND j.attempt = o.attempt
-         RETURNING j.id, j.attempt`,
+        `WITH done AS (
+           UPDATE jobs j SET status = o.status, result = o.result::json, finished_at = $5, heartbeat_at = NULL
+           FROM unnest($1::text[], $2::int[], $3::text[], $4::text[]) AS o(id, attempt, status, result)
+           WHERE j.id = o.id AND j.status = 'running' AND j.attempt = o.attempt
+           RETURNING j.id, j.attempt, j.started_at, j.status, j.result
+         ), logged AS (${LOG_ATTEMPTS_SQL("done", "$5")})
+         SELECT id, attempt FROM done`,
         [
           finished.map((o) => o.id),
           finished.map((o) => o.attempt),
@@ -535,7 +548,8 @@ export class PostgresStore implements Store {
       );
       const rows = await client.query<PgRow>({
         name: "opqueue_requeue_many",
-        text: REQUEUE_SQL,
+        text: `WITH done AS (${REQUEUE_SQL}), logged AS (${LOG_ATTEMPTS_SQL("done", "$6::timestamptz", "old_attempt")})
+          SELECT id, old_attempt FROM done`,
         values: [
           items.map((item) => item.id),
           items.map((item) => item.attempt),
@@ -629,9 +643,12 @@ export class PostgresStore implements Store {
       const deleted = await client.query<PgRow>(
         `DELETE FROM jobs WHERE seq IN (
            SELECT seq FROM jobs WHERE finished_at < $1 AND status IN ('succeeded', 'dead', 'cancelled') LIMIT $2)
-         RETURNING original_request_id`,
+         RETURNING id, original_request_id`,
         [new Date(params.finishedBefore), Math.max(0, params.limit)],
       );
+      await client.query("DELETE FROM job_attempts WHERE job_id = ANY($1::text[])", [
+        deleted.rows.map((row) => row["id"] as string),
+      ]);
       const rids = [...new Set(deleted.rows.map((row) => row["original_request_id"] as string))];
       if (rids.length > 0) {
         // A chain row goes with its last job, unless it remembers a cancellation.
@@ -648,12 +665,77 @@ export class PostgresStore implements Store {
   async jobStats(): Promise<JobStats> {
     const now = this.now();
     const [counts, due] = await Promise.all([
-      this.query("SELECT status, count(*) AS count FROM jobs GROUP BY status", [], "opqueue_stats_counts"),
+      this.query(
+        "SELECT operation_id, status, count(*) AS count FROM jobs GROUP BY operation_id, status ORDER BY operation_id, status",
+        [],
+        "opqueue_stats_counts",
+      ),
       this.query(`SELECT min(run_at) AS oldest FROM jobs WHERE ${CLAIMABLE} AND run_at <= $1`, [now], "opqueue_stats_due"),
     ]);
     const byStatus = Object.fromEntries(JOB_STATUSES.map((status) => [status, 0])) as Record<JobStatus, number>;
-    for (const row of counts) byStatus[row["status"] as JobStatus] = Number(row["count"]);
-    return { byStatus, oldestDueRunAt: toMs(due[0]?.["oldest"]) };
+    const byOperation = counts.map((row) => ({
+      operationId: row["operation_id"] as string,
+      status: row["status"] as JobStatus,
+      count: Number(row["count"]),
+    }));
+    for (const row of byOperation) byStatus[row.status] += row.count;
+    return { byStatus, byOperation, oldestDueRunAt: toMs(due[0]?.["oldest"]) };
+  }
+
+  async jobAttemptList(params: { id: string }): Promise<JobAttemptRow[]> {
+    if (unstorable(params.id)) return this.assertOpen([]);
+    const rows = await this.query(
+      "SELECT attempt, started_at, finished_at, outcome, status_code, error_body FROM job_attempts WHERE job_id = $1 ORDER BY id",
+      [params.id],
+    );
+    return rows.map((row) => ({
+      attempt: Number(row["attempt"]),
+      startedAt: toMs(row["started_at"]),
+      finishedAt: requireMs(row["finished_at"]),
+      outcome: row["outcome"] as JobStatus,
+      statusCode: row["status_code"] === null ? null : Number(row["status_code"]),
+      errorBody: (row["error_body"] as string | null) ?? null,
+    }));
+  }
+
+  async attemptBuckets(params: { since: number; bucketMs: number }): Promise<AttemptBucket[]> {
+    const rows = await this.query(
+      `SELECT floor((extract(epoch FROM finished_at) * 1000 - $2) / $3) AS slot, outcome, count(*) AS count
+       FROM job_attempts WHERE finished_at >= $1 GROUP BY slot, outcome`,
+      [new Date(params.since), params.since, params.bucketMs],
+    );
+    return toBuckets({
+      ...params,
+      now: this.clock.now(),
+      rows: rows.map((row) => ({ slot: Number(row["slot"]), outcome: String(row["outcome"]), count: Number(row["count"]) })),
+    });
+  }
+
+  async jobRetryDeadMany(params: { filter: DeadJobFilter; limit: number }): Promise<JobRow[]> {
+    const { filter } = params;
+    const retried = await this.transaction(async (client) => {
+      const rows = await client.query<PgRow>(
+        `WITH picked AS (
+           SELECT j.seq FROM jobs j
+           WHERE j.status = 'dead'
+             AND ($1::text IS NULL OR j.operation_id = $1)
+             AND ($2::text IS NULL OR j.original_request_id = $2)
+             AND ($3::text IS NULL OR j.user_id = $3)
+             AND (j.dedupe_key IS NULL OR NOT EXISTS (
+               SELECT 1 FROM jobs h WHERE h.dedupe_key = j.dedupe_key AND h.${CLAIMABLE}))
+           ORDER BY j.seq DESC LIMIT $4
+           FOR UPDATE SKIP LOCKED
+         )
+         UPDATE jobs SET status = 'pending', attempt = 0, result = NULL, started_at = NULL, finished_at = NULL,
+           heartbeat_at = NULL, run_at = $5
+         FROM picked WHERE jobs.seq = picked.seq AND jobs.status = 'dead'
+         RETURNING jobs.*`,
+        [filter.operationId ?? null, filter.originalRequestId ?? null, filter.userId ?? null, Math.max(0, params.limit), this.now()],
+      );
+      if (rows.rows.length > 0) await client.query("SELECT opqueue_notify($1)", [this.now()]);
+      return rows.rows.map(toJobRow);
+    });
+    return retried.sort((a, b) => b.seq - a.seq);
   }
 
   async jobAvailableListen(onAvailable: (runAt: number) => void): Promise<() => Promise<void>> {
@@ -753,7 +835,14 @@ UPDATE jobs j SET
     THEN NULL ELSE j.dedupe_key END
 FROM s
 WHERE j.id = s.id AND j.status = 'running' AND j.attempt = s.attempt
-RETURNING j.id, s.attempt AS old_attempt`;
+RETURNING j.id, s.attempt AS old_attempt, j.started_at, j.status, j.result`;
+
+/** Records the attempts a CTE named `source` just wrote (id, attempt, started_at, status, result). */
+function LOG_ATTEMPTS_SQL(source: string, now: string, attemptColumn = "attempt"): string {
+  return `INSERT INTO job_attempts (job_id, attempt, started_at, finished_at, outcome, status_code, error_body)
+    SELECT id, ${attemptColumn}, started_at, ${now}, status, (result->>'status_code')::integer, result->>'error_body'
+    FROM ${source}`;
+}
 
 /** Applies pending migrations under an advisory lock; returns the schema version. */
 async function migrate(pool: pg.Pool): Promise<number> {

@@ -20,7 +20,11 @@ import {
   StoreLockedError,
   StoreUnavailableError,
   type JobCancelOutcome,
+  toBuckets,
+  type AttemptBucket,
+  type DeadJobFilter,
   type JobAttempt,
+  type JobAttemptRow,
   type JobInsertOutcome,
   type JobInsertParams,
   type JobListParams,
@@ -54,6 +58,27 @@ interface SqliteJobRow {
   authority: string;
   request: string;
   result: string | null;
+}
+
+/** A row of `job_attempts` as better-sqlite3 returns it. */
+interface SqliteAttemptRow {
+  attempt: number;
+  started_at: number | null;
+  finished_at: number;
+  outcome: JobStatus;
+  status_code: number | null;
+  error_body: string | null;
+}
+
+function toAttemptRow(row: SqliteAttemptRow): JobAttemptRow {
+  return {
+    attempt: row.attempt,
+    startedAt: row.started_at,
+    finishedAt: row.finished_at,
+    outcome: row.outcome,
+    statusCode: row.status_code,
+    errorBody: row.error_body,
+  };
 }
 
 function toJobRow(row: SqliteJobRow): JobRow {
@@ -267,12 +292,12 @@ export class SqliteStore implements Store {
         "UPDATE cron_ticks SET job_id = :job_id WHERE name = :name AND tick_at = :tick_at",
       ),
       deleteTicks: db.prepare<{ before: number }>("DELETE FROM cron_ticks WHERE tick_at < :before"),
-      deleteFinished: db.prepare<{ before: number; limit: number }, { original_request_id: string }>(
+      deleteFinished: db.prepare<{ before: number; limit: number }, { id: string; original_request_id: string }>(
         `DELETE FROM jobs WHERE seq IN (
            SELECT seq FROM jobs INDEXED BY jobs_finished_at
            WHERE finished_at < :before AND finished_at IS NOT NULL AND status IN ('succeeded', 'dead', 'cancelled')
            LIMIT :limit)
-         RETURNING original_request_id`,
+         RETURNING id, original_request_id`,
       ),
       // A chain row goes with its last job, unless it remembers a cancellation.
       deleteEmptyChain: db.prepare<[string]>(
@@ -285,6 +310,31 @@ export class SqliteStore implements Store {
       oldestDue: db.prepare<[number], number | null>(
         `SELECT run_at FROM jobs INDEXED BY jobs_run_at WHERE ${CLAIMABLE} AND run_at <= ? ORDER BY run_at LIMIT 1`,
       ).pluck(),
+      // The attempt just written, copied from its job row: the status it left the job in, and its result.
+      recordAttempt: db.prepare<{ id: string; attempt: number; now: number }>(
+        `INSERT INTO job_attempts (job_id, attempt, started_at, finished_at, outcome, status_code, error_body)
+         SELECT id, :attempt, started_at, :now, status, json_extract(result, '$.status_code'),
+           json_extract(result, '$.error_body')
+         FROM jobs WHERE id = :id`,
+      ),
+      attemptsOf: db.prepare<[string], SqliteAttemptRow>(
+        "SELECT attempt, started_at, finished_at, outcome, status_code, error_body FROM job_attempts WHERE job_id = ? ORDER BY id",
+      ),
+      attemptBuckets: db.prepare<{ since: number; bucket: number }, { slot: number; outcome: string; count: number }>(
+        `SELECT (finished_at - :since) / :bucket AS slot, outcome, count(*) AS count
+         FROM job_attempts WHERE finished_at >= :since GROUP BY slot, outcome`,
+      ),
+      deleteAttempts: db.prepare<[string]>("DELETE FROM job_attempts WHERE job_id = ?"),
+      countByOperation: db.prepare<[], { operation_id: string; status: JobStatus; count: number }>(
+        "SELECT operation_id, status, count(*) AS count FROM jobs GROUP BY operation_id, status ORDER BY operation_id, status",
+      ),
+      deadJobs: db.prepare<Record<string, unknown>, SqliteJobRow>(
+        `SELECT * FROM jobs INDEXED BY jobs_status_seq WHERE status = 'dead'
+           AND (:operation_id IS NULL OR operation_id = :operation_id)
+           AND (:original_request_id IS NULL OR original_request_id = :original_request_id)
+           AND (:user_id IS NULL OR user_id = :user_id)
+         ORDER BY seq DESC LIMIT :limit`,
+      ),
       schemaVersion: db.prepare<[], number>("PRAGMA user_version").pluck(),
     };
   }
@@ -545,17 +595,19 @@ export class SqliteStore implements Store {
       return params.outcomes.map((outcome) =>
         outcome.status === "retrying"
           ? this.requeueOne({ ...outcome, now, giveBack: false })
-          : writeChanged(
-              this.statements.finish.run({
-                id: outcome.id,
-                attempt: outcome.attempt,
-                status: outcome.status,
-                result: JSON.stringify(outcome.result),
-                now,
-              }),
-            ),
+          : this.finishOne({ id: outcome.id, attempt: outcome.attempt, status: outcome.status, result: outcome.result, now }),
       );
     });
+  }
+
+  /** Ends a running attempt with a terminal status, and records the attempt. */
+  private finishOne(options: { id: string; attempt: number; status: string; result: JobResult; now: number }): boolean {
+    const { id, attempt, now } = options;
+    const written = writeChanged(
+      this.statements.finish.run({ id, attempt, status: options.status, result: JSON.stringify(options.result), now }),
+    );
+    if (written) this.statements.recordAttempt.run({ id, attempt, now });
+    return written;
   }
 
   /** Sends a running attempt back to the queue, or ends it `cancelled-by-chain` if its chain was cancelled. */
@@ -571,9 +623,9 @@ export class SqliteStore implements Store {
     const { id, attempt, now } = options;
     if (s.chainCancelledFor.get(id) != null) {
       const result: JobResult = { ...options.result, terminal_reason: "cancelled-by-chain" };
-      return writeChanged(s.finish.run({ id, attempt, status: "cancelled", result: JSON.stringify(result), now }));
+      return this.finishOne({ id, attempt, status: "cancelled", result, now });
     }
-    return writeChanged(
+    const written = writeChanged(
       s.requeue.run({
         id,
         attempt,
@@ -582,6 +634,8 @@ export class SqliteStore implements Store {
         give_back: options.giveBack ? 1 : 0,
       }),
     );
+    if (written) s.recordAttempt.run({ id, attempt, now });
+    return written;
   }
 
   async jobHeartbeatMany(params: { jobs: JobAttempt[] }): Promise<void> {
@@ -637,6 +691,7 @@ export class SqliteStore implements Store {
   async jobDeleteFinishedMany(params: { finishedBefore: number; limit: number }): Promise<number> {
     return this.write(() => {
       const deleted = this.statements.deleteFinished.all({ before: params.finishedBefore, limit: params.limit });
+      for (const row of deleted) this.statements.deleteAttempts.run(row.id);
       for (const rid of new Set(deleted.map((row) => row.original_request_id))) {
         this.statements.deleteEmptyChain.run(rid);
       }
@@ -648,7 +703,38 @@ export class SqliteStore implements Store {
     return this.read(() => {
       const byStatus = Object.fromEntries(JOB_STATUSES.map((status) => [status, 0])) as Record<JobStatus, number>;
       for (const row of this.statements.countByStatus.all()) byStatus[row.status] = row.count;
-      return { byStatus, oldestDueRunAt: this.statements.oldestDue.get(this.clock.now()) ?? null };
+      const byOperation = this.statements.countByOperation
+        .all()
+        .map((row) => ({ operationId: row.operation_id, status: row.status, count: row.count }));
+      return { byStatus, byOperation, oldestDueRunAt: this.statements.oldestDue.get(this.clock.now()) ?? null };
+    });
+  }
+
+  async jobAttemptList(params: { id: string }): Promise<JobAttemptRow[]> {
+    return this.read(() => this.statements.attemptsOf.all(params.id).map(toAttemptRow));
+  }
+
+  async attemptBuckets(params: { since: number; bucketMs: number }): Promise<AttemptBucket[]> {
+    const rows = this.read(() => this.statements.attemptBuckets.all({ since: params.since, bucket: params.bucketMs }));
+    return toBuckets({ ...params, now: this.clock.now(), rows });
+  }
+
+  async jobRetryDeadMany(params: { filter: DeadJobFilter; limit: number }): Promise<JobRow[]> {
+    return this.write(() => {
+      const now = this.clock.now();
+      const candidates = this.statements.deadJobs.all({
+        operation_id: params.filter.operationId ?? null,
+        original_request_id: params.filter.originalRequestId ?? null,
+        user_id: params.filter.userId ?? null,
+        limit: Math.max(0, params.limit),
+      });
+      const retried: JobRow[] = [];
+      for (const row of candidates) {
+        if (row.dedupe_key !== null && this.statements.dedupeHolder.get(row.dedupe_key)) continue;
+        const updated = this.statements.retry.get({ id: row.id, now });
+        if (updated) retried.push(toJobRow(updated));
+      }
+      return retried;
     });
   }
 

@@ -132,6 +132,9 @@ export function listCases(suite: Suite): void {
         cronTickDeleteMany: () => store.cronTickDeleteMany({ before: T0 }),
         jobStats: () => store.jobStats(),
         jobAvailableListen: () => store.jobAvailableListen(() => undefined),
+        jobAttemptList: () => store.jobAttemptList({ id: job.id }),
+        attemptBuckets: () => store.attemptBuckets({ since: T0, bucketMs: 60_000 }),
+        jobRetryDeadMany: () => store.jobRetryDeadMany({ filter: {}, limit: 10 }),
       };
       for (const [name, call] of Object.entries(calls)) {
         await assert.rejects(call, StoreUnavailableError, `${name} on a closed store`);

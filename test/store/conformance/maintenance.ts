@@ -522,7 +522,7 @@ export function maintenanceCases(suite: Suite): void {
 
   describe("jobStats", () => {
     suite.case("counts jobs by status, zero for absent statuses", async ({ store }) => {
-      assert.deepEqual(await store.jobStats(), { byStatus: statusCounts({}), oldestDueRunAt: null });
+      assert.deepEqual(await store.jobStats(), { byStatus: statusCounts({}), byOperation: [], oldestDueRunAt: null });
       await makeFinished(store, "succeeded");
       await makeFinished(store, "succeeded");
       await makeRunning(store);
