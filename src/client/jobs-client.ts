@@ -146,7 +146,9 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
       }
       if (response.ok) return { status: response.status, body: parsed as T };
       const { code, message } = (parsed ?? {}) as { code?: string; message?: string };
-      const retryAfterHeader = Number(response.headers.get("retry-after"));
+      // Number(null) and Number("") are 0: an absent or empty header must not read as "Retry-After: 0".
+      const retryAfterText = response.headers.get("retry-after")?.trim();
+      const retryAfterHeader = retryAfterText ? Number(retryAfterText) : Number.NaN;
       const retryAfterSeconds = Number.isFinite(retryAfterHeader) && retryAfterHeader >= 0 ? retryAfterHeader : undefined;
       if (response.status === 503 && attempt < retries) {
         const backoffMs = Math.min(10_000, 100 * 2 ** attempt) * (0.5 + Math.random() / 2);

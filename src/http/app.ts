@@ -11,6 +11,7 @@ import type { OperationRegistry } from "../operations/registry.js";
 import type { Store } from "../store/store.js";
 import type { Telemetry } from "../telemetry/events.js";
 import type { Metrics } from "../telemetry/metrics.js";
+import { adminAuthHook } from "./auth.js";
 import { errorHandler, sendError } from "./error-handler.js";
 import { collectOpenApi } from "./openapi.js";
 import { jobRoutes } from "./routes/jobs.js";
@@ -111,6 +112,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(jobRoutes, options);
   await app.register(systemRoutes, {
     store: options.store,
+    clock: options.clock,
+    adminOnly: adminAuthHook({ verifier: options.verifier }),
     metrics: options.metrics,
     openApiDocument,
     jwks: options.jwks ?? null,

@@ -154,3 +154,60 @@ export const EnqueueBody = Type.Object(
 );
 /** The body of `POST /jobs`. */
 export type EnqueueBody = Static<typeof EnqueueBody>;
+
+/** One finished delivery attempt on the wire. */
+export const JobAttempt = Type.Object(
+  {
+    attempt: Type.Integer({ minimum: 1 }),
+    started_at: Type.Union([DateTime, Type.Null()]),
+    finished_at: DateTime,
+    outcome: Type.Union(JOB_STATUSES.map((status) => Type.Literal(status)), {
+      description: "The status the attempt left the job in.",
+    }),
+    status_code: Type.Union([Type.Integer(), Type.Null()]),
+    error_body: Type.Union([Type.String(), Type.Null()]),
+  },
+  { additionalProperties: false },
+);
+
+/** `{ attempts }`: a job's attempt history, oldest first. */
+export const JobAttempts = Type.Object({ attempts: Type.Array(JobAttempt) }, { additionalProperties: false });
+
+/** The overview the dashboard shows. */
+export const Stats = Type.Object(
+  {
+    by_status: Type.Record(Type.String(), Type.Integer()),
+    by_operation: Type.Array(
+      Type.Object({ operation_id: Type.String(), status: Type.String(), count: Type.Integer() }, { additionalProperties: false }),
+    ),
+    queue_lag_seconds: Type.Number({ description: "Age of the oldest due claimable job; 0 when none waits." }),
+    throughput: Type.Array(
+      Type.Object(
+        {
+          start: DateTime,
+          succeeded: Type.Integer(),
+          retrying: Type.Integer(),
+          dead: Type.Integer(),
+          cancelled: Type.Integer(),
+        },
+        { additionalProperties: false },
+      ),
+      { description: "Finished attempts per minute over the last hour, by the status they left their job in." },
+    ),
+  },
+  { additionalProperties: false },
+);
+
+/** Most dead jobs one bulk retry re-queues. */
+export const MAX_BULK_RETRY = 1000;
+
+/** The body of `POST /jobs/retry-dead`. */
+export const RetryDeadBody = Type.Object(
+  {
+    operation_id: Type.Optional(Type.String({ minLength: 1 })),
+    original_request_id: Type.Optional(Type.String({ minLength: 1 })),
+    user_id: Type.Optional(Type.String({ minLength: 1 })),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_BULK_RETRY, default: 100 })),
+  },
+  { additionalProperties: false },
+);

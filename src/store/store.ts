@@ -227,7 +227,8 @@ export function toBuckets(options: {
   now: number;
   rows: Array<{ slot: number | string; outcome: string; count: number | string }>;
 }): AttemptBucket[] {
-  const slots = Math.max(1, Math.ceil((options.now - options.since) / options.bucketMs));
+  // Every bucket that has begun, the current (partial) one included.
+  const slots = Math.max(1, Math.floor((options.now - options.since) / options.bucketMs) + 1);
   const buckets: AttemptBucket[] = Array.from({ length: slots }, (_, i) => ({
     start: options.since + i * options.bucketMs,
     succeeded: 0,

@@ -3,8 +3,17 @@ import { Type, type Static } from "@sinclair/typebox";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { ApiError } from "../../errors.js";
 import { enqueueJob, type EnqueueDeps } from "../../job/enqueue.js";
-import { EnqueueBody, ErrorBody, JOB_STATUSES, JobEnvelope, JobPage, JobsEnvelope } from "../../job/schemas.js";
-import { toWireJob } from "../../job/wire.js";
+import {
+  EnqueueBody,
+  ErrorBody,
+  JOB_STATUSES,
+  JobAttempts,
+  JobEnvelope,
+  JobPage,
+  JobsEnvelope,
+  RetryDeadBody,
+} from "../../job/schemas.js";
+import { formatTime, toWireJob } from "../../job/wire.js";
 import type { TokenVerifier } from "../../auth/tokens.js";
 import { adminAuthHook, enqueueAuthHook } from "../auth.js";
 import { toApiError } from "../error-handler.js";
@@ -187,6 +196,64 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
         case "dedupe_conflict":
           throw new ApiError(409, "dedupe_conflict", `job ${outcome.holder.id} already holds this job's dedupe key`);
       }
+    },
+  );
+
+  app.get(
+    "/jobs/:id/attempts",
+    {
+      onRequest: adminOnly,
+      schema: {
+        operationId: "listJobAttempts",
+        summary: "A job's delivery attempts, oldest first",
+        tags: ["jobs"],
+        security: adminSecurity,
+        params: JobIdParams,
+        response: { 200: JobAttempts, ...errors(401, 403, 404, 503) },
+      },
+    },
+    async (request) => {
+      const row = await store.jobGet({ id: request.params.id });
+      if (!row) throw jobNotFound(request.params.id);
+      const attempts = await store.jobAttemptList({ id: row.id });
+      return {
+        attempts: attempts.map((attempt) => ({
+          attempt: attempt.attempt,
+          started_at: attempt.startedAt === null ? null : formatTime(attempt.startedAt),
+          finished_at: formatTime(attempt.finishedAt),
+          outcome: attempt.outcome,
+          status_code: attempt.statusCode,
+          error_body: attempt.errorBody,
+        })),
+      };
+    },
+  );
+
+  app.post(
+    "/jobs/retry-dead",
+    {
+      onRequest: adminOnly,
+      // No body means no filter.
+      preValidation: async (request) => {
+        request.body ??= {};
+      },
+      schema: {
+        operationId: "retryDeadJobs",
+        summary: "Re-queue the dead jobs matching a filter (newest first, at most `limit`, 1..1000, default 100)",
+        tags: ["jobs"],
+        security: adminSecurity,
+        body: RetryDeadBody,
+        response: { 200: JobsEnvelope, ...errors(400, 401, 403, 415, 503) },
+      },
+    },
+    async (request) => {
+      const body = request.body;
+      const jobs = await store.jobRetryDeadMany({
+        filter: { operationId: body.operation_id, originalRequestId: body.original_request_id, userId: body.user_id },
+        limit: body.limit ?? 100,
+      });
+      for (const job of jobs) options.telemetry.emit("job:retried", { operationId: job.operationId, runAt: job.runAt });
+      return { jobs: jobs.map(toWireJob) };
     },
   );
 

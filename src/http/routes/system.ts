@@ -4,12 +4,18 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { ApiError } from "../../errors.js";
 import type { Store } from "../../store/store.js";
 import type { Metrics } from "../../telemetry/metrics.js";
-import { ErrorBody } from "../../job/schemas.js";
+import { ErrorBody, Stats } from "../../job/schemas.js";
+import { formatTime } from "../../job/wire.js";
+import type { Clock } from "../../clock.js";
+import type { onRequestAsyncHookHandler } from "fastify";
 import { StoreUnavailableError } from "../../store/store.js";
 
 /** What the system routes need. */
 export interface SystemRoutesOptions {
   store: Store;
+  clock: Clock;
+  /** The admin guard (site admin required). */
+  adminOnly: onRequestAsyncHookHandler;
   metrics: Metrics;
   openApiDocument: () => object;
   /** The public delivery keys, when the delivery key is asymmetric. */
@@ -53,6 +59,34 @@ export const systemRoutes: FastifyPluginAsyncTypebox<SystemRoutesOptions> = asyn
     async (_request, reply) => {
       const text = await options.metrics.registry.metrics();
       return reply.type(options.metrics.registry.contentType).send(text);
+    },
+  );
+
+  app.get(
+    "/stats",
+    {
+      onRequest: options.adminOnly,
+      schema: {
+        operationId: "getStats",
+        summary: "Jobs by status and operation, queue lag, and attempts per minute over the last hour",
+        tags: ["system"],
+        security: [{ adminToken: [] }],
+        response: { 200: Stats, 401: ErrorBody, 403: ErrorBody, 503: ErrorBody },
+      },
+    },
+    async () => {
+      const now = options.clock.now();
+      const since = Math.floor((now - 3_600_000) / 60_000) * 60_000 + 60_000;
+      const [stats, buckets] = await Promise.all([
+        options.store.jobStats(),
+        options.store.attemptBuckets({ since, bucketMs: 60_000 }),
+      ]);
+      return {
+        by_status: stats.byStatus,
+        by_operation: stats.byOperation.map((row) => ({ operation_id: row.operationId, status: row.status, count: row.count })),
+        queue_lag_seconds: stats.oldestDueRunAt === null ? 0 : Math.max(0, now - stats.oldestDueRunAt) / 1000,
+        throughput: buckets.map((bucket) => ({ ...bucket, start: formatTime(bucket.start) })),
+      };
     },
   );
 
