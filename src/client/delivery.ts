@@ -34,6 +34,20 @@ export class DeliveryTokenError extends Error {
   override name = "DeliveryTokenError";
 }
 
+/**
+ * The service's public keys could not be fetched (JWKS URL unreachable or slow): the token may well be valid,
+ * so the plugin and the middleware answer 503, which opqueue retries, rather than 401, which it would not.
+ */
+export class DeliveryKeysUnavailableError extends DeliveryTokenError {
+  override name = "DeliveryKeysUnavailableError";
+}
+
+/** True for failures to fetch the key set, as opposed to a token that fails verification. */
+function isKeyFetchFailure(error: unknown): boolean {
+  const code = (error as { code?: string }).code;
+  return code === "ERR_JWKS_TIMEOUT" || (error instanceof TypeError && /fetch/i.test(error.message));
+}
+
 interface DeliveryClaims extends JWTPayload {
   op?: unknown;
   job?: unknown;
@@ -83,6 +97,9 @@ export function createDeliveryVerifier(options: DeliveryVerifierOptions): {
           requiredClaims: ["exp", "sub", "op", "job", "att", "rid", "authority"],
         }));
       } catch (error) {
+        if (isKeyFetchFailure(error)) {
+          throw new DeliveryKeysUnavailableError(`cannot fetch opqueue's public keys: ${(error as Error).message}`);
+        }
         throw new DeliveryTokenError(`invalid delivery token: ${(error as Error).message}`);
       }
       const { sub, op, job, att, rid, authority } = payload;
@@ -107,6 +124,15 @@ export function createDeliveryVerifier(options: DeliveryVerifierOptions): {
 /** Verifies one delivery's headers (creating a verifier each call; prefer `createDeliveryVerifier`). */
 export function verifyDelivery(headers: HeaderBag, options: DeliveryVerifierOptions): Promise<DeliveryContext> {
   return createDeliveryVerifier(options).verifyDelivery(headers);
+}
+
+/** The answer for a delivery whose token could not be verified: 401, or 503 while the keys cannot be fetched. */
+export function deliveryRefusal(error: unknown): { statusCode: 401 | 503; headers: Record<string, string>; body: object } {
+  const message = (error as Error).message;
+  if (error instanceof DeliveryKeysUnavailableError) {
+    return { statusCode: 503, headers: { "retry-after": "5" }, body: { code: "delivery_keys_unavailable", message } };
+  }
+  return { statusCode: 401, headers: {}, body: { code: "invalid_delivery_token", message } };
 }
 
 /** Something that can take a response header: a Fastify reply or a Node/Express response. */

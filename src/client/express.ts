@@ -1,9 +1,17 @@
 /**
  * An Express (or plain Node) middleware for target operations: verifies the delivery token, sets
  * `req.delivery`, and runs the rest of the request inside the delivery (so `enqueue` chains by itself).
+ * Mount body parsers (`express.json()`) BEFORE it: a callback-style parser running after it may resume the
+ * request outside the delivery's async context, and `currentDelivery()` (so chaining) would be lost.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { createDeliveryVerifier, runInDelivery, type DeliveryContext, type DeliveryVerifierOptions } from "./delivery.js";
+import {
+  createDeliveryVerifier,
+  deliveryRefusal,
+  runInDelivery,
+  type DeliveryContext,
+  type DeliveryVerifierOptions,
+} from "./delivery.js";
 
 /** `app.use("/background", opqueueDeliveryMiddleware({ secret, audience }))`. */
 export function opqueueDeliveryMiddleware(options: DeliveryVerifierOptions) {
@@ -19,9 +27,11 @@ export function opqueueDeliveryMiddleware(options: DeliveryVerifierOptions) {
         runInDelivery(delivery, next);
       },
       (error: unknown) => {
-        res.statusCode = 401;
+        const refusal = deliveryRefusal(error);
+        res.statusCode = refusal.statusCode;
+        for (const [name, value] of Object.entries(refusal.headers)) res.setHeader(name, value);
         res.setHeader("content-type", "application/json");
-        res.end(JSON.stringify({ code: "invalid_delivery_token", message: (error as Error).message }));
+        res.end(JSON.stringify(refusal.body));
       },
     );
   };

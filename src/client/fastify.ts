@@ -1,10 +1,17 @@
 /**
  * A Fastify plugin for target operations: verifies every request's delivery token before the handler runs,
  * exposes it as `request.delivery`, and runs the handler inside the delivery (so `enqueue` chains by itself).
- * A request without a valid token is answered 401 `invalid_delivery_token` (opqueue ends such a job dead).
+ * A request without a valid token is answered 401 `invalid_delivery_token` (opqueue ends such a job dead), or 503
+ * while the service's public keys cannot be fetched (opqueue retries).
  */
 import type { FastifyPluginCallback } from "fastify";
-import { createDeliveryVerifier, runInDelivery, type DeliveryContext, type DeliveryVerifierOptions } from "./delivery.js";
+import {
+  createDeliveryVerifier,
+  deliveryRefusal,
+  runInDelivery,
+  type DeliveryContext,
+  type DeliveryVerifierOptions,
+} from "./delivery.js";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -27,7 +34,8 @@ export const opqueueDelivery: FastifyPluginCallback<DeliveryVerifierOptions> = (
         runInDelivery(delivery, next);
       },
       (error: unknown) => {
-        void reply.code(401).send({ code: "invalid_delivery_token", message: (error as Error).message });
+        const refusal = deliveryRefusal(error);
+        void reply.code(refusal.statusCode).headers(refusal.headers).send(refusal.body);
       },
     );
   });

@@ -124,12 +124,14 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
     body: T;
   }> {
     for (let attempt = 0; ; attempt++) {
+      // Outside the try: a missing `sign`/`adminToken` or a failing token function is not a network error.
+      const authorizationHeader = await authorization();
       let response: Response;
       try {
         response = await fetchFn(`${baseUrl}${path}`, {
           method,
           headers: {
-            authorization: await authorization(),
+            authorization: authorizationHeader,
             ...(body === undefined ? {} : { "content-type": "application/json" }),
           },
           ...(body === undefined ? {} : { body: JSON.stringify(body) }),

@@ -1,0 +1,974 @@
+/**
+ * The client library `opqueue/client` against a real service over real HTTP: enqueue with minted assertions,
+ * typed errors, 503 retries, admin calls with paging, and the target side (delivery verification with the
+ * Fastify plugin, the Express-style middleware and a JWKS URL; automatic chaining; answers that steer the
+ * outcome of an attempt). Every test starts its own service on an ephemeral port and its own target app, and
+ * waits for what happens (a delivery finishing, a request arriving), never for time to pass.
+ */
+import { describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
+import { exportPKCS8, generateKeyPair, SignJWT } from "jose";
+import {
+  ChainMismatchError,
+  DedupeConflictError,
+  InvalidAssertionError,
+  InvalidOnBehalfOfError,
+  InvalidRequestError,
+  JobNotCancellableError,
+  JobNotFoundError,
+  JobNotRetryableError,
+  JobRunningError,
+  MissingPathParamError,
+  OnBehalfOfNotAllowedError,
+  OperationNotBackgroundError,
+  OpqueueError,
+  PayloadTooLargeError,
+  SiteAdminRequiredError,
+  SpawnCapExceededError,
+  TriggerNotAllowedError,
+  UnauthenticatedError,
+  UnavailableError,
+  UnknownOperationError,
+  alwaysRetry,
+  authUnresolvable,
+  createDeliveryVerifier,
+  createJobsClient,
+  currentDelivery,
+  neverRetry,
+  opqueueDelivery,
+  opqueueDeliveryMiddleware,
+  runInDelivery,
+  verifyDelivery,
+  type AssertionClaims,
+  type Authority,
+  type DeliveryContext,
+  type DeliveryVerifierOptions,
+  type Job,
+  type JobsClient,
+  type JobsClientOptions,
+} from "../../src/client/index.js";
+import { startLiveService, type LiveService } from "../helpers/live-service.js";
+import { TEST_DELIVERY_SECRET, TEST_SECRET } from "../helpers/service.js";
+import { deferred } from "../helpers/target.js";
+
+type After = { after: (fn: () => Promise<void>) => void };
+
+/** The test config's HS256 key, as a product would hand it to the client. */
+const SIGN = { kid: "k1", secret: TEST_SECRET } as const;
+/** A root caller: user u1 in createUser, request req-1. */
+const CALLER = { userId: "u1", operationId: "createUser", requestId: "req-1" } as const;
+/** The target side's verifier options for the test config. */
+const DELIVERY_OPTIONS = { secret: TEST_DELIVERY_SECRET, audience: "product" } as const;
+
+/** A client of `s` signing with the test key and calling admin routes as a site admin. */
+function clientOf(s: LiveService, extra: Partial<JobsClientOptions> = {}): JobsClient {
+  return createJobsClient({ baseUrl: s.url, sign: SIGN, adminToken: () => s.adminToken(), ...extra });
+}
+
+/** The arguments of a `sendWelcomeEmail` enqueue (its path needs `userId`). */
+function welcomeEmail(userId = "42") {
+  return { operationId: "sendWelcomeEmail", request: { path_params: { userId } } };
+}
+
+/** A delivery context as the target would see it for `job`'s attempt `attempt`. */
+function deliveryOf(job: Job, attempt = 1): DeliveryContext {
+  return {
+    jobId: job.id,
+    attempt,
+    userId: job.user_id,
+    operationId: job.operation_id,
+    originalRequestId: job.original_request_id,
+    authority: job.authority,
+  };
+}
+
+/** Asserts that `call` rejects with an `ErrorClass` (an `OpqueueError`) carrying `status` and `code`. */
+async function assertRefused(
+  call: Promise<unknown>,
+  ErrorClass: typeof OpqueueError,
+  status: number,
+  code: string,
+): Promise<OpqueueError> {
+  let caught: unknown;
+  await assert.rejects(call, (error: unknown) => {
+    caught = error;
+    return true;
+  });
+  assert.ok(caught instanceof ErrorClass, `expected a ${ErrorClass.name}, got ${String(caught)}`);
+  assert.ok(caught instanceof OpqueueError);
+  assert.equal(caught.name, ErrorClass.name);
+  assert.equal(caught.status, status, caught.message);
+  assert.equal(caught.code, code, caught.message);
+  assert.ok(caught.message.length > 0, "the service's message is kept");
+  return caught;
+}
+
+/** Starts a Fastify target app on 127.0.0.1 whose background routes sit behind `opqueueDelivery`. */
+async function startFastifyTarget(
+  t: After,
+  options: DeliveryVerifierOptions,
+  routes: (background: FastifyInstance) => void,
+): Promise<string> {
+  const app = Fastify({ logger: false });
+  await app.register(async (background) => {
+    await background.register(opqueueDelivery, options);
+    routes(background);
+  });
+  await app.listen({ host: "127.0.0.1", port: 0 });
+  t.after(() => app.close());
+  return `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+}
+
+/** Starts a plain node:http target on 127.0.0.1 answering with `handler`. */
+async function startHttpTarget(
+  t: After,
+  handler: (req: IncomingMessage, res: ServerResponse) => void,
+): Promise<string> {
+  const server = createServer(handler);
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  t.after(async () => {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+/** A service delivering to `targetUrl`, its worker running. */
+function startDeliveringService(t: After, targetUrl: string, configure?: (raw: Record<string, unknown>) => void) {
+  return startLiveService(t, {
+    worker: true,
+    configure: (raw) => {
+      raw["target"] = { base_url: targetUrl, audience: "product" };
+      configure?.(raw);
+    },
+  });
+}
+
+/** Reads a whole request body. */
+async function readBody(req: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+/** A delivery token for `delivery`, signed as opqueue signs them (or with `secret`/`audience` changed). */
+function deliveryToken(delivery: DeliveryContext, options: { secret?: string; audience?: string } = {}): Promise<string> {
+  const now = Math.floor(Date.now() / 1000);
+  return new SignJWT({
+    op: delivery.operationId,
+    job: delivery.jobId,
+    att: delivery.attempt,
+    rid: delivery.originalRequestId,
+    authority: delivery.authority,
+    jti: `${delivery.jobId}:${delivery.attempt}`,
+  })
+    .setProtectedHeader({ alg: "HS256", kid: "q1", typ: "JWT" })
+    .setIssuer("opqueue")
+    .setAudience(options.audience ?? "product")
+    .setSubject(delivery.userId)
+    .setIssuedAt(now)
+    .setExpirationTime(now + 90)
+    .sign(new TextEncoder().encode(options.secret ?? TEST_DELIVERY_SECRET));
+}
+
+/** A delivery context that no service made, for target-only checks. */
+const SAMPLE_DELIVERY: DeliveryContext = {
+  jobId: "job_sample_0001",
+  attempt: 2,
+  userId: "u1",
+  operationId: "sendWelcomeEmail",
+  originalRequestId: "req-1",
+  authority: { kind: "request", request_id: "req-1", user_id: "u1" },
+};
+
+/** Authorization headers a target must refuse, each with what is wrong with it. */
+async function badAuthorizations(): Promise<Array<{ what: string; headers: Record<string, string> }>> {
+  return [
+    { what: "no token", headers: {} },
+    { what: "not a JWT", headers: { authorization: "Bearer not-a-token" } },
+    { what: "another scheme", headers: { authorization: `Basic ${await deliveryToken(SAMPLE_DELIVERY)}` } },
+    {
+      what: "a wrong secret",
+      headers: { authorization: `Bearer ${await deliveryToken(SAMPLE_DELIVERY, { secret: "another-secret-that-is-32-bytes-long!!" })}` },
+    },
+    {
+      what: "a wrong audience",
+      headers: { authorization: `Bearer ${await deliveryToken(SAMPLE_DELIVERY, { audience: "opqueue" })}` },
+    },
+  ];
+}
+
+describe("enqueue", () => {
+  test("enqueue with an HS256 key and a caller creates the job (created: true); the same dedupe key again deduplicates it (created: false)", async (t) => {
+    const s = await startLiveService(t);
+    const client = clientOf(s);
+
+    const first = await client.enqueue({ ...welcomeEmail(), caller: CALLER, dedupeKey: "welcome:42", priority: 3 });
+    assert.equal(first.created, true);
+    assert.equal(first.job.status, "pending");
+    assert.equal(first.job.operation_id, "sendWelcomeEmail");
+    assert.equal(first.job.user_id, "u1");
+    assert.equal(first.job.original_request_id, "req-1");
+    assert.equal(first.job.enqueued_by_operation_id, "createUser");
+    assert.equal(first.job.parent_job_id, null);
+    assert.equal(first.job.priority, 3);
+    assert.equal(first.job.dedupe_key, "welcome:42");
+    assert.deepEqual(first.job.authority, { kind: "request", request_id: "req-1", user_id: "u1" });
+    assert.deepEqual(first.job.request, { path_params: { userId: "42" } });
+
+    const again = await client.enqueue({
+      operationId: "sendWelcomeEmail",
+      request: { path_params: { userId: "42" }, body: { second: true } },
+      caller: CALLER,
+      dedupeKey: "welcome:42",
+    });
+    assert.equal(again.created, false);
+    assert.equal(again.job.id, first.job.id);
+    assert.deepEqual(again.job.request, { path_params: { userId: "42" }, body: { second: true } });
+    assert.equal((await s.service.store.jobList({ limit: 10 })).length, 1, "no second job was created");
+  });
+
+  test("enqueue sends the options as the contract's fields: delay_ms, run_at, concurrency_key, on_behalf_of", async (t) => {
+    const s = await startLiveService(t);
+    const client = clientOf(s);
+    const before = Date.now();
+    const delayed = await client.enqueue({ ...welcomeEmail(), caller: CALLER, delayMs: 60_000, concurrencyKey: "user:42" });
+    assert.ok(Date.parse(delayed.job.run_at) >= before + 60_000, delayed.job.run_at);
+    assert.equal(delayed.job.concurrency_key, "user:42");
+
+    const runAt = new Date(Date.UTC(2030, 0, 2, 3, 4, 5, 678));
+    const scheduled = await client.enqueue({ ...welcomeEmail(), caller: CALLER, runAt });
+    assert.equal(scheduled.job.run_at, "2030-01-02T03:04:05.678Z");
+
+    const authority: Authority = { kind: "resource", resource_id: "import-7", resource_kind: "import", user_id: "u9" };
+    const imported = await client.enqueue({
+      ...welcomeEmail("u9"),
+      caller: { userId: "admin-1", operationId: "importUsers", requestId: "import-7" },
+      onBehalfOf: { userId: "u9", authority },
+    });
+    assert.equal(imported.job.user_id, "u9");
+    assert.deepEqual(imported.job.authority, authority);
+  });
+
+  test("a token function given as `sign` receives the caller's claims, and the token it returns is the one sent", async (t) => {
+    const s = await startLiveService(t);
+    const received: AssertionClaims[] = [];
+    const client = createJobsClient({
+      baseUrl: s.url,
+      sign: async (claims) => {
+        received.push(claims);
+        // The service's own minting, so the token is valid only if these claims reach it.
+        return s.assertion({ sub: claims.sub, op: claims.op, ...(claims.rid === undefined ? {} : { rid: claims.rid }) });
+      },
+    });
+    const { job, created } = await client.enqueue({
+      ...welcomeEmail(),
+      caller: { userId: "u7", operationId: "createUser", requestId: "signup-7" },
+    });
+    assert.equal(created, true);
+    assert.deepEqual(received, [{ sub: "u7", op: "createUser", rid: "signup-7" }]);
+    assert.equal(job.user_id, "u7");
+    assert.equal(job.original_request_id, "signup-7");
+
+    const refusing = createJobsClient({ baseUrl: s.url, sign: () => "not-a-token" });
+    await assertRefused(refusing.enqueue({ ...welcomeEmail(), caller: CALLER }), InvalidAssertionError, 401, "invalid_assertion");
+  });
+
+  test("enqueue outside a delivery without `caller` throws before calling the service", async (t) => {
+    const s = await startLiveService(t);
+    let calls = 0;
+    const client = clientOf(s, {
+      fetch: (input, init) => {
+        calls++;
+        return fetch(input, init);
+      },
+    });
+    await assert.rejects(client.enqueue(welcomeEmail()), /caller/);
+    assert.equal(calls, 0);
+  });
+});
+
+describe("errors of the client's own setup", () => {
+  test("a missing adminToken or sign, or a failing token function, surfaces as that error, not as a network error, and nothing is sent", async (t) => {
+    const s = await startLiveService(t);
+    let calls = 0;
+    const counting: typeof fetch = (input, init) => {
+      calls++;
+      return fetch(input, init);
+    };
+    const bare = createJobsClient({ baseUrl: s.url, fetch: counting });
+    for (const [call, pattern] of [
+      [bare.get("some_job_0001"), /adminToken/],
+      [bare.listPage(), /adminToken/],
+      [bare.enqueue({ ...welcomeEmail(), caller: CALLER }), /sign/],
+    ] as const) {
+      await assert.rejects(call, (error: unknown) => {
+        assert.ok(!(error instanceof OpqueueError), `not an OpqueueError: ${String(error)}`);
+        assert.match((error as Error).message, pattern);
+        return true;
+      });
+    }
+    const failure = new Error("the key service is down");
+    const failing = createJobsClient({
+      baseUrl: s.url,
+      fetch: counting,
+      sign: () => Promise.reject(failure),
+      adminToken: () => Promise.reject(failure),
+    });
+    await assert.rejects(failing.enqueue({ ...welcomeEmail(), caller: CALLER }), (error: unknown) => error === failure);
+    await assert.rejects(failing.get("some_job_0001"), (error: unknown) => error === failure);
+    assert.equal(calls, 0);
+  });
+
+  test("a service that does not answer surfaces as OpqueueError network_error with status 0", async (t) => {
+    const s = await startLiveService(t);
+    const url = s.url;
+    await s.service.app.close();
+    const error = await assertRefused(
+      createJobsClient({ baseUrl: url, sign: SIGN }).enqueue({ ...welcomeEmail(), caller: CALLER }),
+      OpqueueError,
+      0,
+      "network_error",
+    );
+    assert.match(error.message, /did not answer/);
+  });
+});
+
+describe("typed errors of enqueue", () => {
+  const cases: Array<{
+    when: string;
+    ErrorClass: typeof OpqueueError;
+    status: number;
+    code: string;
+    configure?: (raw: Record<string, unknown>) => void;
+    run: (s: LiveService, client: JobsClient) => Promise<unknown>;
+  }> = [
+    {
+      when: "the body breaks the schema (a fractional priority)",
+      ErrorClass: InvalidRequestError,
+      status: 400,
+      code: "invalid_request",
+      run: (_s, client) => client.enqueue({ ...welcomeEmail(), caller: CALLER, priority: 1.5 }),
+    },
+    {
+      when: "the request payload is over 16384 bytes of JSON",
+      ErrorClass: PayloadTooLargeError,
+      status: 400,
+      code: "payload_too_large",
+      run: (_s, client) =>
+        client.enqueue({ operationId: "sendWelcomeEmail", request: { path_params: { userId: "42" }, body: "x".repeat(17_000) }, caller: CALLER }),
+    },
+    {
+      when: "on_behalf_of's authority names another user",
+      ErrorClass: InvalidOnBehalfOfError,
+      status: 400,
+      code: "invalid_on_behalf_of",
+      run: (_s, client) =>
+        client.enqueue({
+          ...welcomeEmail(),
+          caller: { userId: "admin-1", operationId: "importUsers", requestId: "import-1" },
+          onBehalfOf: { userId: "u9", authority: { kind: "request", request_id: "r", user_id: "u8" } },
+        }),
+    },
+    {
+      when: "a path parameter of the target is missing",
+      ErrorClass: MissingPathParamError,
+      status: 400,
+      code: "missing_path_param",
+      run: (_s, client) => client.enqueue({ operationId: "sendWelcomeEmail", request: { body: {} }, caller: CALLER }),
+    },
+    {
+      when: "the assertion is signed with a wrong secret",
+      ErrorClass: InvalidAssertionError,
+      status: 401,
+      code: "invalid_assertion",
+      run: (s) =>
+        createJobsClient({ baseUrl: s.url, sign: { kid: "k1", secret: "a-wrong-secret-that-is-also-32-bytes-long" } }).enqueue({
+          ...welcomeEmail(),
+          caller: CALLER,
+        }),
+    },
+    {
+      when: "the assertion is made for another audience",
+      ErrorClass: InvalidAssertionError,
+      status: 401,
+      code: "invalid_assertion",
+      run: (s) => createJobsClient({ baseUrl: s.url, sign: { ...SIGN, audience: "product" } }).enqueue({ ...welcomeEmail(), caller: CALLER }),
+    },
+    {
+      when: "the trigger map does not let the caller enqueue the target",
+      ErrorClass: TriggerNotAllowedError,
+      status: 403,
+      code: "trigger_not_allowed",
+      run: (_s, client) => client.enqueue({ operationId: "recordEmailSent", request: { path_params: { emailId: "e1" } }, caller: CALLER }),
+    },
+    {
+      when: "a caller not listed under on_behalf_of sends it",
+      ErrorClass: OnBehalfOfNotAllowedError,
+      status: 403,
+      code: "on_behalf_of_not_allowed",
+      run: (_s, client) =>
+        client.enqueue({
+          ...welcomeEmail(),
+          caller: CALLER,
+          onBehalfOf: { userId: "u9", authority: { kind: "request", request_id: "r", user_id: "u9" } },
+        }),
+    },
+    {
+      when: "a chained call names a job of another operation",
+      ErrorClass: ChainMismatchError,
+      status: 403,
+      code: "chain_mismatch",
+      run: async (_s, client) => {
+        const { job } = await client.enqueue({ ...welcomeEmail(), caller: CALLER });
+        // A delivery claiming to be of recordEmailSent (which may enqueue buildReport), for a sendWelcomeEmail job.
+        const claimed = { ...deliveryOf(job), operationId: "recordEmailSent" };
+        return runInDelivery(claimed, () => client.enqueue({ operationId: "buildReport", request: { body: {} } }));
+      },
+    },
+    {
+      when: "the target is not in the OpenAPI document",
+      ErrorClass: UnknownOperationError,
+      status: 422,
+      code: "unknown_operation",
+      run: (_s, client) => client.enqueue({ operationId: "noSuchOperation", request: {}, caller: CALLER }),
+    },
+    {
+      when: "the target lacks the background tag",
+      ErrorClass: OperationNotBackgroundError,
+      status: 422,
+      code: "operation_not_background",
+      run: (_s, client) => client.enqueue({ operationId: "getUser", request: { path_params: { userId: "42" } }, caller: CALLER }),
+    },
+    {
+      when: "a pending job of another operation holds the dedupe key",
+      ErrorClass: DedupeConflictError,
+      status: 409,
+      code: "dedupe_conflict",
+      run: async (_s, client) => {
+        await client.enqueue({ ...welcomeEmail(), caller: CALLER, dedupeKey: "shared" });
+        return client.enqueue({ operationId: "buildReport", request: { body: {} }, caller: CALLER, dedupeKey: "shared" });
+      },
+    },
+    {
+      when: "the chain already has spawn_cap jobs",
+      ErrorClass: SpawnCapExceededError,
+      status: 429,
+      code: "spawn_cap_exceeded",
+      configure: (raw) => {
+        raw["limits"] = { spawn_cap: 1 };
+      },
+      run: async (_s, client) => {
+        await client.enqueue({ ...welcomeEmail("1"), caller: CALLER });
+        return client.enqueue({ ...welcomeEmail("2"), caller: CALLER });
+      },
+    },
+  ];
+  for (const { when, ErrorClass, status, code, configure, run } of cases) {
+    test(`enqueue throws ${ErrorClass.name} (${status} ${code}) when ${when}`, async (t) => {
+      const s = await startLiveService(t, configure ? { configure } : {});
+      const error = await assertRefused(run(s, clientOf(s)), ErrorClass, status, code);
+      assert.equal(error.retryAfterSeconds, undefined, "only a 503 carries retryAfterSeconds");
+    });
+  }
+});
+
+describe("typed errors of admin calls", () => {
+  test("admin calls with a bad token throw UnauthenticatedError, and without site_admin SiteAdminRequiredError", async (t) => {
+    const s = await startLiveService(t);
+    const { job } = await clientOf(s).enqueue({ ...welcomeEmail(), caller: CALLER });
+    const strangers = createJobsClient({ baseUrl: s.url, adminToken: "not-a-token" });
+    const users = createJobsClient({ baseUrl: s.url, adminToken: () => s.adminToken({ siteAdmin: false }) });
+    for (const [client, ErrorClass, status, code] of [
+      [strangers, UnauthenticatedError, 401, "unauthenticated"],
+      [users, SiteAdminRequiredError, 403, "site_admin_required"],
+    ] as const) {
+      await assertRefused(client.get(job.id), ErrorClass, status, code);
+      await assertRefused(client.listPage(), ErrorClass, status, code);
+      await assertRefused(client.cancel(job.id), ErrorClass, status, code);
+      await assertRefused(client.retry(job.id), ErrorClass, status, code);
+      await assertRefused(client.cancelChain("req-1"), ErrorClass, status, code);
+    }
+    assert.equal((await clientOf(s).get(job.id)).status, "pending");
+  });
+
+  test("admin calls on a missing job throw JobNotFoundError", async (t) => {
+    const s = await startLiveService(t);
+    const client = clientOf(s);
+    await assertRefused(client.get("no_such_job_0001"), JobNotFoundError, 404, "job_not_found");
+    await assertRefused(client.cancel("no_such_job_0001"), JobNotFoundError, 404, "job_not_found");
+    await assertRefused(client.retry("no_such_job_0001"), JobNotFoundError, 404, "job_not_found");
+  });
+
+  test("cancel of a running job throws JobRunningError, of a terminal one JobNotCancellableError; retry of a pending one JobNotRetryableError", async (t) => {
+    const s = await startLiveService(t);
+    const client = clientOf(s);
+    const { job: running } = await client.enqueue({ ...welcomeEmail("1"), caller: CALLER, priority: 1 });
+    // The worker is not started: claim the job as a dispatcher would.
+    const claimed = await s.service.store.jobClaimMany({ limit: 1 });
+    assert.equal(claimed[0]?.id, running.id);
+    await assertRefused(client.cancel(running.id), JobRunningError, 409, "job_running");
+
+    const { job: pending } = await client.enqueue({ ...welcomeEmail("2"), caller: CALLER });
+    await assertRefused(client.retry(pending.id), JobNotRetryableError, 409, "job_not_retryable");
+    await client.cancel(pending.id);
+    await assertRefused(client.cancel(pending.id), JobNotCancellableError, 409, "job_not_cancellable");
+  });
+});
+
+describe("503 unavailable", () => {
+  /** A fetch answering 503 `unavailable` (Retry-After: 0) to the first `failures` calls, then the real service. */
+  function flakyFetch(failures: number): { fetch: typeof fetch; calls: Array<string | null> } {
+    const calls: Array<string | null> = [];
+    return {
+      calls,
+      fetch: async (input, init) => {
+        calls.push(new Headers(init?.headers).get("authorization"));
+        if (calls.length <= failures) {
+          return new Response(JSON.stringify({ code: "unavailable", message: "the database does not answer" }), {
+            status: 503,
+            headers: { "content-type": "application/json", "retry-after": "0" },
+          });
+        }
+        return fetch(input, init);
+      },
+    };
+  }
+
+  test("a 503 unavailable is retried with backoff, and the call succeeds when the service answers again", async (t) => {
+    const s = await startLiveService(t);
+    const flaky = flakyFetch(2);
+    const client = clientOf(s, { fetch: flaky.fetch });
+    const { job, created } = await client.enqueue({ ...welcomeEmail(), caller: CALLER });
+    assert.equal(created, true);
+    assert.equal(flaky.calls.length, 3);
+    assert.ok(flaky.calls.every((authorization) => authorization?.startsWith("Bearer ")));
+    assert.equal((await s.service.store.jobList({ limit: 10 })).length, 1);
+
+    const admin = flakyFetch(2);
+    assert.equal((await clientOf(s, { fetch: admin.fetch }).get(job.id)).id, job.id);
+    assert.equal(admin.calls.length, 3);
+  });
+
+  test("with retries: 1 a persistent 503 throws UnavailableError after two attempts", async (t) => {
+    const s = await startLiveService(t);
+    const flaky = flakyFetch(Number.POSITIVE_INFINITY);
+    const client = clientOf(s, { fetch: flaky.fetch, retries: 1 });
+    const error = await assertRefused(client.enqueue({ ...welcomeEmail(), caller: CALLER }), UnavailableError, 503, "unavailable");
+    assert.equal(error.retryAfterSeconds, 0);
+    assert.equal(flaky.calls.length, 2);
+    assert.equal((await s.service.store.jobList({ limit: 10 })).length, 0);
+  });
+
+  test("other refusals are not retried", async (t) => {
+    const s = await startLiveService(t);
+    const flaky = flakyFetch(0);
+    const client = clientOf(s, { fetch: flaky.fetch });
+    await assertRefused(client.enqueue({ operationId: "getUser", request: { path_params: { userId: "42" } }, caller: CALLER }), OperationNotBackgroundError, 422, "operation_not_background");
+    assert.equal(flaky.calls.length, 1);
+  });
+});
+
+describe("admin calls", () => {
+  /** Enqueues `count` jobs in chain `rid`; returns them in creation order. */
+  async function enqueueMany(client: JobsClient, count: number, rid = "req-1"): Promise<Job[]> {
+    const jobs: Job[] = [];
+    for (let i = 0; i < count; i++) {
+      jobs.push((await client.enqueue({ ...welcomeEmail(String(i)), caller: { ...CALLER, requestId: rid } })).job);
+    }
+    return jobs;
+  }
+
+  test("get returns the job as enqueue returned it", async (t) => {
+    const s = await startLiveService(t);
+    const client = clientOf(s);
+    const { job } = await client.enqueue({ ...welcomeEmail(), caller: CALLER });
+    assert.deepEqual(await client.get(job.id), job);
+  });
+
+  test("listPage and pages walk the jobs newest first, two per page, to a last page without a cursor", async (t) => {
+    const s = await startLiveService(t);
+    const client = clientOf(s);
+    const created = await enqueueMany(client, 5);
+    const newestFirst = created.map((job) => job.id).reverse();
+
+    const first = await client.listPage({ limit: 2 });
+    assert.deepEqual(first.jobs.map((job) => job.id), newestFirst.slice(0, 2));
+    assert.equal(typeof first.nextCursor, "string");
+    const second = await client.listPage({ limit: 2, cursor: first.nextCursor ?? "" });
+    assert.deepEqual(second.jobs.map((job) => job.id), newestFirst.slice(2, 4));
+
+    const pages = [];
+    for await (const page of client.pages({ limit: 2 })) pages.push(page);
+    assert.deepEqual(
+      pages.map((page) => page.jobs.map((job) => job.id)),
+      [newestFirst.slice(0, 2), newestFirst.slice(2, 4), newestFirst.slice(4)],
+    );
+    assert.equal(pages.at(-1)?.nextCursor, null);
+    assert.ok(pages.slice(0, -1).every((page) => typeof page.nextCursor === "string"));
+  });
+
+  test("list yields every job once, newest first, across pages, and applies its filters", async (t) => {
+    const s = await startLiveService(t);
+    const client = clientOf(s);
+    const chainA = await enqueueMany(client, 3, "chain-a");
+    const chainB = await enqueueMany(client, 4, "chain-b");
+    const report = (await client.enqueue({ operationId: "buildReport", request: { body: {} }, caller: { ...CALLER, requestId: "chain-a" } })).job;
+    await client.cancel(chainB[1]?.id ?? "");
+
+    const all: string[] = [];
+    for await (const job of client.list({ limit: 2 })) all.push(job.id);
+    assert.deepEqual(all, [...chainA, ...chainB, report].map((job) => job.id).reverse());
+
+    const inChainA: string[] = [];
+    for await (const job of client.list({ limit: 2, originalRequestId: "chain-a", operationId: "sendWelcomeEmail" })) inChainA.push(job.id);
+    assert.deepEqual(inChainA, chainA.map((job) => job.id).reverse());
+
+    const cancelledOfU1: string[] = [];
+    for await (const job of client.list({ limit: 2, status: ["cancelled"], userId: "u1" })) cancelledOfU1.push(job.id);
+    assert.deepEqual(cancelledOfU1, [chainB[1]?.id]);
+  });
+
+  test("cancel cancels a pending job, and retry makes it pending again", async (t) => {
+    const s = await startLiveService(t);
+    const client = clientOf(s);
+    const { job } = await client.enqueue({ ...welcomeEmail(), caller: CALLER });
+    const cancelled = await client.cancel(job.id);
+    assert.equal(cancelled.status, "cancelled");
+    assert.equal(cancelled.result?.terminal_reason, "cancelled-by-admin");
+    assert.notEqual(cancelled.finished_at, null);
+    const retried = await client.retry(job.id);
+    assert.equal(retried.id, job.id);
+    assert.equal(retried.status, "pending");
+    assert.equal(retried.attempt, 0);
+    assert.equal(retried.result, null);
+    assert.equal(retried.finished_at, null);
+    assert.deepEqual(await client.get(job.id), retried);
+  });
+
+  test("cancelChain cancels the chain's pending jobs, returns them, and later jobs of the chain are created cancelled", async (t) => {
+    const s = await startLiveService(t);
+    const client = clientOf(s);
+    // A request id that needs encoding in a path.
+    const rid = "signup/42 ü?#";
+    const inChain = await enqueueMany(client, 2, rid);
+    const [elsewhere] = await enqueueMany(client, 1, "req-other");
+
+    const cancelled = await client.cancelChain(rid);
+    assert.deepEqual(cancelled.map((job) => job.id).sort(), inChain.map((job) => job.id).sort());
+    assert.ok(cancelled.every((job) => job.status === "cancelled" && job.result?.terminal_reason === "cancelled-by-chain"));
+    assert.equal((await client.get(elsewhere?.id ?? "")).status, "pending");
+
+    const later = await client.enqueue({ ...welcomeEmail(), caller: { ...CALLER, requestId: rid } });
+    assert.equal(later.created, true);
+    assert.equal(later.job.status, "cancelled");
+    assert.equal(later.job.result?.terminal_reason, "cancelled-by-chain");
+    assert.deepEqual(await client.cancelChain(rid), []);
+  });
+});
+
+describe("target side: the Fastify plugin", () => {
+  test("a delivered job reaches the handler with request.delivery and currentDelivery() (also in awaited functions) matching the job", async (t) => {
+    const seen = deferred<{ plugin: DeliveryContext | undefined; inHandler: DeliveryContext | undefined; awaited: DeliveryContext | undefined; body: unknown }>();
+    const later = async (): Promise<DeliveryContext | undefined> => {
+      await new Promise((resolve) => setImmediate(resolve));
+      return currentDelivery();
+    };
+    const targetUrl = await startFastifyTarget(t, DELIVERY_OPTIONS, (background) => {
+      background.post("/users/:userId/welcome-email", async (request, reply) => {
+        const inHandler = currentDelivery();
+        const awaited = await later();
+        seen.resolve({ plugin: request.delivery, inHandler, awaited, body: request.body });
+        return reply.code(204).send();
+      });
+    });
+    const s = await startDeliveringService(t, targetUrl);
+    const { job } = await clientOf(s).enqueue({
+      operationId: "sendWelcomeEmail",
+      request: { path_params: { userId: "42" }, body: { email: "u42@example.com" } },
+      caller: CALLER,
+    });
+
+    const { plugin, inHandler, awaited, body } = await seen.promise;
+    const expected = deliveryOf(job);
+    assert.deepEqual(plugin, expected);
+    assert.deepEqual(inHandler, expected);
+    assert.deepEqual(awaited, expected);
+    assert.deepEqual(body, { email: "u42@example.com" });
+    assert.equal(currentDelivery(), undefined, "the delivery does not leak out of the request");
+    assert.equal((await s.deliveryFinished(job.id)).outcome, "succeeded");
+    await s.waitForJob(job.id, (row) => row.status === "succeeded", "succeeded");
+  });
+
+  test("currentDelivery() holds in the handler when the request body arrives after the headers", async (t) => {
+    const s = await startLiveService(t);
+    const headersHandled = deferred();
+    const seen = deferred<{ plugin: DeliveryContext | undefined; current: DeliveryContext | undefined }>();
+    const targetUrl = await startFastifyTarget(t, DELIVERY_OPTIONS, (background) => {
+      // Runs after the plugin's hook: the token is verified, the body not yet read.
+      background.addHook("onRequest", async () => headersHandled.resolve());
+      background.post("/users/:userId/welcome-email", async (request, reply) => {
+        seen.resolve({ plugin: request.delivery, current: currentDelivery() });
+        return reply.code(204).send();
+      });
+    });
+    const { job } = await clientOf(s).enqueue({ ...welcomeEmail(), caller: CALLER });
+    const token = await s.service.signer.sign({
+      sub: job.user_id,
+      op: job.operation_id,
+      job: job.id,
+      att: 1,
+      rid: job.original_request_id,
+      authority: job.authority,
+      timeoutMs: 30_000,
+    });
+    const body = JSON.stringify({ email: "u42@example.com" });
+    const { port } = new URL(targetUrl);
+    const status = await new Promise<number | undefined>((resolve, reject) => {
+      const req = httpRequest(
+        {
+          host: "127.0.0.1",
+          port,
+          method: "POST",
+          path: "/users/42/welcome-email",
+          headers: { authorization: `Bearer ${token}`, "content-type": "application/json", "content-length": Buffer.byteLength(body) },
+        },
+        (res) => {
+          res.resume();
+          res.on("end", () => resolve(res.statusCode));
+        },
+      );
+      req.on("error", reject);
+      req.flushHeaders();
+      void headersHandled.promise.then(() => req.end(body));
+    });
+    assert.equal(status, 204);
+    const { plugin, current } = await seen.promise;
+    assert.deepEqual(plugin, deliveryOf(job));
+    assert.deepEqual(current, deliveryOf(job));
+  });
+
+  test("enqueue without caller inside the handler chains to the delivered job, copying its user, chain and authority", async (t) => {
+    // The service's URL, and so the client, is known only once the service is up, after the target.
+    const clientReady = deferred<JobsClient>();
+    const chained = deferred<Job>();
+    const targetUrl = await startFastifyTarget(t, DELIVERY_OPTIONS, (background) => {
+      background.post<{ Params: { userId: string } }>("/users/:userId/welcome-email", async (request, reply) => {
+        const client = await clientReady.promise;
+        const { job } = await client.enqueue({
+          operationId: "recordEmailSent",
+          request: { path_params: { emailId: `email-${request.params.userId}` } },
+        });
+        chained.resolve(job);
+        return reply.code(204).send();
+      });
+      background.put("/emails/:emailId/record", async (_request, reply) => reply.code(204).send());
+    });
+    const s = await startDeliveringService(t, targetUrl);
+    const client = clientOf(s);
+    clientReady.resolve(client);
+    // A root job under a resource authority on behalf of u9, so that copying the authority shows.
+    const authority: Authority = { kind: "resource", resource_id: "import-7", resource_kind: "import", user_id: "u9" };
+    const { job: parent } = await client.enqueue({
+      ...welcomeEmail("u9"),
+      caller: { userId: "admin-1", operationId: "importUsers", requestId: "import-7" },
+      onBehalfOf: { userId: "u9", authority },
+    });
+
+    const child = await chained.promise;
+    assert.equal(child.parent_job_id, parent.id);
+    assert.equal(child.original_request_id, "import-7");
+    assert.equal(child.user_id, "u9");
+    assert.equal(child.enqueued_by_operation_id, "sendWelcomeEmail");
+    assert.deepEqual(child.authority, authority);
+    assert.equal((await s.deliveryFinished(parent.id)).outcome, "succeeded");
+    assert.equal((await s.deliveryFinished(child.id)).outcome, "succeeded");
+  });
+
+  test("a request without a token or with a bad one is answered 401 invalid_delivery_token and the handler does not run", async (t) => {
+    let handled = 0;
+    const targetUrl = await startFastifyTarget(t, DELIVERY_OPTIONS, (background) => {
+      background.post("/users/:userId/welcome-email", async (_request, reply) => {
+        handled++;
+        return reply.code(204).send();
+      });
+    });
+    for (const { what, headers } of await badAuthorizations()) {
+      const res = await fetch(`${targetUrl}/users/42/welcome-email`, {
+        method: "POST",
+        headers: { ...headers, "content-type": "application/json" },
+        body: "{}",
+      });
+      assert.equal(res.status, 401, what);
+      const body = (await res.json()) as { code: string; message: string };
+      assert.equal(body.code, "invalid_delivery_token", what);
+      assert.ok(body.message.length > 0, what);
+    }
+    assert.equal(handled, 0);
+  });
+
+  test("a target verifying with another secret refuses the service's delivery, which ends the job dead", async (t) => {
+    let handled = 0;
+    const targetUrl = await startFastifyTarget(t, { secret: "not-the-delivery-secret-but-32-bytes-long", audience: "product" }, (background) => {
+      background.post("/users/:userId/welcome-email", async (_request, reply) => {
+        handled++;
+        return reply.code(204).send();
+      });
+    });
+    const s = await startDeliveringService(t, targetUrl);
+    const { job } = await clientOf(s).enqueue({ ...welcomeEmail(), caller: CALLER });
+    const finished = await s.deliveryFinished(job.id);
+    assert.equal(finished.statusCode, 401);
+    assert.equal(finished.outcome, "dead");
+    assert.equal(finished.terminalReason, "permanent-status");
+    assert.equal(handled, 0);
+  });
+});
+
+describe("target side: the Express-style middleware", () => {
+  test("on a plain node:http server, a delivered job sets req.delivery and currentDelivery() inside next", async (t) => {
+    const middleware = opqueueDeliveryMiddleware(DELIVERY_OPTIONS);
+    const seen = deferred<{ req: DeliveryContext | undefined; inNext: DeliveryContext | undefined; afterBody: DeliveryContext | undefined; body: string }>();
+    const targetUrl = await startHttpTarget(t, (req: IncomingMessage & { delivery?: DeliveryContext }, res) => {
+      middleware(req, res, (error) => {
+        if (error) throw error;
+        const inNext = currentDelivery();
+        void readBody(req).then(
+          (body) => {
+            seen.resolve({ req: req.delivery, inNext, afterBody: currentDelivery(), body });
+            res.statusCode = 204;
+            res.end();
+          },
+          () => res.destroy(),
+        );
+      });
+    });
+    const s = await startDeliveringService(t, targetUrl);
+    const { job } = await clientOf(s).enqueue({
+      operationId: "sendWelcomeEmail",
+      request: { path_params: { userId: "42" }, body: { email: "u42@example.com" } },
+      caller: CALLER,
+    });
+    const { req, inNext, afterBody, body } = await seen.promise;
+    assert.deepEqual(req, deliveryOf(job));
+    assert.deepEqual(inNext, deliveryOf(job));
+    assert.deepEqual(afterBody, deliveryOf(job));
+    assert.deepEqual(JSON.parse(body), { email: "u42@example.com" });
+    assert.equal((await s.deliveryFinished(job.id)).outcome, "succeeded");
+  });
+
+  test("a request without a token or with a bad one is answered 401 invalid_delivery_token and next is not called", async (t) => {
+    const middleware = opqueueDeliveryMiddleware(DELIVERY_OPTIONS);
+    let nextCalls = 0;
+    const targetUrl = await startHttpTarget(t, (req, res) => {
+      middleware(req, res, () => {
+        nextCalls++;
+        res.statusCode = 204;
+        res.end();
+      });
+    });
+    for (const { what, headers } of await badAuthorizations()) {
+      const res = await fetch(`${targetUrl}/users/42/welcome-email`, { method: "POST", headers });
+      assert.equal(res.status, 401, what);
+      assert.equal(res.headers.get("content-type"), "application/json", what);
+      assert.equal(((await res.json()) as { code: string }).code, "invalid_delivery_token", what);
+    }
+    assert.equal(nextCalls, 0);
+    const valid = await fetch(`${targetUrl}/x`, { method: "POST", headers: { authorization: `Bearer ${await deliveryToken(SAMPLE_DELIVERY)}` } });
+    assert.equal(valid.status, 204);
+    assert.equal(nextCalls, 1);
+  });
+});
+
+describe("target side: verifying with the service's JWKS", () => {
+  test("verifyDelivery with { jwksUrl, audience } accepts the deliveries of a service with an EdDSA delivery key", async (t) => {
+    const { privateKey } = await generateKeyPair("EdDSA", { extractable: true });
+    const privatePem = await exportPKCS8(privateKey);
+    let jwksUrl = "";
+    const verified = deferred<DeliveryContext>();
+    const targetUrl = await startHttpTarget(t, (req, res) => {
+      verifyDelivery(req.headers, { jwksUrl, audience: "product" }).then(
+        (delivery) => {
+          verified.resolve(delivery);
+          res.statusCode = 204;
+          res.end();
+        },
+        (error: unknown) => {
+          res.statusCode = 401;
+          res.end(String(error));
+        },
+      );
+    });
+    const s = await startDeliveringService(t, targetUrl, (raw) => {
+      const auth = raw["auth"] as Record<string, unknown>;
+      auth["delivery_key"] = { kid: "q-ed", alg: "EdDSA", private_key: privatePem };
+    });
+    jwksUrl = `${s.url}/.well-known/jwks.json`;
+    const jwks = (await (await fetch(jwksUrl)).json()) as { keys: Array<{ kid: string; alg: string }> };
+    assert.deepEqual(jwks.keys.map((key) => [key.kid, key.alg]), [["q-ed", "EdDSA"]]);
+
+    const { job } = await clientOf(s).enqueue({ ...welcomeEmail(), caller: CALLER });
+    assert.deepEqual(await verified.promise, deliveryOf(job));
+    const finished = await s.deliveryFinished(job.id);
+    assert.equal(finished.outcome, "succeeded");
+
+    // A JWKS verifier does not take an HS256 token, even one signed with the right delivery secret.
+    const verifier = createDeliveryVerifier({ jwksUrl, audience: "product" });
+    await assert.rejects(verifier.verifyDelivery({ authorization: `Bearer ${await deliveryToken(SAMPLE_DELIVERY)}` }), {
+      name: "DeliveryTokenError",
+    });
+  });
+});
+
+describe("target side: answers that decide the outcome", () => {
+  /** Runs one job through a Fastify target whose handler answers with `answer`; the finished delivery. */
+  async function deliverWith(t: After, answer: (reply: FastifyReply) => unknown) {
+    const targetUrl = await startFastifyTarget(t, DELIVERY_OPTIONS, (background) => {
+      background.post("/users/:userId/welcome-email", async (_request, reply) => answer(reply));
+    });
+    const s = await startDeliveringService(t, targetUrl);
+    const { job } = await clientOf(s).enqueue({ ...welcomeEmail(), caller: CALLER });
+    const finished = await s.deliveryFinished(job.id);
+    const row = await s.waitForJob(job.id, (candidate) => candidate.status !== "running", "the end of its attempt");
+    return { finished, row };
+  }
+
+  test("neverRetry(reply) with a 500 ends the job dead, rejected-by-endpoint", async (t) => {
+    const { finished, row } = await deliverWith(t, (reply) => {
+      neverRetry(reply);
+      return reply.code(500).send({ message: "this will not work out" });
+    });
+    assert.equal(finished.outcome, "dead");
+    assert.equal(row.status, "dead");
+    assert.equal(row.result?.terminal_reason, "rejected-by-endpoint");
+    assert.equal(row.result?.status_code, 500);
+  });
+
+  test("authUnresolvable() sent as the answer ends the job dead, auth-unresolvable", async (t) => {
+    const { finished, row } = await deliverWith(t, (reply) => {
+      const { statusCode, body } = authUnresolvable("user 42 was deleted");
+      return reply.code(statusCode).send(body);
+    });
+    assert.equal(finished.outcome, "dead");
+    assert.equal(row.status, "dead");
+    assert.equal(row.result?.terminal_reason, "auth-unresolvable");
+    assert.equal(row.result?.status_code, 401);
+    assert.match(row.result?.error_body ?? "", /user 42 was deleted/);
+  });
+
+  test("alwaysRetry(reply) with a 400 leads to retrying", async (t) => {
+    const { finished, row } = await deliverWith(t, (reply) => {
+      alwaysRetry(reply);
+      return reply.code(400).send({ message: "not yet" });
+    });
+    assert.equal(finished.outcome, "retrying");
+    assert.equal(row.status, "retrying");
+    assert.equal(row.attempt, 1);
+    assert.equal(row.result?.status_code, 400);
+    assert.equal(row.result?.terminal_reason, null);
+    assert.ok(row.runAt > Date.now(), "the retry is due later");
+  });
+});
