@@ -1,0 +1,886 @@
+/**
+ * Several real `opqueue serve` processes on one PostgreSQL database (CONTRACT §4, §7, §8, §10): the guarantees
+ * hold across nodes, not just inside one.
+ *
+ * Every test builds its own cluster: a fresh schema (`?schema=` in the database URL), a temporary folder with one
+ * config file shared by every node, a recording target on an ephemeral port, and node processes on free ports
+ * (OPQUEUE_PORT), each naming its connections (`?application_name=`, through OPQUEUE_DATABASE_URL) so the test can
+ * see them in `pg_stat_activity`. Everything is killed, closed and dropped when the test ends.
+ *
+ * The target records every delivery (job id, attempt, request id, the job's concurrency key, which each job carries
+ * in its request body, and the client port it came from) and counts the requests in flight per key: up on arrival,
+ * down when it answers (after a 1 ms timer, so overlapping deliveries would be visible) or when the connection
+ * closes unanswered. It can also hold its answers for a moment, so that a test knows deliveries are in flight.
+ *
+ * Nothing here measures wall-clock time as an assertion: the tests wait for events (a delivery, a log line, a
+ * row in the database) in bounded polling loops, and only report durations.
+ */
+import { test, type TestContext } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, type ChildProcess } from "node:child_process";
+import { EventEmitter, once } from "node:events";
+import fs from "node:fs";
+import http from "node:http";
+import net, { type AddressInfo } from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { fileURLToPath } from "node:url";
+import pg from "pg";
+import { Agent, request } from "undici";
+import { mintToken } from "../../src/auth/tokens.js";
+import { systemClock } from "../../src/clock.js";
+import { parseConfig, type Config } from "../../src/config.js";
+import type { Job } from "../../src/job/schemas.js";
+import { readMigrations } from "../../src/store/migrations.js";
+import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
+import { dropSchema, freshSchemaName, POSTGRES_SKIP, POSTGRES_URL } from "../helpers/postgres.js";
+import { rawTestConfig } from "../helpers/service.js";
+
+const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
+/** Upper bound of a wait for something a node or the target does; far above what a passing test needs. */
+const WAIT_MS = 20_000;
+/** Upper bound of a wait for a whole load to drain. */
+const DRAIN_MS = 90_000;
+const POLL_MS = 50;
+
+/** The load of the throughput cases: jobs, concurrency keys, enqueue batch size. */
+const LOAD_JOBS = 5_000;
+const LOAD_KEYS = 20;
+const BATCH = 50;
+const CONCURRENCY = 16;
+
+// ---------------------------------------------------------------------------------------------------------
+// The target
+
+/** One request the target received. */
+interface Delivery {
+  jobId: string;
+  attempt: number;
+  /** x-request-id: the job's original_request_id. */
+  requestId: string;
+  path: string;
+  /** The job's concurrency key, from its request body; null for jobs without one. */
+  key: string | null;
+  /** The target answered it. */
+  answered: boolean;
+  /** The connection closed before the target answered (its node died, or gave up). */
+  aborted: boolean;
+  /** The client's port: which node sent it, for a test that can look the port up (see `tcpPortsOf`). */
+  remotePort: number;
+}
+
+/** A delivery that arrived while others of its key were in flight. */
+interface Overlap {
+  key: string;
+  arriving: Delivery;
+  inFlight: Delivery[];
+}
+
+/** A status code for a delivery; 204 unless the test says otherwise. */
+type Answer = (delivery: Delivery) => number;
+
+class RecordingTarget {
+  readonly deliveries: Delivery[] = [];
+  readonly overlaps: Overlap[] = [];
+  readonly maxInFlight = new Map<string, number>();
+  private readonly inFlight = new Map<string, Set<Delivery>>();
+  private readonly events = new EventEmitter();
+  private readonly server: http.Server;
+  private answer: Answer = () => 204;
+  private holding = false;
+  private held: Array<{ delivery: Delivery; respond: () => void }> = [];
+  url = "";
+
+  constructor() {
+    this.events.setMaxListeners(0);
+    this.server = http.createServer((req, res) => {
+      res.on("error", () => undefined);
+      const chunks: Buffer[] = [];
+      req.on("data", (chunk: Buffer) => chunks.push(chunk));
+      req.on("end", () => this.receive(req, res, Buffer.concat(chunks).toString("utf8")));
+    });
+  }
+
+  private receive(req: http.IncomingMessage, res: http.ServerResponse, body: string): void {
+    const header = (name: string) => String(req.headers[name] ?? "");
+    let key: string | null = null;
+    try {
+      const parsed = JSON.parse(body) as { key?: unknown } | null;
+      if (parsed && typeof parsed.key === "string") key = parsed.key;
+    } catch {
+      // No JSON body (cron jobs): no key.
+    }
+    const delivery: Delivery = {
+      jobId: header("x-job-id"),
+      attempt: Number(header("x-job-attempt")),
+      requestId: header("x-request-id"),
+      path: (req.url ?? "").split("?")[0] ?? "",
+      key,
+      answered: false,
+      aborted: false,
+      remotePort: req.socket.remotePort ?? 0,
+    };
+    this.deliveries.push(delivery);
+    let running: Set<Delivery> | undefined;
+    if (key !== null) {
+      running = this.inFlight.get(key) ?? new Set<Delivery>();
+      this.inFlight.set(key, running);
+      if (running.size > 0) this.overlaps.push({ key, arriving: delivery, inFlight: [...running] });
+      running.add(delivery);
+      this.maxInFlight.set(key, Math.max(this.maxInFlight.get(key) ?? 0, running.size));
+    }
+    res.on("close", () => {
+      if (delivery.answered) return;
+      delivery.aborted = true;
+      running?.delete(delivery);
+    });
+    const respond = () => {
+      if (delivery.aborted || delivery.answered) return;
+      delivery.answered = true;
+      running?.delete(delivery);
+      res.writeHead(this.answer(delivery));
+      res.end();
+    };
+    // A tiny asynchronous delay: a second delivery of the same key arriving meanwhile would be counted above.
+    setTimeout(() => {
+      if (!this.holding) return respond();
+      this.held.push({ delivery, respond });
+      this.events.emit("change");
+    }, 1);
+    this.events.emit("change");
+  }
+
+  /** Holds the answers to later deliveries (they stay in flight) until `release`. */
+  hold(): void {
+    this.holding = true;
+  }
+
+  /** Deliveries held and still waiting for their answer. */
+  heldNow(): Delivery[] {
+    return this.held.map(({ delivery }) => delivery).filter((delivery) => !delivery.answered && !delivery.aborted);
+  }
+
+  /** Answers every held delivery still open, and answers at once again. */
+  release(): void {
+    this.holding = false;
+    for (const { respond } of this.held.splice(0)) respond();
+  }
+
+  async start(): Promise<void> {
+    this.server.listen(0, "127.0.0.1");
+    await once(this.server, "listening");
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+  }
+
+  /** Answers later deliveries with `answer`'s status. */
+  setAnswer(answer: Answer): void {
+    this.answer = answer;
+  }
+
+  /** Distinct job ids delivered so far. */
+  distinctJobs(): number {
+    return new Set(this.deliveries.map((delivery) => delivery.jobId)).size;
+  }
+
+  /** Resolves once `done()` holds (checked on every delivery and every held answer); fails after a bounded wait. */
+  waitUntil(what: string, done: () => boolean, limitMs = WAIT_MS): Promise<void> {
+    if (done()) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const check = () => {
+        if (!done()) return;
+        clearTimeout(timer);
+        this.events.off("change", check);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        this.events.off("change", check);
+        reject(new Error(`the target did not see ${what} (${this.deliveries.length} deliveries so far)`));
+      }, limitMs);
+      this.events.on("change", check);
+    });
+  }
+
+  async close(): Promise<void> {
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Nodes and the cluster
+
+interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+/** A running `opqueue serve` process. */
+interface Node {
+  name: string;
+  port: number;
+  /** http://127.0.0.1:PORT (nothing listens there on a --no-api node). */
+  url: string;
+  /** The application_name of its pool connections (its LISTEN connection adds "-listener"). */
+  applicationName: string;
+  child: ChildProcess;
+  exited: Promise<Exit>;
+  /** stderr and stdout so far. */
+  output(): string;
+  /** The JSON log lines it printed so far. */
+  logLines(): Array<Record<string, unknown>>;
+}
+
+interface Cluster {
+  schema: string;
+  config: Config;
+  target: RecordingTarget;
+  /** A connection of the test to the cluster's schema. */
+  db: pg.Client;
+  agent: Agent;
+  nodes: Node[];
+  /** Starts a node and waits until it serves (/healthz, or its start-up log line without the API). */
+  start(name: string, options?: { args?: string[] }): Promise<Node>;
+}
+
+/** The test server's URL (the tests that call this are skipped without it). */
+function testDatabaseUrl(): string {
+  assert.ok(POSTGRES_URL, "OPQUEUE_TEST_DATABASE_URL is not set");
+  return POSTGRES_URL;
+}
+
+/** A TCP port nobody listens on right now. */
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/** The child's environment: this process's, without anything that could steer opqueue or the test runner. */
+function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [name, value] of Object.entries(process.env)) {
+    if (name.startsWith("OPQUEUE_") || name.startsWith("NODE_TEST") || name === "NODE_OPTIONS") continue;
+    env[name] = value;
+  }
+  return { ...env, ...extra };
+}
+
+/** Polls `probe` until it answers something other than undefined; fails after `limitMs`. */
+async function until<T>(what: string, probe: () => Promise<T | undefined>, limitMs = WAIT_MS): Promise<T> {
+  const deadline = Date.now() + limitMs;
+  for (;;) {
+    const answer = await probe();
+    if (answer !== undefined) return answer;
+    if (Date.now() > deadline) assert.fail(`gave up waiting for ${what} after ${limitMs} ms`);
+    await sleep(POLL_MS);
+  }
+}
+
+/**
+ * A cluster's shared parts: schema, folder, config file, target. `change` adjusts the raw config; `logLevel` is
+ * the nodes' OPQUEUE_LOG_LEVEL. One after-hook kills every node, then closes the rest and drops the schema.
+ */
+async function createCluster(
+  t: TestContext,
+  options: { change?: (raw: Record<string, unknown>) => void; logLevel?: string } = {},
+): Promise<Cluster> {
+  const baseUrl = testDatabaseUrl();
+  const schema = freshSchemaName();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "opqueue-cluster-"));
+  const target = new RecordingTarget();
+  const agent = new Agent({ connections: 256 });
+  const db = new pg.Client({ connectionString: baseUrl, options: `-c search_path=${schema}` });
+  const nodes: Node[] = [];
+  t.after(async () => {
+    await Promise.all(
+      nodes.map(async (node) => {
+        if (node.child.exitCode === null && node.child.signalCode === null) node.child.kill("SIGKILL");
+        await node.exited;
+      }),
+    );
+    await agent.close().catch(() => undefined);
+    await target.close();
+    await db.end().catch(() => undefined);
+    await dropSchema(schema);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  await target.start();
+  await db.connect();
+
+  const databaseUrl = (applicationName: string) => {
+    const url = new URL(baseUrl);
+    url.searchParams.set("schema", schema);
+    url.searchParams.set("application_name", applicationName);
+    return url.toString();
+  };
+  const raw = rawTestConfig(dir);
+  raw["database"] = databaseUrl(`opq_${schema}`);
+  raw["database_pool_size"] = 4;
+  raw["target"] = { base_url: target.url, audience: "product" };
+  raw["lease"] = { heartbeat_ms: 200, grace_ms: 500, check_ms: 200 };
+  raw["defaults"] = { max_attempts: 5, timeout_ms: 2000 };
+  raw["retry"] = { base_ms: 100, factor: 1, max_ms: 100 };
+  raw["worker"] = { concurrency: CONCURRENCY, poll_ms: 1000 };
+  raw["cron"] = [];
+  options.change?.(raw);
+  const configFile = path.join(dir, "opqueue.json");
+  fs.writeFileSync(configFile, JSON.stringify(raw, null, 2));
+  const config = parseConfig({ raw, baseDir: dir, env: {} });
+
+  const start = async (name: string, startOptions: { args?: string[] } = {}): Promise<Node> => {
+    const args = startOptions.args ?? [];
+    const port = await freePort();
+    const applicationName = `opq_${schema}_${name}`;
+    const child = spawn(process.execPath, ["--import", "tsx", "src/cli.ts", "serve", "--config", configFile, ...args], {
+      cwd: REPO_ROOT,
+      // Same config file; only the port and the connections' name differ.
+      env: childEnv({
+        OPQUEUE_PORT: String(port),
+        OPQUEUE_DATABASE_URL: databaseUrl(applicationName),
+        OPQUEUE_LOG_LEVEL: options.logLevel ?? "warn",
+      }),
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout?.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
+    child.stderr?.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
+    const exited = new Promise<Exit>((resolve) => child.on("close", (code, signal) => resolve({ code, signal })));
+    let exit: Exit | undefined;
+    void exited.then((result) => (exit = result));
+    const node: Node = {
+      name,
+      port,
+      url: `http://127.0.0.1:${port}`,
+      applicationName,
+      child,
+      exited,
+      output: () => `${stderr}${stdout}`,
+      logLines: () =>
+        stdout.split("\n").flatMap((line) => {
+          if (!line.startsWith("{")) return [];
+          try {
+            return [JSON.parse(line) as Record<string, unknown>];
+          } catch {
+            return [];
+          }
+        }),
+    };
+    nodes.push(node);
+    const api = !args.includes("--no-api");
+    const worker = !args.includes("--no-worker");
+    await until(`${name} to serve`, async () => {
+      if (exit) assert.fail(`${name} exited (code ${exit.code}, signal ${exit.signal}) before serving:\n${node.output()}`);
+      if (!api) return node.logLines().some((line) => line["msg"] === "opqueue started") || undefined;
+      try {
+        return (await fetch(`${node.url}/healthz`)).ok || undefined;
+      } catch {
+        return undefined; // Not listening yet.
+      }
+    });
+    // A worker is fully up once its LISTEN connection is: from then on, other nodes' enqueues wake it.
+    if (worker) await waitForListener(db, node);
+    return node;
+  };
+  return { schema, config, target, db, agent, nodes, start };
+}
+
+/** The LISTEN connections a node holds open right now. */
+async function listenerConnections(db: pg.Client, node: Node): Promise<number> {
+  const result = await db.query<{ n: number }>(
+    "SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN %'",
+    [`${node.applicationName}-listener`],
+  );
+  return result.rows[0]?.n ?? 0;
+}
+
+async function waitForListener(db: pg.Client, node: Node): Promise<void> {
+  await until(`${node.name}'s LISTEN connection`, async () => ((await listenerConnections(db, node)) > 0 ? true : undefined));
+}
+
+/** Database connections a node holds right now (pool and listener). */
+async function connectionsOf(db: pg.Client, node: Node): Promise<number> {
+  const result = await db.query<{ n: number }>(
+    "SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name IN ($1, $2)",
+    [node.applicationName, `${node.applicationName}-listener`],
+  );
+  return result.rows[0]?.n ?? 0;
+}
+
+/**
+ * The local ports of the TCP sockets process `pid` has open (Linux: its socket descriptors in /proc/PID/fd, looked
+ * up in /proc/net/tcp{,6}). A delivery's client port tells which node sent it.
+ */
+function tcpPortsOf(pid: number): Set<number> {
+  const inodes = new Set<string>();
+  for (const fd of fs.readdirSync(`/proc/${pid}/fd`)) {
+    try {
+      const inode = /^socket:\[(\d+)\]$/.exec(fs.readlinkSync(`/proc/${pid}/fd/${fd}`))?.[1];
+      if (inode) inodes.add(inode);
+    } catch {
+      // Closed meanwhile.
+    }
+  }
+  const ports = new Set<number>();
+  for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    if (!fs.existsSync(table)) continue;
+    for (const line of fs.readFileSync(table, "utf8").split("\n").slice(1)) {
+      // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode ...
+      const columns = line.trim().split(/\s+/);
+      const local = columns[1]?.split(":")[1];
+      if (local && columns[9] && inodes.has(columns[9])) ports.add(Number.parseInt(local, 16));
+    }
+  }
+  return ports;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Steps
+
+/** Jobs by status, straight from the database. */
+async function statusCounts(db: pg.Client): Promise<Record<string, number>> {
+  const result = await db.query<{ status: string; n: number }>("SELECT status, count(*)::int AS n FROM jobs GROUP BY status");
+  return Object.fromEntries(result.rows.map((row) => [row.status, row.n]));
+}
+
+/** Waits until `total` jobs are succeeded; fails with the counts (and the nodes' output) otherwise. */
+async function waitAllSucceeded(c: Cluster, total: number): Promise<void> {
+  let last: Record<string, number> = {};
+  try {
+    await until(
+      `${total} succeeded jobs`,
+      async () => {
+        last = await statusCounts(c.db);
+        return last["succeeded"] === total ? true : undefined;
+      },
+      DRAIN_MS,
+    );
+  } catch (error) {
+    const outputs = c.nodes.map((node) => `--- ${node.name}:\n${node.output().slice(-4000)}`).join("\n");
+    assert.fail(`${(error as Error).message}; jobs by status: ${JSON.stringify(last)}\n${outputs}`);
+  }
+}
+
+/** The concurrency key of the load's job `n`. */
+const keyOf = (n: number) => `key-${String(n % LOAD_KEYS).padStart(2, "0")}`;
+
+/**
+ * Enqueues jobs `from..to-1` of the load over HTTP, in batches of BATCH parallel requests, batch `b` to node
+ * `b % nodes.length`, one lane of batches per node running at once. Each batch is one chain (its own `rid`, so
+ * the spawn cap is never reached) with one assertion. Returns the created job ids.
+ */
+async function enqueueLoad(c: Cluster, nodes: Node[], total: number): Promise<string[]> {
+  const batches: number[][] = [];
+  for (let n = 0; n < total; n += BATCH) {
+    batches.push(Array.from({ length: Math.min(BATCH, total - n) }, (_, i) => n + i));
+  }
+  const ids: string[] = [];
+  await Promise.all(
+    nodes.map(async (node, lane) => {
+      for (let b = lane; b < batches.length; b += nodes.length) {
+        const assertion = await mintToken({
+          auth: c.config.auth,
+          clock: systemClock,
+          sub: "loader",
+          op: "createUser",
+          rid: `load-${b}`,
+        });
+        const created = await Promise.all(
+          (batches[b] ?? []).map(async (n) => {
+            const response = await request(`${node.url}/jobs`, {
+              method: "POST",
+              dispatcher: c.agent,
+              headers: { authorization: `Bearer ${assertion}`, "content-type": "application/json" },
+              body: JSON.stringify({
+                operation_id: "sendWelcomeEmail",
+                concurrency_key: keyOf(n),
+                request: { path_params: { userId: `user-${n}` }, body: { key: keyOf(n), n } },
+              }),
+            });
+            const text = await response.body.text();
+            assert.equal(response.statusCode, 201, `enqueue of job ${n} on ${node.name} answered ${response.statusCode}: ${text}`);
+            return (JSON.parse(text) as { job: Job }).job.id;
+          }),
+        );
+        ids.push(...created);
+      }
+    }),
+  );
+  return ids;
+}
+
+/** The sum of a counter's samples in a node's /metrics. */
+async function metricSum(node: Node, name: string): Promise<number> {
+  const text = await (await fetch(`${node.url}/metrics`)).text();
+  let sum = 0;
+  for (const match of text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, "gm"))) sum += Number(match[1]);
+  return sum;
+}
+
+async function adminToken(c: Cluster): Promise<string> {
+  return mintToken({ auth: c.config.auth, clock: systemClock, sub: "admin", siteAdmin: true });
+}
+
+async function getJob(c: Cluster, node: Node, id: string): Promise<Job> {
+  const response = await fetch(`${node.url}/jobs/${id}`, { headers: { authorization: `Bearer ${await adminToken(c)}` } });
+  const text = await response.text();
+  assert.equal(response.status, 200, text);
+  return (JSON.parse(text) as { job: Job }).job;
+}
+
+async function waitForStatus(c: Cluster, node: Node, id: string, status: Job["status"]): Promise<Job> {
+  let last: Job | undefined;
+  try {
+    return await until(`job ${id} to be ${status}`, async () => {
+      last = await getJob(c, node, id);
+      return last.status === status ? last : undefined;
+    });
+  } catch (error) {
+    assert.fail(`${(error as Error).message}; last seen: ${JSON.stringify(last)}`);
+  }
+}
+
+/** Deliveries grouped by job id. */
+function byJob(deliveries: Delivery[]): Map<string, Delivery[]> {
+  const map = new Map<string, Delivery[]>();
+  for (const delivery of deliveries) map.set(delivery.jobId, [...(map.get(delivery.jobId) ?? []), delivery]);
+  return map;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+
+test(
+  "three nodes on one database deliver 5,000 jobs over 20 concurrency keys: every job succeeds once, never two of a key in flight, every node takes part",
+  { skip: POSTGRES_SKIP, timeout: 180_000 },
+  async (t) => {
+    const c = await createCluster(t);
+    const nodes = await Promise.all(["n1", "n2", "n3"].map((name) => c.start(name)));
+
+    const began = performance.now();
+    const ids = await enqueueLoad(c, nodes, LOAD_JOBS);
+    const enqueuedMs = performance.now() - began;
+    assert.equal(new Set(ids).size, LOAD_JOBS, "every enqueue created its own job");
+    await waitAllSucceeded(c, LOAD_JOBS);
+    const drainedMs = performance.now() - began;
+    t.diagnostic(
+      `enqueued ${LOAD_JOBS} jobs in ${Math.round(enqueuedMs)} ms (${Math.round((LOAD_JOBS * 1000) / enqueuedMs)}/s); ` +
+        `all succeeded ${Math.round(drainedMs)} ms after the first enqueue (${Math.round((LOAD_JOBS * 1000) / drainedMs)} jobs/s end to end)`,
+    );
+
+    // The database: every job succeeded on its first attempt.
+    assert.deepEqual(await statusCounts(c.db), { succeeded: LOAD_JOBS });
+    const attempts = await c.db.query<{ attempt: number; n: number }>(
+      "SELECT attempt, count(*)::int AS n FROM jobs GROUP BY attempt",
+    );
+    assert.deepEqual(attempts.rows, [{ attempt: 1, n: LOAD_JOBS }]);
+
+    // The target: each job exactly once, attempt 1, and never two requests of one key in flight.
+    const deliveries = c.target.deliveries;
+    assert.equal(deliveries.length, LOAD_JOBS, "one delivery per job");
+    assert.deepEqual(new Set(deliveries.map((delivery) => delivery.jobId)), new Set(ids));
+    assert.deepEqual(
+      deliveries.filter((delivery) => delivery.attempt !== 1),
+      [],
+      "every delivery is attempt 1",
+    );
+    assert.equal(deliveries.filter((delivery) => delivery.aborted).length, 0, "no delivery was cut off");
+    assert.deepEqual(c.target.overlaps, [], "no delivery arrived while another of its key was in flight");
+    assert.equal(c.target.maxInFlight.size, LOAD_KEYS);
+    for (const [key, max] of c.target.maxInFlight) assert.equal(max, 1, `requests in flight at once for ${key}`);
+
+    // Every node delivered some of them, and together exactly the load.
+    const perNode = await Promise.all(nodes.map((node) => metricSum(node, "opqueue_deliveries_total")));
+    t.diagnostic(`deliveries per node: ${nodes.map((node, i) => `${node.name}=${perNode[i]}`).join(", ")}`);
+    for (const [i, count] of perNode.entries()) assert.ok(count > 0, `${nodes[i]?.name} delivered nothing`);
+    assert.equal(
+      perNode.reduce((sum, count) => sum + count, 0),
+      LOAD_JOBS,
+    );
+  },
+);
+
+test(
+  "a node killed with SIGKILL halfway through 5,000 jobs loses nothing: the others rescue its leases and every job succeeds",
+  {
+    skip: POSTGRES_SKIP || (process.platform === "linux" ? false : "tells which node sent a delivery through /proc (Linux)"),
+    timeout: 180_000,
+  },
+  async (t) => {
+    const c = await createCluster(t);
+    const nodes = await Promise.all(["n1", "n2", "n3"].map((name) => c.start(name)));
+
+    const began = performance.now();
+    const ids = await enqueueLoad(c, nodes, LOAD_JOBS);
+    assert.equal(new Set(ids).size, LOAD_JOBS);
+    const atEnqueued = c.target.distinctJobs();
+    await c.target.waitUntil("half of the jobs", () => c.target.distinctJobs() >= LOAD_JOBS / 2, DRAIN_MS);
+
+    // For a moment the target holds its answers, so the deliveries in flight stay in flight; the victim is the node
+    // that sent the most of them (found by their client ports), so it surely dies holding leases and connections.
+    c.target.hold();
+    await c.target.waitUntil("a held delivery", () => c.target.heldNow().length > 0);
+    const held = c.target.heldNow();
+    const sentBy = nodes.map((node) => {
+      const ports = tcpPortsOf(node.child.pid ?? 0);
+      return held.filter((delivery) => ports.has(delivery.remotePort));
+    });
+    const victimIndex = sentBy.reduce((best, sent, i) => (sent.length > (sentBy[best]?.length ?? 0) ? i : best), 0);
+    const victim = nodes[victimIndex] as Node;
+    const victimHeld = sentBy[victimIndex] ?? [];
+    const survivorHeld = sentBy.filter((_, i) => i !== victimIndex).flat();
+    assert.ok(victimHeld.length > 0, `no held delivery traced to a node: ports ${held.map((d) => d.remotePort).join(", ")}`);
+    const survivors = nodes.filter((node) => node !== victim);
+    victim.child.kill("SIGKILL");
+    assert.equal((await victim.exited).signal, "SIGKILL");
+    c.target.release();
+    const atKill = c.target.distinctJobs();
+    t.diagnostic(
+      `the target had seen ${atEnqueued} jobs when the last enqueue was acknowledged, ${atKill} when ${victim.name} was killed ` +
+        `with ${victimHeld.length} of the ${held.length} held deliveries in flight`,
+    );
+    assert.ok(atKill < LOAD_JOBS, "the kill came before the load was done");
+
+    // The killed node's database connections die with it.
+    await until(`${victim.name}'s connections to close`, async () =>
+      (await connectionsOf(c.db, victim)) === 0 ? true : undefined,
+    );
+
+    await waitAllSucceeded(c, LOAD_JOBS);
+    t.diagnostic(`all ${LOAD_JOBS} succeeded ${Math.round(performance.now() - began)} ms after the first enqueue`);
+    assert.deepEqual(await statusCounts(c.db), { succeeded: LOAD_JOBS });
+
+    // Nothing lost: every acknowledged job reached the target at least once, and nothing else did.
+    const deliveries = byJob(c.target.deliveries);
+    assert.deepEqual(new Set(deliveries.keys()), new Set(ids));
+    // Each attempt of a job was sent at most once, and its final (succeeded) attempt was sent.
+    const stored = await c.db.query<{ id: string; attempt: number }>("SELECT id, attempt FROM jobs");
+    for (const { id, attempt } of stored.rows) {
+      const sent = (deliveries.get(id) ?? []).map((delivery) => delivery.attempt);
+      assert.equal(new Set(sent).size, sent.length, `job ${id}: an attempt sent twice: ${sent.join(", ")}`);
+      assert.ok(sent.includes(attempt), `job ${id}: its succeeded attempt ${attempt} was sent (sent: ${sent.join(", ")})`);
+      assert.ok(Math.max(...sent) <= attempt, `job ${id}: attempts sent ${sent.join(", ")}, stored ${attempt}`);
+    }
+
+    // The kill cut off the victim's deliveries in flight (those traced to it, and any it sent after the tracing)
+    // and none of the others', and each of their jobs ran again (attempt 2).
+    const aborted = c.target.deliveries.filter((delivery) => delivery.aborted);
+    for (const delivery of victimHeld) assert.ok(delivery.aborted, `${victim.name}'s delivery of ${delivery.jobId} was cut off`);
+    for (const delivery of survivorHeld) assert.ok(delivery.answered, `a survivor's delivery of ${delivery.jobId} was answered`);
+    const attemptOf = new Map(stored.rows.map((row) => [row.id, row.attempt]));
+    for (const delivery of aborted) assert.equal(attemptOf.get(delivery.jobId), 2, `job ${delivery.jobId} ran again`);
+
+    // Only the killed node's jobs ran again: as many as the survivors rescued, at most its worker.concurrency.
+    const retried = stored.rows.filter((row) => row.attempt > 1);
+    const rescued = (await Promise.all(survivors.map((node) => metricSum(node, "opqueue_leases_rescued_total")))).reduce(
+      (sum, count) => sum + count,
+      0,
+    );
+    const repeated = [...deliveries.values()].filter((sent) => sent.length > 1);
+    t.diagnostic(
+      `rescued leases: ${rescued}; jobs with a second attempt: ${retried.length}; jobs delivered twice: ${repeated.length}; ` +
+        `deliveries cut off by the kill: ${aborted.length}`,
+    );
+    assert.equal(retried.length, rescued, "every job that ran again was a rescued lease");
+    assert.ok(rescued >= aborted.length);
+    assert.ok(rescued <= CONCURRENCY, `at most worker.concurrency (${CONCURRENCY}) leases rescued, got ${rescued}`);
+    assert.ok(retried.every((row) => row.attempt === 2));
+
+    // One running job per key: no two requests of one key ever overlapped at the target while both were open. A
+    // delivery cut off by the kill could only overlap its key's next one if the target noticed the dead connection
+    // after the lease expired (it notices at once here: the kernel closes a killed process's sockets); report it.
+    const maxInFlight = Math.max(...c.target.maxInFlight.values());
+    t.diagnostic(
+      `most requests in flight at once for one key: ${maxInFlight}; overlaps: ${c.target.overlaps.length}` +
+        (c.target.overlaps.length > 0
+          ? ` (${c.target.overlaps
+              .map((o) => `${o.key}: ${o.arriving.jobId}#${o.arriving.attempt} over ${o.inFlight.map((d) => `${d.jobId}#${d.attempt}${d.aborted ? " (aborted)" : ""}`).join(", ")}`)
+              .join("; ")})`
+          : ""),
+    );
+    const liveOverlaps = c.target.overlaps.filter(
+      (overlap) => !overlap.arriving.aborted && overlap.inFlight.some((delivery) => !delivery.aborted),
+    );
+    assert.deepEqual(liveOverlaps, [], "two answered deliveries of one key were in flight at once");
+  },
+);
+
+test(
+  "cron on three nodes: every tick of a per-second schedule enqueues exactly one job, by exactly one node",
+  { skip: POSTGRES_SKIP, timeout: 120_000 },
+  async (t) => {
+    const c = await createCluster(t, {
+      logLevel: "info",
+      change: (raw) => {
+        // No dedupe key: each tick creates its own job even if the previous tick's were still waiting.
+        raw["cron"] = [
+          { name: "nightly", schedule: "* * * * * *", operation_id: "buildReport", user_id: "system", dedupe_key: null },
+        ];
+      },
+    });
+    const nodes = await Promise.all(["n1", "n2", "n3"].map((name) => c.start(name)));
+    const reports = () => c.target.deliveries.filter((delivery) => delivery.path === "/reports").length;
+    // Four ticks with every node running.
+    const before = reports();
+    await c.target.waitUntil("four more buildReport deliveries", () => reports() >= before + 4);
+    // Stop the nodes (gracefully: a tick being enqueued finishes) so that the database holds still.
+    for (const node of nodes) node.child.kill("SIGTERM");
+    for (const node of nodes) assert.equal((await node.exited).code, 0, `${node.name}:\n${node.output()}`);
+
+    const jobs = await c.db.query<{ id: string; original_request_id: string; status: string; attempt: number }>(
+      "SELECT id, original_request_id, status, attempt FROM jobs WHERE enqueued_by_operation_id = 'cron:nightly' ORDER BY seq",
+    );
+    const ticks = await c.db.query<{ tick_at: Date; job_id: string | null }>(
+      "SELECT tick_at, job_id FROM cron_ticks WHERE name = 'nightly' ORDER BY tick_at",
+    );
+    t.diagnostic(`${ticks.rows.length} ticks, ${jobs.rows.length} jobs`);
+    assert.ok(ticks.rows.length >= 4, `at least four ticks, got ${ticks.rows.length}`);
+
+    // No tick has two jobs; every job is its tick's.
+    const perTick = new Map<string, string[]>();
+    for (const job of jobs.rows) perTick.set(job.original_request_id, [...(perTick.get(job.original_request_id) ?? []), job.id]);
+    for (const [tick, jobIds] of perTick) assert.equal(jobIds.length, 1, `tick ${tick} has jobs ${jobIds.join(", ")}`);
+    // Every recorded tick has its job, each tick its own (a job is named after the tick that created it).
+    const tickJob = new Map(ticks.rows.map((row) => [`cron:nightly:${row.tick_at.toISOString()}`, row.job_id]));
+    for (const [tick, jobId] of tickJob) assert.ok(jobId, `tick ${tick} has no job`);
+    for (const job of jobs.rows) assert.equal(tickJob.get(job.original_request_id), job.id, `job ${job.id} is its tick's`);
+    assert.equal(new Set(tickJob.values()).size, tickJob.size, "no job serves two ticks");
+    assert.equal(jobs.rows.length, ticks.rows.length);
+    // The ticks follow each other second by second: none was skipped while the nodes ran.
+    const times = ticks.rows.map((row) => row.tick_at.getTime());
+    for (const [i, time] of times.entries()) {
+      assert.equal(time % 1000, 0, "ticks fall on whole seconds");
+      if (i > 0) assert.equal(time - (times[i - 1] ?? 0), 1000, `tick ${new Date(time).toISOString()} follows the previous one`);
+    }
+
+    // Each tick was enqueued by exactly one node (from the nodes' own logs).
+    const byNode = nodes.map((node) =>
+      node
+        .logLines()
+        .filter((line) => line["msg"] === "cron tick enqueued")
+        .map((line) => String(line["tick"])),
+    );
+    t.diagnostic(`ticks enqueued per node: ${nodes.map((node, i) => `${node.name}=${byNode[i]?.length}`).join(", ")}`);
+    const logged = byNode.flat();
+    assert.equal(new Set(logged).size, logged.length, "no tick was enqueued by two nodes");
+    assert.deepEqual(
+      new Set(logged.map((tick) => `cron:nightly:${tick}`)),
+      new Set(tickJob.keys()),
+    );
+
+    // The target got each tick's job once, under the tick's request id.
+    const delivered = c.target.deliveries.filter((delivery) => delivery.path === "/reports");
+    assert.equal(new Set(delivered.map((delivery) => delivery.jobId)).size, delivered.length, "each cron job delivered once");
+    for (const delivery of delivered) {
+      assert.equal(tickJob.get(delivery.requestId), delivery.jobId, `delivery of ${delivery.jobId} under ${delivery.requestId}`);
+    }
+  },
+);
+
+test(
+  "split roles: an API-only node's enqueue and admin retry wake a worker-only node through LISTEN/NOTIFY, and the worker-only node serves no HTTP",
+  { skip: POSTGRES_SKIP, timeout: 120_000 },
+  async (t) => {
+    // The fallback poll is far beyond every wait below: only a notification can wake the worker.
+    const c = await createCluster(t, {
+      logLevel: "info",
+      change: (raw) => {
+        raw["worker"] = { concurrency: CONCURRENCY, poll_ms: 600_000 };
+      },
+    });
+    const worker = await c.start("worker", { args: ["--no-api"] });
+    const api = await c.start("api", { args: ["--no-worker"] });
+    assert.equal(await listenerConnections(c.db, api), 0, "the API-only node does not listen for jobs");
+
+    // The worker-only node does not listen on its port.
+    const refused = await new Promise<string>((resolve) => {
+      const socket = net.connect(worker.port, "127.0.0.1");
+      socket.on("connect", () => {
+        socket.destroy();
+        resolve("connected");
+      });
+      socket.on("error", (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
+    });
+    assert.equal(refused, "ECONNREFUSED");
+
+    const enqueue = async (userId: string): Promise<Job> => {
+      const assertion = await mintToken({ auth: c.config.auth, clock: systemClock, sub: "u1", op: "createUser", rid: `signup-${userId}` });
+      const response = await fetch(`${api.url}/jobs`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${assertion}`, "content-type": "application/json" },
+        body: JSON.stringify({ operation_id: "sendWelcomeEmail", request: { path_params: { userId } } }),
+      });
+      const text = await response.text();
+      assert.equal(response.status, 201, text);
+      return (JSON.parse(text) as { job: Job }).job;
+    };
+    const deliveriesOf = (id: string) => c.target.deliveries.filter((delivery) => delivery.jobId === id);
+
+    // An enqueue on the API node is delivered by the worker node.
+    const first = await enqueue("first");
+    await c.target.waitUntil("the first job", () => deliveriesOf(first.id).length === 1);
+    const done = await waitForStatus(c, api, first.id, "succeeded");
+    assert.equal(done.attempt, 1);
+
+    // A job the target refuses for good ends dead; an admin retry on the API node wakes the worker again.
+    c.target.setAnswer((delivery) => (delivery.path.includes("doomed") ? 400 : 204));
+    const doomed = await enqueue("doomed");
+    await c.target.waitUntil("the doomed job", () => deliveriesOf(doomed.id).length === 1);
+    const dead = await waitForStatus(c, api, doomed.id, "dead");
+    assert.equal(dead.result?.terminal_reason, "permanent-status");
+    c.target.setAnswer(() => 204);
+    const retry = await fetch(`${api.url}/jobs/${doomed.id}/retry`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${await adminToken(c)}` },
+    });
+    assert.equal(retry.status, 200, await retry.text());
+    await c.target.waitUntil("the retried job", () => deliveriesOf(doomed.id).length === 2);
+    assert.deepEqual(
+      deliveriesOf(doomed.id).map((delivery) => delivery.attempt),
+      [1, 1],
+      "the retry starts over at attempt 1",
+    );
+    const revived = await waitForStatus(c, api, doomed.id, "succeeded");
+    assert.equal(revived.attempt, 1);
+
+    // Every delivery came from the worker node: the API node delivered nothing.
+    assert.equal(c.target.deliveries.length, 3);
+    assert.equal(await metricSum(api, "opqueue_deliveries_total"), 0);
+    assert.equal(worker.child.exitCode, null, "the worker node is still running");
+  },
+);
+
+test(
+  "nodes starting at the same moment on one fresh schema all come up, and the schema is migrated once",
+  { skip: POSTGRES_SKIP, timeout: 60_000 },
+  async (t) => {
+    const baseUrl = testDatabaseUrl();
+    const db = new pg.Client({ connectionString: baseUrl });
+    await db.connect();
+    t.after(() => db.end());
+    // Several rounds: each is a race between three nodes creating the schema and migrating it.
+    for (let round = 0; round < 5; round++) {
+      const schema = freshSchemaName();
+      t.after(() => dropSchema(schema));
+      const url = new URL(baseUrl);
+      url.searchParams.set("schema", schema);
+      const opened = await Promise.allSettled(
+        [1, 2, 3].map(() => PostgresStore.open({ url: url.toString(), clock: systemClock, poolSize: 1 })),
+      );
+      for (const result of opened) if (result.status === "fulfilled") await result.value.close();
+      assert.deepEqual(
+        opened.flatMap((result) => (result.status === "rejected" ? [String(result.reason)] : [])),
+        [],
+        `round ${round}: every node opened the store`,
+      );
+      const migrations = await db.query<{ version: number }>(`SELECT version FROM ${schema}.schema_migrations ORDER BY version`);
+      assert.deepEqual(
+        migrations.rows.map((row) => row.version),
+        readMigrations("postgres").map((migration) => migration.version),
+      );
+    }
+  },
+);
