@@ -14,6 +14,20 @@ export default tseslint.config(
   },
   {
     files: ["**/*.mjs", "**/*.js"],
+    ignores: ["ui/**"],
     languageOptions: { globals: { process: "readonly", console: "readonly", URL: "readonly" } },
+  },
+  {
+    // The dashboard: plain ES modules run by the browser.
+    files: ["ui/**/*.js"],
+    languageOptions: {
+      sourceType: "module",
+      globals: Object.fromEntries(
+        [
+          "window", "document", "location", "history", "sessionStorage", "fetch", "console", "atob",
+          "setTimeout", "clearTimeout", "URL", "URLSearchParams", "FormData", "Node", "CSS",
+        ].map((name) => [name, "readonly"]),
+      ),
+    },
   },
 );

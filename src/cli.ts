@@ -8,6 +8,7 @@ import { mintToken } from "./auth/tokens.js";
 import { systemClock } from "./clock.js";
 import { ConfigError, loadConfigFile } from "./config.js";
 import { runDemo } from "./demo/demo.js";
+import { dashboardUrl, signInLink } from "./http/routes/ui.js";
 import { createLogger, redactUrl, serve, stopOnSignals } from "./main.js";
 import { openStore, UnsupportedDatabaseError } from "./store/open-store.js";
 import { StoreLockedError } from "./store/store.js";
@@ -19,6 +20,7 @@ Usage:
   opqueue serve   [--config FILE] [--no-worker] [--no-api]
   opqueue migrate [--config FILE]
   opqueue token   [--config FILE] --sub USER [--op OP (--rid RID | --job JOB)] [--site-admin] [--ttl SECONDS]
+                  (with --site-admin, also prints the dashboard's sign-in link on stderr)
   opqueue demo
   opqueue --version
 
@@ -119,6 +121,8 @@ async function tokenCommand(args: string[]): Promise<void> {
     ...(ttlSeconds !== undefined ? { ttlSeconds } : {}),
   });
   console.log(token);
+  // On stderr, so that `$(opqueue token ...)` still captures the bare token.
+  if (values["site-admin"]) console.error(`Sign-in link: ${signInLink(dashboardUrl(config.listen), token)}`);
 }
 
 /** `npm start`: the service on SQLite with the bundled example product. */

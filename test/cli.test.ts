@@ -282,15 +282,25 @@ test("token --sub --op --rid prints an HS256 enqueue assertion valid for 300 s",
   await jwtVerify(token, new TextEncoder().encode(TEST_SECRET), { audience: "opqueue" });
 });
 
-test("token --site-admin prints an admin token with site_admin true", async (t) => {
+test("token --site-admin prints an admin token with site_admin true, and the dashboard's sign-in link on stderr", async (t) => {
   const dir = tempDir(t);
-  const result = await runCli(t, ["token", "--config", writeConfig(dir), "--site-admin", "--sub", "admin"]);
+  const result = await runCli(t, ["token", "--config", writeConfig(dir), "--site-admin", "--sub", "admin"], { OPQUEUE_PORT: "9123" });
   assert.equal(result.code, 0, result.stderr);
-  const payload = jwtPart(result.stdout.trim(), 1);
+  const token = result.stdout.trim();
+  assert.equal(result.stdout, `${token}\n`, "stdout is the bare token");
+  const payload = jwtPart(token, 1);
   assert.equal(payload["site_admin"], true);
   assert.equal(payload["sub"], "admin");
   assert.equal(payload["aud"], "opqueue");
   assert.equal(payload["op"], undefined);
+  assert.equal(result.stderr, `Sign-in link: http://127.0.0.1:9123/ui/#token=${token}\n`);
+});
+
+test("token without --site-admin prints no sign-in link", async (t) => {
+  const dir = tempDir(t);
+  const result = await runCli(t, ["token", "--config", writeConfig(dir), "--sub", "alice", "--op", "createUser", "--rid", "r1"]);
+  assert.equal(result.code, 0, result.stderr);
+  assert.equal(result.stderr, "");
 });
 
 test("token --op without --rid or --job exits 2 and prints no token", async (t) => {

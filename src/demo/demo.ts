@@ -9,6 +9,7 @@ import { request } from "undici";
 import { mintToken } from "../auth/tokens.js";
 import { systemClock } from "../clock.js";
 import { loadConfigFile, type ConfigEnv } from "../config.js";
+import { signInLink } from "../http/routes/ui.js";
 import { createLogger, serve, stopOnSignals } from "../main.js";
 import { VERSION } from "../version.js";
 import { buildProductApp } from "./product-app.js";
@@ -93,6 +94,8 @@ the waiting job holds its dedupe key, so it is refreshed, not duplicated. Cancel
     -H 'content-type: application/json' \\
     -H 'authorization: Bearer ${assertion}' \\
     -d '${body}'
+
+Dashboard, signed in as a site administrator for 24 hours: ${signInLink(`${url}/ui/`, admin)}
 
 Look at the jobs as a site administrator (the token is valid for 24 hours):
 

@@ -16,6 +16,7 @@ import { errorHandler, sendError } from "./error-handler.js";
 import { collectOpenApi } from "./openapi.js";
 import { jobRoutes } from "./routes/jobs.js";
 import { systemRoutes } from "./routes/system.js";
+import { uiRoutes } from "./routes/ui.js";
 import { createValidatorCompiler } from "./validation.js";
 
 /** Largest request body: refused with 413 before parsing. */
@@ -118,5 +119,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     openApiDocument,
     jwks: options.jwks ?? null,
   });
+  // The operators' dashboard (static files; it calls the admin API above with the token the operator signs in with).
+  await app.register(uiRoutes);
   return app;
 }

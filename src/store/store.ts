@@ -87,6 +87,8 @@ export interface JobListParams {
   originalRequestId?: string | undefined;
   userId?: string | undefined;
   parentJobId?: string | undefined;
+  /** The job's current `dedupe_key` (a job requeued without its key no longer matches). */
+  dedupeKey?: string | undefined;
   /** Only jobs created before this `seq` (the cursor). */
   beforeSeq?: number | undefined;
   limit: number;

@@ -180,6 +180,26 @@ describe("list jobs", () => {
     assert.deepEqual(ids((await list(s, "operation_id=nope")).jobs), []);
   });
 
+  test("filters by dedupe_key (exact match, any status), with the other filters and with paging", async (t) => {
+    const s = await startService(t);
+    const first = await enqueue(s, buildReport({ dedupe_key: "report:daily" }), { sub: "alice" });
+    await driveTo(s, first.id, "dead");
+    const other = await enqueue(s, buildReport({ dedupe_key: "report:weekly" }), { sub: "alice" });
+    const holder = await enqueue(s, buildReport({ dedupe_key: "report:daily" }), { sub: "bob" });
+    await enqueue(s, buildReport(), { sub: "alice" });
+
+    assert.deepEqual(ids((await list(s, "dedupe_key=report%3Adaily")).jobs), [holder.id, first.id]);
+    assert.deepEqual(ids((await list(s, "dedupe_key=report:weekly")).jobs), [other.id]);
+    assert.deepEqual(ids((await list(s, "dedupe_key=report:daily&status=dead")).jobs), [first.id]);
+    assert.deepEqual(ids((await list(s, "dedupe_key=report:daily&user_id=bob")).jobs), [holder.id]);
+    assert.deepEqual(ids((await list(s, "dedupe_key=report")).jobs), []);
+    const page = await list(s, "dedupe_key=report:daily&limit=1");
+    assert.deepEqual(ids(page.jobs), [holder.id]);
+    const rest = await list(s, `dedupe_key=report:daily&limit=1&cursor=${encodeURIComponent(page.next_cursor ?? "")}`);
+    assert.deepEqual(ids(rest.jobs), [first.id]);
+    assert.equal(rest.next_cursor, null);
+  });
+
   test("returns 400 invalid_request for a limit outside 1..500 or not an integer", async (t) => {
     const s = await startService(t);
     for (const limit of ["0", "501", "-1", "1.5", "abc", "", "1e3"]) {

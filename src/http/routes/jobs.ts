@@ -39,6 +39,7 @@ const ListQuery = Type.Object(
     original_request_id: Type.Optional(Type.String()),
     user_id: Type.Optional(Type.String()),
     parent_job_id: Type.Optional(Type.String()),
+    dedupe_key: Type.Optional(Type.String({ description: "Jobs whose dedupe_key is exactly this." })),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 500, default: 50 })),
     cursor: Type.Optional(Type.String({ description: "next_cursor of the previous page." })),
   },
@@ -110,6 +111,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
         originalRequestId: query.original_request_id,
         userId: query.user_id,
         parentJobId: query.parent_job_id,
+        dedupeKey: query.dedupe_key,
         beforeSeq: query.cursor === undefined ? undefined : decodeCursor(query.cursor),
         limit: limit + 1,
       });

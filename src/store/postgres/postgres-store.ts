@@ -287,6 +287,13 @@ export class PostgresStore implements Store {
     } catch (error) {
       throw mapError(error);
     }
+    // A checked-out client has no 'error' listener of the pool's: a connection lost mid-transaction would be an
+    // unhandled 'error' event and end the process. The query in progress fails anyway; remember why.
+    let broken: Error | undefined;
+    const onError = (error: Error) => {
+      broken ??= error;
+    };
+    client.on("error", onError);
     const work = (async () => {
       try {
         await client.query("BEGIN");
@@ -299,15 +306,15 @@ export class PostgresStore implements Store {
       }
     })();
     this.inFlight.add(work);
-    let broken: Error | undefined;
     try {
       return await work;
     } catch (error) {
       // A connection that failed mid-transaction is not given back to the pool.
-      if (isUnavailable(error)) broken = error as Error;
+      if (isUnavailable(error)) broken ??= error as Error;
       throw mapError(error);
     } finally {
       this.inFlight.delete(work);
+      client.off("error", onError);
       client.release(broken);
     }
   }
@@ -384,7 +391,7 @@ export class PostgresStore implements Store {
   }
 
   async jobList(params: JobListParams): Promise<JobRow[]> {
-    if (unstorable(params.operationId, params.originalRequestId, params.userId, params.parentJobId)) {
+    if (unstorable(params.operationId, params.originalRequestId, params.userId, params.parentJobId, params.dedupeKey)) {
       return this.assertOpen([]);
     }
     const where: string[] = [];
@@ -398,6 +405,7 @@ export class PostgresStore implements Store {
     if (params.originalRequestId !== undefined) add((p) => `original_request_id = ${p}`, params.originalRequestId);
     if (params.userId !== undefined) add((p) => `user_id = ${p}`, params.userId);
     if (params.parentJobId !== undefined) add((p) => `parent_job_id = ${p}`, params.parentJobId);
+    if (params.dedupeKey !== undefined) add((p) => `dedupe_key = ${p}`, params.dedupeKey);
     if (params.beforeSeq !== undefined) add((p) => `seq < ${p}`, params.beforeSeq);
     values.push(params.limit);
     const rows = await this.query(
@@ -849,6 +857,12 @@ async function migrate(pool: pg.Pool): Promise<number> {
   const migrations = readMigrations("postgres");
   const latest = migrations.length;
   const client = await pool.connect();
+  // Held outside the pool: without a listener, losing the connection mid-migration would crash the process.
+  let broken: Error | undefined;
+  const onError = (error: Error) => {
+    broken ??= error;
+  };
+  client.on("error", onError);
   try {
     const schema = (await client.query<{ schema: string }>("SELECT current_schema() AS schema")).rows[0]?.schema ?? "public";
     const lockKey = `opqueue.migrate:${schema}`;
@@ -884,6 +898,7 @@ async function migrate(pool: pg.Pool): Promise<number> {
     }
     return latest;
   } finally {
-    client.release();
+    client.off("error", onError);
+    client.release(broken);
   }
 }

@@ -492,6 +492,7 @@ export class SqliteStore implements Store {
       ["originalRequestId", "original_request_id"],
       ["userId", "user_id"],
       ["parentJobId", "parent_job_id"],
+      ["dedupeKey", "dedupe_key"],
     ];
     for (const [param, column] of filters) {
       const value = params[param];

@@ -68,6 +68,22 @@ export function listCases(suite: Suite): void {
       assert.deepEqual(await store.jobList({ limit, operationId: "nope" }), []);
     });
 
+    suite.case("filters by dedupe key, whatever the job's status, and together with other filters", async ({ store }) => {
+      // A finished job keeps its key, so the key's history (dead, then a new waiting holder) lists newest first.
+      const dead = await makeFinished(store, "dead", { dedupeKey: "welcome:42", userId: "u1" });
+      const other = await insertCreated(store, { dedupeKey: "welcome:43", userId: "u1" });
+      const waiting = await insertCreated(store, { dedupeKey: "welcome:42", userId: "u2" });
+      await insertCreated(store, { dedupeKey: null, userId: "u1" });
+      assert.deepEqual(ids(await store.jobList({ limit: 10, dedupeKey: "welcome:42" })), [waiting.id, dead.id]);
+      assert.deepEqual(ids(await store.jobList({ limit: 10, dedupeKey: "welcome:43" })), [other.id]);
+      assert.deepEqual(ids(await store.jobList({ limit: 10, dedupeKey: "welcome:42", statuses: ["dead"] })), [dead.id]);
+      assert.deepEqual(ids(await store.jobList({ limit: 10, dedupeKey: "welcome:42", userId: "u2" })), [waiting.id]);
+      assert.deepEqual(ids(await store.jobList({ limit: 1, dedupeKey: "welcome:42" })), [waiting.id]);
+      assert.deepEqual(ids(await store.jobList({ limit: 10, dedupeKey: "welcome:42", beforeSeq: waiting.seq })), [dead.id]);
+      assert.deepEqual(await store.jobList({ limit: 10, dedupeKey: "welcome" }), []);
+      assert.deepEqual(await store.jobList({ limit: 10, dedupeKey: "" }), []);
+    });
+
     suite.case("respects the limit, keeping the newest", async ({ store }) => {
       const jobs = await population(store);
       assert.deepEqual(ids(await store.jobList({ limit: 3 })), ids(jobs).reverse().slice(0, 3));

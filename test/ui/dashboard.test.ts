@@ -1,0 +1,446 @@
+/**
+ * The dashboard in a real browser (Debian's Chromium driven by playwright-core): a service with its worker,
+ * listening on 127.0.0.1 with the system clock, delivering to a small product where `recordEmailSent` answers 400
+ * until the test flips a flag. The browser signs in through a `#token=` link, reads the overview, filters the list,
+ * opens the dead job, retries it and sees it succeed, cancels a chain, and is refused politely with a token that is
+ * not a site administrator's. The page runs under the service's Content-Security-Policy: any violation, like any
+ * script error, fails the run. (The routes that serve it are tested without a browser in test/http/ui.test.ts.)
+ *
+ * Screenshots for the README (docs/screenshots/) are written only with OPQUEUE_UPDATE_SCREENSHOTS=1.
+ */
+import assert from "node:assert/strict";
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { setTimeout as delay } from "node:timers/promises";
+import { fileURLToPath } from "node:url";
+import { chromium, type Browser, type Page } from "playwright-core";
+import { mintToken } from "../../src/auth/tokens.js";
+import type { Clock } from "../../src/clock.js";
+import { parseConfig, type Config } from "../../src/config.js";
+import { dashboardUrl, signInLink } from "../../src/http/routes/ui.js";
+import type { Job } from "../../src/job/schemas.js";
+import { createService, type Service } from "../../src/service.js";
+import type { JobRow } from "../../src/store/store.js";
+import { rawTestConfig } from "../helpers/service.js";
+import type { ServerResponse } from "node:http";
+import { deferred, reply, startTarget, type Target, type TargetRequest } from "../helpers/target.js";
+
+const CHROMIUM = "/usr/bin/chromium";
+const SKIP = existsSync(CHROMIUM)
+  ? false
+  : `no Chromium at ${CHROMIUM}: install Debian's (apt-get install -y chromium; .ci/run does it when missing)`;
+const UPDATE_SCREENSHOTS = process.env["OPQUEUE_UPDATE_SCREENSHOTS"] === "1";
+const SCREENSHOTS = fileURLToPath(new URL("../../docs/screenshots/", import.meta.url));
+/** Bound of every wait in the browser: far above what a passing run needs (the job page refreshes every 2 s). */
+const WAIT_MS = 15_000;
+const NOT_ADMIN = "This token is not a site administrator's (site_admin: true is required).";
+
+/** Everything the cases share: one service, one product, one browser. */
+interface World {
+  service: Service;
+  config: Config;
+  clock: Clock & { shift(ms: number): void };
+  target: Target;
+  base: string;
+  browser: Browser;
+  page: Page;
+  /** recordEmailSent answers 400 while true. */
+  product: { recordsBroken: boolean };
+  /** The recordEmailSent job that went dead, for the retry case. */
+  deadRecord: JobRow;
+  /** A chain of three pending delayed jobs (root, child, grandchild). */
+  chain: Job[];
+  /** A job held running by the product until the end. */
+  running: Job;
+  /** Browser console errors and CSP violations. */
+  problems: string[];
+  cleanups: Array<() => Promise<void>>;
+}
+
+/** Polls `check` until it returns a value other than undefined/false; fails after WAIT_MS with `what`. */
+async function until<T>(check: () => Promise<T | undefined | false>, what: string): Promise<T> {
+  const deadline = Date.now() + WAIT_MS;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await delay(20);
+  }
+}
+
+/** The system clock, which the test may set forward (never back) to record an hour of history in seconds. */
+function shiftableClock(start: number): World["clock"] {
+  let offset = start;
+  return {
+    now: () => Date.now() + offset,
+    shift(ms: number) {
+      offset += ms;
+    },
+  };
+}
+
+/**
+ * The product: `sendWelcomeEmail` answers 204 and chains `recordEmailSent` (503 for users named busy-*),
+ * `recordEmailSent` answers 400 while `recordsBroken`, else 204 and chains `buildReport`; `buildReport` answers 204,
+ * or holds its answer when the body asks to.
+ */
+function productHandler(world: () => World, release: Promise<void>) {
+  return async (request: TargetRequest, res: ServerResponse): Promise<void> => {
+    const w = world();
+    const jobId = String(request.headers["x-job-id"]);
+    const welcome = /^\/users\/([^/]+)\/welcome-email$/.exec(request.path);
+    if (welcome) {
+      const userId = decodeURIComponent(welcome[1] ?? "");
+      if (userId.startsWith("busy-")) return reply(res, 503, { body: "mail provider busy, try later" });
+      await enqueue(w, { operation_id: "recordEmailSent", request: { path_params: { emailId: `welcome-${userId}` } } }, { sub: userId, op: "sendWelcomeEmail", job: jobId });
+      return reply(res, 204);
+    }
+    const record = /^\/emails\/([^/]+)\/record$/.exec(request.path);
+    if (record) {
+      const parent = await w.service.store.jobGet({ id: jobId });
+      if (w.product.recordsBroken) {
+        return reply(res, 400, {
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ code: "mailbox_unknown", message: `no mailbox for ${decodeURIComponent(record[1] ?? "")} yet` }),
+        });
+      }
+      await enqueue(w, { operation_id: "buildReport", request: { body: { kind: "welcome-emails" } } }, { sub: parent?.userId ?? "", op: "recordEmailSent", job: jobId });
+      return reply(res, 204);
+    }
+    if (request.path === "/reports") {
+      if (request.body.includes('"hold":true')) await release;
+      return reply(res, 204);
+    }
+    return reply(res, 404, { body: "no such operation" });
+  };
+}
+
+/** `POST /jobs` with a fresh assertion; the job. */
+async function enqueue(
+  w: World,
+  body: Record<string, unknown>,
+  claims: { sub: string; op: string; rid?: string; job?: string },
+): Promise<Job> {
+  const assertion = await mintToken({ auth: w.config.auth, clock: w.clock, ...claims });
+  const response = await fetch(`${w.base}/jobs`, {
+    method: "POST",
+    headers: { "content-type": "application/json", authorization: `Bearer ${assertion}` },
+    body: JSON.stringify(body),
+  });
+  const text = await response.text();
+  assert.ok(response.status === 201 || response.status === 200, `enqueue answered ${response.status}: ${text}`);
+  return (JSON.parse(text) as { job: Job }).job;
+}
+
+/** A user signs up: `createUser` enqueues the welcome email as the root of chain `signup-{user}`. */
+function signUp(w: World, user: string, extra: Record<string, unknown> = {}): Promise<Job> {
+  return enqueue(
+    w,
+    { operation_id: "sendWelcomeEmail", request: { path_params: { userId: user }, body: { email: `${user}@example.com` } }, ...extra },
+    { sub: user, op: "createUser", rid: `signup-${user}` },
+  );
+}
+
+/** Waits until nothing is running and no job is due: the worker has caught up with the clock. */
+async function settle(w: World): Promise<void> {
+  await until(async () => {
+    const stats = await w.service.store.jobStats();
+    return stats.byStatus.running === 0 && stats.oldestDueRunAt === null;
+  }, "the worker to catch up");
+}
+
+/**
+ * Forty minutes of traffic recorded in about two seconds: the clock starts 45 minutes back and moves forward
+ * between batches of sign-ups, so the chart and the list look like a service that has been running. Some users
+ * are busy (503, retried later), and for a while recordEmailSent is broken (400, dead).
+ */
+async function recordHistory(w: World): Promise<void> {
+  const names = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "ivan", "judy", "mallory", "niaj"];
+  for (let step = 0; step < 12; step++) {
+    w.product.recordsBroken = step === 5 || step === 6;
+    const batch = 1 + ((step * 7) % 4);
+    for (let i = 0; i < batch; i++) {
+      const name = `${names[(step + i) % names.length]}-${step}${i}`;
+      await signUp(w, step % 4 === 2 && i === 0 ? `busy-${name}` : name);
+    }
+    if (step === 8) {
+      const cancelled = await signUp(w, `oscar-${step}`, { delay_ms: 3_600_000 });
+      const res = await fetch(`${w.base}/jobs/${cancelled.id}/cancel`, { method: "POST", headers: { authorization: `Bearer ${await adminToken(w)}` } });
+      assert.equal(res.status, 200);
+    }
+    await settle(w);
+    w.clock.shift(step === 11 ? 45 * 60_000 - 11 * 220_000 : 220_000);
+  }
+  w.product.recordsBroken = false;
+  await settle(w);
+}
+
+function adminToken(w: World, siteAdmin = true, sub = "ops-admin"): Promise<string> {
+  return mintToken({ auth: w.config.auth, clock: w.clock, sub, ...(siteAdmin ? { siteAdmin: true } : {}) });
+}
+
+async function screenshot(page: Page, name: string, fullPage = false): Promise<void> {
+  if (!UPDATE_SCREENSHOTS) return;
+  mkdirSync(SCREENSHOTS, { recursive: true });
+  await page.screenshot({ path: join(SCREENSHOTS, name), fullPage });
+}
+
+/** The text of the dashboard's status line once it says something matching `pattern`. */
+async function announced(page: Page, pattern: RegExp): Promise<string> {
+  return until(async () => {
+    const text = (await page.locator("#announcer").textContent()) ?? "";
+    return pattern.test(text) ? text : undefined;
+  }, `the status line to say ${pattern}`);
+}
+
+describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
+  const w = {} as World;
+
+  before(async () => {
+    w.cleanups = [];
+    w.problems = [];
+    w.product = { recordsBroken: false };
+    const hold = deferred();
+    w.cleanups.push(async () => hold.resolve());
+    w.target = await startTarget({ after: (fn) => void w.cleanups.push(fn) }, productHandler(() => w, hold.promise));
+
+    const dir = mkdtempSync(join(tmpdir(), "opqueue-ui-"));
+    w.cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
+    const raw = rawTestConfig(dir);
+    raw["target"] = { base_url: w.target.url, audience: "product" };
+    raw["cron"] = [];
+    raw["worker"] = { concurrency: 8, poll_ms: 50 };
+    raw["retry"] = { base_ms: 600_000, factor: 2, max_ms: 3_600_000 };
+    raw["shutdown"] = { grace_ms: 200 };
+    raw["operations"] = { sendWelcomeEmail: { max_attempts: 8 }, buildReport: { timeout_ms: 120_000 } };
+    w.config = parseConfig({ raw, baseDir: dir, env: {} });
+    w.clock = shiftableClock(-45 * 60_000);
+    w.service = await createService({ config: w.config, clock: w.clock });
+    await w.service.app.listen({ host: "127.0.0.1", port: 0 });
+    w.service.start();
+    // Closed before the product, so that the held delivery is given back rather than failed.
+    w.cleanups.unshift(() => w.service.close({ graceMs: 200 }));
+    w.base = `http://127.0.0.1:${(w.service.app.server.address() as AddressInfo).port}`;
+
+    await recordHistory(w);
+
+    // Now: the job to retry (recordEmailSent dead with 400), a chain of three waiting jobs, a running report with
+    // a second one waiting for its concurrency key (queue lag), and a busy user retrying.
+    w.product.recordsBroken = true;
+    await signUp(w, "dora");
+    w.deadRecord = await until(async () => {
+      const [job] = await w.service.store.jobList({ limit: 1, originalRequestId: "signup-dora", operationId: "recordEmailSent", statuses: ["dead"] });
+      return job;
+    }, "dora's recordEmailSent to go dead");
+    const root = await signUp(w, "eve", { delay_ms: 3_600_000 });
+    const child = await enqueue(w, { operation_id: "recordEmailSent", request: { path_params: { emailId: "welcome-eve" } }, delay_ms: 3_600_000 }, { sub: "eve", op: "sendWelcomeEmail", job: root.id });
+    const grandchild = await enqueue(w, { operation_id: "buildReport", request: { body: {} }, delay_ms: 3_600_000 }, { sub: "eve", op: "recordEmailSent", job: child.id });
+    w.chain = [root, child, grandchild];
+    w.running = await enqueue(w, { operation_id: "buildReport", request: { body: { hold: true } }, concurrency_key: "reports" }, { sub: "ops", op: "createUser", rid: "weekly-report" });
+    await until(async () => (await w.service.store.jobGet({ id: w.running.id }))?.status === "running", "the held report to run");
+    await enqueue(w, { operation_id: "buildReport", request: { body: {} }, concurrency_key: "reports" }, { sub: "ops", op: "createUser", rid: "daily-report" });
+    await signUp(w, "busy-peggy");
+
+    w.browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+      ],
+    });
+    w.cleanups.unshift(() => w.browser.close());
+    const context = await w.browser.newContext({ viewport: { width: 1280, height: 800 }, timezoneId: "UTC", locale: "en-US" });
+    w.page = await context.newPage();
+    w.page.setDefaultTimeout(WAIT_MS);
+    w.page.on("pageerror", (error) => w.problems.push(`page error: ${error.message}`));
+    w.page.on("console", (message) => {
+      // A refused API call (403, 409) is logged by Chromium as a failed resource load: expected in these cases.
+      if (message.type() === "error" && !message.text().startsWith("Failed to load resource")) w.problems.push(message.text());
+    });
+  });
+
+  after(async () => {
+    for (const cleanup of w.cleanups ?? []) await cleanup().catch(() => undefined);
+  });
+
+  test("says plainly that a token without site_admin cannot sign in", async () => {
+    const { page } = w;
+    await page.goto(signInLink(dashboardUrl({ host: "127.0.0.1", port: Number(new URL(w.base).port) }), await adminToken(w, false, "mallory")));
+    await page.getByText(NOT_ADMIN).waitFor();
+    assert.ok(!page.url().includes("token="), `the token left the address bar: ${page.url()}`);
+    assert.equal(await page.evaluate<number>("sessionStorage.length"), 0);
+    assert.equal(await page.getByRole("link", { name: "Jobs" }).count(), 0, "no navigation without a site admin");
+  });
+
+  test("signs in through a #token= link and shows the overview", async () => {
+    const { page } = w;
+    await page.goto(`${w.base}/ui/#token=${await adminToken(w)}`);
+    await page.getByText("Signed in as").waitFor();
+    assert.match(await page.locator("#session").innerText(), /ops-admin/);
+    assert.ok(page.url().endsWith("/ui/#/"), `the token left the address bar: ${page.url()}`);
+    await page.getByRole("heading", { level: 1, name: "Overview" }).waitFor();
+
+    const stats = (await (await fetch(`${w.base}/stats`, { headers: { authorization: `Bearer ${await adminToken(w)}` } })).json()) as {
+      by_status: Record<string, number>;
+    };
+    await page.locator(".card-dead .card-count").waitFor();
+    for (const status of ["succeeded", "dead", "pending"]) {
+      const shown = await page.locator(`.card-${status} .card-count`).innerText();
+      assert.equal(Number(shown.replace(/,/g, "")), stats.by_status[status], `${status} card`);
+    }
+    assert.ok((stats.by_status["dead"] ?? 0) > 1, "the history left dead jobs");
+    // An hour of history: bars in several minutes, each series present.
+    const bars = page.locator("svg.chart-svg rect.bar");
+    assert.ok((await bars.count()) >= 12, `bars drawn: ${await bars.count()}`);
+    for (const series of ["succeeded", "retrying", "dead"]) assert.ok((await page.locator(`rect.bar-${series}`).count()) > 0, series);
+    await page.getByRole("rowheader", { name: "recordEmailSent" }).waitFor();
+    assert.match(await page.locator(".panel-metric .metric").innerText(), /^\d+(\.\d)? (ms|s)$/, "queue lag behind the held report");
+    assert.match(await page.locator(".panel-attention").innerText(), /Retry all dead jobs/);
+    await screenshot(page, "overview.png", true);
+  });
+
+  test("lists jobs newest first and filters them by status", async () => {
+    const { page } = w;
+    await page.getByRole("navigation", { name: "Dashboard" }).getByRole("link", { name: "Jobs" }).click();
+    await page.getByRole("heading", { level: 1, name: "Jobs" }).waitFor();
+    const rows = page.locator("table.jobs-table tbody tr");
+    await rows.first().waitFor();
+    assert.equal(await rows.count(), 50, "a full first page");
+    assert.equal(await rows.first().getAttribute("data-job-id"), (await w.service.store.jobList({ limit: 1 }))[0]?.id, "newest first");
+    await page.getByRole("link", { name: "Next page »" }).waitFor();
+    await screenshot(page, "jobs.png");
+
+    await page.getByRole("checkbox", { name: "dead" }).check();
+    await page.getByRole("button", { name: "Apply filters" }).click();
+    await page.getByRole("heading", { level: 1, name: "Jobs: dead" }).waitFor();
+    assert.match(page.url(), /#\/jobs\?status=dead$/);
+    const dead = await w.service.store.jobList({ limit: 100, statuses: ["dead"] });
+    await until(async () => (await rows.count()) === dead.length, `${dead.length} dead rows`);
+    for (const text of await page.locator("table.jobs-table tbody .badge").allInnerTexts()) assert.equal(text, "dead");
+    assert.equal(await page.locator(`tr[data-job-id="${w.deadRecord.id}"]`).count(), 1);
+
+    // The other filters, through the form too: operation and dedupe key narrow the same list.
+    await page.getByLabel("Operation").fill("recordEmailSent");
+    await page.getByRole("button", { name: "Apply filters" }).click();
+    await until(async () => page.url().includes("operation_id=recordEmailSent"), "the operation filter");
+    await until(async () => (await rows.count()) === dead.filter((job) => job.operationId === "recordEmailSent").length, "dead recordEmailSent rows");
+  });
+
+  test("opens the dead job, retries it and sees it succeed", async () => {
+    const { page } = w;
+    await page.locator(`tr[data-job-id="${w.deadRecord.id}"] th a`).click();
+    await page.getByRole("heading", { level: 1, name: `Job ${w.deadRecord.id}` }).waitFor();
+    await page.locator(".head-status .badge-dead").waitFor();
+    assert.match(await page.locator("pre.error-body").innerText(), /mailbox_unknown/);
+    assert.match(await page.locator("table.attempts tbody").innerText(), /dead\s+400/);
+    // Every field of the wire form is shown by name.
+    const fieldNames = await page.locator("table.fields th").allInnerTexts();
+    for (const name of ["id", "operation_id", "status", "attempt", "max_attempts", "priority", "run_at", "created_at", "started_at", "finished_at", "dedupe_key", "concurrency_key", "enqueued_by_operation_id", "parent_job_id", "original_request_id", "user_id", "status_code", "terminal_reason"]) {
+      assert.ok(fieldNames.includes(name), `field ${name}`);
+    }
+    assert.match(await page.locator(".payloads").innerText(), /welcome-dora/);
+    // The chain: the welcome email (root, succeeded) above this job.
+    const tree = page.locator("ul.tree");
+    assert.match(await tree.innerText(), /succeeded\s+sendWelcomeEmail/);
+    assert.equal(await tree.locator("[aria-current]").count(), 1);
+
+    w.product.recordsBroken = false;
+    await page.getByRole("button", { name: "Retry job…" }).click();
+    const dialog = page.getByRole("dialog");
+    await dialog.waitFor();
+    assert.match(await dialog.innerText(), /goes back to the queue as pending/);
+    await dialog.getByRole("button", { name: "Retry job" }).click();
+    await announced(page, /re-queued/);
+    await page.locator(".head-status .badge-succeeded").waitFor();
+    await until(async () => (await page.locator("table.attempts tbody tr").count()) === 2, "two attempts listed");
+    assert.match(await page.locator("table.attempts tbody tr").nth(1).innerText(), /succeeded\s+204/);
+    // Its success chained buildReport, which shows up under it once delivered.
+    await until(async () => /buildReport/.test(await tree.innerText()), "the chained report in the tree");
+    await until(async () => (await tree.locator(".badge-succeeded").count()) === 3, "the whole chain succeeded");
+    assert.equal((await w.service.store.jobGet({ id: w.deadRecord.id }))?.status, "succeeded");
+    await screenshot(page, "job.png", true);
+  });
+
+  test("shows the service's refusal of an action (409 job_running), and Escape cancels a confirmation", async () => {
+    const { page } = w;
+    await page.goto(`${w.base}/ui/#/jobs/${w.running.id}`);
+    await page.locator(".head-status .badge-running").waitFor();
+    await page.getByRole("button", { name: "Cancel job…" }).focus();
+    await page.keyboard.press("Enter");
+    await page.getByRole("dialog").waitFor();
+    await page.keyboard.press("Escape");
+    await page.getByRole("dialog").waitFor({ state: "hidden" });
+    assert.equal(await page.evaluate<string | undefined>("document.activeElement?.textContent"), "Cancel job…", "focus back on the button");
+    assert.equal((await w.service.store.jobGet({ id: w.running.id }))?.status, "running");
+
+    await page.getByRole("button", { name: "Cancel job…" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Cancel job" }).click();
+    const alert = page.locator("#alert");
+    await alert.waitFor();
+    assert.match(await alert.innerText(), /Not cancelled: the job is being delivered.*\(job_running\)/);
+  });
+
+  test("cancels a whole chain from a job's page", async () => {
+    const { page } = w;
+    const [root, child, grandchild] = w.chain;
+    assert.ok(root && child && grandchild);
+    await page.goto(`${w.base}/ui/#/jobs/${child.id}`);
+    const tree = page.locator("ul.tree");
+    await until(async () => (await tree.locator(".badge-pending").count()) === 3, "the pending chain");
+    await page.getByRole("button", { name: "Cancel chain…" }).click();
+    const dialog = page.getByRole("dialog");
+    assert.match(await dialog.innerText(), /signup-eve/);
+    await dialog.getByRole("button", { name: "Cancel chain" }).click();
+    assert.match(await announced(page, /Chain .* cancelled/), /Chain signup-eve cancelled: 3 jobs cancelled\./);
+    await until(async () => (await tree.locator(".badge-cancelled").count()) === 3, "the cancelled chain");
+    await page.locator(".head-status .badge-cancelled").waitFor();
+    for (const job of w.chain) {
+      const row = await w.service.store.jobGet({ id: job.id });
+      assert.equal(row?.status, "cancelled");
+      assert.equal(row?.result?.terminal_reason, "cancelled-by-chain");
+    }
+  });
+
+  test("retries the dead jobs matching a filter in bulk", async () => {
+    const { page } = w;
+    const dead = await w.service.store.jobList({ limit: 100, statuses: ["dead"], operationId: "recordEmailSent" });
+    assert.ok(dead.length > 0);
+    await page.goto(`${w.base}/ui/#/jobs?status=dead&operation_id=recordEmailSent`);
+    await page.locator("table.jobs-table tbody tr").first().waitFor();
+    await page.getByRole("button", { name: "Retry the dead jobs matching this filter…" }).click();
+    const dialog = page.getByRole("dialog");
+    assert.match(await dialog.innerText(), /operation recordEmailSent/);
+    await dialog.getByRole("button", { name: "Retry dead jobs" }).click();
+    assert.equal(await announced(page, /Re-queued/), `Re-queued ${dead.length} dead job${dead.length === 1 ? "" : "s"}.`);
+    await page.getByText("No job matches these filters.").waitFor();
+    for (const job of dead) {
+      await until(async () => (await w.service.store.jobGet({ id: job.id }))?.status === "succeeded", `job ${job.id} to succeed`);
+    }
+  });
+
+  test("goes back to the sign-in form with the service's message when the token is refused", async () => {
+    const { page } = w;
+    await page.evaluate('sessionStorage.setItem("opqueue.adminToken", "not-a-jwt")');
+    await page.reload();
+    const error = page.locator("#sign-in-error");
+    await error.waitFor();
+    assert.match(await error.innerText(), /refused (this|the) token.*invalid admin token/);
+    await page.getByLabel("Admin token").fill(await adminToken(w));
+    await page.keyboard.press("Enter");
+    await page.getByRole("heading", { level: 1, name: "Jobs" }).waitFor();
+
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.getByRole("heading", { level: 1, name: "Sign in to the opqueue dashboard" }).waitFor();
+    assert.equal(await page.evaluate<number>("sessionStorage.length"), 0);
+    assert.deepEqual(w.problems, [], "no console error, no CSP violation");
+  });
+});

@@ -1,0 +1,98 @@
+// The admin API as the dashboard uses it: the admin token kept in sessionStorage, JSON in and out, and every
+// refusal turned into an ApiError carrying the service's {code, message}.
+
+const TOKEN_KEY = "opqueue.adminToken";
+
+/** An answer other than 2xx, or no answer at all (status 0). */
+export class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+
+  /** "code: message", as the service said it. */
+  describe() {
+    return this.code ? `${this.message} (${this.code})` : this.message;
+  }
+}
+
+export function getToken() {
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+export function setToken(token) {
+  sessionStorage.setItem(TOKEN_KEY, token);
+}
+
+export function clearToken() {
+  sessionStorage.removeItem(TOKEN_KEY);
+}
+
+/** The claims of a compact JWT, for display only (the service verifies the token on every call). */
+export function tokenClaims(token) {
+  try {
+    const part = token.split(".")[1] ?? "";
+    const json = atob(part.replace(/-/g, "+").replace(/_/g, "/").padEnd(Math.ceil(part.length / 4) * 4, "="));
+    const claims = JSON.parse(json);
+    return claims !== null && typeof claims === "object" ? claims : {};
+  } catch {
+    return {};
+  }
+}
+
+/** Listeners told when the service refuses the token (401), so the app can go back to the sign-in form. */
+const unauthorizedListeners = new Set();
+export function onUnauthorized(listener) {
+  unauthorizedListeners.add(listener);
+}
+
+/**
+ * Calls the API: `path` with its query, an optional JSON `body`. Resolves with the parsed JSON answer; rejects
+ * with an ApiError. A 401 also tells the onUnauthorized listeners.
+ */
+export async function api(path, { method = "GET", body, token = getToken() } = {}) {
+  const headers = { accept: "application/json" };
+  if (token) headers.authorization = `Bearer ${token}`;
+  if (body !== undefined) headers["content-type"] = "application/json";
+  let response;
+  try {
+    response = await fetch(path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      cache: "no-store",
+      credentials: "omit",
+    });
+  } catch {
+    throw new ApiError(0, "", "The service does not answer. Is it running?");
+  }
+  let data = null;
+  const text = await response.text();
+  if (text !== "") {
+    try {
+      data = JSON.parse(text);
+    } catch {
+      data = null;
+    }
+  }
+  if (!response.ok) {
+    const code = data && typeof data.code === "string" ? data.code : `http_${response.status}`;
+    const message = data && typeof data.message === "string" ? data.message : `HTTP ${response.status}`;
+    const error = new ApiError(response.status, code, message);
+    if (response.status === 401) for (const listener of unauthorizedListeners) listener(error);
+    throw error;
+  }
+  return data;
+}
+
+/** A query string from an object; arrays repeat their key, empty values are left out. */
+export function query(params) {
+  const search = new URLSearchParams();
+  for (const [name, value] of Object.entries(params)) {
+    if (Array.isArray(value)) for (const item of value) search.append(name, item);
+    else if (value !== undefined && value !== null && value !== "") search.append(name, String(value));
+  }
+  const text = search.toString();
+  return text === "" ? "" : `?${text}`;
+}
