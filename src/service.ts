@@ -107,6 +107,41 @@ function createWorker(options: {
   return { dispatcher, deliverer, cron, rescuer, cleaner };
 }
 
+/** Wait before trying again to listen for other nodes' notifications. */
+const LISTEN_RETRY_MS = 5000;
+
+/**
+ * Wakes this node's dispatcher on other nodes' enqueues and retries, trying again every few seconds while the
+ * listening connection cannot be opened (polling covers the gap). Returns the function that stops it.
+ */
+function listenForOtherNodes(options: { store: Store; worker: Worker; logger: Logger }): () => Promise<void> {
+  const { store, worker, logger } = options;
+  let stopped = false;
+  let retry: NodeJS.Timeout | undefined;
+  let stop: (() => Promise<void>) | undefined;
+  const attempt = () => {
+    store.jobAvailableListen((runAt) => worker.dispatcher.notify(runAt)).then(
+      async (stopFn) => {
+        if (stopped) return stopFn();
+        stop = stopFn;
+        // A job another node committed before the LISTEN took effect notified nobody here: claim once more.
+        worker.dispatcher.wake();
+      },
+      (error: unknown) => {
+        if (stopped) return;
+        logger.warn({ err: error }, "cannot listen for other nodes' enqueues yet; polling meanwhile, trying again");
+        retry = setTimeout(attempt, LISTEN_RETRY_MS);
+      },
+    );
+  };
+  attempt();
+  return async () => {
+    stopped = true;
+    clearTimeout(retry);
+    await stop?.();
+  };
+}
+
 /** Builds every part of the service; throws `ConfigError` for a config the OpenAPI document contradicts. */
 export async function createService(options: {
   config: Config;
@@ -156,7 +191,7 @@ export async function createService(options: {
         ? null
         : createWorker({ config, registry, store, clock, signer, telemetry, logger, ...(options.random ? { random: options.random } : {}) });
     let closing: Promise<void> | undefined;
-    let stopListening: Promise<(() => Promise<void>) | undefined> | undefined;
+    let stopListening: (() => Promise<void>) | undefined;
     return {
       config,
       registry,
@@ -173,18 +208,7 @@ export async function createService(options: {
         if (!worker) return;
         worker.dispatcher.start();
         // Other nodes' enqueues and retries (PostgreSQL NOTIFY) wake this node's dispatcher too.
-        stopListening = store
-          .jobAvailableListen((runAt) => worker.dispatcher.notify(runAt))
-          .then((stop) => {
-            // A job another node committed after this node's first claim but before the LISTEN took effect
-            // notified nobody here: claim once more now that notifications arrive.
-            worker.dispatcher.wake();
-            return stop;
-          })
-          .catch((error: unknown) => {
-            logger.warn({ err: error }, "cannot listen for other nodes' enqueues; relying on worker.poll_ms");
-            return undefined;
-          });
+        stopListening = listenForOtherNodes({ store, worker, logger });
         worker.cron.start();
         worker.rescuer.start();
         worker.cleaner.start();
@@ -192,9 +216,8 @@ export async function createService(options: {
       close(closeOptions = {}) {
         closing ??= (async () => {
           const graceMs = closeOptions.graceMs ?? config.shutdown.grace_ms;
-          const stop = await stopListening;
           await Promise.all([
-            stop?.(),
+            stopListening?.(),
             app.close(),
             worker
               ? Promise.all([

@@ -52,8 +52,13 @@ export class NotificationListener {
       this.scheduleReconnect(client);
     });
     client.on("end", () => this.scheduleReconnect(client));
-    await client.connect();
-    await client.query(`LISTEN ${pg.escapeIdentifier(this.options.channel)}`);
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${pg.escapeIdentifier(this.options.channel)}`);
+    } catch (error) {
+      await client.end().catch(() => undefined);
+      throw error;
+    }
     this.client = client;
     this.delayMs = RECONNECT_MIN_MS;
   }

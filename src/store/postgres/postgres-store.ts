@@ -53,7 +53,7 @@ function isUnavailable(error: unknown): boolean {
   if (["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "ENOTFOUND", "EHOSTUNREACH", "EAI_AGAIN"].includes(code)) {
     return true;
   }
-  return /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|Cannot use a pool after calling end/i.test(
+  return /Connection terminated|connection timeout|Query read timeout|timeout exceeded when trying to connect|Client has encountered a connection error|Cannot use a pool after calling end/i.test(
     err.message ?? "",
   );
 }
@@ -222,6 +222,9 @@ export class PostgresStore implements Store {
       max: options.poolSize ?? 10,
       connectionTimeoutMillis: 5000,
       idleTimeoutMillis: 30_000,
+      // A network that silently drops packets must not hang a query forever: give up, as on a lost connection.
+      query_timeout: 30_000,
+      keepAlive: true,
       application_name: applicationName,
       options: runtimeOptions.join(" "),
     });
