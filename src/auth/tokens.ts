@@ -9,6 +9,7 @@
 import { decodeProtectedHeader, errors, jwtVerify, SignJWT, type JWK, type JWTPayload } from "jose";
 import type { Clock } from "../clock.js";
 import { ConfigError, type Config, type DeliveryKeyConfig } from "../config.js";
+import { encodeSegment, hasValidHs256Signature, signHs256 } from "./hs256.js";
 import { importDeliveryKey, importVerifyKey, secretBytes, type ImportedKey } from "./keys.js";
 
 /** Why a token was refused; the message is safe to show to the client. */
@@ -49,7 +50,10 @@ function quote(value: unknown): string {
   return JSON.stringify(text.length > 64 ? `${text.slice(0, 64)}...` : text);
 }
 
-function readHeader(token: string): { alg: string; kid: string | undefined } {
+/** Most verified HS256 tokens remembered; the cache is emptied when full. */
+const VERIFIED_CACHE_SIZE = 10_000;
+
+function readHeader(token: string): { alg: string; kid: string | undefined; crit: unknown } {
   // Three dot-separated parts is the compact JWS form; a JWE (five parts) is not a token we accept.
   if (typeof token !== "string" || token.split(".").length !== 3) {
     throw new TokenError("malformed token: expected a compact JWT (header.payload.signature)");
@@ -60,10 +64,10 @@ function readHeader(token: string): { alg: string; kid: string | undefined } {
   } catch {
     throw new TokenError("malformed token: the header is not base64url-encoded JSON");
   }
-  const { alg, kid } = header;
+  const { alg, kid, crit } = header;
   if (typeof alg !== "string") throw new TokenError("malformed token: the header has no alg");
   if (kid !== undefined && typeof kid !== "string") throw new TokenError("malformed token: kid must be a string");
-  return { alg, kid };
+  return { alg, kid, crit };
 }
 
 /** Maps a jose failure to a client-safe message; anything unexpected is still a refusal, never a 5xx. */
@@ -104,6 +108,8 @@ function requireNumber(payload: JWTPayload, claim: "exp" | "iat"): number {
 /** Verifies enqueue assertions and admin tokens against auth.keys. Import keys once (async factory). */
 export class TokenVerifier {
   private readonly keysByKid: Map<string, ImportedKey>;
+  /** HS256 tokens whose signature already checked out, with their claims (a client reusing a token pays once). */
+  private readonly verified = new Map<string, JWTPayload>();
 
   private constructor(
     private readonly keys: readonly ImportedKey[],
@@ -161,19 +167,58 @@ export class TokenVerifier {
       throw new TokenError(`alg ${quote(header.alg)} is not allowed for kid ${quote(key.kid)} (expects ${key.alg})`);
     }
     let payload: JWTPayload;
-    try {
-      ({ payload } = await jwtVerify(token, key.key, {
-        algorithms: [key.alg],
-        currentDate: new Date(this.clock.now()),
-        clockTolerance: CLOCK_TOLERANCE_S,
-      }));
-    } catch (error) {
-      throw translateJoseError(error);
+    if (key.alg === "HS256") {
+      payload = this.verifyHs256(token, key, header.crit);
+    } else {
+      try {
+        ({ payload } = await jwtVerify(token, key.key, {
+          algorithms: [key.alg],
+          currentDate: new Date(this.clock.now()),
+          clockTolerance: CLOCK_TOLERANCE_S,
+        }));
+      } catch (error) {
+        throw translateJoseError(error);
+      }
     }
     // Checked here rather than by jose, which also accepts an array merely containing the audience.
     if (payload.aud === undefined) throw new TokenError("missing claim aud");
     if (payload.aud !== this.audience) {
       throw new TokenError(`wrong aud ${quote(payload.aud)} (expected ${quote(this.audience)})`);
+    }
+    return payload;
+  }
+
+  /**
+   * The HS256 path (see hs256.ts): signature, claims set shape, and the time claims jose would check (`exp` with
+   * the clock tolerance, `nbf`, numeric `iat`). A token seen before skips the MAC and the parsing, never the
+   * time checks: the cache holds only what a token's bytes determine.
+   */
+  private verifyHs256(token: string, key: ImportedKey, crit: unknown): JWTPayload {
+    if (crit !== undefined) throw new TokenError("unsupported token: the crit header is not supported");
+    let payload = this.verified.get(token);
+    if (payload === undefined) {
+      if (!hasValidHs256Signature(token, key.key as Uint8Array)) throw new TokenError("bad signature");
+      const encoded = token.slice(token.indexOf(".") + 1, token.lastIndexOf("."));
+      try {
+        payload = JSON.parse(Buffer.from(encoded, "base64url").toString("utf8")) as JWTPayload;
+      } catch {
+        payload = undefined;
+      }
+      if (typeof payload !== "object" || payload === null || Array.isArray(payload)) {
+        throw new TokenError("malformed token: JWT Claims Set must be a top-level JSON object");
+      }
+      for (const claim of ["exp", "iat", "nbf"] as const) {
+        if (payload[claim] !== undefined && typeof payload[claim] !== "number") {
+          throw new TokenError(`claim ${claim} must be a number`);
+        }
+      }
+      if (this.verified.size >= VERIFIED_CACHE_SIZE) this.verified.clear();
+      this.verified.set(token, payload);
+    }
+    const now = nowSeconds(this.clock);
+    if (payload.exp !== undefined && payload.exp <= now - CLOCK_TOLERANCE_S) throw new TokenError("token expired");
+    if (payload.nbf !== undefined && payload.nbf > now + CLOCK_TOLERANCE_S) {
+      throw new TokenError("token not yet valid (nbf)");
     }
     return payload;
   }
@@ -200,12 +245,17 @@ export class TokenVerifier {
 
 /** Signs delivery tokens with auth.delivery_key. Import the key once. */
 export class DeliverySigner {
+  /** The protected header, encoded once. */
+  private readonly encodedHeader: string;
+
   private constructor(
     private readonly key: ImportedKey,
     private readonly publicJwk: JWK | null,
     private readonly audience: string,
     private readonly clock: Clock,
-  ) {}
+  ) {
+    this.encodedHeader = encodeSegment({ alg: key.alg, kid: key.kid, typ: "JWT" });
+  }
 
   /** Imports the delivery key; a key that cannot be imported throws `ConfigError`. */
   static async create(options: {
@@ -241,6 +291,9 @@ export class DeliverySigner {
       exp: iat + Math.ceil(claims.timeoutMs / 1000) + DELIVERY_TOKEN_GRACE_S,
       jti: `${claims.job}:${claims.att}`,
     };
+    if (this.key.alg === "HS256") {
+      return signHs256({ encodedHeader: this.encodedHeader, payload, secret: this.key.key as Uint8Array });
+    }
     return new SignJWT(payload)
       .setProtectedHeader({ alg: this.key.alg, kid: this.key.kid, typ: "JWT" })
       .sign(this.key.key);

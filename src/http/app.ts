@@ -88,6 +88,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   });
 
   app.setValidatorCompiler(createValidatorCompiler());
+  // Responses are built by code that already fixes their shape (toWireJob drops the stored evidence); the response
+  // schemas document them in /openapi.json. Serialising by schema would re-validate every union (authority,
+  // result) per response for nothing, so plain JSON.stringify it is.
+  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
   app.setErrorHandler(errorHandler);
   app.setNotFoundHandler((request, reply) =>
     sendError(reply, new ApiError(404, "not_found", `no route ${request.method} ${request.url.split("?")[0]}`)),

@@ -198,6 +198,7 @@ describe("the service's OpenAPI document", () => {
     const byName = new Map(listJobs?.parameters.map((parameter) => [parameter.name, parameter]));
     assert.deepEqual([...byName.keys()].sort(), [
       "cursor",
+      "dedupe_key",
       "limit",
       "operation_id",
       "original_request_id",
