@@ -4,7 +4,9 @@
  *
  * - `createUser` (foreground) signs a user up and enqueues `sendWelcomeEmail`.
  * - `sendWelcomeEmail` fails now and then with 503 (opqueue retries it), and on success enqueues
- *   `recordEmailSent`, which the client chains to the job being delivered by itself.
+ *   `recordEmailSent`, which the client chains to the job being delivered by itself. For erin and judy it answers
+ *   400 the first time (a permanent failure: the job goes dead), so there is a dead job to retry from the dashboard;
+ *   the retried job then succeeds.
  * - `recordEmailSent` and `buildReport` (run by cron) just succeed.
  * The background routes sit behind the `opqueueDelivery` plugin, which verifies every delivery token.
  */
@@ -38,6 +40,8 @@ export async function buildProductApp(options: ProductAppOptions): Promise<Fasti
     sign: { kid: enqueueKey.kid, secret: enqueueKey.secret, audience: config.auth.audience },
   });
   const app = Fastify({ logger: false });
+  /** Jobs refused once already: a retry by an administrator goes through. */
+  const refusedOnce = new Set<string>();
 
   app.post<{ Body: { name?: string } }>("/users", async (req, reply) => {
     const name = req.body?.name ?? `user-${randomUUID().slice(0, 6)}`;
@@ -62,6 +66,11 @@ export async function buildProductApp(options: ProductAppOptions): Promise<Fasti
 
     background.post<{ Params: { userId: string } }>("/users/:userId/welcome-email", async (req, reply) => {
       const delivery = req.delivery;
+      if (/^(erin|judy)-/.test(req.params.userId) && delivery && !refusedOnce.has(delivery.jobId)) {
+        refusedOnce.add(delivery.jobId);
+        log(`product: sendWelcomeEmail for ${req.params.userId} (job ${delivery.jobId}): mailbox full, answering 400 (the job goes dead; retry it from the dashboard)`);
+        return reply.code(400).send({ code: "mailbox_full", message: "the mailbox is full" });
+      }
       if (Math.random() < failureRate) {
         log(`product: sendWelcomeEmail for ${req.params.userId} (job ${delivery?.jobId}, attempt ${delivery?.attempt}): mail provider busy, answering 503`);
         return reply.code(503).header("retry-after", "1").send({ code: "busy", message: "mail provider busy" });
