@@ -9,7 +9,7 @@ import { readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 
 /** Suites that build their service with test/helpers/service.ts and so run on either engine. */
-const ENGINE_SUITES = ["test/http/", "test/delivery/", "test/maintenance/", "test/telemetry/"];
+const ENGINE_SUITES = ["test/http/", "test/delivery/", "test/maintenance/", "test/telemetry/", "test/client/", "test/demo/"];
 /** Suites that are about one process on one SQLite file, whatever the engine variable says. */
 const SQLITE_ONLY = ["test/delivery/crash.test.ts"];
 

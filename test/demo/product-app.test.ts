@@ -1,0 +1,75 @@
+/**
+ * The demo product behind `npm start`, written with opqueue/client, against a real service: a sign-up enqueues
+ * the welcome email, whose delivery chains recordEmailSent with no token code; erin's first delivery fails for
+ * good (dead), and an administrator's retry then succeeds.
+ */
+import assert from "node:assert/strict";
+import { once } from "node:events";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { fileURLToPath } from "node:url";
+import { test } from "node:test";
+import { request } from "undici";
+import { buildProductApp } from "../../src/demo/product-app.js";
+import { startLiveService, type LiveService } from "../helpers/live-service.js";
+
+const DEMO_OPENAPI = fileURLToPath(new URL("../../examples/demo/product.openapi.yaml", import.meta.url));
+
+async function freePort(): Promise<number> {
+  const server = createServer().listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const { port } = server.address() as AddressInfo;
+  server.close();
+  return port;
+}
+
+async function startDemo(t: { after: (fn: () => Promise<void>) => void }): Promise<{ s: LiveService; productUrl: string }> {
+  const productPort = await freePort();
+  const s = await startLiveService(t, {
+    worker: true,
+    configure: (raw) => {
+      raw["openapi"] = DEMO_OPENAPI;
+      raw["target"] = { base_url: `http://127.0.0.1:${productPort}`, audience: "product" };
+      raw["triggers"] = { createUser: ["sendWelcomeEmail"], sendWelcomeEmail: ["recordEmailSent"] };
+      raw["operations"] = {};
+      raw["cron"] = [];
+    },
+  });
+  const product = await buildProductApp({ config: s.config, opqueueUrl: s.url, failureRate: 0, log: () => undefined });
+  await product.listen({ host: "127.0.0.1", port: productPort });
+  t.after(() => product.close());
+  return { s, productUrl: `http://127.0.0.1:${productPort}` };
+}
+
+async function signUp(productUrl: string, name: string): Promise<string> {
+  const response = await request(`${productUrl}/users`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ name }),
+  });
+  assert.equal(response.statusCode, 201);
+  return ((await response.body.json()) as { welcome_job: string }).welcome_job;
+}
+
+test("a sign-up's welcome email is delivered and chains recordEmailSent through the client", async (t) => {
+  const { s, productUrl } = await startDemo(t);
+  const welcome = await signUp(productUrl, "alice-1");
+  await s.waitForJob(welcome, (job) => job.status === "succeeded", "succeeded");
+  const [child] = await s.service.store.jobList({ parentJobId: welcome, limit: 10 });
+  assert.ok(child, "recordEmailSent was chained");
+  assert.equal(child.operationId, "recordEmailSent");
+  assert.equal(child.enqueuedByOperationId, "sendWelcomeEmail");
+  const finished = await s.waitForJob(child.id, (job) => job.status === "succeeded", "succeeded");
+  assert.equal(finished.userId, "alice-1");
+});
+
+test("erin's welcome email goes dead once, and an administrator's retry then succeeds", async (t) => {
+  const { s, productUrl } = await startDemo(t);
+  const welcome = await signUp(productUrl, "erin-1");
+  const dead = await s.waitForJob(welcome, (job) => job.status === "dead", "dead");
+  assert.equal(dead.result?.terminal_reason, "permanent-status");
+  assert.equal(dead.result?.status_code, 400);
+  const retried = await s.inject({ method: "POST", url: `/jobs/${welcome}/retry`, token: await s.adminToken() });
+  assert.equal(retried.statusCode, 200, retried.body);
+  await s.waitForJob(welcome, (job) => job.status === "succeeded", "succeeded");
+});
