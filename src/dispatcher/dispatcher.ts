@@ -43,6 +43,8 @@ export class Dispatcher {
   private timerDueAt = Number.POSITIVE_INFINITY;
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private readonly random: () => number;
+  /** Fewest free slots worth a claim while deliveries are in flight: a quarter of `worker.concurrency`. */
+  private readonly minClaimBatch: number;
 
   constructor(
     private readonly options: {
@@ -57,6 +59,7 @@ export class Dispatcher {
     },
   ) {
     this.random = options.random ?? Math.random;
+    this.minClaimBatch = Math.max(1, Math.floor(options.config.worker.concurrency / 4));
     this.completer = new Completer({ store: options.store, logger: options.logger, onWritten: () => this.wake() });
   }
 
@@ -116,6 +119,9 @@ export class Dispatcher {
         this.wakeRequested = false;
         const free = config.worker.concurrency - this.inFlight.size;
         if (free <= 0) break;
+        // While busy, claim in batches: a claim per freed slot would cost a transaction per job. An idle node
+        // (nothing in flight) claims at once, so a lone job is never held back.
+        if (this.inFlight.size > 0 && free < this.minClaimBatch) break;
         let jobs: JobRow[];
         try {
           jobs = await store.jobClaimMany({ limit: free });

@@ -1,0 +1,136 @@
+/**
+ * What every scenario gets: the mode's sizes, the engines to run, a temporary folder, the shared helper processes
+ * (load generator, target), and clean-up that runs however the harness ends.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Child } from "./ipc.js";
+import type { LoadResult, LoadTask } from "./loadgen.js";
+import type { Engine } from "./results.js";
+
+/** How big and how often, per mode. */
+export interface Sizes {
+  /** Runs per figure. */
+  runs: number;
+  enqueue: { durationMs: number; warmupMs: number; clients: number };
+  /**
+   * `warmupJobs` are enqueued over HTTP and delivered by each fresh opqueue node before the measured jobs, which
+   * are pre-inserted due `leadMs` after the insert (long enough for the node to start and warm up).
+   */
+  drain: { jobs: number; concurrency: number; warmupJobs: number; leadMs: number };
+  latency: { jobs: number; rate: number; warmup: number };
+  backlog: { rows: number };
+  core: { enqueueJobs: number; drainJobs: number };
+}
+
+export const SIZES: Record<"quick" | "full", Sizes> = {
+  quick: {
+    runs: 3,
+    enqueue: { durationMs: 3000, warmupMs: 1000, clients: 32 },
+    drain: { jobs: 5000, concurrency: 64, warmupJobs: 1000, leadMs: 2500 },
+    latency: { jobs: 300, rate: 100, warmup: 20 },
+    backlog: { rows: 100_000 },
+    core: { enqueueJobs: 4000, drainJobs: 4000 },
+  },
+  full: {
+    runs: 3,
+    enqueue: { durationMs: 10_000, warmupMs: 2000, clients: 32 },
+    drain: { jobs: 20_000, concurrency: 64, warmupJobs: 2000, leadMs: 3500 },
+    latency: { jobs: 1000, rate: 100, warmup: 50 },
+    backlog: { rows: 1_000_000 },
+    core: { enqueueJobs: 20_000, drainJobs: 20_000 },
+  },
+};
+
+/** The target's counters (see bench/peers/target.ts). */
+export interface TargetStats {
+  requests: number;
+  distinct: number;
+  firstAt: number;
+  lastAt: number;
+  spanMs: number;
+  firstWall: number;
+  lastWall: number;
+  /** Requests to other paths (warm-up jobs). */
+  others: number;
+}
+
+export class Context {
+  readonly tmp = mkdtempSync(join(tmpdir(), "opqueue-bench-"));
+  private targetChild: Promise<Child> | undefined;
+  private loadgenChild: Promise<Child> | undefined;
+  private readonly cleanups: Array<() => Promise<unknown>> = [];
+
+  constructor(
+    readonly mode: "quick" | "full",
+    readonly sizes: Sizes,
+    readonly engines: Engine[],
+    /** Where serve processes write CPU profiles (`--cpu-prof`), when profiling. */
+    readonly profileDir: string | undefined,
+    /** False with --skip-peers: only opqueue is measured (for profiling and development). */
+    readonly peers = true,
+  ) {}
+
+  /** The shared no-op target (started on first use). */
+  target(): Promise<Child> {
+    this.targetChild ??= Child.start({ name: "target", file: "bench/peers/target.ts" });
+    return this.targetChild;
+  }
+
+  async targetOrigin(): Promise<string> {
+    const target = await this.target();
+    return `http://127.0.0.1:${(target.info as { port: number }).port}`;
+  }
+
+  async targetStats(): Promise<TargetStats> {
+    return (await this.target()).call<TargetStats>("stats");
+  }
+
+  /** The shared load generator (started on first use). */
+  loadgen(): Promise<Child> {
+    this.loadgenChild ??= Child.start({ name: "loadgen", file: "bench/lib/loadgen.ts" });
+    return this.loadgenChild;
+  }
+
+  /** Runs one load task in the load generator, reporting its progress. */
+  async load(task: LoadTask, onProgress?: (ok: number) => void): Promise<LoadResult> {
+    const loadgen = await this.loadgen();
+    loadgen.onProgress = (value) => onProgress?.((value as { ok: number }).ok);
+    try {
+      return await loadgen.call<LoadResult>("run", task);
+    } finally {
+      loadgen.onProgress = () => undefined;
+    }
+  }
+
+  /** Registers clean-up to run at the end (last registered runs first). */
+  defer(cleanup: () => Promise<unknown>): void {
+    this.cleanups.push(cleanup);
+  }
+
+  /** Node arguments for a serve process: CPU profiling when asked. */
+  serveNodeArgs(): string[] {
+    return this.profileDir ? ["--cpu-prof", "--cpu-prof-dir", this.profileDir] : [];
+  }
+
+  async close(): Promise<void> {
+    for (const cleanup of this.cleanups.reverse()) await cleanup().catch(() => undefined);
+    this.cleanups.length = 0;
+    for (const child of [this.targetChild, this.loadgenChild]) {
+      if (child) await (await child.catch(() => undefined))?.stop();
+    }
+    rmSync(this.tmp, { recursive: true, force: true });
+  }
+}
+
+/** Polls `check` every `everyMs` until it answers true; throws after `timeoutMs`. */
+export async function waitUntil(check: () => Promise<boolean>, timeoutMs: number, everyMs = 50): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!(await check())) {
+    if (performance.now() > deadline) throw new Error(`timed out after ${Math.round(timeoutMs / 1000)} s`);
+    await new Promise((resolve) => setTimeout(resolve, everyMs));
+  }
+}
+
+export const ENGINE_LABEL: Record<Engine, string> = { sqlite: "SQLite", postgres: "PostgreSQL" };

@@ -1,0 +1,60 @@
+/** The goals of the issue, as ratios and bounds over the medians of one run. */
+import { ENGINE_LABEL } from "./context.js";
+import { findFigure, type Engine, type Results, type ScenarioId } from "./results.js";
+
+/** One goal, evaluated: `met` is null when a figure it needs was not measured. */
+export interface GoalResult {
+  scenario: ScenarioId;
+  engine: Engine;
+  goal: string;
+  value: number;
+  unit: "×" | "ms" | "MB";
+  target: string;
+  met: boolean | null;
+}
+
+function median(results: Results, scenario: ScenarioId, system: string, metric: string): number {
+  return findFigure(results, scenario, system, metric)?.summary.median ?? Number.NaN;
+}
+
+export function evaluateGoals(results: Results): GoalResult[] {
+  const goals: GoalResult[] = [];
+  const add = (
+    scenario: ScenarioId,
+    engine: Engine,
+    goal: string,
+    value: number,
+    unit: GoalResult["unit"],
+    bound: number,
+    direction: "≥" | "≤",
+  ) => {
+    const met = Number.isFinite(value) ? (direction === "≥" ? value >= bound : value <= bound) : null;
+    goals.push({ scenario, engine, goal, value, unit, target: `${direction} ${bound}${unit === "×" ? " ×" : ` ${unit}`}`, met });
+  };
+  for (const engine of ["sqlite", "postgres"] as Engine[]) {
+    const me = `opqueue-${engine}`;
+    if (!results.scenarios.some((s) => s.figures.some((f) => f.system === me))) continue;
+    const enqueue = median(results, "enqueue", me, "rate");
+    add("enqueue", engine, "enqueue ÷ bare Fastify route", enqueue / median(results, "enqueue", "bare", "rate"), "×", 0.5, "≥");
+    add("enqueue", engine, "enqueue ÷ Fastify + graphile-worker", enqueue / median(results, "enqueue", "graphile-route", "rate"), "×", 5, "≥");
+    add("enqueue", engine, "enqueue ÷ Fastify + pg-boss", enqueue / median(results, "enqueue", "pgboss-route", "rate"), "×", 5, "≥");
+    const drain = median(results, "drain", me, "rate");
+    add("drain", engine, "drain ÷ graphile-worker (batched)", drain / median(results, "drain", "graphile-batched", "rate"), "×", 1.2, "≥");
+    add("drain", engine, "drain ÷ graphile-worker (default)", drain / median(results, "drain", "graphile-default", "rate"), "×", 3, "≥");
+    add("drain", engine, "drain ÷ pg-boss", drain / median(results, "drain", "pgboss", "rate"), "×", 10, "≥");
+    add("drain", engine, "drain ÷ target alone", drain / median(results, "drain", "target", "rate"), "×", 0.5, "≥");
+    add("latency", engine, "latency p50, one node", median(results, "latency", me, "p50"), "ms", 5, "≤");
+    add("latency", engine, "latency p99, one node", median(results, "latency", me, "p99"), "ms", 25, "≤");
+    if (engine === "postgres") {
+      add("latency", engine, "latency p99, API node + worker node", median(results, "latency", "opqueue-postgres-2nodes", "p99"), "ms", 50, "≤");
+    }
+    add("backlog", engine, "enqueue with backlog ÷ empty", median(results, "backlog", me, "enqueue_rate") / enqueue, "×", 0.8, "≥");
+    add("backlog", engine, "drain with backlog ÷ empty", median(results, "backlog", me, "drain_rate") / drain, "×", 0.8, "≥");
+    add("backlog", engine, "peak RSS with backlog", median(results, "backlog", me, "peak_rss"), "MB", 200, "≤");
+  }
+  return goals;
+}
+
+export function goalEngineLabel(engine: Engine): string {
+  return ENGINE_LABEL[engine];
+}

@@ -1,0 +1,85 @@
+/** The local PostgreSQL server the benchmarks use: fresh schemas, clean-up, and what to record about the server. */
+import { randomBytes } from "node:crypto";
+import pg from "pg";
+
+/** The database every PostgreSQL scenario uses (each system in a fresh schema). */
+export const PG_URL = process.env["BENCH_DATABASE_URL"] ?? "postgres://postgres@127.0.0.1:5432/postgres";
+
+/** A connected client for the harness's own statements (schema creation, bulk inserts, counts). */
+export async function adminClient(): Promise<pg.Client> {
+  const client = new pg.Client({ connectionString: PG_URL, application_name: "bench-harness" });
+  await client.connect();
+  return client;
+}
+
+/** A fresh schema name: `prefix_` plus random hex (lower case, as opqueue's `?schema=` requires). */
+export function freshSchema(prefix: string): string {
+  return `${prefix}_${randomBytes(5).toString("hex")}`;
+}
+
+/** The opqueue database URL of a schema, with the node's application name. */
+export function opqueueUrl(schema: string, applicationName = "bench-opqueue"): string {
+  const url = new URL(PG_URL);
+  url.searchParams.set("schema", schema);
+  url.searchParams.set("application_name", applicationName);
+  return url.toString();
+}
+
+/** Every schema these benchmarks create starts with one of these prefixes, so leftovers can be found. */
+export const SCHEMA_PREFIXES = ["bench_opq", "bench_gw", "bench_boss"];
+
+/** Drops a schema and everything in it. */
+export async function dropSchema(schema: string): Promise<void> {
+  const client = await adminClient();
+  try {
+    // Connections still open in the schema (a process that did not stop) would hold locks; end them first.
+    await client.query("DROP SCHEMA IF EXISTS " + pg.escapeIdentifier(schema) + " CASCADE");
+  } finally {
+    await client.end();
+  }
+}
+
+/** Drops schemas left behind by an interrupted run. */
+export async function dropLeftoverSchemas(): Promise<string[]> {
+  const client = await adminClient();
+  try {
+    const like = SCHEMA_PREFIXES.map((prefix) => `nspname LIKE '${prefix}\\_%'`).join(" OR ");
+    const { rows } = await client.query<{ nspname: string }>(`SELECT nspname FROM pg_namespace WHERE ${like}`);
+    for (const { nspname } of rows) await client.query(`DROP SCHEMA IF EXISTS ${pg.escapeIdentifier(nspname)} CASCADE`);
+    return rows.map((row) => row.nspname);
+  } finally {
+    await client.end();
+  }
+}
+
+/** The server's version and the settings that decide durability and capacity. */
+export async function serverInfo(): Promise<Record<string, string>> {
+  const client = await adminClient();
+  try {
+    const info: Record<string, string> = {};
+    info["version"] = (await client.query<{ server_version: string }>("SHOW server_version")).rows[0]?.server_version ?? "?";
+    for (const name of ["synchronous_commit", "fsync", "full_page_writes", "wal_level", "shared_buffers", "max_connections"]) {
+      const { rows } = await client.query<Record<string, string>>(`SHOW ${name}`);
+      info[name] = rows[0]?.[name] ?? "?";
+    }
+    return info;
+  } finally {
+    await client.end();
+  }
+}
+
+/** Waits until a connection with this application_name is open (a worker-only node has no HTTP to poll). */
+export async function waitForApplication(applicationName: string, timeoutMs = 30_000): Promise<void> {
+  const client = await adminClient();
+  try {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      const { rows } = await client.query("SELECT 1 FROM pg_stat_activity WHERE application_name = $1", [applicationName]);
+      if (rows.length > 0) return;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    throw new Error(`no connection named ${applicationName} within ${timeoutMs} ms`);
+  } finally {
+    await client.end();
+  }
+}

@@ -1,0 +1,184 @@
+/**
+ * BENCHMARKS.md, generated from a results file: how the figures were produced (command, date, machine, versions,
+ * settings), the goals table, then one table per scenario with each figure as median (min–max) of its runs.
+ * The generator owns the whole file, including the method section below.
+ */
+import { evaluateGoals, goalEngineLabel } from "./goals.js";
+import { SIZES } from "./context.js";
+import type { Figure, Results, ScenarioResult } from "./results.js";
+import { formatNumber, formatSummary } from "./stats.js";
+
+const METHOD = `## How these figures are made
+
+- **Processes.** opqueue always runs as a real \`node dist/cli.js serve\` child process with a generated config
+  (\`OPQUEUE_LOG_LEVEL=warn\`, \`limits.spawn_cap\` 2,000,000,000, \`worker.concurrency\` 64). The load generator
+  (\`bench/lib/loadgen.ts\`: an undici keep-alive pool, one request in flight per connection, a closed loop like
+  autocannon), the no-op target (\`bench/peers/target.ts\`: node:http answering 204) and every reference server or
+  worker (\`bench/peers/\`) each run in a process of their own. All share one 2-vCPU machine, so the load generator
+  and the target take CPU from the system measured, equally for every system.
+- **Durability stays on.** opqueue on SQLite: WAL with \`synchronous=FULL\`, a temporary file. On PostgreSQL: the
+  server's \`synchronous_commit=on\`, a fresh \`?schema=\` per database, dropped afterwards. graphile-worker and pg-boss
+  run on the same local PostgreSQL server, each in a fresh schema, with the server's durable defaults.
+- **Enqueue (1).** 32 clients POST \`/jobs\` for \`buildReport\` with \`delay_ms\` one hour (nothing is delivered), each
+  with a valid assertion minted for that request (its own chain), as a product whose every request enqueues a job
+  would send; the full mode adds rows reusing 256 assertions in turn (opqueue remembers verified tokens, so the
+  difference is the verification's cost). References: a bare Fastify route that parses the body and answers 201
+  (the HTTP limit); Fastify routes that validate the same body (opqueue's own TypeBox schema) and call
+  graphile-worker's \`addJob\` or pg-boss's \`send\`. The reference routes do not verify an assertion.
+- **Drain (2).** The jobs are inserted in bulk straight into the database (SQL matching
+  \`migrations/*/0001_init.sql\`; peers through their batch insert APIs). opqueue needs a fresh serve process per run
+  (SQLite's file is locked by a running node), so its jobs are inserted due a few seconds ahead; the node starts,
+  enqueues and delivers a batch of warm-up jobs over HTTP (to another path, not counted), and then the measured jobs
+  fall due. Peer workers live in one process for all their runs, after one unmeasured warm-up drain. The rate is
+  counted at the target between the first and the last arrival; "incl. ramp-up" counts from the due time (opqueue)
+  or the worker's start call (peers) instead of the first arrival.
+  References: the load generator sending the same request straight to the target with 64 connections (the
+  delivery limit); graphile-worker 0.17 with \`concurrency: 64, maxPoolSize: 65\` (it warns below the concurrency),
+  otherwise default, and "batched" adding its performance guide's \`localQueue: {size: 500}, completeJobBatchDelay: 0,
+  failJobBatchDelay: 0\`; pg-boss 10 with its defaults and 8 \`work()\` loops × \`batchSize\` 64 at its minimum
+  polling interval (0.5 s), which bounds it near 1,000 jobs/s. Peer tasks POST the same request to the same target
+  over an undici pool of 64 keep-alive connections with a fixed bearer token (opqueue also signs a JWT per delivery).
+- **Latency (3).** One probe process enqueues over HTTP at 100 jobs/s (a fresh assertion each) and is also the
+  target, so latency (arrival − send) is read on one clock. Two nodes: \`serve --no-worker\` takes the enqueues, \`serve --no-api\` delivers.
+- **Backlog (4).** Scenarios 1 and 2 on a database already holding the backlog (pending, due in an hour), with the
+  serve process's peak RSS (VmHWM from /proc).
+- **Core (5).** The built store in its own process: \`jobInsert\` from 32 concurrent callers, then claim 64 /
+  complete 64 until empty; peers: \`addJob\` / \`send\` 32 at a time, then no-op handlers until the queue is empty.
+- Each figure is the median of the runs, with (min–max). Ratios of the goals use medians of the same run.
+  The machine may be shared with other work: the load average is recorded per scenario.
+
+Reproduce: \`npm run bench\` (quick) or \`npm run bench -- --full\`; \`--only enqueue,drain\` and
+\`--engine sqlite|postgres\` narrow a run (narrowed runs do not rewrite this file; \`--report FILE.json\` regenerates
+it and the chart from a results file).`;
+
+const METRIC_NAMES: Record<string, string> = {
+  rate: "rate",
+  rate_from_start: "rate incl. ramp-up",
+  p50: "p50",
+  p95: "p95",
+  p99: "p99",
+  max: "max",
+  peak_rss: "peak RSS",
+  enqueue_rate: "enqueue rate",
+  enqueue_p50: "enqueue p50",
+  enqueue_p99: "enqueue p99",
+  enqueue_peak_rss: "enqueue peak RSS",
+  drain_rate: "drain rate",
+  drain_rate_from_start: "drain rate incl. ramp-up",
+  drain_peak_rss: "drain peak RSS",
+};
+
+const TITLES: Record<string, string> = {
+  enqueue: "1. Enqueue over HTTP",
+  drain: "2. Drain",
+  latency: "3. Enqueue-to-target latency",
+  backlog: "4. Backlog",
+  core: "5. Core: the store alone",
+};
+
+function scenarioTable(scenario: ScenarioResult): string {
+  const columns: Array<{ metric: string; unit: string }> = [];
+  for (const figure of scenario.figures) {
+    if (!columns.some((c) => c.metric === figure.metric)) columns.push({ metric: figure.metric, unit: figure.unit });
+  }
+  const rows: Array<{ label: string; figures: Figure[] }> = [];
+  for (const figure of scenario.figures) {
+    let row = rows.find((r) => r.label === figure.label);
+    if (!row) rows.push((row = { label: figure.label, figures: [] }));
+    row.figures.push(figure);
+  }
+  const header = `| system | ${columns.map((c) => `${METRIC_NAMES[c.metric] ?? c.metric} (${c.unit})`).join(" | ")} |`;
+  const rule = `|---|${columns.map(() => "---:").join("|")}|`;
+  const body = rows.map((row) => {
+    const cells = columns.map((c) => formatSummary(row.figures.find((f) => f.metric === c.metric)?.summary));
+    const label = row.figures.some((f) => !f.reference) ? `**${row.label}**` : row.label;
+    return `| ${label} | ${cells.join(" | ")} |`;
+  });
+  return [header, rule, ...body].join("\n");
+}
+
+function settingsList(settings: Record<string, string | number>): string {
+  return Object.entries(settings)
+    .map(([key, value]) => `${key}: ${typeof value === "number" ? formatNumber(value) : value}`)
+    .join("; ");
+}
+
+/** The whole BENCHMARKS.md for a results file. */
+export function benchmarksMarkdown(results: Results, resultsFile: string): string {
+  const goals = evaluateGoals(results);
+  const sizes = results.sizes ?? SIZES[results.mode];
+  const lines: string[] = [];
+  lines.push("# opqueue benchmarks", "");
+  lines.push(
+    `<!-- Generated by \`${results.command}\` (bench/run.ts; the text is in bench/lib/report.ts) from ${resultsFile}. ` +
+      "Edits by hand are overwritten by the next run. -->",
+    "",
+  );
+  lines.push(
+    "opqueue against what a user would otherwise run: pg-boss and graphile-worker (as libraries, and behind a Fastify",
+    "route), and against the machine's own limits (a bare Fastify route; the load generator hitting the target).",
+    `Chart: [bench/results/throughput.svg](bench/results/throughput.svg). Raw figures: [${resultsFile}](${resultsFile}).`,
+    "",
+  );
+  lines.push("## This run", "");
+  const m = results.machine;
+  const v = results.versions;
+  const pgInfo = results.postgres;
+  lines.push(
+    `- **Command:** \`${results.command}\` on ${results.date}, ${results.mode} mode, ${formatNumber(results.totalSeconds)} s in all` +
+      (results.git ? `; opqueue built from commit ${results.git.commit}${results.git.srcDirty ? " with uncommitted changes in src/" : ""}.` : ".") +
+      (results.reruns?.length ? ` Rerun afterwards and merged in: ${results.reruns.map((command) => `\`${command}\``).join(", ")}.` : ""),
+    results.mode === "quick"
+      ? `- **Quick-mode sizes** (the full mode uses the issue's): enqueue ${sizes.runs} runs × ${sizes.enqueue.durationMs / 1000} s; ` +
+          `drain ${sizes.drain.jobs.toLocaleString("en-US")} jobs (full: ${SIZES.full.drain.jobs.toLocaleString("en-US")}); ` +
+          `latency ${sizes.latency.jobs} jobs (full: ${SIZES.full.latency.jobs.toLocaleString("en-US")}); ` +
+          `backlog ${sizes.backlog.rows.toLocaleString("en-US")} jobs (full: ${SIZES.full.backlog.rows.toLocaleString("en-US")}); ` +
+          `core ${sizes.core.enqueueJobs.toLocaleString("en-US")} jobs (full: ${SIZES.full.core.enqueueJobs.toLocaleString("en-US")}); ${sizes.runs} runs per figure.`
+      : `- **Sizes:** enqueue ${sizes.runs} runs × ${sizes.enqueue.durationMs / 1000} s; drain ${sizes.drain.jobs.toLocaleString("en-US")} jobs; ` +
+          `latency ${sizes.latency.jobs.toLocaleString("en-US")} jobs; backlog ${sizes.backlog.rows.toLocaleString("en-US")} jobs; ` +
+          `core ${sizes.core.enqueueJobs.toLocaleString("en-US")} jobs; ${sizes.runs} runs per figure.`,
+    `- **Machine:** ${m["nproc"]} vCPUs (${m["cpu"]}), ${m["memory_gib"]} GiB, Linux ${m["kernel"]}; load average at start ${m["loadavg_at_start"]}.`,
+    `- **Versions:** Node ${v["node"]}, opqueue ${v["opqueue"]}, SQLite ${v["sqlite"]} (better-sqlite3 ${v["better-sqlite3"]}), ` +
+      `PostgreSQL ${pgInfo["version"] ?? "?"} (pg ${v["pg"]}), Fastify ${v["fastify"]}, undici ${v["undici"]}, ` +
+      `graphile-worker ${v["graphile-worker"]}, pg-boss ${v["pg-boss"]}.`,
+    `- **PostgreSQL settings:** ${["synchronous_commit", "fsync", "full_page_writes", "wal_level", "shared_buffers", "max_connections"]
+      .map((key) => `${key}=${pgInfo[key] ?? "?"}`)
+      .join(", ")}.`,
+    `- **opqueue settings:** ${Object.entries(results.settings).map(([k, value]) => `${k} ${value}`).join("; ")}.`,
+  );
+  if (results.filters.only.length > 0 || results.filters.engines.length < 2) {
+    lines.push(`- **Narrowed run:** scenarios ${results.filters.only.join(", ") || "all"}, engines ${results.filters.engines.join(", ")}.`);
+  }
+  lines.push("");
+  lines.push("## Goals", "");
+  lines.push("Ratios of medians from this run; a goal falling short is reported as such.", "");
+  lines.push("| scenario | engine | goal | measured | target | met |", "|---|---|---|---:|---|---|");
+  for (const goal of goals) {
+    const measured = Number.isFinite(goal.value)
+      ? goal.unit === "×"
+        ? `${goal.value.toFixed(2)} ×`
+        : `${formatNumber(goal.value)} ${goal.unit}`
+      : "–";
+    const met = goal.met === null ? "not measured" : goal.met ? "met" : "**not met**";
+    lines.push(`| ${goal.scenario} | ${goalEngineLabel(goal.engine)} | ${goal.goal} | ${measured} | ${goal.target} | ${met} |`);
+  }
+  lines.push("");
+  for (const scenario of results.scenarios) {
+    lines.push(`## ${TITLES[scenario.id] ?? scenario.title}`, "");
+    const busy =
+      scenario.busyCoresBefore !== undefined ? `${scenario.busyCoresBefore.toFixed(2)} cores busy with other work just before; ` : "";
+    lines.push(
+      `${settingsList(scenario.settings)}.`,
+      "",
+      `*Load:* ${busy}load average ${scenario.loadavgStart.map((x) => x.toFixed(2)).join(" ")} at the start, ` +
+        `${scenario.loadavgEnd.map((x) => x.toFixed(2)).join(" ")} at the end (this run's own processes included); ${formatNumber(scenario.seconds)} s.`,
+      "",
+    );
+    lines.push(scenarioTable(scenario), "");
+    if (scenario.notes.length > 0) {
+      lines.push(...scenario.notes.map((note) => `- ${note}`), "");
+    }
+  }
+  lines.push(METHOD, "");
+  return lines.join("\n");
+}

@@ -1,0 +1,234 @@
+/**
+ * The benchmark harness: `npm run bench` (quick, at most 5 minutes) or `npm run bench -- --full` (the issue's sizes,
+ * at most 30 minutes). Runs the scenarios of bench/scenarios/ in order, shows a live line per scenario on stderr,
+ * writes the figures to bench/results/<date>.json (quick: <date>-quick.json), BENCHMARKS.md and
+ * bench/results/throughput.svg, and prints a summary on stdout.
+ *
+ * Options:
+ *   --full                 the issue's sizes
+ *   --only a,b             only these scenarios (enqueue, drain, latency, backlog, core)
+ *   --engine sqlite|postgres  only this opqueue engine (references still run)
+ *   --profile DIR          serve processes write CPU profiles (--cpu-prof) into DIR
+ *   --skip-peers           measure opqueue only (no references)
+ *   --quiet SECONDS        before each scenario, wait up to SECONDS for other work on the machine to settle
+ *                          (under half a core busy over 1 s)
+ *   --out FILE             where a narrowed run writes its results (default: a file under /tmp)
+ *   --report FILE.json     regenerate BENCHMARKS.md and the chart from a results file, and exit
+ *   --merge-into FILE.json after a narrowed run (say, one scenario rerun because other work disturbed it), replace
+ *                          the figures it measured in FILE (same scenario, system and metric), note the rerun, and
+ *                          regenerate BENCHMARKS.md and the chart from FILE
+ * A narrowed run (--only, --engine, --profile or --skip-peers) never rewrites BENCHMARKS.md or the chart.
+ */
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join, relative } from "node:path";
+import { parseArgs } from "node:util";
+import { throughputSvg } from "./lib/chart.js";
+import { Context, ENGINE_LABEL, SIZES } from "./lib/context.js";
+import { evaluateGoals } from "./lib/goals.js";
+import { ROOT } from "./lib/ipc.js";
+import { dropLeftoverSchemas } from "./lib/pg.js";
+import { benchmarksMarkdown } from "./lib/report.js";
+import { describeEnvironment, sampleBusyCores, SCENARIOS, type Engine, type Results, type ScenarioId, type ScenarioResult } from "./lib/results.js";
+import { formatSummary } from "./lib/stats.js";
+import { runBacklog } from "./scenarios/backlog.js";
+import { runCore } from "./scenarios/core.js";
+import { runDrain } from "./scenarios/drain.js";
+import { runEnqueue } from "./scenarios/enqueue.js";
+import { runLatency } from "./scenarios/latency.js";
+
+const RUNNERS: Record<ScenarioId, (ctx: Context) => Promise<ScenarioResult>> = {
+  enqueue: runEnqueue,
+  drain: runDrain,
+  latency: runLatency,
+  backlog: runBacklog,
+  core: runCore,
+};
+
+const { values } = parseArgs({
+  options: {
+    full: { type: "boolean", default: false },
+    only: { type: "string", multiple: true },
+    engine: { type: "string", multiple: true },
+    profile: { type: "string" },
+    "skip-peers": { type: "boolean", default: false },
+    quiet: { type: "string" },
+    out: { type: "string" },
+    report: { type: "string" },
+    "merge-into": { type: "string" },
+  },
+});
+
+/** `base` with the figures `rerun` measured put in place of the old ones, and a note per scenario rerun. */
+function mergeResults(base: Results, rerun: Results): Results {
+  if (base.mode !== rerun.mode) throw new Error(`cannot merge a ${rerun.mode} run into a ${base.mode} run`);
+  const at = new Date().toISOString().slice(11, 16);
+  for (const scenario of rerun.scenarios) {
+    const old = base.scenarios.find((s) => s.id === scenario.id);
+    if (!old) {
+      base.scenarios.push(scenario);
+      continue;
+    }
+    const systems = [...new Set(scenario.figures.map((f) => f.label))];
+    for (const figure of scenario.figures) {
+      const index = old.figures.findIndex((f) => f.system === figure.system && f.metric === figure.metric);
+      if (index >= 0) old.figures[index] = figure;
+      else old.figures.push(figure);
+    }
+    old.notes = old.notes.filter((note) => !systems.some((label) => note.startsWith(label)));
+    old.notes.push(
+      ...scenario.notes,
+      `${systems.join(", ")} re-measured at ${at} UTC (\`${rerun.command}\`; load average then ${scenario.loadavgStart.map((x) => x.toFixed(2)).join(" ")}, ` +
+        `${scenario.busyCoresBefore?.toFixed(2) ?? "?"} cores busy elsewhere before)`,
+    );
+  }
+  base.reruns = [...(base.reruns ?? []), `${rerun.command} (${Math.round(rerun.totalSeconds)} s)`];
+  return base;
+}
+
+function gitState(): { commit: string; srcDirty: boolean } {
+  try {
+    const commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: ROOT, encoding: "utf8" }).trim();
+    const dirty = execFileSync("git", ["status", "--porcelain", "--", "src", "migrations"], { cwd: ROOT, encoding: "utf8" }).trim();
+    return { commit, srcDirty: dirty !== "" };
+  } catch {
+    return { commit: "?", srcDirty: false };
+  }
+}
+
+/** Writes BENCHMARKS.md and the chart from results. */
+function writeReport(results: Results, resultsPath: string): void {
+  const relativePath = relative(ROOT, resultsPath);
+  writeFileSync(join(ROOT, "BENCHMARKS.md"), benchmarksMarkdown(results, relativePath));
+  writeFileSync(join(ROOT, "bench/results/throughput.svg"), throughputSvg(results));
+}
+
+function printSummary(results: Results): void {
+  const out: string[] = ["", `opqueue benchmarks, ${results.mode} mode, ${Math.round(results.totalSeconds)} s`];
+  for (const scenario of results.scenarios) {
+    out.push("", `${scenario.title}:`);
+    for (const figure of scenario.figures) {
+      out.push(`  ${figure.label.padEnd(58)} ${figure.metric.padEnd(22)} ${formatSummary(figure.summary, figure.unit)}`);
+    }
+    for (const note of scenario.notes) out.push(`  note: ${note}`);
+  }
+  const goals = evaluateGoals(results);
+  const unmeasured = goals.filter((goal) => goal.met === null).length;
+  out.push("", `Goals${unmeasured > 0 ? ` (${unmeasured} not measured in this run, not shown)` : ""}:`);
+  for (const goal of goals.filter((g) => g.met !== null)) {
+    const value = Number.isFinite(goal.value) ? (goal.unit === "×" ? `${goal.value.toFixed(2)} ×` : `${goal.value.toFixed(1)} ${goal.unit}`) : "–";
+    const met = goal.met ? "met" : "NOT MET";
+    out.push(`  ${ENGINE_LABEL[goal.engine].padEnd(10)} ${goal.goal.padEnd(40)} ${value.padStart(10)}  (${goal.target})  ${met}`);
+  }
+  console.log(out.join("\n"));
+}
+
+async function main(): Promise<void> {
+  if (values.report) {
+    const results = JSON.parse(readFileSync(values.report, "utf8")) as Results;
+    writeReport(results, values.report);
+    printSummary(results);
+    return;
+  }
+  if (!existsSync(join(ROOT, "dist/cli.js"))) throw new Error("dist/cli.js is missing: run `npm run build` first");
+  const mode = values.full ? "full" : "quick";
+  const only = (values.only ?? []).flatMap((value) => value.split(",")).filter(Boolean);
+  for (const id of only) if (!SCENARIOS.includes(id as ScenarioId)) throw new Error(`unknown scenario ${id} (${SCENARIOS.join(", ")})`);
+  const engines = ((values.engine ?? []).flatMap((value) => value.split(",")).filter(Boolean) as Engine[]);
+  for (const engine of engines) if (engine !== "sqlite" && engine !== "postgres") throw new Error(`unknown engine ${engine}`);
+  const narrowed = only.length > 0 || engines.length > 0 || values.profile !== undefined || values["skip-peers"];
+  const started = performance.now();
+
+  const leftovers = await dropLeftoverSchemas();
+  if (leftovers.length > 0) process.stderr.write(`dropped ${leftovers.length} schemas left by an earlier run\n`);
+  const environment = await describeEnvironment();
+  if (environment.postgres["synchronous_commit"] !== "on" || environment.postgres["fsync"] !== "on") {
+    throw new Error(`PostgreSQL is not durable (synchronous_commit=${environment.postgres["synchronous_commit"]}, fsync=${environment.postgres["fsync"]})`);
+  }
+  if (values.profile) mkdirSync(values.profile, { recursive: true });
+  const ctx = new Context(mode, SIZES[mode], engines.length > 0 ? engines : ["sqlite", "postgres"], values.profile, !values["skip-peers"]);
+  const stop = () => {
+    process.stderr.write("\ninterrupted: cleaning up\n");
+    void ctx.close().finally(() => process.exit(130));
+  };
+  process.once("SIGINT", stop);
+  process.once("SIGTERM", stop);
+
+  const command = `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(" ")}` : ""}`;
+  process.stderr.write(`${command}: ${mode} mode, engines ${ctx.engines.join(", ")}, load average ${environment.machine["loadavg_at_start"]}\n`);
+  const scenarios: ScenarioResult[] = [];
+  try {
+    for (const id of SCENARIOS) {
+      if (only.length > 0 && !only.includes(id)) continue;
+      const quietUntil = performance.now() + Number(values.quiet ?? 0) * 1000;
+      let busy = await sampleBusyCores();
+      while (busy > 0.5 && performance.now() < quietUntil) {
+        process.stderr.write(`${id}: waiting for the machine to settle (${busy.toFixed(2)} cores busy elsewhere)\r`);
+        busy = await sampleBusyCores(2000);
+      }
+      try {
+        scenarios.push(await RUNNERS[id](ctx));
+      } catch (error) {
+        process.stderr.write(`\n${id} failed: ${(error as Error).stack ?? String(error)}\n`);
+        scenarios.push({
+          id,
+          title: id,
+          settings: {},
+          figures: [],
+          notes: [`failed: ${(error as Error).message}`],
+          loadavgStart: [],
+          loadavgEnd: [],
+          seconds: 0,
+        });
+      }
+    }
+  } finally {
+    await ctx.close();
+  }
+
+  const date = new Date().toISOString().slice(0, 10);
+  const results: Results = {
+    date,
+    sizes: ctx.sizes,
+    git: gitState(),
+    mode,
+    command,
+    filters: { only, engines: ctx.engines },
+    ...environment,
+    settings: {
+      "SQLite": "WAL, synchronous=FULL (a temporary file)",
+      "PostgreSQL": "synchronous_commit on, database_pool_size 10, a fresh schema",
+      "worker.concurrency": "64",
+      "limits.spawn_cap": "2,000,000,000",
+      "log level": "warn",
+    },
+    scenarios,
+    totalSeconds: Math.round((performance.now() - started) / 100) / 10,
+  };
+  let path: string;
+  if (narrowed) {
+    path = values.out ?? `/tmp/opqueue-bench-${new Date().toISOString().replace(/[:.]/g, "-")}.json`;
+  } else {
+    mkdirSync(join(ROOT, "bench/results"), { recursive: true });
+    path = join(ROOT, "bench/results", `${date}${mode === "quick" ? "-quick" : ""}.json`);
+  }
+  writeFileSync(path, `${JSON.stringify(results, null, 2)}\n`);
+  if (!narrowed) writeReport(results, path);
+  printSummary(results);
+  if (values["merge-into"]) {
+    const target = values["merge-into"];
+    const merged = mergeResults(JSON.parse(readFileSync(target, "utf8")) as Results, results);
+    writeFileSync(target, `${JSON.stringify(merged, null, 2)}\n`);
+    writeReport(merged, target);
+    console.log(`merged into ${target}; BENCHMARKS.md and bench/results/throughput.svg rewritten from it`);
+  }
+  console.log(`\nresults: ${path}${narrowed ? " (narrowed run: BENCHMARKS.md not rewritten)" : "; BENCHMARKS.md and bench/results/throughput.svg rewritten"}`);
+}
+
+main().then(
+  () => process.exit(0),
+  (error: unknown) => {
+    console.error(error);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,262 @@
+/** What the scenarios share: a fresh opqueue database per engine, and the enqueue and drain measurements. */
+import { join } from "node:path";
+import type { MintSpec } from "../lib/assertions.js";
+import type { Context } from "../lib/context.js";
+import { waitUntil } from "../lib/context.js";
+import {
+  countPostgres,
+  countSqlite,
+  migrate,
+  mintAssertions,
+  preinsertPostgres,
+  preinsertSqlite,
+  ServeProcess,
+  writeOpqueueConfig,
+  type OpqueueSetup,
+} from "../lib/opqueue.js";
+import { adminClient, dropSchema, freshSchema, opqueueUrl } from "../lib/pg.js";
+import type { Progress } from "../lib/progress.js";
+import type { Engine } from "../lib/results.js";
+
+/** One opqueue database (a SQLite file, or a PostgreSQL schema), migrated, with its config. */
+export class OpqueueDb {
+  /** How long the last drain run took from its insert to the end of its warm-up, in ms (sets the next lead). */
+  lastPrepMs: number | undefined;
+
+  private constructor(
+    readonly engine: Engine,
+    readonly setup: OpqueueSetup,
+    readonly sqlitePath: string | null,
+    readonly schema: string | null,
+  ) {}
+
+  /** Creates and migrates a fresh database; PostgreSQL schemas are dropped when the context closes. */
+  static async create(ctx: Context, engine: Engine, name: string, targetOrigin: string): Promise<OpqueueDb> {
+    const dir = join(ctx.tmp, `${name}-${engine}-${Date.now().toString(36)}`);
+    let database: string;
+    let sqlitePath: string | null = null;
+    let schema: string | null = null;
+    if (engine === "sqlite") {
+      sqlitePath = join(dir, "opqueue.db");
+      database = `sqlite:${sqlitePath}`;
+    } else {
+      schema = freshSchema("bench_opq");
+      database = opqueueUrl(schema);
+      const dropping = schema;
+      ctx.defer(() => dropSchema(dropping));
+    }
+    const setup = writeOpqueueConfig({ dir, database, targetOrigin, concurrency: ctx.sizes.drain.concurrency });
+    await migrate(setup);
+    return new OpqueueDb(engine, setup, sqlitePath, schema);
+  }
+
+  /**
+   * Inserts `count` pending jobs due at `runAt` straight into the database. On SQLite no serve process may be
+   * running (the file is locked exclusively by a running node).
+   */
+  async preinsert(count: number, runAt: number, progress?: (done: number) => void): Promise<void> {
+    const [assertion] = await mintAssertions(1, "bench-preinsert");
+    const rid = `bench-preinsert-${Date.now().toString(36)}`;
+    if (this.sqlitePath) {
+      preinsertSqlite({ path: this.sqlitePath, count, runAt, assertion: assertion ?? "", rid, ...(progress ? { onProgress: progress } : {}) });
+      return;
+    }
+    const client = await adminClient();
+    try {
+      await preinsertPostgres({
+        client,
+        schema: this.schema ?? "",
+        count,
+        runAt,
+        assertion: assertion ?? "",
+        rid,
+        ...(progress ? { onProgress: progress } : {}),
+      });
+    } finally {
+      await client.end();
+    }
+  }
+
+  /** Job counts by status (on SQLite only while no node runs). */
+  async counts(): Promise<Record<string, number>> {
+    if (this.sqlitePath) return countSqlite(this.sqlitePath);
+    const client = await adminClient();
+    try {
+      return await countPostgres(client, this.schema ?? "");
+    } finally {
+      await client.end();
+    }
+  }
+
+  /** Starts a serve node on this database. */
+  start(ctx: Context, options: { api?: boolean; worker?: boolean; applicationName?: string } = {}): Promise<ServeProcess> {
+    return ServeProcess.start({
+      setup: this.setup,
+      ...(options.api !== undefined ? { api: options.api } : {}),
+      ...(options.worker !== undefined ? { worker: options.worker } : {}),
+      ...(options.applicationName && this.schema ? { database: opqueueUrl(this.schema, options.applicationName) } : {}),
+      nodeArgs: ctx.serveNodeArgs(),
+    });
+  }
+}
+
+/** The enqueue bodies: jobs for buildReport due in an hour (nothing is delivered during the measurement). */
+export function enqueueBodies(count = 64): string[] {
+  return Array.from({ length: count }, (_, n) =>
+    JSON.stringify({ operation_id: "buildReport", request: { body: { report: "daily", n } }, delay_ms: 3_600_000 }),
+  );
+}
+
+/** One enqueue measurement per run against `url`, 32 keep-alive clients; rates and latencies per run. */
+export async function measureEnqueue(
+  ctx: Context,
+  options: { url: string; tokens?: string[]; mint?: MintSpec; progress: Progress; label: string; notes: string[] },
+): Promise<{ rates: number[]; p50: number[]; p99: number[] }> {
+  const { sizes } = ctx;
+  const rates: number[] = [];
+  const p50: number[] = [];
+  const p99: number[] = [];
+  const bodies = enqueueBodies();
+  for (let run = 0; run < sizes.runs; run++) {
+    const result = await ctx.load(
+      {
+        origin: options.url,
+        path: "/jobs",
+        method: "POST",
+        connections: sizes.enqueue.clients,
+        durationMs: sizes.enqueue.durationMs,
+        // The first run warms connections and the JIT for longer.
+        warmupMs: run === 0 ? sizes.enqueue.warmupMs : 300,
+        headers: { "content-type": "application/json" },
+        bodies,
+        ...(options.tokens ? { tokens: options.tokens } : {}),
+        ...(options.mint ? { mint: { ...options.mint, ridPrefix: `${options.mint.ridPrefix}-r${run}` } } : {}),
+        expectStatus: 201,
+      },
+      (ok) => options.progress.update(`${options.label} run ${run + 1}/${sizes.runs}: ${ok} accepted`),
+    );
+    const refused = Object.values(result.other).reduce((a, b) => a + b, 0) + result.errors;
+    if (refused > 0) {
+      options.notes.push(
+        `${options.label} run ${run + 1}: ${refused} requests not answered 201 (${JSON.stringify(result.other)}, ${result.errors} errors${result.firstError ? `: ${result.firstError}` : ""})`,
+      );
+    }
+    rates.push(result.rate);
+    p50.push(result.p50);
+    p99.push(result.p99);
+    options.progress.update(`${options.label} run ${run + 1}/${sizes.runs}: ${Math.round(result.rate)}/s`, true);
+  }
+  return { rates, p50, p99 };
+}
+
+/** What one drain run measured at the target. */
+export interface DrainRun {
+  /** Jobs per second between the first and the last arrival at the target. */
+  rate: number;
+  /**
+   * Jobs per second from the moment the work could start (opqueue: the jobs' due time, on a warm node; peers: the
+   * worker's start call) to the last arrival: the rate with the ramp-up included.
+   */
+  rateFromStart: number;
+  duplicates: number;
+  /** Warm-up overran the due time by this many ms (opqueue only; 0 when it did not). */
+  overrunMs: number;
+}
+
+/** Waits until the target has received `count` measured requests (it must have been reset), and reads the rates. */
+export async function waitForDrain(
+  ctx: Context,
+  options: { count: number; fromWall: number; progress: Progress; label: string },
+): Promise<DrainRun> {
+  let stats = await ctx.targetStats();
+  await waitUntil(
+    async () => {
+      stats = await ctx.targetStats();
+      options.progress.update(`${options.label}: ${stats.requests}/${options.count} delivered`);
+      return stats.requests >= options.count;
+    },
+    60_000 + options.count * 5,
+    50,
+  );
+  return {
+    rate: ((stats.requests - 1) / stats.spanMs) * 1000,
+    rateFromStart: (stats.requests / (stats.lastWall - options.fromWall)) * 1000,
+    duplicates: stats.requests - stats.distinct,
+    overrunMs: 0,
+  };
+}
+
+/** Enqueues `count` warm-up jobs over HTTP and waits until the target has received them all. */
+async function warmUp(ctx: Context, serve: ServeProcess, count: number): Promise<void> {
+  const already = (await ctx.targetStats()).others;
+  const warm = await ctx.load({
+    origin: serve.url ?? "",
+    path: "/jobs",
+    method: "POST",
+    connections: 32,
+    count,
+    headers: { "content-type": "application/json" },
+    bodies: Array.from({ length: 16 }, (_, n) => JSON.stringify({ operation_id: "warmUp", request: { body: { n } } })),
+    mint: { ridPrefix: `bench-warmup-${Date.now().toString(36)}`, users: 32 },
+    expectStatus: 201,
+  });
+  if (warm.ok !== count) throw new Error(`warm-up: ${warm.ok}/${count} enqueued (${warm.firstError ?? JSON.stringify(warm.other)})`);
+  await waitUntil(async () => (await ctx.targetStats()).others - already >= count, 60_000, 20);
+}
+
+/** Epoch milliseconds with sub-millisecond precision, comparable across processes. */
+export function wallNow(): number {
+  return performance.timeOrigin + performance.now();
+}
+
+/**
+ * One opqueue drain run on a fresh, warmed-up node. The measured jobs are pre-inserted (with the node stopped, as
+ * SQLite requires) due `leadMs` from now; then a node starts, enqueues and delivers `warmupJobs` warm-up jobs over
+ * HTTP (so its code is compiled and its connections open, like the long-lived peer processes), and the measured
+ * jobs become due and are drained; the rate is read at the target. Returns the run and the node's peak RSS.
+ */
+export async function opqueueDrainRun(
+  ctx: Context,
+  db: OpqueueDb,
+  options: { count: number; progress: Progress; label: string },
+): Promise<DrainRun & { peakRssMb: number | null; succeeded: number }> {
+  const { warmupJobs, leadMs } = ctx.sizes.drain;
+  // The first run on a database finds out how long insert, start-up and warm-up take (a backlog can make the
+  // warm-up slow), so the measured jobs of every run fall due only once the node is warm.
+  if (db.lastPrepMs === undefined && warmupJobs > 0) {
+    options.progress.update(`${options.label}: timing start-up and warm-up`, true);
+    const started = performance.now();
+    const serve = await ServeProcess.start({ setup: db.setup, nodeArgs: ctx.serveNodeArgs() });
+    try {
+      await warmUp(ctx, serve, warmupJobs);
+    } finally {
+      await serve.stop();
+    }
+    db.lastPrepMs = performance.now() - started;
+  }
+  const before = (await db.counts())["succeeded"] ?? 0;
+  options.progress.update(`${options.label}: inserting ${options.count} jobs`, true);
+  const prepStarted = performance.now();
+  const dueAt = Date.now() + Math.max(leadMs, Math.round((db.lastPrepMs ?? 0) * 1.3) + 500);
+  await db.preinsert(options.count, dueAt);
+  const target = await ctx.target();
+  await target.call("reset");
+  let serve: ServeProcess | undefined;
+  try {
+    serve = await ServeProcess.start({ setup: db.setup, nodeArgs: ctx.serveNodeArgs() });
+    if (warmupJobs > 0) {
+      options.progress.update(`${options.label}: warming up`, true);
+      await warmUp(ctx, serve, warmupJobs);
+    }
+    db.lastPrepMs = performance.now() - prepStarted;
+    const overrunMs = Math.max(0, Date.now() - dueAt);
+    const run = await waitForDrain(ctx, { count: options.count, fromWall: dueAt, progress: options.progress, label: options.label });
+    // A graceful stop writes the outcomes still queued in the node's completer.
+    const peakRssMb = await serve.stop();
+    serve = undefined;
+    const succeeded = ((await db.counts())["succeeded"] ?? 0) - before - warmupJobs;
+    return { ...run, overrunMs, peakRssMb, succeeded };
+  } finally {
+    await serve?.stop();
+  }
+}
