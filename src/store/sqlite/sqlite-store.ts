@@ -240,6 +240,18 @@ export class SqliteStore implements Store {
              SELECT concurrency_key FROM jobs INDEXED BY jobs_running_concurrency_key WHERE concurrency_key IS NOT NULL AND status = 'running'))
          ORDER BY priority DESC, run_at, seq LIMIT :limit OFFSET :offset`,
       ),
+      // The due jobs by run time (jobs_run_at stops at now), for when few are due among many future ones: the
+      // claim-order index would walk every future job of higher priority to find them.
+      dueCandidates: db.prepare<
+        { now: number; limit: number },
+        { seq: number; concurrency_key: string | null; priority: number; run_at: number }
+      >(
+        `SELECT seq, concurrency_key, priority, run_at FROM jobs INDEXED BY jobs_run_at
+         WHERE ${CLAIMABLE} AND run_at <= :now
+           AND (concurrency_key IS NULL OR concurrency_key NOT IN (
+             SELECT concurrency_key FROM jobs INDEXED BY jobs_running_concurrency_key WHERE concurrency_key IS NOT NULL AND status = 'running'))
+         ORDER BY run_at LIMIT :limit`,
+      ),
       claimOne: db.prepare<{ seq: number; now: number }, SqliteJobRow>(
         `UPDATE jobs SET status = 'running', attempt = attempt + 1, started_at = :now, heartbeat_at = :now
          WHERE seq = :seq AND ${CLAIMABLE} RETURNING *`,
@@ -567,17 +579,26 @@ export class SqliteStore implements Store {
       // Candidates come in claim order; skipping a held key keeps looking further down, in bounded pages,
       // so a long run of jobs for one busy key cannot starve the others.
       const pageSize = Math.max(64, params.limit * 4);
-      for (let page = 0; page < 16 && chosen.length < params.limit; page++) {
-        const candidates = s.claimCandidates.all({ now, limit: pageSize, offset: page * pageSize });
+      const take = (candidates: Array<{ seq: number; concurrency_key: string | null }>) => {
         for (const candidate of candidates) {
+          if (chosen.length === params.limit) return;
           if (candidate.concurrency_key !== null) {
             if (heldKeys.has(candidate.concurrency_key)) continue;
             heldKeys.add(candidate.concurrency_key);
           }
           chosen.push(candidate.seq);
-          if (chosen.length === params.limit) break;
         }
-        if (candidates.length < pageSize) break;
+      };
+      // Fewer due jobs than a page: that is all of them, so put them in claim order here.
+      const due = s.dueCandidates.all({ now, limit: pageSize });
+      if (due.length < pageSize) {
+        take(due.sort((a, b) => b.priority - a.priority || a.run_at - b.run_at || a.seq - b.seq));
+      } else {
+        for (let page = 0; page < 16 && chosen.length < params.limit; page++) {
+          const candidates = s.claimCandidates.all({ now, limit: pageSize, offset: page * pageSize });
+          take(candidates);
+          if (candidates.length < pageSize) break;
+        }
       }
       const claimed: JobRow[] = [];
       for (const seq of chosen) {
