@@ -10,7 +10,7 @@ import { Agent, type Dispatcher } from "undici";
 import type { DeliverySigner } from "../auth/tokens.js";
 import type { Config } from "../config.js";
 import type { AttemptResult } from "../job/retry-policy.js";
-import { toWireJob } from "../job/wire.js";
+import { wireAuthority } from "../job/wire.js";
 import type { Operation, OperationRegistry } from "../operations/registry.js";
 import type { JobRow } from "../store/store.js";
 import { VERSION } from "../version.js";
@@ -93,6 +93,7 @@ export class Deliverer {
   private readonly config: Config;
   private readonly registry: OperationRegistry;
   private readonly signer: DeliverySigner;
+  private readonly bases = new Map<string, { origin: string; basePath: string }>();
 
   constructor(options: { config: Config; registry: OperationRegistry; signer: DeliverySigner; connections?: number }) {
     this.config = options.config;
@@ -107,6 +108,17 @@ export class Deliverer {
     });
   }
 
+  /** Origin and path prefix of `operationId`'s target, parsed once per operation rather than per delivery. */
+  private baseOf(operationId: string): { origin: string; basePath: string } {
+    let base = this.bases.get(operationId);
+    if (!base) {
+      const url = new URL(this.config.operations[operationId]?.base_url ?? this.config.target.base_url);
+      base = { origin: url.origin, basePath: url.pathname.replace(/\/+$/, "") };
+      this.bases.set(operationId, base);
+    }
+    return base;
+  }
+
   /** The timeout of one exchange with `operationId`'s target. */
   timeoutMs(operationId: string): number {
     return this.config.operations[operationId]?.timeout_ms ?? this.config.defaults.timeout_ms;
@@ -114,15 +126,14 @@ export class Deliverer {
 
   /** The request a job turns into, with a freshly signed delivery token. */
   async buildRequest(job: JobRow, operation: Operation): Promise<DeliveryRequest> {
-    const base = new URL(this.config.operations[operation.operationId]?.base_url ?? this.config.target.base_url);
-    const basePath = base.pathname.replace(/\/+$/, "");
+    const { origin, basePath } = this.baseOf(operation.operationId);
     const token = await this.signer.sign({
       sub: job.userId,
       op: job.operationId,
       job: job.id,
       att: job.attempt,
       rid: job.originalRequestId,
-      authority: toWireJob(job).authority,
+      authority: wireAuthority(job.authority),
       timeoutMs: this.timeoutMs(job.operationId),
     });
     const hasBody = job.request.body !== undefined;
@@ -136,7 +147,7 @@ export class Deliverer {
     };
     if (hasBody) headers["content-type"] = "application/json";
     return {
-      origin: base.origin,
+      origin,
       path: basePath + buildPath(operation.path, job.request.path_params) + buildQueryString(job.request.query),
       method: operation.method,
       headers,

@@ -7,7 +7,8 @@ export function formatTime(ms: number): string {
   return new Date(ms).toISOString();
 }
 
-function wireAuthority(stored: JobRow["authority"]): Authority {
+/** The authority as clients and targets see it: the stored grant without its evidence. */
+export function wireAuthority(stored: JobRow["authority"]): Authority {
   switch (stored.kind) {
     case "request":
       return { kind: "request", request_id: stored.request_id, user_id: stored.user_id };
