@@ -3,11 +3,9 @@
  * OpenAPI document all come from here.
  */
 import { Type, type Static } from "@sinclair/typebox";
+import { JOB_STATUSES } from "./statuses.js";
 
-/** Job statuses, as SPEC.md names them. */
-export const JOB_STATUSES = ["pending", "running", "retrying", "succeeded", "dead", "cancelled"] as const;
-/** A job status. */
-export type JobStatus = (typeof JOB_STATUSES)[number];
+export { JOB_STATUSES, type JobStatus } from "./statuses.js";
 
 /** Why a job ended the way it did. */
 export const TERMINAL_REASONS = [

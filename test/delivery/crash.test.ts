@@ -321,7 +321,7 @@ async function waitForStatus(setupInfo: Setup, serve: Serve, ids: string[], stat
 
 /** Reads jobs straight from the SQLite file of a stopped service. */
 async function readJobsFromFile(databasePath: string, ids: string[]) {
-  const store = SqliteStore.open({ path: databasePath, clock: systemClock });
+  const store = await SqliteStore.open({ path: databasePath, clock: systemClock });
   try {
     return await Promise.all(ids.map((id) => store.jobGet({ id })));
   } finally {

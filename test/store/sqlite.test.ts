@@ -34,7 +34,7 @@ runStoreConformance({
   engine: "sqlite",
   open: async (clock) => {
     const dir = mkdtempSync(join(tmpdir(), "opqueue-store-"));
-    const store = SqliteStore.open({ path: join(dir, "opqueue.db"), clock });
+    const store = await SqliteStore.open({ path: join(dir, "opqueue.db"), clock });
     return {
       store,
       cleanup: async () => {
@@ -53,7 +53,7 @@ const CHILD_SOURCE = `
 import { SqliteStore } from ${JSON.stringify(STORE_MODULE)};
 import { ManualClock } from ${JSON.stringify(CLOCK_MODULE)};
 try {
-  const store = SqliteStore.open({ path: process.env.OPQUEUE_TEST_DB, clock: new ManualClock() });
+  const store = await SqliteStore.open({ path: process.env.OPQUEUE_TEST_DB, clock: new ManualClock() });
   console.log(JSON.stringify({ opened: true }));
   if (process.env.OPQUEUE_TEST_HOLD === "1") setInterval(() => {}, 60_000);
   else await store.close();
@@ -79,12 +79,10 @@ async function openInAnotherProcess(path: string): Promise<ChildReport> {
 describe("sqlite engine", () => {
   test("opens the file in WAL mode with synchronous=FULL and an exclusive lock", async (t) => {
     const path = join(tempDir(t), "opqueue.db");
-    const store = SqliteStore.open({ path, clock: new ManualClock() });
+    const store = await SqliteStore.open({ path, clock: new ManualClock() });
     // synchronous and locking_mode are settings of the connection, not of the file: they can only be read on
-    // the store's own connection, so the test looks at it without widening the Store interface.
-    const db = (store as unknown as { db: Database.Database }).db;
-    assert.equal(db.pragma("synchronous", { simple: true }), 2, "synchronous=FULL");
-    assert.equal(db.pragma("locking_mode", { simple: true }), "exclusive");
+    // the store's own connection, which lives on the store's thread.
+    assert.deepEqual(await store.connectionSettings(), { synchronous: 2, lockingMode: "exclusive" }, "synchronous=FULL");
     await store.jobInsert(jobParams());
     await store.close();
     // The journal mode is kept in the file itself.
@@ -98,7 +96,7 @@ describe("sqlite engine", () => {
 
   test("a second process opening the same file fails with StoreLockedError, and succeeds once the holder closes", async (t) => {
     const path = join(tempDir(t), "opqueue.db");
-    const holder = SqliteStore.open({ path, clock: new ManualClock() });
+    const holder = await SqliteStore.open({ path, clock: new ManualClock() });
     t.after(() => holder.close());
     const refused = await openInAnotherProcess(path);
     assert.equal(refused.opened, false);
@@ -112,9 +110,9 @@ describe("sqlite engine", () => {
 
   test("a second store in the same process is refused too", async (t) => {
     const path = join(tempDir(t), "opqueue.db");
-    const holder = SqliteStore.open({ path, clock: new ManualClock() });
+    const holder = await SqliteStore.open({ path, clock: new ManualClock() });
     t.after(() => holder.close());
-    assert.throws(() => SqliteStore.open({ path, clock: new ManualClock() }), StoreLockedError);
+    await assert.rejects(SqliteStore.open({ path, clock: new ManualClock() }), StoreLockedError);
     await holder.ping();
   });
 
@@ -136,10 +134,10 @@ describe("sqlite engine", () => {
       child.once("exit", (code) => reject(new Error(`the holder exited early (code ${String(code)}): ${out}`)));
     });
     assert.deepEqual(JSON.parse(report), { opened: true });
-    assert.throws(() => SqliteStore.open({ path, clock: new ManualClock() }), StoreLockedError, "held by the child");
+    await assert.rejects(SqliteStore.open({ path, clock: new ManualClock() }), StoreLockedError, "held by the child");
     child.kill("SIGKILL");
     await exited;
-    const store = SqliteStore.open({ path, clock: new ManualClock() });
+    const store = await SqliteStore.open({ path, clock: new ManualClock() });
     await store.ping();
     await store.close();
   });
@@ -149,7 +147,7 @@ describe("sqlite engine", () => {
     const migrationCount = readdirSync(MIGRATIONS).filter((name) => name.endsWith(".sql")).length;
     assert.ok(migrationCount >= 1);
     const clock = new ManualClock();
-    const first = SqliteStore.open({ path, clock });
+    const first = await SqliteStore.open({ path, clock });
     const inserted = await first.jobInsert(jobParams());
     await first.close();
 
@@ -167,7 +165,7 @@ describe("sqlite engine", () => {
     const before = readSchema();
     assert.equal(before.version, migrationCount);
 
-    const second = SqliteStore.open({ path, clock });
+    const second = await SqliteStore.open({ path, clock });
     await second.ping();
     assert.equal(inserted.kind, "created");
     assert.ok(await second.jobGet({ id: (inserted as { job: { id: string } }).job.id }), "the data survives a reopen");
@@ -177,16 +175,16 @@ describe("sqlite engine", () => {
 
   test("refuses a database whose schema is newer than this opqueue", async (t) => {
     const path = join(tempDir(t), "opqueue.db");
-    await SqliteStore.open({ path, clock: new ManualClock() }).close();
+    await (await SqliteStore.open({ path, clock: new ManualClock() })).close();
     const db = new Database(path);
     db.pragma("user_version = 9999");
     db.close();
-    assert.throws(() => SqliteStore.open({ path, clock: new ManualClock() }), /newer than this opqueue/);
+    await assert.rejects(SqliteStore.open({ path, clock: new ManualClock() }), /newer than this opqueue/);
   });
 
   test("a :memory: store works", async () => {
     const clock = new ManualClock();
-    const store = SqliteStore.open({ path: ":memory:", clock });
+    const store = await SqliteStore.open({ path: ":memory:", clock });
     try {
       await store.ping();
       const outcome = await store.jobInsert(jobParams({ runAt: clock.now() }));

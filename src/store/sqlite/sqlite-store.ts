@@ -1,30 +1,24 @@
 /**
- * The embedded SQLite engine (better-sqlite3): one process, one connection, one writer.
+ * The embedded SQLite engine as a `Store`. better-sqlite3 is synchronous, and a durable commit waits for an fsync,
+ * so the connection lives on a thread of its own (sqlite-thread.ts running `SqliteEngine`, sqlite-engine.ts) and
+ * the event loop never waits for the disk: it goes on parsing and answering requests while a commit is under way.
  *
- * - Durability: WAL with `synchronous=FULL`, so a commit survives `kill -9` and power loss.
- * - One node: `locking_mode=EXCLUSIVE` makes the connection hold an OS-level lock on the file for its whole
- *   life, so a second process fails at once with SQLITE_BUSY (reported as `StoreLockedError`), and the lock dies
- *   with its process, so a restart after `kill -9` starts at once. (It also keeps the WAL index in heap memory.)
- * - Group commit: better-sqlite3 is synchronous, so inserts arriving within one turn of the event loop are
- *   collected and committed in one transaction (one fsync), each in its own savepoint so one failure fails only
- *   its own request. No promise resolves before its commit.
- * - No `SKIP LOCKED`: SQLite has one writer, so a claim inside `BEGIN IMMEDIATE` cannot race another claim.
+ * Group commit: inserts wait in a queue here; one batch at a time is in flight to the thread, so every insert
+ * that arrives while a commit runs joins the next batch. The batch grows with the load and the commit's cost,
+ * and one insert alone is not delayed. No promise resolves before its commit.
+ *
+ * The thread is referenced (keeps the process alive) only while a call is in flight, like a socket with a
+ * request outstanding; an idle store does not hold the process open.
  */
-import { mkdirSync } from "node:fs";
-import { dirname } from "node:path";
-import Database from "better-sqlite3";
+import { Worker } from "node:worker_threads";
 import type { Clock } from "../../clock.js";
-import { JOB_STATUSES, type JobResult, type JobStatus } from "../../job/schemas.js";
-import { readMigrations } from "../migrations.js";
 import {
-  StoreLockedError,
   StoreUnavailableError,
-  type JobCancelOutcome,
-  toBuckets,
   type AttemptBucket,
   type DeadJobFilter,
   type JobAttempt,
   type JobAttemptRow,
+  type JobCancelOutcome,
   type JobInsertOutcome,
   type JobInsertParams,
   type JobListParams,
@@ -34,91 +28,10 @@ import {
   type JobStats,
   type Store,
 } from "../store.js";
+import { deserializeError, type EngineCall, type EngineMethod, type FromThread, type SerializedError } from "./thread-protocol.js";
 
-/** A row of `jobs` as better-sqlite3 returns it. */
-interface SqliteJobRow {
-  seq: number;
-  id: string;
-  operation_id: string;
-  status: JobStatus;
-  attempt: number;
-  max_attempts: number;
-  priority: number;
-  run_at: number;
-  created_at: number;
-  started_at: number | null;
-  finished_at: number | null;
-  heartbeat_at: number | null;
-  dedupe_key: string | null;
-  concurrency_key: string | null;
-  enqueued_by_operation_id: string;
-  parent_job_id: string | null;
-  original_request_id: string;
-  user_id: string;
-  authority: string;
-  request: string;
-  result: string | null;
-}
-
-/** A row of `job_attempts` as better-sqlite3 returns it. */
-interface SqliteAttemptRow {
-  attempt: number;
-  started_at: number | null;
-  finished_at: number;
-  outcome: JobStatus;
-  status_code: number | null;
-  error_body: string | null;
-}
-
-function toAttemptRow(row: SqliteAttemptRow): JobAttemptRow {
-  return {
-    attempt: row.attempt,
-    startedAt: row.started_at,
-    finishedAt: row.finished_at,
-    outcome: row.outcome,
-    statusCode: row.status_code,
-    errorBody: row.error_body,
-  };
-}
-
-function toJobRow(row: SqliteJobRow): JobRow {
-  return {
-    seq: row.seq,
-    id: row.id,
-    operationId: row.operation_id,
-    status: row.status,
-    attempt: row.attempt,
-    maxAttempts: row.max_attempts,
-    priority: row.priority,
-    runAt: row.run_at,
-    createdAt: row.created_at,
-    startedAt: row.started_at,
-    finishedAt: row.finished_at,
-    heartbeatAt: row.heartbeat_at,
-    dedupeKey: row.dedupe_key,
-    concurrencyKey: row.concurrency_key,
-    enqueuedByOperationId: row.enqueued_by_operation_id,
-    parentJobId: row.parent_job_id,
-    originalRequestId: row.original_request_id,
-    userId: row.user_id,
-    authority: JSON.parse(row.authority) as JobRow["authority"],
-    request: JSON.parse(row.request) as JobRow["request"],
-    result: row.result === null ? null : (JSON.parse(row.result) as JobResult),
-  };
-}
-
-/** Most inserts committed in one transaction, so one batch never blocks the event loop for long. */
+/** Most inserts in one transaction, so one batch never holds the thread (and every other call) for long. */
 const MAX_INSERT_BATCH = 512;
-
-/** SQLite result codes that mean "the database cannot serve now", not "this request is wrong". */
-const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|NOMEM|PROTOCOL)/;
-
-function mapError(error: unknown): unknown {
-  if (error instanceof Database.SqliteError && UNAVAILABLE_CODES.test(error.code)) {
-    return new StoreUnavailableError(`SQLite: ${error.message}`);
-  }
-  return error;
-}
 
 interface PendingInsert {
   params: JobInsertParams;
@@ -126,638 +39,234 @@ interface PendingInsert {
   reject: (error: unknown) => void;
 }
 
-type Settled = { ok: true; value: JobInsertOutcome } | { ok: false; error: unknown };
+interface PendingCall {
+  resolve: (value: unknown) => void;
+  reject: (error: unknown) => void;
+}
 
-const CLAIMABLE = "status IN ('pending', 'retrying')";
+type SettledOnThread = { ok: true; value: JobInsertOutcome } | { ok: false; error: SerializedError };
+
+/** Starts the thread; from the TypeScript sources (tests, `tsx`) it loads them through tsx as the caller does. */
+function startThread(path: string): Worker {
+  const fromSources = import.meta.url.endsWith(".ts");
+  const entry = new URL(fromSources ? "./sqlite-thread.ts" : "./sqlite-thread.js", import.meta.url);
+  if (!fromSources) return new Worker(entry, { workerData: { path } });
+  const boot = `import("tsx/esm/api").then((tsx) => { tsx.register(); return import(${JSON.stringify(entry.href)}); })`;
+  return new Worker(boot, { eval: true, workerData: { path } });
+}
 
 /** The embedded engine. Open it with `SqliteStore.open`. */
 export class SqliteStore implements Store {
   readonly engine = "sqlite";
-  private readonly db: Database.Database;
+  private readonly worker: Worker;
   private readonly clock: Clock;
-  private readonly schemaVersion: number;
-  private readonly statements;
-  private readonly listStatements = new Map<string, Database.Statement>();
+  private readonly calls = new Map<number, PendingCall>();
+  private nextCallId = 1;
   private pendingInserts: PendingInsert[] = [];
-  private flushScheduled = false;
-  private closed = false;
+  private insertScheduled = false;
+  /** The batch of inserts the thread is committing, if any. */
+  private insertInFlight: Promise<void> | null = null;
+  /** Set once `close` starts: no new calls are taken. */
+  private closing: Promise<void> | null = null;
+  /** Why the thread is gone, once it is. */
+  private stopped: Error | null = null;
 
-  private constructor(options: { db: Database.Database; clock: Clock; schemaVersion: number }) {
-    this.db = options.db;
-    this.clock = options.clock;
-    this.schemaVersion = options.schemaVersion;
-    this.statements = this.prepareStatements();
+  private constructor(worker: Worker, clock: Clock) {
+    this.worker = worker;
+    this.clock = clock;
+    worker.unref();
+    worker.on("message", (message: FromThread) => {
+      if (message.kind === "answer") this.answer(message);
+    });
+    worker.on("error", (error) => this.stop(new StoreUnavailableError(`the SQLite thread failed: ${error.message}`)));
+    worker.on("exit", () => this.stop(new StoreUnavailableError("the store is closed")));
   }
 
   /**
-   * Opens (creating if needed) the database at `path` (`:memory:` for a throwaway one), takes the exclusive
-   * lock and applies pending migrations. Throws `StoreLockedError` if another process holds the file.
+   * Opens (creating if needed) the database at `path` (`:memory:` for a throwaway one) on a new thread, takes the
+   * exclusive lock and applies pending migrations. Rejects with `StoreLockedError` if another process holds the file.
    */
-  static open(options: { path: string; clock: Clock }): SqliteStore {
-    const { path, clock } = options;
-    if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
-    const db = new Database(path, { timeout: 0 });
-    try {
-      db.pragma("locking_mode = EXCLUSIVE");
-      db.pragma("journal_mode = WAL");
-      db.pragma("synchronous = FULL");
-      const schemaVersion = migrate(db);
-      db.pragma("busy_timeout = 5000");
-      return new SqliteStore({ db, clock, schemaVersion });
-    } catch (error) {
-      db.close();
-      if (error instanceof Database.SqliteError && /^SQLITE_BUSY/.test(error.code)) {
-        throw new StoreLockedError(
-          `the SQLite database ${path} is in use by another opqueue process; SQLite serves one node ` +
-            "(stop the other process, or use PostgreSQL to run several nodes)",
-        );
-      }
-      throw error;
-    }
+  static async open(options: { path: string; clock: Clock }): Promise<SqliteStore> {
+    const worker = startThread(options.path);
+    await new Promise<void>((resolve, reject) => {
+      const settle = (outcome: { error?: Error }) => {
+        worker.off("message", onMessage).off("error", onError).off("exit", onExit);
+        if (outcome.error) reject(outcome.error);
+        else resolve();
+      };
+      const onMessage = (message: FromThread) => {
+        if (message.kind === "ready") settle({});
+        else if (message.kind === "failed") settle({ error: deserializeError(message.error) });
+      };
+      const onError = (error: Error) => settle({ error });
+      const onExit = (code: number) => settle({ error: new Error(`the SQLite thread exited (code ${code}) while opening`) });
+      worker.on("message", onMessage).on("error", onError).on("exit", onExit);
+    });
+    return new SqliteStore(worker, options.clock);
   }
 
-  private prepareStatements() {
-    const db = this.db;
-    // The hot queries name their partial index (INDEXED BY): without statistics SQLite's planner prefers the
-    // broader jobs_status_seq and then sorts every claimable row, which a large backlog makes ruinous. A hint
-    // that cannot be honoured fails loudly at prepare time instead of quietly scanning.
-    return {
-      getById: db.prepare<[string], SqliteJobRow>("SELECT * FROM jobs WHERE id = ?"),
-      dedupeHolder: db.prepare<[string], SqliteJobRow>(
-        `SELECT * FROM jobs WHERE dedupe_key = ? AND ${CLAIMABLE}`,
-      ),
-      refreshDeduped: db.prepare<{ id: string; run_at: number; request: string }, SqliteJobRow>(
-        `UPDATE jobs SET run_at = :run_at, request = :request WHERE id = :id AND ${CLAIMABLE} RETURNING *`,
-      ),
-      // Counts the job against its chain in the same statement that checks the cap: no row back means the
-      // chain is full. A new chain starts at 1.
-      chargeChain: db.prepare<{ rid: string; cap: number }, { cancelled_at: number | null }>(
-        `INSERT INTO chains (original_request_id, jobs_created) VALUES (:rid, 1)
-         ON CONFLICT (original_request_id) DO UPDATE SET jobs_created = jobs_created + 1
-           WHERE jobs_created < :cap
-         RETURNING cancelled_at`,
-      ),
-      insertJob: db.prepare<Record<string, unknown>, SqliteJobRow>(
-        `INSERT INTO jobs (id, operation_id, status, attempt, max_attempts, priority, run_at, created_at,
-           finished_at, dedupe_key, concurrency_key, enqueued_by_operation_id, parent_job_id,
-           original_request_id, user_id, authority, request, result)
-         VALUES (:id, :operation_id, :status, 0, :max_attempts, :priority, :run_at, :created_at,
-           :finished_at, :dedupe_key, :concurrency_key, :enqueued_by_operation_id, :parent_job_id,
-           :original_request_id, :user_id, :authority, :request, :result)
-         RETURNING *`,
-      ),
-      cancel: db.prepare<{ id: string; now: number }, SqliteJobRow>(
-        `UPDATE jobs SET status = 'cancelled', finished_at = :now,
-           result = json_set(coalesce(result, '{"error_body":null}'), '$.terminal_reason', 'cancelled-by-admin')
-         WHERE id = :id AND ${CLAIMABLE} RETURNING *`,
-      ),
-      retry: db.prepare<{ id: string; now: number }, SqliteJobRow>(
-        `UPDATE jobs SET status = 'pending', attempt = 0, result = NULL, started_at = NULL, finished_at = NULL,
-           heartbeat_at = NULL, run_at = :now
-         WHERE id = :id AND status IN ('dead', 'cancelled') RETURNING *`,
-      ),
-      markChainCancelled: db.prepare<{ rid: string; now: number }>(
-        `INSERT INTO chains (original_request_id, jobs_created, cancelled_at) VALUES (:rid, 0, :now)
-         ON CONFLICT (original_request_id) DO UPDATE SET cancelled_at = coalesce(cancelled_at, :now)`,
-      ),
-      cancelChainJobs: db.prepare<{ rid: string; now: number }, SqliteJobRow>(
-        `UPDATE jobs SET status = 'cancelled', finished_at = :now,
-           result = json_set(coalesce(result, '{"error_body":null}'), '$.terminal_reason', 'cancelled-by-chain')
-         WHERE original_request_id = :rid AND ${CLAIMABLE} RETURNING *`,
-      ),
-      runningKeys: db
-        .prepare<[], string>(
-          "SELECT concurrency_key FROM jobs INDEXED BY jobs_running_concurrency_key WHERE concurrency_key IS NOT NULL AND status = 'running'",
-        )
-        .pluck(),
-      // Uses the partial index jobs_claim, whose WHERE this query repeats word for word. Jobs whose key is
-      // already running are left out here, in SQL, not only in the loop: otherwise a backlog of such jobs longer
-      // than the bounded candidate pages would hide every claimable job behind it, for as long as the key runs.
-      claimCandidates: db.prepare<{ now: number; limit: number; offset: number }, { seq: number; concurrency_key: string | null }>(
-        `SELECT seq, concurrency_key FROM jobs INDEXED BY jobs_claim
-         WHERE ${CLAIMABLE} AND run_at <= :now
-           AND (concurrency_key IS NULL OR concurrency_key NOT IN (
-             SELECT concurrency_key FROM jobs INDEXED BY jobs_running_concurrency_key WHERE concurrency_key IS NOT NULL AND status = 'running'))
-         ORDER BY priority DESC, run_at, seq LIMIT :limit OFFSET :offset`,
-      ),
-      // The due jobs by run time (jobs_run_at stops at now), for when few are due among many future ones: the
-      // claim-order index would walk every future job of higher priority to find them.
-      dueCandidates: db.prepare<
-        { now: number; limit: number },
-        { seq: number; concurrency_key: string | null; priority: number; run_at: number }
-      >(
-        `SELECT seq, concurrency_key, priority, run_at FROM jobs INDEXED BY jobs_run_at
-         WHERE ${CLAIMABLE} AND run_at <= :now
-           AND (concurrency_key IS NULL OR concurrency_key NOT IN (
-             SELECT concurrency_key FROM jobs INDEXED BY jobs_running_concurrency_key WHERE concurrency_key IS NOT NULL AND status = 'running'))
-         ORDER BY run_at LIMIT :limit`,
-      ),
-      claimOne: db.prepare<{ seq: number; now: number }, SqliteJobRow>(
-        `UPDATE jobs SET status = 'running', attempt = attempt + 1, started_at = :now, heartbeat_at = :now
-         WHERE seq = :seq AND ${CLAIMABLE} RETURNING *`,
-      ),
-      finish: db.prepare<{ id: string; attempt: number; status: string; result: string; now: number }>(
-        `UPDATE jobs SET status = :status, result = :result, finished_at = :now, heartbeat_at = NULL
-         WHERE id = :id AND status = 'running' AND attempt = :attempt`,
-      ),
-      chainCancelledFor: db
-        .prepare<[string], number | null>(
-          `SELECT c.cancelled_at FROM jobs j JOIN chains c ON c.original_request_id = j.original_request_id
-           WHERE j.id = ?`,
-        )
-        .pluck(),
-      // A job going back to the queue re-takes its dedupe key, unless a newer claimable job took it while
-      // this one was running (running jobs do not hold keys): then it is retried without the key.
-      // give_back = 1 returns an interrupted last attempt, so the job keeps one attempt to run.
-      requeue: db.prepare<{ id: string; attempt: number; run_at: number; result: string; give_back: number }>(
-        `UPDATE jobs SET status = 'retrying', run_at = :run_at, result = :result, heartbeat_at = NULL,
-           attempt = CASE WHEN :give_back = 1 AND attempt >= max_attempts THEN max_attempts - 1 ELSE attempt END,
-           dedupe_key = CASE WHEN EXISTS (
-             SELECT 1 FROM jobs other WHERE other.dedupe_key = jobs.dedupe_key
-               AND other.status IN ('pending', 'retrying') AND other.id <> jobs.id)
-             THEN NULL ELSE dedupe_key END
-         WHERE id = :id AND status = 'running' AND attempt = :attempt`,
-      ),
-      heartbeat: db.prepare<{ id: string; attempt: number; now: number }>(
-        "UPDATE jobs SET heartbeat_at = :now WHERE id = :id AND status = 'running' AND attempt = :attempt",
-      ),
-      expired: db.prepare<{ before: number; limit: number }, SqliteJobRow>(
-        `SELECT * FROM jobs INDEXED BY jobs_running_heartbeat
-         WHERE status = 'running' AND heartbeat_at < :before ORDER BY heartbeat_at LIMIT :limit`,
-      ),
-      // Jobs whose key is running are not claimable (CONTRACT §4), so they do not count: were they counted, a due
-      // job behind a busy key would make the dispatcher's timer fire at once, again and again, until the key is
-      // free. The delivery that frees the key wakes the dispatcher instead.
-      nextRunAt: db
-        .prepare<[], number | null>(
-          // ORDER BY ... LIMIT 1 walks the jobs_run_at index and stops at the first unblocked job.
-          `SELECT run_at FROM jobs INDEXED BY jobs_run_at WHERE ${CLAIMABLE}
-             AND (concurrency_key IS NULL OR concurrency_key NOT IN (
-               SELECT concurrency_key FROM jobs INDEXED BY jobs_running_concurrency_key WHERE concurrency_key IS NOT NULL AND status = 'running'))
-           ORDER BY run_at LIMIT 1`,
-        )
-        .pluck(),
-      recordTick: db.prepare<{ name: string; tick_at: number }>(
-        "INSERT INTO cron_ticks (name, tick_at) VALUES (:name, :tick_at) ON CONFLICT DO NOTHING",
-      ),
-      tickJob: db.prepare<{ name: string; tick_at: number; job_id: string }>(
-        "UPDATE cron_ticks SET job_id = :job_id WHERE name = :name AND tick_at = :tick_at",
-      ),
-      deleteTicks: db.prepare<{ before: number }>("DELETE FROM cron_ticks WHERE tick_at < :before"),
-      deleteFinished: db.prepare<{ before: number; limit: number }, { id: string; original_request_id: string }>(
-        `DELETE FROM jobs WHERE seq IN (
-           SELECT seq FROM jobs INDEXED BY jobs_finished_at
-           WHERE finished_at < :before AND finished_at IS NOT NULL AND status IN ('succeeded', 'dead', 'cancelled')
-           LIMIT :limit)
-         RETURNING id, original_request_id`,
-      ),
-      // A chain row goes with its last job, unless it remembers a cancellation.
-      deleteEmptyChain: db.prepare<[string]>(
-        `DELETE FROM chains WHERE original_request_id = ? AND cancelled_at IS NULL
-           AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.original_request_id = chains.original_request_id)`,
-      ),
-      countByStatus: db.prepare<[], { status: JobStatus; count: number }>(
-        "SELECT status, count(*) AS count FROM jobs GROUP BY status",
-      ),
-      oldestDue: db.prepare<[number], number | null>(
-        `SELECT run_at FROM jobs INDEXED BY jobs_run_at WHERE ${CLAIMABLE} AND run_at <= ? ORDER BY run_at LIMIT 1`,
-      ).pluck(),
-      // The attempt just written, copied from its job row: the status it left the job in, and its result.
-      recordAttempt: db.prepare<{ id: string; attempt: number; now: number }>(
-        `INSERT INTO job_attempts (job_id, attempt, started_at, finished_at, outcome, status_code, error_body)
-         SELECT id, :attempt, started_at, :now, status, json_extract(result, '$.status_code'),
-           json_extract(result, '$.error_body')
-         FROM jobs WHERE id = :id`,
-      ),
-      attemptsOf: db.prepare<[string], SqliteAttemptRow>(
-        "SELECT attempt, started_at, finished_at, outcome, status_code, error_body FROM job_attempts WHERE job_id = ? ORDER BY id",
-      ),
-      attemptBuckets: db.prepare<{ since: number; bucket: number }, { slot: number; outcome: string; count: number }>(
-        `SELECT (finished_at - :since) / :bucket AS slot, outcome, count(*) AS count
-         FROM job_attempts WHERE finished_at >= :since GROUP BY slot, outcome`,
-      ),
-      deleteAttempts: db.prepare<[string]>("DELETE FROM job_attempts WHERE job_id = ?"),
-      countByOperation: db.prepare<[], { operation_id: string; status: JobStatus; count: number }>(
-        "SELECT operation_id, status, count(*) AS count FROM jobs GROUP BY operation_id, status ORDER BY operation_id, status",
-      ),
-      deadJobs: db.prepare<Record<string, unknown>, SqliteJobRow>(
-        `SELECT * FROM jobs INDEXED BY jobs_status_seq WHERE status = 'dead'
-           AND (:operation_id IS NULL OR operation_id = :operation_id)
-           AND (:original_request_id IS NULL OR original_request_id = :original_request_id)
-           AND (:user_id IS NULL OR user_id = :user_id)
-         ORDER BY seq DESC LIMIT :limit`,
-      ),
-      schemaVersion: db.prepare<[], number>("PRAGMA user_version").pluck(),
-    };
+  private call<T>(method: EngineMethod, ...args: unknown[]): Promise<T> {
+    if (this.closing !== null && method !== "close") return Promise.reject(new StoreUnavailableError("the store is closed"));
+    return this.send<T>(method, args);
   }
 
-  private assertOpen(): void {
-    if (this.closed) throw new StoreUnavailableError("the store is closed");
+  private send<T>(method: EngineMethod, args: unknown[]): Promise<T> {
+    if (this.stopped) return Promise.reject(this.stopped);
+    const id = this.nextCallId++;
+    const call: EngineCall = { id, method, args, now: this.clock.now() };
+    return new Promise<T>((resolve, reject) => {
+      if (this.calls.size === 0) this.worker.ref();
+      this.calls.set(id, { resolve: resolve as (value: unknown) => void, reject });
+      this.worker.postMessage(call);
+    });
   }
 
-  /** Runs `fn` in a write transaction, turning "cannot serve now" failures into `StoreUnavailableError`. */
-  private write<T>(fn: () => T): T {
-    this.assertOpen();
-    try {
-      return this.db.transaction(fn).immediate();
-    } catch (error) {
-      throw mapError(error);
-    }
+  private answer(message: Extract<FromThread, { kind: "answer" }>): void {
+    const pending = this.calls.get(message.id);
+    if (!pending) return;
+    this.calls.delete(message.id);
+    if (this.calls.size === 0 && this.closing === null) this.worker.unref();
+    if (message.ok) pending.resolve(message.value);
+    else pending.reject(deserializeError(message.error));
   }
 
-  /**
-   * A write nobody is promised will survive a power loss (a claim, a heartbeat, an outcome): committed without an fsync
-   * (`synchronous=NORMAL`, per transaction). It survives a crash of the process all the same, and the next
-   * durable commit fsyncs the WAL, which holds it. Losing it to a power cut only returns a claimed job to the
-   * queue, which at-least-once delivery allows.
-   */
-  private writeLazily<T>(fn: () => T): T {
-    this.assertOpen();
-    this.db.pragma("synchronous = NORMAL");
-    try {
-      return this.write(fn);
-    } finally {
-      this.db.pragma("synchronous = FULL");
-    }
+  /** The thread is gone: every call still waiting fails. */
+  private stop(reason: Error): void {
+    this.stopped ??= reason;
+    for (const pending of this.calls.values()) pending.reject(this.stopped);
+    this.calls.clear();
+    for (const insert of this.pendingInserts.splice(0)) insert.reject(this.stopped);
   }
 
-  private read<T>(fn: () => T): T {
-    this.assertOpen();
-    try {
-      return fn();
-    } catch (error) {
-      throw mapError(error);
-    }
-  }
-
-  async ping(): Promise<void> {
-    const version = this.read(() => this.statements.schemaVersion.get());
-    if (version !== this.schemaVersion) {
-      throw new StoreUnavailableError(`schema version ${String(version)}, expected ${this.schemaVersion}`);
-    }
+  ping(): Promise<void> {
+    return this.call("ping");
   }
 
   jobInsert(params: JobInsertParams): Promise<JobInsertOutcome> {
-    if (this.closed) return Promise.reject(new StoreUnavailableError("the store is closed"));
+    if (this.closing !== null) return Promise.reject(new StoreUnavailableError("the store is closed"));
+    if (this.stopped) return Promise.reject(this.stopped);
     return new Promise((resolve, reject) => {
       this.pendingInserts.push({ params, resolve, reject });
-      this.scheduleFlush();
+      this.scheduleInserts();
     });
   }
 
-  private scheduleFlush(): void {
-    if (this.flushScheduled) return;
-    this.flushScheduled = true;
+  /** Sends the waiting inserts after this turn of the event loop, unless a batch is in flight (it sends them). */
+  private scheduleInserts(): void {
+    if (this.insertScheduled || this.insertInFlight !== null) return;
+    this.insertScheduled = true;
     setImmediate(() => {
-      this.flushScheduled = false;
-      this.flushInserts();
+      this.insertScheduled = false;
+      this.sendInserts();
     });
   }
 
-  /** Commits the waiting inserts together; each settles only after the commit. */
-  private flushInserts(): void {
+  private sendInserts(): void {
+    if (this.insertInFlight !== null || this.pendingInserts.length === 0) return;
     const batch = this.pendingInserts.splice(0, MAX_INSERT_BATCH);
-    if (this.pendingInserts.length > 0) this.scheduleFlush();
-    if (batch.length === 0) return;
-    const settled: Settled[] = [];
-    const insertOne = this.db.transaction((params: JobInsertParams, now: number) => this.insertOne(params, now));
-    try {
-      this.write(() => {
-        const now = this.clock.now();
-        for (const item of batch) {
-          try {
-            settled.push({ ok: true, value: insertOne(item.params, now) });
-          } catch (error) {
-            settled.push({ ok: false, error: mapError(error) });
-          }
-        }
-      });
-    } catch (error) {
-      for (const item of batch) item.reject(error);
-      return;
-    }
-    batch.forEach((item, index) => {
-      const outcome = settled[index];
-      if (outcome?.ok) item.resolve(outcome.value);
-      else item.reject(outcome?.error);
-    });
-  }
-
-  private insertOne(params: JobInsertParams, now: number): JobInsertOutcome {
-    const s = this.statements;
-    if (params.dedupeKey !== null) {
-      const holder = s.dedupeHolder.get(params.dedupeKey);
-      if (holder) {
-        if (holder.operation_id !== params.operationId) return { kind: "dedupe_conflict", holder: toJobRow(holder) };
-        const refreshed = s.refreshDeduped.get({
-          id: holder.id,
-          run_at: params.runAt,
-          request: JSON.stringify(params.request),
+    this.insertInFlight = this.send<SettledOnThread[]>(
+      "jobInsertMany",
+      [batch.map((item) => item.params)],
+    ).then(
+      (settled) => {
+        batch.forEach((item, index) => {
+          const outcome = settled[index];
+          if (outcome?.ok) item.resolve(outcome.value);
+          else item.reject(outcome ? deserializeError(outcome.error) : new Error("no outcome for an insert"));
         });
-        if (!refreshed) throw new Error(`dedupe holder ${holder.id} vanished inside its transaction`);
-        return { kind: "deduplicated", job: toJobRow(refreshed) };
-      }
-    }
-    const chain = s.chargeChain.get({ rid: params.originalRequestId, cap: params.spawnCap });
-    if (!chain) return { kind: "spawn_cap_exceeded" };
-    const chainCancelled = chain.cancelled_at !== null;
-    const row = s.insertJob.get({
-      id: params.id,
-      operation_id: params.operationId,
-      status: chainCancelled ? "cancelled" : "pending",
-      max_attempts: params.maxAttempts,
-      priority: params.priority,
-      run_at: params.runAt,
-      created_at: now,
-      finished_at: chainCancelled ? now : null,
-      dedupe_key: params.dedupeKey,
-      concurrency_key: params.concurrencyKey,
-      enqueued_by_operation_id: params.enqueuedByOperationId,
-      parent_job_id: params.parentJobId,
-      original_request_id: params.originalRequestId,
-      user_id: params.userId,
-      authority: JSON.stringify(params.authority),
-      request: JSON.stringify(params.request),
-      result: chainCancelled ? JSON.stringify({ error_body: null, terminal_reason: "cancelled-by-chain" }) : null,
-    });
-    if (!row) throw new Error("INSERT ... RETURNING returned no row");
-    return { kind: "created", job: toJobRow(row) };
-  }
-
-  async jobGet(params: { id: string }): Promise<JobRow | undefined> {
-    const row = this.read(() => this.statements.getById.get(params.id));
-    return row ? toJobRow(row) : undefined;
-  }
-
-  async jobList(params: JobListParams): Promise<JobRow[]> {
-    const where: string[] = [];
-    const values: Record<string, unknown> = { limit: params.limit };
-    if (params.statuses && params.statuses.length > 0) {
-      const names = params.statuses.map((status, i) => {
-        values[`status${i}`] = status;
-        return `:status${i}`;
-      });
-      where.push(`status IN (${names.join(", ")})`);
-    }
-    const filters: Array<[keyof JobListParams, string]> = [
-      ["operationId", "operation_id"],
-      ["originalRequestId", "original_request_id"],
-      ["userId", "user_id"],
-      ["parentJobId", "parent_job_id"],
-      ["dedupeKey", "dedupe_key"],
-    ];
-    for (const [param, column] of filters) {
-      const value = params[param];
-      if (value !== undefined) {
-        where.push(`${column} = :${column}`);
-        values[column] = value;
-      }
-    }
-    if (params.beforeSeq !== undefined) {
-      where.push("seq < :before_seq");
-      values["before_seq"] = params.beforeSeq;
-    }
-    const sql =
-      `SELECT * FROM jobs ${where.length > 0 ? `WHERE ${where.join(" AND ")}` : ""} ` +
-      "ORDER BY seq DESC LIMIT :limit";
-    const rows = this.read(() => {
-      let statement = this.listStatements.get(sql);
-      if (!statement) {
-        statement = this.db.prepare(sql);
-        this.listStatements.set(sql, statement);
-      }
-      return statement.all(values) as SqliteJobRow[];
-    });
-    return rows.map(toJobRow);
-  }
-
-  async jobCancel(params: { id: string }): Promise<JobCancelOutcome> {
-    return this.write(() => {
-      const cancelled = this.statements.cancel.get({ id: params.id, now: this.clock.now() });
-      if (cancelled) return { kind: "cancelled", job: toJobRow(cancelled) };
-      const row = this.statements.getById.get(params.id);
-      if (!row) return { kind: "not_found" };
-      return row.status === "running"
-        ? { kind: "running", job: toJobRow(row) }
-        : { kind: "not_cancellable", job: toJobRow(row) };
+      },
+      (error: unknown) => {
+        for (const item of batch) item.reject(error);
+      },
+    ).finally(() => {
+      this.insertInFlight = null;
+      this.sendInserts();
     });
   }
 
-  async jobRetry(params: { id: string }): Promise<JobRetryOutcome> {
-    return this.write(() => {
-      const row = this.statements.getById.get(params.id);
-      if (!row) return { kind: "not_found" };
-      if (row.status !== "dead" && row.status !== "cancelled") return { kind: "not_retryable", job: toJobRow(row) };
-      if (row.dedupe_key !== null) {
-        const holder = this.statements.dedupeHolder.get(row.dedupe_key);
-        if (holder) return { kind: "dedupe_conflict", holder: toJobRow(holder) };
-      }
-      const retried = this.statements.retry.get({ id: params.id, now: this.clock.now() });
-      if (!retried) throw new Error(`job ${params.id} changed inside its transaction`);
-      return { kind: "retried", job: toJobRow(retried) };
-    });
+  jobGet(params: { id: string }): Promise<JobRow | undefined> {
+    return this.call("jobGet", params);
   }
 
-  async chainCancel(params: { originalRequestId: string }): Promise<JobRow[]> {
-    return this.write(() => {
-      const now = this.clock.now();
-      this.statements.markChainCancelled.run({ rid: params.originalRequestId, now });
-      return this.statements.cancelChainJobs
-        .all({ rid: params.originalRequestId, now })
-        .map(toJobRow)
-        .sort((a, b) => b.seq - a.seq);
-    });
+  jobList(params: JobListParams): Promise<JobRow[]> {
+    return this.call("jobList", params);
   }
 
-  async jobClaimMany(params: { limit: number }): Promise<JobRow[]> {
-    if (params.limit <= 0) return [];
-    return this.writeLazily(() => {
-      const now = this.clock.now();
-      const s = this.statements;
-      const heldKeys = new Set(s.runningKeys.all());
-      const chosen: number[] = [];
-      // Candidates come in claim order; skipping a held key keeps looking further down, in bounded pages,
-      // so a long run of jobs for one busy key cannot starve the others.
-      const pageSize = Math.max(64, params.limit * 4);
-      const take = (candidates: Array<{ seq: number; concurrency_key: string | null }>) => {
-        for (const candidate of candidates) {
-          if (chosen.length === params.limit) return;
-          if (candidate.concurrency_key !== null) {
-            if (heldKeys.has(candidate.concurrency_key)) continue;
-            heldKeys.add(candidate.concurrency_key);
-          }
-          chosen.push(candidate.seq);
-        }
-      };
-      // Fewer due jobs than a page: that is all of them, so put them in claim order here.
-      const due = s.dueCandidates.all({ now, limit: pageSize });
-      if (due.length < pageSize) {
-        take(due.sort((a, b) => b.priority - a.priority || a.run_at - b.run_at || a.seq - b.seq));
-      } else {
-        for (let page = 0; page < 16 && chosen.length < params.limit; page++) {
-          const candidates = s.claimCandidates.all({ now, limit: pageSize, offset: page * pageSize });
-          take(candidates);
-          if (candidates.length < pageSize) break;
-        }
-      }
-      const claimed: JobRow[] = [];
-      for (const seq of chosen) {
-        const row = s.claimOne.get({ seq, now });
-        if (row) claimed.push(toJobRow(row));
-      }
-      return claimed;
-    });
+  jobCancel(params: { id: string }): Promise<JobCancelOutcome> {
+    return this.call("jobCancel", params);
   }
 
-  async jobCompleteMany(params: { outcomes: JobOutcome[] }): Promise<boolean[]> {
-    if (params.outcomes.length === 0) return [];
-    // No client waits on an outcome: losing one to a power cut means one more delivery, which at-least-once allows.
-    return this.writeLazily(() => {
-      const now = this.clock.now();
-      return params.outcomes.map((outcome) =>
-        outcome.status === "retrying"
-          ? this.requeueOne({ ...outcome, now, giveBack: false })
-          : this.finishOne({ id: outcome.id, attempt: outcome.attempt, status: outcome.status, result: outcome.result, now }),
-      );
-    });
+  jobRetry(params: { id: string }): Promise<JobRetryOutcome> {
+    return this.call("jobRetry", params);
   }
 
-  /** Ends a running attempt with a terminal status, and records the attempt. */
-  private finishOne(options: { id: string; attempt: number; status: string; result: JobResult; now: number }): boolean {
-    const { id, attempt, now } = options;
-    const written = writeChanged(
-      this.statements.finish.run({ id, attempt, status: options.status, result: JSON.stringify(options.result), now }),
-    );
-    if (written) this.statements.recordAttempt.run({ id, attempt, now });
-    return written;
+  chainCancel(params: { originalRequestId: string }): Promise<JobRow[]> {
+    return this.call("chainCancel", params);
   }
 
-  /** Sends a running attempt back to the queue, or ends it `cancelled-by-chain` if its chain was cancelled. */
-  private requeueOne(options: {
-    id: string;
-    attempt: number;
-    runAt: number;
-    result: JobResult;
-    now: number;
-    giveBack: boolean;
-  }): boolean {
-    const s = this.statements;
-    const { id, attempt, now } = options;
-    if (s.chainCancelledFor.get(id) != null) {
-      const result: JobResult = { ...options.result, terminal_reason: "cancelled-by-chain" };
-      return this.finishOne({ id, attempt, status: "cancelled", result, now });
-    }
-    const written = writeChanged(
-      s.requeue.run({
-        id,
-        attempt,
-        run_at: options.runAt,
-        result: JSON.stringify(options.result),
-        give_back: options.giveBack ? 1 : 0,
-      }),
-    );
-    if (written) s.recordAttempt.run({ id, attempt, now });
-    return written;
+  jobClaimMany(params: { limit: number }): Promise<JobRow[]> {
+    if (params.limit <= 0) return Promise.resolve([]);
+    return this.call("jobClaimMany", params);
   }
 
-  async jobHeartbeatMany(params: { jobs: JobAttempt[] }): Promise<void> {
-    if (params.jobs.length === 0) return;
-    this.writeLazily(() => {
-      const now = this.clock.now();
-      for (const job of params.jobs) this.statements.heartbeat.run({ id: job.id, attempt: job.attempt, now });
-    });
+  jobCompleteMany(params: { outcomes: JobOutcome[] }): Promise<boolean[]> {
+    if (params.outcomes.length === 0) return Promise.resolve([]);
+    return this.call("jobCompleteMany", params);
   }
 
-  async jobListExpired(params: { heartbeatBefore: number; limit: number }): Promise<JobRow[]> {
-    return this.read(() =>
-      this.statements.expired.all({ before: params.heartbeatBefore, limit: params.limit }).map(toJobRow),
-    );
+  jobHeartbeatMany(params: { jobs: JobAttempt[] }): Promise<void> {
+    if (params.jobs.length === 0) return Promise.resolve();
+    return this.call("jobHeartbeatMany", params);
   }
 
-  async jobRequeueMany(params: { jobs: JobAttempt[]; runAt: number; errorBody: string }): Promise<number> {
-    if (params.jobs.length === 0) return 0;
-    return this.write(() => {
-      const now = this.clock.now();
-      const result: JobResult = { error_body: params.errorBody, terminal_reason: null };
-      return params.jobs.filter((job) => this.requeueOne({ ...job, runAt: params.runAt, result, now, giveBack: true }))
-        .length;
-    });
+  jobListExpired(params: { heartbeatBefore: number; limit: number }): Promise<JobRow[]> {
+    return this.call("jobListExpired", params);
   }
 
-  async jobNextRunAt(): Promise<number | null> {
-    return this.read(() => this.statements.nextRunAt.get() ?? null);
+  jobRequeueMany(params: { jobs: JobAttempt[]; runAt: number; errorBody: string }): Promise<number> {
+    if (params.jobs.length === 0) return Promise.resolve(0);
+    return this.call("jobRequeueMany", params);
   }
 
-  async cronTickInsert(params: {
+  jobNextRunAt(): Promise<number | null> {
+    return this.call("jobNextRunAt");
+  }
+
+  cronTickInsert(params: {
     name: string;
     tickAt: number;
     job: JobInsertParams;
   }): Promise<JobInsertOutcome | { kind: "already_enqueued" }> {
-    return this.write(() => {
-      const s = this.statements;
-      if (s.recordTick.run({ name: params.name, tick_at: params.tickAt }).changes === 0) {
-        return { kind: "already_enqueued" };
-      }
-      const outcome = this.insertOne(params.job, this.clock.now());
-      if (outcome.kind === "created" || outcome.kind === "deduplicated") {
-        s.tickJob.run({ name: params.name, tick_at: params.tickAt, job_id: outcome.job.id });
-      }
-      return outcome;
-    });
+    return this.call("cronTickInsert", params);
   }
 
-  async cronTickDeleteMany(params: { before: number }): Promise<number> {
-    return this.write(() => this.statements.deleteTicks.run({ before: params.before }).changes);
+  cronTickDeleteMany(params: { before: number }): Promise<number> {
+    return this.call("cronTickDeleteMany", params);
   }
 
-  async jobDeleteFinishedMany(params: { finishedBefore: number; limit: number }): Promise<number> {
-    return this.write(() => {
-      const deleted = this.statements.deleteFinished.all({ before: params.finishedBefore, limit: params.limit });
-      for (const row of deleted) this.statements.deleteAttempts.run(row.id);
-      for (const rid of new Set(deleted.map((row) => row.original_request_id))) {
-        this.statements.deleteEmptyChain.run(rid);
-      }
-      return deleted.length;
-    });
+  jobDeleteFinishedMany(params: { finishedBefore: number; limit: number }): Promise<number> {
+    return this.call("jobDeleteFinishedMany", params);
   }
 
-  async jobStats(): Promise<JobStats> {
-    return this.read(() => {
-      const byStatus = Object.fromEntries(JOB_STATUSES.map((status) => [status, 0])) as Record<JobStatus, number>;
-      for (const row of this.statements.countByStatus.all()) byStatus[row.status] = row.count;
-      const byOperation = this.statements.countByOperation
-        .all()
-        .map((row) => ({ operationId: row.operation_id, status: row.status, count: row.count }));
-      return { byStatus, byOperation, oldestDueRunAt: this.statements.oldestDue.get(this.clock.now()) ?? null };
-    });
+  jobStats(): Promise<JobStats> {
+    return this.call("jobStats");
   }
 
-  async jobAttemptList(params: { id: string }): Promise<JobAttemptRow[]> {
-    return this.read(() => this.statements.attemptsOf.all(params.id).map(toAttemptRow));
+  jobAttemptList(params: { id: string }): Promise<JobAttemptRow[]> {
+    return this.call("jobAttemptList", params);
   }
 
-  async attemptBuckets(params: { since: number; bucketMs: number }): Promise<AttemptBucket[]> {
-    const rows = this.read(() => this.statements.attemptBuckets.all({ since: params.since, bucket: params.bucketMs }));
-    return toBuckets({ ...params, now: this.clock.now(), rows });
+  attemptBuckets(params: { since: number; bucketMs: number }): Promise<AttemptBucket[]> {
+    return this.call("attemptBuckets", params);
   }
 
-  async jobRetryDeadMany(params: { filter: DeadJobFilter; limit: number }): Promise<JobRow[]> {
-    return this.write(() => {
-      const now = this.clock.now();
-      const candidates = this.statements.deadJobs.all({
-        operation_id: params.filter.operationId ?? null,
-        original_request_id: params.filter.originalRequestId ?? null,
-        user_id: params.filter.userId ?? null,
-        limit: Math.max(0, params.limit),
-      });
-      const retried: JobRow[] = [];
-      for (const row of candidates) {
-        if (row.dedupe_key !== null && this.statements.dedupeHolder.get(row.dedupe_key)) continue;
-        const updated = this.statements.retry.get({ id: row.id, now });
-        if (updated) retried.push(toJobRow(updated));
-      }
-      return retried;
-    });
+  jobRetryDeadMany(params: { filter: DeadJobFilter; limit: number }): Promise<JobRow[]> {
+    return this.call("jobRetryDeadMany", params);
+  }
+
+  /** The connection's `synchronous` and `locking_mode`, which no other connection can read (for tests). */
+  connectionSettings(): Promise<{ synchronous: number; lockingMode: string }> {
+    return this.call("connectionSettings");
   }
 
   /**
@@ -765,37 +274,30 @@ export class SqliteStore implements Store {
    * dispatcher through the in-process telemetry events; there is nothing to listen to.
    */
   async jobAvailableListen(_onAvailable: (runAt: number) => void): Promise<() => Promise<void>> {
-    this.assertOpen();
+    if (this.closing !== null || this.stopped) throw new StoreUnavailableError("the store is closed");
     return async () => undefined;
   }
 
-  async close(): Promise<void> {
-    if (this.closed) return;
-    this.flushInserts();
-    while (this.pendingInserts.length > 0) this.flushInserts();
-    this.closed = true;
-    this.db.close();
+  /** Commits the inserts still waiting, closes the connection (releasing the lock) and ends the thread. */
+  close(): Promise<void> {
+    this.closing ??= this.closeNow();
+    return this.closing;
   }
-}
 
-function writeChanged(info: Database.RunResult): boolean {
-  return info.changes > 0;
-}
-
-/**
- * Applies pending migrations in one transaction and records the version in `user_version`. The version is
- * written even when nothing is pending: that write is what takes the exclusive lock at once.
- */
-function migrate(db: Database.Database): number {
-  const migrations = readMigrations("sqlite");
-  const latest = migrations.length;
-  db.transaction(() => {
-    const current = db.pragma("user_version", { simple: true }) as number;
-    if (current > latest) {
-      throw new Error(`the database schema (version ${current}) is newer than this opqueue (version ${latest})`);
+  private async closeNow(): Promise<void> {
+    if (this.stopped) return;
+    for (;;) {
+      this.sendInserts();
+      if (this.insertInFlight === null) break;
+      await this.insertInFlight;
     }
-    for (const migration of migrations.slice(current)) db.exec(migration.sql);
-    db.pragma(`user_version = ${latest}`);
-  }).immediate();
-  return latest;
+    const exited = new Promise<void>((resolve) => this.worker.once("exit", () => resolve()));
+    this.worker.ref();
+    try {
+      await this.call("close");
+    } catch (error) {
+      if (!this.stopped) throw error;
+    }
+    await exited;
+  }
 }

@@ -1,0 +1,794 @@
+/**
+ * The embedded SQLite engine (better-sqlite3): one process, one connection, one writer. It runs on its own thread
+ * (sqlite-thread.ts), behind the `SqliteStore` of sqlite-store.ts, so the event loop never waits for a disk:
+ * every method here is synchronous, and `clock.now()` is the time the calling thread sent with the call.
+ *
+ * - Durability: WAL with `synchronous=FULL`, so a commit survives `kill -9` and power loss.
+ * - One node: `locking_mode=EXCLUSIVE` makes the connection hold an OS-level lock on the file for its whole
+ *   life, so a second process fails at once with SQLITE_BUSY (reported as `StoreLockedError`), and the lock dies
+ *   with its process, so a restart after `kill -9` starts at once. (It also keeps the WAL index in heap memory.)
+ * - Group commit: `jobInsertMany` commits a batch of inserts in one transaction (one fsync), each in its own
+ *   savepoint so one failure fails only its own request. `SqliteStore` collects the batch.
+ * - No `SKIP LOCKED`: SQLite has one writer, so a claim inside `BEGIN IMMEDIATE` cannot race another claim.
+ */
+import { mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+import Database from "better-sqlite3";
+import type { Clock } from "../../clock.js";
+import type { JobResult } from "../../job/schemas.js";
+import { JOB_STATUSES, type JobStatus } from "../../job/statuses.js";
+import { readMigrations } from "../migrations.js";
+import {
+  StoreLockedError,
+  StoreUnavailableError,
+  type JobCancelOutcome,
+  toBuckets,
+  type AttemptBucket,
+  type DeadJobFilter,
+  type JobAttempt,
+  type JobAttemptRow,
+  type JobInsertOutcome,
+  type JobInsertParams,
+  type JobListParams,
+  type JobOutcome,
+  type JobRetryOutcome,
+  type JobRow,
+  type JobStats,
+} from "../store.js";
+
+/** A row of `jobs` as better-sqlite3 returns it. */
+interface SqliteJobRow {
+  seq: number;
+  id: string;
+  operation_id: string;
+  status: JobStatus;
+  attempt: number;
+  max_attempts: number;
+  priority: number;
+  run_at: number;
+  created_at: number;
+  started_at: number | null;
+  finished_at: number | null;
+  heartbeat_at: number | null;
+  dedupe_key: string | null;
+  concurrency_key: string | null;
+  enqueued_by_operation_id: string;
+  parent_job_id: string | null;
+  original_request_id: string;
+  user_id: string;
+  authority: string;
+  request: string;
+  result: string | null;
+}
+
+/** A row of `job_attempts` as better-sqlite3 returns it. */
+interface SqliteAttemptRow {
+  attempt: number;
+  started_at: number | null;
+  finished_at: number;
+  outcome: JobStatus;
+  status_code: number | null;
+  error_body: string | null;
+}
+
+function toAttemptRow(row: SqliteAttemptRow): JobAttemptRow {
+  return {
+    attempt: row.attempt,
+    startedAt: row.started_at,
+    finishedAt: row.finished_at,
+    outcome: row.outcome,
+    statusCode: row.status_code,
+    errorBody: row.error_body,
+  };
+}
+
+function toJobRow(row: SqliteJobRow): JobRow {
+  return {
+    seq: row.seq,
+    id: row.id,
+    operationId: row.operation_id,
+    status: row.status,
+    attempt: row.attempt,
+    maxAttempts: row.max_attempts,
+    priority: row.priority,
+    runAt: row.run_at,
+    createdAt: row.created_at,
+    startedAt: row.started_at,
+    finishedAt: row.finished_at,
+    heartbeatAt: row.heartbeat_at,
+    dedupeKey: row.dedupe_key,
+    concurrencyKey: row.concurrency_key,
+    enqueuedByOperationId: row.enqueued_by_operation_id,
+    parentJobId: row.parent_job_id,
+    originalRequestId: row.original_request_id,
+    userId: row.user_id,
+    authority: JSON.parse(row.authority) as JobRow["authority"],
+    request: JSON.parse(row.request) as JobRow["request"],
+    result: row.result === null ? null : (JSON.parse(row.result) as JobResult),
+  };
+}
+
+/** SQLite result codes that mean "the database cannot serve now", not "this request is wrong". */
+const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|NOMEM|PROTOCOL)/;
+
+function mapError(error: unknown): unknown {
+  if (error instanceof Database.SqliteError && UNAVAILABLE_CODES.test(error.code)) {
+    return new StoreUnavailableError(`SQLite: ${error.message}`);
+  }
+  return error;
+}
+
+/** One insert of a batch: its outcome, or why it failed (the others are unaffected). */
+export type InsertSettled = { ok: true; value: JobInsertOutcome } | { ok: false; error: unknown };
+
+const CLAIMABLE = "status IN ('pending', 'retrying')";
+
+/** The embedded engine, on the thread that owns the connection. Open it with `SqliteEngine.open`. */
+export class SqliteEngine {
+  readonly engine = "sqlite";
+  private readonly db: Database.Database;
+  private readonly clock: Clock;
+  private readonly schemaVersion: number;
+  private readonly statements;
+  private readonly listStatements = new Map<string, Database.Statement>();
+  private closed = false;
+
+  private constructor(options: { db: Database.Database; clock: Clock; schemaVersion: number }) {
+    this.db = options.db;
+    this.clock = options.clock;
+    this.schemaVersion = options.schemaVersion;
+    this.statements = this.prepareStatements();
+  }
+
+  /**
+   * Opens (creating if needed) the database at `path` (`:memory:` for a throwaway one), takes the exclusive
+   * lock and applies pending migrations. Throws `StoreLockedError` if another process holds the file.
+   */
+  static open(options: { path: string; clock: Clock }): SqliteEngine {
+    const { path, clock } = options;
+    if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
+    const db = new Database(path, { timeout: 0 });
+    try {
+      db.pragma("locking_mode = EXCLUSIVE");
+      db.pragma("journal_mode = WAL");
+      db.pragma("synchronous = FULL");
+      // Checkpoint every ~40 MB of WAL rather than every 4 MB: a page written by many commits (the tail of every
+      // index) is copied into the database once per checkpoint, so fewer checkpoints copy far fewer pages.
+      db.pragma("wal_autocheckpoint = 10000");
+      const schemaVersion = migrate(db);
+      db.pragma("busy_timeout = 5000");
+      return new SqliteEngine({ db, clock, schemaVersion });
+    } catch (error) {
+      db.close();
+      if (error instanceof Database.SqliteError && /^SQLITE_BUSY/.test(error.code)) {
+        throw new StoreLockedError(
+          `the SQLite database ${path} is in use by another opqueue process; SQLite serves one node ` +
+            "(stop the other process, or use PostgreSQL to run several nodes)",
+        );
+      }
+      throw error;
+    }
+  }
+
+  private prepareStatements() {
+    const db = this.db;
+    // The hot queries name their partial index (INDEXED BY): without statistics SQLite's planner prefers the
+    // broader jobs_status_seq and then sorts every claimable row, which a large backlog makes ruinous. A hint
+    // that cannot be honoured fails loudly at prepare time instead of quietly scanning.
+    return {
+      getById: db.prepare<[string], SqliteJobRow>("SELECT * FROM jobs WHERE id = ?"),
+      dedupeHolder: db.prepare<[string], SqliteJobRow>(
+        `SELECT * FROM jobs WHERE dedupe_key = ? AND ${CLAIMABLE}`,
+      ),
+      refreshDeduped: db.prepare<{ id: string; run_at: number; request: string }, SqliteJobRow>(
+        `UPDATE jobs SET run_at = :run_at, request = :request WHERE id = :id AND ${CLAIMABLE} RETURNING *`,
+      ),
+      // Counts the job against its chain in the same statement that checks the cap: no row back means the
+      // chain is full. A new chain starts at 1.
+      chargeChain: db.prepare<{ rid: string; cap: number }, { cancelled_at: number | null }>(
+        `INSERT INTO chains (original_request_id, jobs_created) VALUES (:rid, 1)
+         ON CONFLICT (original_request_id) DO UPDATE SET jobs_created = jobs_created + 1
+           WHERE jobs_created < :cap
+         RETURNING cancelled_at`,
+      ),
+      insertJob: db.prepare<Record<string, unknown>>(
+        `INSERT INTO jobs (id, operation_id, status, attempt, max_attempts, priority, run_at, created_at,
+           finished_at, dedupe_key, concurrency_key, enqueued_by_operation_id, parent_job_id,
+           original_request_id, user_id, authority, request, result)
+         VALUES (:id, :operation_id, :status, 0, :max_attempts, :priority, :run_at, :created_at,
+           :finished_at, :dedupe_key, :concurrency_key, :enqueued_by_operation_id, :parent_job_id,
+           :original_request_id, :user_id, :authority, :request, :result)`,
+      ),
+      cancel: db.prepare<{ id: string; now: number }, SqliteJobRow>(
+        `UPDATE jobs SET status = 'cancelled', finished_at = :now,
+           result = json_set(coalesce(result, '{"error_body":null}'), '$.terminal_reason', 'cancelled-by-admin')
+         WHERE id = :id AND ${CLAIMABLE} RETURNING *`,
+      ),
+      retry: db.prepare<{ id: string; now: number }, SqliteJobRow>(
+        `UPDATE jobs SET status = 'pending', attempt = 0, result = NULL, started_at = NULL, finished_at = NULL,
+           heartbeat_at = NULL, run_at = :now
+         WHERE id = :id AND status IN ('dead', 'cancelled') RETURNING *`,
+      ),
+      markChainCancelled: db.prepare<{ rid: string; now: number }>(
+        `INSERT INTO chains (original_request_id, jobs_created, cancelled_at) VALUES (:rid, 0, :now)
+         ON CONFLICT (original_request_id) DO UPDATE SET cancelled_at = coalesce(cancelled_at, :now)`,
+      ),
+      cancelChainJobs: db.prepare<{ rid: string; now: number }, SqliteJobRow>(
+        `UPDATE jobs SET status = 'cancelled', finished_at = :now,
+           result = json_set(coalesce(result, '{"error_body":null}'), '$.terminal_reason', 'cancelled-by-chain')
+         WHERE original_request_id = :rid AND ${CLAIMABLE} RETURNING *`,
+      ),
+      runningKeys: db
+        .prepare<[], string>(
+          "SELECT concurrency_key FROM jobs INDEXED BY jobs_running_concurrency_key WHERE concurrency_key IS NOT NULL AND status = 'running'",
+        )
+        .pluck(),
+      // Uses the partial index jobs_claim, whose WHERE this query repeats word for word. Jobs whose key is
+      // already running are left out here, in SQL, not only in the loop: otherwise a backlog of such jobs longer
+      // than the bounded candidate pages would hide every claimable job behind it, for as long as the key runs.
+      claimCandidates: db.prepare<{ now: number; limit: number; offset: number }, { seq: number; concurrency_key: string | null }>(
+        `SELECT seq, concurrency_key FROM jobs INDEXED BY jobs_claim
+         WHERE ${CLAIMABLE} AND run_at <= :now
+           AND (concurrency_key IS NULL OR concurrency_key NOT IN (
+             SELECT concurrency_key FROM jobs INDEXED BY jobs_running_concurrency_key WHERE concurrency_key IS NOT NULL AND status = 'running'))
+         ORDER BY priority DESC, run_at, seq LIMIT :limit OFFSET :offset`,
+      ),
+      // The due jobs by run time (jobs_run_at stops at now), for when few are due among many future ones: the
+      // claim-order index would walk every future job of higher priority to find them.
+      dueCandidates: db.prepare<
+        { now: number; limit: number },
+        { seq: number; concurrency_key: string | null; priority: number; run_at: number }
+      >(
+        `SELECT seq, concurrency_key, priority, run_at FROM jobs INDEXED BY jobs_run_at
+         WHERE ${CLAIMABLE} AND run_at <= :now
+           AND (concurrency_key IS NULL OR concurrency_key NOT IN (
+             SELECT concurrency_key FROM jobs INDEXED BY jobs_running_concurrency_key WHERE concurrency_key IS NOT NULL AND status = 'running'))
+         ORDER BY run_at LIMIT :limit`,
+      ),
+      // Run, then read back by rowid: cheaper than RETURNING *.
+      claimOne: db.prepare<{ seq: number; now: number }>(
+        `UPDATE jobs SET status = 'running', attempt = attempt + 1, started_at = :now, heartbeat_at = :now
+         WHERE seq = :seq AND ${CLAIMABLE}`,
+      ),
+      getBySeq: db.prepare<[number], SqliteJobRow>("SELECT * FROM jobs WHERE seq = ?"),
+      finish: db.prepare<{ id: string; attempt: number; status: string; result: string; now: number }>(
+        `UPDATE jobs SET status = :status, result = :result, finished_at = :now, heartbeat_at = NULL
+         WHERE id = :id AND status = 'running' AND attempt = :attempt`,
+      ),
+      chainCancelledFor: db
+        .prepare<[string], number | null>(
+          `SELECT c.cancelled_at FROM jobs j JOIN chains c ON c.original_request_id = j.original_request_id
+           WHERE j.id = ?`,
+        )
+        .pluck(),
+      // A job going back to the queue re-takes its dedupe key, unless a newer claimable job took it while
+      // this one was running (running jobs do not hold keys): then it is retried without the key.
+      // give_back = 1 returns an interrupted last attempt, so the job keeps one attempt to run.
+      requeue: db.prepare<{ id: string; attempt: number; run_at: number; result: string; give_back: number }>(
+        `UPDATE jobs SET status = 'retrying', run_at = :run_at, result = :result, heartbeat_at = NULL,
+           attempt = CASE WHEN :give_back = 1 AND attempt >= max_attempts THEN max_attempts - 1 ELSE attempt END,
+           dedupe_key = CASE WHEN EXISTS (
+             SELECT 1 FROM jobs other WHERE other.dedupe_key = jobs.dedupe_key
+               AND other.status IN ('pending', 'retrying') AND other.id <> jobs.id)
+             THEN NULL ELSE dedupe_key END
+         WHERE id = :id AND status = 'running' AND attempt = :attempt`,
+      ),
+      heartbeat: db.prepare<{ id: string; attempt: number; now: number }>(
+        "UPDATE jobs SET heartbeat_at = :now WHERE id = :id AND status = 'running' AND attempt = :attempt",
+      ),
+      expired: db.prepare<{ before: number; limit: number }, SqliteJobRow>(
+        `SELECT * FROM jobs INDEXED BY jobs_running_heartbeat
+         WHERE status = 'running' AND heartbeat_at < :before ORDER BY heartbeat_at LIMIT :limit`,
+      ),
+      // Jobs whose key is running are not claimable (CONTRACT §4), so they do not count: were they counted, a due
+      // job behind a busy key would make the dispatcher's timer fire at once, again and again, until the key is
+      // free. The delivery that frees the key wakes the dispatcher instead.
+      nextRunAt: db
+        .prepare<[], number | null>(
+          // ORDER BY ... LIMIT 1 walks the jobs_run_at index and stops at the first unblocked job.
+          `SELECT run_at FROM jobs INDEXED BY jobs_run_at WHERE ${CLAIMABLE}
+             AND (concurrency_key IS NULL OR concurrency_key NOT IN (
+               SELECT concurrency_key FROM jobs INDEXED BY jobs_running_concurrency_key WHERE concurrency_key IS NOT NULL AND status = 'running'))
+           ORDER BY run_at LIMIT 1`,
+        )
+        .pluck(),
+      recordTick: db.prepare<{ name: string; tick_at: number }>(
+        "INSERT INTO cron_ticks (name, tick_at) VALUES (:name, :tick_at) ON CONFLICT DO NOTHING",
+      ),
+      tickJob: db.prepare<{ name: string; tick_at: number; job_id: string }>(
+        "UPDATE cron_ticks SET job_id = :job_id WHERE name = :name AND tick_at = :tick_at",
+      ),
+      deleteTicks: db.prepare<{ before: number }>("DELETE FROM cron_ticks WHERE tick_at < :before"),
+      deleteFinished: db.prepare<{ before: number; limit: number }, { id: string; original_request_id: string }>(
+        `DELETE FROM jobs WHERE seq IN (
+           SELECT seq FROM jobs INDEXED BY jobs_finished_at
+           WHERE finished_at < :before AND finished_at IS NOT NULL AND status IN ('succeeded', 'dead', 'cancelled')
+           LIMIT :limit)
+         RETURNING id, original_request_id`,
+      ),
+      // A chain row goes with its last job, unless it remembers a cancellation.
+      deleteEmptyChain: db.prepare<[string]>(
+        `DELETE FROM chains WHERE original_request_id = ? AND cancelled_at IS NULL
+           AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.original_request_id = chains.original_request_id)`,
+      ),
+      countByStatus: db.prepare<[], { status: JobStatus; count: number }>(
+        "SELECT status, count(*) AS count FROM jobs GROUP BY status",
+      ),
+      oldestDue: db.prepare<[number], number | null>(
+        `SELECT run_at FROM jobs INDEXED BY jobs_run_at WHERE ${CLAIMABLE} AND run_at <= ? ORDER BY run_at LIMIT 1`,
+      ).pluck(),
+      // The attempt just written, copied from its job row: the status it left the job in, and its result.
+      recordAttempt: db.prepare<{ id: string; attempt: number; now: number }>(
+        `INSERT INTO job_attempts (job_id, attempt, started_at, finished_at, outcome, status_code, error_body)
+         SELECT id, :attempt, started_at, :now, status, json_extract(result, '$.status_code'),
+           json_extract(result, '$.error_body')
+         FROM jobs WHERE id = :id`,
+      ),
+      attemptsOf: db.prepare<[string], SqliteAttemptRow>(
+        "SELECT attempt, started_at, finished_at, outcome, status_code, error_body FROM job_attempts WHERE job_id = ? ORDER BY id",
+      ),
+      attemptBuckets: db.prepare<{ since: number; bucket: number }, { slot: number; outcome: string; count: number }>(
+        `SELECT (finished_at - :since) / :bucket AS slot, outcome, count(*) AS count
+         FROM job_attempts WHERE finished_at >= :since GROUP BY slot, outcome`,
+      ),
+      deleteAttempts: db.prepare<[string]>("DELETE FROM job_attempts WHERE job_id = ?"),
+      countByOperation: db.prepare<[], { operation_id: string; status: JobStatus; count: number }>(
+        "SELECT operation_id, status, count(*) AS count FROM jobs GROUP BY operation_id, status ORDER BY operation_id, status",
+      ),
+      deadJobs: db.prepare<Record<string, unknown>, SqliteJobRow>(
+        `SELECT * FROM jobs INDEXED BY jobs_status_seq WHERE status = 'dead'
+           AND (:operation_id IS NULL OR operation_id = :operation_id)
+           AND (:original_request_id IS NULL OR original_request_id = :original_request_id)
+           AND (:user_id IS NULL OR user_id = :user_id)
+         ORDER BY seq DESC LIMIT :limit`,
+      ),
+      schemaVersion: db.prepare<[], number>("PRAGMA user_version").pluck(),
+    };
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new StoreUnavailableError("the store is closed");
+  }
+
+  /** Runs `fn` in a write transaction, turning "cannot serve now" failures into `StoreUnavailableError`. */
+  private write<T>(fn: () => T): T {
+    this.assertOpen();
+    try {
+      return this.db.transaction(fn).immediate();
+    } catch (error) {
+      throw mapError(error);
+    }
+  }
+
+  /**
+   * A write nobody is promised will survive a power loss (a claim, a heartbeat, an outcome): committed without an fsync
+   * (`synchronous=NORMAL`, per transaction). It survives a crash of the process all the same, and the next
+   * durable commit fsyncs the WAL, which holds it. Losing it to a power cut only returns a claimed job to the
+   * queue, which at-least-once delivery allows.
+   */
+  private writeLazily<T>(fn: () => T): T {
+    this.assertOpen();
+    this.db.pragma("synchronous = NORMAL");
+    try {
+      return this.write(fn);
+    } finally {
+      this.db.pragma("synchronous = FULL");
+    }
+  }
+
+  private read<T>(fn: () => T): T {
+    this.assertOpen();
+    try {
+      return fn();
+    } catch (error) {
+      throw mapError(error);
+    }
+  }
+
+  ping(): void {
+    const version = this.read(() => this.statements.schemaVersion.get());
+    if (version !== this.schemaVersion) {
+      throw new StoreUnavailableError(`schema version ${String(version)}, expected ${this.schemaVersion}`);
+    }
+  }
+
+  /**
+   * Inserts a batch in one transaction (one fsync), each insert in its own savepoint, so one failing insert fails
+   * only its own request. Nothing is acknowledged before this returns, that is, before the commit.
+   */
+  jobInsertMany(batch: JobInsertParams[]): InsertSettled[] {
+    const settled: InsertSettled[] = [];
+    const insertOne = this.db.transaction((params: JobInsertParams, now: number) => this.insertOne(params, now));
+    this.write(() => {
+      const now = this.clock.now();
+      for (const params of batch) {
+        try {
+          settled.push({ ok: true, value: insertOne(params, now) });
+        } catch (error) {
+          settled.push({ ok: false, error: mapError(error) });
+        }
+      }
+    });
+    return settled;
+  }
+
+  private insertOne(params: JobInsertParams, now: number): JobInsertOutcome {
+    const s = this.statements;
+    if (params.dedupeKey !== null) {
+      const holder = s.dedupeHolder.get(params.dedupeKey);
+      if (holder) {
+        if (holder.operation_id !== params.operationId) return { kind: "dedupe_conflict", holder: toJobRow(holder) };
+        const refreshed = s.refreshDeduped.get({
+          id: holder.id,
+          run_at: params.runAt,
+          request: JSON.stringify(params.request),
+        });
+        if (!refreshed) throw new Error(`dedupe holder ${holder.id} vanished inside its transaction`);
+        return { kind: "deduplicated", job: toJobRow(refreshed) };
+      }
+    }
+    const chain = s.chargeChain.get({ rid: params.originalRequestId, cap: params.spawnCap });
+    if (!chain) return { kind: "spawn_cap_exceeded" };
+    const chainCancelled = chain.cancelled_at !== null;
+    const status = chainCancelled ? "cancelled" : "pending";
+    const finishedAt = chainCancelled ? now : null;
+    const result: JobResult | null = chainCancelled ? { error_body: null, terminal_reason: "cancelled-by-chain" } : null;
+    // The row is built here from what was written rather than read back (RETURNING * would cost a third of the insert).
+    const info = s.insertJob.run({
+      id: params.id,
+      operation_id: params.operationId,
+      status,
+      max_attempts: params.maxAttempts,
+      priority: params.priority,
+      run_at: params.runAt,
+      created_at: now,
+      finished_at: finishedAt,
+      dedupe_key: params.dedupeKey,
+      concurrency_key: params.concurrencyKey,
+      enqueued_by_operation_id: params.enqueuedByOperationId,
+      parent_job_id: params.parentJobId,
+      original_request_id: params.originalRequestId,
+      user_id: params.userId,
+      authority: JSON.stringify(params.authority),
+      request: JSON.stringify(params.request),
+      result: result === null ? null : JSON.stringify(result),
+    });
+    const job: JobRow = {
+      seq: Number(info.lastInsertRowid),
+      id: params.id,
+      operationId: params.operationId,
+      status,
+      attempt: 0,
+      maxAttempts: params.maxAttempts,
+      priority: params.priority,
+      runAt: params.runAt,
+      createdAt: now,
+      startedAt: null,
+      finishedAt,
+      heartbeatAt: null,
+      dedupeKey: params.dedupeKey,
+      concurrencyKey: params.concurrencyKey,
+      enqueuedByOperationId: params.enqueuedByOperationId,
+      parentJobId: params.parentJobId,
+      originalRequestId: params.originalRequestId,
+      userId: params.userId,
+      authority: params.authority,
+      request: params.request,
+      result,
+    };
+    return { kind: "created", job };
+  }
+
+  jobGet(params: { id: string }): JobRow | undefined {
+    const row = this.read(() => this.statements.getById.get(params.id));
+    return row ? toJobRow(row) : undefined;
+  }
+
+  jobList(params: JobListParams): JobRow[] {
+    const where: string[] = [];
+    const values: Record<string, unknown> = { limit: params.limit };
+    if (params.statuses && params.statuses.length > 0) {
+      const names = params.statuses.map((status, i) => {
+        values[`status${i}`] = status;
+        return `:status${i}`;
+      });
+      where.push(`status IN (${names.join(", ")})`);
+    }
+    const filters: Array<[keyof JobListParams, string]> = [
+      ["operationId", "operation_id"],
+      ["originalRequestId", "original_request_id"],
+      ["userId", "user_id"],
+      ["parentJobId", "parent_job_id"],
+      ["dedupeKey", "dedupe_key"],
+    ];
+    for (const [param, column] of filters) {
+      const value = params[param];
+      if (value !== undefined) {
+        where.push(`${column} = :${column}`);
+        values[column] = value;
+      }
+    }
+    if (params.beforeSeq !== undefined) {
+      where.push("seq < :before_seq");
+      values["before_seq"] = params.beforeSeq;
+    }
+    const sql =
+      `SELECT * FROM jobs ${where.length > 0 ? `WHERE ${where.join(" AND ")}` : ""} ` +
+      "ORDER BY seq DESC LIMIT :limit";
+    const rows = this.read(() => {
+      let statement = this.listStatements.get(sql);
+      if (!statement) {
+        statement = this.db.prepare(sql);
+        this.listStatements.set(sql, statement);
+      }
+      return statement.all(values) as SqliteJobRow[];
+    });
+    return rows.map(toJobRow);
+  }
+
+  jobCancel(params: { id: string }): JobCancelOutcome {
+    return this.write(() => {
+      const cancelled = this.statements.cancel.get({ id: params.id, now: this.clock.now() });
+      if (cancelled) return { kind: "cancelled", job: toJobRow(cancelled) };
+      const row = this.statements.getById.get(params.id);
+      if (!row) return { kind: "not_found" };
+      return row.status === "running"
+        ? { kind: "running", job: toJobRow(row) }
+        : { kind: "not_cancellable", job: toJobRow(row) };
+    });
+  }
+
+  jobRetry(params: { id: string }): JobRetryOutcome {
+    return this.write(() => {
+      const row = this.statements.getById.get(params.id);
+      if (!row) return { kind: "not_found" };
+      if (row.status !== "dead" && row.status !== "cancelled") return { kind: "not_retryable", job: toJobRow(row) };
+      if (row.dedupe_key !== null) {
+        const holder = this.statements.dedupeHolder.get(row.dedupe_key);
+        if (holder) return { kind: "dedupe_conflict", holder: toJobRow(holder) };
+      }
+      const retried = this.statements.retry.get({ id: params.id, now: this.clock.now() });
+      if (!retried) throw new Error(`job ${params.id} changed inside its transaction`);
+      return { kind: "retried", job: toJobRow(retried) };
+    });
+  }
+
+  chainCancel(params: { originalRequestId: string }): JobRow[] {
+    return this.write(() => {
+      const now = this.clock.now();
+      this.statements.markChainCancelled.run({ rid: params.originalRequestId, now });
+      return this.statements.cancelChainJobs
+        .all({ rid: params.originalRequestId, now })
+        .map(toJobRow)
+        .sort((a, b) => b.seq - a.seq);
+    });
+  }
+
+  jobClaimMany(params: { limit: number }): JobRow[] {
+    if (params.limit <= 0) return [];
+    return this.writeLazily(() => {
+      const now = this.clock.now();
+      const s = this.statements;
+      const heldKeys = new Set(s.runningKeys.all());
+      const chosen: number[] = [];
+      // Candidates come in claim order; skipping a held key keeps looking further down, in bounded pages,
+      // so a long run of jobs for one busy key cannot starve the others.
+      const pageSize = Math.max(64, params.limit * 4);
+      const take = (candidates: Array<{ seq: number; concurrency_key: string | null }>) => {
+        for (const candidate of candidates) {
+          if (chosen.length === params.limit) return;
+          if (candidate.concurrency_key !== null) {
+            if (heldKeys.has(candidate.concurrency_key)) continue;
+            heldKeys.add(candidate.concurrency_key);
+          }
+          chosen.push(candidate.seq);
+        }
+      };
+      // Fewer due jobs than a page: that is all of them, so put them in claim order here.
+      const due = s.dueCandidates.all({ now, limit: pageSize });
+      if (due.length < pageSize) {
+        take(due.sort((a, b) => b.priority - a.priority || a.run_at - b.run_at || a.seq - b.seq));
+      } else {
+        for (let page = 0; page < 16 && chosen.length < params.limit; page++) {
+          const candidates = s.claimCandidates.all({ now, limit: pageSize, offset: page * pageSize });
+          take(candidates);
+          if (candidates.length < pageSize) break;
+        }
+      }
+      const claimed: JobRow[] = [];
+      for (const seq of chosen) {
+        if (s.claimOne.run({ seq, now }).changes === 0) continue;
+        const row = s.getBySeq.get(seq);
+        if (row) claimed.push(toJobRow(row));
+      }
+      return claimed;
+    });
+  }
+
+  jobCompleteMany(params: { outcomes: JobOutcome[] }): boolean[] {
+    if (params.outcomes.length === 0) return [];
+    // No client waits on an outcome: losing one to a power cut means one more delivery, which at-least-once allows.
+    return this.writeLazily(() => {
+      const now = this.clock.now();
+      return params.outcomes.map((outcome) =>
+        outcome.status === "retrying"
+          ? this.requeueOne({ ...outcome, now, giveBack: false })
+          : this.finishOne({ id: outcome.id, attempt: outcome.attempt, status: outcome.status, result: outcome.result, now }),
+      );
+    });
+  }
+
+  /** Ends a running attempt with a terminal status, and records the attempt. */
+  private finishOne(options: { id: string; attempt: number; status: string; result: JobResult; now: number }): boolean {
+    const { id, attempt, now } = options;
+    const written = writeChanged(
+      this.statements.finish.run({ id, attempt, status: options.status, result: JSON.stringify(options.result), now }),
+    );
+    if (written) this.statements.recordAttempt.run({ id, attempt, now });
+    return written;
+  }
+
+  /** Sends a running attempt back to the queue, or ends it `cancelled-by-chain` if its chain was cancelled. */
+  private requeueOne(options: {
+    id: string;
+    attempt: number;
+    runAt: number;
+    result: JobResult;
+    now: number;
+    giveBack: boolean;
+  }): boolean {
+    const s = this.statements;
+    const { id, attempt, now } = options;
+    if (s.chainCancelledFor.get(id) != null) {
+      const result: JobResult = { ...options.result, terminal_reason: "cancelled-by-chain" };
+      return this.finishOne({ id, attempt, status: "cancelled", result, now });
+    }
+    const written = writeChanged(
+      s.requeue.run({
+        id,
+        attempt,
+        run_at: options.runAt,
+        result: JSON.stringify(options.result),
+        give_back: options.giveBack ? 1 : 0,
+      }),
+    );
+    if (written) s.recordAttempt.run({ id, attempt, now });
+    return written;
+  }
+
+  jobHeartbeatMany(params: { jobs: JobAttempt[] }): void {
+    if (params.jobs.length === 0) return;
+    this.writeLazily(() => {
+      const now = this.clock.now();
+      for (const job of params.jobs) this.statements.heartbeat.run({ id: job.id, attempt: job.attempt, now });
+    });
+  }
+
+  jobListExpired(params: { heartbeatBefore: number; limit: number }): JobRow[] {
+    return this.read(() =>
+      this.statements.expired.all({ before: params.heartbeatBefore, limit: params.limit }).map(toJobRow),
+    );
+  }
+
+  jobRequeueMany(params: { jobs: JobAttempt[]; runAt: number; errorBody: string }): number {
+    if (params.jobs.length === 0) return 0;
+    return this.write(() => {
+      const now = this.clock.now();
+      const result: JobResult = { error_body: params.errorBody, terminal_reason: null };
+      return params.jobs.filter((job) => this.requeueOne({ ...job, runAt: params.runAt, result, now, giveBack: true }))
+        .length;
+    });
+  }
+
+  jobNextRunAt(): number | null {
+    return this.read(() => this.statements.nextRunAt.get() ?? null);
+  }
+
+  cronTickInsert(params: {
+    name: string;
+    tickAt: number;
+    job: JobInsertParams;
+  }): JobInsertOutcome | { kind: "already_enqueued" } {
+    return this.write(() => {
+      const s = this.statements;
+      if (s.recordTick.run({ name: params.name, tick_at: params.tickAt }).changes === 0) {
+        return { kind: "already_enqueued" };
+      }
+      const outcome = this.insertOne(params.job, this.clock.now());
+      if (outcome.kind === "created" || outcome.kind === "deduplicated") {
+        s.tickJob.run({ name: params.name, tick_at: params.tickAt, job_id: outcome.job.id });
+      }
+      return outcome;
+    });
+  }
+
+  cronTickDeleteMany(params: { before: number }): number {
+    return this.write(() => this.statements.deleteTicks.run({ before: params.before }).changes);
+  }
+
+  jobDeleteFinishedMany(params: { finishedBefore: number; limit: number }): number {
+    return this.write(() => {
+      const deleted = this.statements.deleteFinished.all({ before: params.finishedBefore, limit: params.limit });
+      for (const row of deleted) this.statements.deleteAttempts.run(row.id);
+      for (const rid of new Set(deleted.map((row) => row.original_request_id))) {
+        this.statements.deleteEmptyChain.run(rid);
+      }
+      return deleted.length;
+    });
+  }
+
+  jobStats(): JobStats {
+    return this.read(() => {
+      const byStatus = Object.fromEntries(JOB_STATUSES.map((status) => [status, 0])) as Record<JobStatus, number>;
+      for (const row of this.statements.countByStatus.all()) byStatus[row.status] = row.count;
+      const byOperation = this.statements.countByOperation
+        .all()
+        .map((row) => ({ operationId: row.operation_id, status: row.status, count: row.count }));
+      return { byStatus, byOperation, oldestDueRunAt: this.statements.oldestDue.get(this.clock.now()) ?? null };
+    });
+  }
+
+  jobAttemptList(params: { id: string }): JobAttemptRow[] {
+    return this.read(() => this.statements.attemptsOf.all(params.id).map(toAttemptRow));
+  }
+
+  attemptBuckets(params: { since: number; bucketMs: number }): AttemptBucket[] {
+    const rows = this.read(() => this.statements.attemptBuckets.all({ since: params.since, bucket: params.bucketMs }));
+    return toBuckets({ ...params, now: this.clock.now(), rows });
+  }
+
+  jobRetryDeadMany(params: { filter: DeadJobFilter; limit: number }): JobRow[] {
+    return this.write(() => {
+      const now = this.clock.now();
+      const candidates = this.statements.deadJobs.all({
+        operation_id: params.filter.operationId ?? null,
+        original_request_id: params.filter.originalRequestId ?? null,
+        user_id: params.filter.userId ?? null,
+        limit: Math.max(0, params.limit),
+      });
+      const retried: JobRow[] = [];
+      for (const row of candidates) {
+        if (row.dedupe_key !== null && this.statements.dedupeHolder.get(row.dedupe_key)) continue;
+        const updated = this.statements.retry.get({ id: row.id, now });
+        if (updated) retried.push(toJobRow(updated));
+      }
+      return retried;
+    });
+  }
+
+  /** The connection's own settings, which cannot be read from another connection (for tests). */
+  connectionSettings(): { synchronous: number; lockingMode: string } {
+    return {
+      synchronous: this.db.pragma("synchronous", { simple: true }) as number,
+      lockingMode: this.db.pragma("locking_mode", { simple: true }) as string,
+    };
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.db.close();
+  }
+}
+
+function writeChanged(info: Database.RunResult): boolean {
+  return info.changes > 0;
+}
+
+/**
+ * Applies pending migrations in one transaction and records the version in `user_version`. The version is
+ * written even when nothing is pending: that write is what takes the exclusive lock at once.
+ */
+function migrate(db: Database.Database): number {
+  const migrations = readMigrations("sqlite");
+  const latest = migrations.length;
+  db.transaction(() => {
+    const current = db.pragma("user_version", { simple: true }) as number;
+    if (current > latest) {
+      throw new Error(`the database schema (version ${current}) is newer than this opqueue (version ${latest})`);
+    }
+    for (const migration of migrations.slice(current)) db.exec(migration.sql);
+    db.pragma(`user_version = ${latest}`);
+  }).immediate();
+  return latest;
+}

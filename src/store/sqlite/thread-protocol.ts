@@ -1,0 +1,48 @@
+/** The messages between `SqliteStore` and the thread that owns the connection (sqlite-thread.ts). */
+import { StoreLockedError, StoreUnavailableError } from "../store.js";
+import type { SqliteEngine } from "./sqlite-engine.js";
+
+/** The engine's methods a caller may name. */
+export type EngineMethod = {
+  [K in keyof SqliteEngine]: SqliteEngine[K] extends (...args: never[]) => unknown ? K : never;
+}[keyof SqliteEngine];
+
+export interface EngineCall {
+  id: number;
+  method: EngineMethod;
+  args: unknown[];
+  /** The caller's clock when it made the call. */
+  now: number;
+}
+
+/** An error as it crosses the thread boundary: errors lose their class in a structured clone. */
+export interface SerializedError {
+  name: string;
+  message: string;
+  stack?: string;
+}
+
+export type FromThread =
+  | { kind: "ready" }
+  | { kind: "failed"; error: SerializedError }
+  | { kind: "answer"; id: number; ok: true; value: unknown }
+  | { kind: "answer"; id: number; ok: false; error: SerializedError };
+
+export function serializeError(error: unknown): SerializedError {
+  if (error instanceof Error) {
+    return { name: error.name, message: error.message, ...(error.stack !== undefined ? { stack: error.stack } : {}) };
+  }
+  return { name: "Error", message: String(error) };
+}
+
+/** The error again, with the class the store's callers test for (`StoreUnavailableError`, `StoreLockedError`). */
+export function deserializeError(serialized: SerializedError): Error {
+  const error =
+    serialized.name === "StoreUnavailableError"
+      ? new StoreUnavailableError(serialized.message)
+      : serialized.name === "StoreLockedError"
+        ? new StoreLockedError(serialized.message)
+        : Object.assign(new Error(serialized.message), { name: serialized.name });
+  if (serialized.stack !== undefined) error.stack = serialized.stack;
+  return error;
+}
