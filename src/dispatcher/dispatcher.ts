@@ -5,7 +5,9 @@
  * - `running`: claims as many due jobs as it has free slots (`worker.concurrency`) whenever it is woken:
  *   by `notify`/`wake` (an enqueue or retry in this process, or a notification from another node), by a delivery
  *   ending (a slot and maybe a concurrency key freed), by the timer set to the next due `run_at`, or by the
- *   `worker.poll_ms` fallback. One claim runs at a time; wake-ups during a claim make it go round once more.
+ *   `worker.poll_ms` fallback. While busy it claims in batches (at least an eighth of `worker.concurrency`), and
+ *   up to two claims may be in flight, each holding the slots it asked for, so deliveries that end while a claim
+ *   is on its way to the database do not wait for it to come back before their slots are refilled.
  * - `paused`: a claim or a heartbeat failed (database trouble). No claims until a heartbeat or a claim retried
  *   after `poll_ms` succeeds: a node that cannot renew its leases must not take more work.
  * - `stopping`: no more claims; in-flight deliveries may finish for up to `shutdown.grace_ms`; the rest are put
@@ -26,6 +28,9 @@ import type { Deliverer } from "./deliverer.js";
 
 type State = "idle" | "running" | "paused" | "stopping" | "stopped";
 
+/** Claims that may be on their way to the database at once. */
+const MAX_CLAIMS_IN_FLIGHT = 3;
+
 /** The retry settings of one operation: the global ones with its overrides. */
 export function retrySettingsFor(config: Config, operationId: string): RetrySettings {
   return { ...config.retry, ...config.operations[operationId]?.retry };
@@ -36,14 +41,17 @@ export class Dispatcher {
   private state: State = "idle";
   private readonly inFlight = new Map<string, { job: JobRow; done: Promise<void> }>();
   private readonly completer: Completer;
-  private claiming = false;
+  /** Claims on their way to the database, and the slots they hold. */
+  private claimsInFlight = 0;
+  private reservedSlots = 0;
+  private readonly claims = new Set<Promise<void>>();
   private wakeRequested = false;
   private wakeScheduled = false;
   private timer: NodeJS.Timeout | undefined;
   private timerDueAt = Number.POSITIVE_INFINITY;
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private readonly random: () => number;
-  /** Fewest free slots worth a claim while deliveries are in flight: a quarter of `worker.concurrency`. */
+  /** Fewest free slots worth a claim while deliveries are in flight: an eighth of `worker.concurrency`. */
   private readonly minClaimBatch: number;
 
   constructor(
@@ -59,7 +67,7 @@ export class Dispatcher {
     },
   ) {
     this.random = options.random ?? Math.random;
-    this.minClaimBatch = Math.max(1, Math.floor(options.config.worker.concurrency / 4));
+    this.minClaimBatch = Math.max(1, Math.floor(options.config.worker.concurrency / 8));
     this.completer = new Completer({ store: options.store, logger: options.logger, onWritten: () => this.wake() });
   }
 
@@ -80,11 +88,11 @@ export class Dispatcher {
   wake(): void {
     if (this.state !== "running") return;
     this.wakeRequested = true;
-    if (this.wakeScheduled || this.claiming) return;
+    if (this.wakeScheduled) return;
     this.wakeScheduled = true;
     setImmediate(() => {
       this.wakeScheduled = false;
-      void this.claimLoop();
+      this.claimSome();
     });
   }
 
@@ -110,38 +118,56 @@ export class Dispatcher {
     }, delay);
   }
 
-  private async claimLoop(): Promise<void> {
-    if (this.claiming || this.state !== "running") return;
-    this.claiming = true;
+  /** Starts a claim for the free slots, if a claim is worth making now; see the states at the top. */
+  private claimSome(): void {
+    if (!this.wakeRequested || this.state !== "running") return;
+    const { config } = this.options;
+    const busy = this.inFlight.size + this.reservedSlots;
+    const free = config.worker.concurrency - busy;
+    if (free <= 0) return;
+    // While busy, claim in batches: a claim per freed slot would cost a transaction per job. An idle node
+    // (nothing in flight) claims at once, so a lone job is never held back.
+    if (busy > 0 && free < this.minClaimBatch) return;
+    if (this.claimsInFlight >= MAX_CLAIMS_IN_FLIGHT) return;
+    this.wakeRequested = false;
+    this.claimsInFlight += 1;
+    this.reservedSlots += free;
+    const claim = this.claim(free);
+    this.claims.add(claim);
+    void claim.finally(() => this.claims.delete(claim));
+  }
+
+  private async claim(limit: number): Promise<void> {
     const { store, config } = this.options;
+    let jobs: JobRow[] = [];
+    let failed = false;
     try {
-      while (this.wakeRequested && this.state === "running") {
-        this.wakeRequested = false;
-        const free = config.worker.concurrency - this.inFlight.size;
-        if (free <= 0) break;
-        // While busy, claim in batches: a claim per freed slot would cost a transaction per job. An idle node
-        // (nothing in flight) claims at once, so a lone job is never held back.
-        if (this.inFlight.size > 0 && free < this.minClaimBatch) break;
-        let jobs: JobRow[];
-        try {
-          jobs = await store.jobClaimMany({ limit: free });
-        } catch (error) {
-          this.pause(error, "claim failed");
-          return;
-        }
-        for (const job of jobs) this.startDelivery(job);
-        if (jobs.length === free) {
-          this.wakeRequested = true;
-          continue;
-        }
-        // Caught up: sleep until the next job is due (or the poll interval, whichever is first).
-        const next = await store.jobNextRunAt().catch(() => null);
-        this.armTimer(next === null ? config.worker.poll_ms : next - this.options.clock.now());
-      }
+      jobs = await store.jobClaimMany({ limit });
+    } catch (error) {
+      failed = true;
+      this.pause(error, "claim failed");
     } finally {
-      this.claiming = false;
-      if (this.wakeRequested && this.state === "running") this.wake();
+      this.claimsInFlight -= 1;
+      this.reservedSlots -= limit;
     }
+    if (this.state !== "running" && this.state !== "stopping") return;
+    // Claimed jobs are delivered even if a stop began meanwhile: they are running in the database now, and the
+    // stop waits for (or requeues) whatever is in flight.
+    for (const job of jobs) this.startDelivery(job);
+    if (failed || this.state !== "running") return;
+    if (jobs.length === limit) {
+      this.wake();
+      return;
+    }
+    // Caught up: sleep until the next job is due (or the poll interval, whichever is first), unless a wake-up
+    // came meanwhile.
+    if (this.wakeRequested) {
+      this.wake();
+      return;
+    }
+    const next = await store.jobNextRunAt().catch(() => null);
+    this.armTimer(next === null ? config.worker.poll_ms : next - this.options.clock.now());
+    if (this.wakeRequested) this.wake();
   }
 
   private pause(error: unknown, message: string): void {
@@ -220,6 +246,8 @@ export class Dispatcher {
     this.state = "stopping";
     clearTimeout(this.timer);
     const logger = this.options.logger;
+    // A claim on its way back brings jobs that are running in the database: they join the in-flight ones.
+    await Promise.all([...this.claims]);
     if (this.inFlight.size > 0) {
       logger.info({ inFlight: this.inFlight.size, graceMs: options.graceMs }, "waiting for in-flight deliveries");
       let graceTimer: NodeJS.Timeout | undefined;

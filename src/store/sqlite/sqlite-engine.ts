@@ -573,7 +573,7 @@ export class SqliteEngine {
       const chosen: number[] = [];
       // Candidates come in claim order; skipping a held key keeps looking further down, in bounded pages,
       // so a long run of jobs for one busy key cannot starve the others.
-      const pageSize = Math.max(64, params.limit * 4);
+      const pageSize = Math.max(16, params.limit * 2);
       const take = (candidates: Array<{ seq: number; concurrency_key: string | null }>) => {
         for (const candidate of candidates) {
           if (chosen.length === params.limit) return;
