@@ -5,7 +5,7 @@
  * - `running`: claims as many due jobs as it has free slots (`worker.concurrency`) whenever it is woken:
  *   by `notify`/`wake` (an enqueue or retry in this process, or a notification from another node), by a delivery
  *   ending (a slot and maybe a concurrency key freed), by the timer set to the next due `run_at`, or by the
- *   `worker.poll_ms` fallback. While busy it claims in batches (at least an eighth of `worker.concurrency`), and
+ *   `worker.poll_ms` fallback. While busy it claims in batches (at least a quarter of `worker.concurrency`), and
  *   up to two claims may be in flight, each holding the slots it asked for, so deliveries that end while a claim
  *   is on its way to the database do not wait for it to come back before their slots are refilled.
  * - `paused`: a claim or a heartbeat failed (database trouble). No claims until a heartbeat or a claim retried
@@ -51,7 +51,7 @@ export class Dispatcher {
   private timerDueAt = Number.POSITIVE_INFINITY;
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private readonly random: () => number;
-  /** Fewest free slots worth a claim while deliveries are in flight: an eighth of `worker.concurrency`. */
+  /** Fewest free slots worth a claim while deliveries are in flight: a quarter of `worker.concurrency`. */
   private readonly minClaimBatch: number;
 
   constructor(
@@ -67,7 +67,7 @@ export class Dispatcher {
     },
   ) {
     this.random = options.random ?? Math.random;
-    this.minClaimBatch = Math.max(1, Math.floor(options.config.worker.concurrency / 8));
+    this.minClaimBatch = Math.max(1, Math.floor(options.config.worker.concurrency / 4));
     this.completer = new Completer({ store: options.store, logger: options.logger, onWritten: () => this.wake() });
   }
 
