@@ -6,7 +6,7 @@
  *   by `notify`/`wake` (an enqueue or retry in this process, or a notification from another node), by a delivery
  *   ending (a slot and maybe a concurrency key freed), by the timer set to the next due `run_at`, or by the
  *   `worker.poll_ms` fallback. While busy it claims in batches (at least a quarter of `worker.concurrency`), and
- *   up to two claims may be in flight, each holding the slots it asked for, so deliveries that end while a claim
+ *   up to three claims may be in flight, each holding the slots it asked for, so deliveries that end while a claim
  *   is on its way to the database do not wait for it to come back before their slots are refilled.
  * - `paused`: a claim or a heartbeat failed (database trouble). No claims until a heartbeat or a claim retried
  *   after `poll_ms` succeeds: a node that cannot renew its leases must not take more work.
@@ -150,9 +150,8 @@ export class Dispatcher {
       this.claimsInFlight -= 1;
       this.reservedSlots -= limit;
     }
-    if (this.state !== "running" && this.state !== "stopping") return;
-    // Claimed jobs are delivered even if a stop began meanwhile: they are running in the database now, and the
-    // stop waits for (or requeues) whatever is in flight.
+    // Claimed jobs are delivered even if a stop began (or another claim failed) meanwhile: they are running in the
+    // database now, and a stop waits for the claims on their way back, then for (or requeues) whatever is in flight.
     for (const job of jobs) this.startDelivery(job);
     if (failed || this.state !== "running") return;
     if (jobs.length === limit) {
