@@ -139,13 +139,12 @@ export class Dispatcher {
 
   private async claim(limit: number): Promise<void> {
     const { store, config } = this.options;
-    let jobs: JobRow[] = [];
-    let failed = false;
+    let jobs: JobRow[];
     try {
       jobs = await store.jobClaimMany({ limit });
     } catch (error) {
-      failed = true;
       this.pause(error, "claim failed");
+      return;
     } finally {
       this.claimsInFlight -= 1;
       this.reservedSlots -= limit;
@@ -153,7 +152,7 @@ export class Dispatcher {
     // Claimed jobs are delivered even if a stop began (or another claim failed) meanwhile: they are running in the
     // database now, and a stop waits for the claims on their way back, then for (or requeues) whatever is in flight.
     for (const job of jobs) this.startDelivery(job);
-    if (failed || this.state !== "running") return;
+    if (this.state !== "running") return;
     if (jobs.length === limit) {
       this.wake();
       return;

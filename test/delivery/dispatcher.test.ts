@@ -725,6 +725,33 @@ describe("graceful stop", () => {
     assert.match(requeued?.result?.error_body ?? "", /shutdown/);
   });
 
+  test("a claim still on its way to the database when the stop begins: its jobs are delivered, none is left running", async (t) => {
+    const { s, target } = await setup(t, {
+      configure: (raw) => {
+        raw["worker"] = { concurrency: 4, poll_ms: NEVER_POLL_MS };
+      },
+    });
+    const job = await enqueue(s, welcome());
+    // Hold the dispatcher's first claim before it reaches the database, and let it go only once the stop began.
+    const store = s.service.store;
+    const claim = store.jobClaimMany.bind(store);
+    const claimStarted = deferred();
+    const releaseClaim = deferred();
+    store.jobClaimMany = async (params) => {
+      claimStarted.resolve();
+      await releaseClaim.promise;
+      return claim(params);
+    };
+    s.service.start();
+    await claimStarted.promise;
+    const closing = s.service.close({ graceMs: 10_000 });
+    releaseClaim.resolve();
+    await closing;
+    assert.equal(target.requests.length, 1, "the claimed job was delivered");
+    const done = await readAfterClose(s, job.id);
+    assert.equal(done?.status, "succeeded");
+  });
+
   test("an unanswered last attempt is put back to retrying with an attempt left, not dead", async (t) => {
     const { s, target } = await setup(t, {
       handler: () => new Promise<void>(() => undefined),

@@ -11,10 +11,12 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { describe, test, type TestContext } from "node:test";
+import type { Worker } from "node:worker_threads";
 import Database from "better-sqlite3";
 import { ManualClock } from "../../src/clock.js";
+import { newJobId } from "../../src/job/job-id.js";
 import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
-import { StoreLockedError } from "../../src/store/store.js";
+import { StoreLockedError, StoreUnavailableError } from "../../src/store/store.js";
 import { runStoreConformance } from "./conformance/index.js";
 import { jobParams, SUCCESS } from "./conformance/harness.js";
 
@@ -200,5 +202,54 @@ describe("sqlite engine", () => {
     } finally {
       await store.close();
     }
+  });
+
+  test("close commits the inserts still waiting for their batch, then releases the file", async (t) => {
+    const path = join(tempDir(t), "opqueue.db");
+    const store = await SqliteStore.open({ path, clock: new ManualClock() });
+    const waiting = Array.from({ length: 50 }, () => store.jobInsert(jobParams()));
+    await store.close();
+    const outcomes = await Promise.all(waiting);
+    assert.ok(outcomes.every((outcome) => outcome.kind === "created"));
+    const reopened = await SqliteStore.open({ path, clock: new ManualClock() });
+    try {
+      assert.equal((await reopened.jobList({ limit: 100 })).length, 50, "every acknowledged insert is in the file");
+    } finally {
+      await reopened.close();
+    }
+  });
+
+  test("when the store's thread is gone, every call fails with StoreUnavailableError (answered 503), none hangs", async () => {
+    const store = await SqliteStore.open({ path: ":memory:", clock: new ManualClock() });
+    await (store as unknown as { worker: Worker }).worker.terminate();
+    await assert.rejects(store.ping(), StoreUnavailableError);
+    await assert.rejects(store.jobInsert(jobParams()), StoreUnavailableError);
+    await assert.rejects(store.jobClaimMany({ limit: 1 }), StoreUnavailableError);
+    await store.close();
+  });
+
+  test("times come from the caller's clock: the thread uses the time sent with each call", async () => {
+    const clock = new ManualClock(Date.UTC(2030, 5, 1));
+    const store = await SqliteStore.open({ path: ":memory:", clock });
+    try {
+      const outcome = await store.jobInsert(jobParams({ runAt: clock.now() }));
+      assert.equal(outcome.kind === "created" && outcome.job.createdAt, clock.now());
+      clock.advance(90_000);
+      const [claimed] = await store.jobClaimMany({ limit: 1 });
+      assert.equal(claimed?.startedAt, clock.now());
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+describe("job ids", () => {
+  test("are 20 URL-safe characters, distinct, and begin with their creation time", () => {
+    const ids = Array.from({ length: 10_000 }, (_, i) => newJobId(Date.UTC(2026, 0, 1) + Math.floor(i / 100)));
+    assert.equal(new Set(ids).size, ids.length);
+    for (const id of ids) assert.match(id, /^[A-Za-z0-9_-]{20}$/);
+    const time = (id: string) => Buffer.from(id, "base64url").readUIntBE(0, 6);
+    assert.equal(time(ids[0] ?? ""), Date.UTC(2026, 0, 1));
+    assert.equal(time(ids.at(-1) ?? ""), Date.UTC(2026, 0, 1) + 99);
   });
 });

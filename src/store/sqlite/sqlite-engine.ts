@@ -125,7 +125,6 @@ const CLAIMABLE = "status IN ('pending', 'retrying')";
 
 /** The embedded engine, on the thread that owns the connection. Open it with `SqliteEngine.open`. */
 export class SqliteEngine {
-  readonly engine = "sqlite";
   private readonly db: Database.Database;
   private readonly clock: Clock;
   private readonly schemaVersion: number;
