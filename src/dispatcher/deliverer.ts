@@ -3,9 +3,10 @@
  * how it ended. It never throws for anything the target or the network does; every ending is an `AttemptResult`.
  *
  * One undici Agent holds a keep-alive pool per origin. The timeout covers the whole exchange (connect, headers,
- * body). Redirects are not followed. A failure body is read up to 8192 bytes, cut on a UTF-8 boundary; the rest
- * is discarded without being buffered, so the socket can be reused.
+ * body). Redirects are not followed. A success's body is discarded as it arrives; a failure body is read up to 8192
+ * bytes, cut on a UTF-8 boundary, and an exchange whose failure body runs past that is aborted.
  */
+import type { IncomingHttpHeaders } from "node:http";
 import { Agent, type Dispatcher } from "undici";
 import type { DeliverySigner } from "../auth/tokens.js";
 import type { Config } from "../config.js";
@@ -64,27 +65,90 @@ export function cutUtf8(buffer: Buffer, maxBytes: number): string {
   return text;
 }
 
-/** Reads at most `maxBytes` of a body, then discards the rest without buffering it. */
-async function readCapped(body: Dispatcher.ResponseData["body"], maxBytes: number): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body) {
-    const buffer = chunk as Buffer;
-    chunks.push(buffer);
-    size += buffer.length;
-    if (size > maxBytes) break;
-  }
-  // Leaving the loop early destroys the stream; dumping an ended one is a no-op.
-  await body.dump().catch(() => undefined);
-  return cutUtf8(Buffer.concat(chunks), maxBytes);
-}
-
 function describeFailure(error: unknown, timeoutMs: number, timedOut: boolean): string {
   if (timedOut) return `timed out after ${timeoutMs} ms`;
   const err = error as { code?: string; message?: string; cause?: { code?: string; message?: string } };
   const code = err.code ?? err.cause?.code;
   const message = err.cause?.message ?? err.message ?? String(error);
   return code ? `${code}: ${message}` : message;
+}
+
+/**
+ * One exchange, as undici's low-level handler: no response stream, no AbortSignal, one timer. A success's body is
+ * discarded as it arrives; a failure's is kept up to `MAX_ERROR_BODY_BYTES`, and once past the cap the exchange is
+ * aborted rather than read to its end (a target streaming an endless error must not hold the slot).
+ */
+class Exchange implements Dispatcher.DispatchHandler {
+  private controller: Dispatcher.DispatchController | null = null;
+  private readonly timer: NodeJS.Timeout;
+  private timedOut = false;
+  private settled = false;
+  private response: { statusCode: number; jobRetry: string | undefined; retryAfter: string | undefined } | null = null;
+  private chunks: Buffer[] | null = null;
+  private size = 0;
+
+  constructor(
+    private readonly timeoutMs: number,
+    private readonly resolve: (result: DeliveryResult) => void,
+  ) {
+    this.timer = setTimeout(() => {
+      this.timedOut = true;
+      // A response whose body was still arriving when time ran out is a timeout, not a response.
+      this.finish({ kind: "no-response", error: describeFailure(undefined, timeoutMs, true) });
+      this.controller?.abort(new Error(`timed out after ${timeoutMs} ms`));
+    }, timeoutMs);
+  }
+
+  private finish(result: DeliveryResult): void {
+    if (this.settled) return;
+    this.settled = true;
+    clearTimeout(this.timer);
+    this.resolve(result);
+  }
+
+  private bodyResult(): DeliveryResult {
+    const response = this.response;
+    if (!response) return { kind: "no-response", error: "the exchange ended without a response" };
+    const body = this.chunks === null ? null : cutUtf8(Buffer.concat(this.chunks), MAX_ERROR_BODY_BYTES);
+    return { kind: "response", ...response, body };
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.settled) controller.abort(new Error(`timed out after ${this.timeoutMs} ms`));
+  }
+
+  onResponseStart(
+    _controller: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: IncomingHttpHeaders,
+  ): void {
+    if (statusCode < 200) return; // 1xx: the real response follows
+    const header = (name: string) => {
+      const value = headers[name];
+      return Array.isArray(value) ? value[0] : value;
+    };
+    this.response = { statusCode, jobRetry: header("x-job-retry")?.trim().toLowerCase(), retryAfter: header("retry-after") };
+    if (statusCode >= 300) this.chunks = [];
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.chunks === null || this.settled) return;
+    this.chunks.push(chunk);
+    this.size += chunk.length;
+    if (this.size > MAX_ERROR_BODY_BYTES) {
+      this.finish(this.bodyResult());
+      controller.abort(new Error("failure body past its cap"));
+    }
+  }
+
+  onResponseEnd(): void {
+    this.finish(this.bodyResult());
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    this.finish({ kind: "no-response", error: describeFailure(error, this.timeoutMs, this.timedOut) });
+  }
 }
 
 /** Delivers jobs over HTTP. */
@@ -162,43 +226,24 @@ export class Deliverer {
       return { kind: "vanished", error: `operation "${job.operationId}" is no longer in the OpenAPI document` };
     }
     const timeoutMs = this.timeoutMs(job.operationId);
-    const controller = new AbortController();
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      controller.abort();
-    }, timeoutMs);
+    let request: DeliveryRequest;
     try {
-      const request = await this.buildRequest(job, operation);
-      const response = await this.agent.request({
-        origin: request.origin,
-        path: request.path,
-        method: request.method as Dispatcher.HttpMethod,
-        headers: request.headers,
-        body: request.body ?? null,
-        signal: controller.signal,
-      });
-      const success = response.statusCode >= 200 && response.statusCode < 300;
-      const body = success ? null : await readCapped(response.body, MAX_ERROR_BODY_BYTES);
-      if (success) await response.body.dump().catch(() => undefined);
-      const header = (name: string) => {
-        const value = response.headers[name];
-        return Array.isArray(value) ? value[0] : value;
-      };
-      // A response whose body was still arriving when time ran out is a timeout, not a response.
-      if (timedOut) return { kind: "no-response", error: describeFailure(undefined, timeoutMs, true) };
-      return {
-        kind: "response",
-        statusCode: response.statusCode,
-        jobRetry: header("x-job-retry")?.trim().toLowerCase(),
-        retryAfter: header("retry-after"),
-        body,
-      };
+      request = await this.buildRequest(job, operation);
     } catch (error) {
-      return { kind: "no-response", error: describeFailure(error, timeoutMs, timedOut) };
-    } finally {
-      clearTimeout(timer);
+      return { kind: "no-response", error: describeFailure(error, timeoutMs, false) };
     }
+    return new Promise<DeliveryResult>((resolve) => {
+      this.agent.dispatch(
+        {
+          origin: request.origin,
+          path: request.path,
+          method: request.method as Dispatcher.HttpMethod,
+          headers: request.headers,
+          body: request.body ?? null,
+        },
+        new Exchange(timeoutMs, resolve),
+      );
+    });
   }
 
   /** Closes every pooled connection, aborting exchanges still in progress (they were already given up). */

@@ -19,6 +19,7 @@ import type { JobResult } from "../../job/schemas.js";
 import { JOB_STATUSES, type JobStatus } from "../../job/statuses.js";
 import { readMigrations } from "../migrations.js";
 import {
+  createdJobRow,
   StoreLockedError,
   StoreUnavailableError,
   type JobCancelOutcome,
@@ -154,6 +155,10 @@ export class SqliteEngine {
       // Checkpoint every ~40 MB of WAL rather than every 4 MB: a page written by many commits (the tail of every
       // index) is copied into the database once per checkpoint, so fewer checkpoints copy far fewer pages.
       db.pragma("wal_autocheckpoint = 10000");
+      // Savepoints (one per insert of a batch) keep their undo pages in a statement journal, by default a temporary
+      // file: in memory instead, an insert costs half as much (measured 42 → 24 µs). A statement journal only ever
+      // serves a rollback inside the open transaction, so durability does not depend on it.
+      db.pragma("temp_store = MEMORY");
       const schemaVersion = migrate(db);
       db.pragma("busy_timeout = 5000");
       return new SqliteEngine({ db, clock, schemaVersion });
@@ -244,12 +249,24 @@ export class SqliteEngine {
              SELECT concurrency_key FROM jobs INDEXED BY jobs_running_concurrency_key WHERE concurrency_key IS NOT NULL AND status = 'running'))
          ORDER BY run_at LIMIT :limit`,
       ),
-      // Run, then read back by rowid: cheaper than RETURNING *.
+      // Run, then read back by rowid (claimedJson): cheaper than RETURNING *.
       claimOne: db.prepare<{ seq: number; now: number }>(
         `UPDATE jobs SET status = 'running', attempt = attempt + 1, started_at = :now, heartbeat_at = :now
          WHERE seq = :seq AND ${CLAIMABLE}`,
       ),
-      getBySeq: db.prepare<[number], SqliteJobRow>("SELECT * FROM jobs WHERE seq = ?"),
+      // A claimed row as the JSON of its JobRow, built by SQLite: one string per row rather than an object of 21
+      // properties, and a string crosses to the calling thread as a copy, where an object graph is cloned.
+      claimedJson: db
+        .prepare<[number], string>(
+          `SELECT json_object('seq', seq, 'id', id, 'operationId', operation_id, 'status', status, 'attempt', attempt,
+             'maxAttempts', max_attempts, 'priority', priority, 'runAt', run_at, 'createdAt', created_at,
+             'startedAt', started_at, 'finishedAt', finished_at, 'heartbeatAt', heartbeat_at, 'dedupeKey', dedupe_key,
+             'concurrencyKey', concurrency_key, 'enqueuedByOperationId', enqueued_by_operation_id,
+             'parentJobId', parent_job_id, 'originalRequestId', original_request_id, 'userId', user_id,
+             'authority', json(authority), 'request', json(request), 'result', json(result))
+           FROM jobs WHERE seq = ?`,
+        )
+        .pluck(),
       finish: db.prepare<{ id: string; attempt: number; status: string; result: string; now: number }>(
         `UPDATE jobs SET status = :status, result = :result, finished_at = :now, heartbeat_at = NULL
          WHERE id = :id AND status = 'running' AND attempt = :attempt`,
@@ -429,19 +446,17 @@ export class SqliteEngine {
     const chain = s.chargeChain.get({ rid: params.originalRequestId, cap: params.spawnCap });
     if (!chain) return { kind: "spawn_cap_exceeded" };
     const chainCancelled = chain.cancelled_at !== null;
-    const status = chainCancelled ? "cancelled" : "pending";
-    const finishedAt = chainCancelled ? now : null;
-    const result: JobResult | null = chainCancelled ? { error_body: null, terminal_reason: "cancelled-by-chain" } : null;
-    // The row is built here from what was written rather than read back (RETURNING * would cost a third of the insert).
+    const job = createdJobRow(params, { seq: 0, createdAt: now, chainCancelled });
+    // The row is built from what was written rather than read back (RETURNING * would cost a third of the insert).
     const info = s.insertJob.run({
       id: params.id,
       operation_id: params.operationId,
-      status,
+      status: job.status,
       max_attempts: params.maxAttempts,
       priority: params.priority,
       run_at: params.runAt,
       created_at: now,
-      finished_at: finishedAt,
+      finished_at: job.finishedAt,
       dedupe_key: params.dedupeKey,
       concurrency_key: params.concurrencyKey,
       enqueued_by_operation_id: params.enqueuedByOperationId,
@@ -450,31 +465,9 @@ export class SqliteEngine {
       user_id: params.userId,
       authority: JSON.stringify(params.authority),
       request: JSON.stringify(params.request),
-      result: result === null ? null : JSON.stringify(result),
+      result: job.result === null ? null : JSON.stringify(job.result),
     });
-    const job: JobRow = {
-      seq: Number(info.lastInsertRowid),
-      id: params.id,
-      operationId: params.operationId,
-      status,
-      attempt: 0,
-      maxAttempts: params.maxAttempts,
-      priority: params.priority,
-      runAt: params.runAt,
-      createdAt: now,
-      startedAt: null,
-      finishedAt,
-      heartbeatAt: null,
-      dedupeKey: params.dedupeKey,
-      concurrencyKey: params.concurrencyKey,
-      enqueuedByOperationId: params.enqueuedByOperationId,
-      parentJobId: params.parentJobId,
-      originalRequestId: params.originalRequestId,
-      userId: params.userId,
-      authority: params.authority,
-      request: params.request,
-      result,
-    };
+    job.seq = Number(info.lastInsertRowid);
     return { kind: "created", job };
   }
 
@@ -563,8 +556,9 @@ export class SqliteEngine {
     });
   }
 
-  jobClaimMany(params: { limit: number }): JobRow[] {
-    if (params.limit <= 0) return [];
+  /** Claims up to `limit` due jobs; the answer is the JSON text of their `JobRow`s, in claim order. */
+  jobClaimManyJson(params: { limit: number }): string {
+    if (params.limit <= 0) return "[]";
     return this.writeLazily(() => {
       const now = this.clock.now();
       const s = this.statements;
@@ -594,13 +588,13 @@ export class SqliteEngine {
           if (candidates.length < pageSize) break;
         }
       }
-      const claimed: JobRow[] = [];
+      const claimed: string[] = [];
       for (const seq of chosen) {
         if (s.claimOne.run({ seq, now }).changes === 0) continue;
-        const row = s.getBySeq.get(seq);
-        if (row) claimed.push(toJobRow(row));
+        const row = s.claimedJson.get(seq);
+        if (row !== undefined) claimed.push(row);
       }
-      return claimed;
+      return `[${claimed.join(",")}]`;
     });
   }
 

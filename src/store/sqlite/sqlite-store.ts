@@ -13,6 +13,7 @@
 import { Worker } from "node:worker_threads";
 import type { Clock } from "../../clock.js";
 import {
+  createdJobRow,
   StoreUnavailableError,
   type AttemptBucket,
   type DeadJobFilter,
@@ -28,7 +29,7 @@ import {
   type JobStats,
   type Store,
 } from "../store.js";
-import { deserializeError, type EngineCall, type EngineMethod, type FromThread, type SerializedError } from "./thread-protocol.js";
+import { deserializeError, type EngineCall, type EngineMethod, type FromThread, type InsertAnswer } from "./thread-protocol.js";
 
 /** Most inserts in one transaction, so one batch never holds the thread (and every other call) for long. */
 const MAX_INSERT_BATCH = 512;
@@ -43,8 +44,6 @@ interface PendingCall {
   resolve: (value: unknown) => void;
   reject: (error: unknown) => void;
 }
-
-type SettledOnThread = { ok: true; value: JobInsertOutcome } | { ok: false; error: SerializedError };
 
 /** Starts the thread; from the TypeScript sources (tests, `tsx`) it loads them through tsx as the caller does. */
 function startThread(path: string): Worker {
@@ -164,15 +163,17 @@ export class SqliteStore implements Store {
   private sendInserts(): void {
     if (this.insertInFlight !== null || this.pendingInserts.length === 0) return;
     const batch = this.pendingInserts.splice(0, MAX_INSERT_BATCH);
-    this.insertInFlight = this.send<SettledOnThread[]>(
+    this.insertInFlight = this.send<InsertAnswer[]>(
       "jobInsertMany",
       [batch.map((item) => item.params)],
     ).then(
       (settled) => {
         batch.forEach((item, index) => {
-          const outcome = settled[index];
-          if (outcome?.ok) item.resolve(outcome.value);
-          else item.reject(outcome ? deserializeError(outcome.error) : new Error("no outcome for an insert"));
+          const answer = settled[index];
+          if (!answer) item.reject(new Error("no outcome for an insert"));
+          else if (!answer.ok) item.reject(deserializeError(answer.error));
+          else if ("created" in answer) item.resolve({ kind: "created", job: createdJobRow(item.params, answer.created) });
+          else item.resolve(answer.value);
         });
       },
       (error: unknown) => {
@@ -204,9 +205,9 @@ export class SqliteStore implements Store {
     return this.call("chainCancel", params);
   }
 
-  jobClaimMany(params: { limit: number }): Promise<JobRow[]> {
-    if (params.limit <= 0) return Promise.resolve([]);
-    return this.call("jobClaimMany", params);
+  async jobClaimMany(params: { limit: number }): Promise<JobRow[]> {
+    if (params.limit <= 0) return [];
+    return JSON.parse(await this.call<string>("jobClaimManyJson", params)) as JobRow[];
   }
 
   jobCompleteMany(params: { outcomes: JobOutcome[] }): Promise<boolean[]> {

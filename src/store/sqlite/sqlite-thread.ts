@@ -7,7 +7,7 @@
 import { parentPort, workerData } from "node:worker_threads";
 import type { Clock } from "../../clock.js";
 import { SqliteEngine } from "./sqlite-engine.js";
-import { serializeError, type EngineCall, type EngineMethod, type FromThread } from "./thread-protocol.js";
+import { serializeError, type EngineCall, type EngineMethod, type FromThread, type InsertAnswer } from "./thread-protocol.js";
 
 const port = parentPort;
 if (!port) throw new Error("sqlite-thread.ts runs as a worker thread");
@@ -36,9 +36,12 @@ port.on("message", (call: EngineCall) => {
     const method = engine[call.method as EngineMethod] as (...args: unknown[]) => unknown;
     let value = method.apply(engine, call.args);
     if (call.method === "jobInsertMany") {
-      value = (value as ReturnType<SqliteEngine["jobInsertMany"]>).map((settled) =>
-        settled.ok ? settled : { ok: false, error: serializeError(settled.error) },
-      );
+      value = (value as ReturnType<SqliteEngine["jobInsertMany"]>).map((settled): InsertAnswer => {
+        if (!settled.ok) return { ok: false, error: serializeError(settled.error) };
+        if (settled.value.kind !== "created") return settled;
+        const { seq, createdAt, status } = settled.value.job;
+        return { ok: true, created: { seq, createdAt, chainCancelled: status === "cancelled" } };
+      });
     }
     post({ kind: "answer", id: call.id, ok: true, value });
   } catch (error) {

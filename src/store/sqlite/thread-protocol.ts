@@ -1,5 +1,5 @@
 /** The messages between `SqliteStore` and the thread that owns the connection (sqlite-thread.ts). */
-import { StoreLockedError, StoreUnavailableError } from "../store.js";
+import { StoreLockedError, StoreUnavailableError, type JobInsertOutcome } from "../store.js";
 import type { SqliteEngine } from "./sqlite-engine.js";
 
 /** The engine's methods a caller may name. */
@@ -27,6 +27,16 @@ export type FromThread =
   | { kind: "failed"; error: SerializedError }
   | { kind: "answer"; id: number; ok: true; value: unknown }
   | { kind: "answer"; id: number; ok: false; error: SerializedError };
+
+/**
+ * How one insert of a batch comes back. A created job comes back as what the caller cannot know (its seq, its
+ * creation time, whether its chain was cancelled); the caller rebuilds the row from its own parameters
+ * (`createdJobRow`), so the job's payload does not cross the boundary twice.
+ */
+export type InsertAnswer =
+  | { ok: true; created: { seq: number; createdAt: number; chainCancelled: boolean } }
+  | { ok: true; value: JobInsertOutcome }
+  | { ok: false; error: SerializedError };
 
 export function serializeError(error: unknown): SerializedError {
   if (error instanceof Error) {
