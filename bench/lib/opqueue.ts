@@ -19,6 +19,9 @@ import { parseConfig } from "../../src/config.js";
 import { AUTH } from "./assertions.js";
 import { ROOT } from "./ipc.js";
 
+/** Linux reports process CPU times in clock ticks of 1/100 s (`getconf CLK_TCK`). */
+const CLOCK_TICKS_PER_SECOND = 100;
+
 /**
  * The product the benchmarks enqueue for: `createUser` may enqueue the background operations `buildReport` (what
  * is measured) and `warmUp` (jobs that warm a fresh node up before a drain; the target does not count them).
@@ -189,6 +192,18 @@ export class ServeProcess {
       const status = readFileSync(`/proc/${this.pid}/status`, "utf8");
       const match = /^VmHWM:\s+(\d+) kB/m.exec(status);
       return match ? Number(match[1]) / 1024 : null;
+    } catch {
+      return null;
+    }
+  }
+
+  /** CPU time the process has used so far (user + system, all threads), in ms; null when it cannot be read. */
+  cpuMs(): number | null {
+    try {
+      const stat = readFileSync(`/proc/${this.pid}/stat`, "utf8");
+      // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th, in ticks.
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_SECOND;
     } catch {
       return null;
     }

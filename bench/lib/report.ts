@@ -59,6 +59,7 @@ const METRIC_NAMES: Record<string, string> = {
   p99: "p99",
   max: "max",
   peak_rss: "peak RSS",
+  cpu_per_job: "node CPU per job",
   enqueue_rate: "enqueue rate",
   enqueue_p50: "enqueue p50",
   enqueue_p99: "enqueue p99",

@@ -26,6 +26,7 @@ export async function opqueueDrain(
   const rates: number[] = [];
   const fromStart: number[] = [];
   const rss: number[] = [];
+  const cpu: number[] = [];
   for (let run = 0; run < sizes.runs; run++) {
     const result = await opqueueDrainRun(ctx, db, {
       count: sizes.drain.jobs,
@@ -35,6 +36,7 @@ export async function opqueueDrain(
     rates.push(result.rate);
     fromStart.push(result.rateFromStart);
     if (result.peakRssMb !== null) rss.push(result.peakRssMb);
+    if (result.cpuUsPerJob !== null) cpu.push(result.cpuUsPerJob);
     if (result.duplicates > 0) recorder.note(`${label} run ${run + 1}: ${result.duplicates} repeated deliveries`);
     if (result.overrunMs > 0) recorder.note(`${label} run ${run + 1}: the warm-up ended ${result.overrunMs} ms after the jobs were due`);
     if (result.succeeded !== sizes.drain.jobs) {
@@ -46,6 +48,7 @@ export async function opqueueDrain(
   recorder.add({ system, label, engine, metric: "rate", unit: "jobs/s", values: rates });
   recorder.add({ system, label, engine, metric: "rate_from_start", unit: "jobs/s", values: fromStart });
   recorder.add({ system, label, engine, metric: "peak_rss", unit: "MB", values: rss });
+  if (cpu.length > 0) recorder.add({ system, label, engine, metric: "cpu_per_job", unit: "µs", values: cpu });
 }
 
 /**
