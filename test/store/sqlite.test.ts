@@ -96,6 +96,17 @@ describe("sqlite engine", () => {
     }
   });
 
+  test("durable writes switch the connection back to synchronous=FULL after claims and outcomes ran without an fsync", async (t) => {
+    const store = await SqliteStore.open({ path: join(tempDir(t), "opqueue.db"), clock: new ManualClock() });
+    t.after(() => store.close());
+    await store.jobInsert(jobParams({ runAt: 0 }));
+    const [claimed] = await store.jobClaimMany({ limit: 1 });
+    assert.ok(claimed, "the job was claimed");
+    assert.equal((await store.connectionSettings()).synchronous, 1, "a claim commits with synchronous=NORMAL");
+    await store.jobInsert(jobParams());
+    assert.equal((await store.connectionSettings()).synchronous, 2, "an insert commits with synchronous=FULL");
+  });
+
   test("a second process opening the same file fails with StoreLockedError, and succeeds once the holder closes", async (t) => {
     const path = join(tempDir(t), "opqueue.db");
     const holder = await SqliteStore.open({ path, clock: new ManualClock() });

@@ -132,6 +132,8 @@ export class SqliteEngine {
   private readonly statements;
   private readonly listStatements = new Map<string, Database.Statement>();
   private closed = false;
+  /** The connection's `synchronous` setting: FULL for durable writes, NORMAL for lazy ones (set at open: FULL). */
+  private synchronous: "FULL" | "NORMAL" = "FULL";
 
   private constructor(options: { db: Database.Database; clock: Clock; schemaVersion: number }) {
     this.db = options.db;
@@ -366,14 +368,10 @@ export class SqliteEngine {
     if (this.closed) throw new StoreUnavailableError("the store is closed");
   }
 
-  /** Runs `fn` in a write transaction, turning "cannot serve now" failures into `StoreUnavailableError`. */
+  /** Runs `fn` in a durable write transaction (`synchronous=FULL`: the commit waits for an fsync). */
   private write<T>(fn: () => T): T {
-    this.assertOpen();
-    try {
-      return this.db.transaction(fn).immediate();
-    } catch (error) {
-      throw mapError(error);
-    }
+    this.setSynchronous("FULL");
+    return this.transact(fn);
   }
 
   /**
@@ -383,12 +381,25 @@ export class SqliteEngine {
    * queue, which at-least-once delivery allows.
    */
   private writeLazily<T>(fn: () => T): T {
+    this.setSynchronous("NORMAL");
+    return this.transact(fn);
+  }
+
+  /** Switches the connection's commit mode only when it changes: claims and outcomes come in runs. */
+  private setSynchronous(mode: "FULL" | "NORMAL"): void {
     this.assertOpen();
-    this.db.pragma("synchronous = NORMAL");
+    if (this.synchronous === mode) return;
+    this.db.pragma(`synchronous = ${mode}`);
+    this.synchronous = mode;
+  }
+
+  /** Runs `fn` in a write transaction, turning "cannot serve now" failures into `StoreUnavailableError`. */
+  private transact<T>(fn: () => T): T {
+    this.assertOpen();
     try {
-      return this.write(fn);
-    } finally {
-      this.db.pragma("synchronous = FULL");
+      return this.db.transaction(fn).immediate();
+    } catch (error) {
+      throw mapError(error);
     }
   }
 
