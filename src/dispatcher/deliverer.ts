@@ -3,8 +3,8 @@
  * how it ended. It never throws for anything the target or the network does; every ending is an `AttemptResult`.
  *
  * One undici Agent holds a keep-alive pool per origin. The timeout covers the whole exchange (connect, headers,
- * body). Redirects are not followed. A success's body is discarded as it arrives; a failure body is read up to 8192
- * bytes, cut on a UTF-8 boundary, and an exchange whose failure body runs past that is aborted.
+ * body). Redirects are not followed. A success's body is discarded as it arrives; a failure body is kept up to 8192
+ * bytes, cut on a UTF-8 boundary, and the rest is read and thrown away (up to 128 KiB) so the socket can be reused.
  */
 import type { IncomingHttpHeaders } from "node:http";
 import { Agent, type Dispatcher } from "undici";
@@ -74,9 +74,16 @@ function describeFailure(error: unknown, timeoutMs: number, timedOut: boolean): 
 }
 
 /**
+ * Bytes of a failure body read past the cap, and thrown away, so the connection can be reused; a longer body ends
+ * the exchange instead (a target streaming an endless error must not hold a connection).
+ */
+const DISCARDED_BYTES_MAX = 128 * 1024;
+
+/**
  * One exchange, as undici's low-level handler: no response stream, no AbortSignal, one timer. A success's body is
- * discarded as it arrives; a failure's is kept up to `MAX_ERROR_BODY_BYTES`, and once past the cap the exchange is
- * aborted rather than read to its end (a target streaming an endless error must not hold the slot).
+ * discarded as it arrives. A failure's is kept up to `MAX_ERROR_BODY_BYTES`: the attempt is over once the cap is
+ * passed, and the rest of the body is read and thrown away in the background (up to `DISCARDED_BYTES_MAX`, and
+ * within the timeout) so the connection goes back to the pool.
  */
 class Exchange implements Dispatcher.DispatchHandler {
   private controller: Dispatcher.DispatchController | null = null;
@@ -84,6 +91,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   private timedOut = false;
   private settled = false;
   private response: { statusCode: number; jobRetry: string | undefined; retryAfter: string | undefined } | null = null;
+  /** The failure body so far (null for a success, whose body is not kept). */
   private chunks: Buffer[] | null = null;
   private size = 0;
 
@@ -94,15 +102,14 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.timer = setTimeout(() => {
       this.timedOut = true;
       // A response whose body was still arriving when time ran out is a timeout, not a response.
-      this.finish({ kind: "no-response", error: describeFailure(undefined, timeoutMs, true) });
+      this.settle({ kind: "no-response", error: describeFailure(undefined, timeoutMs, true) });
       this.controller?.abort(new Error(`timed out after ${timeoutMs} ms`));
     }, timeoutMs);
   }
 
-  private finish(result: DeliveryResult): void {
+  private settle(result: DeliveryResult): void {
     if (this.settled) return;
     this.settled = true;
-    clearTimeout(this.timer);
     this.resolve(result);
   }
 
@@ -115,7 +122,7 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.controller = controller;
-    if (this.settled) controller.abort(new Error(`timed out after ${this.timeoutMs} ms`));
+    if (this.timedOut) controller.abort(new Error(`timed out after ${this.timeoutMs} ms`));
   }
 
   onResponseStart(
@@ -133,21 +140,24 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (this.chunks === null || this.settled) return;
-    this.chunks.push(chunk);
+    if (this.chunks === null) return;
     this.size += chunk.length;
-    if (this.size > MAX_ERROR_BODY_BYTES) {
-      this.finish(this.bodyResult());
-      controller.abort(new Error("failure body past its cap"));
+    if (this.settled) {
+      if (this.size > MAX_ERROR_BODY_BYTES + DISCARDED_BYTES_MAX) controller.abort(new Error("failure body too long to discard"));
+      return;
     }
+    this.chunks.push(chunk);
+    if (this.size > MAX_ERROR_BODY_BYTES) this.settle(this.bodyResult());
   }
 
   onResponseEnd(): void {
-    this.finish(this.bodyResult());
+    clearTimeout(this.timer);
+    this.settle(this.bodyResult());
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
-    this.finish({ kind: "no-response", error: describeFailure(error, this.timeoutMs, this.timedOut) });
+    clearTimeout(this.timer);
+    this.settle({ kind: "no-response", error: describeFailure(error, this.timeoutMs, this.timedOut) });
   }
 }
 

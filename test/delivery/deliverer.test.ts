@@ -325,6 +325,23 @@ describe("how an exchange ends", () => {
     assert.equal(target.requests.length, 2);
   });
 
+  test("a failure body a little past the cap is read to its end, so the next delivery reuses the connection", async (t) => {
+    const ports: Array<number | undefined> = [];
+    const { s } = await setup(t, {
+      handler: (_request, res) => {
+        ports.push(res.socket?.remotePort);
+        if (ports.length === 1) reply(res, 500, { body: "e".repeat(20_000) });
+        else reply(res, 204);
+      },
+    });
+    const { result } = await deliverOnce(s, welcome());
+    assert.equal(result.kind === "response" && result.body, "e".repeat(MAX_ERROR_BODY_BYTES));
+    const next = await deliverOnce(s, welcome());
+    assert.equal(next.result.kind === "response" && next.result.statusCode, 204);
+    assert.equal(ports.length, 2);
+    assert.equal(ports[1], ports[0], "both requests came over one connection");
+  });
+
   test("an endless failure body is cut without waiting for its end", async (t) => {
     // If the deliverer buffered the whole body, this attempt could only end by timing out.
     const chunk = Buffer.alloc(64 * 1024, "w");
