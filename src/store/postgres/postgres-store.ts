@@ -19,6 +19,7 @@ import { JOB_STATUSES, type JobResult, type JobStatus } from "../../job/schemas.
 import { readMigrations } from "../migrations.js";
 import { NotificationListener } from "./listener.js";
 import {
+  createdJobRow,
   StoreUnavailableError,
   toBuckets,
   type AttemptBucket,
@@ -136,11 +137,27 @@ function insertArgument(params: JobInsertParams): object {
   };
 }
 
-function toInsertOutcome(answer: { kind: string; job?: PgRow }): JobInsertOutcome {
+/** What `opqueue_insert_job` answers: a created job as its seq alone (the caller holds the rest), others whole. */
+interface InsertAnswer {
+  kind: string;
+  seq?: number;
+  chain_cancelled?: boolean;
+  job?: PgRow;
+}
+
+function toInsertOutcome(answer: InsertAnswer, params: JobInsertParams, now: Date): JobInsertOutcome {
   switch (answer.kind) {
     case "created":
+      return {
+        kind: "created",
+        job: createdJobRow(params, {
+          seq: Number(answer.seq),
+          createdAt: now.getTime(),
+          chainCancelled: answer.chain_cancelled === true,
+        }),
+      };
     case "deduplicated":
-      return { kind: answer.kind, job: toJobRow(answer.job ?? {}) };
+      return { kind: "deduplicated", job: toJobRow(answer.job ?? {}) };
     case "dedupe_conflict":
       return { kind: "dedupe_conflict", holder: toJobRow(answer.job ?? {}) };
     case "spawn_cap_exceeded":
@@ -379,12 +396,13 @@ export class PostgresStore implements Store {
   }
 
   private async insertBatch(items: JobInsertParams[]): Promise<JobInsertOutcome[]> {
+    const now = this.now();
     const rows = await this.query(
       "SELECT opqueue_insert_jobs($1::json, $2) AS outcome",
-      [JSON.stringify(items.map(insertArgument)), this.now()],
+      [JSON.stringify(items.map(insertArgument)), now],
       "opqueue_insert_jobs",
     );
-    return rows.map((row) => toInsertOutcome(row["outcome"] as { kind: string; job?: PgRow }));
+    return rows.map((row, index) => toInsertOutcome(row["outcome"] as InsertAnswer, items[index] as JobInsertParams, now));
   }
 
   async jobGet(params: { id: string }): Promise<JobRow | undefined> {
@@ -628,11 +646,12 @@ export class PostgresStore implements Store {
         [params.name, new Date(params.tickAt)],
       );
       if (tick.rowCount === 0) return { kind: "already_enqueued" } as const;
+      const now = this.now();
       const answer = await client.query<PgRow>("SELECT opqueue_insert_job($1::json, $2) AS outcome", [
         JSON.stringify(insertArgument(params.job)),
-        this.now(),
+        now,
       ]);
-      const outcome = toInsertOutcome(answer.rows[0]?.["outcome"] as { kind: string; job?: PgRow });
+      const outcome = toInsertOutcome(answer.rows[0]?.["outcome"] as InsertAnswer, params.job, now);
       if (outcome.kind === "created" || outcome.kind === "deduplicated") {
         await client.query("UPDATE cron_ticks SET job_id = $3 WHERE name = $1 AND tick_at = $2", [
           params.name,
