@@ -255,7 +255,9 @@ export async function opqueueDrainRun(
     // The node's CPU (both threads) over the drain, which stays steady where the rate moves with the machine's
     // other load: the last outcomes may still be queued, so this is a slight undercount.
     const cpuAfter = serve.cpuMs();
-    const cpuUsPerJob = cpuBefore === null || cpuAfter === null ? null : ((cpuAfter - cpuBefore) * 1000) / options.count;
+    // Not measured when the warm-up ran past the due time: part of the drain happened before the first reading.
+    const cpuUsPerJob =
+      cpuBefore === null || cpuAfter === null || overrunMs > 0 ? null : ((cpuAfter - cpuBefore) * 1000) / options.count;
     // A graceful stop writes the outcomes still queued in the node's completer.
     const peakRssMb = await serve.stop();
     serve = undefined;
