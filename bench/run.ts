@@ -11,7 +11,7 @@
  *   --profile DIR          serve processes write CPU profiles (--cpu-prof) into DIR
  *   --skip-peers           measure opqueue only (no references)
  *   --quiet SECONDS        before each scenario, wait up to SECONDS for other work on the machine to settle
- *                          (under half a core busy over 1 s)
+ *                          (under half a core busy over 1 s); PostgreSQL is checkpointed before each scenario either way
  *   --out FILE             where a narrowed run writes its results (default: a file under /tmp)
  *   --report FILE.json     regenerate BENCHMARKS.md and the chart from a results file, and exit
  *   --merge-into FILE.json after a narrowed run (say, one scenario rerun because other work disturbed it), replace
@@ -27,7 +27,7 @@ import { throughputSvg } from "./lib/chart.js";
 import { Context, ENGINE_LABEL, SIZES } from "./lib/context.js";
 import { evaluateGoals } from "./lib/goals.js";
 import { ROOT } from "./lib/ipc.js";
-import { dropLeftoverSchemas } from "./lib/pg.js";
+import { checkpoint, dropLeftoverSchemas } from "./lib/pg.js";
 import { benchmarksMarkdown } from "./lib/report.js";
 import { describeEnvironment, sampleBusyCores, SCENARIOS, type Engine, type Results, type ScenarioId, type ScenarioResult } from "./lib/results.js";
 import { formatSummary } from "./lib/stats.js";
@@ -161,6 +161,7 @@ async function main(): Promise<void> {
     for (const id of SCENARIOS) {
       if (only.length > 0 && !only.includes(id)) continue;
       const quietUntil = performance.now() + Number(values.quiet ?? 0) * 1000;
+      await checkpoint();
       let busy = await sampleBusyCores();
       while (busy > 0.5 && performance.now() < quietUntil) {
         process.stderr.write(`${id}: waiting for the machine to settle (${busy.toFixed(2)} cores busy elsewhere)\r`);

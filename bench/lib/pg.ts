@@ -12,6 +12,24 @@ export async function adminClient(): Promise<pg.Client> {
   return client;
 }
 
+/**
+ * Writes PostgreSQL's dirty buffers out now (CHECKPOINT), so what the previous scenario wrote (a million-job backlog,
+ * the peers' tables) is not flushed during the next one's measurements. Best effort: an unreachable server or a
+ * role without the right to checkpoint only leaves the flush to PostgreSQL's own schedule.
+ */
+export async function checkpoint(): Promise<void> {
+  try {
+    const client = await adminClient();
+    try {
+      await client.query("CHECKPOINT");
+    } finally {
+      await client.end();
+    }
+  } catch {
+    // Nothing to settle, or not allowed to: the scenario runs all the same.
+  }
+}
+
 /** A fresh schema name: `prefix_` plus random hex (lower case, as opqueue's `?schema=` requires). */
 export function freshSchema(prefix: string): string {
   return `${prefix}_${randomBytes(5).toString("hex")}`;
