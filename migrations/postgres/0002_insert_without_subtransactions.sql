@@ -18,21 +18,10 @@ DECLARE
   -- The scalars are read from a jsonb copy, parsed once: each ->> on a json value parses its text again.
   b jsonb := p::jsonb;
   v_job jobs;
-  v_seq bigint;
-  v_cancelled_at timestamptz;
   v_constraint text;
 BEGIN
   IF b->>'dedupe_key' IS NULL THEN
-    INSERT INTO chains AS c (original_request_id, jobs_created) VALUES (b->>'original_request_id', 1)
-      ON CONFLICT (original_request_id) DO UPDATE SET jobs_created = c.jobs_created + 1
-        WHERE c.jobs_created < (b->>'spawn_cap')::integer
-      RETURNING c.cancelled_at INTO v_cancelled_at;
-    -- No row back: the chain is full (the upsert's WHERE refused the increment).
-    IF NOT FOUND THEN
-      RETURN json_build_object('kind', 'spawn_cap_exceeded');
-    END IF;
-    v_seq := opqueue_insert_job_row(p, b, p_now, v_cancelled_at);
-    RETURN json_build_object('kind', 'created', 'seq', v_seq, 'chain_cancelled', v_cancelled_at IS NOT NULL);
+    RETURN opqueue_create_job(p, b, p_now);
   END IF;
   -- With a dedupe key: two transactions may race for it; the loser's INSERT meets the unique index, and the loop
   -- goes round once more, now finding the winner's job to upsert. The chain charge sits inside the same sub-block
@@ -50,15 +39,7 @@ BEGIN
       RETURN json_build_object('kind', 'deduplicated', 'job', row_to_json(v_job));
     END IF;
     BEGIN
-      INSERT INTO chains AS c (original_request_id, jobs_created) VALUES (b->>'original_request_id', 1)
-        ON CONFLICT (original_request_id) DO UPDATE SET jobs_created = c.jobs_created + 1
-          WHERE c.jobs_created < (b->>'spawn_cap')::integer
-        RETURNING c.cancelled_at INTO v_cancelled_at;
-      IF NOT FOUND THEN
-        RETURN json_build_object('kind', 'spawn_cap_exceeded');
-      END IF;
-      v_seq := opqueue_insert_job_row(p, b, p_now, v_cancelled_at);
-      RETURN json_build_object('kind', 'created', 'seq', v_seq, 'chain_cancelled', v_cancelled_at IS NOT NULL);
+      RETURN opqueue_create_job(p, b, p_now);
     EXCEPTION WHEN unique_violation THEN
       GET STACKED DIAGNOSTICS v_constraint = CONSTRAINT_NAME;
       IF v_constraint IS DISTINCT FROM 'jobs_dedupe_key' THEN
@@ -70,22 +51,37 @@ BEGIN
 END
 $$;
 
--- The row of a new job, `cancelled` (cancelled-by-chain) when its chain was cancelled at `p_cancelled_at`; its seq.
--- Scalars come from `b` (the jsonb of `p`); the authority and the request from `p`, so their text is kept as sent.
-CREATE FUNCTION opqueue_insert_job_row(p json, b jsonb, p_now timestamptz, p_cancelled_at timestamptz) RETURNS bigint
-LANGUAGE sql AS $$
+-- Charges the job to its chain and inserts it: `pending`, or `cancelled` (cancelled-by-chain) when its chain was
+-- cancelled; nothing when the chain is full. Scalars come from `b` (the jsonb of `p`); the authority and the request
+-- from `p`, so their text is kept as sent.
+CREATE FUNCTION opqueue_create_job(p json, b jsonb, p_now timestamptz) RETURNS json
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_seq bigint;
+  v_cancelled_at timestamptz;
+BEGIN
+  INSERT INTO chains AS c (original_request_id, jobs_created) VALUES (b->>'original_request_id', 1)
+    ON CONFLICT (original_request_id) DO UPDATE SET jobs_created = c.jobs_created + 1
+      WHERE c.jobs_created < (b->>'spawn_cap')::integer
+    RETURNING c.cancelled_at INTO v_cancelled_at;
+  -- No row back: the chain is full (the upsert's WHERE refused the increment).
+  IF NOT FOUND THEN
+    RETURN json_build_object('kind', 'spawn_cap_exceeded');
+  END IF;
   INSERT INTO jobs (id, operation_id, status, attempt, max_attempts, priority, run_at, created_at, finished_at,
       dedupe_key, concurrency_key, enqueued_by_operation_id, parent_job_id, original_request_id, user_id,
       authority, request, result)
     VALUES (b->>'id', b->>'operation_id',
-      CASE WHEN p_cancelled_at IS NULL THEN 'pending' ELSE 'cancelled' END,
+      CASE WHEN v_cancelled_at IS NULL THEN 'pending' ELSE 'cancelled' END,
       0, (b->>'max_attempts')::integer, (b->>'priority')::integer, (b->>'run_at')::timestamptz, p_now,
-      CASE WHEN p_cancelled_at IS NULL THEN NULL ELSE p_now END,
+      CASE WHEN v_cancelled_at IS NULL THEN NULL ELSE p_now END,
       b->>'dedupe_key', b->>'concurrency_key', b->>'enqueued_by_operation_id', b->>'parent_job_id',
       b->>'original_request_id', b->>'user_id', p->'authority', p->'request',
-      CASE WHEN p_cancelled_at IS NULL THEN NULL
+      CASE WHEN v_cancelled_at IS NULL THEN NULL
         ELSE '{"error_body":null,"terminal_reason":"cancelled-by-chain"}'::json END)
-    RETURNING seq;
+    RETURNING seq INTO v_seq;
+  RETURN json_build_object('kind', 'created', 'seq', v_seq, 'chain_cancelled', v_cancelled_at IS NOT NULL);
+END
 $$;
 
 -- As in version 1 (one call, one commit, one NOTIFY per batch), reading the new answers: a created job becomes
