@@ -8,6 +8,9 @@
  *   `worker.poll_ms` fallback. While busy it claims in batches (at least a quarter of `worker.concurrency`), and
  *   up to three claims may be in flight, each holding the slots it asked for, so deliveries that end while a claim
  *   is on its way to the database do not wait for it to come back before their slots are refilled.
+ *   While deliveries are quick (a recent average under `CLAIM_AHEAD_MAX_DELIVERY_MS`), it also claims up to half of
+ *   `worker.concurrency` jobs ahead of free slots: they wait in `ready` (running in the database, heartbeated like
+ *   the deliveries) and start the moment a delivery ends, so a slot never idles for a claim's round trip.
  * - `paused`: a claim or a heartbeat failed (database trouble). No claims until a heartbeat or a claim retried
  *   after `poll_ms` succeeds: a node that cannot renew its leases must not take more work.
  * - `stopping`: no more claims; in-flight deliveries may finish for up to `shutdown.grace_ms`; the rest are put
@@ -21,7 +24,7 @@ import type { Logger } from "pino";
 import type { Clock } from "../clock.js";
 import type { Config } from "../config.js";
 import { decideAttempt, type AttemptDecision, type RetrySettings } from "../job/retry-policy.js";
-import type { JobRow, Store } from "../store/store.js";
+import type { JobAttempt, JobRow, Store } from "../store/store.js";
 import type { Telemetry } from "../telemetry/events.js";
 import { Completer } from "./completer.js";
 import type { Deliverer } from "./deliverer.js";
@@ -30,6 +33,16 @@ type State = "idle" | "running" | "paused" | "stopping" | "stopped";
 
 /** Claims that may be on their way to the database at once. */
 const MAX_CLAIMS_IN_FLIGHT = 3;
+
+/**
+ * Jobs are claimed ahead of free slots only while deliveries take less than this on average: a job claimed ahead
+ * then waits a few milliseconds for its slot, never a slow target's whole timeout (and never holds back work that
+ * another, idle node could take).
+ */
+const CLAIM_AHEAD_MAX_DELIVERY_MS = 100;
+
+/** Weight of the latest delivery in the running average of delivery durations. */
+const DURATION_AVERAGE_WEIGHT = 0.05;
 
 /** The retry settings of one operation: the global ones with its overrides. */
 export function retrySettingsFor(config: Config, operationId: string): RetrySettings {
@@ -40,6 +53,12 @@ export function retrySettingsFor(config: Config, operationId: string): RetrySett
 export class Dispatcher {
   private state: State = "idle";
   private readonly inFlight = new Map<string, { job: JobRow; done: Promise<void> }>();
+  /** Jobs claimed ahead of free slots, oldest first: each starts when a delivery ends. */
+  private ready: JobRow[] = [];
+  /** Most jobs claimed ahead: half of `worker.concurrency`. */
+  private readonly claimAheadMax: number;
+  /** Running average of delivery durations (ms), from "not quick": claims ahead start after quick deliveries. */
+  private averageDeliveryMs = CLAIM_AHEAD_MAX_DELIVERY_MS;
   private readonly completer: Completer;
   /** Claims on their way to the database, and the slots they hold. */
   private claimsInFlight = 0;
@@ -68,12 +87,18 @@ export class Dispatcher {
   ) {
     this.random = options.random ?? Math.random;
     this.minClaimBatch = Math.max(1, Math.floor(options.config.worker.concurrency / 4));
+    this.claimAheadMax = Math.floor(options.config.worker.concurrency / 2);
     this.completer = new Completer({ store: options.store, logger: options.logger, onWritten: () => this.wake() });
   }
 
   /** Deliveries in progress on this node. */
   get inFlightCount(): number {
     return this.inFlight.size;
+  }
+
+  /** Jobs this node claimed ahead of free slots, waiting to start. */
+  get readyCount(): number {
+    return this.ready.length;
   }
 
   /** Starts claiming. */
@@ -122,8 +147,9 @@ export class Dispatcher {
   private claimSome(): void {
     if (!this.wakeRequested || this.state !== "running") return;
     const { config } = this.options;
-    const busy = this.inFlight.size + this.reservedSlots;
-    const free = config.worker.concurrency - busy;
+    const busy = this.inFlight.size + this.ready.length + this.reservedSlots;
+    const claimAhead = this.averageDeliveryMs < CLAIM_AHEAD_MAX_DELIVERY_MS ? this.claimAheadMax : 0;
+    const free = config.worker.concurrency + claimAhead - busy;
     if (free <= 0) return;
     // While busy, claim in batches: a claim per freed slot would cost a transaction per job. An idle node
     // (nothing in flight) claims at once, so a lone job is never held back.
@@ -151,7 +177,10 @@ export class Dispatcher {
     }
     // Claimed jobs are delivered even if a stop began (or another claim failed) meanwhile: they are running in the
     // database now, and a stop waits for the claims on their way back, then for (or requeues) whatever is in flight.
-    for (const job of jobs) this.startDelivery(job);
+    for (const job of jobs) {
+      if (this.inFlight.size < config.worker.concurrency) this.startDelivery(job);
+      else this.ready.push(job);
+    }
     if (this.state !== "running") return;
     if (jobs.length === limit) {
       this.wake();
@@ -178,7 +207,7 @@ export class Dispatcher {
 
   private async heartbeat(): Promise<void> {
     if (this.state !== "running" && this.state !== "paused" && this.state !== "stopping") return;
-    const jobs = [...this.inFlight.values()].map(({ job }) => ({ id: job.id, attempt: job.attempt }));
+    const jobs = [...this.inFlight.values()].map(({ job }) => job).concat(this.ready).map(attemptOf);
     try {
       if (jobs.length > 0 || this.state === "paused") {
         await this.options.store.jobHeartbeatMany({ jobs });
@@ -221,6 +250,7 @@ export class Dispatcher {
           statusCode: decision.result.status_code,
           durationMs: performance.now() - startedAt,
         });
+        this.averageDeliveryMs += (performance.now() - startedAt - this.averageDeliveryMs) * DURATION_AVERAGE_WEIGHT;
         if (this.state === "stopped") return;
         this.completer.add({ id: job.id, attempt: job.attempt, ...decision });
       })
@@ -230,6 +260,8 @@ export class Dispatcher {
       })
       .finally(() => {
         this.inFlight.delete(job.id);
+        const next = this.state === "stopped" ? undefined : this.ready.shift();
+        if (next) this.startDelivery(next);
         this.wake();
       });
     this.inFlight.set(job.id, { job, done });
@@ -244,13 +276,17 @@ export class Dispatcher {
     this.state = "stopping";
     clearTimeout(this.timer);
     const logger = this.options.logger;
-    // A claim on its way back brings jobs that are running in the database: they join the in-flight ones.
+    // A claim on its way back brings jobs that are running in the database: they join the in-flight ones, and
+    // jobs claimed ahead start as slots free, within the same grace.
     await Promise.all([...this.claims]);
     if (this.inFlight.size > 0) {
-      logger.info({ inFlight: this.inFlight.size, graceMs: options.graceMs }, "waiting for in-flight deliveries");
+      logger.info(
+        { inFlight: this.inFlight.size, claimedAhead: this.ready.length, graceMs: options.graceMs },
+        "waiting for in-flight deliveries",
+      );
       let graceTimer: NodeJS.Timeout | undefined;
       await Promise.race([
-        Promise.all([...this.inFlight.values()].map(({ done }) => done)),
+        this.allDelivered(),
         new Promise<void>((resolve) => {
           graceTimer = setTimeout(resolve, options.graceMs);
         }),
@@ -258,23 +294,35 @@ export class Dispatcher {
       clearTimeout(graceTimer);
     }
     clearInterval(this.heartbeatTimer);
-    const unfinished = [...this.inFlight.values()].map(({ job }) => ({ id: job.id, attempt: job.attempt }));
+    const unfinished = [...this.inFlight.values()].map(({ job }) => attemptOf(job));
+    const unstarted = this.ready.splice(0).map(attemptOf);
     await this.completer.drain(Math.max(1000, options.graceMs));
-    if (unfinished.length > 0) {
-      try {
-        const requeued = await this.options.store.jobRequeueMany({
-          jobs: unfinished,
-          runAt: this.options.clock.now(),
-          errorBody: "shutdown: the delivery did not finish within the grace period; outcome unknown",
-        });
-        logger.warn({ requeued }, "unfinished deliveries put back to retrying");
-      } catch (error) {
-        logger.error({ err: error }, "could not requeue unfinished deliveries; their leases will expire instead");
-      }
-    }
+    await this.requeue(unfinished, "shutdown: the delivery did not finish within the grace period; outcome unknown");
+    await this.requeue(unstarted, "shutdown: claimed, but not delivered before the grace period ended");
     const abandoned = this.completer.stop();
     if (abandoned > 0) logger.error({ abandoned }, "outcomes not written; their leases will expire and be retried");
     this.state = "stopped";
     await this.options.deliverer.close().catch(() => undefined);
   }
+
+  /** Resolves once nothing is in flight: each delivery ending may start one claimed ahead. */
+  private async allDelivered(): Promise<void> {
+    while (this.inFlight.size > 0) await Promise.all([...this.inFlight.values()].map(({ done }) => done));
+  }
+
+  /** Puts jobs of a stopping node back to `retrying` with `run_at` = now. */
+  private async requeue(jobs: JobAttempt[], errorBody: string): Promise<void> {
+    if (jobs.length === 0) return;
+    const logger = this.options.logger;
+    try {
+      const requeued = await this.options.store.jobRequeueMany({ jobs, runAt: this.options.clock.now(), errorBody });
+      logger.warn({ requeued, reason: errorBody }, "jobs put back to retrying");
+    } catch (error) {
+      logger.error({ err: error }, "could not requeue jobs of a stopping node; their leases will expire instead");
+    }
+  }
+}
+
+function attemptOf(job: JobRow): JobAttempt {
+  return { id: job.id, attempt: job.attempt };
 }

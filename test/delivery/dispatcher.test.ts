@@ -386,12 +386,13 @@ describe("claiming", () => {
     for (let i = 0; i < total; i++) ids.push((await enqueue(s, report({ i }))).id);
     s.service.start();
     // Keep the node full: answer the oldest request only once every slot holds one. Claimed jobs are `running`
-    // in the store before their request leaves, so a claim beyond the limit would show there.
+    // in the store before their request leaves: the slots' jobs, and at most half as many claimed ahead.
     for (let answered = 0; answered < total; answered++) {
       const slotsFull = Math.min(concurrency, total - answered);
       await target.waitForRequests(answered + slotsFull);
       assert.equal(held.length, slotsFull);
-      assert.equal((await s.service.store.jobStats()).byStatus.running, slotsFull, "running jobs in the store");
+      const running = (await s.service.store.jobStats()).byStatus.running;
+      assert.ok(running >= slotsFull && running <= slotsFull + Math.floor(concurrency / 2), `${running} running in the store`);
       assert.equal(dispatcherOf(s).inFlightCount, slotsFull);
       const oldest = held.shift();
       assert.ok(oldest);
@@ -401,6 +402,80 @@ describe("claiming", () => {
     for (const id of ids) await waitForStatus(s, id, "succeeded");
     assert.equal(maxInFlight, concurrency);
     assert.equal(target.requests.length, total);
+  });
+
+  /** A target answering the first request at once (a quick delivery) and holding every later one until released. */
+  function quickThenHeld(): { handler: TargetHandler; held: Array<() => void> } {
+    const held: Array<() => void> = [];
+    let requests = 0;
+    return {
+      held,
+      handler: (_request, res) => {
+        if (requests++ === 0) reply(res, 204);
+        else held.push(() => reply(res, 204));
+      },
+    };
+  }
+
+  /** Waits until the store holds `count` running jobs. */
+  async function waitForRunning(s: TestService, count: number): Promise<void> {
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const running = (await s.service.store.jobStats()).byStatus.running;
+      if (running === count) return;
+      // A bound for a dispatcher that never claims, never a pause: each claim ends the wait.
+      if (Date.now() > deadline) throw new Error(`${running} running jobs, expected ${count}`);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+  }
+
+  test("once deliveries are quick, claims up to half of worker.concurrency ahead; each starts when a slot frees", async (t) => {
+    const { handler, held } = quickThenHeld();
+    const { s, target } = await setup(t, {
+      handler,
+      configure: (raw) => {
+        raw["worker"] = { concurrency: 4, poll_ms: NEVER_POLL_MS };
+      },
+    });
+    s.service.start();
+    await waitForStatus(s, (await enqueue(s, report({ n: 0 }))).id, "succeeded");
+    const ids = [];
+    for (let n = 1; n <= 8; n++) ids.push((await enqueue(s, report({ n }))).id);
+    await target.waitForRequests(1 + 4);
+    await waitForRunning(s, 4 + 2);
+    assert.equal(dispatcherOf(s).inFlightCount, 4);
+    assert.equal(dispatcherOf(s).readyCount, 2);
+
+    held.shift()?.();
+    await target.waitForRequests(1 + 5);
+    assert.equal(target.requests.at(-1)?.query.get("n"), "5", "the oldest job claimed ahead started");
+    while (target.requests.length < 1 + 8 || held.length > 0) {
+      held.shift()?.();
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    for (const id of ids) await waitForStatus(s, id, "succeeded");
+    assert.deepEqual(
+      target.requests.map((request) => request.query.get("n")),
+      ["0", "1", "2", "3", "4", "5", "6", "7", "8"],
+    );
+  });
+
+  test("claims nothing ahead before a delivery was quick", async (t) => {
+    const held: Array<() => void> = [];
+    const { s, target } = await setup(t, {
+      handler: (_request, res) => {
+        held.push(() => reply(res, 204));
+      },
+      configure: (raw) => {
+        raw["worker"] = { concurrency: 4, poll_ms: NEVER_POLL_MS };
+      },
+    });
+    for (let n = 1; n <= 8; n++) await enqueue(s, report({ n }));
+    s.service.start();
+    await target.waitForRequests(4);
+    assert.equal((await s.service.store.jobStats()).byStatus.running, 4);
+    assert.equal(dispatcherOf(s).readyCount, 0);
+    t.after(() => held.forEach((release) => release()));
   });
 
   test("a due job waiting for a busy concurrency key does not make the dispatcher claim in a loop", async (t) => {
@@ -723,6 +798,44 @@ describe("graceful stop", () => {
     assert.equal(requeued?.result?.terminal_reason, null);
     assert.equal(requeued?.result && "status_code" in requeued.result, false);
     assert.match(requeued?.result?.error_body ?? "", /shutdown/);
+  });
+
+  test("a job claimed ahead and still waiting when the grace ends goes back to retrying, marked as not delivered", async (t) => {
+    const held: Array<() => void> = [];
+    let requests = 0;
+    const { s, target } = await setup(t, {
+      handler: (_request, res) => {
+        if (requests++ === 0) reply(res, 204);
+        else held.push(() => reply(res, 204));
+      },
+      configure: (raw) => {
+        raw["worker"] = { concurrency: 2, poll_ms: NEVER_POLL_MS };
+      },
+    });
+    s.service.start();
+    await waitForStatus(s, (await enqueue(s, report({ n: 0 }))).id, "succeeded");
+    const ids = [];
+    for (let n = 1; n <= 3; n++) ids.push((await enqueue(s, report({ n }))).id);
+    await target.waitForRequests(1 + 2);
+    const deadline = Date.now() + 10_000;
+    while (dispatcherOf(s).readyCount < 1) {
+      // A bound for a dispatcher that never claims ahead, never a pause.
+      if (Date.now() > deadline) throw new Error("nothing was claimed ahead");
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    await s.service.close({ graceMs: 200 });
+    held.forEach((release) => release());
+    const jobs = [];
+    for (const id of ids) jobs.push(await readAfterClose(s, id));
+    const [first, second, third] = jobs;
+    for (const delivered of [first, second]) {
+      assert.equal(delivered?.status, "retrying");
+      assert.match(delivered?.result?.error_body ?? "", /outcome unknown/);
+    }
+    assert.equal(third?.status, "retrying");
+    assert.equal(third?.runAt, s.clock.now());
+    assert.match(third?.result?.error_body ?? "", /claimed, but not delivered/);
+    assert.equal(target.requests.length, 1 + 2, "the job claimed ahead never left");
   });
 
   test("a claim still on its way to the database when the stop begins: its jobs are delivered, none is left running", async (t) => {

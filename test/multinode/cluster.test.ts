@@ -673,7 +673,8 @@ test(
     const attemptOf = new Map(stored.rows.map((row) => [row.id, row.attempt]));
     for (const delivery of aborted) assert.equal(attemptOf.get(delivery.jobId), 2, `job ${delivery.jobId} ran again`);
 
-    // Only the killed node's jobs ran again: as many as the survivors rescued, at most its worker.concurrency.
+    // Only the killed node's jobs ran again: as many as the survivors rescued, at most its worker.concurrency
+    // deliveries and the half as many jobs it may have claimed ahead of free slots.
     const retried = stored.rows.filter((row) => row.attempt > 1);
     const rescued = (await Promise.all(survivors.map((node) => metricSum(node, "opqueue_leases_rescued_total")))).reduce(
       (sum, count) => sum + count,
@@ -686,7 +687,8 @@ test(
     );
     assert.equal(retried.length, rescued, "every job that ran again was a rescued lease");
     assert.ok(rescued >= aborted.length);
-    assert.ok(rescued <= CONCURRENCY, `at most worker.concurrency (${CONCURRENCY}) leases rescued, got ${rescued}`);
+    const claimedAtMost = CONCURRENCY + Math.floor(CONCURRENCY / 2);
+    assert.ok(rescued <= claimedAtMost, `at most ${claimedAtMost} leases rescued (concurrency ${CONCURRENCY}), got ${rescued}`);
     assert.ok(retried.every((row) => row.attempt === 2));
 
     // One running job per key: no two requests of one key ever overlapped at the target while both were open. A
