@@ -53,11 +53,24 @@ function quote(value: unknown): string {
 /** Most verified HS256 tokens remembered; the cache is emptied when full. */
 const VERIFIED_CACHE_SIZE = 10_000;
 
-function readHeader(token: string): { alg: string; kid: string | undefined; crit: unknown } {
+/** Most distinct token headers remembered; an issuer uses one per key, so a few suffice. */
+const HEADER_CACHE_SIZE = 64;
+
+type TokenHeader = { alg: string; kid: string | undefined; crit: unknown };
+
+/** Decoded headers by their encoded segment: every token of one issuer and key carries the same one. */
+const headers = new Map<string, TokenHeader>();
+
+function readHeader(token: string): TokenHeader {
   // Three dot-separated parts is the compact JWS form; a JWE (five parts) is not a token we accept.
-  if (typeof token !== "string" || token.split(".").length !== 3) {
+  const firstDot = typeof token === "string" ? token.indexOf(".") : -1;
+  const lastDot = firstDot < 0 ? -1 : token.lastIndexOf(".");
+  if (lastDot <= firstDot || token.indexOf(".", firstDot + 1) !== lastDot) {
     throw new TokenError("malformed token: expected a compact JWT (header.payload.signature)");
   }
+  const segment = token.slice(0, firstDot);
+  const known = headers.get(segment);
+  if (known !== undefined) return known;
   let header: Record<string, unknown>;
   try {
     header = decodeProtectedHeader(token) as Record<string, unknown>;
@@ -67,7 +80,10 @@ function readHeader(token: string): { alg: string; kid: string | undefined; crit
   const { alg, kid, crit } = header;
   if (typeof alg !== "string") throw new TokenError("malformed token: the header has no alg");
   if (kid !== undefined && typeof kid !== "string") throw new TokenError("malformed token: kid must be a string");
-  return { alg, kid, crit };
+  if (headers.size >= HEADER_CACHE_SIZE) headers.clear();
+  const decoded = { alg, kid, crit };
+  headers.set(segment, decoded);
+  return decoded;
 }
 
 /** Maps a jose failure to a client-safe message; anything unexpected is still a refusal, never a 5xx. */
