@@ -511,7 +511,7 @@ export class PostgresStore implements Store {
     if (params.limit <= 0) return [];
     for (let tries = 1; ; tries++) {
       try {
-        const rows = await this.query(CLAIM_SQL, [this.now(), params.limit, Math.max(64, params.limit * 4)], "opqueue_claim");
+        const rows = await this.query(CLAIM_SQL, [this.now(), params.limit, claimCandidates(params.limit)], "opqueue_claim");
         return rows.map(toJobRow).sort((a, b) => b.priority - a.priority || a.runAt - b.runAt || a.seq - b.seq);
       } catch (error) {
         // Another node started a job of one of these keys in the same instant: the unique index refused ours.
@@ -807,6 +807,17 @@ export class PostgresStore implements Store {
     await Promise.allSettled([...this.inFlight]);
     await this.pool.end();
   }
+}
+
+/**
+ * How many candidate rows a claim of `limit` jobs locks: twice as many (at least 16) leaves room for candidates
+ * that share a concurrency key (one per key is taken). Every row locked costs a WAL record, and a node's claims
+ * in flight at once skip each other's locked rows, so locking four times as many made claims measurably slower
+ * (6–8 ms → 9–12 ms per claim of ~34 jobs, three in flight, in the drain benchmark); a batch short of jobs only
+ * costs another claim.
+ */
+function claimCandidates(limit: number): number {
+  return Math.max(16, limit * 2);
 }
 
 /**
