@@ -230,6 +230,24 @@ describe("sqlite engine", () => {
     }
   });
 
+  test("inserts arriving over many turns while batches commit are all created, in the order they came", async (t) => {
+    const path = join(tempDir(t), "opqueue.db");
+    const store = await SqliteStore.open({ path, clock: new ManualClock() });
+    try {
+      const waiting = [];
+      for (let turn = 0; turn < 40; turn++) {
+        for (let i = 0; i < 1 + (turn % 7); i++) waiting.push(store.jobInsert(jobParams()));
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      const seqs = (await Promise.all(waiting)).map((outcome) => (outcome.kind === "created" ? outcome.job.seq : -1));
+      assert.ok(seqs.every((seq) => seq > 0), "every insert created its job");
+      assert.deepEqual(seqs, [...seqs].sort((a, b) => a - b), "batches commit in the order their inserts came");
+      assert.equal(new Set(seqs).size, seqs.length);
+    } finally {
+      await store.close();
+    }
+  });
+
   test("when the store's thread is gone, every call fails with StoreUnavailableError (answered 503), none hangs", async () => {
     const store = await SqliteStore.open({ path: ":memory:", clock: new ManualClock() });
     await (store as unknown as { worker: Worker }).worker.terminate();

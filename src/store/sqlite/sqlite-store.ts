@@ -3,9 +3,10 @@
  * so the connection lives on a thread of its own (sqlite-thread.ts running `SqliteEngine`, sqlite-engine.ts) and
  * the event loop never waits for the disk: it goes on parsing and answering requests while a commit is under way.
  *
- * Group commit: inserts wait in a queue here; one batch at a time is in flight to the thread, so every insert
- * that arrives while a commit runs joins the next batch. The batch grows with the load and the commit's cost,
- * and one insert alone is not delayed. No promise resolves before its commit.
+ * Group commit: inserts wait in a queue here and go to the thread as a batch, one transaction (one fsync) each; at
+ * most two batches are in flight, so every insert that arrives while a commit runs joins a later batch, and the
+ * thread finds the next batch waiting when it finishes one instead of idling for a round trip. The batch grows
+ * with the load and the commit's cost, and one insert alone is not delayed. No promise resolves before its commit.
  *
  * The thread is referenced (keeps the process alive) only while a call is in flight, like a socket with a
  * request outstanding; an idle store does not hold the process open.
@@ -33,6 +34,9 @@ import { deserializeError, type EngineCall, type EngineMethod, type FromThread, 
 
 /** Most inserts in one transaction, so one batch never holds the thread (and every other call) for long. */
 const MAX_INSERT_BATCH = 512;
+
+/** Insert batches on their way to the thread at once: one committing, the next waiting behind it. */
+const MAX_INSERT_BATCHES_IN_FLIGHT = 2;
 
 interface PendingInsert {
   params: JobInsertParams;
@@ -63,8 +67,8 @@ export class SqliteStore implements Store {
   private nextCallId = 1;
   private pendingInserts: PendingInsert[] = [];
   private insertScheduled = false;
-  /** The batch of inserts the thread is committing, if any. */
-  private insertInFlight: Promise<void> | null = null;
+  /** The batches of inserts on their way to the thread or committing. */
+  private readonly insertsInFlight = new Set<Promise<void>>();
   /** Set once `close` starts: no new calls are taken. */
   private closing: Promise<void> | null = null;
   /** Why the thread is gone, once it is. */
@@ -150,9 +154,9 @@ export class SqliteStore implements Store {
     });
   }
 
-  /** Sends the waiting inserts after this turn of the event loop, unless a batch is in flight (it sends them). */
+  /** Sends the waiting inserts after this turn of the event loop, unless batches in flight will (when they end). */
   private scheduleInserts(): void {
-    if (this.insertScheduled || this.insertInFlight !== null) return;
+    if (this.insertScheduled || this.insertsInFlight.size >= MAX_INSERT_BATCHES_IN_FLIGHT) return;
     this.insertScheduled = true;
     setImmediate(() => {
       this.insertScheduled = false;
@@ -161,9 +165,9 @@ export class SqliteStore implements Store {
   }
 
   private sendInserts(): void {
-    if (this.insertInFlight !== null || this.pendingInserts.length === 0) return;
+    if (this.insertsInFlight.size >= MAX_INSERT_BATCHES_IN_FLIGHT || this.pendingInserts.length === 0) return;
     const batch = this.pendingInserts.splice(0, MAX_INSERT_BATCH);
-    this.insertInFlight = this.send<InsertAnswer[]>(
+    const inFlight: Promise<void> = this.send<InsertAnswer[]>(
       "jobInsertMany",
       [batch.map((item) => item.params)],
     ).then(
@@ -180,9 +184,10 @@ export class SqliteStore implements Store {
         for (const item of batch) item.reject(error);
       },
     ).finally(() => {
-      this.insertInFlight = null;
+      this.insertsInFlight.delete(inFlight);
       this.sendInserts();
     });
+    this.insertsInFlight.add(inFlight);
   }
 
   jobGet(params: { id: string }): Promise<JobRow | undefined> {
@@ -289,8 +294,8 @@ export class SqliteStore implements Store {
     if (this.stopped) return;
     for (;;) {
       this.sendInserts();
-      if (this.insertInFlight === null) break;
-      await this.insertInFlight;
+      if (this.insertsInFlight.size === 0) break;
+      await Promise.all([...this.insertsInFlight]);
     }
     const exited = new Promise<void>((resolve) => this.worker.once("exit", () => resolve()));
     this.worker.ref();
