@@ -11,7 +11,9 @@ import { formatNumber, formatSummary } from "./stats.js";
 const METHOD = `## How these figures are made
 
 - **Processes.** opqueue always runs as a real \`node dist/cli.js serve\` child process with a generated config
-  (\`OPQUEUE_LOG_LEVEL=warn\`, \`limits.spawn_cap\` 2,000,000,000, \`worker.concurrency\` 64). The load generator
+  (\`OPQUEUE_LOG_LEVEL=warn\`, \`limits.spawn_cap\` 2,000,000,000, \`worker.concurrency\` 64: at most 64 deliveries in
+  flight, and up to 32 jobs claimed ahead of free slots while deliveries are quick, as README's "Claims" says,
+  much as graphile-worker's batched local queue fetches ahead). The load generator
   (\`bench/lib/loadgen.ts\`: an undici keep-alive pool, one request in flight per connection, a closed loop like
   autocannon), the no-op target (\`bench/peers/target.ts\`: node:http answering 204) and every reference server or
   worker (\`bench/peers/\`) each run in a process of their own. All share one 2-vCPU machine, so the load generator
