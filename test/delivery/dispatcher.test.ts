@@ -58,6 +58,30 @@ function dispatcherOf(s: TestService): Dispatcher {
   return s.service.worker.dispatcher;
 }
 
+/**
+ * A started service of `concurrency` whose target answered one job at once (a quick delivery, so the dispatcher
+ * claims ahead from then on) and holds every later request until its `held` entry is called.
+ */
+async function startAfterQuickDelivery(
+  t: TestContext,
+  concurrency: number,
+): Promise<{ s: TestService; target: Target; held: Array<() => void> }> {
+  const held: Array<() => void> = [];
+  let requests = 0;
+  const { s, target } = await setup(t, {
+    handler: (_request, res) => {
+      if (requests++ === 0) reply(res, 204);
+      else held.push(() => reply(res, 204));
+    },
+    configure: (raw) => {
+      raw["worker"] = { concurrency, poll_ms: NEVER_POLL_MS };
+    },
+  });
+  s.service.start();
+  await waitForStatus(s, (await enqueue(s, report({ n: 0 }))).id, "succeeded");
+  return { s, target, held };
+}
+
 /** Moves the ManualClock to `ms` and wakes the dispatcher, as the timer to the next due job would. */
 function moveClockTo(s: TestService, ms: number): void {
   s.clock.set(ms);
@@ -404,19 +428,6 @@ describe("claiming", () => {
     assert.equal(target.requests.length, total);
   });
 
-  /** A target answering the first request at once (a quick delivery) and holding every later one until released. */
-  function quickThenHeld(): { handler: TargetHandler; held: Array<() => void> } {
-    const held: Array<() => void> = [];
-    let requests = 0;
-    return {
-      held,
-      handler: (_request, res) => {
-        if (requests++ === 0) reply(res, 204);
-        else held.push(() => reply(res, 204));
-      },
-    };
-  }
-
   /** Waits until the store holds `count` running jobs. */
   async function waitForRunning(s: TestService, count: number): Promise<void> {
     const deadline = Date.now() + 10_000;
@@ -430,15 +441,7 @@ describe("claiming", () => {
   }
 
   test("once deliveries are quick, claims up to half of worker.concurrency ahead; each starts when a slot frees", async (t) => {
-    const { handler, held } = quickThenHeld();
-    const { s, target } = await setup(t, {
-      handler,
-      configure: (raw) => {
-        raw["worker"] = { concurrency: 4, poll_ms: NEVER_POLL_MS };
-      },
-    });
-    s.service.start();
-    await waitForStatus(s, (await enqueue(s, report({ n: 0 }))).id, "succeeded");
+    const { s, target, held } = await startAfterQuickDelivery(t, 4);
     const ids = [];
     for (let n = 1; n <= 8; n++) ids.push((await enqueue(s, report({ n }))).id);
     await target.waitForRequests(1 + 4);
@@ -801,19 +804,7 @@ describe("graceful stop", () => {
   });
 
   test("a job claimed ahead and still waiting when the grace ends goes back to retrying, marked as not delivered", async (t) => {
-    const held: Array<() => void> = [];
-    let requests = 0;
-    const { s, target } = await setup(t, {
-      handler: (_request, res) => {
-        if (requests++ === 0) reply(res, 204);
-        else held.push(() => reply(res, 204));
-      },
-      configure: (raw) => {
-        raw["worker"] = { concurrency: 2, poll_ms: NEVER_POLL_MS };
-      },
-    });
-    s.service.start();
-    await waitForStatus(s, (await enqueue(s, report({ n: 0 }))).id, "succeeded");
+    const { s, target, held } = await startAfterQuickDelivery(t, 2);
     const ids = [];
     for (let n = 1; n <= 3; n++) ids.push((await enqueue(s, report({ n }))).id);
     await target.waitForRequests(1 + 2);
