@@ -187,6 +187,18 @@ describe("enqueue assertions", () => {
     await refused(verifier.verifyAssertion(token), "claim job must be a non-empty string");
   });
 
+  it("decodes a header once, yet checks the shape, signature and claims of every token carrying it", async () => {
+    const { clock, verifier, auth } = await setup();
+    const token = await mintToken({ auth, clock, sub: "u1", op: "createUser", rid: "r" });
+    assert.equal((await verifier.verifyAssertion(token)).sub, "u1");
+    const [header, payload, signature] = token.split(".");
+    const forged = base64url.encode(JSON.stringify(assertionClaims(clock, { sub: "admin" })));
+    await refused(verifier.verifyAssertion(`${header}.${forged}.${signature}`), "bad signature");
+    await refused(verifier.verifyAssertion(`${header}.${payload}`), "malformed token: expected a compact JWT (header.payload.signature)");
+    await refused(verifier.verifyAssertion(`${header}.${payload}.${signature}.x`), "malformed token: expected a compact JWT (header.payload.signature)");
+    for (let i = 0; i < 2; i++) await refused(verifier.verifyAssertion("e30.e30."), "malformed token: the header has no alg");
+  });
+
   it("refuses malformed tokens", async () => {
     const { verifier } = await setup();
     for (const token of ["", "not-a-token", "a.b", "a.b.c.d.e"]) {
