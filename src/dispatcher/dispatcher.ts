@@ -229,6 +229,7 @@ export class Dispatcher {
     const done = this.options.deliverer
       .deliver(job)
       .then((result) => {
+        const durationMs = performance.now() - startedAt;
         const now = this.options.clock.now();
         const decision: AttemptDecision =
           result.kind === "vanished"
@@ -248,9 +249,9 @@ export class Dispatcher {
           outcome: decision.status,
           terminalReason: decision.result.terminal_reason,
           statusCode: decision.result.status_code,
-          durationMs: performance.now() - startedAt,
+          durationMs,
         });
-        this.averageDeliveryMs += (performance.now() - startedAt - this.averageDeliveryMs) * DURATION_AVERAGE_WEIGHT;
+        this.averageDeliveryMs += (durationMs - this.averageDeliveryMs) * DURATION_AVERAGE_WEIGHT;
         if (this.state === "stopped") return;
         this.completer.add({ id: job.id, attempt: job.attempt, ...decision });
       })
