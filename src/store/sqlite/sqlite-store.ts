@@ -3,10 +3,10 @@
  * so the connection lives on a thread of its own (sqlite-thread.ts running `SqliteEngine`, sqlite-engine.ts) and
  * the event loop never waits for the disk: it goes on parsing and answering requests while a commit is under way.
  *
- * Group commit: inserts wait in a queue here and go to the thread as a batch, one transaction (one fsync) each; at
- * most two batches are in flight, so every insert that arrives while a commit runs joins a later batch, and the
- * thread finds the next batch waiting when it finishes one instead of idling for a round trip. The batch grows
- * with the load and the commit's cost, and one insert alone is not delayed. No promise resolves before its commit.
+ * Group commit: the inserts of one turn of the event loop go to the thread as one message, and the thread commits
+ * every insert message that arrived while it was busy in one transaction (one fsync). The thread never waits for a
+ * round trip to this side to learn of more work: the batch grows with the load and the commit's cost, and one insert
+ * alone is not delayed. No promise resolves before its commit.
  *
  * The thread is referenced (keeps the process alive) only while a call is in flight, like a socket with a
  * request outstanding; an idle store does not hold the process open.
@@ -32,11 +32,8 @@ import {
 } from "../store.js";
 import { deserializeError, type EngineCall, type EngineMethod, type FromThread, type InsertAnswer } from "./thread-protocol.js";
 
-/** Most inserts in one transaction, so one batch never holds the thread (and every other call) for long. */
+/** Most inserts in one message to the thread (which commits at most this many at once, too). */
 const MAX_INSERT_BATCH = 512;
-
-/** Insert batches on their way to the thread at once: one committing, the next waiting behind it. */
-const MAX_INSERT_BATCHES_IN_FLIGHT = 2;
 
 interface PendingInsert {
   params: JobInsertParams;
@@ -154,9 +151,9 @@ export class SqliteStore implements Store {
     });
   }
 
-  /** Sends the waiting inserts after this turn of the event loop, unless batches in flight will (when they end). */
+  /** Sends the waiting inserts after this turn of the event loop. */
   private scheduleInserts(): void {
-    if (this.insertScheduled || this.insertsInFlight.size >= MAX_INSERT_BATCHES_IN_FLIGHT) return;
+    if (this.insertScheduled) return;
     this.insertScheduled = true;
     setImmediate(() => {
       this.insertScheduled = false;
@@ -165,8 +162,10 @@ export class SqliteStore implements Store {
   }
 
   private sendInserts(): void {
-    if (this.insertsInFlight.size >= MAX_INSERT_BATCHES_IN_FLIGHT || this.pendingInserts.length === 0) return;
-    const batch = this.pendingInserts.splice(0, MAX_INSERT_BATCH);
+    while (this.pendingInserts.length > 0) this.sendInsertBatch(this.pendingInserts.splice(0, MAX_INSERT_BATCH));
+  }
+
+  private sendInsertBatch(batch: PendingInsert[]): void {
     const inFlight: Promise<void> = this.send<InsertAnswer[]>(
       "jobInsertMany",
       [batch.map((item) => item.params)],
@@ -183,10 +182,7 @@ export class SqliteStore implements Store {
       (error: unknown) => {
         for (const item of batch) item.reject(error);
       },
-    ).finally(() => {
-      this.insertsInFlight.delete(inFlight);
-      this.sendInserts();
-    });
+    ).finally(() => this.insertsInFlight.delete(inFlight));
     this.insertsInFlight.add(inFlight);
   }
 
