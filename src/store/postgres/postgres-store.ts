@@ -821,34 +821,14 @@ function claimCandidates(limit: number): number {
 }
 
 /**
- * The claim. Candidates in claim order, locked with SKIP LOCKED so concurrent claimers on other nodes take other
- * rows instead of waiting; keys already running are skipped; then one job per key, the first in claim order, and
- * only keys whose transaction-scoped advisory lock this claim gets (another node claiming the same key right now
- * holds it). $1 now, $2 limit, $3 how many candidates to look at.
+ * The claim: migration 0003's `opqueue_claim`, which keeps one plan per case for the connection's life instead of
+ * planning a statement on every call. Candidates in claim order (or, when fewer are due than wanted, every due
+ * job), locked with SKIP LOCKED so concurrent claimers on other nodes take other rows instead of waiting; keys
+ * already running are skipped; then one job per key, the first in claim order, and only keys whose
+ * transaction-scoped advisory lock this claim gets (another node claiming the same key right now holds it).
+ * $1 now, $2 limit, $3 how many candidates to look at.
  */
-const CLAIM_SQL = `
-WITH candidates AS (
-  SELECT j.seq, j.concurrency_key, j.priority, j.run_at
-  FROM jobs j
-  WHERE j.${CLAIMABLE} AND j.run_at <= $1
-    AND (j.concurrency_key IS NULL OR NOT EXISTS (
-      SELECT 1 FROM jobs r WHERE r.concurrency_key = j.concurrency_key AND r.status = 'running'))
-  ORDER BY j.priority DESC, j.run_at, j.seq
-  LIMIT $3
-  FOR UPDATE SKIP LOCKED
-), first_per_key AS (
-  SELECT seq, concurrency_key, priority, run_at,
-    row_number() OVER (PARTITION BY coalesce(concurrency_key, '#' || seq::text) ORDER BY priority DESC, run_at, seq) AS rank
-  FROM candidates
-), picked AS (
-  SELECT seq FROM first_per_key
-  WHERE rank = 1 AND (concurrency_key IS NULL OR pg_try_advisory_xact_lock(hashtext('opqueue.key:' || concurrency_key)))
-  ORDER BY priority DESC, run_at, seq
-  LIMIT $2
-)
-UPDATE jobs SET status = 'running', attempt = attempt + 1, started_at = $1, heartbeat_at = $1
-FROM picked WHERE jobs.seq = picked.seq
-RETURNING jobs.*`;
+const CLAIM_SQL = "SELECT * FROM opqueue_claim($1, $2, $3)";
 
 /**
  * Requeue of running attempts. $1 ids, $2 attempts, $3 run times, $4 results (JSON text), $5 give back an
