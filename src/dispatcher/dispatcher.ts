@@ -44,9 +44,22 @@ const CLAIM_AHEAD_MAX_DELIVERY_MS = 100;
 /** Weight of the latest delivery in the running average of delivery durations. */
 const DURATION_AVERAGE_WEIGHT = 0.05;
 
-/** The retry settings of one operation: the global ones with its overrides. */
+/** Retry settings merged per config and operation: every finished delivery asks for its operation's. */
+const mergedRetrySettings = new WeakMap<Config, Map<string, RetrySettings>>();
+
+/** The retry settings of one operation: the global ones with its overrides (a config is never changed once parsed). */
 export function retrySettingsFor(config: Config, operationId: string): RetrySettings {
-  return { ...config.retry, ...config.operations[operationId]?.retry };
+  let byOperation = mergedRetrySettings.get(config);
+  if (!byOperation) {
+    byOperation = new Map();
+    mergedRetrySettings.set(config, byOperation);
+  }
+  let settings = byOperation.get(operationId);
+  if (!settings) {
+    settings = Object.freeze({ ...config.retry, ...config.operations[operationId]?.retry });
+    byOperation.set(operationId, settings);
+  }
+  return settings;
 }
 
 /** Claims due jobs and delivers them. */
