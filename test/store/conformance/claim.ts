@@ -165,6 +165,36 @@ export function claimCases(suite: Suite): void {
       );
     });
 
+    // A claim looks at a bounded number of candidates: past that many due jobs it walks claim order, below it takes
+    // every due one. Either way the order is the same, and future jobs ahead in claim order (higher priority) wait.
+    suite.case("claims in claim order whether more or fewer jobs are due than a claim looks at", async ({ store, clock }) => {
+      const future = await insertAll(
+        store,
+        Array.from({ length: 30 }, (_, i) => ({ priority: 9, runAt: T0 + 60_000 + i, spawnCap: 10_000 })),
+      );
+      const due = await insertAll(
+        store,
+        Array.from({ length: 40 }, (_, i) => ({ priority: i % 4, runAt: T0 - ((i * 37) % 11), spawnCap: 10_000 })),
+      );
+      const expected = [...due]
+        .sort((a, b) => b.priority - a.priority || a.runAt - b.runAt || a.seq - b.seq)
+        .map((job) => job.id);
+      const claimedInBatches: string[][] = [];
+      for (;;) {
+        const batch = await store.jobClaimMany({ limit: 3 });
+        if (batch.length === 0) break;
+        claimedInBatches.push(batch.map((job) => job.id));
+      }
+      assert.deepEqual(
+        claimedInBatches.map((batch) => [...batch].sort()),
+        claimedInBatches.map((_, i) => expected.slice(i * 3, i * 3 + 3).sort()),
+        "each batch takes the next jobs in claim order",
+      );
+      assert.equal(claimedInBatches.flat().length, due.length);
+      clock.advance(60_000 + 30);
+      assert.deepEqual(await drainOneByOne(store), future.map((job) => job.id));
+    });
+
     suite.case("a limit of zero claims nothing", async ({ store }) => {
       await insertCreated(store);
       assert.deepEqual(await store.jobClaimMany({ limit: 0 }), []);
