@@ -1,9 +1,9 @@
 /**
  * The thread that owns the SQLite connection (see sqlite-store.ts). It opens the engine named by `workerData`,
  * reports `ready` (or why it could not open), then runs one call at a time, in the order they arrive: a call is
- * `{ id, method, args, now }`, its answer `{ id, ok, value | error }`. Insert calls that arrive together are
- * committed together (group commit on this side of the boundary too: see `commitWaitingInserts`). `now` is the caller's clock, so tests that
- * move a manual clock move this thread's time too.
+ * `{ id, method, args, now }`, its answer `{ id, ok, value | error }`. `now` is the caller's clock, so tests that
+ * move a manual clock move this thread's time too. Insert calls that arrive together are committed together (group
+ * commit on this side of the boundary too: see `commitWaitingInserts`).
  */
 import { parentPort, workerData } from "node:worker_threads";
 import type { Clock } from "../../clock.js";
