@@ -821,7 +821,7 @@ function claimCandidates(limit: number): number {
 }
 
 /**
- * The claim: migration 0003's `opqueue_claim`, which keeps one plan per case for the connection's life instead of
+ * The claim: migration 0003's `opqueue_claim`, which keeps one plan for the connection's life instead of
  * planning a statement on every call. Candidates in claim order (or, when fewer are due than wanted, every due
  * job), locked with SKIP LOCKED so concurrent claimers on other nodes take other rows instead of waiting; keys
  * already running are skipped; then one job per key, the first in claim order, and only keys whose
