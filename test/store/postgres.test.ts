@@ -7,7 +7,7 @@ import { describe, test } from "node:test";
 import pg from "pg";
 import { ManualClock } from "../../src/clock.js";
 import { POSTGRES_SKIP, POSTGRES_URL, openPostgresStore } from "../helpers/postgres.js";
-import { jobParams } from "./conformance/harness.js";
+import { jobParams, SUCCESS, T0, UNAVAILABLE } from "./conformance/harness.js";
 import { runStoreConformance } from "./conformance/index.js";
 
 if (POSTGRES_SKIP) {
@@ -95,6 +95,62 @@ if (!POSTGRES_SKIP) {
       await opened.store.jobInsert(jobParams());
       await woken;
       assert.ok(calls.length >= 2);
+    });
+  });
+}
+
+if (!POSTGRES_SKIP) {
+  describe("PostgreSQL commit modes", () => {
+    test("claims, outcomes and heartbeats commit lazily; inserts, admin actions and requeues durably", async (t) => {
+      const clock = new ManualClock(T0);
+      // One connection, so a lazy statement that leaked its setting would show in the durable ones after it.
+      const opened = await openPostgresStore(clock, { poolSize: 1 });
+      t.after(() => opened.cleanup());
+      const { store, schema } = opened;
+      const db = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` });
+      await db.connect();
+      t.after(() => db.end());
+      // A deferred constraint trigger runs at commit, after the statement's own work: it sees the setting the
+      // commit itself uses.
+      await db.query(`
+        CREATE TABLE commit_modes (mode text NOT NULL);
+        CREATE FUNCTION record_commit_mode() RETURNS trigger LANGUAGE plpgsql AS $$
+          BEGIN INSERT INTO commit_modes VALUES (current_setting('synchronous_commit')); RETURN NULL; END $$;
+        CREATE CONSTRAINT TRIGGER jobs_commit_mode AFTER INSERT OR UPDATE ON jobs
+          DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION record_commit_mode();`);
+      const modesOf = async (write: () => Promise<unknown>): Promise<string[]> => {
+        await db.query("TRUNCATE commit_modes");
+        await write();
+        const rows = await db.query<{ mode: string }>("SELECT DISTINCT mode FROM commit_modes ORDER BY mode");
+        return rows.rows.map((row) => row.mode);
+      };
+
+      const inserted = await store.jobInsert(jobParams({ id: "job-commit-a" }));
+      assert.equal(inserted.kind, "created");
+      assert.deepEqual(await modesOf(() => store.jobClaimMany({ limit: 1 })), ["off"]);
+      assert.deepEqual(await modesOf(() => store.jobHeartbeatMany({ jobs: [{ id: "job-commit-a", attempt: 1 }] })), ["off"]);
+      assert.deepEqual(
+        await modesOf(() =>
+          store.jobCompleteMany({
+            outcomes: [{ id: "job-commit-a", attempt: 1, status: "retrying", runAt: T0, result: UNAVAILABLE }],
+          }),
+        ),
+        ["off"],
+      );
+      assert.deepEqual(await modesOf(() => store.jobInsert(jobParams({ id: "job-commit-b" }))), ["on"]);
+      await store.jobClaimMany({ limit: 2 });
+      assert.deepEqual(
+        await modesOf(() =>
+          store.jobCompleteMany({ outcomes: [{ id: "job-commit-a", attempt: 2, status: "succeeded", result: SUCCESS }] }),
+        ),
+        ["off"],
+      );
+      assert.deepEqual(
+        await modesOf(() => store.jobRequeueMany({ jobs: [{ id: "job-commit-b", attempt: 1 }], runAt: T0, errorBody: "lease expired" })),
+        ["on"],
+      );
+      assert.deepEqual(await modesOf(() => store.jobCancel({ id: "job-commit-b" })), ["on"]);
+      assert.deepEqual(await modesOf(() => store.jobRetry({ id: "job-commit-b" })), ["on"]);
     });
   });
 }

@@ -2,6 +2,8 @@
  * The PostgreSQL engine (node-postgres): any number of nodes on one database.
  *
  * - Durability: every acknowledged write commits with `synchronous_commit` as the server has it (on by default).
+ *   The writes no client waits on (claims, outcomes, heartbeats) commit lazily, without waiting for the WAL flush,
+ *   as the SQLite engine writes them with `synchronous = NORMAL`: see `LAZY_COMMIT`.
  * - Group commit: inserts arriving within one turn of the event loop go to the server as one call of
  *   `opqueue_insert_jobs` (a PL/pgSQL function, see the migration): one round trip and one commit for the batch,
  *   every step of CONTRACT §3 (dedupe upsert, spawn cap, cancelled chain) decided inside it.
@@ -532,13 +534,13 @@ export class PostgresStore implements Store {
     );
     if (finished.length > 0) {
       const rows = await this.query(
-        `WITH done AS (
+        `WITH ${LAZY_COMMIT}, done AS (
            UPDATE jobs j SET status = o.status, result = o.result::json, finished_at = $5, heartbeat_at = NULL
            FROM unnest($1::text[], $2::int[], $3::text[], $4::text[]) AS o(id, attempt, status, result)
            WHERE j.id = o.id AND j.status = 'running' AND j.attempt = o.attempt
            RETURNING j.id, j.attempt, j.started_at, j.status, j.result
          ), logged AS (${LOG_ATTEMPTS_SQL("done", "$5")})
-         SELECT id, attempt FROM done`,
+         SELECT id, attempt FROM done, lazy_commit`,
         [
           finished.map((o) => o.id),
           finished.map((o) => o.attempt),
@@ -553,7 +555,7 @@ export class PostgresStore implements Store {
     if (retried.length > 0) {
       const requeued = await this.requeue(
         retried.map((o) => ({ id: o.id, attempt: o.attempt, runAt: o.runAt, result: o.result })),
-        { giveBack: false, now },
+        { giveBack: false, now, lazy: true },
       );
       for (const id of requeued) written.add(id);
     }
@@ -567,9 +569,11 @@ export class PostgresStore implements Store {
    */
   private async requeue(
     items: Array<{ id: string; attempt: number; runAt: number; result: JobResult }>,
-    options: { giveBack: boolean; now: Date },
+    /** `lazy`: an attempt's outcome (see `LAZY_COMMIT`); a rescue or a shutdown's requeue is durable. */
+    options: { giveBack: boolean; now: Date; lazy: boolean },
   ): Promise<string[]> {
     return this.transaction(async (client) => {
+      if (options.lazy) await client.query("SET LOCAL synchronous_commit = off");
       await client.query(
         `SELECT 1 FROM chains WHERE original_request_id IN (SELECT original_request_id FROM jobs WHERE id = ANY($1::text[]))
          FOR SHARE`,
@@ -595,8 +599,9 @@ export class PostgresStore implements Store {
   async jobHeartbeatMany(params: { jobs: JobAttempt[] }): Promise<void> {
     if (params.jobs.length === 0) return;
     await this.query(
-      `UPDATE jobs j SET heartbeat_at = $3
-       FROM unnest($1::text[], $2::int[]) AS o(id, attempt)
+      `WITH ${LAZY_COMMIT}
+       UPDATE jobs j SET heartbeat_at = $3
+       FROM unnest($1::text[], $2::int[]) AS o(id, attempt), lazy_commit
        WHERE j.id = o.id AND j.status = 'running' AND j.attempt = o.attempt`,
       [params.jobs.map((job) => job.id), params.jobs.map((job) => job.attempt), this.now()],
       "opqueue_heartbeat_many",
@@ -616,7 +621,7 @@ export class PostgresStore implements Store {
     const result: JobResult = { error_body: params.errorBody, terminal_reason: null };
     const requeued = await this.requeue(
       params.jobs.map((job) => ({ ...job, runAt: params.runAt, result })),
-      { giveBack: true, now: this.now() },
+      { giveBack: true, now: this.now(), lazy: false },
     );
     return requeued.length;
   }
@@ -828,7 +833,20 @@ function claimCandidates(limit: number): number {
  * transaction-scoped advisory lock this claim gets (another node claiming the same key right now holds it).
  * $1 now, $2 limit, $3 how many candidates to look at.
  */
-const CLAIM_SQL = "SELECT * FROM opqueue_claim($1, $2, $3)";
+/**
+ * The CTE that makes a statement's commit lazy: `set_config(..., true)` sets `synchronous_commit = off` until the end
+ * of the statement's own transaction, so its commit does not wait for the WAL to reach the disk (the WAL writer
+ * flushes it within a few hundred milliseconds). Used by the writes no client waits on: claims, outcomes and
+ * heartbeats, as the SQLite engine writes them with `synchronous = NORMAL`. A crash of the server may undo the last
+ * of them (a claim or an outcome lost: the job is delivered again, which at-least-once allows; a lost heartbeat at
+ * worst lets a lease expire), never an acknowledged write: a durable commit flushes the WAL up to itself, lazy
+ * commits before it included, so nothing durable can rest on a lost lazy write. Statements join it with the rows
+ * they write, so it is evaluated whenever they write anything (and a statement that writes nothing has nothing
+ * to flush).
+ */
+const LAZY_COMMIT = "lazy_commit AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true))";
+
+const CLAIM_SQL = `WITH ${LAZY_COMMIT} SELECT claimed.* FROM lazy_commit, opqueue_claim($1, $2, $3) AS claimed`;
 
 /**
  * Requeue of running attempts. $1 ids, $2 attempts, $3 run times, $4 results (JSON text), $5 give back an
