@@ -16,30 +16,33 @@ export interface Sizes {
   enqueue: { durationMs: number; warmupMs: number; clients: number };
   /**
    * `warmupJobs` are enqueued over HTTP and delivered by each fresh opqueue node before the measured jobs, which
-   * are pre-inserted due `leadMs` after the insert (long enough for the node to start and warm up).
+   * are pre-inserted due `leadMs` after the insert (long enough for the node to start and warm up). `peerJobs`: jobs
+   * per run of the peer workers, fewer in the quick mode: pg-boss and graphile-worker's default setup deliver about
+   * 1,000 jobs/s however fast the machine, and would take most of its five minutes.
    */
-  drain: { jobs: number; concurrency: number; warmupJobs: number; leadMs: number };
+  drain: { jobs: number; peerJobs: number; concurrency: number; warmupJobs: number; leadMs: number };
   latency: { jobs: number; rate: number; warmup: number };
   backlog: { rows: number };
-  core: { enqueueJobs: number; drainJobs: number };
+  /** `jobs` per run for opqueue's store, `peerJobs` for the peers (as in the drain). */
+  core: { jobs: number; peerJobs: number };
 }
 
 export const SIZES: Record<"quick" | "full", Sizes> = {
   quick: {
     runs: 3,
-    enqueue: { durationMs: 3000, warmupMs: 1000, clients: 32 },
-    drain: { jobs: 5000, concurrency: 64, warmupJobs: 1000, leadMs: 2500 },
-    latency: { jobs: 300, rate: 100, warmup: 20 },
+    enqueue: { durationMs: 1500, warmupMs: 1000, clients: 32 },
+    drain: { jobs: 5000, peerJobs: 1500, concurrency: 64, warmupJobs: 1000, leadMs: 2500 },
+    latency: { jobs: 150, rate: 100, warmup: 20 },
     backlog: { rows: 100_000 },
-    core: { enqueueJobs: 4000, drainJobs: 4000 },
+    core: { jobs: 4000, peerJobs: 1500 },
   },
   full: {
     runs: 3,
     enqueue: { durationMs: 10_000, warmupMs: 2000, clients: 32 },
-    drain: { jobs: 20_000, concurrency: 64, warmupJobs: 2000, leadMs: 3500 },
+    drain: { jobs: 20_000, peerJobs: 20_000, concurrency: 64, warmupJobs: 2000, leadMs: 3500 },
     latency: { jobs: 1000, rate: 100, warmup: 50 },
     backlog: { rows: 1_000_000 },
-    core: { enqueueJobs: 20_000, drainJobs: 20_000 },
+    core: { jobs: 20_000, peerJobs: 20_000 },
   },
 };
 

@@ -107,6 +107,16 @@ function settingsList(settings: Record<string, string | number>): string {
 }
 
 /** The whole BENCHMARKS.md for a results file. */
+/**
+ * "5,000" or "5,000 (peers 2,000)": jobs per run of a scenario. Results files written before peers had a count of
+ * their own give `enqueueJobs` (core) instead.
+ */
+function jobCount(sizes: { jobs?: number; peerJobs?: number; enqueueJobs?: number }): string {
+  const jobs = sizes.jobs ?? sizes.enqueueJobs ?? 0;
+  const peers = sizes.peerJobs ?? jobs;
+  return jobs.toLocaleString("en-US") + (peers === jobs ? "" : ` (peers ${peers.toLocaleString("en-US")})`);
+}
+
 export function benchmarksMarkdown(results: Results, resultsFile: string): string {
   const goals = evaluateGoals(results);
   const sizes = results.sizes ?? SIZES[results.mode];
@@ -133,13 +143,13 @@ export function benchmarksMarkdown(results: Results, resultsFile: string): strin
       (results.reruns?.length ? ` Rerun afterwards and merged in: ${results.reruns.map((command) => `\`${command}\``).join(", ")}.` : ""),
     results.mode === "quick"
       ? `- **Quick-mode sizes** (the full mode uses the issue's): enqueue ${sizes.runs} runs × ${sizes.enqueue.durationMs / 1000} s; ` +
-          `drain ${sizes.drain.jobs.toLocaleString("en-US")} jobs (full: ${SIZES.full.drain.jobs.toLocaleString("en-US")}); ` +
+          `drain ${jobCount(sizes.drain)} jobs (full: ${jobCount(SIZES.full.drain)}); ` +
           `latency ${sizes.latency.jobs} jobs (full: ${SIZES.full.latency.jobs.toLocaleString("en-US")}); ` +
           `backlog ${sizes.backlog.rows.toLocaleString("en-US")} jobs (full: ${SIZES.full.backlog.rows.toLocaleString("en-US")}); ` +
-          `core ${sizes.core.enqueueJobs.toLocaleString("en-US")} jobs (full: ${SIZES.full.core.enqueueJobs.toLocaleString("en-US")}); ${sizes.runs} runs per figure.`
-      : `- **Sizes:** enqueue ${sizes.runs} runs × ${sizes.enqueue.durationMs / 1000} s; drain ${sizes.drain.jobs.toLocaleString("en-US")} jobs; ` +
+          `core ${jobCount(sizes.core)} jobs (full: ${jobCount(SIZES.full.core)}); ${sizes.runs} runs per figure.`
+      : `- **Sizes:** enqueue ${sizes.runs} runs × ${sizes.enqueue.durationMs / 1000} s; drain ${jobCount(sizes.drain)} jobs; ` +
           `latency ${sizes.latency.jobs.toLocaleString("en-US")} jobs; backlog ${sizes.backlog.rows.toLocaleString("en-US")} jobs; ` +
-          `core ${sizes.core.enqueueJobs.toLocaleString("en-US")} jobs; ${sizes.runs} runs per figure.`,
+          `core ${jobCount(sizes.core)} jobs; ${sizes.runs} runs per figure.`,
     `- **Machine:** ${m["nproc"]} vCPUs (${m["cpu"]}), ${m["memory_gib"]} GiB, Linux ${m["kernel"]}; load average at start ${m["loadavg_at_start"]}.`,
     `- **Versions:** Node ${v["node"]}, opqueue ${v["opqueue"]}, SQLite ${v["sqlite"]} (better-sqlite3 ${v["better-sqlite3"]}), ` +
       `PostgreSQL ${pgInfo["version"] ?? "?"} (pg ${v["pg"]}), Fastify ${v["fastify"]}, undici ${v["undici"]}, ` +

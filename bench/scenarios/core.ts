@@ -12,15 +12,16 @@ import { mintAssertions } from "../lib/opqueue.js";
 import { dropSchema, freshSchema, opqueueUrl, PG_URL } from "../lib/pg.js";
 import { Progress } from "../lib/progress.js";
 import { ScenarioRecorder, type ScenarioResult } from "../lib/results.js";
+import { perPeers } from "./drain.js";
 import { summaryLine } from "./enqueue.js";
 
 const CONCURRENCY = 32;
 
 export async function runCore(ctx: Context): Promise<ScenarioResult> {
   const { sizes } = ctx;
-  const n = sizes.core.enqueueJobs;
+  const n = sizes.core.jobs;
   const recorder = new ScenarioRecorder("core", "The store alone (no HTTP)", {
-    enqueue: `${n.toLocaleString("en-US")} jobs per run, ${CONCURRENCY} concurrent library calls`,
+    enqueue: `${n.toLocaleString("en-US")} jobs per run${perPeers(sizes.core)}, ${CONCURRENCY} concurrent library calls`,
     drain: `the same jobs (due now): opqueue claims 64 and completes 64 (no-op delivery) in a loop; peers run no-op handlers`,
     runs: sizes.runs,
   });
@@ -65,6 +66,7 @@ export async function runCore(ctx: Context): Promise<ScenarioResult> {
     { system: "pgboss", label: "pg-boss", file: "bench/peers/pgboss.ts", prefix: "bench_boss", enqueue: "sendMany" },
   ];
   for (const peer of ctx.peers ? peers : []) {
+    const count = sizes.core.peerJobs;
     const schema = freshSchema(peer.prefix);
     try {
       const child = await Child.start({ name: peer.label, file: peer.file, args: ["--database", PG_URL, "--schema", schema] });
@@ -82,17 +84,17 @@ export async function runCore(ctx: Context): Promise<ScenarioResult> {
           for (let run = 0; run < sizes.runs; run++) {
             progress.update(`${variant.label} run ${run + 1}/${sizes.runs}: enqueue`, true);
             if (variant === variants[0]) {
-              const enq = await child.call<{ elapsedMs: number }>(peer.enqueue, { count: n, concurrency: CONCURRENCY, delayMs: 0 });
-              enqueueRates.push((n / enq.elapsedMs) * 1000);
+              const enq = await child.call<{ elapsedMs: number }>(peer.enqueue, { count, concurrency: CONCURRENCY, delayMs: 0 });
+              enqueueRates.push((count / enq.elapsedMs) * 1000);
             } else {
               // The enqueue rate is measured once per run; the next variant's jobs go in by batch.
-              await child.call("insert", { count: n, delayMs: 0 });
+              await child.call("insert", { count, delayMs: 0 });
             }
             progress.update(`${variant.label} run ${run + 1}/${sizes.runs}: drain`, true);
             await child.call("startWorker", variant.startArgs);
             const drained = await child.call<{ elapsedMs: number }>("waitEmpty");
             await child.call("stopWorker");
-            drainRates.push((n / drained.elapsedMs) * 1000);
+            drainRates.push((count / drained.elapsedMs) * 1000);
           }
           recorder.add({ system: variant.system, label: variant.label, engine: null, metric: "drain_rate", unit: "jobs/s", values: drainRates });
         }

@@ -67,7 +67,7 @@ async function peerDrain(
   const target = await ctx.target();
   for (let run = -1; run < sizes.runs; run++) {
     const warmup = run < 0;
-    const count = warmup ? sizes.drain.warmupJobs : sizes.drain.jobs;
+    const count = warmup ? sizes.drain.warmupJobs : sizes.drain.peerJobs;
     if (count === 0) continue;
     const label = warmup ? `${options.label} warm-up` : `${options.label} run ${run + 1}/${sizes.runs}`;
     progress.update(`${label}: inserting ${count} due jobs`, true);
@@ -88,10 +88,15 @@ async function peerDrain(
   recorder.add({ ...common, metric: "rate_from_start", unit: "jobs/s", values: fromStart });
 }
 
+/** ", peers N" when the peers get another number of jobs than opqueue. */
+export function perPeers(sizes: { jobs: number; peerJobs: number }): string {
+  return sizes.peerJobs === sizes.jobs ? "" : ` (peers: ${sizes.peerJobs.toLocaleString("en-US")})`;
+}
+
 export async function runDrain(ctx: Context): Promise<ScenarioResult> {
   const { sizes } = ctx;
   const recorder = new ScenarioRecorder("drain", "Drain to a no-op target", {
-    jobs: `${sizes.drain.jobs.toLocaleString("en-US")} jobs per run, pre-inserted in bulk`,
+    jobs: `${sizes.drain.jobs.toLocaleString("en-US")} jobs per run${perPeers(sizes.drain)}, pre-inserted in bulk`,
     runs: sizes.runs,
     "opqueue worker": `concurrency ${sizes.drain.concurrency}, a fresh serve process per run, warmed up with ${sizes.drain.warmupJobs.toLocaleString("en-US")} jobs over HTTP before the measured jobs fall due`,
     peers: `one warm-up drain of ${sizes.drain.warmupJobs.toLocaleString("en-US")} jobs, then the runs in the same process`,
