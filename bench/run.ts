@@ -138,6 +138,9 @@ async function main(): Promise<void> {
   for (const engine of engines) if (engine !== "sqlite" && engine !== "postgres") throw new Error(`unknown engine ${engine}`);
   const narrowed = only.length > 0 || engines.length > 0 || values.profile !== undefined || values["skip-peers"];
   const started = performance.now();
+  // Read now, when dist/ was just built (`npm run bench` builds first): src/ edited while the run goes on does not
+  // change the code measured.
+  const git = gitState();
 
   const leftovers = await dropLeftoverSchemas();
   if (leftovers.length > 0) process.stderr.write(`dropped ${leftovers.length} schemas left by an earlier run\n`);
@@ -191,7 +194,7 @@ async function main(): Promise<void> {
   const results: Results = {
     date,
     sizes: ctx.sizes,
-    git: gitState(),
+    git,
     mode,
     command,
     filters: { only, engines: ctx.engines },
