@@ -46,6 +46,12 @@ export const SIZES: Record<"quick" | "full", Sizes> = {
   },
 };
 
+/** "5,000" or "5,000 (peers 1,500)": the jobs per run of a scenario whose peers get another number. */
+export function jobsPerRun(sizes: { jobs: number; peerJobs?: number }): string {
+  const peers = sizes.peerJobs ?? sizes.jobs;
+  return sizes.jobs.toLocaleString("en-US") + (peers === sizes.jobs ? "" : ` (peers ${peers.toLocaleString("en-US")})`);
+}
+
 /** The target's counters (see bench/peers/target.ts). */
 export interface TargetStats {
   requests: number;

@@ -4,7 +4,7 @@
  * The generator owns the whole file, including the method section below.
  */
 import { evaluateGoals, goalEngineLabel } from "./goals.js";
-import { SIZES } from "./context.js";
+import { jobsPerRun, SIZES, type Sizes } from "./context.js";
 import type { Figure, Results, ScenarioResult } from "./results.js";
 import { formatNumber, formatSummary } from "./stats.js";
 
@@ -106,17 +106,12 @@ function settingsList(settings: Record<string, string | number>): string {
     .join("; ");
 }
 
-/** The whole BENCHMARKS.md for a results file. */
-/**
- * "5,000" or "5,000 (peers 2,000)": jobs per run of a scenario. Results files written before peers had a count of
- * their own give `enqueueJobs` (core) instead.
- */
-function jobCount(sizes: { jobs?: number; peerJobs?: number; enqueueJobs?: number }): string {
-  const jobs = sizes.jobs ?? sizes.enqueueJobs ?? 0;
-  const peers = sizes.peerJobs ?? jobs;
-  return jobs.toLocaleString("en-US") + (peers === jobs ? "" : ` (peers ${peers.toLocaleString("en-US")})`);
+/** The core scenario's jobs per run; results files written before the peers had a number of their own say `enqueueJobs`. */
+function coreJobs(core: Sizes["core"] | { enqueueJobs: number }): string {
+  return jobsPerRun("jobs" in core ? core : { jobs: core.enqueueJobs });
 }
 
+/** The whole BENCHMARKS.md for a results file. */
 export function benchmarksMarkdown(results: Results, resultsFile: string): string {
   const goals = evaluateGoals(results);
   const sizes = results.sizes ?? SIZES[results.mode];
@@ -143,13 +138,13 @@ export function benchmarksMarkdown(results: Results, resultsFile: string): strin
       (results.reruns?.length ? ` Rerun afterwards and merged in: ${results.reruns.map((command) => `\`${command}\``).join(", ")}.` : ""),
     results.mode === "quick"
       ? `- **Quick-mode sizes** (the full mode uses the issue's): enqueue ${sizes.runs} runs × ${sizes.enqueue.durationMs / 1000} s; ` +
-          `drain ${jobCount(sizes.drain)} jobs (full: ${jobCount(SIZES.full.drain)}); ` +
+          `drain ${jobsPerRun(sizes.drain)} jobs (full: ${jobsPerRun(SIZES.full.drain)}); ` +
           `latency ${sizes.latency.jobs} jobs (full: ${SIZES.full.latency.jobs.toLocaleString("en-US")}); ` +
           `backlog ${sizes.backlog.rows.toLocaleString("en-US")} jobs (full: ${SIZES.full.backlog.rows.toLocaleString("en-US")}); ` +
-          `core ${jobCount(sizes.core)} jobs (full: ${jobCount(SIZES.full.core)}); ${sizes.runs} runs per figure.`
-      : `- **Sizes:** enqueue ${sizes.runs} runs × ${sizes.enqueue.durationMs / 1000} s; drain ${jobCount(sizes.drain)} jobs; ` +
+          `core ${coreJobs(sizes.core)} jobs (full: ${coreJobs(SIZES.full.core)}); ${sizes.runs} runs per figure.`
+      : `- **Sizes:** enqueue ${sizes.runs} runs × ${sizes.enqueue.durationMs / 1000} s; drain ${jobsPerRun(sizes.drain)} jobs; ` +
           `latency ${sizes.latency.jobs.toLocaleString("en-US")} jobs; backlog ${sizes.backlog.rows.toLocaleString("en-US")} jobs; ` +
-          `core ${jobCount(sizes.core)} jobs; ${sizes.runs} runs per figure.`,
+          `core ${coreJobs(sizes.core)} jobs; ${sizes.runs} runs per figure.`,
     `- **Machine:** ${m["nproc"]} vCPUs (${m["cpu"]}), ${m["memory_gib"]} GiB, Linux ${m["kernel"]}; load average at start ${m["loadavg_at_start"]}.`,
     `- **Versions:** Node ${v["node"]}, opqueue ${v["opqueue"]}, SQLite ${v["sqlite"]} (better-sqlite3 ${v["better-sqlite3"]}), ` +
       `PostgreSQL ${pgInfo["version"] ?? "?"} (pg ${v["pg"]}), Fastify ${v["fastify"]}, undici ${v["undici"]}, ` +

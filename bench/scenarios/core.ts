@@ -6,13 +6,12 @@
  * the queue found empty (polled every 10 ms).
  */
 import { join } from "node:path";
-import { ENGINE_LABEL, type Context } from "../lib/context.js";
+import { ENGINE_LABEL, jobsPerRun, type Context } from "../lib/context.js";
 import { Child } from "../lib/ipc.js";
 import { mintAssertions } from "../lib/opqueue.js";
 import { dropSchema, freshSchema, opqueueUrl, PG_URL } from "../lib/pg.js";
 import { Progress } from "../lib/progress.js";
 import { ScenarioRecorder, type ScenarioResult } from "../lib/results.js";
-import { perPeers } from "./drain.js";
 import { summaryLine } from "./enqueue.js";
 
 const CONCURRENCY = 32;
@@ -21,7 +20,7 @@ export async function runCore(ctx: Context): Promise<ScenarioResult> {
   const { sizes } = ctx;
   const n = sizes.core.jobs;
   const recorder = new ScenarioRecorder("core", "The store alone (no HTTP)", {
-    enqueue: `${n.toLocaleString("en-US")} jobs per run${perPeers(sizes.core)}, ${CONCURRENCY} concurrent library calls`,
+    enqueue: `${jobsPerRun(sizes.core)} jobs per run, ${CONCURRENCY} concurrent library calls`,
     drain: `the same jobs (due now): opqueue claims 64 and completes 64 (no-op delivery) in a loop; peers run no-op handlers`,
     runs: sizes.runs,
   });

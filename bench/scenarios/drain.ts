@@ -5,7 +5,7 @@
  * (default settings, and with its batched local queue) and pg-boss, whose tasks POST the same request to the same
  * target over an undici keep-alive pool.
  */
-import { ENGINE_LABEL, type Context } from "../lib/context.js";
+import { ENGINE_LABEL, jobsPerRun, type Context } from "../lib/context.js";
 import { Child } from "../lib/ipc.js";
 import { freshSchema, dropSchema, PG_URL } from "../lib/pg.js";
 import { Progress } from "../lib/progress.js";
@@ -88,15 +88,10 @@ async function peerDrain(
   recorder.add({ ...common, metric: "rate_from_start", unit: "jobs/s", values: fromStart });
 }
 
-/** ", peers N" when the peers get another number of jobs than opqueue. */
-export function perPeers(sizes: { jobs: number; peerJobs: number }): string {
-  return sizes.peerJobs === sizes.jobs ? "" : ` (peers: ${sizes.peerJobs.toLocaleString("en-US")})`;
-}
-
 export async function runDrain(ctx: Context): Promise<ScenarioResult> {
   const { sizes } = ctx;
   const recorder = new ScenarioRecorder("drain", "Drain to a no-op target", {
-    jobs: `${sizes.drain.jobs.toLocaleString("en-US")} jobs per run${perPeers(sizes.drain)}, pre-inserted in bulk`,
+    jobs: `${jobsPerRun(sizes.drain)} jobs per run, pre-inserted in bulk`,
     runs: sizes.runs,
     "opqueue worker": `concurrency ${sizes.drain.concurrency}, a fresh serve process per run, warmed up with ${sizes.drain.warmupJobs.toLocaleString("en-US")} jobs over HTTP before the measured jobs fall due`,
     peers: `one warm-up drain of ${sizes.drain.warmupJobs.toLocaleString("en-US")} jobs, then the runs in the same process`,

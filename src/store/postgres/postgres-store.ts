@@ -826,14 +826,6 @@ function claimCandidates(limit: number): number {
 }
 
 /**
- * The claim: migration 0003's `opqueue_claim`, which keeps one plan for the connection's life instead of
- * planning a statement on every call. Candidates in claim order (or, when fewer are due than wanted, every due
- * job), locked with SKIP LOCKED so concurrent claimers on other nodes take other rows instead of waiting; keys
- * already running are skipped; then one job per key, the first in claim order, and only keys whose
- * transaction-scoped advisory lock this claim gets (another node claiming the same key right now holds it).
- * $1 now, $2 limit, $3 how many candidates to look at.
- */
-/**
  * The CTE that makes a statement's commit lazy: `set_config(..., true)` sets `synchronous_commit = off` until the end
  * of the statement's own transaction, so its commit does not wait for the WAL to reach the disk (the WAL writer
  * flushes it within a few hundred milliseconds). Used by the writes no client waits on: claims, outcomes and
@@ -846,6 +838,14 @@ function claimCandidates(limit: number): number {
  */
 const LAZY_COMMIT = "lazy_commit AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true))";
 
+/**
+ * The claim: migration 0003's `opqueue_claim`, which keeps one plan for the connection's life instead of
+ * planning a statement on every call. Candidates in claim order (or, when fewer are due than wanted, every due
+ * job), locked with SKIP LOCKED so concurrent claimers on other nodes take other rows instead of waiting; keys
+ * already running are skipped; then one job per key, the first in claim order, and only keys whose
+ * transaction-scoped advisory lock this claim gets (another node claiming the same key right now holds it).
+ * $1 now, $2 limit, $3 how many candidates to look at.
+ */
 const CLAIM_SQL = `WITH ${LAZY_COMMIT} SELECT claimed.* FROM lazy_commit, opqueue_claim($1, $2, $3) AS claimed`;
 
 /**
