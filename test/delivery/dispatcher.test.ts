@@ -500,6 +500,15 @@ describe("claiming", () => {
     const heartbeatWaiters: Array<{ count: number; resolve: () => void }> = [];
     const claimMany = store.jobClaimMany.bind(store);
     const heartbeatMany = store.jobHeartbeatMany.bind(store);
+    // Once the listener for other nodes is in place, the node claims once more (a job committed before the LISTEN
+    // notified nobody); on PostgreSQL that can come after the first heartbeats, so the quiet window starts after it.
+    const listening = deferred();
+    const availableListen = store.jobAvailableListen.bind(store);
+    store.jobAvailableListen = async (onAvailable) => {
+      const stop = await availableListen(onAvailable);
+      listening.resolve();
+      return stop;
+    };
     store.jobClaimMany = (params) => {
       claims++;
       return claimMany(params);
@@ -526,6 +535,7 @@ describe("claiming", () => {
     const second = await enqueue(s, report({ n: 2 }, { concurrency_key: "k" }));
     s.service.start();
     await target.waitForRequests(1);
+    await listening.promise;
     // Heartbeats are the only thing the node does while the key is busy and nothing else changes.
     await nextHeartbeats(3);
     const claimsBefore = claims;
