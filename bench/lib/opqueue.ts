@@ -280,7 +280,7 @@ export function preinsertSqlite(options: {
 
 /**
  * Inserts `count` pending `buildReport` jobs into opqueue's PostgreSQL schema with `INSERT ... SELECT
- * generate_series` in statements of 100,000 rows, charges their chain, and analyzes the table (as autovacuum
+ * generate_series` in statements of 100,000 rows, charges their chain, and analyzes the tables (as autovacuum
  * would soon after). `runAt` is epoch ms.
  */
 export async function preinsertPostgres(options: {
@@ -298,12 +298,17 @@ export async function preinsertPostgres(options: {
   const chunk = 100_000;
   for (let done = 0; done < options.count; done += chunk) {
     const size = Math.min(chunk, options.count - done);
+    // A job is a job_specs row and a job_state row (migration 0005).
     await client.query(
-      `INSERT INTO ${schema}.jobs (id, operation_id, status, attempt, max_attempts, priority, run_at, created_at,
-         enqueued_by_operation_id, original_request_id, user_id, authority, request)
-       SELECT $1 || lpad(g::text, 10, '0'), 'buildReport', 'pending', 0, 5, 0, $2::timestamptz, $3::timestamptz,
-         'createUser', $4, 'bench', $5::json, json_build_object('body', json_build_object('n', g))
-       FROM generate_series($6::int, $7::int) AS g`,
+      `WITH specs AS (
+         INSERT INTO ${schema}.job_specs (id, operation_id, max_attempts, created_at, enqueued_by_operation_id,
+           original_request_id, user_id, authority, request)
+         SELECT $1 || lpad(g::text, 10, '0'), 'buildReport', 5, $3::timestamptz, 'createUser', $4, 'bench', $5::json,
+           json_build_object('body', json_build_object('n', g))
+         FROM generate_series($6::int, $7::int) AS g
+         RETURNING seq)
+       INSERT INTO ${schema}.job_state (seq, status, attempt, priority, run_at)
+       SELECT seq, 'pending', 0, 0, $2::timestamptz FROM specs`,
       [prefix, new Date(options.runAt), new Date(), options.rid, authority, done, done + size - 1],
     );
     options.onProgress?.(done + size);
@@ -313,7 +318,7 @@ export async function preinsertPostgres(options: {
      ON CONFLICT (original_request_id) DO UPDATE SET jobs_created = c.jobs_created + excluded.jobs_created`,
     [options.rid, options.count],
   );
-  await client.query(`ANALYZE ${schema}.jobs`);
+  await client.query(`ANALYZE ${schema}.job_specs, ${schema}.job_state`);
 }
 
 /** Job counts by status in a SQLite database no process holds. */

@@ -6,7 +6,8 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import pg from "pg";
 import { ManualClock } from "../../src/clock.js";
-import { POSTGRES_SKIP, POSTGRES_URL, openPostgresStore } from "../helpers/postgres.js";
+import { readMigrations } from "../../src/store/migrations.js";
+import { dropSchema, freshSchemaName, POSTGRES_SKIP, POSTGRES_URL, openPostgresStore } from "../helpers/postgres.js";
 import { jobParams, SUCCESS, T0, UNAVAILABLE } from "./conformance/harness.js";
 import { runStoreConformance } from "./conformance/index.js";
 
@@ -116,7 +117,7 @@ if (!POSTGRES_SKIP) {
         CREATE TABLE commit_modes (mode text NOT NULL);
         CREATE FUNCTION record_commit_mode() RETURNS trigger LANGUAGE plpgsql AS $$
           BEGIN INSERT INTO commit_modes VALUES (current_setting('synchronous_commit')); RETURN NULL; END $$;
-        CREATE CONSTRAINT TRIGGER jobs_commit_mode AFTER INSERT OR UPDATE ON jobs
+        CREATE CONSTRAINT TRIGGER job_state_commit_mode AFTER INSERT OR UPDATE ON job_state
           DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION record_commit_mode();`);
       const modesOf = async (write: () => Promise<unknown>): Promise<string[]> => {
         await db.query("TRUNCATE commit_modes");
@@ -157,7 +158,7 @@ if (!POSTGRES_SKIP) {
 
 if (!POSTGRES_SKIP) {
   describe("PostgreSQL claim plans", () => {
-    test("a claim counts the due jobs by walking jobs_run_at in order, never with a bitmap, whatever the statistics", async (t) => {
+    test("a claim counts the due jobs by walking job_state_run_at in order, never with a bitmap, whatever the statistics", async (t) => {
       const opened = await openPostgresStore(new ManualClock(T0));
       t.after(() => opened.cleanup());
       const { store, schema } = opened;
@@ -167,18 +168,22 @@ if (!POSTGRES_SKIP) {
       // The claim's plans are made from the table's statistics, and made again after each ANALYZE. Statistics taken
       // while 1 job in 30 was pending and the rest finished, in no particular order of run time, then twenty thousand
       // jobs due: planned from such statistics, version 3's count of the due jobs read every due job into a bitmap,
-      // or walked jobs_claim, before stopping at its limit.
+      // or walked the claim index, before stopping at its limit.
       for (let n = 0; n < 10; n++) await store.jobInsert(jobParams({ id: `job-plan-${n}` }));
       await db.query(`
-        INSERT INTO jobs (id, operation_id, status, max_attempts, run_at, created_at, finished_at,
-            enqueued_by_operation_id, original_request_id, user_id, authority, request)
-          SELECT 'job-bulk-' || n, operation_id, CASE WHEN n % 30 = 0 THEN 'pending' ELSE 'succeeded' END,
-            max_attempts, run_at - (n * 7919 % 20000) * interval '1 ms', created_at,
-            CASE WHEN n % 30 = 0 THEN NULL ELSE created_at END,
-            enqueued_by_operation_id, original_request_id, user_id, authority, request
-          FROM jobs, generate_series(1, 20000) AS n WHERE id = 'job-plan-0'`);
-      await db.query("ANALYZE jobs");
-      await db.query("UPDATE jobs SET status = 'pending', finished_at = NULL WHERE status = 'succeeded'");
+        WITH specs AS (
+          INSERT INTO job_specs (id, operation_id, max_attempts, created_at, enqueued_by_operation_id,
+              original_request_id, user_id, authority, request)
+            SELECT 'job-bulk-' || n, operation_id, max_attempts, created_at, enqueued_by_operation_id,
+              original_request_id, user_id, authority, request
+            FROM jobs, generate_series(1, 20000) AS n WHERE id = 'job-plan-0'
+            RETURNING seq, split_part(id, '-', 3)::integer AS n, created_at)
+        INSERT INTO job_state (seq, status, run_at, finished_at)
+          SELECT seq, CASE WHEN n % 30 = 0 THEN 'pending' ELSE 'succeeded' END,
+            $1::timestamptz - (n * 7919 % 20000) * interval '1 ms', CASE WHEN n % 30 = 0 THEN NULL ELSE created_at END
+          FROM specs`, [new Date(T0)]);
+      await db.query("ANALYZE job_state");
+      await db.query("UPDATE job_state SET status = 'pending', finished_at = NULL WHERE status = 'succeeded'");
       // auto_explain reports each statement's plan, the function's own statements included, as it runs.
       const plans: string[] = [];
       db.on("notice", (notice) => plans.push(notice.message ?? ""));
@@ -190,8 +195,75 @@ if (!POSTGRES_SKIP) {
       assert.equal(claimed.rows.length, 1);
       const counting = plans.find((plan) => plan.includes("SELECT count(*)"));
       assert.ok(counting, `the due jobs were counted: ${plans.join("\n")}`);
-      assert.match(counting, /Index (Only )?Scan using jobs_run_at/);
-      for (const plan of plans) assert.doesNotMatch(plan, /Bitmap|Seq Scan on jobs/, plan);
+      assert.match(counting, /Index (Only )?Scan using job_state_run_at/);
+      for (const plan of plans) assert.doesNotMatch(plan, /Bitmap|Seq Scan on job_state/, plan);
+    });
+  });
+}
+
+if (!POSTGRES_SKIP) {
+  describe("PostgreSQL schema upgrades", () => {
+    test("version 5 moves the jobs of a version 4 database to job_specs and job_state, every field kept", async (t) => {
+      const schema = freshSchemaName();
+      t.after(() => dropSchema(schema));
+      const db = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` });
+      await db.connect();
+      t.after(() => db.end());
+      // A database at version 4, as the previous release left it, holding jobs in every state.
+      await db.query(`CREATE SCHEMA ${schema}`);
+      await db.query(`CREATE TABLE schema_migrations (
+        version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
+      for (const migration of readMigrations("postgres").slice(0, 4)) {
+        await db.query(migration.sql);
+        await db.query("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", [migration.version, migration.name]);
+      }
+      const item = (id: string, extra: Record<string, unknown> = {}) => ({
+        id, operation_id: "sendWelcomeEmail", max_attempts: 5, priority: 0, run_at: new Date(T0).toISOString(),
+        dedupe_key: null, concurrency_key: null, enqueued_by_operation_id: "createUser", parent_job_id: null,
+        original_request_id: "req-1", user_id: "u1", authority: { kind: "request", user_id: "u1" },
+        request: { body: { id } }, spawn_cap: 100, ...extra,
+      });
+      const items = [
+        item("old-running", { priority: 5 }),
+        item("old-succeeded", { priority: 4 }),
+        item("old-dead", { priority: 3 }),
+        item("old-keyed", { dedupe_key: "dk", concurrency_key: "ck", parent_job_id: "old-running" }),
+        item("old-later", { run_at: new Date(T0 + 60_000).toISOString() }),
+      ];
+      await db.query("SELECT opqueue_insert_jobs($1::json, $2)", [JSON.stringify(items), new Date(T0)]);
+      const claimed = await db.query("SELECT id FROM opqueue_claim($1, 3, 6)", [new Date(T0)]);
+      assert.equal(claimed.rows.length, 3);
+      await db.query(`UPDATE jobs SET status = 'succeeded', finished_at = $1, heartbeat_at = NULL,
+        result = '{"status_code":200,"error_body":null,"terminal_reason":null}' WHERE id = 'old-succeeded'`, [new Date(T0 + 5)]);
+      await db.query(`UPDATE jobs SET status = 'dead', finished_at = $1, heartbeat_at = NULL,
+        result = '{"status_code":500,"error_body":"no","terminal_reason":"exhausted"}' WHERE id = 'old-dead'`, [new Date(T0 + 6)]);
+      const rowsOf = async () => (await db.query("SELECT row_to_json(jobs) AS job FROM jobs ORDER BY seq")).rows;
+      const before = await rowsOf();
+
+      const clock = new ManualClock(T0 + 1000);
+      const opened = await openPostgresStore(clock, { schema });
+      t.after(() => opened.store.close());
+      const { store } = opened;
+      assert.deepEqual(await rowsOf(), before, "the view answers every job as the table did");
+      const specs = await db.query("SELECT count(*)::int AS n FROM job_specs");
+      assert.equal(specs.rows[0]?.n, items.length);
+      assert.equal((await store.jobGet({ id: "old-keyed" }))?.parentJobId, "old-running");
+
+      // The keys still hold: the pending job keeps its dedupe key, and a new job is numbered after the old ones.
+      const again = await store.jobInsert(jobParams({ id: "new-dedupe", dedupeKey: "dk", operationId: "sendWelcomeEmail" }));
+      assert.equal(again.kind, "deduplicated");
+      assert.equal(again.kind === "deduplicated" && again.job.id, "old-keyed");
+      const fresh = await store.jobInsert(jobParams({ id: "new-job" }));
+      assert.equal(fresh.kind, "created");
+      assert.ok(fresh.kind === "created" && fresh.job.seq > Math.max(...before.map((row) => Number(row.job.seq))));
+      // The old running job finishes; the old pending one is claimed; retention and the list read the new tables.
+      assert.deepEqual(
+        await store.jobCompleteMany({ outcomes: [{ id: "old-running", attempt: 1, status: "succeeded", result: SUCCESS }] }),
+        [true],
+      );
+      const next = await store.jobClaimMany({ limit: 10 });
+      assert.deepEqual(next.map((job) => job.id).sort(), ["new-job", "old-keyed"]);
+      assert.deepEqual((await store.jobList({ statuses: ["dead"], limit: 10 })).map((job) => job.id), ["old-dead"]);
     });
   });
 }
