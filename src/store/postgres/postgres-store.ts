@@ -1,6 +1,9 @@
 /**
  * The PostgreSQL engine (node-postgres): any number of nodes on one database.
  *
+ * - Tables: a job is a `job_specs` row (what was asked, written once) and a `job_state` row (where it is in its
+ *   life), so claims and outcomes rewrite a narrow row and few index entries (migration 0005). Reads go through the
+ *   view `jobs`, which joins them; writes name the table they change.
  * - Durability: every acknowledged write commits with `synchronous_commit` as the server has it (on by default).
  *   The writes no client waits on (claims, outcomes, heartbeats) commit lazily, without waiting for the WAL flush,
  *   as the SQLite engine writes them with `synchronous = NORMAL`: see `LAZY_COMMIT`.
@@ -601,7 +604,8 @@ export class PostgresStore implements Store {
     return this.transaction(async (client) => {
       if (options.lazy) await client.query("SET LOCAL synchronous_commit = off");
       await client.query(
-        `SELECT 1 FROM chains WHERE original_request_id IN (SELECT original_request_id FROM job_specs WHERE id = ANY($1::text[]))
+        `SELECT 1 FROM chains
+         WHERE original_request_id IN (SELECT original_request_id FROM job_specs WHERE id = ANY($1::text[]))
          FOR SHARE`,
         [items.map((item) => item.id)],
       );
@@ -868,7 +872,7 @@ function claimCandidates(limit: number): number {
 const LAZY_COMMIT = "lazy_commit AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true))";
 
 /**
- * The claim: migration 0003's `opqueue_claim`, which keeps one plan for the connection's life instead of
+ * The claim: `opqueue_claim` (migrations 0003 to 0005), which keeps one plan for the connection's life instead of
  * planning a statement on every call. Candidates in claim order (or, when fewer are due than wanted, every due
  * job), locked with SKIP LOCKED so concurrent claimers on other nodes take other rows instead of waiting; keys
  * already running are skipped; then one job per key, the first in claim order, and only keys whose
