@@ -8,7 +8,7 @@
 --
 -- Now a job is two rows:
 --   - job_specs: what was asked, written once (id, operation, lineage, user, authority, request), with the indexes of
---     the job list. Only a dedupe upsert ever updates it (the request), and that update is HOT.
+--     the job list. Only a dedupe upsert ever updates it (the request).
 --   - job_state: where the job is (status, attempt, priority, run time, lease, keys, result): a row of about a
 --     hundred bytes whose indexes are those of claims, leases, keys, the status filter and retention.
 -- A claim now writes one narrow row and three index entries (its key, its lease, its status), a success one row and
