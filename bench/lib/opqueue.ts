@@ -298,7 +298,7 @@ export async function preinsertPostgres(options: {
   const chunk = 100_000;
   for (let done = 0; done < options.count; done += chunk) {
     const size = Math.min(chunk, options.count - done);
-    // A job is a job_specs row and a job_state row (migration 0005).
+    // A job is a job_specs row and a job_state row (migration 0004).
     await client.query(
       `WITH specs AS (
          INSERT INTO ${schema}.job_specs (id, operation_id, max_attempts, created_at, enqueued_by_operation_id,

@@ -203,17 +203,17 @@ if (!POSTGRES_SKIP) {
 
 if (!POSTGRES_SKIP) {
   describe("PostgreSQL schema upgrades", () => {
-    test("version 5 moves the jobs of a version 4 database to job_specs and job_state, every field kept", async (t) => {
+    test("version 4 moves the jobs of a version 3 database to job_specs and job_state, every field kept", async (t) => {
       const schema = freshSchemaName();
       t.after(() => dropSchema(schema));
       const db = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` });
       await db.connect();
       t.after(() => db.end());
-      // A database at version 4, as the previous release left it, holding jobs in every state.
+      // A database at version 3, as the previous release left it, holding jobs in every state.
       await db.query(`CREATE SCHEMA ${schema}`);
       await db.query(`CREATE TABLE schema_migrations (
         version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
-      for (const migration of readMigrations("postgres").slice(0, 4)) {
+      for (const migration of readMigrations("postgres").slice(0, 3)) {
         await db.query(migration.sql);
         await db.query("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", [migration.version, migration.name]);
       }

@@ -2,7 +2,7 @@
  * The PostgreSQL engine (node-postgres): any number of nodes on one database.
  *
  * - Tables: a job is a `job_specs` row (what was asked, written once) and a `job_state` row (where it is in its
- *   life), so claims and outcomes rewrite a narrow row and few index entries (migration 0005). Reads go through the
+ *   life), so claims and outcomes rewrite a narrow row and few index entries (migration 0004). Reads go through the
  *   view `jobs`, which joins them; writes name the table they change.
  * - Durability: every acknowledged write commits with `synchronous_commit` as the server has it (on by default).
  *   The writes no client waits on (claims, outcomes, heartbeats) commit lazily, without waiting for the WAL flush,
@@ -62,7 +62,7 @@ function BY_SEQ(source: string): string {
 }
 
 /**
- * A whole job from a job_specs row `j` and its job_state row `s` (migration 0005), as the view `jobs` has it: for
+ * A whole job from a job_specs row `j` and its job_state row `s` (migration 0004), as the view `jobs` has it: for
  * RETURNING clauses of statements that change job_state (a view reading after them would see the rows as before).
  */
 const JOB_COLUMNS = `j.seq, j.id, j.operation_id, s.status, s.attempt, j.max_attempts, s.priority, s.run_at,
@@ -872,7 +872,7 @@ function claimCandidates(limit: number): number {
 const LAZY_COMMIT = "lazy_commit AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true))";
 
 /**
- * The claim: `opqueue_claim` (migrations 0003 to 0005), which keeps one plan for the connection's life instead of
+ * The claim: `opqueue_claim` (migrations 0003 and 0004), which keeps one plan for the connection's life instead of
  * planning a statement on every call. Candidates in claim order (or, when fewer are due than wanted, every due
  * job), locked with SKIP LOCKED so concurrent claimers on other nodes take other rows instead of waiting; keys
  * already running are skipped; then one job per key, the first in claim order, and only keys whose

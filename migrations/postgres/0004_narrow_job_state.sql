@@ -1,4 +1,5 @@
--- opqueue schema for PostgreSQL, version 5: where a job is in its life moves to a narrow table of its own.
+-- opqueue schema for PostgreSQL, version 4: where a job is in its life moves to a narrow table of its own, and the
+-- claim never reads every due job.
 --
 -- A job's row was rewritten whole at every step of its life (claimed, finished, retried), its authority and request
 -- included, and none of those updates could be HOT: each changes `status`, which the partial indexes' predicates
@@ -12,8 +13,17 @@
 --   - job_state: where the job is (status, attempt, priority, run time, lease, keys, result): a row of about a
 --     hundred bytes whose indexes are those of claims, leases, keys, the status filter and retention.
 -- A claim now writes one narrow row and three index entries (its key, its lease, its status), a success one row and
--- three entries. `jobs` becomes a view joining the two, with the columns (and their order) of version 4's table,
+-- three entries. `jobs` becomes a view joining the two, with the columns (and their order) of version 3's table,
 -- so every read, and every query an operator saved, goes on working; writes name the table they change.
+
+-- The claim (version 3's, over job_state) never reads every due job either. Version 3 counted the due jobs (up to
+-- the candidates wanted) with a statement whose one generic plan is made from the table's statistics, and made again
+-- after each ANALYZE. Planned from statistics taken mid-drain (most jobs finished), it became a bitmap scan: every
+-- due job's index entry read into a bitmap before the count stops at the limit. With 60,000 jobs due that cost up to
+-- 25 ms per claim, and a drain slowed as its queue grew (from 6,000 to 4,700 jobs/s over a 60,000-job drain on a
+-- two-core machine; about 11,000 jobs/s throughout without it). Every read of the claim is now an ordered walk that
+-- stops early, never a bitmap: the count asks for run time order, and bitmap scans are off for the function (the
+-- concurrency key's check probes job_state_running_concurrency_key instead of collecting every running job).
 
 DROP FUNCTION opqueue_claim(timestamptz, integer, integer);
 
@@ -147,7 +157,8 @@ BEGIN
 END
 $$;
 
--- Version 4's claim over job_state, answering whole jobs (the view's row type) joined from job_specs.
+-- Version 3's claim over job_state, answering whole jobs (the view's row type) joined from job_specs, never with a
+-- bitmap (see above).
 CREATE FUNCTION opqueue_claim(p_now timestamptz, p_limit integer, p_candidates integer) RETURNS SETOF jobs
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
@@ -158,6 +169,8 @@ DECLARE
   v_due integer;
   v_all_due boolean;
 BEGIN
+  -- job_state_run_at stops at p_now, and the count at p_candidates: a bounded read however long the queue. The
+  -- order leaves a walk of job_state_run_at as the only plan that can stop early.
   SELECT count(*) INTO v_due
   FROM (SELECT 1 FROM job_state WHERE status IN ('pending', 'retrying') AND run_at <= p_now
         ORDER BY run_at LIMIT p_candidates) AS due;
