@@ -138,7 +138,7 @@ export interface DeadJobFilter {
 /** What metrics and the dashboard read from the store. */
 export interface JobStats {
   byStatus: Record<JobStatus, number>;
-  /** Counts by operation and status (only pairs that exist). */
+  /** Counts by operation and status (only pairs that exist); empty when asked without them. */
   byOperation: Array<{ operationId: string; status: JobStatus; count: number }>;
   /** `run_at` of the oldest claimable job that is due now, or null. */
   oldestDueRunAt: number | null;
@@ -192,8 +192,13 @@ export interface Store {
   jobDeleteFinishedMany(params: { finishedBefore: number; limit: number }): Promise<number>;
   /** Forgets cron ticks older than `before` (they can never fire again); returns how many. */
   cronTickDeleteMany(params: { before: number }): Promise<number>;
-  /** Job counts by status and by operation, and the run time of the oldest due claimable job. */
-  jobStats(): Promise<JobStats>;
+  /**
+   * Job counts by status and by operation, and the run time of the oldest due claimable job. With
+   * `byOperation: false` the counts by operation are left out (`[]`): on PostgreSQL the operation of a job sits in
+   * another table than its status, so counting by status alone reads one narrow table (about 6× faster with a
+   * million jobs). Metrics, scraped often, ask for that; the dashboard asks for both.
+   */
+  jobStats(params?: { byOperation?: boolean }): Promise<JobStats>;
   /** The finished attempts of one job, oldest first (admin retries restart the numbering; earlier ones stay). */
   jobAttemptList(params: { id: string }): Promise<JobAttemptRow[]>;
   /** Attempts finished since `since`, counted per `bucketMs` bucket (buckets aligned to `since`), oldest first. */

@@ -56,12 +56,12 @@ export function createMetrics(options: {
     labelNames: ["outcome"] as const,
     registers,
   });
-  // Both gauges come from one store query per scrape; while the database is unavailable they keep their
-  // last values rather than failing the scrape.
+  // Both gauges come from one store query per scrape (counts by status only, the cheaper kind); while the
+  // database is unavailable they keep their last values rather than failing the scrape.
   let pendingStats: Promise<JobStats | undefined> | undefined;
   const stats = () =>
     (pendingStats ??= store
-      .jobStats()
+      .jobStats({ byOperation: false })
       .catch(() => undefined)
       .finally(() => setImmediate(() => (pendingStats = undefined))));
   new Gauge({

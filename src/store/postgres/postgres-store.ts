@@ -730,23 +730,24 @@ export class PostgresStore implements Store {
     });
   }
 
-  async jobStats(): Promise<JobStats> {
+  async jobStats(params: { byOperation?: boolean } = {}): Promise<JobStats> {
     const now = this.now();
+    const withOperations = params.byOperation ?? true;
     const [counts, due] = await Promise.all([
-      this.query(
-        "SELECT operation_id, status, count(*) AS count FROM jobs GROUP BY operation_id, status ORDER BY operation_id, status",
-        [],
-        "opqueue_stats_counts",
-      ),
+      withOperations
+        ? this.query(
+            "SELECT operation_id, status, count(*) AS count FROM jobs GROUP BY operation_id, status ORDER BY operation_id, status",
+            [],
+            "opqueue_stats_counts",
+          )
+        : this.query("SELECT status, count(*) AS count FROM job_state GROUP BY status", [], "opqueue_stats_status_counts"),
       this.query(`SELECT min(run_at) AS oldest FROM job_state WHERE ${CLAIMABLE} AND run_at <= $1`, [now], "opqueue_stats_due"),
     ]);
     const byStatus = Object.fromEntries(JOB_STATUSES.map((status) => [status, 0])) as Record<JobStatus, number>;
-    const byOperation = counts.map((row) => ({
-      operationId: row["operation_id"] as string,
-      status: row["status"] as JobStatus,
-      count: Number(row["count"]),
-    }));
-    for (const row of byOperation) byStatus[row.status] += row.count;
+    for (const row of counts) byStatus[row["status"] as JobStatus] += Number(row["count"]);
+    const byOperation = withOperations
+      ? counts.map((row) => ({ operationId: row["operation_id"] as string, status: row["status"] as JobStatus, count: Number(row["count"]) }))
+      : [];
     return { byStatus, byOperation, oldestDueRunAt: toMs(due[0]?.["oldest"]) };
   }
 

@@ -721,13 +721,14 @@ export class SqliteEngine {
     });
   }
 
-  jobStats(): JobStats {
+  jobStats(params: { byOperation?: boolean } = {}): JobStats {
     return this.read(() => {
       const byStatus = Object.fromEntries(JOB_STATUSES.map((status) => [status, 0])) as Record<JobStatus, number>;
       for (const row of this.statements.countByStatus.all()) byStatus[row.status] = row.count;
-      const byOperation = this.statements.countByOperation
-        .all()
-        .map((row) => ({ operationId: row.operation_id, status: row.status, count: row.count }));
+      const byOperation =
+        (params.byOperation ?? true)
+          ? this.statements.countByOperation.all().map((row) => ({ operationId: row.operation_id, status: row.status, count: row.count }))
+          : [];
       return { byStatus, byOperation, oldestDueRunAt: this.statements.oldestDue.get(this.clock.now()) ?? null };
     });
   }

@@ -250,8 +250,8 @@ export class SqliteStore implements Store {
     return this.call("jobDeleteFinishedMany", params);
   }
 
-  jobStats(): Promise<JobStats> {
-    return this.call("jobStats");
+  jobStats(params?: { byOperation?: boolean }): Promise<JobStats> {
+    return this.call("jobStats", params);
   }
 
   jobAttemptList(params: { id: string }): Promise<JobAttemptRow[]> {

@@ -538,6 +538,22 @@ export function maintenanceCases(suite: Suite): void {
       );
     });
 
+    suite.case("counts by operation and status, sorted; byOperation: false leaves them out and counts the same by status", async ({ store }) => {
+      await makeFinished(store, "succeeded", { operationId: "sendWelcomeEmail" });
+      await makeRunning(store, { operationId: "buildReport" });
+      await insertCreated(store, { operationId: "sendWelcomeEmail", runAt: T0 + 60_000 });
+      await insertCreated(store, { operationId: "sendWelcomeEmail", runAt: T0 + 60_000 });
+      const full = await store.jobStats();
+      assert.deepEqual(full.byOperation, [
+        { operationId: "buildReport", status: "running", count: 1 },
+        { operationId: "sendWelcomeEmail", status: "pending", count: 2 },
+        { operationId: "sendWelcomeEmail", status: "succeeded", count: 1 },
+      ]);
+      const light = await store.jobStats({ byOperation: false });
+      assert.deepEqual(light, { ...full, byOperation: [] });
+      assert.deepEqual(light.byStatus, statusCounts({ pending: 2, running: 1, succeeded: 1 }));
+    });
+
     suite.case("oldestDueRunAt is the earliest runAt of claimable jobs due now, null when none is due", async ({ store, clock }) => {
       await insertCreated(store, { runAt: T0 + 5000 });
       assert.equal((await store.jobStats()).oldestDueRunAt, null, "future jobs are not due");
