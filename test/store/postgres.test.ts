@@ -157,7 +157,7 @@ if (!POSTGRES_SKIP) {
 }
 
 if (!POSTGRES_SKIP) {
-  describe("PostgreSQL claim plans", () => {
+  describe("PostgreSQL claim and heartbeat plans", () => {
     test("a claim counts the due jobs by walking job_state_run_at in order, never with a bitmap, whatever the statistics", async (t) => {
       const opened = await openPostgresStore(new ManualClock(T0));
       t.after(() => opened.cleanup());
@@ -197,6 +197,38 @@ if (!POSTGRES_SKIP) {
       assert.ok(counting, `the due jobs were counted: ${plans.join("\n")}`);
       assert.match(counting, /Index (Only )?Scan using job_state_run_at/);
       for (const plan of plans) assert.doesNotMatch(plan, /Bitmap|Seq Scan on job_state/, plan);
+    });
+
+    test("a heartbeat is a HOT update: no index of job_state reads heartbeat_at, and the store's heartbeat writes no index entry", async (t) => {
+      const opened = await openPostgresStore(new ManualClock(T0));
+      t.after(() => opened.cleanup());
+      const { store, schema } = opened;
+      const db = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` });
+      await db.connect();
+      t.after(() => db.end());
+      const indexes = await db.query<{ name: string; definition: string }>(
+        "SELECT indexrelid::regclass::text AS name, pg_get_indexdef(indexrelid) AS definition FROM pg_index WHERE indrelid = 'job_state'::regclass",
+      );
+      assert.ok(indexes.rows.length > 0);
+      for (const index of indexes.rows) assert.doesNotMatch(index.definition, /heartbeat_at/, index.name);
+
+      for (let n = 0; n < 3; n++) await store.jobInsert(jobParams({ id: `job-hot-${n}` }));
+      const running = await store.jobClaimMany({ limit: 3 });
+      assert.equal(running.length, 3);
+      // A heartbeat's update (heartbeat_at alone), in a transaction of this connection, whose counters it reads before
+      // committing (the store's connections report theirs only later).
+      await db.query("BEGIN");
+      await db.query("UPDATE job_state SET heartbeat_at = $1 WHERE status = 'running'", [new Date(T0 + 1000)]);
+      const counted = await db.query<{ updated: string; hot: string }>(
+        "SELECT n_tup_upd AS updated, n_tup_hot_upd AS hot FROM pg_stat_xact_user_tables WHERE relid = 'job_state'::regclass",
+      );
+      await db.query("COMMIT");
+      assert.deepEqual(counted.rows[0], { updated: "3", hot: "3" });
+
+      // The lease rescue still finds them, by status, oldest heartbeat first.
+      await store.jobHeartbeatMany({ jobs: [{ id: "job-hot-1", attempt: 1 }] });
+      const expired = await store.jobListExpired({ heartbeatBefore: T0 + 500, limit: 10 });
+      assert.deepEqual(expired.map((job) => job.id), ["job-hot-1"]);
     });
   });
 }

@@ -639,6 +639,8 @@ export class PostgresStore implements Store {
   }
 
   async jobListExpired(params: { heartbeatBefore: number; limit: number }): Promise<JobRow[]> {
+    // Reads every running job through job_state_status_seq and sorts them here: no index reads heartbeat_at, so a
+    // heartbeat is a HOT update (migration 0005), and running jobs are few.
     const rows = await this.query(
       "SELECT * FROM jobs WHERE status = 'running' AND heartbeat_at < $1 ORDER BY heartbeat_at LIMIT $2",
       [new Date(params.heartbeatBefore), Math.max(0, params.limit)],

@@ -1,0 +1,12 @@
+-- opqueue schema for PostgreSQL, version 5: a heartbeat is a HOT update.
+--
+-- A running job's heartbeat (every lease.heartbeat_ms, for every job in flight) changes only heartbeat_at. That
+-- column was the key of job_state_running_heartbeat, so no heartbeat could be a HOT update: each one wrote a new
+-- row version and a new entry into every index of job_state (its key, its status, its lease), and each claim added
+-- one more entry there. With no index reading heartbeat_at, a heartbeat rewrites the row in place on its page
+-- (fillfactor 85 leaves the room) and touches no index.
+--
+-- The index served one query: the lease rescue's search for running jobs whose heartbeat is older than their lease
+-- allows. Running jobs are few (at most each node's worker.concurrency), and job_state_status_seq finds them all
+-- by status; the rescue filters and sorts those few rows by heartbeat itself.
+DROP INDEX job_state_running_heartbeat;
