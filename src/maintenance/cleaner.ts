@@ -1,7 +1,7 @@
 /**
  * The retention cleaner (CONTRACT §9): deletes terminal jobs whose `finished_at` is older than
  * `retention.terminal_days`, in bounded batches so no single statement holds the database for long, and forgets
- * cron ticks that can never fire again.
+ * cron ticks that can never fire again and the dashboard's attempt counts older than a day.
  */
 import type { Clock } from "../clock.js";
 import type { Config } from "../config.js";
@@ -13,6 +13,8 @@ export const CLEAN_BATCH = 1000;
 export const CLEAN_INTERVAL_MS = 15 * 60 * 1000;
 /** Cron ticks are remembered this long: far longer than any clock skew between nodes. */
 const CRON_TICK_MEMORY_MS = 24 * 3600 * 1000;
+/** Attempt counts per minute are kept this long; the dashboard charts the last hour. */
+const ATTEMPT_COUNT_MEMORY_MS = 24 * 3600 * 1000;
 const DAY_MS = 24 * 3600 * 1000;
 
 /** One pass of the cleaner; returns how many jobs it deleted. */
@@ -20,6 +22,7 @@ export async function cleanFinishedJobs(options: { config: Config; store: Store;
   const { config, store, clock } = options;
   const now = clock.now();
   await store.cronTickDeleteMany({ before: now - CRON_TICK_MEMORY_MS });
+  await store.attemptCountDeleteMany({ before: now - ATTEMPT_COUNT_MEMORY_MS });
   const days = config.retention.terminal_days;
   if (days === null) return 0;
   const finishedBefore = now - days * DAY_MS;

@@ -201,8 +201,14 @@ export interface Store {
   jobStats(params?: { byOperation?: boolean }): Promise<JobStats>;
   /** The finished attempts of one job, oldest first (admin retries restart the numbering; earlier ones stay). */
   jobAttemptList(params: { id: string }): Promise<JobAttemptRow[]>;
-  /** Attempts finished since `since`, counted per `bucketMs` bucket (buckets aligned to `since`), oldest first. */
+  /**
+   * Attempts finished since `since`, counted per `bucketMs` bucket (buckets aligned to `since`), oldest first. The
+   * counts are kept per minute (a day of them), so `since` and `bucketMs` are whole minutes (else a RangeError).
+   * They outlive the attempts themselves: retention deleting a job leaves its attempts counted.
+   */
   attemptBuckets(params: { since: number; bucketMs: number }): Promise<AttemptBucket[]>;
+  /** Forgets the attempt counts of minutes before `before` (the dashboard charts the last hour); returns how many rows. */
+  attemptCountDeleteMany(params: { before: number }): Promise<number>;
   /**
    * Re-queues up to `limit` dead jobs matching the filter, newest first, like `jobRetry`; a job whose dedupe key
    * another claimable job holds is skipped. Returns the jobs it re-queued.
@@ -258,6 +264,16 @@ export function createdJobRow(params: JobInsertParams, written: { seq: number; c
     request: params.request,
     result: chainCancelled ? { error_body: null, terminal_reason: "cancelled-by-chain" } : null,
   };
+}
+
+/** The width of the attempt counts behind `attemptBuckets`. */
+export const ATTEMPT_COUNT_MS = 60_000;
+
+/** `attemptBuckets` can only answer in whole minutes, the width of the counts it reads. */
+export function requireWholeMinutes(params: { since: number; bucketMs: number }): void {
+  if (params.since % ATTEMPT_COUNT_MS !== 0 || params.bucketMs <= 0 || params.bucketMs % ATTEMPT_COUNT_MS !== 0) {
+    throw new RangeError(`attempt buckets are whole minutes: since ${params.since}, bucketMs ${params.bucketMs}`);
+  }
 }
 
 export function toBuckets(options: {

@@ -26,6 +26,7 @@ import { NotificationListener } from "./listener.js";
 import {
   createdJobRow,
   StoreUnavailableError,
+  requireWholeMinutes,
   toBuckets,
   type AttemptBucket,
   type DeadJobFilter,
@@ -568,7 +569,7 @@ export class PostgresStore implements Store {
            UPDATE job_state s SET status = o.status, result = o.result::json, finished_at = $5, heartbeat_at = NULL
            FROM o WHERE s.seq = o.seq AND s.status = 'running' AND s.attempt = o.attempt
            RETURNING o.id, s.attempt, s.started_at, s.status, s.result
-         ), logged AS (${LOG_ATTEMPTS_SQL("done", "$5")})
+         ), logged AS (${LOG_ATTEMPTS_SQL("done", "$5")}), counted AS (${COUNT_ATTEMPTS_SQL("done", "$5")})
          SELECT id, attempt FROM done, lazy_commit`,
         [
           finished.map((o) => o.id),
@@ -611,7 +612,8 @@ export class PostgresStore implements Store {
       );
       const rows = await client.query<PgRow>({
         name: "opqueue_requeue_many",
-        text: `WITH done AS (${REQUEUE_SQL}), logged AS (${LOG_ATTEMPTS_SQL("done", "$6::timestamptz", "old_attempt")})
+        text: `WITH done AS (${REQUEUE_SQL}), logged AS (${LOG_ATTEMPTS_SQL("done", "$6::timestamptz", "old_attempt")}),
+          counted AS (${COUNT_ATTEMPTS_SQL("done", "$6::timestamptz")})
           SELECT id, old_attempt FROM done`,
         values: [
           items.map((item) => item.id),
@@ -705,6 +707,11 @@ export class PostgresStore implements Store {
     return rows.length;
   }
 
+  async attemptCountDeleteMany(params: { before: number }): Promise<number> {
+    const rows = await this.query("DELETE FROM attempt_counts WHERE minute < $1 RETURNING 1", [new Date(params.before)]);
+    return rows.length;
+  }
+
   async jobDeleteFinishedMany(params: { finishedBefore: number; limit: number }): Promise<number> {
     return this.transaction(async (client) => {
       const deleted = await client.query<PgRow>(
@@ -770,9 +777,10 @@ export class PostgresStore implements Store {
   }
 
   async attemptBuckets(params: { since: number; bucketMs: number }): Promise<AttemptBucket[]> {
+    requireWholeMinutes(params);
     const rows = await this.query(
-      `SELECT floor((extract(epoch FROM finished_at) * 1000 - $2) / $3) AS slot, outcome, count(*) AS count
-       FROM job_attempts WHERE finished_at >= $1 GROUP BY slot, outcome`,
+      `SELECT floor((extract(epoch FROM minute) * 1000 - $2) / $3) AS slot, outcome, sum(n) AS count
+       FROM attempt_counts WHERE minute >= $1 GROUP BY slot, outcome`,
       [new Date(params.since), params.since, params.bucketMs],
     );
     return toBuckets({
@@ -917,6 +925,16 @@ function LOG_ATTEMPTS_SQL(source: string, now: string, attemptColumn = "attempt"
   return `INSERT INTO job_attempts (job_id, attempt, started_at, finished_at, outcome, status_code, error_body)
     SELECT id, ${attemptColumn}, started_at, ${now}, status, (result->>'status_code')::integer, result->>'error_body'
     FROM ${source}`;
+}
+
+/**
+ * Adds the attempts a CTE named `source` just wrote to the dashboard's counts per minute (migration 0006), in this
+ * connection's shard, so concurrent writers never wait on each other's row.
+ */
+function COUNT_ATTEMPTS_SQL(source: string, now: string): string {
+  return `INSERT INTO attempt_counts AS c (minute, outcome, shard, n)
+    SELECT date_trunc('minute', ${now}::timestamptz), status, pg_backend_pid() % 16, count(*) FROM ${source} GROUP BY status
+    ON CONFLICT (minute, outcome, shard) DO UPDATE SET n = c.n + excluded.n`;
 }
 
 /** Applies pending migrations under an advisory lock; returns the schema version. */

@@ -19,6 +19,7 @@ import type { JobResult } from "../../job/schemas.js";
 import { JOB_STATUSES, type JobStatus } from "../../job/statuses.js";
 import { readMigrations } from "../migrations.js";
 import {
+  ATTEMPT_COUNT_MS,
   createdJobRow,
   StoreLockedError,
   StoreUnavailableError,
@@ -342,13 +343,19 @@ export class SqliteEngine {
            json_extract(result, '$.error_body')
          FROM jobs WHERE id = :id`,
       ),
+      // ...and counted for the dashboard's chart, in the minute it finished (migration 0002).
+      countAttempt: db.prepare<{ id: string; minute: number }>(
+        `INSERT INTO attempt_counts (minute, outcome, n) SELECT :minute, status, 1 FROM jobs WHERE id = :id
+         ON CONFLICT (minute, outcome) DO UPDATE SET n = n + 1`,
+      ),
       attemptsOf: db.prepare<[string], SqliteAttemptRow>(
         "SELECT attempt, started_at, finished_at, outcome, status_code, error_body FROM job_attempts WHERE job_id = ? ORDER BY id",
       ),
       attemptBuckets: db.prepare<{ since: number; bucket: number }, { slot: number; outcome: string; count: number }>(
-        `SELECT (finished_at - :since) / :bucket AS slot, outcome, count(*) AS count
-         FROM job_attempts WHERE finished_at >= :since GROUP BY slot, outcome`,
+        `SELECT (minute - :since) / :bucket AS slot, outcome, sum(n) AS count
+         FROM attempt_counts WHERE minute >= :since GROUP BY slot, outcome`,
       ),
+      deleteAttemptCounts: db.prepare<{ before: number }>("DELETE FROM attempt_counts WHERE minute < :before"),
       deleteAttempts: db.prepare<[string]>("DELETE FROM job_attempts WHERE job_id = ?"),
       countByOperation: db.prepare<[], { operation_id: string; status: JobStatus; count: number }>(
         "SELECT operation_id, status, count(*) AS count FROM jobs GROUP BY operation_id, status ORDER BY operation_id, status",
@@ -628,8 +635,14 @@ export class SqliteEngine {
     const written = writeChanged(
       this.statements.finish.run({ id, attempt, status: options.status, result: JSON.stringify(options.result), now }),
     );
-    if (written) this.statements.recordAttempt.run({ id, attempt, now });
+    if (written) this.recordAttempt({ id, attempt, now });
     return written;
+  }
+
+  /** Logs the attempt a job row just ended, and counts it in its minute. */
+  private recordAttempt(options: { id: string; attempt: number; now: number }): void {
+    this.statements.recordAttempt.run(options);
+    this.statements.countAttempt.run({ id: options.id, minute: options.now - (options.now % ATTEMPT_COUNT_MS) });
   }
 
   /** Sends a running attempt back to the queue, or ends it `cancelled-by-chain` if its chain was cancelled. */
@@ -656,7 +669,7 @@ export class SqliteEngine {
         give_back: options.giveBack ? 1 : 0,
       }),
     );
-    if (written) s.recordAttempt.run({ id, attempt, now });
+    if (written) this.recordAttempt({ id, attempt, now });
     return written;
   }
 
@@ -708,6 +721,10 @@ export class SqliteEngine {
 
   cronTickDeleteMany(params: { before: number }): number {
     return this.write(() => this.statements.deleteTicks.run({ before: params.before }).changes);
+  }
+
+  attemptCountDeleteMany(params: { before: number }): number {
+    return this.write(() => this.statements.deleteAttemptCounts.run({ before: params.before }).changes);
   }
 
   jobDeleteFinishedMany(params: { finishedBefore: number; limit: number }): number {

@@ -16,6 +16,7 @@ import type { Clock } from "../../clock.js";
 import {
   createdJobRow,
   StoreUnavailableError,
+  requireWholeMinutes,
   type AttemptBucket,
   type DeadJobFilter,
   type JobAttempt,
@@ -246,6 +247,10 @@ export class SqliteStore implements Store {
     return this.call("cronTickDeleteMany", params);
   }
 
+  attemptCountDeleteMany(params: { before: number }): Promise<number> {
+    return this.call("attemptCountDeleteMany", params);
+  }
+
   jobDeleteFinishedMany(params: { finishedBefore: number; limit: number }): Promise<number> {
     return this.call("jobDeleteFinishedMany", params);
   }
@@ -259,6 +264,12 @@ export class SqliteStore implements Store {
   }
 
   attemptBuckets(params: { since: number; bucketMs: number }): Promise<AttemptBucket[]> {
+    // Checked on this side: an error thrown in the database thread comes back as a plain Error.
+    try {
+      requireWholeMinutes(params);
+    } catch (error) {
+      return Promise.reject(error);
+    }
     return this.call("attemptBuckets", params);
   }
 

@@ -150,6 +150,7 @@ export function listCases(suite: Suite): void {
         jobAvailableListen: () => store.jobAvailableListen(() => undefined),
         jobAttemptList: () => store.jobAttemptList({ id: job.id }),
         attemptBuckets: () => store.attemptBuckets({ since: T0, bucketMs: 60_000 }),
+        attemptCountDeleteMany: () => store.attemptCountDeleteMany({ before: T0 }),
         jobRetryDeadMany: () => store.jobRetryDeadMany({ filter: {}, limit: 10 }),
       };
       for (const [name, call] of Object.entries(calls)) {

@@ -520,6 +520,47 @@ export function maintenanceCases(suite: Suite): void {
     });
   });
 
+  describe("attemptBuckets", () => {
+    suite.case("counts finished attempts by outcome per bucket of whole minutes; retention of jobs leaves the counts, attemptCountDeleteMany forgets them", async ({ store, clock }) => {
+      await makeFinished(store, "succeeded");
+      await makeRetrying(store, {}, T0 + 600_000);
+      clock.advance(90_000);
+      await makeFinished(store, "dead");
+      await makeFinished(store, "succeeded");
+      clock.advance(60_000);
+      const zero = { succeeded: 0, retrying: 0, dead: 0, cancelled: 0 };
+      assert.deepEqual(await store.attemptBuckets({ since: T0, bucketMs: 60_000 }), [
+        { ...zero, start: T0, succeeded: 1, retrying: 1 },
+        { ...zero, start: T0 + 60_000, succeeded: 1, dead: 1 },
+        { ...zero, start: T0 + 120_000 },
+      ]);
+      assert.deepEqual(await store.attemptBuckets({ since: T0, bucketMs: 120_000 }), [
+        { ...zero, start: T0, succeeded: 2, retrying: 1, dead: 1 },
+        { ...zero, start: T0 + 120_000 },
+      ]);
+      assert.deepEqual(await store.attemptBuckets({ since: T0 + 60_000, bucketMs: 60_000 }), [
+        { ...zero, start: T0 + 60_000, succeeded: 1, dead: 1 },
+        { ...zero, start: T0 + 120_000 },
+      ]);
+
+      assert.equal(await store.jobDeleteFinishedMany({ finishedBefore: T0 + 600_000, limit: 100 }), 3);
+      assert.deepEqual((await store.attemptBuckets({ since: T0, bucketMs: 180_000 }))[0], { ...zero, start: T0, succeeded: 2, retrying: 1, dead: 1 });
+
+      assert.ok((await store.attemptCountDeleteMany({ before: T0 + 60_000 })) >= 2, "the first minute's counts");
+      assert.deepEqual(await store.attemptBuckets({ since: T0, bucketMs: 60_000 }), [
+        { ...zero, start: T0 },
+        { ...zero, start: T0 + 60_000, succeeded: 1, dead: 1 },
+        { ...zero, start: T0 + 120_000 },
+      ]);
+    });
+
+    suite.case("refuses buckets that are not whole minutes with a RangeError", async ({ store }) => {
+      await assert.rejects(store.attemptBuckets({ since: T0 + 1000, bucketMs: 60_000 }), RangeError);
+      await assert.rejects(store.attemptBuckets({ since: T0, bucketMs: 30_000 }), RangeError);
+      await assert.rejects(store.attemptBuckets({ since: T0, bucketMs: 0 }), RangeError);
+    });
+  });
+
   describe("jobStats", () => {
     suite.case("counts jobs by status, zero for absent statuses", async ({ store }) => {
       assert.deepEqual(await store.jobStats(), { byStatus: statusCounts({}), byOperation: [], oldestDueRunAt: null });
