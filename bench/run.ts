@@ -70,6 +70,14 @@ function mergeResults(base: Results, rerun: Results): Results {
       continue;
     }
     const systems = [...new Set(scenario.figures.map((f) => f.label))];
+    const remeasured = new Set(scenario.figures.map((f) => f.system));
+    if (old.figures.every((f) => remeasured.has(f.system))) {
+      // Every system of the scenario was measured again: its load and duration are the rerun's too.
+      old.loadavgStart = scenario.loadavgStart;
+      old.loadavgEnd = scenario.loadavgEnd;
+      old.busyCoresBefore = scenario.busyCoresBefore;
+      old.seconds = scenario.seconds;
+    }
     for (const figure of scenario.figures) {
       const index = old.figures.findIndex((f) => f.system === figure.system && f.metric === figure.metric);
       if (index >= 0) old.figures[index] = figure;
