@@ -7,6 +7,7 @@ import { JOB_STATUSES } from "../job/schemas.js";
 import type { JobStats, Store } from "../store/store.js";
 import type { Clock } from "../clock.js";
 import type { Telemetry } from "./events.js";
+import { COUNTS_READ, sharedRead } from "./shared-read.js";
 
 /** The metrics of one service instance. */
 export interface Metrics {
@@ -56,14 +57,11 @@ export function createMetrics(options: {
     labelNames: ["outcome"] as const,
     registers,
   });
-  // Both gauges come from one store query per scrape (counts by status only, the cheaper kind); while the
-  // database is unavailable they keep their last values rather than failing the scrape.
-  let pendingStats: Promise<JobStats | undefined> | undefined;
-  const stats = () =>
-    (pendingStats ??= store
-      .jobStats({ byOperation: false })
-      .catch(() => undefined)
-      .finally(() => setImmediate(() => (pendingStats = undefined))));
+  // Both gauges come from one store query per scrape (counts by status only, the cheaper kind), shared with
+  // scrapes close behind it when it is slow (see shared-read.ts); while the database is unavailable they keep their
+  // last values rather than failing the scrape.
+  const countByStatus = sharedRead(() => store.jobStats({ byOperation: false }), COUNTS_READ);
+  const stats = (): Promise<JobStats | undefined> => countByStatus().catch(() => undefined);
   new Gauge({
     name: "opqueue_jobs",
     help: "Jobs in the database, by status.",

@@ -43,6 +43,7 @@ function adminRoutes(id: string): Array<{ method: "GET" | "POST"; url: string }>
     { method: "POST", url: `/jobs/${id}/cancel` },
     { method: "POST", url: `/jobs/${id}/retry` },
     { method: "POST", url: "/chains/req-1/cancel" },
+    { method: "GET", url: "/stats" },
   ];
 }
 

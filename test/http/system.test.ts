@@ -108,6 +108,41 @@ describe("metrics", () => {
   });
 });
 
+describe("stats", () => {
+  test("GET /stats counts jobs by status and by operation, the queue lag, and an hour of attempts per minute", async (t) => {
+    const s = await startService(t);
+    await enqueue(s, welcomeEmail());
+    await enqueue(s, welcomeEmail());
+    await enqueue(s, buildReport({ delay_ms: 60_000 }));
+    s.clock.advance(12_000);
+    const res = await s.inject({ method: "GET", url: "/stats", token: await s.adminToken() });
+    assert.equal(res.statusCode, 200, res.body);
+    const stats = res.json() as {
+      by_status: Record<string, number>;
+      by_operation: Array<{ operation_id: string; status: string; count: number }>;
+      queue_lag_seconds: number;
+      throughput: Array<{ start: string }>;
+    };
+    assert.deepEqual(stats.by_status, { pending: 3, running: 0, retrying: 0, succeeded: 0, dead: 0, cancelled: 0 });
+    assert.deepEqual(stats.by_operation, [
+      { operation_id: "buildReport", status: "pending", count: 1 },
+      { operation_id: "sendWelcomeEmail", status: "pending", count: 2 },
+    ]);
+    assert.equal(stats.queue_lag_seconds, 12);
+    assert.equal(stats.throughput.length, 60);
+  });
+
+  test("a second GET /stats right after a change counts it (a small database is counted afresh every time)", async (t) => {
+    const s = await startService(t);
+    const token = await s.adminToken();
+    const pending = async () =>
+      ((await s.inject({ method: "GET", url: "/stats", token })).json() as { by_status: { pending: number } }).by_status.pending;
+    assert.equal(await pending(), 0);
+    await enqueue(s, welcomeEmail());
+    assert.equal(await pending(), 1);
+  });
+});
+
 describe("the service's OpenAPI document", () => {
   interface Operation {
     operationId?: string;

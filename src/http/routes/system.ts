@@ -9,6 +9,7 @@ import { formatTime } from "../../job/wire.js";
 import type { Clock } from "../../clock.js";
 import type { onRequestAsyncHookHandler } from "fastify";
 import { StoreUnavailableError } from "../../store/store.js";
+import { COUNTS_READ, sharedRead } from "../../telemetry/shared-read.js";
 
 /** What the system routes need. */
 export interface SystemRoutesOptions {
@@ -24,6 +25,8 @@ export interface SystemRoutesOptions {
 
 /** Registers the system routes. */
 export const systemRoutes: FastifyPluginAsyncTypebox<SystemRoutesOptions> = async (app, options) => {
+  // Every open dashboard asks for the counts every 5 s: one count serves them all (see shared-read.ts).
+  const countJobs = sharedRead(() => options.store.jobStats(), COUNTS_READ);
   const Status = Type.Object({ status: Type.String() });
 
   app.get(
@@ -78,7 +81,7 @@ export const systemRoutes: FastifyPluginAsyncTypebox<SystemRoutesOptions> = asyn
       const now = options.clock.now();
       const since = Math.floor((now - 3_600_000) / 60_000) * 60_000 + 60_000;
       const [stats, buckets] = await Promise.all([
-        options.store.jobStats(),
+        countJobs(),
         options.store.attemptBuckets({ since, bucketMs: 60_000 }),
       ]);
       return {
