@@ -2,7 +2,8 @@
  * opqueue's store alone, no HTTP (scenario 5): the built store (dist/) in a process of its own.
  *
  * - enqueue: `count` `jobInsert` calls, `concurrency` at a time (as 32 HTTP clients would make them), each with the
- *   fields a real enqueue stores (random id, an authority with its assertion, a small request). Group commit
+ *   fields a real enqueue stores (an id made as the service makes them, an authority with its assertion, a small
+ *   request). Group commit
  *   batches the concurrent calls as it does in the service.
  * - drain: claim up to `limit` due jobs, complete them all as succeeded (a no-op delivery), repeat until none is
  *   left: the store's cost per delivered job.
@@ -15,7 +16,11 @@ import { ROOT } from "../lib/ipc.js";
 import type { Store } from "../../src/store/store.js";
 
 type OpenStore = typeof import("../../src/store/open-store.js");
+type JobIds = typeof import("../../src/job/job-id.js");
 const { openStore } = (await import(`${ROOT}/dist/store/open-store.js`)) as OpenStore;
+// The service's ids: time-prefixed, so close in the id indexes (a random id costs a random index page per insert
+// and per attempt record).
+const { newJobId } = (await import(`${ROOT}/dist/job/job-id.js`)) as JobIds;
 const systemClock = { now: () => Date.now() };
 
 let store: Store | undefined;
@@ -35,7 +40,7 @@ async function enqueue(args: { count: number; concurrency: number; delayMs: numb
       while (next < args.count) {
         const n = next++;
         const outcome = await active.jobInsert({
-          id: randomBytes(12).toString("base64url"),
+          id: newJobId(),
           operationId: "buildReport",
           priority: 0,
           runAt: Date.now() + args.delayMs,
