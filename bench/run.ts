@@ -86,7 +86,7 @@ function mergeResults(base: Results, rerun: Results): Results {
     old.notes = old.notes.filter((note) => !systems.some((label) => note.startsWith(label)));
     old.notes.push(
       ...scenario.notes,
-      `${systems.join(", ")} re-measured at ${at} UTC (\`${rerun.command}\`; load average then ${scenario.loadavgStart.map((x) => x.toFixed(2)).join(" ")}, ` +
+      `${systems.join(", ")} re-measured at ${at} UTC from commit ${rerun.git?.commit ?? "?"}${rerun.git?.srcDirty ? " (with uncommitted changes)" : ""} (\`${rerun.command}\`; load average then ${scenario.loadavgStart.map((x) => x.toFixed(2)).join(" ")}, ` +
         `${scenario.busyCoresBefore?.toFixed(2) ?? "?"} cores busy elsewhere before)`,
     );
   }
