@@ -107,44 +107,62 @@ export function enqueueBodies(count = 64): string[] {
   );
 }
 
-/** One enqueue measurement per run against `url`, 32 keep-alive clients; rates and latencies per run. */
+/** What to send to an enqueue endpoint: fresh assertions minted as the load goes (opqueue), reused ones, or none. */
+export interface EnqueueAuth {
+  tokens?: string[];
+  mint?: MintSpec;
+}
+
+/**
+ * One enqueue measurement run (number `run`, from 0) against `url`, 32 keep-alive clients: its rate and latencies.
+ * Answers other than 201 are noted in `notes`.
+ */
+export async function measureEnqueueRun(
+  ctx: Context,
+  options: EnqueueAuth & { url: string; run: number; progress: Progress; label: string; notes: string[] },
+): Promise<{ rate: number; p50: number; p99: number }> {
+  const { sizes } = ctx;
+  const { run } = options;
+  const result = await ctx.load(
+    {
+      origin: options.url,
+      path: "/jobs",
+      method: "POST",
+      connections: sizes.enqueue.clients,
+      durationMs: sizes.enqueue.durationMs,
+      // The first run warms connections and the JIT for longer.
+      warmupMs: run === 0 ? sizes.enqueue.warmupMs : 300,
+      headers: { "content-type": "application/json" },
+      bodies: enqueueBodies(),
+      ...(options.tokens ? { tokens: options.tokens } : {}),
+      ...(options.mint ? { mint: { ...options.mint, ridPrefix: `${options.mint.ridPrefix}-r${run}` } } : {}),
+      expectStatus: 201,
+    },
+    (ok) => options.progress.update(`${options.label} run ${run + 1}/${sizes.runs}: ${ok} accepted`),
+  );
+  const refused = Object.values(result.other).reduce((a, b) => a + b, 0) + result.errors;
+  if (refused > 0) {
+    options.notes.push(
+      `${options.label} run ${run + 1}: ${refused} requests not answered 201 (${JSON.stringify(result.other)}, ${result.errors} errors${result.firstError ? `: ${result.firstError}` : ""})`,
+    );
+  }
+  options.progress.update(`${options.label} run ${run + 1}/${sizes.runs}: ${Math.round(result.rate)}/s`, true);
+  return { rate: result.rate, p50: result.p50, p99: result.p99 };
+}
+
+/** Every enqueue measurement run against `url`, one after another; rates and latencies per run. */
 export async function measureEnqueue(
   ctx: Context,
-  options: { url: string; tokens?: string[]; mint?: MintSpec; progress: Progress; label: string; notes: string[] },
+  options: EnqueueAuth & { url: string; progress: Progress; label: string; notes: string[] },
 ): Promise<{ rates: number[]; p50: number[]; p99: number[] }> {
-  const { sizes } = ctx;
   const rates: number[] = [];
   const p50: number[] = [];
   const p99: number[] = [];
-  const bodies = enqueueBodies();
-  for (let run = 0; run < sizes.runs; run++) {
-    const result = await ctx.load(
-      {
-        origin: options.url,
-        path: "/jobs",
-        method: "POST",
-        connections: sizes.enqueue.clients,
-        durationMs: sizes.enqueue.durationMs,
-        // The first run warms connections and the JIT for longer.
-        warmupMs: run === 0 ? sizes.enqueue.warmupMs : 300,
-        headers: { "content-type": "application/json" },
-        bodies,
-        ...(options.tokens ? { tokens: options.tokens } : {}),
-        ...(options.mint ? { mint: { ...options.mint, ridPrefix: `${options.mint.ridPrefix}-r${run}` } } : {}),
-        expectStatus: 201,
-      },
-      (ok) => options.progress.update(`${options.label} run ${run + 1}/${sizes.runs}: ${ok} accepted`),
-    );
-    const refused = Object.values(result.other).reduce((a, b) => a + b, 0) + result.errors;
-    if (refused > 0) {
-      options.notes.push(
-        `${options.label} run ${run + 1}: ${refused} requests not answered 201 (${JSON.stringify(result.other)}, ${result.errors} errors${result.firstError ? `: ${result.firstError}` : ""})`,
-      );
-    }
+  for (let run = 0; run < ctx.sizes.runs; run++) {
+    const result = await measureEnqueueRun(ctx, { ...options, run });
     rates.push(result.rate);
     p50.push(result.p50);
     p99.push(result.p99);
-    options.progress.update(`${options.label} run ${run + 1}/${sizes.runs}: ${Math.round(result.rate)}/s`, true);
   }
   return { rates, p50, p99 };
 }

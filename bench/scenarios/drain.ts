@@ -10,10 +10,51 @@ import { Child } from "../lib/ipc.js";
 import { freshSchema, dropSchema, PG_URL } from "../lib/pg.js";
 import { Progress } from "../lib/progress.js";
 import { ScenarioRecorder, type ScenarioResult } from "../lib/results.js";
-import { OpqueueDb, opqueueDrainRun, waitForDrain, wallNow } from "./common.js";
+import { OpqueueDb, opqueueDrainRun, waitForDrain, wallNow, type DrainRun } from "./common.js";
 import { summaryLine } from "./enqueue.js";
 
-/** Drain runs of opqueue on one database (empty, or holding a backlog); records rate and peak RSS. */
+/** Drain runs of opqueue on one database (empty, or holding a backlog), one at a time; `record` adds their figures. */
+class OpqueueDrainSeries {
+  private readonly rates: number[] = [];
+  private readonly fromStart: number[] = [];
+  private readonly rss: number[] = [];
+  private readonly cpu: number[] = [];
+
+  constructor(
+    private readonly ctx: Context,
+    private readonly db: OpqueueDb,
+    private readonly recorder: ScenarioRecorder,
+    private readonly progress: Progress,
+    readonly system: string,
+    readonly label: string,
+  ) {}
+
+  async run(run: number): Promise<void> {
+    const { sizes } = this.ctx;
+    const label = `${this.label} run ${run + 1}/${sizes.runs}`;
+    const result = await opqueueDrainRun(this.ctx, this.db, { count: sizes.drain.jobs, progress: this.progress, label });
+    this.rates.push(result.rate);
+    this.fromStart.push(result.rateFromStart);
+    if (result.peakRssMb !== null) this.rss.push(result.peakRssMb);
+    if (result.cpuUsPerJob !== null) this.cpu.push(result.cpuUsPerJob);
+    if (result.duplicates > 0) this.recorder.note(`${label}: ${result.duplicates} repeated deliveries`);
+    if (result.overrunMs > 0) this.recorder.note(`${label}: the warm-up ended ${result.overrunMs} ms after the jobs were due`);
+    if (result.succeeded !== sizes.drain.jobs) {
+      this.recorder.note(`${label}: ${result.succeeded} jobs succeeded, expected ${sizes.drain.jobs}`);
+    }
+    this.progress.update(`${label}: ${Math.round(result.rate)}/s`, true);
+  }
+
+  record(): void {
+    const common = { system: this.system, label: this.label, engine: this.db.engine };
+    this.recorder.add({ ...common, metric: "rate", unit: "jobs/s", values: this.rates });
+    this.recorder.add({ ...common, metric: "rate_from_start", unit: "jobs/s", values: this.fromStart });
+    this.recorder.add({ ...common, metric: "peak_rss", unit: "MB", values: this.rss });
+    if (this.cpu.length > 0) this.recorder.add({ ...common, metric: "cpu_per_job", unit: "µs", values: this.cpu });
+  }
+}
+
+/** Every drain run of opqueue on one database (empty, or holding a backlog), one after another; records them. */
 export async function opqueueDrain(
   ctx: Context,
   db: OpqueueDb,
@@ -22,99 +63,76 @@ export async function opqueueDrain(
   system: string,
   label: string,
 ): Promise<void> {
-  const { sizes } = ctx;
-  const rates: number[] = [];
-  const fromStart: number[] = [];
-  const rss: number[] = [];
-  const cpu: number[] = [];
-  for (let run = 0; run < sizes.runs; run++) {
-    const result = await opqueueDrainRun(ctx, db, {
-      count: sizes.drain.jobs,
-      progress,
-      label: `${label} run ${run + 1}/${sizes.runs}`,
-    });
-    rates.push(result.rate);
-    fromStart.push(result.rateFromStart);
-    if (result.peakRssMb !== null) rss.push(result.peakRssMb);
-    if (result.cpuUsPerJob !== null) cpu.push(result.cpuUsPerJob);
-    if (result.duplicates > 0) recorder.note(`${label} run ${run + 1}: ${result.duplicates} repeated deliveries`);
-    if (result.overrunMs > 0) recorder.note(`${label} run ${run + 1}: the warm-up ended ${result.overrunMs} ms after the jobs were due`);
-    if (result.succeeded !== sizes.drain.jobs) {
-      recorder.note(`${label} run ${run + 1}: ${result.succeeded} jobs succeeded, expected ${sizes.drain.jobs}`);
-    }
-    progress.update(`${label} run ${run + 1}/${sizes.runs}: ${Math.round(result.rate)}/s`, true);
-  }
-  const engine = db.engine;
-  recorder.add({ system, label, engine, metric: "rate", unit: "jobs/s", values: rates });
-  recorder.add({ system, label, engine, metric: "rate_from_start", unit: "jobs/s", values: fromStart });
-  recorder.add({ system, label, engine, metric: "peak_rss", unit: "MB", values: rss });
-  if (cpu.length > 0) recorder.add({ system, label, engine, metric: "cpu_per_job", unit: "µs", values: cpu });
+  const series = new OpqueueDrainSeries(ctx, db, recorder, progress, system, label);
+  for (let run = 0; run < ctx.sizes.runs; run++) await series.run(run);
+  series.record();
 }
 
 /**
- * Drain runs of a peer worker (graphile-worker or pg-boss child) that inserts its own jobs. A warm-up drain of
- * `warmupJobs` comes first, unmeasured, as opqueue's nodes get one.
+ * Drain runs of a peer worker (graphile-worker or pg-boss child) that inserts its own jobs, one at a time. `warmUp`
+ * drains `warmupJobs` unmeasured, as opqueue's nodes get a warm-up.
  */
-async function peerDrain(
-  ctx: Context,
-  recorder: ScenarioRecorder,
-  progress: Progress,
-  options: { system: string; label: string; child: Child; startArgs: unknown },
-): Promise<void> {
-  const { sizes } = ctx;
-  const rates: number[] = [];
-  const fromStart: number[] = [];
-  const target = await ctx.target();
-  for (let run = -1; run < sizes.runs; run++) {
-    const warmup = run < 0;
-    const count = warmup ? sizes.drain.warmupJobs : sizes.drain.peerJobs;
-    if (count === 0) continue;
-    const label = warmup ? `${options.label} warm-up` : `${options.label} run ${run + 1}/${sizes.runs}`;
-    progress.update(`${label}: inserting ${count} due jobs`, true);
-    await options.child.call("insert", { count, delayMs: 0 });
-    await target.call("reset");
-    const fromWall = wallNow();
-    await options.child.call("startWorker", options.startArgs);
-    const result = await waitForDrain(ctx, { count, fromWall, progress, label });
-    await options.child.call("stopWorker");
-    if (warmup) continue;
-    rates.push(result.rate);
-    fromStart.push(result.rateFromStart);
-    if (result.duplicates > 0) recorder.note(`${label}: ${result.duplicates} repeated deliveries`);
-    progress.update(`${label}: ${Math.round(result.rate)}/s`, true);
+class PeerDrainSeries {
+  private readonly rates: number[] = [];
+  private readonly fromStart: number[] = [];
+
+  constructor(
+    private readonly ctx: Context,
+    private readonly recorder: ScenarioRecorder,
+    private readonly progress: Progress,
+    readonly options: { system: string; label: string; child: Child; startArgs: unknown },
+  ) {}
+
+  async warmUp(): Promise<void> {
+    const count = this.ctx.sizes.drain.warmupJobs;
+    if (count > 0) await this.drain(count, `${this.options.label} warm-up`);
   }
-  const common = { system: options.system, label: options.label, engine: null };
-  recorder.add({ ...common, metric: "rate", unit: "jobs/s", values: rates });
-  recorder.add({ ...common, metric: "rate_from_start", unit: "jobs/s", values: fromStart });
+
+  async run(run: number): Promise<void> {
+    const { sizes } = this.ctx;
+    const label = `${this.options.label} run ${run + 1}/${sizes.runs}`;
+    const result = await this.drain(sizes.drain.peerJobs, label);
+    this.rates.push(result.rate);
+    this.fromStart.push(result.rateFromStart);
+    if (result.duplicates > 0) this.recorder.note(`${label}: ${result.duplicates} repeated deliveries`);
+    this.progress.update(`${label}: ${Math.round(result.rate)}/s`, true);
+  }
+
+  private async drain(count: number, label: string): Promise<DrainRun> {
+    const { child, startArgs } = this.options;
+    this.progress.update(`${label}: inserting ${count} due jobs`, true);
+    await child.call("insert", { count, delayMs: 0 });
+    await (await this.ctx.target()).call("reset");
+    const fromWall = wallNow();
+    await child.call("startWorker", startArgs);
+    const result = await waitForDrain(this.ctx, { count, fromWall, progress: this.progress, label });
+    await child.call("stopWorker");
+    return result;
+  }
+
+  record(): void {
+    const common = { system: this.options.system, label: this.options.label, engine: null };
+    this.recorder.add({ ...common, metric: "rate", unit: "jobs/s", values: this.rates });
+    this.recorder.add({ ...common, metric: "rate_from_start", unit: "jobs/s", values: this.fromStart });
+  }
 }
 
-export async function runDrain(ctx: Context): Promise<ScenarioResult> {
-  const { sizes } = ctx;
-  const recorder = new ScenarioRecorder("drain", "Drain to a no-op target", {
-    jobs: `${jobsPerRun(sizes.drain)} jobs per run, pre-inserted in bulk`,
-    runs: sizes.runs,
-    "opqueue worker": `concurrency ${sizes.drain.concurrency}, a fresh serve process per run, warmed up with ${sizes.drain.warmupJobs.toLocaleString("en-US")} jobs over HTTP before the measured jobs fall due`,
-    peers: `one warm-up drain of ${sizes.drain.warmupJobs.toLocaleString("en-US")} jobs, then the runs in the same process`,
-    target: "node:http answering 204, own process",
-    rate: "at the target, first to last arrival",
-  });
-  const progress = new Progress("drain");
-  const origin = await ctx.targetOrigin();
-  for (const engine of ctx.engines) {
-    const db = await OpqueueDb.create(ctx, engine, "drain", origin);
-    await opqueueDrain(ctx, db, recorder, progress, `opqueue-${engine}`, `opqueue (${ENGINE_LABEL[engine]})`);
-  }
+/** The delivery limit: the load generator sends the same request straight to the target, one run at a time. */
+class TargetAloneSeries {
+  private readonly rates: number[] = [];
 
-  if (!ctx.peers) {
-    progress.done(summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres"]));
-    return recorder.finish();
-  }
-  // The delivery limit: the load generator sends the same request straight to the target.
-  const direct: number[] = [];
-  for (let run = 0; run < sizes.runs; run++) {
-    const result = await ctx.load(
+  constructor(
+    private readonly ctx: Context,
+    private readonly recorder: ScenarioRecorder,
+    private readonly progress: Progress,
+    private readonly origin: string,
+  ) {}
+
+  async run(run: number): Promise<void> {
+    const { sizes } = this.ctx;
+    const result = await this.ctx.load(
       {
-        origin,
+        origin: this.origin,
         path: "/reports",
         method: "POST",
         connections: sizes.drain.concurrency,
@@ -124,49 +142,77 @@ export async function runDrain(ctx: Context): Promise<ScenarioResult> {
         bodies: Array.from({ length: 64 }, (_, n) => JSON.stringify({ n })),
         expectStatus: 204,
       },
-      (ok) => progress.update(`target alone run ${run + 1}/${sizes.runs}: ${ok}`),
+      (ok) => this.progress.update(`target alone run ${run + 1}/${sizes.runs}: ${ok}`),
     );
-    direct.push(result.rate);
+    this.rates.push(result.rate);
   }
-  recorder.add({ system: "target", label: "target alone (load generator, 64 connections)", engine: null, metric: "rate", unit: "req/s", values: direct });
 
-  const gwSchema = freshSchema("bench_gw");
-  const bossSchema = freshSchema("bench_boss");
+  record(): void {
+    this.recorder.add({
+      system: "target",
+      label: "target alone (load generator, 64 connections)",
+      engine: null,
+      metric: "rate",
+      unit: "req/s",
+      values: this.rates,
+    });
+  }
+}
+
+export async function runDrain(ctx: Context): Promise<ScenarioResult> {
+  const { sizes } = ctx;
+  const recorder = new ScenarioRecorder("drain", "Drain to a no-op target", {
+    jobs: `${jobsPerRun(sizes.drain)} jobs per run, pre-inserted in bulk`,
+    runs: sizes.runs,
+    "opqueue worker": `concurrency ${sizes.drain.concurrency}, a fresh serve process per run, warmed up with ${sizes.drain.warmupJobs.toLocaleString("en-US")} jobs over HTTP before the measured jobs fall due`,
+    peers: `one warm-up drain of ${sizes.drain.warmupJobs.toLocaleString("en-US")} jobs, then the runs in the same process`,
+    order: "in turns: every system's first run, then every system's second, and so on, so a change in the machine's speed during the scenario reaches them alike",
+    target: "node:http answering 204, own process",
+    rate: "at the target, first to last arrival",
+  });
+  const progress = new Progress("drain");
+  const origin = await ctx.targetOrigin();
+  const series: Array<{ run: (run: number) => Promise<void>; record: () => void }> = [];
+  for (const engine of ctx.engines) {
+    const db = await OpqueueDb.create(ctx, engine, "drain", origin);
+    series.push(new OpqueueDrainSeries(ctx, db, recorder, progress, `opqueue-${engine}`, `opqueue (${ENGINE_LABEL[engine]})`));
+  }
+  const children: Child[] = [];
+  const schemas: string[] = [];
   try {
-    const graphile = await Child.start({
-      name: "graphile-worker",
-      file: "bench/peers/graphile.ts",
-      args: ["--database", PG_URL, "--schema", gwSchema, "--target", origin],
-    });
-    try {
-      await peerDrain(ctx, recorder, progress, {
-        system: "graphile-default",
-        label: "graphile-worker (default)",
-        child: graphile,
-        startArgs: { batched: false },
+    if (ctx.peers) {
+      series.push(new TargetAloneSeries(ctx, recorder, progress, origin));
+      const gwSchema = freshSchema("bench_gw");
+      const bossSchema = freshSchema("bench_boss");
+      schemas.push(gwSchema, bossSchema);
+      const graphile = await Child.start({
+        name: "graphile-worker",
+        file: "bench/peers/graphile.ts",
+        args: ["--database", PG_URL, "--schema", gwSchema, "--target", origin],
       });
-      await peerDrain(ctx, recorder, progress, {
-        system: "graphile-batched",
-        label: "graphile-worker (batched local queue)",
-        child: graphile,
-        startArgs: { batched: true },
+      children.push(graphile);
+      const boss = await Child.start({
+        name: "pg-boss",
+        file: "bench/peers/pgboss.ts",
+        args: ["--database", PG_URL, "--schema", bossSchema, "--target", origin],
       });
-    } finally {
-      await graphile.stop();
+      children.push(boss);
+      const peers = [
+        { system: "graphile-default", label: "graphile-worker (default)", child: graphile, startArgs: { batched: false } },
+        { system: "graphile-batched", label: "graphile-worker (batched local queue)", child: graphile, startArgs: { batched: true } },
+        { system: "pgboss", label: "pg-boss", child: boss, startArgs: {} },
+      ].map((options) => new PeerDrainSeries(ctx, recorder, progress, options));
+      for (const peer of peers) await peer.warmUp();
+      series.push(...peers);
     }
-    const boss = await Child.start({
-      name: "pg-boss",
-      file: "bench/peers/pgboss.ts",
-      args: ["--database", PG_URL, "--schema", bossSchema, "--target", origin],
-    });
-    try {
-      await peerDrain(ctx, recorder, progress, { system: "pgboss", label: "pg-boss", child: boss, startArgs: {} });
-    } finally {
-      await boss.stop();
+    // In turns: every system's first run, then every system's second, and so on.
+    for (let run = 0; run < sizes.runs; run++) {
+      for (const one of series) await one.run(run);
     }
+    for (const one of series) one.record();
   } finally {
-    await dropSchema(gwSchema);
-    await dropSchema(bossSchema);
+    for (const child of children) await child.stop();
+    for (const schema of schemas) await dropSchema(schema);
   }
   progress.done(
     summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres", "target", "graphile-default", "graphile-batched", "pgboss"]),

@@ -8,11 +8,12 @@
  */
 import { Child } from "../lib/ipc.js";
 import { ENGINE_LABEL, type Context } from "../lib/context.js";
+import type { Engine } from "../lib/results.js";
 import { mintAssertions, type ServeProcess } from "../lib/opqueue.js";
 import { freshSchema, dropSchema, PG_URL } from "../lib/pg.js";
 import { Progress } from "../lib/progress.js";
 import { ScenarioRecorder, type ScenarioResult } from "../lib/results.js";
-import { measureEnqueue, OpqueueDb } from "./common.js";
+import { measureEnqueue, measureEnqueueRun, OpqueueDb, type EnqueueAuth } from "./common.js";
 
 /** Measures opqueue's enqueue on one engine (the database as it is: empty, or with a backlog). */
 export async function opqueueEnqueue(
@@ -43,30 +44,66 @@ export async function opqueueEnqueue(
   }
 }
 
-/** Measures a reference server (a child process answering POST /jobs on `port` from its ready info). */
-async function referenceEnqueue(
+/** A server taking POST /jobs, measured run by run in turn with the others. */
+interface EnqueueSubject {
+  system: string;
+  label: string;
+  engine: Engine | null;
+  url: string;
+  auth: EnqueueAuth;
+  /** Stops it; an opqueue node answers its peak RSS. */
+  stop: () => Promise<number | null>;
+}
+
+/** Starts an opqueue node on a fresh database of `engine` (one per subject: a SQLite file takes one node). */
+async function opqueueSubject(
   ctx: Context,
-  recorder: ScenarioRecorder,
-  progress: Progress,
-  options: { system: string; label: string; file: string; args?: string[]; startApi?: boolean },
-): Promise<void> {
+  engine: Engine,
+  origin: string,
+  assertions: "fresh" | "reused",
+): Promise<EnqueueSubject> {
+  const db = await OpqueueDb.create(ctx, engine, `enqueue-${assertions}`, origin);
+  const serve = await db.start(ctx);
+  const ridPrefix = `bench-enqueue-${Date.now().toString(36)}`;
+  const auth = assertions === "fresh" ? { mint: { ridPrefix, users: 32 } } : { tokens: await mintAssertions(256, ridPrefix) };
+  const reused = assertions === "reused" ? ", 256 reused assertions" : "";
+  return {
+    system: `opqueue-${engine}${assertions === "reused" ? "-reused" : ""}`,
+    label: `opqueue (${ENGINE_LABEL[engine]})${reused}`,
+    engine,
+    url: serve.url ?? "",
+    auth,
+    stop: () => serve.stop(),
+  };
+}
+
+/** Starts a reference server: a child process answering POST /jobs on the port of its ready info or `startApi`. */
+async function referenceSubject(options: {
+  system: string;
+  label: string;
+  file: string;
+  args?: string[];
+  startApi?: boolean;
+}): Promise<EnqueueSubject> {
   const child = await Child.start({ name: options.system, file: options.file, args: options.args ?? [] });
   try {
     const port = options.startApi
       ? (await child.call<{ port: number }>("startApi")).port
       : (child.info as { port: number }).port;
-    const measured = await measureEnqueue(ctx, {
-      url: `http://127.0.0.1:${port}`,
-      progress,
+    return {
+      system: options.system,
       label: options.label,
-      notes: recorder.result.notes,
-    });
-    const common = { system: options.system, label: options.label, engine: null };
-    recorder.add({ ...common, metric: "rate", unit: "jobs/s", values: measured.rates });
-    recorder.add({ ...common, metric: "p50", unit: "ms", values: measured.p50 });
-    recorder.add({ ...common, metric: "p99", unit: "ms", values: measured.p99 });
-  } finally {
+      engine: null,
+      url: `http://127.0.0.1:${port}`,
+      auth: {},
+      stop: async () => {
+        await child.stop();
+        return null;
+      },
+    };
+  } catch (error) {
     await child.stop();
+    throw error;
   }
 }
 
@@ -74,7 +111,7 @@ export async function runEnqueue(ctx: Context): Promise<ScenarioResult> {
   const { sizes } = ctx;
   const recorder = new ScenarioRecorder("enqueue", "Enqueue over HTTP", {
     clients: `${sizes.enqueue.clients} keep-alive connections, one request in flight each`,
-    runs: `${sizes.runs} × ${sizes.enqueue.durationMs / 1000} s (after ${sizes.enqueue.warmupMs / 1000} s warm-up)`,
+    runs: `${sizes.runs} × ${sizes.enqueue.durationMs / 1000} s (after ${sizes.enqueue.warmupMs / 1000} s warm-up), in turns: every system's first run, then every system's second, and so on, so a change in the machine's speed during the scenario reaches them alike`,
     body: "buildReport, delay_ms 3,600,000 (nothing delivered)",
     assertions:
       ctx.mode === "full"
@@ -83,39 +120,67 @@ export async function runEnqueue(ctx: Context): Promise<ScenarioResult> {
   });
   const progress = new Progress("enqueue");
   const origin = await ctx.targetOrigin();
-  for (const engine of ctx.engines) {
-    const db = await OpqueueDb.create(ctx, engine, "enqueue", origin);
-    await opqueueEnqueue(ctx, db, recorder, progress, `opqueue-${engine}`, `opqueue (${ENGINE_LABEL[engine]})`);
-    if (ctx.mode === "full") {
-      const label = `opqueue (${ENGINE_LABEL[engine]}), 256 reused assertions`;
-      await opqueueEnqueue(ctx, db, recorder, progress, `opqueue-${engine}-reused`, label, "reused");
-    }
-  }
-  if (!ctx.peers) {
-    progress.done(summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres"]));
-    return recorder.finish();
-  }
-  await referenceEnqueue(ctx, recorder, progress, { system: "bare", label: "bare Fastify route", file: "bench/peers/bare.ts" });
-  const gwSchema = freshSchema("bench_gw");
-  const bossSchema = freshSchema("bench_boss");
+  const subjects: EnqueueSubject[] = [];
+  const schemas: string[] = [];
   try {
-    await referenceEnqueue(ctx, recorder, progress, {
-      system: "graphile-route",
-      label: "Fastify + graphile-worker addJob",
-      file: "bench/peers/graphile.ts",
-      args: ["--database", PG_URL, "--schema", gwSchema],
-      startApi: true,
-    });
-    await referenceEnqueue(ctx, recorder, progress, {
-      system: "pgboss-route",
-      label: "Fastify + pg-boss send",
-      file: "bench/peers/pgboss.ts",
-      args: ["--database", PG_URL, "--schema", bossSchema],
-      startApi: true,
-    });
+    for (const engine of ctx.engines) {
+      subjects.push(await opqueueSubject(ctx, engine, origin, "fresh"));
+      if (ctx.mode === "full") subjects.push(await opqueueSubject(ctx, engine, origin, "reused"));
+    }
+    if (ctx.peers) {
+      subjects.push(await referenceSubject({ system: "bare", label: "bare Fastify route", file: "bench/peers/bare.ts" }));
+      const gwSchema = freshSchema("bench_gw");
+      const bossSchema = freshSchema("bench_boss");
+      schemas.push(gwSchema, bossSchema);
+      subjects.push(
+        await referenceSubject({
+          system: "graphile-route",
+          label: "Fastify + graphile-worker addJob",
+          file: "bench/peers/graphile.ts",
+          args: ["--database", PG_URL, "--schema", gwSchema],
+          startApi: true,
+        }),
+      );
+      subjects.push(
+        await referenceSubject({
+          system: "pgboss-route",
+          label: "Fastify + pg-boss send",
+          file: "bench/peers/pgboss.ts",
+          args: ["--database", PG_URL, "--schema", bossSchema],
+          startApi: true,
+        }),
+      );
+    }
+    const measured = subjects.map(() => ({ rates: [] as number[], p50: [] as number[], p99: [] as number[] }));
+    for (let run = 0; run < sizes.runs; run++) {
+      for (const [index, subject] of subjects.entries()) {
+        const result = await measureEnqueueRun(ctx, {
+          url: subject.url,
+          ...subject.auth,
+          run,
+          progress,
+          label: subject.label,
+          notes: recorder.result.notes,
+        });
+        measured[index]?.rates.push(result.rate);
+        measured[index]?.p50.push(result.p50);
+        measured[index]?.p99.push(result.p99);
+      }
+    }
+    for (const [index, subject] of subjects.entries()) {
+      const figures = measured[index];
+      if (!figures) continue;
+      const common = { system: subject.system, label: subject.label, engine: subject.engine };
+      recorder.add({ ...common, metric: "rate", unit: "jobs/s", values: figures.rates });
+      recorder.add({ ...common, metric: "p50", unit: "ms", values: figures.p50 });
+      recorder.add({ ...common, metric: "p99", unit: "ms", values: figures.p99 });
+      const peakRssMb = await subject.stop();
+      if (peakRssMb !== null) recorder.add({ ...common, metric: "peak_rss", unit: "MB", values: [peakRssMb] });
+    }
+    subjects.length = 0;
   } finally {
-    await dropSchema(gwSchema);
-    await dropSchema(bossSchema);
+    for (const subject of subjects) await subject.stop().catch(() => null);
+    for (const schema of schemas) await dropSchema(schema);
   }
   progress.done(summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres", "bare", "graphile-route", "pgboss-route"]));
   return recorder.finish();
