@@ -47,7 +47,10 @@ const METHOD = `## How these figures are made
 - **Core (5).** The built store in its own process: \`jobInsert\` from 32 concurrent callers, then claim 64 /
   complete 64 until empty; peers: \`addJob\` / \`send\` 32 at a time, then no-op handlers until the queue is empty.
 - Each figure is the median of the runs, with (min–max). Ratios of the goals use medians of the same run.
-  The machine may be shared with other work: the load average is recorded per scenario.
+  The enqueue and drain scenarios, whose ratios are goals, measure in turns: every system's first run, then every
+  system's second, and so on (their servers and workers started once beforehand), so a change in the machine's
+  speed during the scenario reaches opqueue and its references alike. The machine may be shared with other work:
+  the load average is recorded per scenario.
 
 Reproduce: \`npm run bench\` (quick) or \`npm run bench -- --full\`; \`--only enqueue,drain\` and
 \`--engine sqlite|postgres\` narrow a run (narrowed runs do not rewrite this file; \`--report FILE.json\` regenerates
