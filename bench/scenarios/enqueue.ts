@@ -129,27 +129,20 @@ export async function runEnqueue(ctx: Context): Promise<ScenarioResult> {
     }
     if (ctx.peers) {
       subjects.push(await referenceSubject({ system: "bare", label: "bare Fastify route", file: "bench/peers/bare.ts" }));
-      const gwSchema = freshSchema("bench_gw");
-      const bossSchema = freshSchema("bench_boss");
-      schemas.push(gwSchema, bossSchema);
-      subjects.push(
-        await referenceSubject({
+      // The routes a user would build instead, each library in a fresh schema of its own.
+      const routes = [
+        {
           system: "graphile-route",
           label: "Fastify + graphile-worker addJob",
           file: "bench/peers/graphile.ts",
-          args: ["--database", PG_URL, "--schema", gwSchema],
-          startApi: true,
-        }),
-      );
-      subjects.push(
-        await referenceSubject({
-          system: "pgboss-route",
-          label: "Fastify + pg-boss send",
-          file: "bench/peers/pgboss.ts",
-          args: ["--database", PG_URL, "--schema", bossSchema],
-          startApi: true,
-        }),
-      );
+          schema: freshSchema("bench_gw"),
+        },
+        { system: "pgboss-route", label: "Fastify + pg-boss send", file: "bench/peers/pgboss.ts", schema: freshSchema("bench_boss") },
+      ];
+      for (const { schema, ...route } of routes) {
+        schemas.push(schema);
+        subjects.push(await referenceSubject({ ...route, args: ["--database", PG_URL, "--schema", schema], startApi: true }));
+      }
     }
     const measured = subjects.map(() => ({ rates: [] as number[], p50: [] as number[], p99: [] as number[] }));
     for (let run = 0; run < sizes.runs; run++) {
