@@ -263,13 +263,9 @@ export class SqliteStore implements Store {
     return this.call("jobAttemptList", params);
   }
 
-  attemptBuckets(params: { since: number; bucketMs: number }): Promise<AttemptBucket[]> {
+  async attemptBuckets(params: { since: number; bucketMs: number }): Promise<AttemptBucket[]> {
     // Checked on this side: an error thrown in the database thread comes back as a plain Error.
-    try {
-      requireWholeMinutes(params);
-    } catch (error) {
-      return Promise.reject(error);
-    }
+    requireWholeMinutes(params);
     return this.call("attemptBuckets", params);
   }
 
