@@ -52,6 +52,9 @@ const METHOD = `## How these figures are made
   speed during the scenario reaches opqueue and its references alike. The machine may be shared with other work:
   the load average is recorded per scenario.
 
+What bounds these figures on this machine, and the speed-ups tried that did not pay:
+[docs/performance.md](docs/performance.md).
+
 Reproduce: \`npm run bench\` (quick) or \`npm run bench -- --full\`; \`--only enqueue,drain\` and
 \`--engine sqlite|postgres\` narrow a run (narrowed runs do not rewrite this file; \`--report FILE.json\` regenerates
 it and the chart from a results file).`;
