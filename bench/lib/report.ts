@@ -68,6 +68,7 @@ const METRIC_NAMES: Record<string, string> = {
   max: "max",
   peak_rss: "peak RSS",
   cpu_per_job: "node CPU per job",
+  cpu_main_per_job: "main thread CPU per job",
   enqueue_rate: "enqueue rate",
   enqueue_p50: "enqueue p50",
   enqueue_p99: "enqueue p99",
@@ -75,6 +76,8 @@ const METRIC_NAMES: Record<string, string> = {
   drain_rate: "drain rate",
   drain_rate_from_start: "drain rate incl. ramp-up",
   drain_peak_rss: "drain peak RSS",
+  drain_cpu_per_job: "drain node CPU per job",
+  drain_cpu_main_per_job: "drain main thread CPU per job",
 };
 
 const TITLES: Record<string, string> = {

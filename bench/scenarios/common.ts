@@ -237,7 +237,9 @@ export async function opqueueDrainRun(
   ctx: Context,
   db: OpqueueDb,
   options: { count: number; progress: Progress; label: string },
-): Promise<DrainRun & { peakRssMb: number | null; succeeded: number; cpuUsPerJob: number | null }> {
+): Promise<
+  DrainRun & { peakRssMb: number | null; succeeded: number; cpuUsPerJob: number | null; mainCpuUsPerJob: number | null }
+> {
   const { warmupJobs, leadMs } = ctx.sizes.drain;
   // The first run on a database finds out how long insert, start-up and warm-up take (a backlog can make the
   // warm-up slow), so the measured jobs of every run fall due only once the node is warm.
@@ -269,18 +271,22 @@ export async function opqueueDrainRun(
     db.lastPrepMs = performance.now() - prepStarted;
     const overrunMs = Math.max(0, Date.now() - dueAt);
     const cpuBefore = serve.cpuMs();
+    const mainCpuBefore = serve.cpuMs("main");
     const run = await waitForDrain(ctx, { count: options.count, fromWall: dueAt, progress: options.progress, label: options.label });
-    // The node's CPU (both threads) over the drain, which stays steady where the rate moves with the machine's
-    // other load: the last outcomes may still be queued, so this is a slight undercount.
+    // The node's CPU over the drain (every thread, and the main thread alone), which stays steady where the rate
+    // moves with the machine's other load: the last outcomes may still be queued, so this is a slight undercount.
     const cpuAfter = serve.cpuMs();
+    const mainCpuAfter = serve.cpuMs("main");
     // Not measured when the warm-up ran past the due time: part of the drain happened before the first reading.
-    const cpuUsPerJob =
-      cpuBefore === null || cpuAfter === null || overrunMs > 0 ? null : ((cpuAfter - cpuBefore) * 1000) / options.count;
+    const perJob = (before: number | null, after: number | null) =>
+      before === null || after === null || overrunMs > 0 ? null : ((after - before) * 1000) / options.count;
+    const cpuUsPerJob = perJob(cpuBefore, cpuAfter);
+    const mainCpuUsPerJob = perJob(mainCpuBefore, mainCpuAfter);
     // A graceful stop writes the outcomes still queued in the node's completer.
     const peakRssMb = await serve.stop();
     serve = undefined;
     const succeeded = ((await db.counts())["succeeded"] ?? 0) - before - warmupJobs;
-    return { ...run, overrunMs, peakRssMb, succeeded, cpuUsPerJob };
+    return { ...run, overrunMs, peakRssMb, succeeded, cpuUsPerJob, mainCpuUsPerJob };
   } finally {
     await serve?.stop();
   }

@@ -19,6 +19,7 @@ class OpqueueDrainSeries {
   private readonly fromStart: number[] = [];
   private readonly rss: number[] = [];
   private readonly cpu: number[] = [];
+  private readonly mainCpu: number[] = [];
 
   constructor(
     private readonly ctx: Context,
@@ -37,6 +38,7 @@ class OpqueueDrainSeries {
     this.fromStart.push(result.rateFromStart);
     if (result.peakRssMb !== null) this.rss.push(result.peakRssMb);
     if (result.cpuUsPerJob !== null) this.cpu.push(result.cpuUsPerJob);
+    if (result.mainCpuUsPerJob !== null) this.mainCpu.push(result.mainCpuUsPerJob);
     if (result.duplicates > 0) this.recorder.note(`${label}: ${result.duplicates} repeated deliveries`);
     if (result.overrunMs > 0) this.recorder.note(`${label}: the warm-up ended ${result.overrunMs} ms after the jobs were due`);
     if (result.succeeded !== sizes.drain.jobs) {
@@ -51,6 +53,9 @@ class OpqueueDrainSeries {
     this.recorder.add({ ...common, metric: "rate_from_start", unit: "jobs/s", values: this.fromStart });
     this.recorder.add({ ...common, metric: "peak_rss", unit: "MB", values: this.rss });
     if (this.cpu.length > 0) this.recorder.add({ ...common, metric: "cpu_per_job", unit: "µs", values: this.cpu });
+    if (this.mainCpu.length > 0) {
+      this.recorder.add({ ...common, metric: "cpu_main_per_job", unit: "µs", values: this.mainCpu });
+    }
   }
 }
 
