@@ -199,8 +199,8 @@ export class ServeProcess {
 
   /**
    * CPU time used so far (user + system), in ms; null when it cannot be read. By default the whole process's (every
-   * thread); `"main"` reads the main thread's alone (its task id is the process id), which runs the HTTP server, the
-   * dispatcher and the deliveries, where SQLite's own thread and V8's helpers make up the rest.
+   * thread); `"main"` reads the main thread's alone (its task id is the process id): the HTTP server, the dispatcher
+   * and the deliveries. SQLite's own thread and V8's helper threads make up the rest.
    */
   cpuMs(thread: "all" | "main" = "all"): number | null {
     const path = thread === "main" ? `/proc/${this.pid}/task/${this.pid}/stat` : `/proc/${this.pid}/stat`;
