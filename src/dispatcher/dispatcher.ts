@@ -17,8 +17,9 @@
  *   back to `retrying` with `run_at` = now; queued outcomes are written.
  * - `stopped`.
  *
- * In-flight jobs are heartbeated every `lease.heartbeat_ms` in one statement. Outcomes go through the completer,
- * whose writes are conditional on (id, running, attempt), so a rescue or a cancel that came first wins.
+ * In-flight jobs are heartbeated every `lease.heartbeat_ms` in one statement, one heartbeat at a time. Outcomes go
+ * through the completer, whose writes are conditional on (id, running, attempt), so a rescue or a cancel that came
+ * first wins.
  */
 import type { Logger } from "pino";
 import type { Clock } from "../clock.js";
@@ -82,6 +83,8 @@ export class Dispatcher {
   private timer: NodeJS.Timeout | undefined;
   private timerDueAt = Number.POSITIVE_INFINITY;
   private heartbeatTimer: NodeJS.Timeout | undefined;
+  /** A heartbeat is on its way: ticks are skipped until it ends, so an older time never lands after a newer one. */
+  private heartbeating = false;
   private readonly random: () => number;
   /** Fewest free slots worth a claim while deliveries are in flight: a quarter of `worker.concurrency`. */
   private readonly minClaimBatch: number;
@@ -220,6 +223,9 @@ export class Dispatcher {
 
   private async heartbeat(): Promise<void> {
     if (this.state !== "running" && this.state !== "paused" && this.state !== "stopping") return;
+    // Two heartbeats at once could commit out of order on a pool of connections, the older time last.
+    if (this.heartbeating) return;
+    this.heartbeating = true;
     const jobs = [...this.inFlight.values()].map(({ job }) => job).concat(this.ready).map(attemptOf);
     try {
       if (jobs.length > 0 || this.state === "paused") {
@@ -229,6 +235,8 @@ export class Dispatcher {
     } catch (error) {
       this.pause(error, "heartbeat failed");
       return;
+    } finally {
+      this.heartbeating = false;
     }
     if (this.state === "paused") {
       this.state = "running";

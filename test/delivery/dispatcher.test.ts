@@ -759,6 +759,52 @@ describe("leases", () => {
     const done = await waitForStatus(s, job.id, "succeeded");
     assert.equal(done.attempt, 1);
   });
+
+  test("no heartbeat starts while the one before it is on its way, so a slow database never commits an older time last", async (t) => {
+    const release = deferred();
+    const { s, target } = await setup(t, {
+      handler: async (_request, res) => {
+        await release.promise;
+        reply(res, 204);
+      },
+      configure: (raw) => {
+        raw["lease"] = { heartbeat_ms: 1, check_ms: NEVER_POLL_MS };
+      },
+    });
+    const store = s.service.store;
+    const heartbeatMany = store.jobHeartbeatMany.bind(store);
+    const firstHeld = deferred();
+    const firstStarted = deferred();
+    let calls = 0;
+    let atOnce = 0;
+    let mostAtOnce = 0;
+    store.jobHeartbeatMany = async (params) => {
+      calls++;
+      mostAtOnce = Math.max(mostAtOnce, ++atOnce);
+      try {
+        if (calls === 1) {
+          firstStarted.resolve();
+          await firstHeld.promise;
+        }
+        await heartbeatMany(params);
+      } finally {
+        atOnce--;
+      }
+    };
+    const job = await enqueue(s, welcome());
+    s.service.start();
+    await target.waitForRequests(1);
+    await firstStarted.promise;
+    // Many 1 ms intervals pass while the first heartbeat is held; none of them starts another.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.equal(calls, 1);
+    firstHeld.resolve();
+    s.clock.advance(1000);
+    await waitForJob(s, job.id, (row) => row.heartbeatAt === s.clock.now(), "a heartbeat after the held one");
+    assert.equal(mostAtOnce, 1);
+    release.resolve();
+    await waitForStatus(s, job.id, "succeeded");
+  });
 });
 
 describe("graceful stop", () => {
