@@ -20,13 +20,18 @@ const METHOD = `## How these figures are made
   and the target take CPU from the system measured, equally for every system.
 - **Durability stays on.** opqueue on SQLite: WAL with \`synchronous=FULL\`, a temporary file. On PostgreSQL: the
   server's \`synchronous_commit=on\`, a fresh \`?schema=\` per database, dropped afterwards. graphile-worker and pg-boss
-  run on the same local PostgreSQL server, each in a fresh schema, with the server's durable defaults.
+  run on the same local PostgreSQL server, each in a fresh schema, with the server's durable defaults. BullMQ runs on
+  a fresh Redis server of the harness's own per row (\`bench/lib/redis.ts\`), with its production guide's settings
+  (AOF on, \`maxmemory-policy noeviction\`): "AOF always" fsyncs before answering, as durable as opqueue; "AOF
+  everysec", the guide's suggestion, may lose the last second of acknowledged jobs to a power cut. No goal names
+  BullMQ; its rows are for comparison.
 - **Enqueue (1).** 32 clients POST \`/jobs\` for \`buildReport\` with \`delay_ms\` one hour (nothing is delivered), each
   with a valid assertion minted for that request (its own chain), as a product whose every request enqueues a job
   would send; the full mode adds rows reusing 256 assertions in turn (opqueue remembers verified tokens, so the
   difference is the verification's cost). References: a bare Fastify route that parses the body and answers 201
   (the HTTP limit); Fastify routes that validate the same body (opqueue's own TypeBox schema) and call
-  graphile-worker's \`addJob\` or pg-boss's \`send\`. The reference routes do not verify an assertion.
+  graphile-worker's \`addJob\`, pg-boss's \`send\` or BullMQ's \`Queue.add\`. The reference routes do not verify an
+  assertion.
 - **Drain (2).** The jobs are inserted in bulk straight into the database (SQL matching
   \`migrations/*/0001_init.sql\`; peers through their batch insert APIs). opqueue needs a fresh serve process per run
   (SQLite's file is locked by a running node), so its jobs are inserted due a few seconds ahead; the node starts,
@@ -38,14 +43,16 @@ const METHOD = `## How these figures are made
   delivery limit); graphile-worker 0.17 with \`concurrency: 64, maxPoolSize: 65\` (it warns below the concurrency),
   otherwise default, and "batched" adding its performance guide's \`localQueue: {size: 500}, completeJobBatchDelay: 0,
   failJobBatchDelay: 0\`; pg-boss 10 with its defaults and 8 \`work()\` loops × \`batchSize\` 64 at its minimum
-  polling interval (0.5 s), which bounds it near 1,000 jobs/s. Peer tasks POST the same request to the same target
+  polling interval (0.5 s), which bounds it near 1,000 jobs/s; BullMQ with one \`Worker\` of \`concurrency\` 64 and
+  its defaults (finished jobs kept). Peer tasks POST the same request to the same target
   over an undici pool of 64 keep-alive connections with a fixed bearer token (opqueue also signs a JWT per delivery).
 - **Latency (3).** One probe process enqueues over HTTP at 100 jobs/s (a fresh assertion each) and is also the
   target, so latency (arrival − send) is read on one clock. Two nodes: \`serve --no-worker\` takes the enqueues, \`serve --no-api\` delivers.
 - **Backlog (4).** Scenarios 1 and 2 on a database already holding the backlog (pending, due in an hour), with the
   serve process's peak RSS (VmHWM from /proc).
 - **Core (5).** The built store in its own process: \`jobInsert\` from 32 concurrent callers, then claim 64 /
-  complete 64 until empty; peers: \`addJob\` / \`send\` 32 at a time, then no-op handlers until the queue is empty.
+  complete 64 until empty; peers: \`addJob\` / \`send\` / \`add\` 32 at a time, then no-op handlers until the queue
+  is empty.
 - Each figure is the median of the runs, with (min–max). Ratios of the goals use medians of the same run.
   The enqueue and drain scenarios, whose ratios are goals, measure in turns: every system's first run, then every
   system's second, and so on (their servers and workers started once beforehand), so a change in the machine's
@@ -132,8 +139,8 @@ export function benchmarksMarkdown(results: Results, resultsFile: string): strin
     "",
   );
   lines.push(
-    "opqueue against what a user would otherwise run: pg-boss and graphile-worker (as libraries, and behind a Fastify",
-    "route), and against the machine's own limits (a bare Fastify route; the load generator hitting the target).",
+    "opqueue against what a user would otherwise run: pg-boss, graphile-worker and BullMQ (as libraries, and behind a",
+    "Fastify route), and against the machine's own limits (a bare Fastify route; the load generator hitting the target).",
     `Chart: [bench/results/throughput.svg](bench/results/throughput.svg). Raw figures: [${resultsFile}](${resultsFile}).`,
     "",
   );
@@ -157,7 +164,8 @@ export function benchmarksMarkdown(results: Results, resultsFile: string): strin
     `- **Machine:** ${m["nproc"]} vCPUs (${m["cpu"]}), ${m["memory_gib"]} GiB, Linux ${m["kernel"]}; load average at start ${m["loadavg_at_start"]}.`,
     `- **Versions:** Node ${v["node"]}, opqueue ${v["opqueue"]}, SQLite ${v["sqlite"]} (better-sqlite3 ${v["better-sqlite3"]}), ` +
       `PostgreSQL ${pgInfo["version"] ?? "?"} (pg ${v["pg"]}), Fastify ${v["fastify"]}, undici ${v["undici"]}, ` +
-      `graphile-worker ${v["graphile-worker"]}, pg-boss ${v["pg-boss"]}.`,
+      `graphile-worker ${v["graphile-worker"]}, pg-boss ${v["pg-boss"]}` +
+      (v["bullmq"] ? `, BullMQ ${v["bullmq"]} (ioredis ${v["ioredis"]}, Redis ${v["redis"]}).` : "."),
     `- **PostgreSQL settings:** ${["synchronous_commit", "fsync", "full_page_writes", "wal_level", "shared_buffers", "max_connections"]
       .map((key) => `${key}=${pgInfo[key] ?? "?"}`)
       .join(", ")}.`,

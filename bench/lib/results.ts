@@ -11,6 +11,7 @@ import Database from "better-sqlite3";
 import type { Sizes } from "./context.js";
 import { ROOT } from "./ipc.js";
 import { serverInfo } from "./pg.js";
+import { redisVersion } from "./redis.js";
 import { summarize, type Summary } from "./stats.js";
 
 /** Scenario ids, in the order of the issue. */
@@ -184,6 +185,9 @@ export async function describeEnvironment(): Promise<Pick<Results, "machine" | "
       undici: packageVersion("undici"),
       "graphile-worker": packageVersion("graphile-worker"),
       "pg-boss": packageVersion("pg-boss"),
+      bullmq: packageVersion("bullmq"),
+      ioredis: packageVersion("ioredis"),
+      redis: redisVersion() ?? "not installed",
     },
     postgres,
   };

@@ -2,8 +2,9 @@
  * Scenario 5, core: the store alone, no HTTP, to show where time goes. opqueue's built store in its own process
  * (bench/peers/core.ts): `jobInsert` from 32 concurrent callers, then claim 64 / complete 64 with a no-op delivery
  * until empty. References: graphile-worker (`addJob`, 32 at a time; runner with a no-op task, default and batched)
- * and pg-boss (`send`, 32 at a time; workers with a no-op handler), the drain timed from the first job handled to
- * the queue found empty (polled every 10 ms).
+ * pg-boss (`send`, 32 at a time; workers with a no-op handler) and BullMQ (`add`, 32 at a time; a Worker of
+ * concurrency 64 with a no-op processor), the drain timed from the first job handled to the queue found empty
+ * (polled every 10 ms).
  */
 import { join } from "node:path";
 import { ENGINE_LABEL, jobsPerRun, type Context } from "../lib/context.js";
@@ -11,6 +12,7 @@ import { Child } from "../lib/ipc.js";
 import { mintAssertions } from "../lib/opqueue.js";
 import { dropSchema, freshSchema, opqueueUrl, PG_URL } from "../lib/pg.js";
 import { Progress } from "../lib/progress.js";
+import { startBullmqServers, type RedisServer } from "../lib/redis.js";
 import { ScenarioRecorder, type ScenarioResult } from "../lib/results.js";
 import { summaryLine } from "./enqueue.js";
 
@@ -105,10 +107,47 @@ export async function runCore(ctx: Context): Promise<ScenarioResult> {
       await dropSchema(schema);
     }
   }
+  if (ctx.peers) await runBullmqCore(ctx, recorder, progress);
   progress.done(
-    summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres", "graphile", "pgboss"], "enqueue_rate") + " enqueue; " +
-      summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres", "graphile-default", "graphile-batched", "pgboss"], "drain_rate") +
+    summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres", "graphile", "pgboss", "bullmq"], "enqueue_rate") + " enqueue; " +
+      summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres", "graphile-default", "graphile-batched", "pgboss", "bullmq"], "drain_rate") +
       " drain",
   );
   return recorder.finish();
+}
+
+/** BullMQ on each of its Redis servers: `add` 32 at a time, then a no-op Worker of concurrency 64 until empty. */
+async function runBullmqCore(ctx: Context, recorder: ScenarioRecorder, progress: Progress): Promise<void> {
+  const { sizes } = ctx;
+  const count = sizes.core.peerJobs;
+  const servers: RedisServer[] = [];
+  try {
+    const bullmq = await startBullmqServers(ctx.tmp, (redis) => servers.push(redis));
+    if (bullmq.missing) recorder.note(bullmq.missing);
+    for (const { variant, redis } of bullmq.variants) {
+      const label = `BullMQ (${variant.label})`;
+      const child = await Child.start({ name: label, file: "bench/peers/bullmq.ts", args: ["--redis-port", String(redis.port)] });
+      try {
+        const enqueueRates: number[] = [];
+        const drainRates: number[] = [];
+        for (let run = 0; run < sizes.runs; run++) {
+          progress.update(`${label} run ${run + 1}/${sizes.runs}: enqueue`, true);
+          const enq = await child.call<{ elapsedMs: number }>("addMany", { count, concurrency: CONCURRENCY, delayMs: 0 });
+          enqueueRates.push((count / enq.elapsedMs) * 1000);
+          progress.update(`${label} run ${run + 1}/${sizes.runs}: drain`, true);
+          await child.call("startWorker", { noop: true });
+          const drained = await child.call<{ elapsedMs: number }>("waitEmpty");
+          await child.call("stopWorker");
+          drainRates.push((count / drained.elapsedMs) * 1000);
+        }
+        const common = { system: variant.system, label, engine: null };
+        recorder.add({ ...common, metric: "enqueue_rate", unit: "jobs/s", values: enqueueRates });
+        recorder.add({ ...common, metric: "drain_rate", unit: "jobs/s", values: drainRates });
+      } finally {
+        await child.stop();
+      }
+    }
+  } finally {
+    for (const redis of servers) await redis.stop();
+  }
 }

@@ -2,13 +2,14 @@
  * Scenario 2, drain: N due jobs (pre-inserted in bulk) delivered to a no-op target answering 204, opqueue's worker
  * concurrency 64. The rate is read at the target, between the first and the last arrival. References in the same
  * run: the load generator hitting the target directly with the same request (the delivery limit), graphile-worker
- * (default settings, and with its batched local queue) and pg-boss, whose tasks POST the same request to the same
- * target over an undici keep-alive pool.
+ * (default settings, and with its batched local queue), pg-boss and BullMQ (on Redis, fsync always and every
+ * second), whose tasks POST the same request to the same target over an undici keep-alive pool.
  */
 import { ENGINE_LABEL, jobsPerRun, type Context } from "../lib/context.js";
 import { Child } from "../lib/ipc.js";
 import { freshSchema, dropSchema, PG_URL } from "../lib/pg.js";
 import { Progress } from "../lib/progress.js";
+import { startBullmqServers, type RedisServer } from "../lib/redis.js";
 import { ScenarioRecorder, type ScenarioResult } from "../lib/results.js";
 import { OpqueueDb, opqueueDrainRun, waitForDrain, wallNow, type DrainRun } from "./common.js";
 import { summaryLine } from "./enqueue.js";
@@ -74,7 +75,7 @@ export async function opqueueDrain(
 }
 
 /**
- * Drain runs of a peer worker (graphile-worker or pg-boss child) that inserts its own jobs, one at a time. `warmUp`
+ * Drain runs of a peer worker (a graphile-worker, pg-boss or BullMQ child) that inserts its own jobs, one at a time. `warmUp`
  * drains `warmupJobs` unmeasured, as opqueue's nodes get a warm-up.
  */
 class PeerDrainSeries {
@@ -184,6 +185,7 @@ export async function runDrain(ctx: Context): Promise<ScenarioResult> {
   }
   const children: Child[] = [];
   const schemas: string[] = [];
+  const redisServers: RedisServer[] = [];
   try {
     if (ctx.peers) {
       series.push(new TargetAloneSeries(ctx, recorder, progress, origin));
@@ -202,11 +204,23 @@ export async function runDrain(ctx: Context): Promise<ScenarioResult> {
         args: ["--database", PG_URL, "--schema", bossSchema, "--target", origin],
       });
       children.push(boss);
-      const peers = [
+      const peerOptions = [
         { system: "graphile-default", label: "graphile-worker (default)", child: graphile, startArgs: { batched: false } },
         { system: "graphile-batched", label: "graphile-worker (batched local queue)", child: graphile, startArgs: { batched: true } },
         { system: "pgboss", label: "pg-boss", child: boss, startArgs: {} },
-      ].map((options) => new PeerDrainSeries(ctx, recorder, progress, options));
+      ];
+      const bullmq = await startBullmqServers(ctx.tmp, (redis) => redisServers.push(redis));
+      if (bullmq.missing) recorder.note(bullmq.missing);
+      for (const { variant, redis } of bullmq.variants) {
+        const child = await Child.start({
+          name: `BullMQ (${variant.label})`,
+          file: "bench/peers/bullmq.ts",
+          args: ["--redis-port", String(redis.port), "--target", origin],
+        });
+        children.push(child);
+        peerOptions.push({ system: variant.system, label: `BullMQ (${variant.label})`, child, startArgs: {} });
+      }
+      const peers = peerOptions.map((options) => new PeerDrainSeries(ctx, recorder, progress, options));
       for (const peer of peers) await peer.warmUp();
       series.push(...peers);
     }
@@ -218,9 +232,10 @@ export async function runDrain(ctx: Context): Promise<ScenarioResult> {
   } finally {
     for (const child of children) await child.stop();
     for (const schema of schemas) await dropSchema(schema);
+    for (const redis of redisServers) await redis.stop();
   }
   progress.done(
-    summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres", "target", "graphile-default", "graphile-batched", "pgboss"]),
+    summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres", "target", "graphile-default", "graphile-batched", "pgboss", "bullmq"]),
   );
   return recorder.finish();
 }

@@ -3,14 +3,15 @@
  * delivered), each request with a freshly minted valid assertion (its own chain), as a product whose every request
  * enqueues a job would send; in the full mode also with 256 assertions reused in turn (which opqueue's cache of
  * verified tokens serves). References in the same run: a bare Fastify route that parses the same body and answers
- * 201 (the HTTP limit), and Fastify routes that validate the same body and call graphile-worker's `addJob` or
- * pg-boss's `send` (what a user would build instead).
+ * 201 (the HTTP limit), and Fastify routes that validate the same body and call graphile-worker's `addJob`,
+ * pg-boss's `send` or BullMQ's `Queue.add` (what a user would build instead).
  */
 import { Child } from "../lib/ipc.js";
 import { ENGINE_LABEL, type Context } from "../lib/context.js";
 import type { Engine } from "../lib/results.js";
 import { mintAssertions, type ServeProcess } from "../lib/opqueue.js";
 import { freshSchema, dropSchema, PG_URL } from "../lib/pg.js";
+import { startBullmqServers, type RedisServer } from "../lib/redis.js";
 import { Progress } from "../lib/progress.js";
 import { ScenarioRecorder, type ScenarioResult } from "../lib/results.js";
 import { measureEnqueue, measureEnqueueRun, OpqueueDb, type EnqueueAuth } from "./common.js";
@@ -122,6 +123,7 @@ export async function runEnqueue(ctx: Context): Promise<ScenarioResult> {
   const origin = await ctx.targetOrigin();
   const subjects: EnqueueSubject[] = [];
   const schemas: string[] = [];
+  const redisServers: RedisServer[] = [];
   try {
     for (const engine of ctx.engines) {
       subjects.push(await opqueueSubject(ctx, engine, origin, "fresh"));
@@ -142,6 +144,19 @@ export async function runEnqueue(ctx: Context): Promise<ScenarioResult> {
       for (const { schema, ...route } of routes) {
         schemas.push(schema);
         subjects.push(await referenceSubject({ ...route, args: ["--database", PG_URL, "--schema", schema], startApi: true }));
+      }
+      const bullmq = await startBullmqServers(ctx.tmp, (redis) => redisServers.push(redis));
+      if (bullmq.missing) recorder.note(bullmq.missing);
+      for (const { variant, redis } of bullmq.variants) {
+        subjects.push(
+          await referenceSubject({
+            system: `${variant.system}-route`,
+            label: `Fastify + BullMQ add (${variant.label})`,
+            file: "bench/peers/bullmq.ts",
+            args: ["--redis-port", String(redis.port)],
+            startApi: true,
+          }),
+        );
       }
     }
     const measured = subjects.map(() => ({ rates: [] as number[], p50: [] as number[], p99: [] as number[] }));
@@ -174,8 +189,11 @@ export async function runEnqueue(ctx: Context): Promise<ScenarioResult> {
   } finally {
     for (const subject of subjects) await subject.stop().catch(() => null);
     for (const schema of schemas) await dropSchema(schema);
+    for (const redis of redisServers) await redis.stop();
   }
-  progress.done(summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres", "bare", "graphile-route", "pgboss-route"]));
+  progress.done(
+    summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres", "bare", "graphile-route", "pgboss-route", "bullmq-route"]),
+  );
   return recorder.finish();
 }
 

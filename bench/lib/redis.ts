@@ -1,0 +1,129 @@
+/**
+ * A Redis server of the harness's own for BullMQ: a fresh `redis-server` on a free port of 127.0.0.1, its files in a
+ * temporary folder, with BullMQ's production settings (AOF on, `maxmemory-policy noeviction`, no RDB snapshots).
+ * `appendfsync always` fsyncs the AOF before the answers of each event-loop turn go out, so an acknowledged job
+ * survives a power loss, as opqueue's and PostgreSQL's commits do. `everysec` is what BullMQ's production guide
+ * suggests: a power loss may take the last second of acknowledged jobs.
+ *
+ * The machine's own Redis (port 6379) is left alone: its settings are not the benchmark's to choose.
+ */
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { once } from "node:events";
+import { mkdirSync, rmSync } from "node:fs";
+import { createConnection, createServer } from "node:net";
+import { join } from "node:path";
+
+export type AppendFsync = "always" | "everysec";
+
+export interface RedisServer {
+  port: number;
+  appendfsync: AppendFsync;
+  stop(): Promise<void>;
+}
+
+/** The redis-server version, or null when none is installed (BullMQ is then left out of the run). */
+export function redisVersion(): string | null {
+  try {
+    const banner = execFileSync("redis-server", ["--version"], { encoding: "utf8" });
+    return /v=(\S+)/.exec(banner)?.[1] ?? "?";
+  } catch {
+    return null;
+  }
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const address = server.address();
+  const port = typeof address === "object" && address ? address.port : 0;
+  server.close();
+  await once(server, "close");
+  return port;
+}
+
+/** Resolves once the server answers PING. */
+async function waitForPong(port: number, child: ChildProcess): Promise<void> {
+  const deadline = performance.now() + 10_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`redis-server exited (${child.exitCode}) before it was ready`);
+    const pong = await new Promise<boolean>((resolve) => {
+      const socket = createConnection({ host: "127.0.0.1", port });
+      socket.once("error", () => resolve(false));
+      socket.once("connect", () => socket.write("PING\r\n"));
+      socket.once("data", (data) => {
+        socket.destroy();
+        resolve(data.toString("latin1").startsWith("+PONG"));
+      });
+    });
+    if (pong) return;
+    if (performance.now() > deadline) throw new Error("redis-server did not answer PING within 10 s");
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** Starts a Redis server whose files live in `parentDir`; `stop()` ends it and removes them. */
+export async function startRedis(options: { parentDir: string; appendfsync: AppendFsync }): Promise<RedisServer> {
+  const port = await freePort();
+  const dir = join(options.parentDir, `redis-${options.appendfsync}-${port}`);
+  mkdirSync(dir, { recursive: true });
+  const child = spawn(
+    "redis-server",
+    [
+      "--port", String(port),
+      "--bind", "127.0.0.1",
+      "--dir", dir,
+      "--appendonly", "yes",
+      "--appendfsync", options.appendfsync,
+      "--save", "",
+      "--maxmemory-policy", "noeviction",
+      "--loglevel", "warning",
+    ],
+    { stdio: ["ignore", "ignore", "inherit"] },
+  );
+  try {
+    await waitForPong(port, child);
+  } catch (error) {
+    child.kill("SIGKILL");
+    rmSync(dir, { recursive: true, force: true });
+    throw error;
+  }
+  return {
+    port,
+    appendfsync: options.appendfsync,
+    async stop() {
+      if (child.exitCode === null) {
+        const exited = once(child, "exit");
+        child.kill("SIGTERM");
+        await exited;
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** The BullMQ rows of a run: durable as opqueue (fsync always), and as BullMQ's production guide suggests. */
+export const BULLMQ_VARIANTS = [
+  { appendfsync: "always", system: "bullmq", label: "Redis, AOF always" },
+  { appendfsync: "everysec", system: "bullmq-everysec", label: "Redis, AOF everysec" },
+] as const satisfies ReadonlyArray<{ appendfsync: AppendFsync; system: string; label: string }>;
+
+export type BullmqVariant = (typeof BULLMQ_VARIANTS)[number];
+
+/**
+ * Starts one Redis server per BullMQ variant, registering each with `track` as soon as it runs (so a failure
+ * halfway stops those already started). Returns no variants, and the reason, when redis-server is missing.
+ */
+export async function startBullmqServers(
+  parentDir: string,
+  track: (server: RedisServer) => void,
+): Promise<{ variants: Array<{ variant: BullmqVariant; redis: RedisServer }>; missing?: string }> {
+  if (redisVersion() === null) return { variants: [], missing: "BullMQ left out: no redis-server on this machine" };
+  const variants: Array<{ variant: BullmqVariant; redis: RedisServer }> = [];
+  for (const variant of BULLMQ_VARIANTS) {
+    const redis = await startRedis({ parentDir, appendfsync: variant.appendfsync });
+    track(redis);
+    variants.push({ variant, redis });
+  }
+  return { variants };
+}

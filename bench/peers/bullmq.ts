@@ -1,0 +1,134 @@
+/**
+ * BullMQ as a reference: a Fastify route that validates opqueue's enqueue body and calls `Queue.add`, and a Worker
+ * whose processor POSTs each job's request to the target. It runs against a Redis server of the harness's own
+ * (bench/lib/redis.ts), with the settings of BullMQ's production guide: AOF on, `maxmemory-policy noeviction`,
+ * `maxRetriesPerRequest: null`. Jobs are kept after they finish, BullMQ's default, as opqueue keeps them.
+ *
+ * The drain uses one Worker of `concurrency` 64 (at most 64 deliveries on the wire, like opqueue's worker) over one
+ * undici pool of 64 connections.
+ *
+ * Usage: bullmq.ts --redis-port PORT [--target ORIGIN]
+ * Commands: startApi → {port}, insert {count, delayMs}, startWorker {noop?}, stopWorker, counts, waitEmpty,
+ * addMany {count, concurrency, delayMs} (library enqueue rate, for the core scenario).
+ */
+import { parseArgs } from "node:util";
+import { Queue, Worker } from "bullmq";
+import { serveCommands } from "../lib/ipc.js";
+import { EnqueueBody, listenApp, PeerDeliverer, runAtOf, type PeerPayload } from "../lib/peer-common.js";
+
+const QUEUE = "deliver";
+const CONCURRENCY = 64;
+/** Jobs per `addBulk` call when inserting a drain's jobs. */
+const INSERT_CHUNK = 2000;
+
+const { values } = parseArgs({ options: { "redis-port": { type: "string" }, target: { type: "string" } } });
+const connection = { host: "127.0.0.1", port: Number(values["redis-port"] ?? 6379), maxRetriesPerRequest: null };
+
+const queue = new Queue<PeerPayload>(QUEUE, { connection });
+queue.on("error", (error: Error) => process.stderr.write(`bullmq queue: ${error.message}\n`));
+
+let worker: Worker<PeerPayload> | undefined;
+let deliverer: PeerDeliverer | undefined;
+/** When the current worker ran its first job, and when it was started (performance.now()). */
+let firstHandledAt = Number.NaN;
+let workerStartedAt = Number.NaN;
+let api: Awaited<ReturnType<typeof listenApp>> | undefined;
+
+/** BullMQ's delay in ms from a wanted run time (0: due now). */
+function delayUntil(runAt: Date): number {
+  return Math.max(0, runAt.getTime() - Date.now());
+}
+
+async function insert(args: { count: number; delayMs: number }): Promise<void> {
+  for (let done = 0; done < args.count; done += INSERT_CHUNK) {
+    const size = Math.min(INSERT_CHUNK, args.count - done);
+    await queue.addBulk(
+      Array.from({ length: size }, (_, i) => ({
+        name: "buildReport",
+        data: { operation_id: "buildReport", request: { body: { n: done + i } } },
+        opts: args.delayMs > 0 ? { delay: args.delayMs } : {},
+      })),
+    );
+  }
+}
+
+/** Library enqueue rate: `count` single `add` calls, `concurrency` at a time. */
+async function addMany(args: { count: number; concurrency: number; delayMs: number }): Promise<{ elapsedMs: number }> {
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: args.concurrency }, async () => {
+      while (next < args.count) {
+        const n = next++;
+        await queue.add("buildReport", { operation_id: "buildReport", request: { body: { n } } }, {
+          ...(args.delayMs > 0 ? { delay: args.delayMs } : {}),
+        });
+      }
+    }),
+  );
+  return { elapsedMs: performance.now() - started };
+}
+
+async function startWorker(args: { noop?: boolean }): Promise<void> {
+  if (worker) throw new Error("worker already running");
+  if (!values.target && !args.noop) throw new Error("--target is required for a delivering worker");
+  deliverer = args.noop ? undefined : new PeerDeliverer(values.target ?? "");
+  const active = deliverer;
+  firstHandledAt = Number.NaN;
+  workerStartedAt = performance.now();
+  worker = new Worker<PeerPayload>(
+    QUEUE,
+    async (job) => {
+      if (Number.isNaN(firstHandledAt)) firstHandledAt = performance.now();
+      if (active) await active.deliver(String(job.id), job.data);
+    },
+    { connection, concurrency: CONCURRENCY },
+  );
+  worker.on("error", (error: Error) => process.stderr.write(`bullmq worker: ${error.message}\n`));
+  worker.on("failed", (job, error: Error) => process.stderr.write(`bullmq job ${job?.id ?? "?"} failed: ${error.message}\n`));
+}
+
+async function stopWorker(): Promise<void> {
+  await worker?.close();
+  worker = undefined;
+  await deliverer?.close();
+  deliverer = undefined;
+}
+
+async function startApi(): Promise<{ port: number }> {
+  api ??= await listenApp((app) => {
+    app.post("/jobs", { schema: { body: EnqueueBody } }, async (request, reply) => {
+      const body = request.body as PeerPayload & { delay_ms?: number; run_at?: string };
+      const job = await queue.add(
+        body.operation_id,
+        { operation_id: body.operation_id, request: body.request },
+        { delay: delayUntil(runAtOf(body)) },
+      );
+      return reply.code(201).send({ job: { id: job.id, operation_id: body.operation_id } });
+    });
+  });
+  return { port: api.port };
+}
+
+/** Jobs not finished yet (waiting, delayed, prioritized or active). */
+async function counts(): Promise<{ remaining: number }> {
+  const byState = await queue.getJobCounts("waiting", "delayed", "prioritized", "active");
+  return { remaining: Object.values(byState).reduce((sum, n) => sum + n, 0) };
+}
+
+/** Waits until no job is left unfinished, polling every 10 ms. */
+async function waitEmpty(): Promise<{ elapsedMs: number; fromStartMs: number }> {
+  while ((await counts()).remaining > 0) await new Promise((resolve) => setTimeout(resolve, 10));
+  const now = performance.now();
+  return { elapsedMs: now - firstHandledAt, fromStartMs: now - workerStartedAt };
+}
+
+serveCommands(
+  { startApi, insert, addMany, startWorker, stopWorker, counts, waitEmpty },
+  {},
+  async () => {
+    await api?.app.close();
+    await stopWorker().catch(() => undefined);
+    await queue.close().catch(() => undefined);
+  },
+);
