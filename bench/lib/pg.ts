@@ -44,7 +44,7 @@ export function opqueueUrl(schema: string, applicationName = "bench-opqueue"): s
 }
 
 /** Every schema these benchmarks create starts with one of these prefixes, so leftovers can be found. */
-export const SCHEMA_PREFIXES = ["bench_opq", "bench_gw", "bench_boss"];
+export const SCHEMA_PREFIXES = ["bench_opq", "bench_gw", "bench_boss", "bench_bmq"];
 
 /** Drops a schema and everything in it. */
 export async function dropSchema(schema: string): Promise<void> {

@@ -102,28 +102,3 @@ export async function startRedis(options: { parentDir: string; appendfsync: Appe
   };
 }
 
-/** The BullMQ rows of a run: durable as opqueue (fsync always), and as BullMQ's production guide suggests. */
-export const BULLMQ_VARIANTS = [
-  { appendfsync: "always", system: "bullmq", label: "Redis, AOF always" },
-  { appendfsync: "everysec", system: "bullmq-everysec", label: "Redis, AOF everysec" },
-] as const satisfies ReadonlyArray<{ appendfsync: AppendFsync; system: string; label: string }>;
-
-export type BullmqVariant = (typeof BULLMQ_VARIANTS)[number];
-
-/**
- * Starts one Redis server per BullMQ variant, registering each with `track` as soon as it runs (so a failure
- * halfway stops those already started). Returns no variants, and the reason, when redis-server is missing.
- */
-export async function startBullmqServers(
-  parentDir: string,
-  track: (server: RedisServer) => void,
-): Promise<{ variants: Array<{ variant: BullmqVariant; redis: RedisServer }>; missing?: string }> {
-  if (redisVersion() === null) return { variants: [], missing: "BullMQ left out: no redis-server on this machine" };
-  const variants: Array<{ variant: BullmqVariant; redis: RedisServer }> = [];
-  for (const variant of BULLMQ_VARIANTS) {
-    const redis = await startRedis({ parentDir, appendfsync: variant.appendfsync });
-    track(redis);
-    variants.push({ variant, redis });
-  }
-  return { variants };
-}

@@ -20,11 +20,12 @@ const METHOD = `## How these figures are made
   and the target take CPU from the system measured, equally for every system.
 - **Durability stays on.** opqueue on SQLite: WAL with \`synchronous=FULL\`, a temporary file. On PostgreSQL: the
   server's \`synchronous_commit=on\`, a fresh \`?schema=\` per database, dropped afterwards. graphile-worker and pg-boss
-  run on the same local PostgreSQL server, each in a fresh schema, with the server's durable defaults. BullMQ runs on
-  a fresh Redis server of the harness's own per row (\`bench/lib/redis.ts\`), with its production guide's settings
-  (AOF on, \`maxmemory-policy noeviction\`): "AOF always" fsyncs before answering, as durable as opqueue; "AOF
-  everysec", the guide's suggestion, may lose the last second of acknowledged jobs to a power cut. No goal names
-  BullMQ; its rows are for comparison.
+  run on the same local PostgreSQL server, each in a fresh schema, with the server's durable defaults. BullMQ
+  (\`bench/lib/bullmq.ts\`) runs on a fresh Redis server of the harness's own per row, with its production guide's
+  settings (AOF on, \`maxmemory-policy noeviction\`): "AOF always" fsyncs before answering, as durable as opqueue;
+  "AOF everysec", the guide's suggestion, may lose the last second of acknowledged jobs to a power cut; and on its
+  PostgreSQL backend (new in BullMQ 6) in a fresh schema of the same server. No goal names BullMQ; its rows are for
+  comparison.
 - **Enqueue (1).** 32 clients POST \`/jobs\` for \`buildReport\` with \`delay_ms\` one hour (nothing is delivered), each
   with a valid assertion minted for that request (its own chain), as a product whose every request enqueues a job
   would send; the full mode adds rows reusing 256 assertions in turn (opqueue remembers verified tokens, so the

@@ -1,18 +1,19 @@
 /**
  * BullMQ as a reference: a Fastify route that validates opqueue's enqueue body and calls `Queue.add`, and a Worker
- * whose processor POSTs each job's request to the target. It runs against a Redis server of the harness's own
- * (bench/lib/redis.ts), with the settings of BullMQ's production guide: AOF on, `maxmemory-policy noeviction`,
- * `maxRetriesPerRequest: null`. Jobs are kept after they finish, BullMQ's default, as opqueue keeps them.
+ * whose processor POSTs each job's request to the target. Its backend is one of bench/lib/bullmq.ts's: a Redis
+ * server of the harness's own (bench/lib/redis.ts) with the settings of BullMQ's production guide (AOF on,
+ * `maxmemory-policy noeviction`, `maxRetriesPerRequest: null`), or BullMQ 6's PostgreSQL backend in a fresh schema
+ * (migrated on connect). Jobs are kept after they finish, BullMQ's default, as opqueue keeps them.
  *
  * The drain uses one Worker of `concurrency` 64 (at most 64 deliveries on the wire, like opqueue's worker) over one
  * undici pool of 64 connections.
  *
- * Usage: bullmq.ts --redis-port PORT [--target ORIGIN]
+ * Usage: bullmq.ts (--redis-port PORT | --database URL --schema NAME) [--target ORIGIN]
  * Commands: startApi → {port}, insert {count, delayMs}, startWorker {noop?}, stopWorker, counts, waitEmpty,
  * addMany {count, concurrency, delayMs} (library enqueue rate, for the core scenario).
  */
 import { parseArgs } from "node:util";
-import { Queue, Worker } from "bullmq";
+import { createPostgresBackend, Queue, Worker } from "bullmq";
 import { serveCommands } from "../lib/ipc.js";
 import { EnqueueBody, listenApp, PeerDeliverer, runAtOf, type PeerPayload } from "../lib/peer-common.js";
 
@@ -21,13 +22,53 @@ const CONCURRENCY = 64;
 /** Jobs per `addBulk` call when inserting a drain's jobs. */
 const INSERT_CHUNK = 2000;
 
-const { values } = parseArgs({ options: { "redis-port": { type: "string" }, target: { type: "string" } } });
-const connection = { host: "127.0.0.1", port: Number(values["redis-port"] ?? 6379), maxRetriesPerRequest: null };
+const { values } = parseArgs({
+  options: {
+    "redis-port": { type: "string" },
+    database: { type: "string" },
+    schema: { type: "string" },
+    target: { type: "string" },
+  },
+});
 
-const queue = new Queue<PeerPayload>(QUEUE, { connection });
-queue.on("error", (error: Error) => process.stderr.write(`bullmq queue: ${error.message}\n`));
+/** What this file uses of a BullMQ Queue, whichever its backend. */
+interface BenchQueue {
+  add(name: string, data: PeerPayload, opts?: { delay?: number }): Promise<{ id?: string }>;
+  addBulk(jobs: Array<{ name: string; data: PeerPayload; opts?: { delay?: number } }>): Promise<unknown>;
+  getJobCounts(...states: string[]): Promise<Record<string, number>>;
+  close(): Promise<void>;
+}
 
-let worker: Worker<PeerPayload> | undefined;
+/** What this file uses of a BullMQ Worker. */
+interface BenchWorker {
+  close(): Promise<void>;
+}
+
+const redisConnection = { host: "127.0.0.1", port: Number(values["redis-port"] ?? 6379), maxRetriesPerRequest: null };
+const postgresConnection = { connectionString: values.database ?? "", schema: values.schema ?? "bench_bmq", migrate: true };
+
+function newQueue(): BenchQueue {
+  const queue = values.database
+    ? new Queue(QUEUE, { connection: postgresConnection }, createPostgresBackend)
+    : new Queue(QUEUE, { connection: redisConnection });
+  queue.on("error", (error: Error) => process.stderr.write(`bullmq queue: ${error.message}\n`));
+  return queue;
+}
+
+function newWorker(processor: (job: { id?: string; data: PeerPayload }) => Promise<void>): BenchWorker {
+  const worker = values.database
+    ? new Worker(QUEUE, processor, { connection: postgresConnection, concurrency: CONCURRENCY }, createPostgresBackend)
+    : new Worker(QUEUE, processor, { connection: redisConnection, concurrency: CONCURRENCY });
+  worker.on("error", (error: Error) => process.stderr.write(`bullmq worker: ${error.message}\n`));
+  worker.on("failed", (job: { id?: string } | undefined, error: Error) =>
+    process.stderr.write(`bullmq job ${job?.id ?? "?"} failed: ${error.message}\n`),
+  );
+  return worker;
+}
+
+const queue = newQueue();
+
+let worker: BenchWorker | undefined;
 let deliverer: PeerDeliverer | undefined;
 /** When the current worker ran its first job, and when it was started (performance.now()). */
 let firstHandledAt = Number.NaN;
@@ -76,16 +117,10 @@ async function startWorker(args: { noop?: boolean }): Promise<void> {
   const active = deliverer;
   firstHandledAt = Number.NaN;
   workerStartedAt = performance.now();
-  worker = new Worker<PeerPayload>(
-    QUEUE,
-    async (job) => {
-      if (Number.isNaN(firstHandledAt)) firstHandledAt = performance.now();
-      if (active) await active.deliver(String(job.id), job.data);
-    },
-    { connection, concurrency: CONCURRENCY },
-  );
-  worker.on("error", (error: Error) => process.stderr.write(`bullmq worker: ${error.message}\n`));
-  worker.on("failed", (job, error: Error) => process.stderr.write(`bullmq job ${job?.id ?? "?"} failed: ${error.message}\n`));
+  worker = newWorker(async (job) => {
+    if (Number.isNaN(firstHandledAt)) firstHandledAt = performance.now();
+    if (active) await active.deliver(String(job.id), job.data);
+  });
 }
 
 async function stopWorker(): Promise<void> {

@@ -2,17 +2,17 @@
  * Scenario 5, core: the store alone, no HTTP, to show where time goes. opqueue's built store in its own process
  * (bench/peers/core.ts): `jobInsert` from 32 concurrent callers, then claim 64 / complete 64 with a no-op delivery
  * until empty. References: graphile-worker (`addJob`, 32 at a time; runner with a no-op task, default and batched)
- * pg-boss (`send`, 32 at a time; workers with a no-op handler) and BullMQ (`add`, 32 at a time; a Worker of
- * concurrency 64 with a no-op processor), the drain timed from the first job handled to the queue found empty
+ * pg-boss (`send`, 32 at a time; workers with a no-op handler) and BullMQ on each of its backends (`add`, 32 at a
+ * time; a Worker of concurrency 64 with a no-op processor), the drain timed from the first job handled to the queue found empty
  * (polled every 10 ms).
  */
 import { join } from "node:path";
+import { prepareBullmqBackends } from "../lib/bullmq.js";
 import { ENGINE_LABEL, jobsPerRun, type Context } from "../lib/context.js";
 import { Child } from "../lib/ipc.js";
 import { mintAssertions } from "../lib/opqueue.js";
 import { dropSchema, freshSchema, opqueueUrl, PG_URL } from "../lib/pg.js";
 import { Progress } from "../lib/progress.js";
-import { startBullmqServers, type RedisServer } from "../lib/redis.js";
 import { ScenarioRecorder, type ScenarioResult } from "../lib/results.js";
 import { summaryLine } from "./enqueue.js";
 
@@ -109,24 +109,27 @@ export async function runCore(ctx: Context): Promise<ScenarioResult> {
   }
   if (ctx.peers) await runBullmqCore(ctx, recorder, progress);
   progress.done(
-    summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres", "graphile", "pgboss", "bullmq"], "enqueue_rate") + " enqueue; " +
-      summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres", "graphile-default", "graphile-batched", "pgboss", "bullmq"], "drain_rate") +
+    summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres", "graphile", "pgboss", "bullmq", "bullmq-postgres"], "enqueue_rate") + " enqueue; " +
+      summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres", "graphile-default", "graphile-batched", "pgboss", "bullmq", "bullmq-postgres"], "drain_rate") +
       " drain",
   );
   return recorder.finish();
 }
 
-/** BullMQ on each of its Redis servers: `add` 32 at a time, then a no-op Worker of concurrency 64 until empty. */
+/** BullMQ on each of its backends: `add` 32 at a time, then a no-op Worker of concurrency 64 until empty. */
 async function runBullmqCore(ctx: Context, recorder: ScenarioRecorder, progress: Progress): Promise<void> {
   const { sizes } = ctx;
   const count = sizes.core.peerJobs;
-  const servers: RedisServer[] = [];
+  const cleanups: Array<() => Promise<void>> = [];
   try {
-    const bullmq = await startBullmqServers(ctx.tmp, (redis) => servers.push(redis));
-    if (bullmq.missing) recorder.note(bullmq.missing);
-    for (const { variant, redis } of bullmq.variants) {
-      const label = `BullMQ (${variant.label})`;
-      const child = await Child.start({ name: label, file: "bench/peers/bullmq.ts", args: ["--redis-port", String(redis.port)] });
+    const backends = await prepareBullmqBackends({
+      parentDir: ctx.tmp,
+      cleanup: (stop) => cleanups.push(stop),
+      note: (text) => recorder.note(text),
+    });
+    for (const backend of backends) {
+      const label = `BullMQ (${backend.label})`;
+      const child = await Child.start({ name: label, file: "bench/peers/bullmq.ts", args: backend.args });
       try {
         const enqueueRates: number[] = [];
         const drainRates: number[] = [];
@@ -140,7 +143,7 @@ async function runBullmqCore(ctx: Context, recorder: ScenarioRecorder, progress:
           await child.call("stopWorker");
           drainRates.push((count / drained.elapsedMs) * 1000);
         }
-        const common = { system: variant.system, label, engine: null };
+        const common = { system: backend.system, label, engine: null };
         recorder.add({ ...common, metric: "enqueue_rate", unit: "jobs/s", values: enqueueRates });
         recorder.add({ ...common, metric: "drain_rate", unit: "jobs/s", values: drainRates });
       } finally {
@@ -148,6 +151,6 @@ async function runBullmqCore(ctx: Context, recorder: ScenarioRecorder, progress:
       }
     }
   } finally {
-    for (const redis of servers) await redis.stop();
+    for (const cleanup of cleanups) await cleanup();
   }
 }

@@ -2,14 +2,14 @@
  * Scenario 2, drain: N due jobs (pre-inserted in bulk) delivered to a no-op target answering 204, opqueue's worker
  * concurrency 64. The rate is read at the target, between the first and the last arrival. References in the same
  * run: the load generator hitting the target directly with the same request (the delivery limit), graphile-worker
- * (default settings, and with its batched local queue), pg-boss and BullMQ (on Redis, fsync always and every
- * second), whose tasks POST the same request to the same target over an undici keep-alive pool.
+ * (default settings, and with its batched local queue), pg-boss and BullMQ (bench/lib/bullmq.ts's backends), whose
+ * tasks POST the same request to the same target over an undici keep-alive pool.
  */
+import { prepareBullmqBackends } from "../lib/bullmq.js";
 import { ENGINE_LABEL, jobsPerRun, type Context } from "../lib/context.js";
 import { Child } from "../lib/ipc.js";
 import { freshSchema, dropSchema, PG_URL } from "../lib/pg.js";
 import { Progress } from "../lib/progress.js";
-import { startBullmqServers, type RedisServer } from "../lib/redis.js";
 import { ScenarioRecorder, type ScenarioResult } from "../lib/results.js";
 import { OpqueueDb, opqueueDrainRun, waitForDrain, wallNow, type DrainRun } from "./common.js";
 import { summaryLine } from "./enqueue.js";
@@ -185,7 +185,7 @@ export async function runDrain(ctx: Context): Promise<ScenarioResult> {
   }
   const children: Child[] = [];
   const schemas: string[] = [];
-  const redisServers: RedisServer[] = [];
+  const cleanups: Array<() => Promise<void>> = [];
   try {
     if (ctx.peers) {
       series.push(new TargetAloneSeries(ctx, recorder, progress, origin));
@@ -209,16 +209,16 @@ export async function runDrain(ctx: Context): Promise<ScenarioResult> {
         { system: "graphile-batched", label: "graphile-worker (batched local queue)", child: graphile, startArgs: { batched: true } },
         { system: "pgboss", label: "pg-boss", child: boss, startArgs: {} },
       ];
-      const bullmq = await startBullmqServers(ctx.tmp, (redis) => redisServers.push(redis));
-      if (bullmq.missing) recorder.note(bullmq.missing);
-      for (const { variant, redis } of bullmq.variants) {
-        const child = await Child.start({
-          name: `BullMQ (${variant.label})`,
-          file: "bench/peers/bullmq.ts",
-          args: ["--redis-port", String(redis.port), "--target", origin],
-        });
+      const bullmq = await prepareBullmqBackends({
+        parentDir: ctx.tmp,
+        cleanup: (stop) => cleanups.push(stop),
+        note: (text) => recorder.note(text),
+      });
+      for (const backend of bullmq) {
+        const label = `BullMQ (${backend.label})`;
+        const child = await Child.start({ name: label, file: "bench/peers/bullmq.ts", args: [...backend.args, "--target", origin] });
         children.push(child);
-        peerOptions.push({ system: variant.system, label: `BullMQ (${variant.label})`, child, startArgs: {} });
+        peerOptions.push({ system: backend.system, label, child, startArgs: {} });
       }
       const peers = peerOptions.map((options) => new PeerDrainSeries(ctx, recorder, progress, options));
       for (const peer of peers) await peer.warmUp();
@@ -232,10 +232,10 @@ export async function runDrain(ctx: Context): Promise<ScenarioResult> {
   } finally {
     for (const child of children) await child.stop();
     for (const schema of schemas) await dropSchema(schema);
-    for (const redis of redisServers) await redis.stop();
+    for (const cleanup of cleanups) await cleanup();
   }
   progress.done(
-    summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres", "target", "graphile-default", "graphile-batched", "pgboss", "bullmq"]),
+    summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres", "target", "graphile-default", "graphile-batched", "pgboss", "bullmq", "bullmq-postgres"]),
   );
   return recorder.finish();
 }

@@ -6,12 +6,12 @@
  * 201 (the HTTP limit), and Fastify routes that validate the same body and call graphile-worker's `addJob`,
  * pg-boss's `send` or BullMQ's `Queue.add` (what a user would build instead).
  */
+import { prepareBullmqBackends } from "../lib/bullmq.js";
 import { Child } from "../lib/ipc.js";
 import { ENGINE_LABEL, type Context } from "../lib/context.js";
 import type { Engine } from "../lib/results.js";
 import { mintAssertions, type ServeProcess } from "../lib/opqueue.js";
 import { freshSchema, dropSchema, PG_URL } from "../lib/pg.js";
-import { startBullmqServers, type RedisServer } from "../lib/redis.js";
 import { Progress } from "../lib/progress.js";
 import { ScenarioRecorder, type ScenarioResult } from "../lib/results.js";
 import { measureEnqueue, measureEnqueueRun, OpqueueDb, type EnqueueAuth } from "./common.js";
@@ -123,7 +123,7 @@ export async function runEnqueue(ctx: Context): Promise<ScenarioResult> {
   const origin = await ctx.targetOrigin();
   const subjects: EnqueueSubject[] = [];
   const schemas: string[] = [];
-  const redisServers: RedisServer[] = [];
+  const cleanups: Array<() => Promise<void>> = [];
   try {
     for (const engine of ctx.engines) {
       subjects.push(await opqueueSubject(ctx, engine, origin, "fresh"));
@@ -145,15 +145,18 @@ export async function runEnqueue(ctx: Context): Promise<ScenarioResult> {
         schemas.push(schema);
         subjects.push(await referenceSubject({ ...route, args: ["--database", PG_URL, "--schema", schema], startApi: true }));
       }
-      const bullmq = await startBullmqServers(ctx.tmp, (redis) => redisServers.push(redis));
-      if (bullmq.missing) recorder.note(bullmq.missing);
-      for (const { variant, redis } of bullmq.variants) {
+      const bullmq = await prepareBullmqBackends({
+        parentDir: ctx.tmp,
+        cleanup: (stop) => cleanups.push(stop),
+        note: (text) => recorder.note(text),
+      });
+      for (const backend of bullmq) {
         subjects.push(
           await referenceSubject({
-            system: `${variant.system}-route`,
-            label: `Fastify + BullMQ add (${variant.label})`,
+            system: `${backend.system}-route`,
+            label: `Fastify + BullMQ add (${backend.label})`,
             file: "bench/peers/bullmq.ts",
-            args: ["--redis-port", String(redis.port)],
+            args: backend.args,
             startApi: true,
           }),
         );
@@ -189,10 +192,10 @@ export async function runEnqueue(ctx: Context): Promise<ScenarioResult> {
   } finally {
     for (const subject of subjects) await subject.stop().catch(() => null);
     for (const schema of schemas) await dropSchema(schema);
-    for (const redis of redisServers) await redis.stop();
+    for (const cleanup of cleanups) await cleanup();
   }
   progress.done(
-    summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres", "bare", "graphile-route", "pgboss-route", "bullmq-route"]),
+    summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres", "bare", "graphile-route", "pgboss-route", "bullmq-route", "bullmq-postgres-route"]),
   );
   return recorder.finish();
 }

@@ -1,0 +1,47 @@
+/**
+ * The BullMQ rows of a run, one per backend: Redis as durable as opqueue (AOF fsync always), Redis as BullMQ's
+ * production guide suggests (AOF fsync every second), and BullMQ 6's PostgreSQL backend on the same server as the
+ * other PostgreSQL peers. Each gets a backend of its own: a fresh Redis server (bench/lib/redis.ts) or a fresh
+ * schema. bench/peers/bullmq.ts takes the returned arguments.
+ */
+import { dropSchema, freshSchema, PG_URL } from "./pg.js";
+import { redisVersion, startRedis } from "./redis.js";
+
+export interface BullmqBackend {
+  /** `bullmq`, `bullmq-everysec` or `bullmq-postgres`. */
+  system: string;
+  /** What the rows' labels say after "BullMQ": `Redis, AOF always` and so on. */
+  label: string;
+  /** Arguments for bench/peers/bullmq.ts. */
+  args: string[];
+}
+
+/**
+ * Prepares every BullMQ backend this machine can run, registering each one's clean-up with `cleanup` as soon as it
+ * exists (so a failure halfway still removes those already made). A missing redis-server leaves the Redis rows
+ * out; `note` says so.
+ */
+export async function prepareBullmqBackends(options: {
+  parentDir: string;
+  cleanup: (stop: () => Promise<void>) => void;
+  note: (text: string) => void;
+}): Promise<BullmqBackend[]> {
+  const backends: BullmqBackend[] = [];
+  if (redisVersion() === null) {
+    options.note("BullMQ on Redis left out: no redis-server on this machine");
+  } else {
+    for (const appendfsync of ["always", "everysec"] as const) {
+      const redis = await startRedis({ parentDir: options.parentDir, appendfsync });
+      options.cleanup(() => redis.stop());
+      backends.push({
+        system: appendfsync === "always" ? "bullmq" : "bullmq-everysec",
+        label: `Redis, AOF ${appendfsync}`,
+        args: ["--redis-port", String(redis.port)],
+      });
+    }
+  }
+  const schema = freshSchema("bench_bmq");
+  options.cleanup(() => dropSchema(schema));
+  backends.push({ system: "bullmq-postgres", label: "PostgreSQL", args: ["--database", PG_URL, "--schema", schema] });
+  return backends;
+}
