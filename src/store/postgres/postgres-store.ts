@@ -543,7 +543,7 @@ export class PostgresStore implements Store {
     for (let tries = 1; ; tries++) {
       try {
         const rows = await this.query(CLAIM_SQL, [this.now(), params.limit, claimCandidates(params.limit)], "opqueue_claim");
-        return rows.map(toJobRow).sort((a, b) => b.priority - a.priority || a.runAt - b.runAt || a.seq - b.seq);
+        return rows.map((row) => JSON.parse(row["job"] as string) as JobRow).sort((a, b) => b.priority - a.priority || a.runAt - b.runAt || a.seq - b.seq);
       } catch (error) {
         // Another node started a job of one of these keys in the same instant: the unique index refused ours.
         if (tries < CLAIM_TRIES && isUniqueViolation(error, "job_state_running_concurrency_key")) continue;
@@ -865,6 +865,11 @@ export class PostgresStore implements Store {
  * (6–8 ms → 9–12 ms per claim of ~34 jobs, three in flight, in the drain benchmark); a batch short of jobs only
  * costs another claim.
  */
+/** A timestamptz column as whole milliseconds since the epoch (null stays null). */
+function epochMs(column: string): string {
+  return `floor(extract(epoch FROM ${column}) * 1000)::bigint`;
+}
+
 function claimCandidates(limit: number): number {
   return Math.max(16, limit * 2);
 }
@@ -888,9 +893,20 @@ const LAZY_COMMIT = "lazy_commit AS MATERIALIZED (SELECT set_config('synchronous
  * job), locked with SKIP LOCKED so concurrent claimers on other nodes take other rows instead of waiting; keys
  * already running are skipped; then one job per key, the first in claim order, and only keys whose
  * transaction-scoped advisory lock this claim gets (another node claiming the same key right now holds it).
+ * Each claimed job comes back as one JSON text already shaped as a JobRow (times in ms), which one JSON.parse
+ * turns into the row: node-postgres's parsing of 21 columns (five timestamps among them) cost more. Measured on
+ * the drain, alternated: 80 → 74 µs of the main thread's CPU per job, no difference in the server's CPU.
  * $1 now, $2 limit, $3 how many candidates to look at.
  */
-const CLAIM_SQL = `WITH ${LAZY_COMMIT} SELECT claimed.* FROM lazy_commit, opqueue_claim($1, $2, $3) AS claimed`;
+const CLAIM_SQL = `WITH ${LAZY_COMMIT} SELECT json_build_object(
+    'seq', c.seq, 'id', c.id, 'operationId', c.operation_id, 'status', c.status, 'attempt', c.attempt,
+    'maxAttempts', c.max_attempts, 'priority', c.priority, 'runAt', ${epochMs("c.run_at")},
+    'createdAt', ${epochMs("c.created_at")}, 'startedAt', ${epochMs("c.started_at")},
+    'finishedAt', ${epochMs("c.finished_at")}, 'heartbeatAt', ${epochMs("c.heartbeat_at")},
+    'dedupeKey', c.dedupe_key, 'concurrencyKey', c.concurrency_key, 'enqueuedByOperationId', c.enqueued_by_operation_id,
+    'parentJobId', c.parent_job_id, 'originalRequestId', c.original_request_id, 'userId', c.user_id,
+    'authority', c.authority, 'request', c.request, 'result', c.result)::text AS job
+  FROM lazy_commit, opqueue_claim($1, $2, $3) AS c`;
 
 /**
  * Requeue of running attempts. $1 ids, $2 attempts, $3 run times, $4 results (JSON text), $5 give back an
