@@ -17,11 +17,10 @@ export type AppendFsync = "always" | "everysec";
 
 export interface RedisServer {
   port: number;
-  appendfsync: AppendFsync;
   stop(): Promise<void>;
 }
 
-/** The redis-server version, or null when none is installed (BullMQ is then left out of the run). */
+/** The redis-server version, or null when none is installed (BullMQ on Redis is then left out of the run). */
 export function redisVersion(): string | null {
   try {
     const banner = execFileSync("redis-server", ["--version"], { encoding: "utf8" });
@@ -90,7 +89,6 @@ export async function startRedis(options: { parentDir: string; appendfsync: Appe
   }
   return {
     port,
-    appendfsync: options.appendfsync,
     async stop() {
       if (child.exitCode === null) {
         const exited = once(child, "exit");
@@ -101,4 +99,3 @@ export async function startRedis(options: { parentDir: string; appendfsync: Appe
     },
   };
 }
-

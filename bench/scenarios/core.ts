@@ -1,10 +1,10 @@
 /**
  * Scenario 5, core: the store alone, no HTTP, to show where time goes. opqueue's built store in its own process
  * (bench/peers/core.ts): `jobInsert` from 32 concurrent callers, then claim 64 / complete 64 with a no-op delivery
- * until empty. References: graphile-worker (`addJob`, 32 at a time; runner with a no-op task, default and batched)
+ * until empty. References: graphile-worker (`addJob`, 32 at a time; runner with a no-op task, default and batched),
  * pg-boss (`send`, 32 at a time; workers with a no-op handler) and BullMQ on each of its backends (`add`, 32 at a
- * time; a Worker of concurrency 64 with a no-op processor), the drain timed from the first job handled to the queue found empty
- * (polled every 10 ms).
+ * time; a Worker of concurrency 64 with a no-op processor), the drain timed from the first job handled to the queue
+ * found empty (polled every 10 ms).
  */
 import { join } from "node:path";
 import { prepareBullmqBackends } from "../lib/bullmq.js";

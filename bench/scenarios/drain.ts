@@ -75,8 +75,8 @@ export async function opqueueDrain(
 }
 
 /**
- * Drain runs of a peer worker (a graphile-worker, pg-boss or BullMQ child) that inserts its own jobs, one at a time. `warmUp`
- * drains `warmupJobs` unmeasured, as opqueue's nodes get a warm-up.
+ * Drain runs of a peer worker (a graphile-worker, pg-boss or BullMQ child) that inserts its own jobs, one at a time.
+ * `warmUp` drains `warmupJobs` unmeasured, as opqueue's nodes get a warm-up.
  */
 class PeerDrainSeries {
   private readonly rates: number[] = [];
