@@ -4,8 +4,10 @@
  * other PostgreSQL peers. Each gets a backend of its own: a fresh Redis server (bench/lib/redis.ts) or a fresh
  * schema. bench/peers/bullmq.ts takes the returned arguments.
  */
+import type { Context } from "./context.js";
 import { dropSchema, freshSchema, PG_URL } from "./pg.js";
 import { redisVersion, startRedis } from "./redis.js";
+import type { ScenarioRecorder } from "./results.js";
 
 export interface BullmqBackend {
   /** `bullmq`, `bullmq-everysec` or `bullmq-postgres`. */
@@ -17,22 +19,22 @@ export interface BullmqBackend {
 }
 
 /**
- * Prepares every BullMQ backend this machine can run, registering each one's clean-up with `cleanup` as soon as it
- * exists (so a failure halfway still removes those already made). A missing redis-server leaves the Redis rows
- * out; `note` says so.
+ * Prepares every BullMQ backend this machine can run, in the run's temporary folder, adding each one's clean-up to
+ * `cleanups` as soon as it exists (so a failure halfway still removes those already made). A missing redis-server
+ * leaves the Redis rows out, with a note in the scenario's results.
  */
-export async function prepareBullmqBackends(options: {
-  parentDir: string;
-  cleanup: (stop: () => Promise<void>) => void;
-  note: (text: string) => void;
-}): Promise<BullmqBackend[]> {
+export async function prepareBullmqBackends(
+  ctx: Context,
+  recorder: ScenarioRecorder,
+  cleanups: Array<() => Promise<void>>,
+): Promise<BullmqBackend[]> {
   const backends: BullmqBackend[] = [];
   if (redisVersion() === null) {
-    options.note("BullMQ on Redis left out: no redis-server on this machine");
+    recorder.note("BullMQ on Redis left out: no redis-server on this machine");
   } else {
     for (const appendfsync of ["always", "everysec"] as const) {
-      const redis = await startRedis({ parentDir: options.parentDir, appendfsync });
-      options.cleanup(() => redis.stop());
+      const redis = await startRedis({ parentDir: ctx.tmp, appendfsync });
+      cleanups.push(() => redis.stop());
       backends.push({
         system: appendfsync === "always" ? "bullmq" : "bullmq-everysec",
         label: `Redis, AOF ${appendfsync}`,
@@ -41,7 +43,7 @@ export async function prepareBullmqBackends(options: {
     }
   }
   const schema = freshSchema("bench_bmq");
-  options.cleanup(() => dropSchema(schema));
+  cleanups.push(() => dropSchema(schema));
   backends.push({ system: "bullmq-postgres", label: "PostgreSQL", args: ["--database", PG_URL, "--schema", schema] });
   return backends;
 }

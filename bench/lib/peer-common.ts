@@ -67,3 +67,24 @@ export class PeerDeliverer {
     return this.agent.close();
   }
 }
+
+/** Calls `add(n)` for n = 0 … count − 1, `concurrency` calls at a time; answers the time it took (a library's enqueue rate). */
+export async function addConcurrently(
+  args: { count: number; concurrency: number },
+  add: (n: number) => Promise<unknown>,
+): Promise<{ elapsedMs: number }> {
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: args.concurrency }, async () => {
+      while (next < args.count) await add(next++);
+    }),
+  );
+  return { elapsedMs: performance.now() - started };
+}
+
+/** Polls `counts` every 10 ms until no job is left; answers the `performance.now()` at which none was. */
+export async function untilEmpty(counts: () => Promise<{ remaining: number }>): Promise<number> {
+  while ((await counts()).remaining > 0) await new Promise((resolve) => setTimeout(resolve, 10));
+  return performance.now();
+}

@@ -10,8 +10,9 @@
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
 import { mkdirSync, rmSync } from "node:fs";
-import { createConnection, createServer } from "node:net";
+import { createConnection } from "node:net";
 import { join } from "node:path";
+import { freePort } from "./opqueue.js";
 
 export type AppendFsync = "always" | "everysec";
 
@@ -28,17 +29,6 @@ export function redisVersion(): string | null {
   } catch {
     return null;
   }
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const address = server.address();
-  const port = typeof address === "object" && address ? address.port : 0;
-  server.close();
-  await once(server, "close");
-  return port;
 }
 
 /** Resolves once the server answers PING. */

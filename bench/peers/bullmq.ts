@@ -15,7 +15,15 @@
 import { parseArgs } from "node:util";
 import { createPostgresBackend, Queue, Worker } from "bullmq";
 import { serveCommands } from "../lib/ipc.js";
-import { EnqueueBody, listenApp, PeerDeliverer, runAtOf, type PeerPayload } from "../lib/peer-common.js";
+import {
+  addConcurrently,
+  EnqueueBody,
+  listenApp,
+  PeerDeliverer,
+  runAtOf,
+  untilEmpty,
+  type PeerPayload,
+} from "../lib/peer-common.js";
 
 const QUEUE = "deliver";
 const CONCURRENCY = 64;
@@ -95,19 +103,11 @@ async function insert(args: { count: number; delayMs: number }): Promise<void> {
 
 /** Library enqueue rate: `count` single `add` calls, `concurrency` at a time. */
 async function addMany(args: { count: number; concurrency: number; delayMs: number }): Promise<{ elapsedMs: number }> {
-  let next = 0;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: args.concurrency }, async () => {
-      while (next < args.count) {
-        const n = next++;
-        await queue.add("buildReport", { operation_id: "buildReport", request: { body: { n } } }, {
-          ...(args.delayMs > 0 ? { delay: args.delayMs } : {}),
-        });
-      }
+  return addConcurrently(args, (n) =>
+    queue.add("buildReport", { operation_id: "buildReport", request: { body: { n } } }, {
+      ...(args.delayMs > 0 ? { delay: args.delayMs } : {}),
     }),
   );
-  return { elapsedMs: performance.now() - started };
 }
 
 async function startWorker(args: { noop?: boolean }): Promise<void> {
@@ -151,10 +151,9 @@ async function counts(): Promise<{ remaining: number }> {
   return { remaining: Object.values(byState).reduce((sum, n) => sum + n, 0) };
 }
 
-/** Waits until no job is left unfinished, polling every 10 ms. */
+/** Waits until no job is left unfinished (see `counts`). */
 async function waitEmpty(): Promise<{ elapsedMs: number; fromStartMs: number }> {
-  while ((await counts()).remaining > 0) await new Promise((resolve) => setTimeout(resolve, 10));
-  const now = performance.now();
+  const now = await untilEmpty(counts);
   return { elapsedMs: now - firstHandledAt, fromStartMs: now - workerStartedAt };
 }
 

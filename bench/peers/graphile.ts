@@ -15,7 +15,15 @@
 import { parseArgs } from "node:util";
 import { Logger, makeWorkerUtils, run, type Runner, type WorkerUtils } from "graphile-worker";
 import { serveCommands } from "../lib/ipc.js";
-import { EnqueueBody, listenApp, PeerDeliverer, runAtOf, type PeerPayload } from "../lib/peer-common.js";
+import {
+  addConcurrently,
+  EnqueueBody,
+  listenApp,
+  PeerDeliverer,
+  runAtOf,
+  untilEmpty,
+  type PeerPayload,
+} from "../lib/peer-common.js";
 
 const { values } = parseArgs({
   options: { database: { type: "string" }, schema: { type: "string" }, target: { type: "string" } },
@@ -55,21 +63,11 @@ async function insert(args: { count: number; delayMs: number }): Promise<void> {
 
 /** Library enqueue rate: `count` single `addJob` calls, `concurrency` at a time. */
 async function addMany(args: { count: number; concurrency: number; delayMs: number }): Promise<{ elapsedMs: number }> {
-  let next = 0;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: args.concurrency }, async () => {
-      while (next < args.count) {
-        const n = next++;
-        await utils.addJob(
-          "deliver",
-          { operation_id: "buildReport", request: { body: { n } } },
-          { runAt: new Date(Date.now() + args.delayMs) },
-        );
-      }
+  return addConcurrently(args, (n) =>
+    utils.addJob("deliver", { operation_id: "buildReport", request: { body: { n } } }, {
+      runAt: new Date(Date.now() + args.delayMs),
     }),
   );
-  return { elapsedMs: performance.now() - started };
 }
 
 async function startWorker(args: { batched: boolean; noop?: boolean }): Promise<void> {
@@ -130,10 +128,9 @@ async function counts(): Promise<{ remaining: number; locked: number }> {
   return { remaining: Number(row?.pending ?? 0), locked: Number(row?.locked ?? 0) };
 }
 
-/** Waits until no job is left (graphile-worker deletes completed jobs), polling every 10 ms. */
+/** Waits until no job is left (graphile-worker deletes completed jobs). */
 async function waitEmpty(): Promise<{ elapsedMs: number; fromStartMs: number }> {
-  while ((await counts()).remaining > 0) await new Promise((resolve) => setTimeout(resolve, 10));
-  const now = performance.now();
+  const now = await untilEmpty(counts);
   return { elapsedMs: now - firstHandledAt, fromStartMs: now - workerStartedAt };
 }
 

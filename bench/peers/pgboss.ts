@@ -17,7 +17,15 @@ import { parseArgs } from "node:util";
 import pg from "pg";
 import PgBoss from "pg-boss";
 import { serveCommands } from "../lib/ipc.js";
-import { EnqueueBody, listenApp, PeerDeliverer, runAtOf, type PeerPayload } from "../lib/peer-common.js";
+import {
+  addConcurrently,
+  EnqueueBody,
+  listenApp,
+  PeerDeliverer,
+  runAtOf,
+  untilEmpty,
+  type PeerPayload,
+} from "../lib/peer-common.js";
 
 const QUEUE = "deliver";
 const LOOPS = 8;
@@ -59,19 +67,11 @@ async function insert(args: { count: number; delayMs: number }): Promise<void> {
 
 /** Library enqueue rate: `count` single `send` calls, `concurrency` at a time. */
 async function sendMany(args: { count: number; concurrency: number; delayMs: number }): Promise<{ elapsedMs: number }> {
-  let next = 0;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: args.concurrency }, async () => {
-      while (next < args.count) {
-        const n = next++;
-        await boss.send(QUEUE, { operation_id: "buildReport", request: { body: { n } } }, {
-          startAfter: new Date(Date.now() + args.delayMs),
-        });
-      }
+  return addConcurrently(args, (n) =>
+    boss.send(QUEUE, { operation_id: "buildReport", request: { body: { n } } }, {
+      startAfter: new Date(Date.now() + args.delayMs),
     }),
   );
-  return { elapsedMs: performance.now() - started };
 }
 
 async function startWorker(args: { noop?: boolean }): Promise<void> {
@@ -124,10 +124,9 @@ async function counts(): Promise<{ remaining: number }> {
   return { remaining: Number(rows[0]?.n ?? 0) };
 }
 
-/** Waits until no job is left unfinished, polling every 10 ms. */
+/** Waits until no job is left unfinished (see `counts`). */
 async function waitEmpty(): Promise<{ elapsedMs: number; fromStartMs: number }> {
-  while ((await counts()).remaining > 0) await new Promise((resolve) => setTimeout(resolve, 10));
-  const now = performance.now();
+  const now = await untilEmpty(counts);
   return { elapsedMs: now - firstHandledAt, fromStartMs: now - workerStartedAt };
 }
 

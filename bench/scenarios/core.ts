@@ -122,11 +122,7 @@ async function runBullmqCore(ctx: Context, recorder: ScenarioRecorder, progress:
   const count = sizes.core.peerJobs;
   const cleanups: Array<() => Promise<void>> = [];
   try {
-    const backends = await prepareBullmqBackends({
-      parentDir: ctx.tmp,
-      cleanup: (stop) => cleanups.push(stop),
-      note: (text) => recorder.note(text),
-    });
+    const backends = await prepareBullmqBackends(ctx, recorder, cleanups);
     for (const backend of backends) {
       const label = `BullMQ (${backend.label})`;
       const child = await Child.start({ name: label, file: "bench/peers/bullmq.ts", args: backend.args });

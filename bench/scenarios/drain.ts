@@ -209,11 +209,7 @@ export async function runDrain(ctx: Context): Promise<ScenarioResult> {
         { system: "graphile-batched", label: "graphile-worker (batched local queue)", child: graphile, startArgs: { batched: true } },
         { system: "pgboss", label: "pg-boss", child: boss, startArgs: {} },
       ];
-      const bullmq = await prepareBullmqBackends({
-        parentDir: ctx.tmp,
-        cleanup: (stop) => cleanups.push(stop),
-        note: (text) => recorder.note(text),
-      });
+      const bullmq = await prepareBullmqBackends(ctx, recorder, cleanups);
       for (const backend of bullmq) {
         const label = `BullMQ (${backend.label})`;
         const child = await Child.start({ name: label, file: "bench/peers/bullmq.ts", args: [...backend.args, "--target", origin] });

@@ -145,11 +145,7 @@ export async function runEnqueue(ctx: Context): Promise<ScenarioResult> {
         schemas.push(schema);
         subjects.push(await referenceSubject({ ...route, args: ["--database", PG_URL, "--schema", schema], startApi: true }));
       }
-      const bullmq = await prepareBullmqBackends({
-        parentDir: ctx.tmp,
-        cleanup: (stop) => cleanups.push(stop),
-        note: (text) => recorder.note(text),
-      });
+      const bullmq = await prepareBullmqBackends(ctx, recorder, cleanups);
       for (const backend of bullmq) {
         subjects.push(
           await referenceSubject({
