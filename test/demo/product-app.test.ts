@@ -15,16 +15,20 @@ import { startLiveService, type LiveService } from "../helpers/live-service.js";
 
 const DEMO_OPENAPI = fileURLToPath(new URL("../../examples/demo/product.openapi.yaml", import.meta.url));
 
-async function freePort(): Promise<number> {
+/**
+ * A free port of 127.0.0.1, held until `release` is called: the service (which listens on port 0) starts in
+ * between, and must not be handed the same port.
+ */
+async function reservePort(): Promise<{ port: number; release: () => Promise<void> }> {
   const server = createServer().listen(0, "127.0.0.1");
   await once(server, "listening");
   const { port } = server.address() as AddressInfo;
-  server.close();
-  return port;
+  return { port, release: () => new Promise((resolve) => server.close(() => resolve())) };
 }
 
 async function startDemo(t: { after: (fn: () => Promise<void>) => void }): Promise<{ s: LiveService; productUrl: string }> {
-  const productPort = await freePort();
+  const { port: productPort, release } = await reservePort();
+  t.after(release); // should the service fail to start; closing twice is harmless
   const s = await startLiveService(t, {
     worker: true,
     configure: (raw) => {
@@ -36,6 +40,7 @@ async function startDemo(t: { after: (fn: () => Promise<void>) => void }): Promi
     },
   });
   const product = await buildProductApp({ config: s.config, opqueueUrl: s.url, failureRate: 0, log: () => undefined });
+  await release();
   await product.listen({ host: "127.0.0.1", port: productPort });
   t.after(() => product.close());
   return { s, productUrl: `http://127.0.0.1:${productPort}` };
