@@ -104,6 +104,24 @@ describe("enqueue assertions", () => {
     await refused(verifier.verifyAssertion(`${header}.${forged}.${signature}`), "bad signature");
   });
 
+  it("refuses other spellings of a valid signature: padded, spare bits set, or non-ASCII", async () => {
+    const { clock, verifier, auth } = await setup();
+    const token = await mintToken({ auth, clock, sub: "u1", op: "createUser", rid: "r" });
+    const body = token.slice(0, token.lastIndexOf(".") + 1);
+    const signature = token.slice(token.lastIndexOf(".") + 1);
+    const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    // 32 bytes take 43 characters; the last one carries 2 spare bits that decoding ignores.
+    const last = alphabet.indexOf(signature.at(-1) ?? "");
+    const spareBitSet = signature.slice(0, -1) + alphabet.charAt(last ^ 1);
+    assert.deepEqual(Buffer.from(spareBitSet, "base64url"), Buffer.from(signature, "base64url"));
+    await refused(verifier.verifyAssertion(`${body}${spareBitSet}`), "bad signature");
+    await refused(verifier.verifyAssertion(`${body}${signature}=`), "bad signature");
+    // U+0141 shares its low byte with "A": a byte-folding comparison would take one for the other.
+    const folded = signature.replace(/[A-Za-z]/, (c) => String.fromCharCode(0x100 + c.charCodeAt(0)));
+    await refused(verifier.verifyAssertion(`${body}${folded}`), "bad signature");
+    assert.equal((await verifier.verifyAssertion(token)).sub, "u1");
+  });
+
   it("refuses a wrong aud, an array aud and a missing aud", async () => {
     const { clock, verifier } = await setup();
     const wrong = await signRaw({ payload: assertionClaims(clock, { aud: "product" }), kid: "k1" });
