@@ -132,6 +132,8 @@ export class SqliteEngine {
   private readonly schemaVersion: number;
   private readonly statements;
   private readonly listStatements = new Map<string, Database.Statement>();
+  /** The last claim found at least a page of due jobs: the next one goes straight to the claim order. */
+  private backlogged = false;
   private closed = false;
   /** The connection's `synchronous` setting: FULL for durable writes, NORMAL for lazy ones (set at open: FULL). */
   private synchronous: "FULL" | "NORMAL" = "FULL";
@@ -595,15 +597,20 @@ export class SqliteEngine {
           chosen.push(candidate.seq);
         }
       };
-      // Fewer due jobs than a page: that is all of them, so put them in claim order here.
-      const due = s.dueCandidates.all({ now, limit: pageSize });
-      if (due.length < pageSize) {
+      // Fewer due jobs than a page: that is all of them, so put them in claim order here. While a backlog lasts
+      // (the last claim found a full page due), that look is skipped: it would find a full page again.
+      const due = this.backlogged ? undefined : s.dueCandidates.all({ now, limit: pageSize });
+      if (due !== undefined && due.length < pageSize) {
         take(due.sort((a, b) => b.priority - a.priority || a.run_at - b.run_at || a.seq - b.seq));
       } else {
+        this.backlogged = true;
         for (let page = 0; page < 16 && chosen.length < params.limit; page++) {
           const candidates = s.claimCandidates.all({ now, limit: pageSize, offset: page * pageSize });
           take(candidates);
-          if (candidates.length < pageSize) break;
+          if (candidates.length < pageSize) {
+            if (page === 0) this.backlogged = false;
+            break;
+          }
         }
       }
       const claimed: string[] = [];
