@@ -6,7 +6,6 @@ import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
 import fs from "node:fs";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -15,6 +14,7 @@ import Database from "better-sqlite3";
 import { jwtVerify } from "jose";
 import { VERSION } from "../src/version.js";
 import { rawTestConfig, TEST_SECRET } from "./helpers/service.js";
+import { freePort } from "./helpers/ports.js";
 
 const REPO_ROOT = fileURLToPath(new URL("..", import.meta.url));
 /** How often, and how many times, to poll for a starting server: ~20 s at most, for a slow machine. */
@@ -98,18 +98,6 @@ function databaseFile(dir: string): string {
   return path.join(dir, "opqueue.db");
 }
 
-/** A TCP port nobody listens on right now. */
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", resolve);
-  });
-  const address = server.address();
-  assert.ok(address !== null && typeof address === "object");
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return address.port;
-}
 
 /** Waits until `serve` answers GET /healthz; fails early with its output if it exits first. */
 async function waitForHealthz(cli: CliProcess, port: number): Promise<void> {

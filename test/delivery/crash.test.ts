@@ -13,7 +13,6 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { EventEmitter, once } from "node:events";
 import fs from "node:fs";
 import http, { type IncomingHttpHeaders, type ServerResponse } from "node:http";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -24,6 +23,7 @@ import { parseConfig, type Config } from "../../src/config.js";
 import type { Job } from "../../src/job/schemas.js";
 import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { rawTestConfig } from "../helpers/service.js";
+import { freePort } from "../helpers/ports.js";
 
 const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
 /** Bounded waits: how long to wait for something a real process or the target does, at most. */
@@ -155,16 +155,6 @@ function childEnv(): NodeJS.ProcessEnv {
   return env;
 }
 
-/** A TCP port nobody listens on right now. */
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const address = server.address();
-  assert.ok(address !== null && typeof address === "object");
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return address.port;
-}
 
 /** Starts `opqueue serve --config FILE` from source and waits until it answers /healthz. */
 async function startServe(t: TestContext, configFile: string, port: number): Promise<Serve> {

@@ -36,6 +36,7 @@ import { readMigrations } from "../../src/store/migrations.js";
 import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import { dropSchema, freshSchemaName, POSTGRES_SKIP, POSTGRES_URL } from "../helpers/postgres.js";
 import { rawTestConfig } from "../helpers/service.js";
+import { freePort } from "../helpers/ports.js";
 
 const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
 /** Upper bound of a wait for something a node or the target does; far above what a passing test needs. */
@@ -250,15 +251,6 @@ function testDatabaseUrl(): string {
   return POSTGRES_URL;
 }
 
-/** A TCP port nobody listens on right now. */
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 /** The child's environment: this process's, without anything that could steer opqueue or the test runner. */
 function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {

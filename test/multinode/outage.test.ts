@@ -30,6 +30,7 @@ import { parseConfig, type Config } from "../../src/config.js";
 import { dropSchema, freshSchemaName, POSTGRES_SKIP, POSTGRES_URL } from "../helpers/postgres.js";
 import { rawTestConfig } from "../helpers/service.js";
 import { deferred, reply, startTarget, type Target, type TargetHandler } from "../helpers/target.js";
+import { freePort } from "../helpers/ports.js";
 
 const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
 /** Upper bound of every wait; far above what a passing run needs. */
@@ -298,15 +299,6 @@ function childEnv(): NodeJS.ProcessEnv {
   return env;
 }
 
-/** A TCP port nobody listens on right now. */
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 /**
  * Writes the node's config and spawns `opqueue serve`. Leases as the brief has them (heartbeat 200 ms, grace 1 s,
