@@ -563,10 +563,21 @@ export class PostgresStore implements Store {
     );
     if (finished.length > 0) {
       const rows = await this.query(
+        // A failure of a job whose chain was cancelled ends it cancelled-by-chain (CONTRACT §3); the chain is
+        // looked up for failures only. A chain cancel committing meanwhile finds the job running and leaves it,
+        // as if the cancel came just after the outcome.
         `WITH ${LAZY_COMMIT},
-         o AS ${BY_SEQ("unnest($1::text[], $2::int[], $3::text[], $4::text[]) AS o(id, attempt, status, result)")},
+         o AS MATERIALIZED (
+           SELECT o.*, j.seq, CASE WHEN o.status = 'dead' THEN EXISTS (
+               SELECT 1 FROM chains c WHERE c.original_request_id = j.original_request_id AND c.cancelled_at IS NOT NULL)
+             ELSE false END AS by_chain
+           FROM unnest($1::text[], $2::int[], $3::text[], $4::text[]) AS o(id, attempt, status, result)
+           JOIN job_specs j ON j.id = o.id),
          done AS (
-           UPDATE job_state s SET status = o.status, result = o.result::json, finished_at = $5, heartbeat_at = NULL
+           UPDATE job_state s SET status = CASE WHEN o.by_chain THEN 'cancelled' ELSE o.status END,
+             result = CASE WHEN o.by_chain
+               THEN (o.result::jsonb || '{"terminal_reason":"cancelled-by-chain"}'::jsonb)::json ELSE o.result::json END,
+             finished_at = $5, heartbeat_at = NULL
            FROM o WHERE s.seq = o.seq AND s.status = 'running' AND s.attempt = o.attempt
            RETURNING o.id, s.attempt, s.started_at, s.status, s.result
          ), logged AS (${LOG_ATTEMPTS_SQL("done", "$5")}), counted AS (${COUNT_ATTEMPTS_SQL("done", "$5")})

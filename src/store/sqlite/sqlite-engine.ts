@@ -628,12 +628,24 @@ export class SqliteEngine {
     // No client waits on an outcome: losing one to a power cut means one more delivery, which at-least-once allows.
     return this.writeLazily(() => {
       const now = this.clock.now();
-      return params.outcomes.map((outcome) =>
-        outcome.status === "retrying"
-          ? this.requeueOne({ ...outcome, now, giveBack: false })
-          : this.finishOne({ id: outcome.id, attempt: outcome.attempt, status: outcome.status, result: outcome.result, now }),
-      );
+      return params.outcomes.map((outcome) => {
+        if (outcome.status === "retrying") return this.requeueOne({ ...outcome, now, giveBack: false });
+        const { id, attempt } = outcome;
+        if (outcome.status === "dead" && this.chainCancelled(id)) return this.endByChain({ id, attempt, result: outcome.result, now });
+        return this.finishOne({ id, attempt, status: outcome.status, result: outcome.result, now });
+      });
     });
+  }
+
+  /** Whether the chain of job `id` was cancelled: a failed attempt of it is then not retried (CONTRACT §3). */
+  private chainCancelled(id: string): boolean {
+    return this.statements.chainCancelledFor.get(id) != null;
+  }
+
+  /** Ends a failed attempt of a job whose chain was cancelled: `cancelled`, keeping what the attempt answered. */
+  private endByChain(options: { id: string; attempt: number; result: JobResult; now: number }): boolean {
+    const result: JobResult = { ...options.result, terminal_reason: "cancelled-by-chain" };
+    return this.finishOne({ ...options, status: "cancelled", result });
   }
 
   /** Ends a running attempt with a terminal status, and records the attempt. */
@@ -663,10 +675,7 @@ export class SqliteEngine {
   }): boolean {
     const s = this.statements;
     const { id, attempt, now } = options;
-    if (s.chainCancelledFor.get(id) != null) {
-      const result: JobResult = { ...options.result, terminal_reason: "cancelled-by-chain" };
-      return this.finishOne({ id, attempt, status: "cancelled", result, now });
-    }
+    if (this.chainCancelled(id)) return this.endByChain({ id, attempt, result: options.result, now });
     const written = writeChanged(
       s.requeue.run({
         id,

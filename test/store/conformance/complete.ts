@@ -176,7 +176,9 @@ export function completeCases(suite: Suite): void {
       assert.deepEqual(await store.jobClaimMany({ limit: 10 }), [], "it is never retried");
     });
 
-    suite.case("a succeeded or dead outcome after the chain was cancelled is written as is", async ({ store }) => {
+    // CONTRACT §3: after a chain cancel, running jobs finish their attempt, and "a failure then ends
+    // cancelled/cancelled-by-chain": a permanent failure and a last attempt's failure as much as a retryable one.
+    suite.case("after the chain was cancelled, a succeeded outcome is written as is and a dead one ends cancelled-by-chain", async ({ store }) => {
       const a = await makeRunning(store, { originalRequestId: "chain-a" });
       const b = await makeRunning(store, { originalRequestId: "chain-a" });
       await store.chainCancel({ originalRequestId: "chain-a" });
@@ -191,8 +193,33 @@ export function completeCases(suite: Suite): void {
       );
       assert.deepEqual((await mustGet(store, a.id)).result, SUCCESS);
       assert.equal((await mustGet(store, a.id)).status, "succeeded");
-      assert.deepEqual((await mustGet(store, b.id)).result, PERMANENT);
-      assert.equal((await mustGet(store, b.id)).status, "dead");
+      assert.deepEqual((await mustGet(store, b.id)).result, { ...PERMANENT, terminal_reason: "cancelled-by-chain" });
+      assert.equal((await mustGet(store, b.id)).status, "cancelled");
+      assert.deepEqual(
+        (await store.jobAttemptList({ id: b.id })).map((attempt) => attempt.outcome),
+        ["cancelled"],
+        "the attempt is logged with the status it left the job in",
+      );
+    });
+
+    suite.case("a dead outcome of a job whose chain was not cancelled stays dead beside one whose chain was", async ({ store }) => {
+      const kept = await makeRunning(store, { originalRequestId: "chain-kept" });
+      const cut = await makeRunning(store, { originalRequestId: "chain-cut" });
+      await store.chainCancel({ originalRequestId: "chain-cut" });
+      const exhausted: JobResult = { status_code: 500, error_body: "boom", terminal_reason: "exhausted" };
+      assert.deepEqual(
+        await store.jobCompleteMany({
+          outcomes: [
+            { id: kept.id, attempt: 1, status: "dead", result: exhausted },
+            { id: cut.id, attempt: 1, status: "dead", result: exhausted },
+          ],
+        }),
+        [true, true],
+      );
+      assert.equal((await mustGet(store, kept.id)).status, "dead");
+      assert.deepEqual((await mustGet(store, kept.id)).result, exhausted);
+      assert.equal((await mustGet(store, cut.id)).status, "cancelled");
+      assert.deepEqual((await mustGet(store, cut.id)).result, { ...exhausted, terminal_reason: "cancelled-by-chain" });
     });
 
     suite.case("a job re-queued while a newer claimable job holds its dedupe key is re-queued without the key", async ({ store }) => {

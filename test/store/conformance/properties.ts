@@ -251,13 +251,14 @@ async function perform(state: RunState, action: Action, before: Snapshot, step: 
       assert.deepEqual(written, [shouldWrite], "an outcome is written only for the running attempt");
       if (!shouldWrite) return new Set();
       const after = (await store.jobGet({ id: target.id })) as JobRow;
-      if (outcome.status !== "retrying") {
+      if (outcome.status !== "succeeded" && state.cancelledChains.has(target.originalRequestId)) {
+        // A failure of a job whose chain was cancelled, retryable or not, ends it cancelled-by-chain.
+        assert.equal(after.status, "cancelled");
+        assert.deepEqual(after.result, { ...outcome.result, terminal_reason: "cancelled-by-chain" });
+        assert.equal(after.finishedAt, now);
+      } else if (outcome.status !== "retrying") {
         assert.equal(after.status, outcome.status);
         assert.deepEqual(after.result, outcome.result);
-        assert.equal(after.finishedAt, now);
-      } else if (state.cancelledChains.has(target.originalRequestId)) {
-        assert.equal(after.status, "cancelled");
-        assert.deepEqual(after.result, { ...FAILED, terminal_reason: "cancelled-by-chain" });
         assert.equal(after.finishedAt, now);
       } else {
         assert.equal(after.status, "retrying");
