@@ -4,7 +4,7 @@
  * nothing. While the database is unavailable, outcomes wait and are written when it returns; none is dropped.
  */
 import type { Logger } from "pino";
-import type { JobOutcome, Store } from "../store/store.js";
+import { StoreUnavailableError, type JobOutcome, type Store } from "../store/store.js";
 
 /** Most outcomes in one write. */
 const MAX_BATCH = 512;
@@ -57,6 +57,11 @@ export class Completer {
         try {
           await this.options.store.jobCompleteMany({ outcomes: batch });
         } catch (error) {
+          if (!(error instanceof StoreUnavailableError) && (await this.writeOneByOne(batch))) {
+            this.pending.splice(0, batch.length);
+            this.options.onWritten();
+            continue;
+          }
           this.options.logger.warn({ err: error, waiting: this.pending.length }, "outcome write failed; retrying");
           this.retryTimer = setTimeout(() => {
             this.retryTimer = undefined;
@@ -71,6 +76,27 @@ export class Completer {
       this.flushing = false;
       if (this.pending.length === 0) this.idleWaiters.splice(0).forEach((resolve) => resolve());
     }
+  }
+
+  /**
+   * After a batch failed with the database up: writes its outcomes one at a time, so that one the database refuses
+   * (a bug, or data it cannot store) does not hold back the rest for ever. One refused alone is dropped and logged:
+   * its lease expires and the rescuer settles the job. False, dropping nothing, if the database becomes unavailable
+   * meanwhile: the batch is retried whole (a repeated write of an outcome already written changes nothing).
+   */
+  private async writeOneByOne(batch: JobOutcome[]): Promise<boolean> {
+    for (const outcome of batch) {
+      try {
+        await this.options.store.jobCompleteMany({ outcomes: [outcome] });
+      } catch (error) {
+        if (error instanceof StoreUnavailableError) return false;
+        this.options.logger.error(
+          { err: error, jobId: outcome.id, attempt: outcome.attempt },
+          "the database refused this outcome; dropped: the job's lease will expire and the rescuer will settle it",
+        );
+      }
+    }
+    return true;
   }
 
   /** Resolves when every queued outcome is written, or after `timeoutMs` (whatever is left stays queued). */

@@ -54,13 +54,17 @@ export function buildPath(template: string, pathParams: Record<string, unknown> 
   );
 }
 
-/** Cuts a buffer to at most `maxBytes` without splitting a UTF-8 sequence, and decodes it. */
+/**
+ * Cuts a buffer to at most `maxBytes` without splitting a UTF-8 sequence, and decodes it. U+0000 becomes U+FFFD, as
+ * invalid UTF-8 does: PostgreSQL's text cannot hold it, and one such error body would make every write of its
+ * outcome fail. Both engines store the same text.
+ */
 export function cutUtf8(buffer: Buffer, maxBytes: number): string {
   let end = Math.min(buffer.length, maxBytes);
   // A continuation byte (10xxxxxx) at the cut means the character straddles it: cut before its lead byte.
   if (end < buffer.length) while (end > 0 && ((buffer[end] ?? 0) & 0xc0) === 0x80) end--;
-  let text = buffer.subarray(0, end).toString("utf8");
-  // Invalid input decodes to U+FFFD (3 bytes), which can grow the text past the cap; trim it back.
+  let text = buffer.subarray(0, end).toString("utf8").replaceAll("\u0000", "\ufffd");
+  // Invalid input and U+0000 become U+FFFD (3 bytes), which can grow the text past the cap; trim it back.
   while (Buffer.byteLength(text, "utf8") > maxBytes) text = text.slice(0, -1);
   return text;
 }

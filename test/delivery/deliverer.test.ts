@@ -293,6 +293,30 @@ describe("how an exchange ends", () => {
     }
   });
 
+  // PostgreSQL's text cannot hold U+0000: stored as is, one such body made every write of the outcome batch fail, and
+  // the completer retried that batch for ever while the node's finished jobs stayed running.
+  test("a failure body holding U+0000 is stored with U+FFFD, and later outcomes are written", async (t) => {
+    const bodies = ["bad\u0000body", "busy\u0000"];
+    const { s } = await setup(t, {
+      handler: (_request, res) => {
+        const body = bodies.shift();
+        if (body === undefined) reply(res, 204);
+        else reply(res, body.startsWith("bad") ? 400 : 503, { body });
+      },
+    });
+    const dead = await enqueue(s, welcome());
+    s.service.start();
+    assert.deepEqual((await waitForStatus(s, dead.id, "dead")).result, {
+      status_code: 400,
+      error_body: "bad\ufffdbody",
+      terminal_reason: "permanent-status",
+    });
+    const retried = await enqueue(s, welcome());
+    assert.equal((await waitForStatus(s, retried.id, "retrying")).result?.error_body, "busy\ufffd");
+    const next = await enqueue(s, welcome());
+    assert.equal((await waitForStatus(s, next.id, "succeeded")).result?.status_code, 204);
+  });
+
   test("the stored error_body of a failure is the cut body", async (t) => {
     const body = "é".repeat(5000);
     const { s } = await setup(t, { handler: (_request, res) => reply(res, 500, { body }) });

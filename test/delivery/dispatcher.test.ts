@@ -646,6 +646,7 @@ describe("conditional outcome writes", () => {
 
   for (const ending of [
     { name: "fails (503)", status: 503, expected: { status: "cancelled", result: { status_code: 503, error_body: "busy", terminal_reason: "cancelled-by-chain" } } },
+    { name: "fails for good (400)", status: 400, expected: { status: "cancelled", result: { status_code: 400, error_body: "busy", terminal_reason: "cancelled-by-chain" } } },
     { name: "succeeds (204)", status: 204, expected: { status: "succeeded", result: { status_code: 204, error_body: null, terminal_reason: null } } },
   ] as const) {
     test(`a job whose chain is cancelled while it runs ends ${ending.expected.status} when its attempt ${ending.name}`, async (t) => {

@@ -1,0 +1,47 @@
+/**
+ * The completer against the test engine's real store: outcomes the database refuses must not hold back the others.
+ */
+import assert from "node:assert/strict";
+import { Writable } from "node:stream";
+import { test } from "node:test";
+import { pino } from "pino";
+import { Completer } from "../../src/dispatcher/completer.js";
+import type { JobOutcome } from "../../src/store/store.js";
+import { buildReport, enqueue, startService } from "../helpers/jobs.js";
+
+test("an outcome the database refuses is dropped and logged; the rest of its batch is written", async (t) => {
+  const s = await startService(t);
+  const store = s.service.store;
+  for (let i = 0; i < 3; i++) await enqueue(s, buildReport());
+  const [refused, first, second] = await store.jobClaimMany({ limit: 3 });
+  assert.ok(refused && first && second, "three running jobs");
+
+  const logged: Array<{ level: number; msg: string; jobId?: string }> = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      logged.push(JSON.parse(chunk.toString("utf8")) as { level: number; msg: string; jobId?: string });
+      done();
+    },
+  });
+  let writes = 0;
+  const completer = new Completer({ store, logger: pino(sink), onWritten: () => writes++ });
+  const succeeded = (job: { id: string; attempt: number }): JobOutcome => ({
+    id: job.id,
+    attempt: job.attempt,
+    status: "succeeded",
+    result: { status_code: 204, error_body: null, terminal_reason: null },
+  });
+  // A status no job may have: both engines' CHECK constraints refuse it, as they would a bug's outcome.
+  completer.add({ ...succeeded(refused), status: "bogus" } as unknown as JobOutcome);
+  completer.add(succeeded(first));
+  completer.add(succeeded(second));
+  await completer.drain(10_000);
+
+  assert.equal(completer.size, 0, "nothing is left queued");
+  assert.equal((await store.jobGet({ id: first.id }))?.status, "succeeded");
+  assert.equal((await store.jobGet({ id: second.id }))?.status, "succeeded");
+  assert.equal((await store.jobGet({ id: refused.id }))?.status, "running", "left to its lease and the rescuer");
+  assert.ok(writes >= 1, "the dispatcher is told slots and keys are free");
+  const errors = logged.filter((line) => line.level >= 50);
+  assert.deepEqual(errors.map((line) => line.jobId), [refused.id], logged.map((line) => line.msg).join("\n"));
+});
