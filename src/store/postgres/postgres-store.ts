@@ -805,8 +805,10 @@ export class PostgresStore implements Store {
     const { filter } = params;
     const retried = await this.transaction(async (client) => {
       const rows = await client.query<PgRow>(
-        `WITH picked AS (
-           SELECT s.seq FROM job_state s JOIN job_specs j ON j.seq = s.seq
+        // Of several dead jobs with one dedupe key, only the newest goes back with it (the key's unique index
+        // allows one claimable holder); the others stay dead, as the SQLite engine leaves them.
+        `WITH candidates AS (
+           SELECT s.seq, s.dedupe_key FROM job_state s JOIN job_specs j ON j.seq = s.seq
            WHERE s.status = 'dead'
              AND ($1::text IS NULL OR j.operation_id = $1)
              AND ($2::text IS NULL OR j.original_request_id = $2)
@@ -815,6 +817,11 @@ export class PostgresStore implements Store {
                SELECT 1 FROM job_state h WHERE h.dedupe_key = s.dedupe_key AND h.${CLAIMABLE}))
            ORDER BY s.seq DESC LIMIT $4
            FOR UPDATE OF s SKIP LOCKED
+         ), picked AS (
+           SELECT seq FROM (
+             SELECT seq, dedupe_key, row_number() OVER (PARTITION BY dedupe_key ORDER BY seq DESC) AS key_rank
+             FROM candidates) ranked
+           WHERE dedupe_key IS NULL OR key_rank = 1
          )
          UPDATE job_state s SET status = 'pending', attempt = 0, result = NULL, started_at = NULL, finished_at = NULL,
            heartbeat_at = NULL, run_at = $5
@@ -927,9 +934,17 @@ const CLAIM_SQL = `WITH ${LAZY_COMMIT} SELECT json_build_object(
 const REQUEUE_SQL = `
 WITH o AS (
   SELECT * FROM unnest($1::text[], $2::int[], $3::timestamptz[], $4::text[]) AS o(id, attempt, run_at, result)
+), w AS (
+  SELECT o.*, j.seq, j.max_attempts, (c.cancelled_at IS NOT NULL) AS chain_cancelled,
+    cur.dedupe_key AS held_key, (cur.status = 'running' AND cur.attempt = o.attempt) AS current
+  FROM o JOIN job_specs j ON j.id = o.id JOIN job_state cur ON cur.seq = j.seq
+  LEFT JOIN chains c ON c.original_request_id = j.original_request_id
 ), x AS MATERIALIZED (
-  SELECT o.*, j.seq, j.max_attempts, (c.cancelled_at IS NOT NULL) AS chain_cancelled
-  FROM o JOIN job_specs j ON j.id = o.id LEFT JOIN chains c ON c.original_request_id = j.original_request_id
+  -- Jobs of one dedupe key going back to the queue together (a cron's default key, a running job beside its newer
+  -- namesake): the statement cannot see its own rows, so only the oldest keeps the key.
+  SELECT w.*, row_number() OVER (
+      PARTITION BY w.held_key ORDER BY (w.current AND NOT w.chain_cancelled) DESC, w.seq) AS key_rank
+  FROM w
 )
 UPDATE job_state s SET
   status = CASE WHEN x.chain_cancelled THEN 'cancelled' ELSE 'retrying' END,
@@ -940,8 +955,8 @@ UPDATE job_state s SET
   heartbeat_at = NULL,
   attempt = CASE WHEN $5::boolean AND NOT x.chain_cancelled AND s.attempt >= x.max_attempts THEN x.max_attempts - 1
     ELSE s.attempt END,
-  dedupe_key = CASE WHEN NOT x.chain_cancelled AND EXISTS (
-      SELECT 1 FROM job_state other WHERE other.dedupe_key = s.dedupe_key AND other.${CLAIMABLE} AND other.seq <> s.seq)
+  dedupe_key = CASE WHEN NOT x.chain_cancelled AND (x.key_rank > 1 OR EXISTS (
+      SELECT 1 FROM job_state other WHERE other.dedupe_key = s.dedupe_key AND other.${CLAIMABLE} AND other.seq <> s.seq))
     THEN NULL ELSE s.dedupe_key END
 FROM x
 WHERE s.seq = x.seq AND s.status = 'running' AND s.attempt = x.attempt

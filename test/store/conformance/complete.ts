@@ -248,4 +248,50 @@ export function completeCases(suite: Suite): void {
       assert.deepEqual(await store.jobCompleteMany({ outcomes: [] }), []);
     });
   });
+
+  // A running job holds no dedupe key, so a newer job may take it and run too (a cron's default key, say). When
+  // both go back to the queue in one write, only one of them may hold it again: the key's index allows one.
+  describe("jobs of one dedupe key going back to the queue together", () => {
+    const twoRunningWithOneKey = async (store: Parameters<Parameters<Suite["case"]>[1]>[0]["store"]) => {
+      const first = await makeRunning(store, { dedupeKey: "cron:nightly" });
+      const second = await makeRunning(store, { dedupeKey: "cron:nightly" });
+      assert.notEqual(first.id, second.id, "the running job did not hold its key");
+      return [first, second] as const;
+    };
+    const holders = async (store: Parameters<Parameters<Suite["case"]>[1]>[0]["store"], ids: string[]) => {
+      const jobs = await Promise.all(ids.map((id) => mustGet(store, id)));
+      return jobs.filter((job) => job.dedupeKey === "cron:nightly").map((job) => job.id);
+    };
+
+    suite.case("retrying outcomes in one batch: both go back, one of them with the key", async ({ store }) => {
+      const [first, second] = await twoRunningWithOneKey(store);
+      assert.deepEqual(
+        await store.jobCompleteMany({
+          outcomes: [first, second].map((job) => ({ id: job.id, attempt: 1, status: "retrying" as const, runAt: T0 + 1000, result: UNAVAILABLE })),
+        }),
+        [true, true],
+      );
+      assert.deepEqual([(await mustGet(store, first.id)).status, (await mustGet(store, second.id)).status], ["retrying", "retrying"]);
+      assert.equal((await holders(store, [first.id, second.id])).length, 1);
+    });
+
+    suite.case("a shutdown's requeue of both: both go back, one of them with the key", async ({ store }) => {
+      const [first, second] = await twoRunningWithOneKey(store);
+      const jobs = [first, second].map((job) => ({ id: job.id, attempt: 1 }));
+      assert.equal(await store.jobRequeueMany({ jobs, runAt: T0, errorBody: "shutdown" }), 2);
+      assert.equal((await holders(store, [first.id, second.id])).length, 1);
+    });
+
+    suite.case("a bulk retry of two dead jobs with one key retries the newer and leaves the older dead", async ({ store }) => {
+      const [first, second] = await twoRunningWithOneKey(store);
+      await store.jobCompleteMany({
+        outcomes: [first, second].map((job) => ({ id: job.id, attempt: 1, status: "dead" as const, result: PERMANENT })),
+      });
+      const retried = await store.jobRetryDeadMany({ filter: {}, limit: 10 });
+      assert.deepEqual(retried.map((job) => job.id), [second.id]);
+      assert.equal((await mustGet(store, second.id)).status, "pending");
+      assert.equal((await mustGet(store, second.id)).dedupeKey, "cron:nightly");
+      assert.equal((await mustGet(store, first.id)).status, "dead");
+    });
+  });
 }
