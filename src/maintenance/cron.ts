@@ -10,11 +10,15 @@ import type { Clock } from "../clock.js";
 import type { Config, CronConfig } from "../config.js";
 import { enqueueOutcome } from "../job/enqueue.js";
 import { newJobId } from "../job/job-id.js";
-import type { JobInsertParams, Store } from "../store/store.js";
+import { StoreUnavailableError, type JobInsertParams, type Store } from "../store/store.js";
 import type { Telemetry } from "../telemetry/events.js";
 
 /** Longest delay a Node timer takes; longer waits are done in steps. */
 const MAX_TIMER_MS = 2 **31 - 1;
+
+/** First and longest wait before a tick is tried again while the database does not answer. */
+const RETRY_FIRST_MS = 250;
+const RETRY_MAX_MS = 30_000;
 
 /** The calling operation of a cron entry. */
 export function cronOperation(name: string): string {
@@ -47,6 +51,8 @@ export function cronTickJob(options: { config: Config; entry: CronConfig; tickAt
 export class CronScheduler {
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly firing = new Set<Promise<void>>();
+  /** Waits between tries of a tick, each with its way to end early when the scheduler stops. */
+  private readonly retryWaits = new Map<NodeJS.Timeout, () => void>();
   private stopped = true;
 
   constructor(
@@ -81,7 +87,7 @@ export class CronScheduler {
           this.armFor(entry, tickAt);
           return;
         }
-        const run = this.fire(entry, tickAt).finally(() => {
+        const run = this.fireUntilDone(entry, tickAt).finally(() => {
           this.firing.delete(run);
           this.scheduleNext(entry, Math.max(tickAt, this.options.clock.now()));
         });
@@ -92,8 +98,42 @@ export class CronScheduler {
     this.timers.set(entry.name, timer);
   }
 
-  /** Enqueues the job of one tick, unless some node already did. */
-  async fire(entry: CronConfig, tickAt: number): Promise<void> {
+  /**
+   * Fires a tick, trying again while the database does not answer (a restart, a failover), with growing waits, until
+   * the next tick is due: only ticks missed while no node runs go unfired (CONTRACT §8). Another node may enqueue the
+   * tick meanwhile; the tick's row in the database makes sure it is enqueued once.
+   */
+  private async fireUntilDone(entry: CronConfig, tickAt: number): Promise<void> {
+    const nextTick = this.nextTick(entry, tickAt);
+    for (let wait = RETRY_FIRST_MS; ; wait = Math.min(wait * 2, RETRY_MAX_MS)) {
+      if (await this.fire(entry, tickAt)) return;
+      if (nextTick !== null && this.options.clock.now() + wait >= nextTick) {
+        this.options.logger.error(
+          { cron: entry.name, tick: new Date(tickAt).toISOString() },
+          "cron tick not enqueued: the database did not answer before the next tick",
+        );
+        return;
+      }
+      await this.retryWait(wait);
+      if (this.stopped) return;
+    }
+  }
+
+  private retryWait(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.retryWaits.delete(timer);
+        resolve();
+      }, ms);
+      this.retryWaits.set(timer, resolve);
+    });
+  }
+
+  /**
+   * Enqueues the job of one tick, unless some node already did. False when the database did not answer (worth
+   * trying again); true when the tick is settled, whatever its outcome.
+   */
+  async fire(entry: CronConfig, tickAt: number): Promise<boolean> {
     const { store, telemetry, logger, config } = this.options;
     try {
       const outcome = await store.cronTickInsert({ name: entry.name, tickAt, job: cronTickJob({ config, entry, tickAt }) });
@@ -109,8 +149,11 @@ export class CronScheduler {
         logger.warn({ cron: entry.name, outcome: outcome.kind }, "cron tick could not enqueue its job");
       }
     } catch (error) {
-      logger.warn({ err: error, cron: entry.name }, "cron tick failed");
+      const retry = error instanceof StoreUnavailableError;
+      logger.warn({ err: error, cron: entry.name }, retry ? "cron tick failed; trying again" : "cron tick failed");
+      return !retry;
     }
+    return true;
   }
 
   /** Stops every schedule and waits for ticks being enqueued. */
@@ -118,6 +161,11 @@ export class CronScheduler {
     this.stopped = true;
     for (const timer of this.timers.values()) clearTimeout(timer);
     this.timers.clear();
+    for (const [timer, resolve] of this.retryWaits) {
+      clearTimeout(timer);
+      resolve();
+    }
+    this.retryWaits.clear();
     await Promise.all(this.firing);
   }
 }

@@ -15,6 +15,7 @@ import { parseConfig, type Config, type CronConfig } from "../../src/config.js";
 import type { Job } from "../../src/job/schemas.js";
 import { CronScheduler } from "../../src/maintenance/cron.js";
 import { createService, type Service } from "../../src/service.js";
+import { StoreUnavailableError, type Store } from "../../src/store/store.js";
 import type { OpqueueEvents } from "../../src/telemetry/events.js";
 import { mintToken } from "../../src/auth/tokens.js";
 import { rawTestConfig } from "../helpers/service.js";
@@ -417,4 +418,43 @@ test("a started service enqueues a job on a real timer for a 6-field every-secon
   const jobs = await service.store.jobList({ limit: 500, originalRequestId: `cron:nightly:${iso(tick.tickAt)}` });
   assert.equal(jobs.length, 1);
   assert.equal(jobs[0]?.enqueuedByOperationId, "cron:nightly");
+});
+
+test("a tick the database does not take at first is tried again, and enqueued once it answers", async (t) => {
+  const config = testConfig(t);
+  const nightly = entryNamed(config, "nightly");
+  const clock = new ManualClock(Date.UTC(2026, 10, 21, 12, 0, 0));
+  const service = await openService(t, config, clock);
+  // The service's own store, refusing the tick twice as a restarting database would.
+  let refusals = 2;
+  const store: Store = Object.assign(Object.create(service.store) as Store, {
+    cronTickInsert: (params: Parameters<Store["cronTickInsert"]>[0]) => {
+      if (refusals-- > 0) return Promise.reject(new StoreUnavailableError("the database is restarting"));
+      return service.store.cronTickInsert(params);
+    },
+  });
+  const ticked = new Promise<OpqueueEvents["cron:tick"]>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error("the tick was not enqueued within 10 s")), 10_000);
+    service.telemetry.on("cron:tick", (tick) => {
+      clearTimeout(timer);
+      resolve(tick);
+    });
+  });
+  const scheduler = new CronScheduler({
+    config: { ...config, cron: [nightly] },
+    store,
+    clock,
+    telemetry: service.telemetry,
+    logger: pino({ level: "silent" }),
+  });
+  t.after(() => scheduler.stop());
+  const tickAt = scheduler.nextTick(nightly, clock.now()) as number;
+  clock.set(tickAt - 50);
+  scheduler.start();
+  clock.set(tickAt + 1);
+  const tick = await ticked;
+  assert.deepEqual([tick.name, tick.tickAt, tick.outcome], ["nightly", tickAt, "created"]);
+  assert.equal(refusals, -1, "tried three times");
+  const jobs = await service.store.jobList({ limit: 10, originalRequestId: `cron:nightly:${iso(tickAt)}` });
+  assert.equal(jobs.length, 1);
 });
