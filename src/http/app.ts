@@ -107,7 +107,16 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       done(null, undefined);
       return;
     }
-    parseJson(request, text, done);
+    parseJson(request, text, (error, body) => {
+      if (!error) return done(null, body);
+      // Fastify's parser says only that the body is not valid JSON; say what is wrong with it (this path only).
+      try {
+        JSON.parse(text);
+      } catch (syntax) {
+        return done(new ApiError(400, "invalid_request", `the body is not valid JSON: ${(syntax as Error).message}`));
+      }
+      done(new ApiError(400, "invalid_request", "the body has a __proto__ or constructor.prototype key, which is refused"));
+    });
   });
 
   app.decorateRequest("enqueueCaller", null);

@@ -10,9 +10,30 @@ import addFormatsModule from "ajv-formats";
 // ajv-formats is CommonJS with a default export; under NodeNext its default arrives wrapped.
 const addFormats = addFormatsModule as unknown as typeof addFormatsModule.default;
 
+/** RFC 3339 §5.6 `date-time`: `T` between date and time, and `Z` or an offset with its colon (`+01:00`). */
+const RFC3339_DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.\d+)?(?:[Zz]|[+-](\d{2}):(\d{2}))$/;
+
+/**
+ * Whether `text` is an RFC 3339 date-time, every field in its range. ajv-formats' own check is looser: it takes a
+ * space for the `T` and an offset without its colon (`+0100`), neither of which RFC 3339's grammar allows. A leap
+ * second (`:60`) passes here; the enqueue refuses it later, as a time Date cannot represent.
+ */
+export function isRfc3339DateTime(text: string): boolean {
+  const match = RFC3339_DATE_TIME.exec(text);
+  if (!match) return false;
+  const [year, month, day, hour, minute, second, offsetHour, offsetMinute] = match.slice(1).map((part) => Number(part ?? 0)) as [
+    number, number, number, number, number, number, number, number,
+  ];
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+  const daysInMonth = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1];
+  if (daysInMonth === undefined || day < 1 || day > daysInMonth) return false;
+  return hour <= 23 && minute <= 59 && second <= 60 && offsetHour <= 23 && offsetMinute <= 59;
+}
+
 function createAjv(coerceTypes: boolean | "array"): Ajv {
   const ajv = new Ajv({ allErrors: false, coerceTypes, removeAdditional: false, useDefaults: false, strict: false });
-  addFormats(ajv, ["date-time", "uri"]);
+  addFormats(ajv, ["uri"]);
+  ajv.addFormat("date-time", { type: "string", validate: isRfc3339DateTime });
   return ajv;
 }
 

@@ -195,6 +195,16 @@ describe("step 2: 400 invalid_request", () => {
     assertError(noBody, 400, "invalid_request");
   });
 
+  test("returns 400 invalid_request, saying why, for a __proto__ or constructor.prototype key anywhere in the body", async (t) => {
+    const s = await startService(t);
+    for (const inner of ['{"__proto__": {"admin": true}}', '{"constructor": {"prototype": {"admin": true}}}']) {
+      const res = await postRaw(s, `{"operation_id": "buildReport", "request": {"body": ${inner}}}`);
+      assertError(res, 400, "invalid_request");
+      assert.match((res.json() as { message: string }).message, /__proto__ or constructor\.prototype/);
+    }
+    assert.equal(await countJobs(s), 0);
+  });
+
   test("returns 400 invalid_request for a priority that is not an integer in [-2^31, 2^31)", async (t) => {
     const s = await startService(t);
     for (const priority of [1.5, "1", 2 ** 31, -(2 ** 31) - 1, null, true]) {
@@ -221,6 +231,11 @@ describe("step 2: 400 invalid_request", () => {
       "2026-11-21T12:00:00",
       "2026-13-01T00:00:00Z",
       "2026-11-21T25:00:00Z",
+      "2026-02-29T12:00:00Z",
+      "2026-11-21T13:00:00+0100",
+      "2026-11-21T13:00:00+01",
+      "2026-11-21 13:00:00Z",
+      "2026-11-21T13:00Z",
       "21/11/2026 12:00",
       "",
       1_800_000_000_000,
@@ -652,6 +667,8 @@ describe("step 7: 201 and the defaults of a new job", () => {
     // An offset is normalised to UTC; a past run_at is simply due at once.
     assert.equal((await enqueue(s, welcomeEmail({ run_at: "2030-05-06T09:08:09+02:00" }))).run_at, "2030-05-06T07:08:09.000Z");
     assert.equal((await enqueue(s, welcomeEmail({ run_at: "2001-01-01T00:00:00Z" }))).run_at, "2001-01-01T00:00:00.000Z");
+    // RFC 3339 allows a lower-case t and z, and any fraction of a second.
+    assert.equal((await enqueue(s, welcomeEmail({ run_at: "2028-02-29t10:00:00.5z" }))).run_at, "2028-02-29T10:00:00.500Z");
     const both = await enqueue(s, welcomeEmail({ delay_ms: 500, run_at: "2030-05-06T07:08:09.123Z" }));
     assert.equal(both.run_at, iso(now + 500));
   });
