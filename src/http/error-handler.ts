@@ -5,6 +5,7 @@
  */
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
 import { ApiError } from "../errors.js";
+import { payloadErrorBeforeOnBehalfOf } from "../job/enqueue.js";
 import { StoreUnavailableError } from "../store/store.js";
 
 /** Seconds a client should wait before retrying when the database is unavailable. */
@@ -21,8 +22,12 @@ function isOnBehalfOfError(error: FastifyError): boolean {
   return (error.validation ?? []).some((issue) => issue.instancePath.startsWith("/on_behalf_of"));
 }
 
-/** Turns any thrown error into the contract's error body. */
-export function toApiError(error: FastifyError | Error): ApiError | undefined {
+/**
+ * Turns any thrown error into the contract's error body. `body` is the parsed request body: a schema error inside
+ * `on_behalf_of` comes last among the body's properties, and the step-2 checks that precede `invalid_on_behalf_of`
+ * in the contract (the payload's size among them) answer first.
+ */
+export function toApiError(error: FastifyError | Error, body?: unknown): ApiError | undefined {
   if (error instanceof ApiError) return error;
   if (error instanceof StoreUnavailableError) {
     return new ApiError(503, "unavailable", "the database is unavailable; try again shortly", {
@@ -33,7 +38,7 @@ export function toApiError(error: FastifyError | Error): ApiError | undefined {
   if (fastifyError.validation) {
     const context = fastifyError.validationContext ?? "body";
     if (context === "body" && isOnBehalfOfError(fastifyError)) {
-      return new ApiError(400, "invalid_on_behalf_of", fastifyError.message);
+      return payloadErrorBeforeOnBehalfOf(body) ?? new ApiError(400, "invalid_on_behalf_of", fastifyError.message);
     }
     return new ApiError(400, "invalid_request", fastifyError.message);
   }
@@ -58,7 +63,7 @@ export function toApiError(error: FastifyError | Error): ApiError | undefined {
 
 /** Fastify's error handler for this service. */
 export function errorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  const apiError = toApiError(error);
+  const apiError = toApiError(error, request.body);
   if (apiError) {
     if (apiError.statusCode === 503) request.log.warn({ err: error }, "database unavailable");
     return sendError(reply, apiError);

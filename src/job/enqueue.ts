@@ -74,24 +74,7 @@ async function enqueue(deps: EnqueueDeps, caller: EnqueueCaller, body: EnqueueBo
 
   // Step 2, past the schema.
   const runAt = computeRunAt(body, now);
-  if (nestsDeeperThan(body.request, MAX_PAYLOAD_DEPTH)) {
-    throw new ApiError(400, "invalid_request", `request is nested more than ${MAX_PAYLOAD_DEPTH} levels deep`);
-  }
-  if (hasUnstorableText(body)) {
-    throw new ApiError(
-      400,
-      "invalid_request",
-      "a string in the body holds U+0000 or a lone UTF-16 surrogate, which cannot be stored",
-    );
-  }
-  const payloadBytes = Buffer.byteLength(JSON.stringify(body.request), "utf8");
-  if (payloadBytes > MAX_PAYLOAD_BYTES) {
-    throw new ApiError(
-      400,
-      "payload_too_large",
-      `the request payload is ${payloadBytes} bytes of JSON; at most ${MAX_PAYLOAD_BYTES} are allowed`,
-    );
-  }
+  checkPayload(body);
   const onBehalfOf = body.on_behalf_of;
   if (onBehalfOf && onBehalfOf.authority.user_id !== onBehalfOf.user_id) {
     throw new ApiError(
@@ -196,6 +179,43 @@ async function enqueue(deps: EnqueueDeps, caller: EnqueueCaller, body: EnqueueBo
 export function enqueueOutcome(statusCode: 200 | 201, job: JobRow): "created" | "deduplicated" | "cancelled-by-chain" {
   if (statusCode === 200) return "deduplicated";
   return job.status === "cancelled" ? "cancelled-by-chain" : "created";
+}
+
+/**
+ * The checks of step 2 after the schema and before `on_behalf_of`'s (CONTRACT §3): nesting, storable text and the
+ * payload's size, each a 400. A schema error inside `on_behalf_of` answers only once these pass (error-handler.ts).
+ */
+export function checkPayload(body: EnqueueBody): void {
+  if (nestsDeeperThan(body.request, MAX_PAYLOAD_DEPTH)) {
+    throw new ApiError(400, "invalid_request", `request is nested more than ${MAX_PAYLOAD_DEPTH} levels deep`);
+  }
+  if (hasUnstorableText(body)) {
+    throw new ApiError(
+      400,
+      "invalid_request",
+      "a string in the body holds U+0000 or a lone UTF-16 surrogate, which cannot be stored",
+    );
+  }
+  const payloadBytes = Buffer.byteLength(JSON.stringify(body.request), "utf8");
+  if (payloadBytes > MAX_PAYLOAD_BYTES) {
+    throw new ApiError(
+      400,
+      "payload_too_large",
+      `the request payload is ${payloadBytes} bytes of JSON; at most ${MAX_PAYLOAD_BYTES} are allowed`,
+    );
+  }
+}
+
+/** The error of the step-2 checks before `on_behalf_of`'s, for a body whose schema failed only there; if any. */
+export function payloadErrorBeforeOnBehalfOf(body: unknown): ApiError | undefined {
+  try {
+    const candidate = body as EnqueueBody;
+    computeRunAt(candidate, 0);
+    checkPayload(candidate);
+  } catch (error) {
+    if (error instanceof ApiError) return error;
+  }
+  return undefined;
 }
 
 /** `delay_ms` wins over `run_at`; neither means now. */

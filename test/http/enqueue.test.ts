@@ -284,6 +284,17 @@ describe("step 2: 400 payload_too_large", () => {
     assertError(await postJob(s, buildReport({ request: overCap })), 400, "payload_too_large");
   });
 
+  test("comes before invalid_on_behalf_of, whether on_behalf_of breaks its schema or names another user", async (t) => {
+    const s = await startService(t);
+    const overCap = payloadOf("a".repeat(16385 - 11));
+    const authority = { kind: "request", request_id: "req-9", user_id: "u9" };
+    for (const on_behalf_of of [{ authority }, { user_id: "u8", authority }, { user_id: "u9", authority: { kind: "request" } }]) {
+      assertError(await postJob(s, buildReport({ request: overCap, on_behalf_of })), 400, "payload_too_large");
+      // The same on_behalf_of with a small payload is its own error.
+      assertError(await postJob(s, buildReport({ on_behalf_of })), 400, "invalid_on_behalf_of");
+    }
+  });
+
   test("counts path_params, query and body together", async (t) => {
     const s = await startService(t);
     const request = { path_params: { userId: "1" }, query: { q: "a".repeat(8000) }, body: "b".repeat(8400) };

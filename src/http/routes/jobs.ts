@@ -69,8 +69,8 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
     {
       onRequest: enqueueAuthHook({ verifier, store }),
       // Every refusal counts: the auth hook's 401 and the framework's 400/413/415 as much as enqueueJob's own.
-      onError: async (_request, _reply, error) => {
-        options.telemetry.emit("job:enqueue-refused", { code: toApiError(error)?.code ?? "internal" });
+      onError: async (request, _reply, error) => {
+        options.telemetry.emit("job:enqueue-refused", { code: toApiError(error, request.body)?.code ?? "internal" });
       },
       schema: {
         operationId: "enqueueJob",
