@@ -66,6 +66,10 @@ export function retrySettingsFor(config: Config, operationId: string): RetrySett
 /** Claims due jobs and delivers them. */
 export class Dispatcher {
   private state: State = "idle";
+  /**
+   * Deliveries in progress, by job id and attempt: after a lease this node lost and a rescue, it may claim the same
+   * job again while its first delivery has not ended, and the two must not share an entry.
+   */
   private readonly inFlight = new Map<string, { job: JobRow; done: Promise<void> }>();
   /** Jobs claimed ahead of free slots, oldest first: each starts when a delivery ends. */
   private ready: JobRow[] = [];
@@ -281,12 +285,12 @@ export class Dispatcher {
         this.options.logger.error({ err: error, jobId: job.id }, "delivery bookkeeping failed");
       })
       .finally(() => {
-        this.inFlight.delete(job.id);
+        this.inFlight.delete(deliveryKey(job));
         const next = this.state === "stopped" ? undefined : this.ready.shift();
         if (next) this.startDelivery(next);
         this.wake();
       });
-    this.inFlight.set(job.id, { job, done });
+    this.inFlight.set(deliveryKey(job), { job, done });
   }
 
   /**
@@ -343,6 +347,10 @@ export class Dispatcher {
       logger.error({ err: error }, "could not requeue jobs of a stopping node; their leases will expire instead");
     }
   }
+}
+
+function deliveryKey(job: JobRow): string {
+  return `${job.id}:${job.attempt}`;
 }
 
 function attemptOf(job: JobRow): JobAttempt {

@@ -631,6 +631,34 @@ describe("conditional outcome writes", () => {
     assert.equal((await store.jobGet({ id: job.id }))?.status, "succeeded");
   });
 
+  test("a job rescued from this node and claimed by it again is tracked once per attempt", async (t) => {
+    const holds = [deferred(), deferred()];
+    const { s, target } = await setup(t, {
+      handler: async (_request, res) => {
+        await holds[target.requests.length - 1]?.promise;
+        reply(res, 204);
+      },
+    });
+    const store = s.service.store;
+    const job = await enqueue(s, welcome());
+    s.service.start();
+    await target.waitForRequests(1);
+    // As a rescuer elsewhere would, once this node's lease looked expired: the job goes back, and this node takes it.
+    assert.equal(await store.jobRequeueMany({ jobs: [{ id: job.id, attempt: 1 }], runAt: s.clock.now(), errorBody: "lease expired" }), 1);
+    dispatcherOf(s).wake();
+    await target.waitForRequests(2);
+    assert.equal(dispatcherOf(s).inFlightCount, 2, "both deliveries are in flight");
+    holds[0]?.resolve();
+    for (const deadline = Date.now() + 10_000; dispatcherOf(s).inFlightCount !== 1; await new Promise((r) => setTimeout(r, 10))) {
+      assert.ok(Date.now() < deadline, "the first delivery ends within 10 s");
+    }
+    assert.equal((await store.jobGet({ id: job.id }))?.status, "running", "its outcome is refused: attempt 2 runs");
+    holds[1]?.resolve();
+    const done = await waitForStatus(s, job.id, "succeeded");
+    assert.equal(done.attempt, 2);
+    assert.equal(dispatcherOf(s).inFlightCount, 0);
+  });
+
   test("a duplicate outcome of the same attempt is written once", async (t) => {
     const { s } = await setup(t);
     const store = s.service.store;
