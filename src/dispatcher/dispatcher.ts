@@ -18,7 +18,7 @@
  * - `stopped`.
  *
  * In-flight jobs are heartbeated every `lease.heartbeat_ms` in one statement, one heartbeat at a time. Outcomes go
- * through the completer, whose writes are conditional on (id, running, attempt), so a rescue or a cancel that came
+ * through the completer, whose writes are conditional on (id, running, attempt, started_at), so a rescue or a cancel that came
  * first wins.
  */
 import type { Logger } from "pino";
@@ -278,7 +278,7 @@ export class Dispatcher {
         });
         this.averageDeliveryMs += (durationMs - this.averageDeliveryMs) * DURATION_AVERAGE_WEIGHT;
         if (this.state === "stopped") return;
-        this.completer.add({ id: job.id, attempt: job.attempt, ...decision });
+        this.completer.add({ ...attemptOf(job), ...decision });
       })
       .catch((error: unknown) => {
         // deliver() never throws; a bug here must not leave the slot taken.
@@ -354,5 +354,5 @@ function deliveryKey(job: JobRow): string {
 }
 
 function attemptOf(job: JobRow): JobAttempt {
-  return { id: job.id, attempt: job.attempt };
+  return { id: job.id, attempt: job.attempt, startedAt: job.startedAt };
 }

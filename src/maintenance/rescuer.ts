@@ -48,7 +48,7 @@ export async function rescueExpiredLeases(options: {
       retry: retrySettingsFor(config, job.operationId),
       random: random(),
     });
-    outcomes.push({ id: job.id, attempt: job.attempt, ...decision });
+    outcomes.push({ id: job.id, attempt: job.attempt, startedAt: job.startedAt, ...decision });
   }
   if (outcomes.length === 0) return 0;
   const written = await store.jobCompleteMany({ outcomes });

@@ -95,16 +95,24 @@ export interface JobListParams {
 }
 
 /** The end of one delivery attempt, written only if the job is still `running` with this `attempt`. */
-export type JobOutcome =
-  | { id: string; attempt: number; status: "succeeded"; result: JobResult }
-  | { id: string; attempt: number; status: "dead"; result: JobResult }
-  /** Back to the queue at `runAt`; becomes `cancelled`/`cancelled-by-chain` if the chain was cancelled meanwhile. */
-  | { id: string; attempt: number; status: "retrying"; runAt: number; result: JobResult };
+export type JobOutcome = JobAttempt &
+  (
+    | { status: "succeeded"; result: JobResult }
+    | { status: "dead"; result: JobResult }
+    /** Back to the queue at `runAt`; becomes `cancelled`/`cancelled-by-chain` if the chain was cancelled meanwhile. */
+    | { status: "retrying"; runAt: number; result: JobResult }
+  );
 
 /** One attempt of one job: the key of every conditional write. */
 export interface JobAttempt {
   id: string;
   attempt: number;
+  /**
+   * When the claim being answered started the attempt (the claimed row's `startedAt`). Outcome writes given it also
+   * require it to match: `attempt` starts again at 0 when an administrator retries a job, so an outcome held back by
+   * a node cut off from the database could otherwise land on a later claim's attempt of the same number.
+   */
+  startedAt?: number | null;
 }
 
 /** One finished delivery attempt of a job. */

@@ -571,7 +571,7 @@ export class PostgresStore implements Store {
            SELECT o.*, j.seq, CASE WHEN o.status = 'dead' THEN EXISTS (
                SELECT 1 FROM chains c WHERE c.original_request_id = j.original_request_id AND c.cancelled_at IS NOT NULL)
              ELSE false END AS by_chain
-           FROM unnest($1::text[], $2::int[], $3::text[], $4::text[]) AS o(id, attempt, status, result)
+           FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $6::bigint[]) AS o(id, attempt, status, result, started_ms)
            JOIN job_specs j ON j.id = o.id),
          done AS (
            UPDATE job_state s SET status = CASE WHEN o.by_chain THEN 'cancelled' ELSE o.status END,
@@ -579,6 +579,7 @@ export class PostgresStore implements Store {
                THEN (o.result::jsonb || '{"terminal_reason":"cancelled-by-chain"}'::jsonb)::json ELSE o.result::json END,
              finished_at = $5, heartbeat_at = NULL
            FROM o WHERE s.seq = o.seq AND s.status = 'running' AND s.attempt = o.attempt
+             AND (o.started_ms IS NULL OR ${epochMs("s.started_at")} = o.started_ms)
            RETURNING o.id, s.attempt, s.started_at, s.status, s.result
          ), logged AS (${LOG_ATTEMPTS_SQL("done", "$5")}), counted AS (${COUNT_ATTEMPTS_SQL("done", "$5")})
          SELECT id, attempt FROM done, lazy_commit`,
@@ -588,6 +589,7 @@ export class PostgresStore implements Store {
           finished.map((o) => o.status),
           finished.map((o) => JSON.stringify(o.result)),
           now,
+          finished.map((o) => o.startedAt ?? null),
         ],
         "opqueue_finish_many",
       );
@@ -595,7 +597,7 @@ export class PostgresStore implements Store {
     }
     if (retried.length > 0) {
       const requeued = await this.requeue(
-        retried.map((o) => ({ id: o.id, attempt: o.attempt, runAt: o.runAt, result: o.result })),
+        retried.map((o) => ({ id: o.id, attempt: o.attempt, startedAt: o.startedAt, runAt: o.runAt, result: o.result })),
         { giveBack: false, now, lazy: true },
       );
       for (const id of requeued) written.add(id);
@@ -609,7 +611,7 @@ export class PostgresStore implements Store {
    * either finishes before (and is seen) or waits, and then finds the job `retrying` and cancels it.
    */
   private async requeue(
-    items: Array<{ id: string; attempt: number; runAt: number; result: JobResult }>,
+    items: Array<{ id: string; attempt: number; startedAt?: number | null | undefined; runAt: number; result: JobResult }>,
     /** `lazy`: an attempt's outcome (see `LAZY_COMMIT`); a rescue or a shutdown's requeue is durable. */
     options: { giveBack: boolean; now: Date; lazy: boolean },
   ): Promise<string[]> {
@@ -633,6 +635,7 @@ export class PostgresStore implements Store {
           items.map((item) => JSON.stringify(item.result)),
           options.giveBack,
           options.now,
+          items.map((item) => item.startedAt ?? null),
         ],
       });
       return rows.rows.map((row) => `${String(row["id"])}:${Number(row["old_attempt"])}`);
@@ -933,10 +936,12 @@ const CLAIM_SQL = `WITH ${LAZY_COMMIT} SELECT json_build_object(
  */
 const REQUEUE_SQL = `
 WITH o AS (
-  SELECT * FROM unnest($1::text[], $2::int[], $3::timestamptz[], $4::text[]) AS o(id, attempt, run_at, result)
+  SELECT * FROM unnest($1::text[], $2::int[], $3::timestamptz[], $4::text[], $7::bigint[])
+    AS o(id, attempt, run_at, result, started_ms)
 ), w AS (
   SELECT o.*, j.seq, j.max_attempts, (c.cancelled_at IS NOT NULL) AS chain_cancelled,
-    cur.dedupe_key AS held_key, (cur.status = 'running' AND cur.attempt = o.attempt) AS current
+    cur.dedupe_key AS held_key, (cur.status = 'running' AND cur.attempt = o.attempt
+      AND (o.started_ms IS NULL OR ${epochMs("cur.started_at")} = o.started_ms)) AS current
   FROM o JOIN job_specs j ON j.id = o.id JOIN job_state cur ON cur.seq = j.seq
   LEFT JOIN chains c ON c.original_request_id = j.original_request_id
 ), x AS MATERIALIZED (
@@ -960,6 +965,7 @@ UPDATE job_state s SET
     THEN NULL ELSE s.dedupe_key END
 FROM x
 WHERE s.seq = x.seq AND s.status = 'running' AND s.attempt = x.attempt
+  AND (x.started_ms IS NULL OR ${epochMs("s.started_at")} = x.started_ms)
 RETURNING x.id, x.attempt AS old_attempt, s.started_at, s.status, s.result`;
 
 /** Records the attempts a CTE named `source` just wrote (id, attempt, started_at, status, result). */

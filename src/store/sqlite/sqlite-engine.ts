@@ -272,9 +272,10 @@ export class SqliteEngine {
            FROM jobs WHERE seq = ?`,
         )
         .pluck(),
-      finish: db.prepare<{ id: string; attempt: number; status: string; result: string; now: number }>(
+      finish: db.prepare<{ id: string; attempt: number; started_at: number | null; status: string; result: string; now: number }>(
         `UPDATE jobs SET status = :status, result = :result, finished_at = :now, heartbeat_at = NULL
-         WHERE id = :id AND status = 'running' AND attempt = :attempt`,
+         WHERE id = :id AND status = 'running' AND attempt = :attempt
+           AND (:started_at IS NULL OR started_at = :started_at)`,
       ),
       chainCancelledFor: db
         .prepare<[string], number | null>(
@@ -285,14 +286,15 @@ export class SqliteEngine {
       // A job going back to the queue re-takes its dedupe key, unless a newer claimable job took it while
       // this one was running (running jobs do not hold keys): then it is retried without the key.
       // give_back = 1 returns an interrupted last attempt, so the job keeps one attempt to run.
-      requeue: db.prepare<{ id: string; attempt: number; run_at: number; result: string; give_back: number }>(
+      requeue: db.prepare<{ id: string; attempt: number; started_at: number | null; run_at: number; result: string; give_back: number }>(
         `UPDATE jobs SET status = 'retrying', run_at = :run_at, result = :result, heartbeat_at = NULL,
            attempt = CASE WHEN :give_back = 1 AND attempt >= max_attempts THEN max_attempts - 1 ELSE attempt END,
            dedupe_key = CASE WHEN EXISTS (
              SELECT 1 FROM jobs other WHERE other.dedupe_key = jobs.dedupe_key
                AND other.status IN ('pending', 'retrying') AND other.id <> jobs.id)
              THEN NULL ELSE dedupe_key END
-         WHERE id = :id AND status = 'running' AND attempt = :attempt`,
+         WHERE id = :id AND status = 'running' AND attempt = :attempt
+           AND (:started_at IS NULL OR started_at = :started_at)`,
       ),
       heartbeat: db.prepare<{ id: string; attempt: number; now: number }>(
         "UPDATE jobs SET heartbeat_at = :now WHERE id = :id AND status = 'running' AND attempt = :attempt",
@@ -631,8 +633,11 @@ export class SqliteEngine {
       return params.outcomes.map((outcome) => {
         if (outcome.status === "retrying") return this.requeueOne({ ...outcome, now, giveBack: false });
         const { id, attempt } = outcome;
-        if (outcome.status === "dead" && this.chainCancelled(id)) return this.endByChain({ id, attempt, result: outcome.result, now });
-        return this.finishOne({ id, attempt, status: outcome.status, result: outcome.result, now });
+        const startedAt = outcome.startedAt ?? null;
+        if (outcome.status === "dead" && this.chainCancelled(id)) {
+          return this.endByChain({ id, attempt, startedAt, result: outcome.result, now });
+        }
+        return this.finishOne({ id, attempt, startedAt, status: outcome.status, result: outcome.result, now });
       });
     });
   }
@@ -643,16 +648,30 @@ export class SqliteEngine {
   }
 
   /** Ends a failed attempt of a job whose chain was cancelled: `cancelled`, keeping what the attempt answered. */
-  private endByChain(options: { id: string; attempt: number; result: JobResult; now: number }): boolean {
+  private endByChain(options: { id: string; attempt: number; startedAt: number | null; result: JobResult; now: number }): boolean {
     const result: JobResult = { ...options.result, terminal_reason: "cancelled-by-chain" };
     return this.finishOne({ ...options, status: "cancelled", result });
   }
 
   /** Ends a running attempt with a terminal status, and records the attempt. */
-  private finishOne(options: { id: string; attempt: number; status: string; result: JobResult; now: number }): boolean {
+  private finishOne(options: {
+    id: string;
+    attempt: number;
+    startedAt: number | null;
+    status: string;
+    result: JobResult;
+    now: number;
+  }): boolean {
     const { id, attempt, now } = options;
     const written = writeChanged(
-      this.statements.finish.run({ id, attempt, status: options.status, result: JSON.stringify(options.result), now }),
+      this.statements.finish.run({
+        id,
+        attempt,
+        started_at: options.startedAt,
+        status: options.status,
+        result: JSON.stringify(options.result),
+        now,
+      }),
     );
     if (written) this.recordAttempt({ id, attempt, now });
     return written;
@@ -668,6 +687,7 @@ export class SqliteEngine {
   private requeueOne(options: {
     id: string;
     attempt: number;
+    startedAt?: number | null;
     runAt: number;
     result: JobResult;
     now: number;
@@ -675,11 +695,13 @@ export class SqliteEngine {
   }): boolean {
     const s = this.statements;
     const { id, attempt, now } = options;
-    if (this.chainCancelled(id)) return this.endByChain({ id, attempt, result: options.result, now });
+    const startedAt = options.startedAt ?? null;
+    if (this.chainCancelled(id)) return this.endByChain({ id, attempt, startedAt, result: options.result, now });
     const written = writeChanged(
       s.requeue.run({
         id,
         attempt,
+        started_at: startedAt,
         run_at: options.runAt,
         result: JSON.stringify(options.result),
         give_back: options.giveBack ? 1 : 0,

@@ -244,6 +244,33 @@ export function completeCases(suite: Suite): void {
       assert.equal(claimable.length, 1, "still one claimable job per dedupe key");
     });
 
+    // attempt starts again at 0 after an admin retry: an outcome held back by a node cut off from the database must
+    // not land on a later claim's attempt of the same number.
+    suite.case("an outcome naming an earlier claim's start changes nothing, though the attempt number matches", async ({ store, clock }) => {
+      const first = await makeRunning(store);
+      const stale = { id: first.id, attempt: 1, startedAt: first.startedAt };
+      assert.deepEqual(await store.jobCompleteMany({ outcomes: [{ ...stale, status: "dead", result: PERMANENT }] }), [true]);
+      assert.equal((await store.jobRetry({ id: first.id })).kind, "retried");
+      clock.advance(1000);
+      const second = await claimNext(store, first.id);
+      assert.equal(second.attempt, 1);
+      assert.notEqual(second.startedAt, first.startedAt);
+      assert.deepEqual(
+        await store.jobCompleteMany({
+          outcomes: [
+            { ...stale, status: "succeeded", result: SUCCESS },
+            { ...stale, status: "retrying", runAt: T0 + 60_000, result: UNAVAILABLE },
+          ],
+        }),
+        [false, false],
+      );
+      assert.equal(await store.jobRequeueMany({ jobs: [stale], runAt: T0, errorBody: "shutdown" }), 0);
+      assert.deepEqual(await mustGet(store, first.id), second, "the second claim's attempt is untouched");
+      const current = { id: first.id, attempt: 1, startedAt: second.startedAt };
+      assert.deepEqual(await store.jobCompleteMany({ outcomes: [{ ...current, status: "succeeded", result: SUCCESS }] }), [true]);
+      assert.equal((await mustGet(store, first.id)).status, "succeeded");
+    });
+
     suite.case("an empty batch writes nothing", async ({ store }) => {
       assert.deepEqual(await store.jobCompleteMany({ outcomes: [] }), []);
     });
