@@ -1,7 +1,8 @@
 /**
  * The completer: collects attempt outcomes for a moment and writes them in one store call. Each write is
- * conditional on the job still being `running` with the same attempt, so a late or repeated outcome changes
- * nothing. While the database is unavailable, outcomes wait and are written when it returns; none is dropped.
+ * conditional on the job still being `running` with the same attempt of the same claim, so a late or repeated
+ * outcome changes nothing. While the database is unavailable, outcomes wait and are written when it returns; only
+ * one the database refuses outright (it cannot be written, ever) is dropped, and logged.
  */
 import type { Logger } from "pino";
 import { StoreUnavailableError, type JobOutcome, type Store } from "../store/store.js";

@@ -18,8 +18,8 @@
  * - `stopped`.
  *
  * In-flight jobs are heartbeated every `lease.heartbeat_ms` in one statement, one heartbeat at a time. Outcomes go
- * through the completer, whose writes are conditional on (id, running, attempt, started_at), so a rescue or a cancel that came
- * first wins.
+ * through the completer, whose writes are conditional on (id, running, attempt, started_at), so a rescue or a cancel
+ * that came first wins.
  */
 import type { Logger } from "pino";
 import type { Clock } from "../clock.js";
