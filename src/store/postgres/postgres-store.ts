@@ -611,7 +611,7 @@ export class PostgresStore implements Store {
    * either finishes before (and is seen) or waits, and then finds the job `retrying` and cancels it.
    */
   private async requeue(
-    items: Array<{ id: string; attempt: number; startedAt?: number | null | undefined; runAt: number; result: JobResult }>,
+    items: Array<JobAttempt & { runAt: number; result: JobResult }>,
     /** `lazy`: an attempt's outcome (see `LAZY_COMMIT`); a rescue or a shutdown's requeue is durable. */
     options: { giveBack: boolean; now: Date; lazy: boolean },
   ): Promise<string[]> {

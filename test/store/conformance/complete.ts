@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { describe } from "node:test";
 import type { JobResult } from "../../../src/job/schemas.js";
-import type { JobRow } from "../../../src/store/store.js";
+import type { JobRow, Store } from "../../../src/store/store.js";
 import {
   allJobs,
   claimNext,
@@ -279,13 +279,13 @@ export function completeCases(suite: Suite): void {
   // A running job holds no dedupe key, so a newer job may take it and run too (a cron's default key, say). When
   // both go back to the queue in one write, only one of them may hold it again: the key's index allows one.
   describe("jobs of one dedupe key going back to the queue together", () => {
-    const twoRunningWithOneKey = async (store: Parameters<Parameters<Suite["case"]>[1]>[0]["store"]) => {
+    const twoRunningWithOneKey = async (store: Store) => {
       const first = await makeRunning(store, { dedupeKey: "cron:nightly" });
       const second = await makeRunning(store, { dedupeKey: "cron:nightly" });
       assert.notEqual(first.id, second.id, "the running job did not hold its key");
       return [first, second] as const;
     };
-    const holders = async (store: Parameters<Parameters<Suite["case"]>[1]>[0]["store"], ids: string[]) => {
+    const holders = async (store: Store, ids: string[]) => {
       const jobs = await Promise.all(ids.map((id) => mustGet(store, id)));
       return jobs.filter((job) => job.dedupeKey === "cron:nightly").map((job) => job.id);
     };
