@@ -4,6 +4,7 @@
  * 2 bad configuration or usage.
  */
 import { parseArgs, type ParseArgsConfig } from "node:util";
+import { isValidRequestId, REQUEST_ID_RULE } from "./auth/hs256.js";
 import { mintToken } from "./auth/tokens.js";
 import { systemClock } from "./clock.js";
 import { ConfigError, loadConfigFile } from "./config.js";
@@ -101,6 +102,10 @@ async function tokenCommand(args: string[]): Promise<void> {
     ttl: { type: "string" },
   });
   if (!values.sub) throw new UsageError("token: --sub USER is required");
+  // The service would refuse the assertion with 401; saying so here names the flag at fault.
+  if (values.rid !== undefined && !isValidRequestId(values.rid)) {
+    throw new UsageError(`token: --rid must be ${REQUEST_ID_RULE}`);
+  }
   if (values.op && !values.rid && !values.job) {
     throw new UsageError("token: an enqueue assertion (--op) needs --rid (a root call) or --job (a chained call)");
   }

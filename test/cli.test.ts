@@ -307,6 +307,21 @@ test("token without --sub exits 2", async (t) => {
   assert.match(result.stderr, /--sub/);
 });
 
+test("token with a --rid that is not 1..255 visible ASCII characters, or is a dot-segment, exits 2 and prints no token", async (t) => {
+  const config = writeConfig(tempDir(t));
+  const results = await Promise.all(
+    ["", "req 1", "req\n1", "réq", "..", "x".repeat(256)].map(async (rid) => ({
+      rid,
+      result: await runCli(t, ["token", "--config", config, "--sub", "alice", "--op", "createUser", `--rid=${rid}`]),
+    })),
+  );
+  for (const { rid, result } of results) {
+    assert.equal(result.code, 2, `rid ${JSON.stringify(rid)}: ${result.stderr}`);
+    assert.match(result.stderr, /--rid must be 1\.\.255 characters of visible ASCII/, JSON.stringify(rid));
+    assert.equal(result.stdout, "", JSON.stringify(rid));
+  }
+});
+
 // ---------------------------------------------------------------------------------------------------------
 // serve and the one-node lock of SQLite
 

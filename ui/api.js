@@ -86,6 +86,24 @@ export async function api(path, { method = "GET", body, token = getToken() } = {
   return data;
 }
 
+/**
+ * `value` as one segment of an API path: percent-encoded, so `/`, `?`, `#` and `%` stay inside it (a chain id such as
+ * `a/b` or `%2F` reaches its own route). An empty value, `.` or `..` cannot travel as a segment (URL parsing removes
+ * dot-segments, `%2E` too), so it is refused rather than sent to another route.
+ */
+export function pathSegment(value) {
+  const text = String(value);
+  if (text === "" || text === "." || text === "..") {
+    throw new ApiError(0, "invalid_request", `${JSON.stringify(text)} cannot be sent as a path segment`);
+  }
+  return encodeURIComponent(text);
+}
+
+/** An API path whose every interpolated value is one encoded segment: apiPath`/jobs/${id}/cancel`. */
+export function apiPath(strings, ...values) {
+  return strings.reduce((text, part, i) => text + pathSegment(values[i - 1]) + part);
+}
+
 /** A query string from an object; arrays repeat their key, empty values are left out. */
 export function query(params) {
   const search = new URLSearchParams();

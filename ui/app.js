@@ -20,11 +20,15 @@ function parseRoute(hash) {
   if (path === "/jobs" || path === "/jobs/") return { name: "jobs", params };
   const match = /^\/jobs\/([^/]+)$/.exec(path);
   if (match) {
+    let id;
     try {
-      return { name: "job", id: decodeURIComponent(match[1]), params };
+      id = decodeURIComponent(match[1]);
     } catch {
       return { name: "unknown", params };
     }
+    // No job has such an id, and the API could not be asked for it: a dot-segment would leave the /jobs/ path.
+    if (id === "." || id === "..") return { name: "unknown", params };
+    return { name: "job", id, params };
   }
   return { name: "unknown", params };
 }

@@ -1,15 +1,13 @@
 // A job's page: every field of its wire form, its result with the error body, its chain as a tree, its attempt
 // history, and the actions (cancel, retry, cancel the chain), each confirmed first.
-import { api, ApiError, query } from "./api.js";
+import { api, ApiError, apiPath, query } from "./api.js";
 import { ACTIVE_STATUSES, announce, confirmAction, duration, h, jsonBlock, relative, replaceContent, showError, statusBadge, time, timeShort } from "./dom.js";
-import { listHash } from "./jobs.js";
+import { jobHash, listHash } from "./jobs.js";
 
 /** How often a job's page refreshes itself. */
 const REFRESH_MS = 2000;
 /** The most jobs of a chain drawn in its tree (the list's largest page). */
 const CHAIN_LIMIT = 500;
-
-const jobHash = (id) => `#/jobs/${encodeURIComponent(id)}`;
 
 /** Mounts the page of job `id` in `container`. */
 export function jobView(container, id, ctx) {
@@ -71,7 +69,7 @@ export function jobView(container, id, ctx) {
       title: "Cancel this job?",
       message: `Job ${id} (${job.operation_id}) will not be delivered. A running delivery is not interrupted: the service refuses to cancel it.`,
       confirmLabel: "Cancel job",
-      run: () => api(`/jobs/${encodeURIComponent(id)}/cancel`, { method: "POST" }),
+      run: () => api(apiPath`/jobs/${id}/cancel`, { method: "POST" }),
       done: ({ job: updatedJob }) => `Job ${id} is ${updatedJob.status}.`,
       refused: "Not cancelled",
     });
@@ -81,7 +79,7 @@ export function jobView(container, id, ctx) {
       title: "Retry this job?",
       message: `Job ${id} (${job.operation_id}) goes back to the queue as pending, with attempt 0, and runs now.`,
       confirmLabel: "Retry job",
-      run: () => api(`/jobs/${encodeURIComponent(id)}/retry`, { method: "POST" }),
+      run: () => api(apiPath`/jobs/${id}/retry`, { method: "POST" }),
       done: ({ job: updatedJob }) => `Job ${id} re-queued (${updatedJob.status}, attempt ${updatedJob.attempt}); it runs now.`,
       refused: "Not retried",
     });
@@ -93,7 +91,7 @@ export function jobView(container, id, ctx) {
         `Every pending or retrying job of chain ${job.original_request_id} is cancelled, and every job enqueued into it ` +
         "later is created cancelled. Running jobs finish their attempt and are not retried.",
       confirmLabel: "Cancel chain",
-      run: () => api(`/chains/${encodeURIComponent(job.original_request_id)}/cancel`, { method: "POST" }),
+      run: () => api(apiPath`/chains/${job.original_request_id}/cancel`, { method: "POST" }),
       done: ({ jobs }) => `Chain ${job.original_request_id} cancelled: ${jobs.length} job${jobs.length === 1 ? "" : "s"} cancelled.`,
       refused: "Chain not cancelled",
     });
@@ -103,8 +101,8 @@ export function jobView(container, id, ctx) {
     let answers;
     try {
       answers = await Promise.all([
-        api(`/jobs/${encodeURIComponent(id)}`),
-        api(`/jobs/${encodeURIComponent(id)}/attempts`),
+        api(apiPath`/jobs/${id}`),
+        api(apiPath`/jobs/${id}/attempts`),
       ]);
     } catch (error) {
       if (error instanceof ApiError && error.code === "job_not_found") {

@@ -23,6 +23,11 @@ export function listHash(filters) {
   return `#/jobs${query(filters)}`;
 }
 
+/** The link to a job's page; the id is encoded, as app.js's router decodes it. */
+export function jobHash(id) {
+  return `#/jobs/${encodeURIComponent(id)}`;
+}
+
 /** The filters of the list as the address bar holds them. */
 function readFilters(params) {
   const filters = { status: params.getAll("status").filter((status) => STATUSES.includes(status)) };
@@ -226,7 +231,7 @@ export function jobsView(container, params, ctx) {
             h(
               "tr",
               { "data-job-id": job.id },
-              h("th", { scope: "row" }, h("a", { href: `#/jobs/${encodeURIComponent(job.id)}`, class: "mono", "data-focus-key": `job-${job.id}` }, job.id)),
+              h("th", { scope: "row" }, h("a", { href: jobHash(job.id), class: "mono", "data-focus-key": `job-${job.id}` }, job.id)),
               h("td", {}, job.operation_id),
               h(
                 "td",

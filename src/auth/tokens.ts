@@ -2,14 +2,21 @@
  * The three kinds of token of CONTRACT §2: enqueue assertions and admin tokens (verified here against
  * `auth.keys`), and delivery tokens (signed here with `auth.delivery_key`).
  *
- * Verification runs in a fixed order so the first problem is the one reported: the header (shape,
- * `alg: none`, key choice by `kid`, the key's algorithm), then the signature and `exp`/`nbf` (jose),
- * then the claims of the token kind. Claims are only read once the signature holds.
+ * Verification runs in a fixed order so the first problem is the one reported: the shape (three segments, each
+ * in its one canonical spelling), the header (`alg: none`, key choice by `kid`, the key's algorithm), then the
+ * signature and `exp`/`nbf` (jose), then the claims of the token kind. Claims are only read once the signature holds.
  */
 import { decodeProtectedHeader, errors, jwtVerify, SignJWT, type JWK, type JWTPayload } from "jose";
 import type { Clock } from "../clock.js";
 import { ConfigError, type Config, type DeliveryKeyConfig } from "../config.js";
-import { encodeSegment, hasValidHs256Signature, signHs256 } from "./hs256.js";
+import {
+  encodeSegment,
+  hasValidHs256Signature,
+  isCanonicalSegment,
+  isValidRequestId,
+  REQUEST_ID_RULE,
+  signHs256,
+} from "./hs256.js";
 import { importDeliveryKey, importVerifyKey, secretBytes, type ImportedKey } from "./keys.js";
 
 /** Why a token was refused; the message is safe to show to the client. */
@@ -68,7 +75,18 @@ function readHeader(token: string): TokenHeader {
   if (lastDot <= firstDot || token.indexOf(".", firstDot + 1) !== lastDot) {
     throw new TokenError("malformed token: expected a compact JWT (header.payload.signature)");
   }
-  const segment = token.slice(0, firstDot);
+  // Before any cache is consulted: the caches are keyed by text, so they must only ever see the one spelling.
+  const segments = {
+    header: token.slice(0, firstDot),
+    payload: token.slice(firstDot + 1, lastDot),
+    signature: token.slice(lastDot + 1),
+  };
+  for (const [name, text] of Object.entries(segments)) {
+    if (!isCanonicalSegment(text)) {
+      throw new TokenError(`malformed token: the ${name} is not canonical base64url (unpadded, no + or /, no spare bits set)`);
+    }
+  }
+  const segment = segments.header;
   const known = headers.get(segment);
   if (known !== undefined) return known;
   let header: Record<string, unknown>;
@@ -151,6 +169,8 @@ export class TokenVerifier {
     const job = optionalString(payload, "job");
     // A chained call is anchored by its parent job, which already carries the chain's request id.
     const rid = job === undefined ? requireString(payload, "rid") : optionalString(payload, "rid");
+    // Also on a chained call: the service ignores its rid, but a log, a header or a proxy on the way may not.
+    if (rid !== undefined && !isValidRequestId(rid)) throw new TokenError(`claim rid must be ${REQUEST_ID_RULE}`);
     this.checkIssuedAt(iat);
     const lifetime = exp - iat;
     if (lifetime > MAX_ASSERTION_LIFETIME_S) {

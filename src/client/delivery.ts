@@ -2,9 +2,15 @@
  * The target side: verifying the delivery token opqueue sends with every attempt, remembering the delivery for
  * the duration of the request (so `enqueue` inside it chains automatically), and answering the way CONTRACT §6
  * reads answers.
+ *
+ * A delivery is verified against the route serving it (CONTRACT §5, Revision 2): the token's `op` must be the
+ * operationId of that route, its `job` the `x-job-id` and `idempotency-key` headers, its `att` the `x-job-attempt`
+ * header. So a token captured from one delivery cannot run another operation, nor replay under a fresh idempotency
+ * key that the target's deduplication has never seen.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import { createRemoteJWKSet, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from "jose";
+import { isCanonicalSegment } from "../auth/hs256.js";
 import type { Authority } from "../job/schemas.js";
 
 /** What a target learns from a verified delivery. */
@@ -13,7 +19,7 @@ export interface DeliveryContext {
   attempt: number;
   /** The user the job runs as. */
   userId: string;
-  /** The target operation this delivery is for. */
+  /** The target operation this delivery is for: the operationId of the route that accepted it. */
   operationId: string;
   /** The chain's root request id. */
   originalRequestId: string;
@@ -29,7 +35,10 @@ export type DeliveryVerifierOptions = {
   clockToleranceSeconds?: number;
 } & ({ secret: string } | { jwksUrl: string });
 
-/** A delivery token that does not check out. */
+/**
+ * A delivery that does not check out: no token or a bad one, a token for another operation than the route's, or
+ * delivery headers that disagree with it. The plugin and the middleware answer it 401 `invalid_delivery_token`.
+ */
 export class DeliveryTokenError extends Error {
   override name = "DeliveryTokenError";
 }
@@ -68,7 +77,8 @@ export function runInDelivery<T>(delivery: DeliveryContext, fn: () => T): T {
   return storage.run(delivery, fn);
 }
 
-type HeaderBag = Record<string, string | string[] | undefined> | Headers;
+/** A request's headers: Node's `IncomingHttpHeaders` (lower-case names) or a fetch `Headers`. */
+export type HeaderBag = Record<string, string | string[] | undefined> | Headers;
 
 function header(headers: HeaderBag, name: string): string | undefined {
   if (headers instanceof Headers) return headers.get(name) ?? undefined;
@@ -76,17 +86,78 @@ function header(headers: HeaderBag, name: string): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
 
+/** What the route being served expects of a delivery: the operationId it implements. */
+export interface DeliveryExpectation {
+  /** The operationId of the route (as in the product's OpenAPI document); the token's `op` must equal it. */
+  operationId: string;
+}
+
+/** A verifier of delivery tokens, made once by `createDeliveryVerifier`. */
+export interface DeliveryVerifier {
+  /**
+   * Verifies the delivery token of a request to the route implementing `expected.operationId`, and binds it to the
+   * request's `x-job-id`, `idempotency-key` and `x-job-attempt` headers. Rejects with `DeliveryTokenError` (or
+   * `DeliveryKeysUnavailableError` while the JWKS cannot be fetched).
+   */
+  verifyDelivery(headers: HeaderBag, expected: DeliveryExpectation): Promise<DeliveryContext>;
+}
+
+/** Quoted and cut, so a refusal never echoes a huge or odd header value. */
+function quote(value: string | undefined): string {
+  if (value === undefined) return "missing";
+  return JSON.stringify(value.length > 64 ? `${value.slice(0, 64)}...` : value);
+}
+
+/** The segments of a compact JWT, refused unless each is spelled the one way RFC 7515 allows. */
+function checkSpelling(token: string): void {
+  const segments = token.split(".");
+  if (segments.length !== 3) throw new DeliveryTokenError("invalid delivery token: expected a compact JWT (header.payload.signature)");
+  segments.forEach((segment, index) => {
+    if (!isCanonicalSegment(segment)) {
+      const name = ["header", "payload", "signature"][index];
+      throw new DeliveryTokenError(`invalid delivery token: the ${name} is not canonical base64url (unpadded, no + or /, no spare bits set)`);
+    }
+  });
+}
+
+/** Refuses a verified token that was not issued for this route and these delivery headers. */
+function checkBinding(headers: HeaderBag, claims: { op: string; job: string; att: number }, operationId: string): void {
+  if (claims.op !== operationId) {
+    throw new DeliveryTokenError(
+      `invalid delivery token: it is for operation ${quote(claims.op)}, but this route serves ${quote(operationId)}`,
+    );
+  }
+  for (const name of ["x-job-id", "idempotency-key"]) {
+    const value = header(headers, name);
+    if (value !== claims.job) {
+      throw new DeliveryTokenError(`invalid delivery token: it is for job ${quote(claims.job)}, but ${name} is ${quote(value)}`);
+    }
+  }
+  // The exact decimal text opqueue sends: "02" or "2.0" would be another spelling of the same attempt.
+  const attempt = header(headers, "x-job-attempt");
+  if (attempt !== String(claims.att)) {
+    throw new DeliveryTokenError(`invalid delivery token: it is for attempt ${claims.att}, but x-job-attempt is ${quote(attempt)}`);
+  }
+}
+
 /** Verifies delivery tokens; create one per process (keys are imported once). */
-export function createDeliveryVerifier(options: DeliveryVerifierOptions): {
-  verifyDelivery(headers: HeaderBag): Promise<DeliveryContext>;
-} {
+export function createDeliveryVerifier(options: DeliveryVerifierOptions): DeliveryVerifier {
   const key: Uint8Array | JWTVerifyGetKey =
     "secret" in options ? new TextEncoder().encode(options.secret) : createRemoteJWKSet(new URL(options.jwksUrl));
   const algorithms = "secret" in options ? ["HS256"] : ["EdDSA", "ES256"];
   return {
-    async verifyDelivery(headers) {
+    async verifyDelivery(headers, expected) {
+      // Checked at run time too: JavaScript callers, and `as any`, get past the type.
+      const operationId = (expected as DeliveryExpectation | undefined)?.operationId;
+      if (typeof operationId !== "string" || operationId === "") {
+        throw new DeliveryTokenError(
+          "verifyDelivery needs the operationId of the route being served (verifyDelivery(headers, { operationId })): " +
+            "without it a token for any operation would pass",
+        );
+      }
       const match = /^Bearer\s+(\S+)$/i.exec(header(headers, "authorization") ?? "");
       if (!match?.[1]) throw new DeliveryTokenError("no delivery token (Authorization: Bearer)");
+      checkSpelling(match[1]);
       let payload: DeliveryClaims;
       try {
         ({ payload } = await jwtVerify<DeliveryClaims>(match[1], key as Uint8Array, {
@@ -106,9 +177,10 @@ export function createDeliveryVerifier(options: DeliveryVerifierOptions): {
       if (typeof sub !== "string" || typeof op !== "string" || typeof job !== "string" || typeof rid !== "string") {
         throw new DeliveryTokenError("invalid delivery token: malformed claims");
       }
-      if (typeof att !== "number" || typeof authority !== "object" || authority === null) {
+      if (typeof att !== "number" || !Number.isSafeInteger(att) || typeof authority !== "object" || authority === null) {
         throw new DeliveryTokenError("invalid delivery token: malformed claims");
       }
+      checkBinding(headers, { op, job, att }, operationId);
       return {
         jobId: job,
         attempt: att,
@@ -121,9 +193,15 @@ export function createDeliveryVerifier(options: DeliveryVerifierOptions): {
   };
 }
 
-/** Verifies one delivery's headers (creating a verifier each call; prefer `createDeliveryVerifier`). */
-export function verifyDelivery(headers: HeaderBag, options: DeliveryVerifierOptions): Promise<DeliveryContext> {
-  return createDeliveryVerifier(options).verifyDelivery(headers);
+/**
+ * Verifies one delivery to the route implementing `options.operationId` (creating a verifier each call; prefer
+ * `createDeliveryVerifier`).
+ */
+export function verifyDelivery(
+  headers: HeaderBag,
+  options: DeliveryVerifierOptions & DeliveryExpectation,
+): Promise<DeliveryContext> {
+  return createDeliveryVerifier(options).verifyDelivery(headers, options);
 }
 
 /** The answer for a delivery whose token could not be verified: 401, or 503 while the keys cannot be fetched. */

@@ -35,6 +35,8 @@ export const PayloadTooLargeError = define("PayloadTooLargeError");
 export const InvalidOnBehalfOfError = define("InvalidOnBehalfOfError");
 /** 400 missing_path_param. */
 export const MissingPathParamError = define("MissingPathParamError");
+/** 400 invalid_path_param: a path parameter whose text is empty, `.` or `..`. */
+export const InvalidPathParamError = define("InvalidPathParamError");
 /** 401 invalid_assertion. */
 export const InvalidAssertionError = define("InvalidAssertionError");
 /** 401 unauthenticated. */
@@ -77,6 +79,7 @@ const BY_CODE: Record<string, typeof OpqueueError> = {
   payload_too_large: PayloadTooLargeError,
   invalid_on_behalf_of: InvalidOnBehalfOfError,
   missing_path_param: MissingPathParamError,
+  invalid_path_param: InvalidPathParamError,
   invalid_assertion: InvalidAssertionError,
   unauthenticated: UnauthenticatedError,
   trigger_not_allowed: TriggerNotAllowedError,

@@ -3,36 +3,72 @@
  * `req.delivery`, and runs the rest of the request inside the delivery (so `enqueue` chains by itself).
  * Mount body parsers (`express.json()`) BEFORE it: a callback-style parser running after it may resume the
  * request outside the delivery's async context, and `currentDelivery()` (so chaining) would be lost.
+ *
+ * A middleware cannot see the route it runs for, so it is told the operationId (CONTRACT §5, Revision 2): mount one
+ * per route with `operationId`, or one for many routes with `operationIdFor(req)`. A request it can name no
+ * operationId for is refused, never let through.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import {
   createDeliveryVerifier,
   deliveryRefusal,
+  DeliveryTokenError,
   runInDelivery,
   type DeliveryContext,
   type DeliveryVerifierOptions,
 } from "./delivery.js";
 
-/** `app.use("/background", opqueueDeliveryMiddleware({ secret, audience }))`. */
-export function opqueueDeliveryMiddleware(options: DeliveryVerifierOptions) {
+/** The verifier's options, and how the middleware knows the operationId of the route it guards. */
+export type DeliveryMiddlewareOptions = DeliveryVerifierOptions &
+  (
+    | {
+        /** The operationId of the one route this middleware is mounted on. */
+        operationId: string;
+        operationIdFor?: never;
+      }
+    | {
+        /** The operationId of the route `req` is for (by method and path, say); undefined refuses the request. */
+        operationIdFor: (req: IncomingMessage) => string | undefined;
+        operationId?: never;
+      }
+  );
+
+/**
+ * `app.post("/users/:id/welcome-email", opqueueDeliveryMiddleware({ secret, audience, operationId: "sendWelcomeEmail" }), handler)`.
+ */
+export function opqueueDeliveryMiddleware(options: DeliveryMiddlewareOptions) {
+  // A JavaScript caller can leave both out; failing at mount time beats refusing every delivery later.
+  const { operationId, operationIdFor } = options as { operationId?: unknown; operationIdFor?: unknown };
+  if (typeof operationIdFor !== "function" && (typeof operationId !== "string" || operationId === "")) {
+    throw new TypeError("opqueueDeliveryMiddleware needs the operationId of the route it guards: { operationId } or { operationIdFor(req) }");
+  }
   const verifier = createDeliveryVerifier(options);
   return (
     req: IncomingMessage & { delivery?: DeliveryContext },
     res: ServerResponse,
     next: (error?: unknown) => void,
   ): void => {
-    verifier.verifyDelivery(req.headers).then(
-      (delivery) => {
-        req.delivery = delivery;
-        runInDelivery(delivery, next);
-      },
-      (error: unknown) => {
-        const refusal = deliveryRefusal(error);
-        res.statusCode = refusal.statusCode;
-        for (const [name, value] of Object.entries(refusal.headers)) res.setHeader(name, value);
-        res.setHeader("content-type", "application/json");
-        res.end(JSON.stringify(refusal.body));
-      },
-    );
+    const refuse = (error: unknown) => {
+      const refusal = deliveryRefusal(error);
+      res.statusCode = refusal.statusCode;
+      for (const [name, value] of Object.entries(refusal.headers)) res.setHeader(name, value);
+      res.setHeader("content-type", "application/json");
+      res.end(JSON.stringify(refusal.body));
+    };
+    let routeOperationId: string | undefined;
+    try {
+      routeOperationId = options.operationIdFor ? options.operationIdFor(req) : options.operationId;
+    } catch (error) {
+      refuse(new DeliveryTokenError(`delivery refused: operationIdFor failed: ${(error as Error).message}`));
+      return;
+    }
+    if (typeof routeOperationId !== "string" || routeOperationId === "") {
+      refuse(new DeliveryTokenError(`delivery refused: operationIdFor names no operationId for ${req.method} ${req.url}`));
+      return;
+    }
+    verifier.verifyDelivery(req.headers, { operationId: routeOperationId }).then((delivery) => {
+      req.delivery = delivery;
+      runInDelivery(delivery, next);
+    }, refuse);
   };
 }

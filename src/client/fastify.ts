@@ -3,11 +3,17 @@
  * exposes it as `request.delivery`, and runs the handler inside the delivery (so `enqueue` chains by itself).
  * A request without a valid token is answered 401 `invalid_delivery_token` (opqueue ends such a job dead), or 503
  * while the service's public keys cannot be fetched (opqueue retries).
+ *
+ * Each route behind the plugin declares the operationId it implements, as `schema: { operationId }` (the field
+ * OpenAPI generators such as @fastify/swagger read) or `config: { operationId }`. The token's `op` must equal it
+ * (CONTRACT §5, Revision 2), so a token issued for one operation is refused on another's route. A route declaring
+ * neither refuses every delivery: guessing would accept any operation's token.
  */
-import type { FastifyPluginCallback } from "fastify";
+import type { FastifyPluginCallback, FastifyRequest } from "fastify";
 import {
   createDeliveryVerifier,
   deliveryRefusal,
+  DeliveryTokenError,
   runInDelivery,
   type DeliveryContext,
   type DeliveryVerifierOptions,
@@ -18,25 +24,60 @@ declare module "fastify" {
     /** The verified delivery (set by the opqueue delivery plugin). */
     delivery?: DeliveryContext;
   }
+  interface FastifySchema {
+    /** The OpenAPI operationId the route implements; the opqueue delivery plugin requires the token's `op` to match. */
+    operationId?: string;
+  }
+  interface FastifyContextConfig {
+    /** The operationId the route implements, for routes without a schema; read by the opqueue delivery plugin. */
+    operationId?: string;
+  }
+}
+
+/** The operationId the route being served declares, or why it cannot be known. */
+function routeOperationId(request: FastifyRequest): { operationId: string } | { problem: string } {
+  const { schema, config, method, url } = request.routeOptions;
+  const fromSchema = schema?.operationId;
+  const fromConfig = config.operationId;
+  const route = url === undefined ? "this route" : `route ${String(method)} ${url}`;
+  if (fromSchema !== undefined && fromConfig !== undefined && fromSchema !== fromConfig) {
+    return { problem: `${route} declares two operationIds (schema: "${fromSchema}", config: "${fromConfig}")` };
+  }
+  const operationId = fromSchema ?? fromConfig;
+  if (typeof operationId !== "string" || operationId === "") {
+    return {
+      problem:
+        `${route} declares no operationId, so no delivery token can be checked against it: ` +
+        "declare it as schema: { operationId } or config: { operationId }",
+    };
+  }
+  return { operationId };
 }
 
 /**
- * Register it in the encapsulated context of your background routes:
- * `app.register(async (bg) => { bg.register(opqueueDelivery, { secret, audience }); bg.post(...) })`.
+ * Register it in the encapsulated context of your background routes, each declaring its operationId:
+ * `app.register(async (bg) => { bg.register(opqueueDelivery, { secret, audience });
+ * bg.post("/users/:id/welcome-email", { schema: { operationId: "sendWelcomeEmail" } }, handler) })`.
  */
 export const opqueueDelivery: FastifyPluginCallback<DeliveryVerifierOptions> = (app, options, done) => {
   const verifier = createDeliveryVerifier(options);
   app.addHook("onRequest", (request, reply, next) => {
-    verifier.verifyDelivery(request.headers).then(
+    const refuse = (error: unknown) => {
+      const refusal = deliveryRefusal(error);
+      void reply.code(refusal.statusCode).headers(refusal.headers).send(refusal.body);
+    };
+    const route = routeOperationId(request);
+    if ("problem" in route) {
+      refuse(new DeliveryTokenError(`delivery refused: ${route.problem}`));
+      return;
+    }
+    verifier.verifyDelivery(request.headers, route).then(
       (delivery) => {
         request.delivery = delivery;
         // `run` around `next` makes every later step of this request (the handler too) see the delivery.
         runInDelivery(delivery, next);
       },
-      (error: unknown) => {
-        const refusal = deliveryRefusal(error);
-        void reply.code(refusal.statusCode).headers(refusal.headers).send(refusal.body);
-      },
+      refuse,
     );
   });
   done();

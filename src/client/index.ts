@@ -1,8 +1,13 @@
 /**
  * `opqueue/client`: what product code uses to talk to opqueue.
- * - Calling operations: `createJobsClient({ baseUrl, sign })` and its `enqueue`.
- * - Target operations: `createDeliveryVerifier` / `verifyDelivery`, the Fastify plugin `opqueueDelivery`, the
- *   Express middleware `opqueueDeliveryMiddleware`, and `neverRetry`, `alwaysRetry`, `authUnresolvable`.
+ * - Calling operations: `createJobsClient({ baseUrl, sign })` and its `enqueue` (a root call's `caller.requestId`
+ *   is 1..255 characters of visible ASCII, neither `.` nor `..`).
+ * - Target operations: `createDeliveryVerifier(options).verifyDelivery(headers, { operationId })` /
+ *   `verifyDelivery(headers, { ...options, operationId })`, the Fastify plugin `opqueueDelivery` (each route declares
+ *   `schema: { operationId }` or `config: { operationId }`), the Express middleware `opqueueDeliveryMiddleware`
+ *   (given `operationId` or `operationIdFor(req)`), and `neverRetry`, `alwaysRetry`, `authUnresolvable`. A delivery
+ *   token is accepted only on the route of its operation, with the `x-job-id`, `idempotency-key` and
+ *   `x-job-attempt` headers it was sent with.
  * - Administrators: `get`, `list`, `pages`, `cancel`, `retry`, `cancelChain` of the same client (with `adminToken`).
  */
 export * from "./errors.js";
@@ -11,4 +16,5 @@ export { createJobsClient } from "./jobs-client.js";
 export type { AssertionClaims, AssertionSigner, EnqueueOptions, JobPage, JobsClient, JobsClientOptions, ListOptions } from "./jobs-client.js";
 export { opqueueDelivery } from "./fastify.js";
 export { opqueueDeliveryMiddleware } from "./express.js";
+export type { DeliveryMiddlewareOptions } from "./express.js";
 export type { Authority, Job, JobResult, JobStatus, RequestPayload, TerminalReason } from "../job/schemas.js";

@@ -4,6 +4,7 @@
  * typed classes of `./errors.ts`.
  */
 import { SignJWT } from "jose";
+import { isValidRequestId, REQUEST_ID_RULE } from "../auth/hs256.js";
 import type { Authority, Job, JobStatus, RequestPayload } from "../job/schemas.js";
 import { currentDelivery } from "./delivery.js";
 import { OpqueueError, errorFor } from "./errors.js";
@@ -52,6 +53,8 @@ export interface EnqueueOptions {
   /**
    * Who calls, for a root enqueue: the acting user, the calling operation and the request id. Inside a delivery
    * (a handler behind `opqueueDelivery`), leave it out: the call is chained to the job being delivered.
+   * `requestId` must be 1..255 characters of visible ASCII, and neither `.` nor `..` (CONTRACT §2): it travels in
+   * headers and URL paths. Anything else throws before a request is sent.
    */
   caller?: { userId: string; operationId: string; requestId: string };
 }
@@ -75,10 +78,23 @@ export interface JobPage {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/**
+ * `value` as one path segment: percent-encoded, so `/`, `?`, `#` and `%` stay inside it. An empty value, `.` or `..`
+ * cannot be sent as a segment at all (URL parsing removes dot-segments, `%2E` included), so it throws rather than
+ * reach another route.
+ */
+function pathSegment(value: string, what: string): string {
+  if (typeof value !== "string" || value === "" || value === "." || value === "..") {
+    throw new Error(`${what} must be a non-empty string other than "." and ".."; got ${JSON.stringify(value)}`);
+  }
+  return encodeURIComponent(value);
+}
+
 /** The client. */
 export interface JobsClient {
   /** Enqueues a job; `created` is false when an existing job was deduplicated (200). */
   enqueue(options: EnqueueOptions): Promise<{ job: Job; created: boolean }>;
+  /** One job by id (every id the client puts in a path is percent-encoded, so any text reaches its route). */
   get(id: string): Promise<Job>;
   /** One page of jobs, newest first. */
   listPage(options?: ListOptions & { cursor?: string }): Promise<JobPage>;
@@ -86,9 +102,11 @@ export interface JobsClient {
   pages(options?: ListOptions): AsyncIterable<JobPage>;
   /** Every job matching the filters, newest first, page by page as you iterate. */
   list(options?: ListOptions): AsyncIterable<Job>;
+  /** Cancels a pending or retrying job. */
   cancel(id: string): Promise<Job>;
+  /** Makes a dead or cancelled job pending again. */
   retry(id: string): Promise<Job>;
-  /** Cancels a chain; returns the jobs it cancelled. */
+  /** Cancels a chain (by its `original_request_id`, encoded whatever it holds); returns the jobs it cancelled. */
   cancelChain(originalRequestId: string): Promise<Job[]>;
 }
 
@@ -185,6 +203,11 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
       const delivery = currentDelivery();
       let claims: AssertionClaims;
       if (enqueue.caller) {
+        // The service would answer 401 invalid_assertion; saying which field is wrong helps more.
+        if (typeof enqueue.caller.requestId !== "string" || !isValidRequestId(enqueue.caller.requestId)) {
+          const given = JSON.stringify(String(enqueue.caller.requestId).slice(0, 64));
+          throw new Error(`enqueue: caller.requestId must be ${REQUEST_ID_RULE}; got ${given}`);
+        }
         claims = { sub: enqueue.caller.userId, op: enqueue.caller.operationId, rid: enqueue.caller.requestId };
       } else if (delivery) {
         claims = { sub: delivery.userId, op: delivery.operationId, job: delivery.jobId };
@@ -209,7 +232,7 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
       return { job: answer.body.job, created: answer.status === 201 };
     },
     async get(id) {
-      return (await call<{ job: Job }>("GET", `/jobs/${encodeURIComponent(id)}`, adminAuthorization)).body.job;
+      return (await call<{ job: Job }>("GET", `/jobs/${pathSegment(id, "get: id")}`, adminAuthorization)).body.job;
     },
     async listPage(listOptions = {}) {
       const answer = await call<{ jobs: Job[]; next_cursor: string | null }>("GET", `/jobs${query(listOptions)}`, adminAuthorization);
@@ -227,15 +250,14 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
       for await (const page of client.pages(listOptions)) yield* page.jobs;
     },
     async cancel(id) {
-      return (await call<{ job: Job }>("POST", `/jobs/${encodeURIComponent(id)}/cancel`, adminAuthorization)).body.job;
+      return (await call<{ job: Job }>("POST", `/jobs/${pathSegment(id, "cancel: id")}/cancel`, adminAuthorization)).body.job;
     },
     async retry(id) {
-      return (await call<{ job: Job }>("POST", `/jobs/${encodeURIComponent(id)}/retry`, adminAuthorization)).body.job;
+      return (await call<{ job: Job }>("POST", `/jobs/${pathSegment(id, "retry: id")}/retry`, adminAuthorization)).body.job;
     },
     async cancelChain(originalRequestId) {
-      return (
-        await call<{ jobs: Job[] }>("POST", `/chains/${encodeURIComponent(originalRequestId)}/cancel`, adminAuthorization)
-      ).body.jobs;
+      const path = `/chains/${pathSegment(originalRequestId, "cancelChain: originalRequestId")}/cancel`;
+      return (await call<{ jobs: Job[] }>("POST", path, adminAuthorization)).body.jobs;
     },
   };
   return client;

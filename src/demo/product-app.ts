@@ -8,7 +8,8 @@
  *   400 the first time (a permanent failure: the job goes dead), so there is a dead job to retry from the dashboard;
  *   the retried job then succeeds.
  * - `recordEmailSent` and `buildReport` (run by cron) just succeed.
- * The background routes sit behind the `opqueueDelivery` plugin, which verifies every delivery token.
+ * The background routes sit behind the `opqueueDelivery` plugin, which verifies every delivery token; each declares
+ * the operationId it implements (`schema: { operationId }`), so a token for one operation is refused on another's route.
  */
 import { randomUUID } from "node:crypto";
 import Fastify, { type FastifyInstance } from "fastify";
@@ -64,7 +65,8 @@ export async function buildProductApp(options: ProductAppOptions): Promise<Fasti
       return reply.code(500).send({ code: "internal", message });
     });
 
-    background.post<{ Params: { userId: string } }>("/users/:userId/welcome-email", async (req, reply) => {
+    const welcomeEmail = { schema: { operationId: "sendWelcomeEmail" } };
+    background.post<{ Params: { userId: string } }>("/users/:userId/welcome-email", welcomeEmail, async (req, reply) => {
       const delivery = req.delivery;
       if (/^(erin|judy)-/.test(req.params.userId) && delivery && !refusedOnce.has(delivery.jobId)) {
         refusedOnce.add(delivery.jobId);
@@ -81,12 +83,14 @@ export async function buildProductApp(options: ProductAppOptions): Promise<Fasti
       return reply.code(204).send();
     });
 
-    background.put<{ Params: { userId: string } }>("/emails/:userId/sent", async (req, reply) => {
+    const emailSent = { schema: { operationId: "recordEmailSent" } };
+    background.put<{ Params: { userId: string } }>("/emails/:userId/sent", emailSent, async (req, reply) => {
       log(`product: recordEmailSent for ${req.params.userId} (job ${req.delivery?.jobId}, chain ${req.delivery?.originalRequestId}): recorded`);
       return reply.code(204).send();
     });
 
-    background.post("/reports/daily", async (req, reply) => {
+    const dailyReport = { schema: { operationId: "buildReport" } };
+    background.post("/reports/daily", dailyReport, async (req, reply) => {
       log(`product: buildReport (job ${req.delivery?.jobId}, ${req.delivery?.originalRequestId}): built`);
       return reply.code(204).send();
     });

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { createHmac, generateKeyPairSync, sign as signBytes } from "node:crypto";
 import { describe, it } from "node:test";
 import {
   base64url,
@@ -15,9 +16,11 @@ import {
 } from "jose";
 import { ManualClock } from "../../src/clock.js";
 import { ConfigError, parseConfig, type Config } from "../../src/config.js";
+import { encodeSegment, isCanonicalSegment } from "../../src/auth/hs256.js";
 import { DeliverySigner, mintToken, TokenError, TokenVerifier } from "../../src/auth/tokens.js";
 
 const SECRET = "a-verification-secret-of-32-bytes-or-more";
+const BASE64URL_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 const DELIVERY_SECRET = "a-delivery-secret-of-at-least-32-bytes";
 const encode = (text: string): Uint8Array => new TextEncoder().encode(text);
 
@@ -109,16 +112,16 @@ describe("enqueue assertions", () => {
     const token = await mintToken({ auth, clock, sub: "u1", op: "createUser", rid: "r" });
     const body = token.slice(0, token.lastIndexOf(".") + 1);
     const signature = token.slice(token.lastIndexOf(".") + 1);
-    const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     // 32 bytes take 43 characters; the last one carries 2 spare bits that decoding ignores.
-    const last = alphabet.indexOf(signature.at(-1) ?? "");
-    const spareBitSet = signature.slice(0, -1) + alphabet.charAt(last ^ 1);
+    const last = BASE64URL_ALPHABET.indexOf(signature.at(-1) ?? "");
+    const spareBitSet = signature.slice(0, -1) + BASE64URL_ALPHABET.charAt(last ^ 1);
     assert.deepEqual(Buffer.from(spareBitSet, "base64url"), Buffer.from(signature, "base64url"));
-    await refused(verifier.verifyAssertion(`${body}${spareBitSet}`), "bad signature");
-    await refused(verifier.verifyAssertion(`${body}${signature}=`), "bad signature");
+    const notCanonical = /^malformed token: the signature is not canonical base64url/;
+    await refused(verifier.verifyAssertion(`${body}${spareBitSet}`), notCanonical);
+    await refused(verifier.verifyAssertion(`${body}${signature}=`), notCanonical);
     // U+0141 shares its low byte with "A": a byte-folding comparison would take one for the other.
     const folded = signature.replace(/[A-Za-z]/, (c) => String.fromCharCode(0x100 + c.charCodeAt(0)));
-    await refused(verifier.verifyAssertion(`${body}${folded}`), "bad signature");
+    await refused(verifier.verifyAssertion(`${body}${folded}`), notCanonical);
     assert.equal((await verifier.verifyAssertion(token)).sub, "u1");
   });
 
@@ -222,9 +225,10 @@ describe("enqueue assertions", () => {
     for (const token of ["", "not-a-token", "a.b", "a.b.c.d.e"]) {
       await refused(verifier.verifyAssertion(token), "malformed token: expected a compact JWT (header.payload.signature)");
     }
-    await refused(verifier.verifyAssertion("a.b.c"), "malformed token: the header is not base64url-encoded JSON");
+    await refused(verifier.verifyAssertion("a.b.c"), /^malformed token: the header is not canonical base64url/);
+    await refused(verifier.verifyAssertion(`${base64url.encode("abc")}.e30.`), "malformed token: the header is not base64url-encoded JSON");
     await refused(verifier.verifyAssertion("e30.e30."), "malformed token: the header has no alg");
-    const objectKid = `${base64url.encode(JSON.stringify({ alg: "HS256", kid: { a: 1 } }))}.e30.x`;
+    const objectKid = `${base64url.encode(JSON.stringify({ alg: "HS256", kid: { a: 1 } }))}.e30.`;
     await refused(verifier.verifyAssertion(objectKid), "malformed token: kid must be a string");
   });
 
@@ -462,5 +466,143 @@ describe("delivery tokens", () => {
       clock: new ManualClock(),
     });
     await assert.rejects(create, (error: unknown) => error instanceof ConfigError && /auth\.delivery_key\.private_key/.test(error.message));
+  });
+});
+
+/** The ways of spelling a segment's bytes otherwise, each of which a lenient decoder reads as the same bytes. */
+const RESPELLINGS = {
+  "padded with =": (segment: string) => segment + "=".repeat(4 - (segment.length % 4)),
+  "spelled with + and /": (segment: string) => segment.replaceAll("-", "+").replaceAll("_", "/"),
+  "with a spare bit set": (segment: string) =>
+    segment.slice(0, -1) + BASE64URL_ALPHABET.charAt(BASE64URL_ALPHABET.indexOf(segment.at(-1) ?? "") ^ 1),
+  "holding a space": (segment: string) => `${segment.slice(0, 4)} ${segment.slice(4)}`,
+  "holding a character outside the alphabet": (segment: string) => `${segment.slice(0, 4)}!${segment.slice(4)}`,
+} as const;
+
+/** True when every re-spelling of `segment` is possible: its last group is partial and it uses `-` or `_`. */
+const respellable = (segment: string): boolean => segment.length % 4 !== 0 && /[-_]/.test(segment);
+
+describe("one token, one spelling (CONTRACT §2, Revision 2)", () => {
+  it("isCanonicalSegment takes only unpadded base64url with no spare bit set", () => {
+    for (const segment of ["", "e30", "eyJhIjoxfQ", "Pz8_", "Pj4-", "AA", "AAA", "QQ", "QUE"]) {
+      assert.equal(isCanonicalSegment(segment), true, segment);
+    }
+    for (const segment of ["A", "AAAAA", "QR", "QUF", "AA==", "AAA=", "Pz8/", "Pj4+", "e3 0", "e30\n", "e3!0", "e3.0", "éé"]) {
+      assert.equal(isCanonicalSegment(segment), false, segment);
+    }
+  });
+
+  /**
+   * A verifier trusting an HS256 key and an EdDSA key (the jose path), and a signer for each: tokens whose segments
+   * are signed as spelled, so only the spelling can be at fault.
+   */
+  async function spellingSetup() {
+    const { publicKey, privateKey } = generateKeyPairSync("ed25519");
+    const auth = hsAuth({
+      keys: [
+        { kid: "k1", alg: "HS256", secret: SECRET },
+        { kid: "e1", alg: "EdDSA", public_key: publicKey.export({ type: "spki", format: "pem" }).toString() },
+      ],
+    });
+    const { clock, verifier } = await setup(auth);
+    const signers = {
+      HS256: (input: string) => createHmac("sha256", SECRET).update(input).digest("base64url"),
+      EdDSA: (input: string) => signBytes(null, Buffer.from(input), privateKey).toString("base64url"),
+    };
+    /** A canonical token of `alg` whose three segments can all be re-spelled, and a way to re-spell one. */
+    function tokenFor(alg: keyof typeof signers) {
+      for (let n = 0; n < 1000; n++) {
+        // A filler of "?" and a counter: "?" (0x3F) encodes to "_" or "/"-like groups, the counter varies the rest.
+        const header = encodeSegment({ alg, kid: alg === "HS256" ? "k1" : "e1", typ: "JWT", pad: `???${n}` });
+        const payload = encodeSegment({ ...assertionClaims(clock), pad: `???${n}` });
+        const sign = signers[alg];
+        const signature = sign(`${header}.${payload}`);
+        if (![header, payload, signature].every(respellable)) continue;
+        return {
+          token: `${header}.${payload}.${signature}`,
+          respelled(segment: "header" | "payload" | "signature", respell: (text: string) => string): string {
+            if (segment === "signature") return `${header}.${payload}.${respell(signature)}`;
+            const input = segment === "header" ? `${respell(header)}.${payload}` : `${header}.${respell(payload)}`;
+            return `${input}.${sign(input)}`;
+          },
+        };
+      }
+      throw new Error("no token with respellable segments was found");
+    }
+    return { verifier, tokenFor };
+  }
+
+  for (const alg of ["HS256", "EdDSA"] as const) {
+    for (const segment of ["header", "payload", "signature"] as const) {
+      it(`refuses ${alg} assertions and admin tokens whose ${segment} is padded, spelled with + or /, has a spare bit set or holds a non-alphabet character`, async () => {
+        const { verifier, tokenFor } = await spellingSetup();
+        const { token, respelled } = tokenFor(alg);
+        // Verified first, so the decoded header and the verified token are cached when the other spellings come.
+        assert.equal((await verifier.verifyAssertion(token)).sub, "u1");
+        assert.equal((await verifier.verifyAdmin(token)).sub, "u1");
+        const notCanonical = new RegExp(`^malformed token: the ${segment} is not canonical base64url`);
+        for (const [how, respell] of Object.entries(RESPELLINGS)) {
+          const other = respelled(segment, respell);
+          const index = ["header", "payload", "signature"].indexOf(segment);
+          const [original, changed] = [token, other].map((text) => text.split(".")[index] ?? "");
+          // Node's decoder, like jose's, reads the other spelling as the same bytes: only the text differs.
+          assert.deepEqual(Buffer.from(changed ?? "", "base64"), Buffer.from(original ?? "", "base64url"), how);
+          await refused(verifier.verifyAssertion(other), notCanonical);
+          await refused(verifier.verifyAdmin(other), notCanonical);
+        }
+        assert.equal((await verifier.verifyAssertion(token)).sub, "u1");
+      });
+    }
+  }
+
+  it("refuses a segment whose length leaves one character in its last group", async () => {
+    const { clock, verifier, auth } = await setup();
+    const [header, payload] = (await mintToken({ auth, clock, sub: "u1", op: "createUser", rid: "r" })).split(".");
+    // Six bits cannot end an encoding of whole bytes, whatever the characters.
+    let tooLong = `${payload}A`;
+    while (tooLong.length % 4 !== 1) tooLong += "A";
+    const input = `${header}.${tooLong}`;
+    const token = `${input}.${createHmac("sha256", SECRET).update(input).digest("base64url")}`;
+    await refused(verifier.verifyAssertion(token), /^malformed token: the payload is not canonical base64url/);
+  });
+});
+
+describe("request ids (rid, CONTRACT §2 Revision 2)", () => {
+  const RULE = 'claim rid must be 1..255 characters of visible ASCII (%x21-7E), neither "." nor ".."';
+  const refusedIds: Array<[what: string, rid: string, message: string]> = [
+    ["empty", "", "claim rid must be a non-empty string"],
+    ["256 characters", "r".repeat(256), RULE],
+    ["a space", "req 1", RULE],
+    ["a CR/LF", "req-1\r\nx-admin: 1", RULE],
+    ["a LF", "req-1\n", RULE],
+    ["a tab", "req\t1", RULE],
+    ["a DEL", "req-1\x7f", RULE],
+    ["a NUL", "req-1\u0000", RULE],
+    ["a Latin-1 letter", "réq-1", RULE],
+    ["an emoji", "req-\u{1F600}", RULE],
+    ["a non-breaking space", "req\u00a01", RULE],
+    ["the dot-segment .", ".", RULE],
+    ["the dot-segment ..", "..", RULE],
+  ];
+
+  for (const [what, rid, message] of refusedIds) {
+    it(`refuses a rid that is ${what}, on a root call and on a chained call`, async () => {
+      const { clock, verifier, auth } = await setup();
+      const root = await mintToken({ auth, clock, sub: "u1", op: "createUser", rid });
+      await refused(verifier.verifyAssertion(root), message);
+      const chained = await mintToken({ auth, clock, sub: "u1", op: "sendWelcomeEmail", job: "job_12345678", rid });
+      await refused(verifier.verifyAssertion(chained), message);
+    });
+  }
+
+  it("accepts 255 visible ASCII characters, every one of %x21-7E, and dots inside a longer id", async () => {
+    const { clock, verifier, auth } = await setup();
+    const visible = Array.from({ length: 0x7e - 0x21 + 1 }, (_, i) => String.fromCharCode(0x21 + i)).join("");
+    const longest = visible.repeat(3).slice(0, 255);
+    assert.equal(longest.length, 255);
+    for (const rid of [longest, visible, "...", ".a", "a..", "cron:nightly:2026-11-21T03:00:00.000Z", "a/b?c#d%2F"]) {
+      const token = await mintToken({ auth, clock, sub: "u1", op: "createUser", rid });
+      assert.equal((await verifier.verifyAssertion(token)).rid, rid);
+    }
   });
 });

@@ -7,6 +7,7 @@
  */
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
+import { createHmac } from "node:crypto";
 import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
@@ -22,6 +23,7 @@ import {
   JobNotRetryableError,
   JobRunningError,
   MissingPathParamError,
+  InvalidPathParamError,
   OnBehalfOfNotAllowedError,
   OperationNotBackgroundError,
   OpqueueError,
@@ -37,6 +39,7 @@ import {
   createDeliveryVerifier,
   createJobsClient,
   currentDelivery,
+  DeliveryTokenError,
   neverRetry,
   opqueueDelivery,
   opqueueDeliveryMiddleware,
@@ -45,6 +48,8 @@ import {
   type AssertionClaims,
   type Authority,
   type DeliveryContext,
+  type DeliveryExpectation,
+  type DeliveryMiddlewareOptions,
   type DeliveryVerifierOptions,
   type Job,
   type JobsClient,
@@ -62,6 +67,8 @@ const SIGN = { kid: "k1", secret: TEST_SECRET } as const;
 const CALLER = { userId: "u1", operationId: "createUser", requestId: "req-1" } as const;
 /** The target side's verifier options for the test config. */
 const DELIVERY_OPTIONS = { secret: TEST_DELIVERY_SECRET, audience: "product" } as const;
+/** Fastify route options declaring the operationId a background route implements, as the plugin requires. */
+const implementing = (operationId: string) => ({ schema: { operationId } });
 
 /** A client of `s` signing with the test key and calling admin routes as a site admin. */
 function clientOf(s: LiveService, extra: Partial<JobsClientOptions> = {}): JobsClient {
@@ -174,6 +181,17 @@ function deliveryToken(delivery: DeliveryContext, options: { secret?: string; au
     .sign(new TextEncoder().encode(options.secret ?? TEST_DELIVERY_SECRET));
 }
 
+/** The headers opqueue sends with a delivery of `delivery` carrying `token` (CONTRACT §5). */
+function deliveryHeaders(delivery: DeliveryContext, token: string): Record<string, string> {
+  return {
+    authorization: `Bearer ${token}`,
+    "idempotency-key": delivery.jobId,
+    "x-request-id": delivery.originalRequestId,
+    "x-job-id": delivery.jobId,
+    "x-job-attempt": String(delivery.attempt),
+  };
+}
+
 /** A delivery context that no service made, for target-only checks. */
 const SAMPLE_DELIVERY: DeliveryContext = {
   jobId: "job_sample_0001",
@@ -184,20 +202,21 @@ const SAMPLE_DELIVERY: DeliveryContext = {
   authority: { kind: "request", request_id: "req-1", user_id: "u1" },
 };
 
-/** Authorization headers a target must refuse, each with what is wrong with it. */
+/** Delivery headers for SAMPLE_DELIVERY whose authorization a target must refuse, each with what is wrong with it. */
 async function badAuthorizations(): Promise<Array<{ what: string; headers: Record<string, string> }>> {
+  // Everything but the token matches, so the token alone is what gets refused.
+  const { authorization: _none, ...bound } = deliveryHeaders(SAMPLE_DELIVERY, "");
+  const token = await deliveryToken(SAMPLE_DELIVERY);
+  const withToken = (authorization: string) => ({ ...bound, authorization });
   return [
-    { what: "no token", headers: {} },
-    { what: "not a JWT", headers: { authorization: "Bearer not-a-token" } },
-    { what: "another scheme", headers: { authorization: `Basic ${await deliveryToken(SAMPLE_DELIVERY)}` } },
+    { what: "no token", headers: bound },
+    { what: "not a JWT", headers: withToken("Bearer not-a-token") },
+    { what: "another scheme", headers: withToken(`Basic ${token}`) },
     {
       what: "a wrong secret",
-      headers: { authorization: `Bearer ${await deliveryToken(SAMPLE_DELIVERY, { secret: "another-secret-that-is-32-bytes-long!!" })}` },
+      headers: withToken(`Bearer ${await deliveryToken(SAMPLE_DELIVERY, { secret: "another-secret-that-is-32-bytes-long!!" })}`),
     },
-    {
-      what: "a wrong audience",
-      headers: { authorization: `Bearer ${await deliveryToken(SAMPLE_DELIVERY, { audience: "opqueue" })}` },
-    },
+    { what: "a wrong audience", headers: withToken(`Bearer ${await deliveryToken(SAMPLE_DELIVERY, { audience: "opqueue" })}`) },
   ];
 }
 
@@ -379,6 +398,14 @@ describe("typed errors of enqueue", () => {
       status: 400,
       code: "missing_path_param",
       run: (_s, client) => client.enqueue({ operationId: "sendWelcomeEmail", request: { body: {} }, caller: CALLER }),
+    },
+    {
+      when: "a path parameter of the target is '..', which would reach another route",
+      ErrorClass: InvalidPathParamError,
+      status: 400,
+      code: "invalid_path_param",
+      run: (_s, client) =>
+        client.enqueue({ operationId: "sendWelcomeEmail", request: { path_params: { userId: ".." } }, caller: CALLER }),
     },
     {
       when: "the assertion is signed with a wrong secret",
@@ -653,7 +680,7 @@ describe("admin calls", () => {
     const s = await startLiveService(t);
     const client = clientOf(s);
     // A request id that needs encoding in a path.
-    const rid = "signup/42 ü?#";
+    const rid = "signup/42%2F?#x";
     const inChain = await enqueueMany(client, 2, rid);
     const [elsewhere] = await enqueueMany(client, 1, "req-other");
 
@@ -670,6 +697,85 @@ describe("admin calls", () => {
   });
 });
 
+describe("request ids and path segments (CONTRACT §2, Revision 2)", () => {
+  test("enqueue throws before sending when caller.requestId is empty, over 255 characters, not visible ASCII, or . or ..", async (t) => {
+    const s = await startLiveService(t);
+    const sent: string[] = [];
+    const client = clientOf(s, {
+      fetch: (input, init) => {
+        sent.push(String(input));
+        return fetch(input, init);
+      },
+    });
+    for (const requestId of ["", "r".repeat(256), "req 1", "req-1\r\nx-admin: 1", "req\t1", "req-1\x7f", "réq-1", "req-\u{1F600}", ".", ".."]) {
+      await assert.rejects(client.enqueue({ ...welcomeEmail(), caller: { ...CALLER, requestId } }), (error: unknown) => {
+        assert.ok(!(error instanceof OpqueueError), `thrown by the client, not the service: ${String(error)}`);
+        assert.match((error as Error).message, /caller\.requestId must be 1\.\.255 characters of visible ASCII/, JSON.stringify(requestId));
+        return true;
+      });
+    }
+    assert.deepEqual(sent, []);
+    const longest = "!~".repeat(128).slice(0, 255);
+    const { job } = await client.enqueue({ ...welcomeEmail(), caller: { ...CALLER, requestId: longest } });
+    assert.equal(job.original_request_id, longest);
+    assert.equal(sent.length, 1);
+  });
+
+  test("get, cancel, retry and cancelChain percent-encode the id, so /, ?, # and % stay inside its path segment", async (t) => {
+    const s = await startLiveService(t);
+    const urls: string[] = [];
+    const client = clientOf(s, {
+      fetch: (input, init) => {
+        urls.push(String(input));
+        return fetch(input, init);
+      },
+    });
+    const odd = "a/b?c#d%2Fe";
+    const encoded = "a%2Fb%3Fc%23d%252Fe";
+    // No job has that id: the service answers job_not_found from the right route, not not_found from another.
+    await assertRefused(client.get(odd), JobNotFoundError, 404, "job_not_found");
+    await assertRefused(client.cancel(odd), JobNotFoundError, 404, "job_not_found");
+    await assertRefused(client.retry(odd), JobNotFoundError, 404, "job_not_found");
+    assert.deepEqual(await client.cancelChain(odd), []);
+    assert.deepEqual(urls, [
+      `${s.url}/jobs/${encoded}`,
+      `${s.url}/jobs/${encoded}/cancel`,
+      `${s.url}/jobs/${encoded}/retry`,
+      `${s.url}/chains/${encoded}/cancel`,
+    ]);
+  });
+
+  test("cancelChain reaches the chain named by ids such as a/b, %2F, ?x and #y, and no other", async (t) => {
+    const s = await startLiveService(t);
+    const client = clientOf(s);
+    const rids = ["a/b", "a", "%2F", "/", "?x", "#y", "a%2Fb"];
+    const jobs = new Map<string, Job>();
+    for (const rid of rids) jobs.set(rid, (await client.enqueue({ ...welcomeEmail(), caller: { ...CALLER, requestId: rid } })).job);
+    for (const rid of ["a/b", "%2F", "?x", "#y"]) {
+      const cancelled = await client.cancelChain(rid);
+      assert.deepEqual(cancelled.map((job) => job.id), [jobs.get(rid)?.id], rid);
+    }
+    for (const rid of ["a", "/", "a%2Fb"]) assert.equal((await client.get(jobs.get(rid)?.id ?? "")).status, "pending", rid);
+  });
+
+  test("an empty id, . or .. throws before sending: URL parsing would turn it into another route", async (t) => {
+    const s = await startLiveService(t);
+    let calls = 0;
+    const client = clientOf(s, {
+      fetch: (input, init) => {
+        calls++;
+        return fetch(input, init);
+      },
+    });
+    for (const id of ["", ".", ".."]) {
+      for (const call of [client.get(id), client.cancel(id), client.retry(id), client.cancelChain(id)]) {
+        await assert.rejects(call, (error: unknown) => !(error instanceof OpqueueError) && /must be a non-empty string other than/.test((error as Error).message));
+      }
+    }
+    assert.equal(calls, 0);
+  });
+});
+
 describe("target side: the Fastify plugin", () => {
   test("a delivered job reaches the handler with request.delivery and currentDelivery() (also in awaited functions) matching the job", async (t) => {
     const seen = deferred<{ plugin: DeliveryContext | undefined; inHandler: DeliveryContext | undefined; awaited: DeliveryContext | undefined; body: unknown }>();
@@ -678,7 +784,7 @@ describe("target side: the Fastify plugin", () => {
       return currentDelivery();
     };
     const targetUrl = await startFastifyTarget(t, DELIVERY_OPTIONS, (background) => {
-      background.post("/users/:userId/welcome-email", async (request, reply) => {
+      background.post("/users/:userId/welcome-email", implementing("sendWelcomeEmail"), async (request, reply) => {
         const inHandler = currentDelivery();
         const awaited = await later();
         seen.resolve({ plugin: request.delivery, inHandler, awaited, body: request.body });
@@ -710,7 +816,7 @@ describe("target side: the Fastify plugin", () => {
     const targetUrl = await startFastifyTarget(t, DELIVERY_OPTIONS, (background) => {
       // Runs after the plugin's hook: the token is verified, the body not yet read.
       background.addHook("onRequest", async () => headersHandled.resolve());
-      background.post("/users/:userId/welcome-email", async (request, reply) => {
+      background.post("/users/:userId/welcome-email", implementing("sendWelcomeEmail"), async (request, reply) => {
         seen.resolve({ plugin: request.delivery, current: currentDelivery() });
         return reply.code(204).send();
       });
@@ -734,7 +840,11 @@ describe("target side: the Fastify plugin", () => {
           port,
           method: "POST",
           path: "/users/42/welcome-email",
-          headers: { authorization: `Bearer ${token}`, "content-type": "application/json", "content-length": Buffer.byteLength(body) },
+          headers: {
+            ...deliveryHeaders(deliveryOf(job), token),
+            "content-type": "application/json",
+            "content-length": Buffer.byteLength(body),
+          },
         },
         (res) => {
           res.resume();
@@ -756,7 +866,7 @@ describe("target side: the Fastify plugin", () => {
     const clientReady = deferred<JobsClient>();
     const chained = deferred<Job>();
     const targetUrl = await startFastifyTarget(t, DELIVERY_OPTIONS, (background) => {
-      background.post<{ Params: { userId: string } }>("/users/:userId/welcome-email", async (request, reply) => {
+      background.post<{ Params: { userId: string } }>("/users/:userId/welcome-email", implementing("sendWelcomeEmail"), async (request, reply) => {
         const client = await clientReady.promise;
         const { job } = await client.enqueue({
           operationId: "recordEmailSent",
@@ -765,7 +875,7 @@ describe("target side: the Fastify plugin", () => {
         chained.resolve(job);
         return reply.code(204).send();
       });
-      background.put("/emails/:emailId/record", async (_request, reply) => reply.code(204).send());
+      background.put("/emails/:emailId/record", { config: { operationId: "recordEmailSent" } }, async (_request, reply) => reply.code(204).send());
     });
     const s = await startDeliveringService(t, targetUrl);
     const client = clientOf(s);
@@ -791,7 +901,7 @@ describe("target side: the Fastify plugin", () => {
   test("a request without a token or with a bad one is answered 401 invalid_delivery_token and the handler does not run", async (t) => {
     let handled = 0;
     const targetUrl = await startFastifyTarget(t, DELIVERY_OPTIONS, (background) => {
-      background.post("/users/:userId/welcome-email", async (_request, reply) => {
+      background.post("/users/:userId/welcome-email", implementing("sendWelcomeEmail"), async (_request, reply) => {
         handled++;
         return reply.code(204).send();
       });
@@ -813,7 +923,7 @@ describe("target side: the Fastify plugin", () => {
   test("a target verifying with another secret refuses the service's delivery, which ends the job dead", async (t) => {
     let handled = 0;
     const targetUrl = await startFastifyTarget(t, { secret: "not-the-delivery-secret-but-32-bytes-long", audience: "product" }, (background) => {
-      background.post("/users/:userId/welcome-email", async (_request, reply) => {
+      background.post("/users/:userId/welcome-email", implementing("sendWelcomeEmail"), async (_request, reply) => {
         handled++;
         return reply.code(204).send();
       });
@@ -830,7 +940,7 @@ describe("target side: the Fastify plugin", () => {
 
 describe("target side: the Express-style middleware", () => {
   test("on a plain node:http server, a delivered job sets req.delivery and currentDelivery() inside next", async (t) => {
-    const middleware = opqueueDeliveryMiddleware(DELIVERY_OPTIONS);
+    const middleware = opqueueDeliveryMiddleware({ ...DELIVERY_OPTIONS, operationId: "sendWelcomeEmail" });
     const seen = deferred<{ req: DeliveryContext | undefined; inNext: DeliveryContext | undefined; afterBody: DeliveryContext | undefined; body: string }>();
     const targetUrl = await startHttpTarget(t, (req: IncomingMessage & { delivery?: DeliveryContext }, res) => {
       middleware(req, res, (error) => {
@@ -861,7 +971,7 @@ describe("target side: the Express-style middleware", () => {
   });
 
   test("a request without a token or with a bad one is answered 401 invalid_delivery_token and next is not called", async (t) => {
-    const middleware = opqueueDeliveryMiddleware(DELIVERY_OPTIONS);
+    const middleware = opqueueDeliveryMiddleware({ ...DELIVERY_OPTIONS, operationId: "sendWelcomeEmail" });
     let nextCalls = 0;
     const targetUrl = await startHttpTarget(t, (req, res) => {
       middleware(req, res, () => {
@@ -877,10 +987,247 @@ describe("target side: the Express-style middleware", () => {
       assert.equal(((await res.json()) as { code: string }).code, "invalid_delivery_token", what);
     }
     assert.equal(nextCalls, 0);
-    const valid = await fetch(`${targetUrl}/x`, { method: "POST", headers: { authorization: `Bearer ${await deliveryToken(SAMPLE_DELIVERY)}` } });
+    const valid = await fetch(`${targetUrl}/x`, { method: "POST", headers: deliveryHeaders(SAMPLE_DELIVERY, await deliveryToken(SAMPLE_DELIVERY)) });
     assert.equal(valid.status, 204);
     assert.equal(nextCalls, 1);
   });
+});
+
+describe("target side: a delivery is bound to its route and its headers (CONTRACT §5, Revision 2)", () => {
+  /** A token for SAMPLE_DELIVERY (operation sendWelcomeEmail, attempt 2) and the headers opqueue sends with it. */
+  async function sample(delivery: DeliveryContext = SAMPLE_DELIVERY): Promise<Record<string, string>> {
+    return deliveryHeaders(delivery, await deliveryToken(delivery));
+  }
+
+  /** Header changes a target must refuse, each with what is wrong: every way the headers can disagree with the token. */
+  function mismatches(headers: Record<string, string>): Array<{ what: string; headers: Record<string, string> }> {
+    const without = (name: string) => Object.fromEntries(Object.entries(headers).filter(([key]) => key !== name));
+    return [
+      { what: "x-job-id of another job", headers: { ...headers, "x-job-id": "job_other_0001" } },
+      { what: "no x-job-id", headers: without("x-job-id") },
+      { what: "a fresh idempotency-key (a replay)", headers: { ...headers, "idempotency-key": "fresh-key-0001" } },
+      { what: "no idempotency-key", headers: without("idempotency-key") },
+      { what: "x-job-id and idempotency-key both of another job", headers: { ...headers, "x-job-id": "job_other_0001", "idempotency-key": "job_other_0001" } },
+      { what: "x-job-attempt of another attempt", headers: { ...headers, "x-job-attempt": "3" } },
+      { what: "x-job-attempt spelled otherwise", headers: { ...headers, "x-job-attempt": "02" } },
+      { what: "no x-job-attempt", headers: without("x-job-attempt") },
+    ];
+  }
+
+  /** Asserts `promise` rejects with a DeliveryTokenError whose message matches `message`. */
+  async function refusedDelivery(promise: Promise<unknown>, message: RegExp, what: string): Promise<void> {
+    await assert.rejects(promise, (error: unknown) => {
+      assert.ok(error instanceof DeliveryTokenError, `${what}: expected a DeliveryTokenError, got ${String(error)}`);
+      assert.match(error.message, message, what);
+      return true;
+    });
+  }
+
+  test("the bare verifier accepts a token whose op, job and att match the route and the headers", async () => {
+    const verifier = createDeliveryVerifier(DELIVERY_OPTIONS);
+    const headers = await sample();
+    assert.deepEqual(await verifier.verifyDelivery(headers, { operationId: "sendWelcomeEmail" }), SAMPLE_DELIVERY);
+    assert.deepEqual(await verifyDelivery(new Headers(headers), { ...DELIVERY_OPTIONS, operationId: "sendWelcomeEmail" }), SAMPLE_DELIVERY);
+  });
+
+  test("the bare verifier refuses a token for operation A on B's route", async () => {
+    const headers = await sample();
+    const message = /it is for operation "sendWelcomeEmail", but this route serves "recordEmailSent"/;
+    await refusedDelivery(createDeliveryVerifier(DELIVERY_OPTIONS).verifyDelivery(headers, { operationId: "recordEmailSent" }), message, "verifier");
+    await refusedDelivery(verifyDelivery(headers, { ...DELIVERY_OPTIONS, operationId: "recordEmailSent" }), message, "one-shot");
+  });
+
+  test("the bare verifier refuses when x-job-id, idempotency-key or x-job-attempt disagrees with the token or is missing", async () => {
+    const verifier = createDeliveryVerifier(DELIVERY_OPTIONS);
+    for (const { what, headers } of mismatches(await sample())) {
+      await refusedDelivery(verifier.verifyDelivery(headers, { operationId: "sendWelcomeEmail" }), /^invalid delivery token: it is for (job|attempt)/, what);
+    }
+  });
+
+  test("the bare verifier refuses, whatever the token, when no operationId is given", async () => {
+    const headers = await sample();
+    const verifier = createDeliveryVerifier(DELIVERY_OPTIONS);
+    const message = /needs the operationId of the route being served/;
+    // Each as a JavaScript caller (or a cast) could write it: the type requires the argument, the code still checks.
+    await refusedDelivery((verifier.verifyDelivery as (h: unknown) => Promise<unknown>)(headers), message, "no argument");
+    await refusedDelivery(verifier.verifyDelivery(headers, {} as DeliveryExpectation), message, "no operationId");
+    await refusedDelivery(verifier.verifyDelivery(headers, { operationId: "" }), message, "an empty operationId");
+    await refusedDelivery(verifyDelivery(headers, DELIVERY_OPTIONS as DeliveryVerifierOptions & DeliveryExpectation), message, "one-shot");
+  });
+
+  test("the Fastify plugin refuses a token for operation A on B's route, and the handler does not run", async (t) => {
+    const handled: string[] = [];
+    const targetUrl = await startFastifyTarget(t, DELIVERY_OPTIONS, (background) => {
+      background.post("/users/:userId/welcome-email", implementing("sendWelcomeEmail"), async (_request, reply) => {
+        handled.push("sendWelcomeEmail");
+        return reply.code(204).send();
+      });
+      // Declared in the route's config rather than its schema: the plugin reads either.
+      background.put("/emails/:emailId/record", { config: { operationId: "recordEmailSent" } }, async (_request, reply) => {
+        handled.push("recordEmailSent");
+        return reply.code(204).send();
+      });
+    });
+    const welcome = await sample();
+    const wrong = await fetch(`${targetUrl}/emails/e1/record`, { method: "PUT", headers: welcome });
+    assert.equal(wrong.status, 401);
+    const body = (await wrong.json()) as { code: string; message: string };
+    assert.equal(body.code, "invalid_delivery_token");
+    assert.match(body.message, /it is for operation "sendWelcomeEmail", but this route serves "recordEmailSent"/);
+    assert.deepEqual(handled, []);
+
+    assert.equal((await fetch(`${targetUrl}/users/42/welcome-email`, { method: "POST", headers: welcome })).status, 204);
+    const record = await sample({ ...SAMPLE_DELIVERY, operationId: "recordEmailSent" });
+    assert.equal((await fetch(`${targetUrl}/emails/e1/record`, { method: "PUT", headers: record })).status, 204);
+    assert.equal((await fetch(`${targetUrl}/users/42/welcome-email`, { method: "POST", headers: record })).status, 401);
+    assert.deepEqual(handled, ["sendWelcomeEmail", "recordEmailSent"]);
+  });
+
+  test("the Fastify plugin refuses a replay with a fresh idempotency-key and every other header mismatch, and the handler does not run", async (t) => {
+    let handled = 0;
+    const targetUrl = await startFastifyTarget(t, DELIVERY_OPTIONS, (background) => {
+      background.post("/users/:userId/welcome-email", implementing("sendWelcomeEmail"), async (_request, reply) => {
+        handled++;
+        return reply.code(204).send();
+      });
+    });
+    for (const { what, headers } of mismatches(await sample())) {
+      const res = await fetch(`${targetUrl}/users/42/welcome-email`, { method: "POST", headers });
+      assert.equal(res.status, 401, what);
+      assert.equal(((await res.json()) as { code: string }).code, "invalid_delivery_token", what);
+    }
+    assert.equal(handled, 0);
+  });
+
+  test("the Fastify plugin refuses every delivery to a route that declares no operationId, saying to declare it", async (t) => {
+    let handled = 0;
+    const targetUrl = await startFastifyTarget(t, DELIVERY_OPTIONS, (background) => {
+      background.post("/users/:userId/welcome-email", async (_request, reply) => {
+        handled++;
+        return reply.code(204).send();
+      });
+    });
+    const res = await fetch(`${targetUrl}/users/42/welcome-email`, { method: "POST", headers: await sample() });
+    assert.equal(res.status, 401);
+    const body = (await res.json()) as { code: string; message: string };
+    assert.equal(body.code, "invalid_delivery_token");
+    assert.match(body.message, /route POST \/users\/:userId\/welcome-email declares no operationId/);
+    assert.match(body.message, /schema: \{ operationId \} or config: \{ operationId \}/);
+    assert.equal(handled, 0);
+  });
+
+  test("the Express middleware refuses a token for operation A where it guards B, and any header mismatch; next is not called", async (t) => {
+    const welcome = opqueueDeliveryMiddleware({ ...DELIVERY_OPTIONS, operationId: "sendWelcomeEmail" });
+    const record = opqueueDeliveryMiddleware({ ...DELIVERY_OPTIONS, operationId: "recordEmailSent" });
+    const nexts: string[] = [];
+    const targetUrl = await startHttpTarget(t, (req, res) => {
+      const [middleware, name] = req.url?.startsWith("/emails/") ? [record, "recordEmailSent"] : [welcome, "sendWelcomeEmail"];
+      middleware(req, res, () => {
+        nexts.push(name);
+        res.statusCode = 204;
+        res.end();
+      });
+    });
+    const headers = await sample();
+    const wrong = await fetch(`${targetUrl}/emails/e1/record`, { method: "PUT", headers });
+    assert.equal(wrong.status, 401);
+    assert.match(((await wrong.json()) as { message: string }).message, /but this route serves "recordEmailSent"/);
+    for (const { what, headers: changed } of mismatches(headers)) {
+      const res = await fetch(`${targetUrl}/users/42/welcome-email`, { method: "POST", headers: changed });
+      assert.equal(res.status, 401, what);
+      assert.equal(((await res.json()) as { code: string }).code, "invalid_delivery_token", what);
+    }
+    assert.deepEqual(nexts, []);
+    assert.equal((await fetch(`${targetUrl}/users/42/welcome-email`, { method: "POST", headers })).status, 204);
+    assert.deepEqual(nexts, ["sendWelcomeEmail"]);
+  });
+
+  test("the Express middleware with operationIdFor binds each request to the operation it names, and refuses one it names none for", async (t) => {
+    const middleware = opqueueDeliveryMiddleware({
+      ...DELIVERY_OPTIONS,
+      operationIdFor: (req) => (req.url?.startsWith("/users/") ? "sendWelcomeEmail" : req.url?.startsWith("/emails/") ? "recordEmailSent" : undefined),
+    });
+    let nextCalls = 0;
+    const targetUrl = await startHttpTarget(t, (req, res) => {
+      middleware(req, res, () => {
+        nextCalls++;
+        res.statusCode = 204;
+        res.end();
+      });
+    });
+    const headers = await sample();
+    assert.equal((await fetch(`${targetUrl}/users/42/welcome-email`, { method: "POST", headers })).status, 204);
+    assert.equal((await fetch(`${targetUrl}/emails/e1/record`, { method: "PUT", headers })).status, 401);
+    const unnamed = await fetch(`${targetUrl}/reports`, { method: "POST", headers });
+    assert.equal(unnamed.status, 401);
+    assert.match(((await unnamed.json()) as { message: string }).message, /names no operationId for POST \/reports/);
+    assert.equal(nextCalls, 1);
+  });
+
+  test("the Express middleware cannot be made without an operationId or operationIdFor", () => {
+    for (const options of [DELIVERY_OPTIONS, { ...DELIVERY_OPTIONS, operationId: "" }]) {
+      assert.throws(() => opqueueDeliveryMiddleware(options as DeliveryMiddlewareOptions), /needs the operationId of the route it guards/);
+    }
+  });
+});
+
+describe("target side: one token, one spelling (CONTRACT §2, Revision 2)", () => {
+  const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  /** Other spellings of a segment's bytes, each read as the same bytes by a lenient decoder (jose's included). */
+  const respellings: Record<string, (segment: string) => string> = {
+    "padded with =": (segment) => segment + "=".repeat(4 - (segment.length % 4)),
+    "spelled with + and /": (segment) => segment.replaceAll("-", "+").replaceAll("_", "/"),
+    "with a spare bit set": (segment) => segment.slice(0, -1) + alphabet.charAt(alphabet.indexOf(segment.at(-1) ?? "") ^ 1),
+    // A space cannot reach the verifier: "Bearer <token>" holds one token, without whitespace.
+    "holding a character outside the alphabet": (segment) => `${segment.slice(0, 4)}!${segment.slice(4)}`,
+    "holding a non-ASCII character": (segment) => `${segment.slice(0, 4)}\u0141${segment.slice(4)}`,
+  };
+  const encode = (value: unknown) => Buffer.from(JSON.stringify(value)).toString("base64url");
+  const sign = (input: string) => createHmac("sha256", TEST_DELIVERY_SECRET).update(input).digest("base64url");
+
+  /** SAMPLE_DELIVERY's token with every segment re-spellable (a partial last group, a `-` or `_`), signed as spelled. */
+  function respellableToken(): { header: string; payload: string; signature: string } {
+    const now = Math.floor(Date.now() / 1000);
+    for (let n = 0; n < 1000; n++) {
+      const header = encode({ alg: "HS256", kid: "q1", typ: "JWT", pad: `???${n}` });
+      const payload = encode({
+        iss: "opqueue",
+        aud: "product",
+        sub: SAMPLE_DELIVERY.userId,
+        op: SAMPLE_DELIVERY.operationId,
+        job: SAMPLE_DELIVERY.jobId,
+        att: SAMPLE_DELIVERY.attempt,
+        rid: SAMPLE_DELIVERY.originalRequestId,
+        authority: SAMPLE_DELIVERY.authority,
+        iat: now,
+        exp: now + 90,
+        pad: `???${n}`,
+      });
+      const signature = sign(`${header}.${payload}`);
+      if ([header, payload, signature].every((segment) => segment.length % 4 !== 0 && /[-_]/.test(segment))) return { header, payload, signature };
+    }
+    throw new Error("no token with respellable segments was found");
+  }
+
+  for (const segment of ["header", "payload", "signature"] as const) {
+    test(`the delivery verifier refuses a token whose ${segment} is padded, spelled with + or /, has a spare bit set or holds a non-alphabet character`, async () => {
+      const verifier = createDeliveryVerifier(DELIVERY_OPTIONS);
+      const parts = respellableToken();
+      const canonical = `${parts.header}.${parts.payload}.${parts.signature}`;
+      const expected = { operationId: SAMPLE_DELIVERY.operationId };
+      assert.deepEqual(await verifier.verifyDelivery(deliveryHeaders(SAMPLE_DELIVERY, canonical), expected), SAMPLE_DELIVERY);
+      for (const [how, respell] of Object.entries(respellings)) {
+        const changed = { ...parts, [segment]: respell(parts[segment]) };
+        const input = `${changed.header}.${changed.payload}`;
+        const token = segment === "signature" ? `${input}.${changed.signature}` : `${input}.${sign(input)}`;
+        await assert.rejects(verifier.verifyDelivery(deliveryHeaders(SAMPLE_DELIVERY, token), expected), (error: unknown) => {
+          assert.ok(error instanceof DeliveryTokenError, `${how}: ${String(error)}`);
+          assert.match(error.message, new RegExp(`^invalid delivery token: the ${segment} is not canonical base64url`), how);
+          return true;
+        });
+      }
+    });
+  }
 });
 
 describe("target side: verifying with the service's JWKS", () => {
@@ -890,7 +1237,7 @@ describe("target side: verifying with the service's JWKS", () => {
     let jwksUrl = "";
     const verified = deferred<DeliveryContext>();
     const targetUrl = await startHttpTarget(t, (req, res) => {
-      verifyDelivery(req.headers, { jwksUrl, audience: "product" }).then(
+      verifyDelivery(req.headers, { jwksUrl, audience: "product", operationId: "sendWelcomeEmail" }).then(
         (delivery) => {
           verified.resolve(delivery);
           res.statusCode = 204;
@@ -917,7 +1264,8 @@ describe("target side: verifying with the service's JWKS", () => {
 
     // A JWKS verifier does not take an HS256 token, even one signed with the right delivery secret.
     const verifier = createDeliveryVerifier({ jwksUrl, audience: "product" });
-    await assert.rejects(verifier.verifyDelivery({ authorization: `Bearer ${await deliveryToken(SAMPLE_DELIVERY)}` }), {
+    const hsHeaders = deliveryHeaders(SAMPLE_DELIVERY, await deliveryToken(SAMPLE_DELIVERY));
+    await assert.rejects(verifier.verifyDelivery(hsHeaders, { operationId: SAMPLE_DELIVERY.operationId }), {
       name: "DeliveryTokenError",
     });
   });
@@ -927,7 +1275,7 @@ describe("target side: answers that decide the outcome", () => {
   /** Runs one job through a Fastify target whose handler answers with `answer`; the finished delivery. */
   async function deliverWith(t: After, answer: (reply: FastifyReply) => unknown) {
     const targetUrl = await startFastifyTarget(t, DELIVERY_OPTIONS, (background) => {
-      background.post("/users/:userId/welcome-email", async (_request, reply) => answer(reply));
+      background.post("/users/:userId/welcome-email", implementing("sendWelcomeEmail"), async (_request, reply) => answer(reply));
     });
     const s = await startDeliveringService(t, targetUrl);
     const { job } = await clientOf(s).enqueue({ ...welcomeEmail(), caller: CALLER });

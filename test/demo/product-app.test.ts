@@ -78,3 +78,35 @@ test("erin's welcome email goes dead once, and an administrator's retry then suc
   assert.equal(retried.statusCode, 200, retried.body);
   await s.waitForJob(welcome, (job) => job.status === "succeeded", "succeeded");
 });
+
+test("the demo's background routes take a delivery token only for their own operation and with its delivery headers", async (t) => {
+  const { s, productUrl } = await startDemo(t);
+  const claims = {
+    sub: "alice-2",
+    job: "job_demo_0001",
+    att: 1,
+    rid: "signup-demo",
+    authority: { kind: "request", request_id: "signup-demo", user_id: "alice-2" },
+    timeoutMs: 10_000,
+  };
+  const headersFor = (token: string) => ({
+    authorization: `Bearer ${token}`,
+    "idempotency-key": claims.job,
+    "x-request-id": claims.rid,
+    "x-job-id": claims.job,
+    "x-job-attempt": String(claims.att),
+  });
+  const welcome = headersFor(await s.service.signer.sign({ ...claims, op: "sendWelcomeEmail" }));
+  const recorded = headersFor(await s.service.signer.sign({ ...claims, op: "recordEmailSent" }));
+  const put = (headers: Record<string, string>) => request(`${productUrl}/emails/alice-2/sent`, { method: "PUT", headers });
+
+  const refused = await put(welcome);
+  assert.equal(refused.statusCode, 401);
+  assert.equal(((await refused.body.json()) as { code: string }).code, "invalid_delivery_token");
+  const replayed = await put({ ...recorded, "idempotency-key": "a-fresh-key" });
+  assert.equal(replayed.statusCode, 401);
+  await replayed.body.dump();
+  const accepted = await put(recorded);
+  assert.equal(accepted.statusCode, 204);
+  await accepted.body.dump();
+});
