@@ -104,6 +104,12 @@ const CronEntry = Type.Object(
   { additionalProperties: false },
 );
 
+/**
+ * The longest `listen.*_timeout_ms`: one day, far above any useful value and far below the 2^31 - 1 ms past which
+ * Node's timers fire after 1 ms instead.
+ */
+const MAX_LISTEN_TIMEOUT_MS = 86_400_000;
+
 /** The schema of the configuration file (snake_case keys, as CONTRACT §1 shows). */
 export const ConfigSchema = Type.Object(
   {
@@ -111,6 +117,23 @@ export const ConfigSchema = Type.Object(
       {
         host: Type.String({ minLength: 1, default: "127.0.0.1" }),
         port: Type.Integer({ minimum: 0, maximum: 65535, default: 8080 }),
+        // The bounds of every connection (CONTRACT §3, Revision 2). Zero would mean "no limit" to Node: 1 is the least.
+        /** The whole request, headers and body, must arrive within this; nor may a connection stall any longer. */
+        request_timeout_ms: Type.Integer({ minimum: 1, maximum: MAX_LISTEN_TIMEOUT_MS, default: 30_000 }),
+        /**
+         * The headers must arrive within this. They are a few hundred bytes that any client sends at once; 10 s
+         * is ample for a slow mobile link and keeps a socket that never finishes its headers from holding a
+         * descriptor for the whole request timeout. Left out, it is also cut to `request_timeout_ms`.
+         */
+        headers_timeout_ms: Type.Integer({ minimum: 1, maximum: MAX_LISTEN_TIMEOUT_MS, default: 10_000 }),
+        /**
+         * An idle keep-alive connection is closed after this. Node's own default: long enough for a client's next
+         * request to reuse the connection, short enough that idle ones do not pile up. Behind a proxy that pools
+         * connections, set it above the proxy's idle timeout.
+         */
+        keep_alive_timeout_ms: Type.Integer({ minimum: 1, maximum: MAX_LISTEN_TIMEOUT_MS, default: 5000 }),
+        /** Most connections open at once; lowered at start-up to fit the process's file-descriptor limit. */
+        max_connections: Type.Integer({ minimum: 1, default: 10_000 }),
       },
       { additionalProperties: false, default: {} },
     ),
@@ -219,6 +242,9 @@ export function parseConfig(options: { raw: unknown; baseDir: string; env?: Conf
     throw new ConfigError("config: the file must hold a mapping of keys (YAML or JSON object)");
   }
   const raw = structuredClone(options.raw) as Record<string, unknown>;
+  const listenGiven = raw["listen"];
+  const headersTimeoutGiven =
+    typeof listenGiven === "object" && listenGiven !== null && "headers_timeout_ms" in listenGiven;
   applyEnvOverrides(raw, env);
   if (!validateConfig(raw)) {
     const first = validateConfig.errors?.[0];
@@ -227,6 +253,7 @@ export function parseConfig(options: { raw: unknown; baseDir: string; env?: Conf
   const config = raw as Config;
   config.openapi = resolvePath(options.baseDir, config.openapi);
   config.database = resolveDatabaseUrl(options.baseDir, config.database);
+  resolveListenTimeouts(config.listen, headersTimeoutGiven);
   resolveSecrets(config, env);
   checkSecrets(config);
   if (config.auth.audience === config.target.audience) {
@@ -260,6 +287,21 @@ function applyEnvOverrides(raw: Record<string, unknown>, env: ConfigEnv): void {
       listen["port"] = Number(env.OPQUEUE_PORT);
     }
     raw["listen"] = listen;
+  }
+}
+
+/**
+ * The headers are part of the request, and Node refuses a headers timeout longer than the request timeout. Only a
+ * value the file gives is refused: the default yields to a shorter `request_timeout_ms`, as Node's own does.
+ */
+function resolveListenTimeouts(listen: Config["listen"], headersTimeoutGiven: boolean): void {
+  if (!headersTimeoutGiven) {
+    listen.headers_timeout_ms = Math.min(listen.headers_timeout_ms, listen.request_timeout_ms);
+  } else if (listen.headers_timeout_ms > listen.request_timeout_ms) {
+    throw new ConfigError(
+      `config: listen.headers_timeout_ms (${listen.headers_timeout_ms}) must not exceed listen.request_timeout_ms ` +
+        `(${listen.request_timeout_ms}): the headers are part of the request`,
+    );
   }
 }
 

@@ -3,6 +3,7 @@
  */
 import { pino, type Logger } from "pino";
 import type { Config } from "./config.js";
+import type { ConnectionLimit } from "./http/connection-limits.js";
 import { createService, type Service } from "./service.js";
 import { StoreUnavailableError } from "./store/store.js";
 import { VERSION } from "./version.js";
@@ -38,6 +39,7 @@ export async function serve(options: {
     const port = typeof address === "object" && address ? address.port : config.listen.port;
     const host = config.listen.host.includes(":") ? `[${config.listen.host}]` : config.listen.host;
     url = `http://${host}:${port}`;
+    logConnectionLimit(logger, service.app.connectionLimit);
   }
   service.start();
   logger.info(
@@ -53,6 +55,34 @@ export async function serve(options: {
       return stopping;
     },
   };
+}
+
+/** Says what caps the listener's connections, and warns when the file-descriptor limit lowered the configured cap. */
+function logConnectionLimit(logger: Logger, limit: ConnectionLimit): void {
+  const { maxConnections, configured, fdLimit, reserved } = limit;
+  if (fdLimit === null) {
+    logger.info(
+      { maxConnections },
+      "HTTP connections capped at listen.max_connections (the process's open-files limit could not be read)",
+    );
+    return;
+  }
+  const kept = reserved.database + reserved.deliveries + reserved.margin;
+  const why = { maxConnections, configured, fdLimit, reserved };
+  if (limit.lowered) {
+    logger.warn(
+      why,
+      `listen.max_connections lowered from ${configured} to ${maxConnections}: the process may open ${fdLimit} files ` +
+        `(ulimit -n) and keeps ${kept} for the database pool, delivery connections and its own files; ` +
+        "raise the open-files limit to allow more connections",
+    );
+  } else {
+    logger.info(
+      why,
+      `HTTP connections capped at listen.max_connections (${maxConnections}); the open-files limit (${fdLimit}) ` +
+        `holds them beside the ${kept} kept for the database pool, delivery connections and files`,
+    );
+  }
 }
 
 /** Longest wait between attempts to reach the database at start-up. */

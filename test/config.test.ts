@@ -57,6 +57,14 @@ function authKeys(raw: Record<string, unknown>): Array<Record<string, unknown>> 
   return auth(raw)["keys"] as Array<Record<string, unknown>>;
 }
 
+/** The defaults of the connection bounds of `listen` (CONTRACT §3, Revision 2). */
+const LISTEN_BOUNDS = {
+  request_timeout_ms: 30_000,
+  headers_timeout_ms: 10_000,
+  keep_alive_timeout_ms: 5000,
+  max_connections: 10_000,
+};
+
 /** The YAML example of CONTRACT §1, verbatim but for the two secrets (its placeholders are under 32 bytes). */
 const CONTRACT_EXAMPLE = `
 listen: { host: 127.0.0.1, port: 8080 }
@@ -94,7 +102,7 @@ cron:
 test("a config with only the required keys gets every default CONTRACT §1 shows", () => {
   const config = parseConfig({ raw: minimalRaw(), baseDir: "/base", env: {} });
   assert.deepEqual(config, {
-    listen: { host: "127.0.0.1", port: 8080 },
+    listen: { host: "127.0.0.1", port: 8080, ...LISTEN_BOUNDS },
     database: `sqlite:${path.resolve("/base", "data/opqueue.db")}`,
     database_pool_size: 10,
     openapi: "/abs/product.openapi.yaml",
@@ -124,7 +132,62 @@ test("a partly given section keeps the given values and fills the rest from the 
     raw["listen"] = { port: 9000 };
   });
   assert.deepEqual(config.retry, { base_ms: 100, factor: 4, max_ms: 3600000, retry_after_max_ms: 86400000 });
-  assert.deepEqual(config.listen, { host: "127.0.0.1", port: 9000 });
+  assert.deepEqual(config.listen, { host: "127.0.0.1", port: 9000, ...LISTEN_BOUNDS });
+});
+
+test("listen's connection bounds keep the values given", () => {
+  const given = { request_timeout_ms: 60_000, headers_timeout_ms: 5000, keep_alive_timeout_ms: 75_000, max_connections: 500 };
+  const config = parseChanged((raw) => {
+    raw["listen"] = { ...given };
+  });
+  assert.deepEqual(config.listen, { host: "127.0.0.1", port: 8080, ...given });
+});
+
+test("a headers timeout longer than the request timeout is refused, naming both keys", () => {
+  const message = assertConfigError(
+    () =>
+      parseChanged((raw) => {
+        raw["listen"] = { request_timeout_ms: 5000, headers_timeout_ms: 8000 };
+      }),
+    /listen\.headers_timeout_ms \(8000\)/,
+    /listen\.request_timeout_ms \(5000\)/,
+  );
+  assert.match(message, /must not exceed/);
+});
+
+test("left out, the headers timeout yields to a shorter request timeout", () => {
+  const config = parseChanged((raw) => {
+    raw["listen"] = { request_timeout_ms: 4000 };
+  });
+  assert.equal(config.listen.headers_timeout_ms, 4000);
+  assert.equal(config.listen.request_timeout_ms, 4000);
+});
+
+test("a zero or negative timeout or connection cap is refused, naming its key: zero would mean no limit to Node", () => {
+  for (const key of ["request_timeout_ms", "headers_timeout_ms", "keep_alive_timeout_ms", "max_connections"]) {
+    for (const value of [0, -1]) {
+      assertConfigError(
+        () =>
+          parseChanged((raw) => {
+            raw["listen"] = { [key]: value };
+          }),
+        new RegExp(`listen\\.${key}`),
+        />= 1/,
+      );
+    }
+  }
+});
+
+test("a timeout beyond one day is refused, naming its key: Node's timers overflow past 2^31 - 1 ms", () => {
+  for (const key of ["request_timeout_ms", "headers_timeout_ms", "keep_alive_timeout_ms"]) {
+    assertConfigError(
+      () =>
+        parseChanged((raw) => {
+          raw["listen"] = { [key]: 2 ** 31 };
+        }),
+      new RegExp(`listen\\.${key}`),
+    );
+  }
 });
 
 test("a cron entry without a timezone runs in UTC and gets an empty request", () => {
@@ -188,7 +251,7 @@ test("the full CONTRACT §1 example YAML loads from a file and passes the start-
 
   assert.equal(loadedFrom, file);
   assert.deepEqual(config, {
-    listen: { host: "127.0.0.1", port: 8080 },
+    listen: { host: "127.0.0.1", port: 8080, ...LISTEN_BOUNDS },
     database_pool_size: 10,
     database: `sqlite:${path.join(dir, "data", "opqueue.db")}`,
     openapi: path.join(dir, "product.openapi.yaml"),
@@ -292,7 +355,7 @@ test("OPQUEUE_PORT replaces listen.port with a number and keeps listen.host", ()
     },
     { OPQUEUE_PORT: "9090" },
   );
-  assert.deepEqual(config.listen, { host: "10.0.0.1", port: 9090 });
+  assert.deepEqual(config.listen, { host: "10.0.0.1", port: 9090, ...LISTEN_BOUNDS });
   assert.equal(parseChanged(() => {}, { OPQUEUE_PORT: "0" }).listen.port, 0);
 });
 
@@ -313,7 +376,7 @@ test("OPQUEUE_HOST replaces listen.host and keeps listen.port", () => {
     },
     { OPQUEUE_HOST: "0.0.0.0" },
   );
-  assert.deepEqual(config.listen, { host: "0.0.0.0", port: 7000 });
+  assert.deepEqual(config.listen, { host: "0.0.0.0", port: 7000, ...LISTEN_BOUNDS });
 });
 
 test("OPQUEUE_CONFIG names the config file when no path is given", (t) => {
@@ -345,7 +408,7 @@ test("environment overrides apply to a loaded file too", (t) => {
     path: file,
     env: { OPQUEUE_PORT: "4321", OPQUEUE_HOST: "::1", OPQUEUE_DATABASE_URL: "sqlite::memory:" },
   });
-  assert.deepEqual(config.listen, { host: "::1", port: 4321 });
+  assert.deepEqual(config.listen, { host: "::1", port: 4321, ...LISTEN_BOUNDS });
   assert.equal(config.database, "sqlite::memory:");
 });
 
@@ -462,6 +525,8 @@ test("an unknown nested key is refused, naming it and its section", () => {
 test("a value of the wrong type is refused, naming its key", () => {
   const cases: Array<[(raw: Record<string, unknown>) => void, RegExp]> = [
     [(raw) => void (raw["listen"] = { port: "8080" }), /listen\.port/],
+    [(raw) => void (raw["listen"] = { request_timeout_ms: "30s" }), /listen\.request_timeout_ms/],
+    [(raw) => void (raw["listen"] = { max_connections: 100.5 }), /listen\.max_connections/],
     [(raw) => void (raw["defaults"] = { max_attempts: 2.5 }), /defaults\.max_attempts/],
     [(raw) => void (raw["worker"] = { concurrency: 0 }), /worker\.concurrency/],
     [(raw) => void (raw["triggers"] = { createUser: "sendWelcomeEmail" }), /triggers\.createUser/],
