@@ -5,7 +5,7 @@
 
 /** Every `code` an error response can carry, by status. */
 export const ERROR_CODES = {
-  400: ["invalid_request", "payload_too_large", "invalid_on_behalf_of", "missing_path_param"],
+  400: ["invalid_request", "payload_too_large", "invalid_on_behalf_of", "missing_path_param", "invalid_path_param"],
   401: ["invalid_assertion", "unauthenticated"],
   403: ["trigger_not_allowed", "on_behalf_of_not_allowed", "chain_mismatch", "site_admin_required"],
   404: ["job_not_found", "not_found"],

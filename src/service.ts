@@ -12,6 +12,7 @@ import { Deliverer } from "./dispatcher/deliverer.js";
 import { Dispatcher } from "./dispatcher/dispatcher.js";
 import { buildApp } from "./http/app.js";
 import { CLEAN_INTERVAL_MS, cleanFinishedJobs } from "./maintenance/cleaner.js";
+import { CLOCK_CHECK_INTERVAL_MS, checkClock } from "./maintenance/clock-check.js";
 import { CronScheduler } from "./maintenance/cron.js";
 import { Periodic } from "./maintenance/periodic.js";
 import { rescueExpiredLeases } from "./maintenance/rescuer.js";
@@ -99,7 +100,7 @@ function createWorker(options: {
     firstRunMs: 60_000,
     logger,
     run: async () => {
-      const deleted = await cleanFinishedJobs({ config, store, clock });
+      const deleted = await cleanFinishedJobs({ config, store });
       if (deleted > 0) logger.info({ deleted }, "deleted terminal jobs past retention");
     },
   });
@@ -154,25 +155,35 @@ export async function createService(options: {
   random?: () => number;
   /** PostgreSQL pool size; `database_pool_size` of the config by default. */
   poolSize?: number;
+  /**
+   * PostgreSQL: whether the database's clock decides what is due and expired (true, unless a test passes its own
+   * `clock` to move time by hand; a test of clock skew passes both).
+   */
+  databaseTime?: boolean;
 }): Promise<Service> {
   const { config } = options;
-  const clock = options.clock ?? systemClock;
+  const nodeClock = options.clock ?? systemClock;
   const logger = options.logger ?? pino({ level: "silent" });
   const registry = OperationRegistry.fromFile(config.openapi);
   const { warnings } = checkConfigAgainstRegistry({ config, registry });
-  const verifier = await TokenVerifier.create({ auth: config.auth, clock });
+  // Tokens are signed and checked on this node's clock, as their issuers' and verifiers' are.
+  const verifier = await TokenVerifier.create({ auth: config.auth, clock: nodeClock });
   const signer = await DeliverySigner.create({
     deliveryKey: config.auth.delivery_key,
     audience: config.target.audience,
-    clock,
+    clock: nodeClock,
   });
   const telemetry = new Telemetry();
   const store = await openStore({
     url: config.database,
-    clock,
+    clock: nodeClock,
+    databaseTime: options.databaseTime ?? options.clock === undefined,
     poolSize: options.poolSize ?? config.database_pool_size,
     onPoolError: (error) => logger.warn({ err: error }, "database connection error"),
   });
+  // Timers (when the next job is due, the next cron tick) and figures (queue lag) read the database's clock as this
+  // node knows it, so a node whose clock is off neither wakes at the wrong time nor reports the wrong lag.
+  const clock: Clock = { now: () => store.now() };
   const metrics = createMetrics({ telemetry, store, clock, processMetrics: options.processMetrics ?? false });
   try {
     const app = await buildApp({
@@ -190,6 +201,15 @@ export async function createService(options: {
       options.worker === false
         ? null
         : createWorker({ config, registry, store, clock, signer, telemetry, logger, ...(options.random ? { random: options.random } : {}) });
+    await checkClock({ store, telemetry, logger });
+    const clockCheck = new Periodic({
+      name: "clock check",
+      intervalMs: CLOCK_CHECK_INTERVAL_MS,
+      logger,
+      run: async () => {
+        await checkClock({ store, telemetry, logger });
+      },
+    });
     let closing: Promise<void> | undefined;
     let stopListening: (() => Promise<void>) | undefined;
     return {
@@ -205,6 +225,7 @@ export async function createService(options: {
       worker,
       warnings,
       start() {
+        clockCheck.start();
         if (!worker) return;
         worker.dispatcher.start();
         // Other nodes' enqueues and retries (PostgreSQL NOTIFY) wake this node's dispatcher too.
@@ -218,6 +239,7 @@ export async function createService(options: {
           const graceMs = closeOptions.graceMs ?? config.shutdown.grace_ms;
           await Promise.all([
             stopListening?.(),
+            clockCheck.stop(),
             app.close(),
             worker
               ? Promise.all([

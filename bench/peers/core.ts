@@ -43,7 +43,8 @@ async function enqueue(args: { count: number; concurrency: number; delayMs: numb
           id: newJobId(),
           operationId: "buildReport",
           priority: 0,
-          runAt: Date.now() + args.delayMs,
+          // Due `delayMs` after the store's now (the database's clock on PostgreSQL), as an enqueue's delay_ms is.
+          runTime: { delayMs: args.delayMs },
           maxAttempts: 5,
           dedupeKey: null,
           concurrencyKey: null,

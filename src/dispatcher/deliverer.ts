@@ -19,8 +19,16 @@ import { VERSION } from "../version.js";
 /** Most bytes of a failure body kept in `result.error_body`. */
 export const MAX_ERROR_BODY_BYTES = 8192;
 
-/** How an attempt ended: an exchange happened (or failed), or the target vanished from the OpenAPI document. */
-export type DeliveryResult = AttemptResult | { kind: "vanished"; error: string };
+/**
+ * How an attempt ended: an exchange happened (or failed); or opqueue refused to send it (`undeliverable`: the target
+ * vanished from the OpenAPI document, or the URL would reach another route), which ends the job; or opqueue's own
+ * process could not open a connection (`local-failure`: out of file descriptors or memory), which is not the target's
+ * answer and uses up no attempt.
+ */
+export type DeliveryResult =
+  | AttemptResult
+  | { kind: "undeliverable"; error: string }
+  | { kind: "local-failure"; error: string };
 
 /** The HTTP request a job turns into. */
 export interface DeliveryRequest {
@@ -55,6 +63,22 @@ export function buildPath(template: string, pathParams: Record<string, unknown> 
 }
 
 /**
+ * Why `path`, built from `template`, must not be sent, or undefined when it keeps the template's shape. A URL parser
+ * or proxy on the way (`new URL`, nginx, Envoy) resolves dot segments, so a parameter `..` in `/users/{userId}/welcome`
+ * would reach `/welcome`, another operation; an empty parameter makes `//`. Enqueue refuses such values; this guards
+ * the jobs stored before it did.
+ */
+export function pathShapeProblem(template: string, path: string): string | undefined {
+  const templateSegments = template.split("/");
+  const segments = path.split("/");
+  const normalised = new URL(path, "http://opqueue.invalid").pathname.split("/");
+  if (normalised.length !== segments.length) return `the path ${path} normalises to another route`;
+  const emptied = segments.findIndex((segment, index) => segment === "" && templateSegments[index] !== "");
+  if (emptied >= 0) return `the path ${path} has an empty segment where ${template} has a parameter`;
+  return undefined;
+}
+
+/**
  * Cuts a buffer to at most `maxBytes` without splitting a UTF-8 sequence, and decodes it. U+0000 becomes U+FFFD, as
  * invalid UTF-8 does: PostgreSQL's text cannot hold it, and one such error body would make every write of its
  * outcome fail. Both engines store the same text.
@@ -67,6 +91,18 @@ export function cutUtf8(buffer: Buffer, maxBytes: number): string {
   // Invalid input and U+0000 become U+FFFD (3 bytes), which can grow the text past the cap; trim it back.
   while (Buffer.byteLength(text, "utf8") > maxBytes) text = text.slice(0, -1);
   return text;
+}
+
+/**
+ * Errors of this process, not of the target or the network: no file descriptor for a socket, no memory, no buffer,
+ * no local port. Seen during an attack that held 1,100 sockets open: jobs went dead after three EMFILE attempts
+ * without ever reaching their target.
+ */
+const LOCAL_ERRORS = new Set(["EMFILE", "ENFILE", "ENOMEM", "ENOBUFS", "EADDRNOTAVAIL"]);
+
+function isLocalFailure(error: unknown): boolean {
+  const err = error as { code?: string; cause?: { code?: string } };
+  return LOCAL_ERRORS.has(err.code ?? "") || LOCAL_ERRORS.has(err.cause?.code ?? "");
 }
 
 function describeFailure(error: unknown, timeoutMs: number, timedOut: boolean): string {
@@ -161,23 +197,35 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
     clearTimeout(this.timer);
-    this.settle({ kind: "no-response", error: describeFailure(error, this.timeoutMs, this.timedOut) });
+    const description = describeFailure(error, this.timeoutMs, this.timedOut);
+    if (this.response === null && !this.timedOut && isLocalFailure(error)) {
+      this.settle({ kind: "local-failure", error: description });
+      return;
+    }
+    this.settle({ kind: "no-response", error: description });
   }
 }
 
 /** Delivers jobs over HTTP. */
 export class Deliverer {
-  private readonly agent: Agent;
+  private readonly agent: Dispatcher;
   private readonly config: Config;
   private readonly registry: OperationRegistry;
   private readonly signer: DeliverySigner;
   private readonly bases = new Map<string, { origin: string; basePath: string }>();
 
-  constructor(options: { config: Config; registry: OperationRegistry; signer: DeliverySigner; connections?: number }) {
+  constructor(options: {
+    config: Config;
+    registry: OperationRegistry;
+    signer: DeliverySigner;
+    connections?: number;
+    /** The HTTP client; a keep-alive undici Agent by default (tests pass one that fails as they need). */
+    agent?: Dispatcher;
+  }) {
     this.config = options.config;
     this.registry = options.registry;
     this.signer = options.signer;
-    this.agent = new Agent({
+    this.agent = options.agent ?? new Agent({
       connections: options.connections ?? Math.max(8, options.config.worker.concurrency),
       keepAliveTimeout: 10_000,
       // The whole-exchange timeout below is the one that counts; undici's own per-phase timers stay out of its way.
@@ -237,8 +285,10 @@ export class Deliverer {
   async deliver(job: JobRow): Promise<DeliveryResult> {
     const operation = this.registry.get(job.operationId);
     if (!operation) {
-      return { kind: "vanished", error: `operation "${job.operationId}" is no longer in the OpenAPI document` };
+      return { kind: "undeliverable", error: `operation "${job.operationId}" is no longer in the OpenAPI document` };
     }
+    const problem = pathShapeProblem(operation.path, buildPath(operation.path, job.request.path_params));
+    if (problem !== undefined) return { kind: "undeliverable", error: `not sent: ${problem}` };
     const timeoutMs = this.timeoutMs(job.operationId);
     let request: DeliveryRequest;
     try {

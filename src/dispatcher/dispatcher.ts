@@ -220,7 +220,7 @@ export class Dispatcher {
   private pause(error: unknown, message: string): void {
     if (this.state === "running") {
       this.state = "paused";
-      this.options.logger.warn({ err: error }, `${message}; pausing claims until the database answers`);
+      this.options.logger.warn({ err: error }, `${message}; pausing claims until a heartbeat succeeds`);
     }
     this.armTimer(this.options.config.worker.poll_ms);
   }
@@ -244,7 +244,7 @@ export class Dispatcher {
     }
     if (this.state === "paused") {
       this.state = "running";
-      this.options.logger.info("database answers again; claiming resumes");
+      this.options.logger.info("heartbeat succeeded; claiming resumes");
       this.wake();
     }
   }
@@ -253,11 +253,15 @@ export class Dispatcher {
     const startedAt = performance.now();
     const done = this.options.deliverer
       .deliver(job)
-      .then((result) => {
+      .then(async (result) => {
         const durationMs = performance.now() - startedAt;
+        if (result.kind === "local-failure") {
+          await this.giveBack(job, result.error);
+          return;
+        }
         const now = this.options.clock.now();
         const decision: AttemptDecision =
-          result.kind === "vanished"
+          result.kind === "undeliverable"
             ? { status: "dead", result: { error_body: result.error, terminal_reason: "permanent-status" } }
             : decideAttempt({
                 attempt: job.attempt,
@@ -336,12 +340,33 @@ export class Dispatcher {
     while (this.inFlight.size > 0) await Promise.all([...this.inFlight.values()].map(({ done }) => done));
   }
 
-  /** Puts jobs of a stopping node back to `retrying` with `run_at` = now. */
+  /**
+   * A delivery this process could not even send (no file descriptor, no memory): not the target's answer, so the job
+   * goes back to the queue with its attempt refunded, and this node takes no new work for a while, since more work
+   * would only fail the same way. If the write fails, the lease expires and the rescuer retries the job.
+   */
+  private async giveBack(job: JobRow, error: string): Promise<void> {
+    const { store, logger, config } = this.options;
+    logger.warn({ jobId: job.id, attempt: job.attempt, err: error }, "this process could not send a delivery; the attempt is not counted");
+    this.pause(error, "this process is out of resources for deliveries");
+    try {
+      await store.jobRequeueMany({
+        jobs: [attemptOf(job)],
+        delayMs: config.worker.poll_ms,
+        errorBody: `not sent, not counted as an attempt: ${error}`,
+        refund: "always",
+      });
+    } catch (writeError) {
+      logger.error({ err: writeError, jobId: job.id }, "could not put back a job this process could not send; its lease will expire");
+    }
+  }
+
+  /** Puts jobs of a stopping node back to `retrying`, due at once. */
   private async requeue(jobs: JobAttempt[], errorBody: string): Promise<void> {
     if (jobs.length === 0) return;
     const logger = this.options.logger;
     try {
-      const requeued = await this.options.store.jobRequeueMany({ jobs, runAt: this.options.clock.now(), errorBody });
+      const requeued = await this.options.store.jobRequeueMany({ jobs, delayMs: 0, errorBody, refund: "if-last" });
       logger.warn({ requeued, reason: errorBody }, "jobs put back to retrying");
     } catch (error) {
       logger.error({ err: error }, "could not requeue jobs of a stopping node; their leases will expire instead");

@@ -116,13 +116,17 @@ function build(routes: RouteOptions[]): object {
           type: "http",
           scheme: "bearer",
           bearerFormat: "JWT",
-          description: "Enqueue assertion: aud, exp, iat (lifetime ≤ 300 s), sub, op, rid unless job.",
+          description:
+            "Enqueue assertion: aud, exp, iat (lifetime ≤ 300 s), sub, op, rid unless job. rid is 1..255 characters of " +
+            "visible ASCII (%x21-7E), neither . nor ..; every segment is canonical unpadded base64url.",
         },
         adminToken: {
           type: "http",
           scheme: "bearer",
           bearerFormat: "JWT",
-          description: "Admin token: aud, sub, exp (lifetime ≤ 24 h); site_admin: true for admin operations.",
+          description:
+            "Admin token: aud, sub, exp (lifetime ≤ 24 h); site_admin: true for admin operations. Every segment is " +
+            "canonical unpadded base64url.",
         },
       },
     },

@@ -7,12 +7,11 @@
  *   4. 403 trigger map, on_behalf_of, chain
  *   5–7.   dedupe upsert, spawn cap, insert: one atomic store call
  */
-import type { Clock } from "../clock.js";
 import type { Config } from "../config.js";
 import { ApiError } from "../errors.js";
 import type { EnqueueAssertion } from "../auth/tokens.js";
 import type { OperationRegistry } from "../operations/registry.js";
-import type { JobRow, Store, StoredAuthority } from "../store/store.js";
+import type { JobRow, RunTime, Store, StoredAuthority } from "../store/store.js";
 import type { Telemetry } from "../telemetry/events.js";
 import { newJobId } from "./job-id.js";
 import type { EnqueueBody } from "./schemas.js";
@@ -37,7 +36,6 @@ export interface EnqueueDeps {
   config: Config;
   registry: OperationRegistry;
   store: Store;
-  clock: Clock;
   telemetry: Telemetry;
 }
 
@@ -68,12 +66,11 @@ export async function enqueueJob(deps: EnqueueDeps, caller: EnqueueCaller, body:
 }
 
 async function enqueue(deps: EnqueueDeps, caller: EnqueueCaller, body: EnqueueBody): Promise<EnqueueResult> {
-  const { config, registry, store, clock } = deps;
+  const { config, registry, store } = deps;
   const { assertion, parent } = caller;
-  const now = clock.now();
 
   // Step 2, past the schema.
-  const runAt = computeRunAt(body, now);
+  const runTime = runTimeOf(body);
   checkPayload(body);
   const onBehalfOf = body.on_behalf_of;
   if (onBehalfOf && onBehalfOf.authority.user_id !== onBehalfOf.user_id) {
@@ -92,6 +89,15 @@ async function enqueue(deps: EnqueueDeps, caller: EnqueueCaller, body: EnqueueBo
         400,
         "missing_path_param",
         `request.path_params lacks ${missing.map((name) => `"${name}"`).join(", ")}, needed by ${target.method} ${target.path}`,
+      );
+    }
+    const unsafe = target.pathParams.find((name) => isUnsafePathValue(pathParams[name]));
+    if (unsafe !== undefined) {
+      throw new ApiError(
+        400,
+        "invalid_path_param",
+        `request.path_params.${unsafe} is ${JSON.stringify(String(pathParams[unsafe]))}: an empty, "." or ".." value ` +
+          `would make ${target.method} ${target.path} another route once the URL is normalised`,
       );
     }
   }
@@ -146,7 +152,7 @@ async function enqueue(deps: EnqueueDeps, caller: EnqueueCaller, body: EnqueueBo
     id: newJobId(),
     operationId: target.operationId,
     priority: body.priority ?? 0,
-    runAt,
+    runTime,
     maxAttempts: operationOverride?.max_attempts ?? config.defaults.max_attempts,
     dedupeKey: body.dedupe_key ?? null,
     concurrencyKey: body.concurrency_key ?? null,
@@ -160,12 +166,14 @@ async function enqueue(deps: EnqueueDeps, caller: EnqueueCaller, body: EnqueueBo
       return { statusCode: 201, job: outcome.job };
     case "deduplicated":
       return { statusCode: 200, job: outcome.job };
-    case "dedupe_conflict":
-      throw new ApiError(
-        409,
-        "dedupe_conflict",
-        `dedupe key is held by job ${outcome.holder.id} of operation "${outcome.holder.operationId}"`,
-      );
+    case "dedupe_conflict": {
+      const { holder } = outcome;
+      const why =
+        holder.operationId !== target.operationId
+          ? `of operation "${holder.operationId}"`
+          : "that runs as another user or under another kind of authority (an upsert keeps the holder's authority)";
+      throw new ApiError(409, "dedupe_conflict", `dedupe key is held by job ${holder.id} ${why}`);
+    }
     case "spawn_cap_exceeded":
       throw new ApiError(
         429,
@@ -210,7 +218,7 @@ export function checkPayload(body: EnqueueBody): void {
 export function payloadErrorBeforeOnBehalfOf(body: unknown): ApiError | undefined {
   try {
     const candidate = body as EnqueueBody;
-    computeRunAt(candidate, 0);
+    runTimeOf(candidate);
     checkPayload(candidate);
   } catch (error) {
     if (error instanceof ApiError) return error;
@@ -218,9 +226,19 @@ export function payloadErrorBeforeOnBehalfOf(body: unknown): ApiError | undefine
   return undefined;
 }
 
-/** `delay_ms` wins over `run_at`; neither means now. */
-function computeRunAt(body: EnqueueBody, now: number): number {
-  if (body.delay_ms !== undefined) return now + body.delay_ms;
+/**
+ * A path parameter is delivered as `encodeURIComponent(String(value))`, which leaves `.` alone: a value whose text is
+ * empty, `.` or `..` becomes an empty or dot segment, and URL parsers and proxies normalise `/users/../welcome` into
+ * `/welcome`, another operation. Checked on the text that would be sent, so `[]` (text "") counts as empty.
+ */
+export function isUnsafePathValue(value: unknown): boolean {
+  const text = String(value);
+  return text === "" || text === "." || text === "..";
+}
+
+/** `delay_ms` wins over `run_at`; neither means now. A delay runs from the store's clock, the database's on PostgreSQL. */
+function runTimeOf(body: EnqueueBody): RunTime {
+  if (body.delay_ms !== undefined) return { delayMs: body.delay_ms };
   if (body.run_at !== undefined) {
     const runAt = Date.parse(body.run_at);
     // The schema's date-time format admits a few strings Date cannot represent (a leap second, say).
@@ -229,9 +247,9 @@ function computeRunAt(body: EnqueueBody, now: number): number {
     if (runAt < MIN_RUN_AT_MS || runAt > MAX_RUN_AT_MS) {
       throw new ApiError(400, "invalid_request", `run_at "${body.run_at}" falls outside years 0001-9999 in UTC`);
     }
-    return runAt;
+    return { at: runAt };
   }
-  return now;
+  return { delayMs: 0 };
 }
 
 /** True when `value` nests arrays/objects deeper than `max` levels; iterative, so no depth can overflow the stack. */

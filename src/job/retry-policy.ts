@@ -31,7 +31,8 @@ export interface RetrySettings {
 export type AttemptDecision =
   | { status: "succeeded"; result: JobResult }
   | { status: "dead"; result: JobResult }
-  | { status: "retrying"; runAt: number; result: JobResult };
+  /** Due again `delayMs` after the outcome is written (the store adds it to its own clock). */
+  | { status: "retrying"; delayMs: number; result: JobResult };
 
 /** The classification of CONTRACT §6, before attempts are counted. */
 type Verdict = { kind: "success" } | { kind: "retry" } | { kind: "dead"; reason: TerminalReason };
@@ -92,11 +93,12 @@ export function backoffMs(options: { attempt: number; retry: RetrySettings; rand
   return Math.min(retry.max_ms, exponential) * (0.5 + 0.5 * random);
 }
 
-/** Decides what one finished attempt means: success, a retry at a computed time, or death with its reason. */
+/** Decides what one finished attempt means: success, a retry after a computed delay, or death with its reason. */
 export function decideAttempt(options: {
   attempt: number;
   maxAttempts: number;
   result: AttemptResult;
+  /** The current time, against which a `Retry-After` given as an HTTP-date is read. */
   now: number;
   retry: RetrySettings;
   /** A number in [0, 1); `Math.random()` in production. */
@@ -123,7 +125,7 @@ export function decideAttempt(options: {
   }
   return {
     status: "retrying",
-    runAt: options.now + Math.round(delay),
+    delayMs: Math.round(delay),
     result: { ...statusCode, error_body: errorBody, terminal_reason: null },
   };
 }

@@ -52,7 +52,13 @@ const AnyKeys = (options: { description: string }) =>
 export const RequestPayload = Type.Object(
   {
     body: Type.Optional(Type.Unknown({ description: "JSON body for the target operation." })),
-    path_params: Type.Optional(AnyKeys({ description: "Path template substitutions by name." })),
+    path_params: Type.Optional(
+      AnyKeys({
+        description:
+          "Path template substitutions by name, sent as encodeURIComponent(String(value)); a value whose text is empty, " +
+          '"." or ".." is refused with 400 invalid_path_param (it would reach another route once normalised).',
+      }),
+    ),
     query: Type.Optional(AnyKeys({ description: "Query parameters by name." })),
   },
   { additionalProperties: false },
@@ -139,7 +145,13 @@ export const EnqueueBody = Type.Object(
       Type.Integer({ minimum: 0, maximum: MAX_DELAY_MS, description: "Delay from now; wins over run_at." }),
     ),
     run_at: Type.Optional(Type.String({ format: "date-time", description: "Absolute earliest claim time." })),
-    dedupe_key: Type.Optional(Key),
+    dedupe_key: Type.Optional(
+      Type.Union([Type.String({ minLength: 1, maxLength: 255 }), Type.Null()], {
+        description:
+          "Global key: a pending or retrying job holding it is upserted (200) instead of creating a job, unless it is " +
+          "for another operation or runs as another user or under another kind of authority (409 dedupe_conflict).",
+      }),
+    ),
     concurrency_key: Type.Optional(Key),
     on_behalf_of: Type.Optional(
       Type.Object(

@@ -3,7 +3,6 @@
  * `retention.terminal_days`, in bounded batches so no single statement holds the database for long, and forgets
  * cron ticks that can never fire again and the dashboard's attempt counts older than a day.
  */
-import type { Clock } from "../clock.js";
 import type { Config } from "../config.js";
 import type { Store } from "../store/store.js";
 
@@ -17,18 +16,17 @@ const CRON_TICK_MEMORY_MS = 24 * 3600 * 1000;
 const ATTEMPT_COUNT_MEMORY_MS = 24 * 3600 * 1000;
 const DAY_MS = 24 * 3600 * 1000;
 
-/** One pass of the cleaner; returns how many jobs it deleted. */
-export async function cleanFinishedJobs(options: { config: Config; store: Store; clock: Clock }): Promise<number> {
-  const { config, store, clock } = options;
-  const now = clock.now();
-  await store.cronTickDeleteMany({ before: now - CRON_TICK_MEMORY_MS });
-  await store.attemptCountDeleteMany({ before: now - ATTEMPT_COUNT_MEMORY_MS });
+/** One pass of the cleaner; returns how many jobs it deleted. Ages are on the store's clock. */
+export async function cleanFinishedJobs(options: { config: Config; store: Store }): Promise<number> {
+  const { config, store } = options;
+  await store.cronTickDeleteMany({ olderThanMs: CRON_TICK_MEMORY_MS });
+  await store.attemptCountDeleteMany({ olderThanMs: ATTEMPT_COUNT_MEMORY_MS });
   const days = config.retention.terminal_days;
   if (days === null) return 0;
-  const finishedBefore = now - days * DAY_MS;
+  const olderThanMs = days * DAY_MS;
   let total = 0;
   for (;;) {
-    const deleted = await store.jobDeleteFinishedMany({ finishedBefore, limit: CLEAN_BATCH });
+    const deleted = await store.jobDeleteFinishedMany({ olderThanMs, limit: CLEAN_BATCH });
     total += deleted;
     if (deleted < CLEAN_BATCH) return total;
     // Let requests in between batches.

@@ -33,7 +33,7 @@ export function cronTickJob(options: { config: Config; entry: CronConfig; tickAt
     id: newJobId(),
     operationId: entry.operation_id,
     priority: entry.priority ?? 0,
-    runAt: tickAt,
+    runTime: { at: tickAt },
     maxAttempts: config.operations[entry.operation_id]?.max_attempts ?? config.defaults.max_attempts,
     dedupeKey: entry.dedupe_key === undefined ? caller : entry.dedupe_key,
     concurrencyKey: entry.concurrency_key ?? null,

@@ -7,7 +7,7 @@ import type { Clock } from "../clock.js";
 import type { Config } from "../config.js";
 import { retrySettingsFor } from "../dispatcher/dispatcher.js";
 import { decideAttempt } from "../job/retry-policy.js";
-import type { JobOutcome, Store } from "../store/store.js";
+import type { JobOutcome, LeaseLimits, Store } from "../store/store.js";
 import type { Telemetry } from "../telemetry/events.js";
 
 /** The `error_body` of a rescued attempt. */
@@ -16,7 +16,16 @@ export const LEASE_EXPIRED_ERROR = "lease expired: outcome unknown";
 /** Most jobs rescued in one pass. */
 const BATCH = 200;
 
-/** One pass of the rescuer; returns how many jobs it recovered. */
+/** How long each operation's running jobs may go without a heartbeat: its timeout plus the lease grace. */
+export function leaseLimits(config: Config): LeaseLimits {
+  const byOperation: Record<string, number> = {};
+  for (const [operationId, override] of Object.entries(config.operations)) {
+    if (override.timeout_ms !== undefined) byOperation[operationId] = override.timeout_ms + config.lease.grace_ms;
+  }
+  return { defaultMs: config.defaults.timeout_ms + config.lease.grace_ms, byOperation };
+}
+
+/** One pass of the rescuer; returns how many jobs it recovered. Expiry is decided on the store's clock. */
 export async function rescueExpiredLeases(options: {
   config: Config;
   store: Store;
@@ -26,39 +35,28 @@ export async function rescueExpiredLeases(options: {
 }): Promise<number> {
   const { config, store, clock } = options;
   const random = options.random ?? Math.random;
-  const timeoutOf = (operationId: string) => config.operations[operationId]?.timeout_ms ?? config.defaults.timeout_ms;
-  const shortestTimeout = Math.min(
-    config.defaults.timeout_ms,
-    ...Object.values(config.operations).map((override) => override.timeout_ms ?? config.defaults.timeout_ms),
-  );
-  const now = clock.now();
-  const candidates = await store.jobListExpired({
-    heartbeatBefore: now - shortestTimeout - config.lease.grace_ms,
-    limit: BATCH,
-  });
-  const outcomes: JobOutcome[] = [];
-  for (const job of candidates) {
-    const lastSeen = job.heartbeatAt ?? job.startedAt ?? 0;
-    if (now - lastSeen <= timeoutOf(job.operationId) + config.lease.grace_ms) continue;
-    const decision = decideAttempt({
+  const expired = await store.jobListExpired({ lease: leaseLimits(config), limit: BATCH });
+  if (expired.length === 0) return 0;
+  const outcomes: JobOutcome[] = expired.map((job) => ({
+    id: job.id,
+    attempt: job.attempt,
+    startedAt: job.startedAt,
+    ...decideAttempt({
       attempt: job.attempt,
       maxAttempts: job.maxAttempts,
       result: { kind: "no-response", error: LEASE_EXPIRED_ERROR },
-      now,
+      now: clock.now(),
       retry: retrySettingsFor(config, job.operationId),
       random: random(),
-    });
-    outcomes.push({ id: job.id, attempt: job.attempt, startedAt: job.startedAt, ...decision });
-  }
-  if (outcomes.length === 0) return 0;
+    }),
+  }));
   const written = await store.jobCompleteMany({ outcomes });
   let rescued = 0;
   outcomes.forEach((outcome, index) => {
     if (!written[index]) return;
     rescued++;
-    const job = candidates.find((candidate) => candidate.id === outcome.id);
     options.telemetry.emit("lease:rescued", {
-      operationId: job?.operationId ?? "",
+      operationId: expired[index]?.operationId ?? "",
       outcome: outcome.status === "dead" ? "dead" : "retrying",
     });
   });

@@ -14,7 +14,13 @@ export class UnsupportedDatabaseError extends Error {
  */
 export async function openStore(options: {
   url: string;
+  /** This node's clock. */
   clock: Clock;
+  /**
+   * PostgreSQL only: whether statements read the database's clock (default true); false makes `clock` the database's
+   * clock, for tests that move time by hand. SQLite, one process, always uses `clock`.
+   */
+  databaseTime?: boolean;
   /** PostgreSQL only: connections in the pool. */
   poolSize?: number;
   /** PostgreSQL only: a schema to work in (tests). */
@@ -31,6 +37,7 @@ export async function openStore(options: {
     return PostgresStore.open({
       url,
       clock,
+      ...(options.databaseTime !== undefined ? { databaseTime: options.databaseTime } : {}),
       ...(options.poolSize !== undefined ? { poolSize: options.poolSize } : {}),
       ...(options.schema !== undefined ? { schema: options.schema } : {}),
       ...(options.onPoolError ? { onPoolError: options.onPoolError } : {}),

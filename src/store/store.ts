@@ -36,12 +36,19 @@ export interface JobRow {
   result: JobResult | null;
 }
 
+/**
+ * When a job becomes claimable: at a given instant, or a delay after the store's own now (the database's clock on
+ * PostgreSQL, so that a node whose clock is off cannot schedule work early or late).
+ */
+export type RunTime = { at: number } | { delayMs: number };
+
 /** What a new job is made of; the store adds status, attempt and times. */
 export interface JobInsertParams {
   id: string;
   operationId: string;
   priority: number;
-  runAt: number;
+  /** Also the new run time of the job a dedupe upsert refreshes. */
+  runTime: RunTime;
   maxAttempts: number;
   dedupeKey: string | null;
   concurrencyKey: string | null;
@@ -61,7 +68,10 @@ export type JobInsertOutcome =
   | { kind: "created"; job: JobRow }
   /** A claimable job held the dedupe key: its run time and request were refreshed. */
   | { kind: "deduplicated"; job: JobRow }
-  /** A claimable job of another operation holds the dedupe key; nothing changed. */
+  /**
+   * A claimable job holds the dedupe key for another operation, or runs under another authority (another user, or
+   * another kind of authority): an upsert never makes one user's request run under another's. Nothing changed.
+   */
   | { kind: "dedupe_conflict"; holder: JobRow }
   /** The chain has already created `spawnCap` jobs; nothing changed. */
   | { kind: "spawn_cap_exceeded" };
@@ -99,8 +109,11 @@ export type JobOutcome = JobAttempt &
   (
     | { status: "succeeded"; result: JobResult }
     | { status: "dead"; result: JobResult }
-    /** Back to the queue at `runAt`; becomes `cancelled`/`cancelled-by-chain` if the chain was cancelled meanwhile. */
-    | { status: "retrying"; runAt: number; result: JobResult }
+    /**
+     * Back to the queue, due `delayMs` after the store's now; becomes `cancelled`/`cancelled-by-chain` if the chain was
+     * cancelled meanwhile.
+     */
+    | { status: "retrying"; delayMs: number; result: JobResult }
   );
 
 /** One attempt of one job: the key of every conditional write. */
@@ -136,6 +149,22 @@ export interface AttemptBucket {
   cancelled: number;
 }
 
+/**
+ * How long a running job may go without a heartbeat before its lease has expired: per operation (its timeout plus the
+ * lease grace), and for every other operation.
+ */
+export interface LeaseLimits {
+  defaultMs: number;
+  byOperation: Record<string, number>;
+}
+
+/** Whether an interrupted attempt put back to the queue still counts. */
+export type AttemptRefund =
+  /** A graceful shutdown: the attempt counts, but a job that was on its last attempt keeps one to run. */
+  | "if-last"
+  /** opqueue's own process could not send it (no file descriptor, no memory): the attempt never happened. */
+  | "always";
+
 /** Filters of a bulk retry of dead jobs. */
 export interface DeadJobFilter {
   operationId?: string | undefined;
@@ -156,6 +185,17 @@ export interface JobStats {
 export interface Store {
   /** Which engine this is, for messages and skips. */
   readonly engine: "sqlite" | "postgres";
+  /**
+   * The database's clock as this node best knows it (its own clock plus the offset last measured by `clockOffset`).
+   * For timers and figures only: every decision of what is due or expired, and every time written, is the
+   * database's own.
+   */
+  now(): number;
+  /**
+   * Measures how far the database's clock is ahead of this node's (negative: behind), in ms, and remembers it for
+   * `now`. Zero where the two are one clock (SQLite, or a store driven by a test clock).
+   */
+  clockOffset(): Promise<number>;
   /** Resolves when the database answers and its schema is fully migrated; throws `StoreUnavailableError` otherwise. */
   ping(): Promise<void>;
   /** Inserts a job or upserts the claimable job holding its dedupe key; concurrent calls are committed together. */
@@ -179,15 +219,17 @@ export interface Store {
   jobCompleteMany(params: { outcomes: JobOutcome[] }): Promise<boolean[]>;
   /** Renews the lease of in-flight jobs (those still `running` with that attempt), in one statement. */
   jobHeartbeatMany(params: { jobs: JobAttempt[] }): Promise<void>;
-  /** Running jobs whose last heartbeat is older than `heartbeatBefore`, oldest first. */
-  jobListExpired(params: { heartbeatBefore: number; limit: number }): Promise<JobRow[]>;
+  /** Running jobs whose lease has expired by the database's clock (no heartbeat for their limit), oldest first. */
+  jobListExpired(params: { lease: LeaseLimits; limit: number }): Promise<JobRow[]>;
   /**
-   * Puts interrupted attempts back to `retrying` at `runAt` (graceful shutdown). An interrupted last attempt is
-   * given back, so the job keeps one attempt to run; a cancelled chain ends the job `cancelled-by-chain`.
-   * Returns how many were requeued.
+   * Puts interrupted attempts back to `retrying`, due `delayMs` after the store's now, refunding the attempt as
+   * `refund` says; a cancelled chain ends the job `cancelled-by-chain`. Returns how many were requeued.
    */
-  jobRequeueMany(params: { jobs: JobAttempt[]; runAt: number; errorBody: string }): Promise<number>;
-  /** The earliest `run_at` of a claimable job (its concurrency key not running), or null when none is waiting. */
+  jobRequeueMany(params: { jobs: JobAttempt[]; delayMs: number; errorBody: string; refund: AttemptRefund }): Promise<number>;
+  /**
+   * The earliest `run_at` of a claimable job (its concurrency key not running), or null when none is waiting; on the
+   * database's clock (compare it with `now`).
+   */
   jobNextRunAt(): Promise<number | null>;
   /**
    * Records a cron tick and inserts its job in one transaction; a tick already recorded (by another node, or
@@ -196,10 +238,10 @@ export interface Store {
   cronTickInsert(params: { name: string; tickAt: number; job: JobInsertParams }): Promise<
     JobInsertOutcome | { kind: "already_enqueued" }
   >;
-  /** Deletes up to `limit` terminal jobs finished before `finishedBefore`; returns how many. */
-  jobDeleteFinishedMany(params: { finishedBefore: number; limit: number }): Promise<number>;
-  /** Forgets cron ticks older than `before` (they can never fire again); returns how many. */
-  cronTickDeleteMany(params: { before: number }): Promise<number>;
+  /** Deletes up to `limit` terminal jobs that finished more than `olderThanMs` ago; returns how many. */
+  jobDeleteFinishedMany(params: { olderThanMs: number; limit: number }): Promise<number>;
+  /** Forgets cron ticks more than `olderThanMs` old (they can never fire again); returns how many. */
+  cronTickDeleteMany(params: { olderThanMs: number }): Promise<number>;
   /**
    * Job counts by status and by operation, and the run time of the oldest due claimable job. With
    * `byOperation: false` the counts by operation are left out (`[]`): on PostgreSQL the operation of a job sits in
@@ -215,8 +257,8 @@ export interface Store {
    * They outlive the attempts themselves: retention deleting a job leaves its attempts counted.
    */
   attemptBuckets(params: { since: number; bucketMs: number }): Promise<AttemptBucket[]>;
-  /** Forgets the attempt counts of minutes before `before` (the dashboard charts the last hour); returns how many rows. */
-  attemptCountDeleteMany(params: { before: number }): Promise<number>;
+  /** Forgets the attempt counts of minutes more than `olderThanMs` old (the dashboard charts the last hour); returns how many rows. */
+  attemptCountDeleteMany(params: { olderThanMs: number }): Promise<number>;
   /**
    * Re-queues up to `limit` dead jobs matching the filter, newest first, like `jobRetry`; a job whose dedupe key
    * another claimable job holds is skipped. Returns the jobs it re-queued.
@@ -241,14 +283,16 @@ export class StoreLockedError extends Error {
   override readonly name = "StoreLockedError";
 }
 
-/** Turns per-slot counts into every bucket from `since` to `now`, zeros included (shared by the engines). */
 /**
  * The row an insert creates, from what was written: `pending`, or `cancelled` (`cancelled-by-chain`) when its chain
  * was cancelled. The SQLite engine builds it rather than reading it back, and its store rebuilds it from the seq
  * the thread answers, so a created job's parameters never travel back across the thread boundary.
  */
-export function createdJobRow(params: JobInsertParams, written: { seq: number; createdAt: number; chainCancelled: boolean }): JobRow {
-  const { seq, createdAt, chainCancelled } = written;
+export function createdJobRow(
+  params: JobInsertParams,
+  written: { seq: number; createdAt: number; runAt: number; chainCancelled: boolean },
+): JobRow {
+  const { seq, createdAt, runAt, chainCancelled } = written;
   return {
     seq,
     id: params.id,
@@ -257,7 +301,7 @@ export function createdJobRow(params: JobInsertParams, written: { seq: number; c
     attempt: 0,
     maxAttempts: params.maxAttempts,
     priority: params.priority,
-    runAt: params.runAt,
+    runAt,
     createdAt,
     startedAt: null,
     finishedAt: chainCancelled ? createdAt : null,
@@ -284,6 +328,12 @@ export function requireWholeMinutes(params: { since: number; bucketMs: number })
   }
 }
 
+/** The instant a run time names, given the store's now. */
+export function runTimeAt(runTime: RunTime, now: number): number {
+  return "at" in runTime ? runTime.at : now + runTime.delayMs;
+}
+
+/** Turns per-slot counts into every bucket from `since` to `now`, zeros included (shared by the engines). */
 export function toBuckets(options: {
   since: number;
   bucketMs: number;

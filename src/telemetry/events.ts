@@ -31,6 +31,8 @@ export interface OpqueueEvents {
   "lease:rescued": { operationId: string; outcome: "retrying" | "dead" };
   /** A cron tick enqueued its job (or found it enqueued already). */
   "cron:tick": { name: string; tickAt: number; outcome: string };
+  /** This node's clock was compared with the database's: how far the database's is ahead (ms; negative: behind). */
+  "clock:measured": { offsetMs: number };
 }
 
 /** A typed event bus. */

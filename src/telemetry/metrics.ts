@@ -82,6 +82,13 @@ export function createMetrics(options: {
     },
   });
 
+  const clockOffset = new Gauge({
+    name: "opqueue_clock_offset_seconds",
+    help: "How far the database's clock is ahead of this node's (negative: behind), as last measured.",
+    registers,
+  });
+  telemetry.on("clock:measured", ({ offsetMs }) => clockOffset.set(offsetMs / 1000));
+
   telemetry.on("job:enqueued", ({ operationId, outcome }) => enqueued.inc({ operation_id: operationId, outcome }));
   telemetry.on("job:enqueue-refused", ({ code }) => refused.inc({ code }));
   telemetry.on("delivery:finished", ({ operationId, outcome, durationMs }) => {

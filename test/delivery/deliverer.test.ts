@@ -196,7 +196,7 @@ describe("the delivered request", () => {
 
     // The second attempt carries its own number, in the token and in x-job-attempt.
     const written = await s.service.store.jobCompleteMany({
-      outcomes: [{ id: job.id, attempt: 1, status: "retrying", runAt: s.clock.now(), result: { error_body: "", terminal_reason: null } }],
+      outcomes: [{ id: job.id, attempt: 1, status: "retrying", delayMs: 0, result: { error_body: "", terminal_reason: null } }],
     });
     assert.deepEqual(written, [true]);
     s.clock.advance(5000);
@@ -441,7 +441,7 @@ describe("how an exchange ends", () => {
     t.after(() => deliverer.close());
 
     const direct = await deliverer.deliver(await claimNextAfterEnqueue(s));
-    assert.equal(direct.kind, "vanished");
+    assert.equal(direct.kind, "undeliverable");
 
     const job = await enqueue(s, welcome());
     const dispatcher = new Dispatcher({

@@ -565,7 +565,7 @@ describe("conditional outcome writes", () => {
     const job = await enqueue(s, welcome());
     await claimOne(s);
     assert.deepEqual(
-      await store.jobCompleteMany({ outcomes: [{ id: job.id, attempt: 1, status: "retrying", runAt: s.clock.now() + 1000, result: failed }] }),
+      await store.jobCompleteMany({ outcomes: [{ id: job.id, attempt: 1, status: "retrying", delayMs: 1000, result: failed }] }),
       [true],
     );
     const cancelled = await s.inject({ method: "POST", url: `/jobs/${job.id}/cancel`, token: await s.adminToken() });
@@ -586,7 +586,7 @@ describe("conditional outcome writes", () => {
     const store = s.service.store;
     const job = await enqueue(s, welcome(), { rid: "req-late" });
     await claimOne(s);
-    await store.jobCompleteMany({ outcomes: [{ id: job.id, attempt: 1, status: "retrying", runAt: s.clock.now() + 1000, result: failed }] });
+    await store.jobCompleteMany({ outcomes: [{ id: job.id, attempt: 1, status: "retrying", delayMs: 1000, result: failed }] });
     assert.deepEqual(
       (await store.chainCancel({ originalRequestId: "req-late" })).map((row) => row.id),
       [job.id],
@@ -644,7 +644,10 @@ describe("conditional outcome writes", () => {
     s.service.start();
     await target.waitForRequests(1);
     // As a rescuer elsewhere would, once this node's lease looked expired: the job goes back, and this node takes it.
-    assert.equal(await store.jobRequeueMany({ jobs: [{ id: job.id, attempt: 1 }], runAt: s.clock.now(), errorBody: "lease expired" }), 1);
+    assert.equal(
+      await store.jobRequeueMany({ jobs: [{ id: job.id, attempt: 1 }], delayMs: 0, errorBody: "lease expired", refund: "if-last" }),
+      1,
+    );
     dispatcherOf(s).wake();
     await target.waitForRequests(2);
     assert.equal(dispatcherOf(s).inFlightCount, 2, "both deliveries are in flight");
@@ -837,9 +840,9 @@ describe("leases", () => {
 });
 
 describe("graceful stop", () => {
-  /** Reads a job from the database file of a closed service. */
+  /** Reads a job from the database of a closed service, on the test's clock as the service was. */
   async function readAfterClose(s: TestService, id: string): Promise<JobRow | undefined> {
-    const store = await openStore({ url: s.config.database, clock: s.clock });
+    const store = await openStore({ url: s.config.database, clock: s.clock, databaseTime: false });
     try {
       return await store.jobGet({ id });
     } finally {

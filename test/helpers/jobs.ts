@@ -119,7 +119,7 @@ export async function driveTo(
       return;
     case "retrying":
       written = await store.jobCompleteMany({
-        outcomes: [{ id, attempt, status, runAt: s.clock.now() + 3_600_000, result: FAILED }],
+        outcomes: [{ id, attempt, status, delayMs: 3_600_000, result: FAILED }],
       });
       break;
     case "dead":

@@ -30,14 +30,23 @@ export async function dropSchema(schema: string): Promise<void> {
   }
 }
 
-/** Opens a PostgreSQL store in a fresh schema; `cleanup` closes it and drops the schema. */
+/**
+ * Opens a PostgreSQL store in a fresh schema; `cleanup` closes it and drops the schema. The store reads `clock`
+ * (`databaseTime: false`) rather than the database's clock, so tests move its time by hand.
+ */
 export async function openPostgresStore(
   clock: Clock,
   options: { schema?: string; poolSize?: number } = {},
 ): Promise<{ store: PostgresStore; schema: string; cleanup: () => Promise<void> }> {
   if (!POSTGRES_URL) throw new Error("OPQUEUE_TEST_DATABASE_URL is not set");
   const schema = options.schema ?? freshSchemaName();
-  const store = await PostgresStore.open({ url: POSTGRES_URL, clock, schema, poolSize: options.poolSize ?? 4 });
+  const store = await PostgresStore.open({
+    url: POSTGRES_URL,
+    clock,
+    databaseTime: false,
+    schema,
+    poolSize: options.poolSize ?? 4,
+  });
   return {
     store,
     schema,

@@ -472,7 +472,7 @@ describe("cancel chain", () => {
     await driveTo(s, running.id, "running");
     assert.equal((await admin(s, "POST", "/chains/req-1/cancel")).statusCode, 200);
     const written = await s.service.store.jobCompleteMany({
-      outcomes: [{ id: running.id, attempt: 1, status: "retrying", runAt: s.clock.now() + 1000, result: FAILED }],
+      outcomes: [{ id: running.id, attempt: 1, status: "retrying", delayMs: 1000, result: FAILED }],
     });
     assert.deepEqual(written, [true]);
     const after = await getJob(s, running.id);

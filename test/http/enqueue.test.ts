@@ -387,6 +387,33 @@ describe("step 2: 400 missing_path_param", () => {
   });
 });
 
+describe("step 2: 400 invalid_path_param (Revision 2)", () => {
+  test("returns 400 invalid_path_param for a path parameter that is empty, '.' or '..', creating nothing", async (t) => {
+    const s = await startService(t);
+    // [] and [".."] are delivered as their text ("" and ".."), so they are refused alike.
+    for (const userId of ["", ".", "..", [], [".."]]) {
+      const res = await postJob(s, welcomeEmail({ request: { path_params: { userId } } }));
+      assertError(res, 400, "invalid_path_param");
+      assert.match(res.json().message, /userId/);
+    }
+    assert.equal(await countJobs(s), 0);
+  });
+
+  test("accepts values that only look like dot segments once encoded: '...', '.x', '%2e%2e', 'a/..'", async (t) => {
+    const s = await startService(t);
+    for (const userId of ["...", ".x", "%2e%2e", "a/..", 0]) {
+      await enqueue(s, welcomeEmail({ request: { path_params: { userId } } }));
+    }
+    assert.equal(await countJobs(s), 5);
+  });
+
+  test("answers 400 invalid_path_param before 422 and 403", async (t) => {
+    const s = await startService(t);
+    const dots = { request: { path_params: { userId: ".." } } };
+    assertError(await postJob(s, welcomeEmail(dots), { op: "recordEmailSent" }), 400, "invalid_path_param");
+  });
+});
+
 describe("steps 2 and 3: the first failing step answers", () => {
   test("answers 400 invalid_request, not 422, when the body is schema-invalid and the operation unknown", async (t) => {
     const s = await startService(t);
@@ -543,10 +570,10 @@ describe("step 5: dedupe upsert and 409 dedupe_conflict", () => {
     assert.deepEqual(upserted.result, retrying.result);
   });
 
-  test("treats dedupe keys as global: another chain and user upsert the same job", async (t) => {
+  test("treats dedupe keys as global: another chain of the same user upserts the same job, which keeps its chain", async (t) => {
     const s = await startService(t);
     const first = await enqueue(s, welcomeEmail({ dedupe_key: "k" }), { sub: "u1", rid: "req-1" });
-    const upserted = await enqueue(s, welcomeEmail({ dedupe_key: "k" }), { sub: "u2", rid: "req-2" }, 200);
+    const upserted = await enqueue(s, welcomeEmail({ dedupe_key: "k" }), { sub: "u1", rid: "req-2" }, 200);
     assert.equal(upserted.id, first.id);
     assert.equal(upserted.user_id, "u1");
     assert.equal(upserted.original_request_id, "req-1");
@@ -595,6 +622,31 @@ describe("step 5: dedupe upsert and 409 dedupe_conflict", () => {
     assertError(res, 409, "dedupe_conflict");
     assert.deepEqual(await getJob(s, held.id), held);
     assert.equal(await countJobs(s), 1);
+  });
+
+  test("returns 409 dedupe_conflict when the job holding the key runs as another user, changing nothing (Revision 2)", async (t) => {
+    const s = await startService(t);
+    const held = await enqueue(s, welcomeEmail({ dedupe_key: "k", request: { path_params: { userId: "42" }, body: "a's" } }));
+    s.clock.advance(1000);
+    const res = await postJob(s, welcomeEmail({ dedupe_key: "k", request: { path_params: { userId: "43" }, body: "b's" } }), {
+      sub: "u2",
+      rid: "req-b",
+    });
+    assertError(res, 409, "dedupe_conflict");
+    assert.match(res.json().message, new RegExp(held.id));
+    assert.deepEqual(await getJob(s, held.id), held);
+    assert.equal(await countJobs(s), 1);
+  });
+
+  test("returns 409 dedupe_conflict when the job holding the key runs under another kind of authority, changing nothing", async (t) => {
+    const s = await startService(t);
+    const held = await enqueue(s, onBehalfOf(RESOURCE_AUTHORITY, { dedupe_key: "k" }), { op: "importUsers" });
+    const res = await postJob(s, onBehalfOf(REQUEST_AUTHORITY, { dedupe_key: "k", delay_ms: 5 }), { op: "importUsers" });
+    assertError(res, 409, "dedupe_conflict");
+    assert.deepEqual(await getJob(s, held.id), held);
+    // The same user under the same kind of authority still upserts.
+    const again = await postJob(s, onBehalfOf(RESOURCE_AUTHORITY, { dedupe_key: "k", delay_ms: 5 }), { op: "importUsers" });
+    assert.equal(again.statusCode, 200, again.body);
   });
 
   test("answers 409 dedupe_conflict before 429 when the chain is also at its cap", async (t) => {

@@ -23,7 +23,7 @@ import { startTestService, TEST_OPENAPI, TEST_SECRET, type TestService } from ".
 
 /** CONTRACT §11, copied here rather than imported so the test does not trust the code it checks. */
 const CONTRACT_CODES: Readonly<Record<number, readonly string[]>> = {
-  400: ["invalid_request", "payload_too_large", "invalid_on_behalf_of", "missing_path_param"],
+  400: ["invalid_request", "payload_too_large", "invalid_on_behalf_of", "missing_path_param", "invalid_path_param"],
   401: ["invalid_assertion", "unauthenticated"],
   403: ["trigger_not_allowed", "on_behalf_of_not_allowed", "chain_mismatch", "site_admin_required"],
   404: ["job_not_found", "not_found"],
@@ -722,6 +722,70 @@ test("fuzz: POST /jobs with a valid assertion and random JSON bodies never answe
 });
 
 // ---------------------------------------------------------------------------------------------------------
+// Property 1b: request ids and path parameters that must travel in a header and a URL (Revision 2)
+// ---------------------------------------------------------------------------------------------------------
+
+/** CONTRACT §2 Revision 2, restated rather than imported: 1..255 visible ASCII, neither "." nor "..". */
+const travels = (rid: string) => /^[\x21-\x7e]{1,255}$/.test(rid) && rid !== "." && rid !== "..";
+/** CONTRACT §3 step 2 Revision 2: a path parameter whose text is empty, "." or ".." is refused. */
+const normalisesAway = (value: unknown) => ["", ".", ".."].includes(String(value));
+
+const ridArb = fc.oneof(
+  { weight: 4, arbitrary: fc.stringMatching(/^[\x21-\x7e]{1,40}$/) },
+  { weight: 2, arbitrary: fc.string({ unit: "binary-ascii", minLength: 0, maxLength: 300 }) },
+  { weight: 2, arbitrary: fc.constantFrom(".", "..", "...", "a b", "a\r\nx-evil: 1", "\u00e9", "\u2028", "\x7f", "x".repeat(255), "x".repeat(256)) },
+  { weight: 1, arbitrary: fc.string({ unit: "grapheme", minLength: 1, maxLength: 20 }) },
+  { weight: 1, arbitrary: fc.integer({ min: 200, max: 9000 }).map((n) => "r".repeat(n)) },
+);
+const pathParamArb = fc.oneof(
+  { weight: 3, arbitrary: fc.constantFrom("", ".", "..", "...", "./", "%2e%2e", "a/../b", "\\..", "..;", "42") },
+  { weight: 2, arbitrary: fc.array(fc.constantFrom(".", "/", "%", "2", "e", "a"), { maxLength: 5 }).map((parts) => parts.join("")) },
+  { weight: 1, arbitrary: fc.oneof(fc.constant([]), fc.constant([".."]), fc.integer(), fc.boolean()) },
+  { weight: 1, arbitrary: wildString },
+);
+
+test("fuzz: request ids and path parameters are accepted exactly when they can travel in a header and a URL", async (t) => {
+  const s = await startTestService({ configure: (raw) => (raw["limits"] = { spawn_cap: 100_000 }) });
+  t.after(() => s.close());
+  const tally: Tally = new Map();
+  let created = 0;
+  await fc.assert(
+    fc.asyncProperty(ridArb, pathParamArb, async (rid, userId) => {
+      const token = await s.assertion({ rid });
+      const options: InjectOptions = {
+        method: "POST",
+        url: "/jobs",
+        headers: { authorization: `Bearer ${token}` },
+        payload: { operation_id: "sendWelcomeEmail", request: { path_params: { userId } } },
+      };
+      const res = await send(s, options, tally);
+      const where = `rid ${JSON.stringify(rid).slice(0, 80)}, userId ${JSON.stringify(userId).slice(0, 80)} -> ${res.statusCode} ${res.body.slice(0, 200)}`;
+      if (!travels(rid)) {
+        assert.equal(res.statusCode, 401, where);
+        return;
+      }
+      // U+0000 and lone surrogates cannot be stored by either engine (a separate rule, tested above).
+      // eslint-disable-next-line no-control-regex -- matching U+0000 is the point
+      if (typeof userId === "string" && /[\u0000\p{Cs}]/u.test(userId)) {
+        assert.equal((res.json() as { code: string }).code, "invalid_request", where);
+        return;
+      }
+      if (normalisesAway(userId)) {
+        assert.equal((res.json() as { code: string }).code, "invalid_path_param", where);
+        return;
+      }
+      assert.equal(res.statusCode, 201, where);
+      created++;
+      const job = (res.json() as { job: Record<string, unknown> }).job;
+      assert.equal(job["original_request_id"], rid, where);
+    }),
+    runOptions(),
+  );
+  report(t, tally);
+  assert.ok(created > 5, `only ${created} runs enqueued a job`);
+});
+
+// ---------------------------------------------------------------------------------------------------------
 // Property 2: POST /jobs with raw bodies, content types and Authorization headers
 // ---------------------------------------------------------------------------------------------------------
 
@@ -918,7 +982,7 @@ test("fuzz: admin routes with random ids, queries, tokens and bodies never answe
     const res = await send(s, {
       method: "POST",
       url: "/jobs",
-      headers: { authorization: `Bearer ${await s.assertion({ rid: i < 3 ? "chain-a" : "chain/b é" })}` },
+      headers: { authorization: `Bearer ${await s.assertion({ rid: i < 3 ? "chain-a" : "chain/b%?#" })}` },
       payload: { operation_id: "buildReport", request: { body: { i } }, ...(i === 5 ? { dedupe_key: "admin-dedupe" } : {}) },
     });
     assert.equal(res.statusCode, 201, res.body);

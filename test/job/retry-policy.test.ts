@@ -159,7 +159,7 @@ describe("decideAttempt: the result written for each kind of ending", () => {
   test("a retried response keeps its status code and body, with no terminal reason", () => {
     assert.deepEqual(decide(response(503, { body: "busy" })), {
       status: "retrying",
-      runAt: NOW + FIRST_BACKOFF_MS,
+      delayMs: FIRST_BACKOFF_MS,
       result: { status_code: 503, error_body: "busy", terminal_reason: null },
     });
   });
@@ -168,7 +168,7 @@ describe("decideAttempt: the result written for each kind of ending", () => {
     const decision = decide(noResponse("timed out after 30000 ms"));
     assert.deepEqual(decision, {
       status: "retrying",
-      runAt: NOW + FIRST_BACKOFF_MS,
+      delayMs: FIRST_BACKOFF_MS,
       result: { error_body: "timed out after 30000 ms", terminal_reason: null },
     });
     assert.equal("status_code" in decision.result, false);
@@ -247,20 +247,21 @@ describe("backoff: min(max_ms, base_ms × factor^(attempt−1)) × (0.5 + 0.5 ×
     });
   }
 
-  test("a retrying attempt runs at now + the backoff of its attempt number", () => {
+  test("a retrying attempt runs again after the backoff of its attempt number", () => {
     for (const attempt of [1, 2, 3, 4]) {
       const decision = decide(response(500), { attempt, random: 1 });
       assert.equal(decision.status, "retrying");
-      assert.equal(decision.status === "retrying" && decision.runAt, NOW + 1000 * 2 ** (attempt - 1));
+      assert.equal(decision.status === "retrying" && decision.delayMs, 1000 * 2 ** (attempt - 1));
     }
   });
 });
 
 describe("Retry-After", () => {
-  const runAtOf = (result: AttemptResult, options: Parameters<typeof decide>[1] = {}): number => {
+  /** The delay of a retrying decision, counted from the moment its outcome is written. */
+  const delayOf = (result: AttemptResult, options: Parameters<typeof decide>[1] = {}): number => {
     const decision = decide(result, options);
     assert.equal(decision.status, "retrying");
-    return decision.status === "retrying" ? decision.runAt : Number.NaN;
+    return decision.status === "retrying" ? decision.delayMs : Number.NaN;
   };
 
   test("parses delta-seconds", () => {
@@ -290,43 +291,43 @@ describe("Retry-After", () => {
   for (const value of ["soon", "", "1.5", "3600.5", "-5", "+5", "10 seconds", "2099-01-01T00:00:00Z", "12abc"]) {
     test(`an unreadable value ${JSON.stringify(value)} is ignored`, () => {
       assert.equal(parseRetryAfter(value, NOW), undefined);
-      assert.equal(runAtOf(response(503, { retryAfter: value })), NOW + FIRST_BACKOFF_MS);
+      assert.equal(delayOf(response(503, { retryAfter: value })), FIRST_BACKOFF_MS);
     });
   }
 
   test("is honoured on 503 as seconds", () => {
-    assert.equal(runAtOf(response(503, { retryAfter: "120" })), NOW + 120_000);
+    assert.equal(delayOf(response(503, { retryAfter: "120" })), 120_000);
   });
 
   test("is honoured on 429 as an HTTP-date", () => {
-    assert.equal(runAtOf(response(429, { retryAfter: httpDate(NOW + 90_000) })), NOW + 90_000);
+    assert.equal(delayOf(response(429, { retryAfter: httpDate(NOW + 90_000) })), 90_000);
   });
 
   test("is honoured on any status with x-job-retry: always", () => {
-    assert.equal(runAtOf(response(400, { jobRetry: "always", retryAfter: "30" })), NOW + 30_000);
-    assert.equal(runAtOf(response(500, { jobRetry: "always", retryAfter: "30" })), NOW + 30_000);
+    assert.equal(delayOf(response(400, { jobRetry: "always", retryAfter: "30" })), 30_000);
+    assert.equal(delayOf(response(500, { jobRetry: "always", retryAfter: "30" })), 30_000);
   });
 
   for (const status of [408, 425, 500, 502, 504]) {
     test(`is ignored on ${status} without x-job-retry: always`, () => {
-      assert.equal(runAtOf(response(status, { retryAfter: "120" })), NOW + FIRST_BACKOFF_MS);
+      assert.equal(delayOf(response(status, { retryAfter: "120" })), FIRST_BACKOFF_MS);
     });
   }
 
   test("never lowers the backoff", () => {
     // Attempt 4 at random 0.5: 8000 × 0.75 = 6000 ms, more than the 1 s asked for.
-    assert.equal(runAtOf(response(503, { retryAfter: "1" }), { attempt: 4 }), NOW + 6000);
-    assert.equal(runAtOf(response(429, { retryAfter: httpDate(NOW - 5000) }), { attempt: 4 }), NOW + 6000);
+    assert.equal(delayOf(response(503, { retryAfter: "1" }), { attempt: 4 }), 6000);
+    assert.equal(delayOf(response(429, { retryAfter: httpDate(NOW - 5000) }), { attempt: 4 }), 6000);
   });
 
   test("is capped at retry_after_max_ms", () => {
-    assert.equal(runAtOf(response(503, { retryAfter: "86400" })), NOW + RETRY.retry_after_max_ms);
-    assert.equal(runAtOf(response(429, { retryAfter: httpDate(NOW + 3_600_000) })), NOW + RETRY.retry_after_max_ms);
+    assert.equal(delayOf(response(503, { retryAfter: "86400" })), RETRY.retry_after_max_ms);
+    assert.equal(delayOf(response(429, { retryAfter: httpDate(NOW + 3_600_000) })), RETRY.retry_after_max_ms);
   });
 
   test("capped below the backoff, leaves the backoff", () => {
     const retry = { ...RETRY, retry_after_max_ms: 1000 };
-    assert.equal(runAtOf(response(503, { retryAfter: "86400" }), { attempt: 4, retry }), NOW + 6000);
+    assert.equal(delayOf(response(503, { retryAfter: "86400" }), { attempt: 4, retry }), 6000);
   });
 
   test("does not save an exhausted job", () => {

@@ -29,7 +29,7 @@ function jobParams(s: TestService, rid: string, extra: Partial<JobInsertParams> 
     id: `job-${String(counter).padStart(8, "0")}`,
     operationId: "buildReport",
     priority: 0,
-    runAt: s.clock.now(),
+    runTime: { at: s.clock.now() },
     maxAttempts: 5,
     dedupeKey: null,
     concurrencyKey: null,
@@ -56,7 +56,7 @@ type State = "pending" | "running" | "retrying" | "succeeded" | "dead" | "cancel
 async function jobIn(s: TestService, state: State): Promise<string> {
   const store = s.service.store;
   // A pending job is due in a year, so later claims here never take it.
-  const extra = state === "pending" ? { runAt: s.clock.now() + 365 * DAY } : {};
+  const extra = state === "pending" ? { runTime: { delayMs: 365 * DAY } } : {};
   const job = await insert(store, jobParams(s, `chain-${state}-${counter}`, extra));
   if (state === "pending") return job.id;
   if (state === "cancelled") {
@@ -72,7 +72,7 @@ async function jobIn(s: TestService, state: State): Promise<string> {
       ? { id: job.id, attempt: 1, status: state, result: { status_code: 200, error_body: null, terminal_reason: null } }
       : state === "dead"
         ? { id: job.id, attempt: 1, status: state, result: { ...result, terminal_reason: "exhausted" as const } }
-        : { id: job.id, attempt: 1, status: state, runAt: s.clock.now() + 365 * DAY, result };
+        : { id: job.id, attempt: 1, status: state, delayMs: 365 * DAY, result };
   assert.deepEqual(await store.jobCompleteMany({ outcomes: [outcome] }), [true]);
   return job.id;
 }
@@ -107,7 +107,7 @@ test("terminal jobs finished more than terminal_days ago are deleted; newer term
   };
   s.clock.set(START + 30 * DAY + 1);
 
-  const deleted = await cleanFinishedJobs({ config: s.config, store, clock: s.clock });
+  const deleted = await cleanFinishedJobs({ config: s.config, store });
   assert.equal(deleted, 3);
   for (const [status, id] of Object.entries(old)) assert.equal(await exists(store, id), false, `old ${status} deleted`);
   for (const [status, id] of Object.entries(newer)) assert.equal(await exists(store, id), true, `newer ${status} kept`);
@@ -116,7 +116,7 @@ test("terminal jobs finished more than terminal_days ago are deleted; newer term
 
   // The next pass, later, takes the newer ones once they are old enough.
   s.clock.advance(10 * DAY + 1);
-  assert.equal(await cleanFinishedJobs({ config: s.config, store, clock: s.clock }), 3);
+  assert.equal(await cleanFinishedJobs({ config: s.config, store }), 3);
   const stats = await store.jobStats();
   assert.deepEqual(stats.byStatus, { pending: 1, running: 1, retrying: 1, succeeded: 0, dead: 0, cancelled: 0 });
 });
@@ -125,10 +125,10 @@ test("a terminal job finished exactly terminal_days ago is not older than that, 
   const s = await start(t, (raw) => (raw["retention"] = { terminal_days: 2 }));
   const id = await jobIn(s, "succeeded");
   s.clock.advance(2 * DAY);
-  assert.equal(await cleanFinishedJobs({ config: s.config, store: s.service.store, clock: s.clock }), 0);
+  assert.equal(await cleanFinishedJobs({ config: s.config, store: s.service.store }), 0);
   assert.equal(await exists(s.service.store, id), true);
   s.clock.advance(1);
-  assert.equal(await cleanFinishedJobs({ config: s.config, store: s.service.store, clock: s.clock }), 1);
+  assert.equal(await cleanFinishedJobs({ config: s.config, store: s.service.store }), 1);
   assert.equal(await exists(s.service.store, id), false);
 });
 
@@ -150,7 +150,7 @@ test("more terminal jobs than one batch are all deleted in one pass, and a cance
   const watched = new Proxy(store, {
     get(target, property) {
       if (property === "jobDeleteFinishedMany") {
-        return async (params: { finishedBefore: number; limit: number }) => {
+        return async (params: { olderThanMs: number; limit: number }) => {
           const deleted = await target.jobDeleteFinishedMany(params);
           batches.push({ limit: params.limit, deleted });
           return deleted;
@@ -160,7 +160,7 @@ test("more terminal jobs than one batch are all deleted in one pass, and a cance
       return typeof value === "function" ? (value as (...args: unknown[]) => unknown).bind(target) : value;
     },
   });
-  assert.equal(await cleanFinishedJobs({ config: s.config, store: watched, clock: s.clock }), count);
+  assert.equal(await cleanFinishedJobs({ config: s.config, store: watched }), count);
   assert.deepEqual(
     batches,
     [CLEAN_BATCH, CLEAN_BATCH, 17].map((deleted) => ({ limit: CLEAN_BATCH, deleted })),
@@ -181,7 +181,7 @@ test("terminal_days null keeps every terminal job forever", async (t) => {
   const s = await start(t, (raw) => (raw["retention"] = { terminal_days: null }));
   const ids = [await jobIn(s, "succeeded"), await jobIn(s, "dead"), await jobIn(s, "cancelled")];
   s.clock.advance(10 * 365 * DAY);
-  assert.equal(await cleanFinishedJobs({ config: s.config, store: s.service.store, clock: s.clock }), 0);
+  assert.equal(await cleanFinishedJobs({ config: s.config, store: s.service.store }), 0);
   for (const id of ids) assert.equal(await exists(s.service.store, id), true);
 });
 
@@ -199,7 +199,7 @@ test("old cron ticks are forgotten while recent ones are still remembered", asyn
     assert.equal(outcome.kind, "created");
   }
 
-  await cleanFinishedJobs({ config: s.config, store, clock: s.clock });
+  await cleanFinishedJobs({ config: s.config, store });
 
   const again = (tickAt: number) =>
     store.cronTickInsert({ name: "nightly", tickAt, job: cronTickJob({ config: s.config, entry, tickAt }) });

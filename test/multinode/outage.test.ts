@@ -79,6 +79,29 @@ class Cleanup {
 /** How the proxy cuts a connection: `reset` sends RST (a crash, a network drop), `end` closes with FIN. */
 type Cut = "reset" | "end";
 
+/** A server that refuses connections: its SQLSTATE and message, as PostgreSQL sends them. */
+interface Refusal {
+  code: string;
+  message: string;
+}
+
+/**
+ * PostgreSQL's answer to a startup message it refuses: an ErrorResponse ('E', then its length, then fields: severity
+ * 'S' and 'V', SQLSTATE 'C', message 'M', each NUL-terminated, and a final NUL), after which the server closes.
+ */
+function errorResponse(refusal: Refusal): Buffer {
+  const fields = Buffer.concat(
+    [["S", "FATAL"], ["V", "FATAL"], ["C", refusal.code], ["M", refusal.message]].map(([type, value]) =>
+      Buffer.from(`${type}${value}\0`, "utf8"),
+    ),
+  );
+  const body = Buffer.concat([fields, Buffer.from([0])]);
+  const header = Buffer.alloc(5);
+  header.write("E", 0, "ascii");
+  header.writeInt32BE(body.length + 4, 1);
+  return Buffer.concat([header, body]);
+}
+
 /** A TCP proxy to the test server that can play "the database is down". */
 class PgProxy {
   port = 0;
@@ -86,7 +109,7 @@ class PgProxy {
   accepted = 0;
   /** Connection attempts cut at once while down. */
   refused = 0;
-  private mode: "up" | Cut = "up";
+  private mode: "up" | Cut | Refusal = "up";
   private readonly open = new Set<net.Socket>();
   private readonly server = net.createServer((socket) => this.onConnection(socket));
 
@@ -100,9 +123,16 @@ class PgProxy {
 
   private onConnection(client: net.Socket): void {
     client.on("error", () => undefined);
-    if (this.mode !== "up") {
+    const mode = this.mode;
+    if (typeof mode === "object") {
       this.refused++;
-      cut(client, this.mode);
+      // As the server does: read the startup message, answer it with the error, close.
+      client.once("data", () => client.end(errorResponse(mode)));
+      return;
+    }
+    if (mode !== "up") {
+      this.refused++;
+      cut(client, mode);
       return;
     }
     this.accepted++;
@@ -126,6 +156,15 @@ class PgProxy {
   down(how: Cut): void {
     this.mode = how;
     for (const socket of [...this.open]) cut(socket, how);
+  }
+
+  /**
+   * The server refuses new connections with `refusal` (starting up, not accepting connections, too many clients...);
+   * every open connection is cut, as a restart or `pg_terminate_backend` would.
+   */
+  refuse(refusal: Refusal): void {
+    this.mode = refusal;
+    for (const socket of [...this.open]) cut(socket, "reset");
   }
 
   /** The database is back. */
@@ -858,5 +897,90 @@ test(
     assert.deepEqual(exit, { code: 0, signal: null }, node.output());
     const stored = (await readJobs(s, [id])).get(id);
     assert.equal(stored?.status, "running", "nothing could be written; the lease will expire and the rescuer retry it");
+  },
+);
+
+/** What a PostgreSQL server answers new connections with when it cannot serve them now. */
+const REFUSALS: Refusal[] = [
+  { code: "57P03", message: "the database system is starting up" },
+  { code: "55000", message: 'database "opqueue" is not currently accepting connections' },
+  { code: "53300", message: "sorry, too many clients already" },
+  { code: "08004", message: "the server rejected the connection" },
+  { code: "57P01", message: "terminating connection due to administrator command" },
+];
+
+test(
+  "a server refusing new connections with each SQLSTATE of 'cannot serve now' answers enqueues and admin reads 503 unavailable with Retry-After, never 500, and the node recovers when it accepts them again",
+  { skip: POSTGRES_SKIP, timeout: 60_000 },
+  async (t) => {
+    const s = await scenario(t);
+    const proxy = await startProxy(s);
+    const node = await startNode(s, { name: "node", proxy });
+    await waitForReadiness(node, 200);
+    for (const refusal of REFUSALS) {
+      proxy.refuse(refusal);
+      await waitForReadiness(node, 503);
+      // Several tries, so that at least one goes through a new connection (the first may find a pooled one cut).
+      for (let i = 0; i < 3; i++) {
+        const { answer } = await enqueue(s, node, `refused-${refusal.code}-${i}`);
+        assert.ok(answer.status === 503 && acceptable(answer), `${refusal.code}: ${describe("POST /jobs", answer)}\n${node.output()}`);
+        const list = await admin(s, node, "/jobs?limit=1");
+        assert.ok(list.status === 503 && acceptable(list), `${refusal.code}: ${describe("GET /jobs", list)}`);
+      }
+      // As the node's JSON log writes it.
+      const logged = JSON.stringify(refusal.message).slice(1, -1);
+      assert.ok(node.output().includes(logged), `the node met the refusal ${refusal.code}:\n${node.output()}`);
+      proxy.up();
+      await waitForReadiness(node, 200);
+    }
+    const { answer, id } = await enqueue(s, node, "after-refusals");
+    assert.equal(answer.status, 201, describe("POST /jobs", answer));
+    assert.ok(id);
+    await waitForSucceeded(s, [id], [node]);
+    assertAlive(node);
+  },
+);
+
+test(
+  "a database that stops accepting connections (ALLOW_CONNECTIONS false) with its backends terminated answers enqueues 503 unavailable, not 500, until it accepts them again",
+  { skip: POSTGRES_SKIP, timeout: 60_000 },
+  async (t) => {
+    const s = await scenario(t);
+    // A database of this test's own: only its connections are refused and terminated.
+    const database = `${s.schema}_db`;
+    await s.db.query(`CREATE DATABASE ${database}`);
+    s.cleanup.add(() => s.db.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`));
+    const url = new URL(POSTGRES_URL ?? "");
+    url.pathname = `/${database}`;
+    const node = await startNode(s, {
+      name: "node",
+      change: (raw) => {
+        const own = new URL(String(raw["database"]));
+        url.search = own.search;
+        raw["database"] = url.toString();
+      },
+    });
+    await waitForReadiness(node, 200);
+
+    await s.db.query(`ALTER DATABASE ${database} ALLOW_CONNECTIONS false`);
+    s.cleanup.add(() => s.db.query(`ALTER DATABASE ${database} ALLOW_CONNECTIONS true`).catch(() => undefined));
+    await s.db.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", [database]);
+    await waitForReadiness(node, 503);
+    for (let i = 0; i < 5; i++) {
+      const { answer } = await enqueue(s, node, `not-accepting-${i}`);
+      assert.ok(answer.status === 503 && acceptable(answer), `${describe("POST /jobs", answer)}\n${node.output()}`);
+    }
+    assert.ok(node.output().includes("not currently accepting connections"), node.output());
+
+    await s.db.query(`ALTER DATABASE ${database} ALLOW_CONNECTIONS true`);
+    await waitForReadiness(node, 200);
+    const { answer, id } = await enqueue(s, node, "accepting-again");
+    assert.equal(answer.status, 201, describe("POST /jobs", answer));
+    const job = await waitUntil("the job enqueued afterwards succeeds", async () => {
+      const read = await admin(s, node, `/jobs/${id ?? ""}`);
+      return read.status === 200 && (JSON.parse(read.body) as { job: { status: string } }).job.status === "succeeded";
+    }, node.output);
+    assert.ok(job);
+    assertAlive(node);
   },
 );

@@ -139,7 +139,7 @@ if (!POSTGRES_SKIP) {
       assert.deepEqual(
         await modesOf(() =>
           store.jobCompleteMany({
-            outcomes: [{ id: "job-commit-a", attempt: 1, status: "retrying", runAt: T0, result: UNAVAILABLE }],
+            outcomes: [{ id: "job-commit-a", attempt: 1, status: "retrying", delayMs: 0, result: UNAVAILABLE }],
           }),
         ),
         ["off"],
@@ -153,7 +153,9 @@ if (!POSTGRES_SKIP) {
         ["off"],
       );
       assert.deepEqual(
-        await modesOf(() => store.jobRequeueMany({ jobs: [{ id: "job-commit-b", attempt: 1 }], runAt: T0, errorBody: "lease expired" })),
+        await modesOf(() =>
+          store.jobRequeueMany({ jobs: [{ id: "job-commit-b", attempt: 1 }], delayMs: 0, errorBody: "lease expired", refund: "if-last" }),
+        ),
         ["on"],
       );
       assert.deepEqual(await modesOf(() => store.jobCancel({ id: "job-commit-b" })), ["on"]);
@@ -204,7 +206,8 @@ if (!POSTGRES_SKIP) {
     });
 
     test("a heartbeat is a HOT update: no index of job_state reads heartbeat_at, and an update of heartbeat_at alone counts as HOT", async (t) => {
-      const opened = await openPostgresStore(new ManualClock(T0));
+      const clock = new ManualClock(T0);
+      const opened = await openPostgresStore(clock);
       t.after(() => opened.cleanup());
       const { store, schema } = opened;
       const db = await schemaClient(t, schema);
@@ -227,9 +230,11 @@ if (!POSTGRES_SKIP) {
       await db.query("COMMIT");
       assert.deepEqual(counted.rows[0], { updated: "3", hot: "3" });
 
-      // The lease rescue still finds them, by status, oldest heartbeat first.
+      // The lease rescue still finds them, by status, oldest heartbeat first: at T0 + 1000, job-hot-1's heartbeat (T0)
+      // is past a 500 ms lease, the others' (T0 + 1000) are not.
       await store.jobHeartbeatMany({ jobs: [{ id: "job-hot-1", attempt: 1 }] });
-      const expired = await store.jobListExpired({ heartbeatBefore: T0 + 500, limit: 10 });
+      clock.set(T0 + 1000);
+      const expired = await store.jobListExpired({ lease: { defaultMs: 500, byOperation: {} }, limit: 10 });
       assert.deepEqual(expired.map((job) => job.id), ["job-hot-1"]);
     });
   });

@@ -15,8 +15,11 @@
  *   two jobs of one key in the same instant: `pg_try_advisory_xact_lock` per key skips most of those up front, and
  *   the partial unique index refuses the rest, which costs one retried claim.
  * - Batches: outcome writes and heartbeats are one statement each over `unnest` of arrays.
- * - Time: the injected clock, passed as a parameter (nodes keep their clocks in sync with NTP; the lease grace
- *   absorbs skew), so the conformance suite drives both engines with one ManualClock.
+ * - Time: the database's clock. Every "now" a statement uses (what is due, what has expired, every time written) is
+ *   the parameter value `'now'`, which PostgreSQL reads as the transaction's timestamp when it binds it; a delay is
+ *   added to it in SQL. So nodes whose clocks disagree still agree on one clock (a node running 120 s fast once
+ *   delivered delayed jobs early and stole running ones). Tests that move time by hand open the store with
+ *   `databaseTime: false`, and the same parameter then carries their clock's time: one SQL text either way.
  */
 import pg from "pg";
 import type { Clock } from "../../clock.js";
@@ -41,6 +44,8 @@ import {
   type JobRow,
   type JobStats,
   type Store,
+  type AttemptRefund,
+  type LeaseLimits,
 } from "../store.js";
 
 /** Most inserts sent in one call. */
@@ -70,14 +75,29 @@ const JOB_COLUMNS = `j.seq, j.id, j.operation_id, s.status, s.attempt, j.max_att
   j.created_at, s.started_at, s.finished_at, s.heartbeat_at, s.dedupe_key, s.concurrency_key, j.enqueued_by_operation_id,
   j.parent_job_id, j.original_request_id, j.user_id, j.authority, j.request, s.result`;
 
-/** Errors that mean "the database cannot serve now": connection trouble, shutdown, overload. */
-function isUnavailable(error: unknown): boolean {
+/**
+ * SQLSTATEs that mean "the database cannot serve now, try again", answered 503 `unavailable` (CONTRACT §10), never 500:
+ * - class 08, connection exceptions (08000, 08003, 08006, 08001, 08004 the server rejected the connection, ...);
+ * - class 53, insufficient resources (53300 too many connections, 53100 disk full, 53200 out of memory, ...);
+ * - 57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot connect now (starting up, shutting down, in recovery),
+ *   57P05 idle session timeout, and 57014 a query cancelled (by an operator, or statement_timeout);
+ * - 25006 a read-only transaction (a standby just promoted, or the server set read-only for maintenance);
+ * - 40001 and 40P01, a serialisation failure or deadlock: the transaction was rolled back and succeeds when retried;
+ * - 58030 an I/O error of the server.
+ * 55000 (object not in prerequisite state) means this only with "not currently accepting connections"
+ * (`ALTER DATABASE ... ALLOW_CONNECTIONS false`); other 55000s are bugs.
+ */
+const UNAVAILABLE_SQLSTATE = /^(08...|53...|57P0[1235]|57014|25006|40001|40P01|58030)$/;
+
+/** Errors of the network or the driver that mean the same. */
+const UNAVAILABLE_ERRNO = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "ENOTFOUND", "EHOSTUNREACH", "EAI_AGAIN"]);
+
+/** Whether an error means "the database cannot serve now": connection trouble, shutdown, overload. */
+export function isUnavailable(error: unknown): boolean {
   const err = error as { code?: string; message?: string };
   const code = err.code ?? "";
-  if (/^(08|57P0|53)/.test(code)) return true;
-  if (["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "ENOTFOUND", "EHOSTUNREACH", "EAI_AGAIN"].includes(code)) {
-    return true;
-  }
+  if (UNAVAILABLE_SQLSTATE.test(code) || UNAVAILABLE_ERRNO.has(code)) return true;
+  if (code === "55000" && /not currently accepting connections/i.test(err.message ?? "")) return true;
   return /Connection terminated|connection timeout|Query read timeout|timeout exceeded when trying to connect|Client has encountered a connection error|Cannot use a pool after calling end/i.test(
     err.message ?? "",
   );
@@ -148,7 +168,9 @@ function insertArgument(params: JobInsertParams): object {
     operation_id: params.operationId,
     max_attempts: params.maxAttempts,
     priority: params.priority,
-    run_at: new Date(params.runAt).toISOString(),
+    ...("at" in params.runTime
+      ? { run_at: new Date(params.runTime.at).toISOString() }
+      : { delay_ms: params.runTime.delayMs }),
     dedupe_key: params.dedupeKey,
     concurrency_key: params.concurrencyKey,
     enqueued_by_operation_id: params.enqueuedByOperationId,
@@ -161,22 +183,28 @@ function insertArgument(params: JobInsertParams): object {
   };
 }
 
-/** What `opqueue_insert_job` answers: a created job as its seq alone (the caller holds the rest), others whole. */
+/**
+ * What `opqueue_insert_job` answers: a created job as what the caller cannot know (its seq, its times in ms, whether
+ * its chain was cancelled), others whole.
+ */
 interface InsertAnswer {
   kind: string;
   seq?: number;
+  created_at?: number;
+  run_at?: number;
   chain_cancelled?: boolean;
   job?: PgRow;
 }
 
-function toInsertOutcome(answer: InsertAnswer, params: JobInsertParams, now: Date): JobInsertOutcome {
+function toInsertOutcome(answer: InsertAnswer, params: JobInsertParams): JobInsertOutcome {
   switch (answer.kind) {
     case "created":
       return {
         kind: "created",
         job: createdJobRow(params, {
           seq: Number(answer.seq),
-          createdAt: now.getTime(),
+          createdAt: Number(answer.created_at),
+          runAt: Number(answer.run_at),
           chainCancelled: answer.chain_cancelled === true,
         }),
       };
@@ -200,7 +228,13 @@ interface PendingInsert {
 /** Options of `PostgresStore.open`. */
 export interface PostgresStoreOptions {
   url: string;
+  /** This node's clock: what `now()` corrects by the measured offset, and the store's time without `databaseTime`. */
   clock: Clock;
+  /**
+   * Whether statements use the database's clock (the default, and what production uses); false makes `clock` the
+   * database's clock too, for tests that move time by hand.
+   */
+  databaseTime?: boolean;
   /** A schema to work in (created if missing); the connection's default search path otherwise. For tests. */
   schema?: string;
   /** Pool size (default 10). */
@@ -214,6 +248,9 @@ export class PostgresStore implements Store {
   readonly engine = "postgres";
   private readonly pool: pg.Pool;
   private readonly clock: Clock;
+  private readonly databaseTime: boolean;
+  /** The database's clock minus this node's, as last measured (see `clockOffset`). */
+  private offsetMs = 0;
   private readonly schemaVersion: number;
   private pendingInserts: PendingInsert[] = [];
   private insertFlights = 0;
@@ -232,11 +269,13 @@ export class PostgresStore implements Store {
   private constructor(options: {
     pool: pg.Pool;
     clock: Clock;
+    databaseTime: boolean;
     schemaVersion: number;
     connection: PostgresStore["connection"];
   }) {
     this.pool = options.pool;
     this.clock = options.clock;
+    this.databaseTime = options.databaseTime;
     this.schemaVersion = options.schemaVersion;
     this.connection = options.connection;
   }
@@ -283,6 +322,7 @@ export class PostgresStore implements Store {
       return new PostgresStore({
         pool,
         clock: options.clock,
+        databaseTime: options.databaseTime ?? true,
         schemaVersion,
         connection: {
           url,
@@ -304,8 +344,26 @@ export class PostgresStore implements Store {
     return answer;
   }
 
-  private now(): Date {
-    return new Date(this.clock.now());
+  /**
+   * The "now" parameter of a statement: `'now'`, a special input PostgreSQL reads as the current transaction's
+   * timestamp when it binds the value (so it is never stale, even in a prepared statement), or the test clock's time.
+   */
+  private statementNow(): Date | "now" {
+    return this.databaseTime ? "now" : new Date(this.clock.now());
+  }
+
+  now(): number {
+    return this.clock.now() + this.offsetMs;
+  }
+
+  async clockOffset(): Promise<number> {
+    if (!this.databaseTime) return 0;
+    const sentAt = this.clock.now();
+    const rows = await this.query("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::float8 AS now");
+    const receivedAt = this.clock.now();
+    // The database read its clock somewhere in the round trip: its middle is the best guess.
+    this.offsetMs = Number(rows[0]?.["now"]) - (sentAt + receivedAt) / 2;
+    return this.offsetMs;
   }
 
   /** Runs a query, turning connection trouble into `StoreUnavailableError`. */
@@ -420,13 +478,12 @@ export class PostgresStore implements Store {
   }
 
   private async insertBatch(items: JobInsertParams[]): Promise<JobInsertOutcome[]> {
-    const now = this.now();
     const rows = await this.query(
       "SELECT opqueue_insert_jobs($1::json, $2) AS outcome",
-      [JSON.stringify(items.map(insertArgument)), now],
+      [JSON.stringify(items.map(insertArgument)), this.statementNow()],
       "opqueue_insert_jobs",
     );
-    return rows.map((row, index) => toInsertOutcome(row["outcome"] as InsertAnswer, items[index] as JobInsertParams, now));
+    return rows.map((row, index) => toInsertOutcome(row["outcome"] as InsertAnswer, items[index] as JobInsertParams));
   }
 
   async jobGet(params: { id: string }): Promise<JobRow | undefined> {
@@ -467,7 +524,7 @@ export class PostgresStore implements Store {
          result = (coalesce(s.result::jsonb, '{"error_body":null}'::jsonb) || '{"terminal_reason":"cancelled-by-admin"}'::jsonb)::json
        FROM job_specs j
        WHERE j.id = $1 AND s.seq = j.seq AND s.${CLAIMABLE} RETURNING ${JOB_COLUMNS}`,
-      [params.id, this.now()],
+      [params.id, this.statementNow()],
       "opqueue_job_cancel",
     );
     if (rows[0]) return { kind: "cancelled", job: toJobRow(rows[0]) };
@@ -500,7 +557,7 @@ export class PostgresStore implements Store {
           `UPDATE job_state s SET status = 'pending', attempt = 0, result = NULL, started_at = NULL, finished_at = NULL,
              heartbeat_at = NULL, run_at = $2
            FROM job_specs j WHERE j.seq = $1 AND s.seq = j.seq RETURNING ${JOB_COLUMNS}`,
-          [job.seq, this.now()],
+          [job.seq, this.statementNow()],
         );
         await client.query("SELECT opqueue_notify($1)", [updated.rows[0]?.["run_at"]]);
         return { kind: "retried", job: toJobRow(updated.rows[0] ?? {}) } as const;
@@ -519,7 +576,7 @@ export class PostgresStore implements Store {
     // No job can join such a chain (enqueue refuses U+0000), so there is nothing to cancel or to remember.
     if (unstorable(params.originalRequestId)) return this.assertOpen([]);
     return this.transaction(async (client) => {
-      const now = this.now();
+      const now = this.statementNow();
       // Marking the chain first takes its row lock: an enqueue into the chain racing this waits for it and then
       // creates its job cancelled; one that came first has committed its job, which the update below sees.
       await client.query(
@@ -542,7 +599,7 @@ export class PostgresStore implements Store {
     if (params.limit <= 0) return [];
     for (let tries = 1; ; tries++) {
       try {
-        const rows = await this.query(CLAIM_SQL, [this.now(), params.limit, claimCandidates(params.limit)], "opqueue_claim");
+        const rows = await this.query(CLAIM_SQL, [this.statementNow(), params.limit, claimCandidates(params.limit)], "opqueue_claim");
         return rows.map((row) => JSON.parse(row["job"] as string) as JobRow).sort((a, b) => b.priority - a.priority || a.runAt - b.runAt || a.seq - b.seq);
       } catch (error) {
         // Another node started a job of one of these keys in the same instant: the unique index refused ours.
@@ -554,7 +611,7 @@ export class PostgresStore implements Store {
 
   async jobCompleteMany(params: { outcomes: JobOutcome[] }): Promise<boolean[]> {
     if (params.outcomes.length === 0) return [];
-    const now = this.now();
+    const now = this.statementNow();
     const written = new Set<string>();
     const key = (outcome: JobAttempt) => `${outcome.id}:${outcome.attempt}`;
     const finished = params.outcomes.filter((outcome) => outcome.status !== "retrying");
@@ -597,8 +654,8 @@ export class PostgresStore implements Store {
     }
     if (retried.length > 0) {
       const requeued = await this.requeue(
-        retried.map((o) => ({ id: o.id, attempt: o.attempt, startedAt: o.startedAt, runAt: o.runAt, result: o.result })),
-        { giveBack: false, now, lazy: true },
+        retried.map((o) => ({ id: o.id, attempt: o.attempt, startedAt: o.startedAt, delayMs: o.delayMs, result: o.result })),
+        { refund: "none", now, lazy: true },
       );
       for (const id of requeued) written.add(id);
     }
@@ -611,9 +668,9 @@ export class PostgresStore implements Store {
    * either finishes before (and is seen) or waits, and then finds the job `retrying` and cancels it.
    */
   private async requeue(
-    items: Array<JobAttempt & { runAt: number; result: JobResult }>,
+    items: Array<JobAttempt & { delayMs: number; result: JobResult }>,
     /** `lazy`: an attempt's outcome (see `LAZY_COMMIT`); a rescue or a shutdown's requeue is durable. */
-    options: { giveBack: boolean; now: Date; lazy: boolean },
+    options: { refund: AttemptRefund | "none"; now: Date | "now"; lazy: boolean },
   ): Promise<string[]> {
     return this.transaction(async (client) => {
       if (options.lazy) await client.query("SET LOCAL synchronous_commit = off");
@@ -631,9 +688,9 @@ export class PostgresStore implements Store {
         values: [
           items.map((item) => item.id),
           items.map((item) => item.attempt),
-          items.map((item) => new Date(item.runAt)),
+          items.map((item) => Math.round(item.delayMs)),
           items.map((item) => JSON.stringify(item.result)),
-          options.giveBack,
+          options.refund,
           options.now,
           items.map((item) => item.startedAt ?? null),
         ],
@@ -649,27 +706,38 @@ export class PostgresStore implements Store {
        UPDATE job_state s SET heartbeat_at = $3
        FROM o, lazy_commit
        WHERE s.seq = o.seq AND s.status = 'running' AND s.attempt = o.attempt`,
-      [params.jobs.map((job) => job.id), params.jobs.map((job) => job.attempt), this.now()],
+      [params.jobs.map((job) => job.id), params.jobs.map((job) => job.attempt), this.statementNow()],
       "opqueue_heartbeat_many",
     );
   }
 
-  async jobListExpired(params: { heartbeatBefore: number; limit: number }): Promise<JobRow[]> {
+  async jobListExpired(params: { lease: LeaseLimits; limit: number }): Promise<JobRow[]> {
     // Reads every running job through job_state_status_seq and sorts them here: no index reads heartbeat_at, so a
-    // heartbeat is a HOT update (migration 0005), and running jobs are few.
+    // heartbeat is a HOT update (migration 0005), and running jobs are few. Each job is held to its operation's
+    // lease, on the database's clock.
+    const operations = Object.entries(params.lease.byOperation);
     const rows = await this.query(
-      "SELECT * FROM jobs WHERE status = 'running' AND heartbeat_at < $1 ORDER BY heartbeat_at LIMIT $2",
-      [new Date(params.heartbeatBefore), Math.max(0, params.limit)],
+      `SELECT jobs.* FROM jobs LEFT JOIN unnest($3::text[], $4::bigint[]) AS l(operation_id, lease_ms) USING (operation_id)
+       WHERE status = 'running'
+         AND heartbeat_at < $1::timestamptz - coalesce(l.lease_ms, $2) * interval '1 millisecond'
+       ORDER BY heartbeat_at LIMIT $5`,
+      [
+        this.statementNow(),
+        params.lease.defaultMs,
+        operations.map(([operationId]) => operationId),
+        operations.map(([, leaseMs]) => leaseMs),
+        Math.max(0, params.limit),
+      ],
     );
     return rows.map(toJobRow);
   }
 
-  async jobRequeueMany(params: { jobs: JobAttempt[]; runAt: number; errorBody: string }): Promise<number> {
+  async jobRequeueMany(params: { jobs: JobAttempt[]; delayMs: number; errorBody: string; refund: AttemptRefund }): Promise<number> {
     if (params.jobs.length === 0) return 0;
     const result: JobResult = { error_body: params.errorBody, terminal_reason: null };
     const requeued = await this.requeue(
-      params.jobs.map((job) => ({ ...job, runAt: params.runAt, result })),
-      { giveBack: true, now: this.now(), lazy: false },
+      params.jobs.map((job) => ({ ...job, delayMs: params.delayMs, result })),
+      { refund: params.refund, now: this.statementNow(), lazy: false },
     );
     return requeued.length;
   }
@@ -699,12 +767,11 @@ export class PostgresStore implements Store {
         [params.name, new Date(params.tickAt)],
       );
       if (tick.rowCount === 0) return { kind: "already_enqueued" } as const;
-      const now = this.now();
       const answer = await client.query<PgRow>("SELECT opqueue_insert_job($1::json, $2) AS outcome", [
         JSON.stringify(insertArgument(params.job)),
-        now,
+        this.statementNow(),
       ]);
-      const outcome = toInsertOutcome(answer.rows[0]?.["outcome"] as InsertAnswer, params.job, now);
+      const outcome = toInsertOutcome(answer.rows[0]?.["outcome"] as InsertAnswer, params.job);
       if (outcome.kind === "created" || outcome.kind === "deduplicated") {
         await client.query("UPDATE cron_ticks SET job_id = $3 WHERE name = $1 AND tick_at = $2", [
           params.name,
@@ -716,26 +783,35 @@ export class PostgresStore implements Store {
     });
   }
 
-  async cronTickDeleteMany(params: { before: number }): Promise<number> {
-    const rows = await this.query("DELETE FROM cron_ticks WHERE tick_at < $1 RETURNING 1", [new Date(params.before)]);
+  async cronTickDeleteMany(params: { olderThanMs: number }): Promise<number> {
+    const rows = await this.query(
+      "DELETE FROM cron_ticks WHERE tick_at < $1::timestamptz - $2 * interval '1 millisecond' RETURNING 1",
+      [this.statementNow(), params.olderThanMs],
+    );
     return rows.length;
   }
 
-  async attemptCountDeleteMany(params: { before: number }): Promise<number> {
-    const rows = await this.query("DELETE FROM attempt_counts WHERE minute < $1 RETURNING 1", [new Date(params.before)]);
+  async attemptCountDeleteMany(params: { olderThanMs: number }): Promise<number> {
+    const rows = await this.query(
+      "DELETE FROM attempt_counts WHERE minute < $1::timestamptz - $2 * interval '1 millisecond' RETURNING 1",
+      [this.statementNow(), params.olderThanMs],
+    );
     return rows.length;
   }
 
-  async jobDeleteFinishedMany(params: { finishedBefore: number; limit: number }): Promise<number> {
+  async jobDeleteFinishedMany(params: { olderThanMs: number; limit: number }): Promise<number> {
     return this.transaction(async (client) => {
       const deleted = await client.query<PgRow>(
         `WITH gone AS (
            DELETE FROM job_state WHERE seq IN (
-             SELECT seq FROM job_state WHERE finished_at < $1 AND status IN ('succeeded', 'dead', 'cancelled') LIMIT $2)
+             SELECT seq FROM job_state
+             WHERE finished_at < $1::timestamptz - $3 * interval '1 millisecond'
+               AND status IN ('succeeded', 'dead', 'cancelled')
+             LIMIT $2)
            RETURNING seq)
          DELETE FROM job_specs j USING gone WHERE j.seq = gone.seq
          RETURNING j.id, j.original_request_id`,
-        [new Date(params.finishedBefore), Math.max(0, params.limit)],
+        [this.statementNow(), Math.max(0, params.limit), params.olderThanMs],
       );
       await client.query("DELETE FROM job_attempts WHERE job_id = ANY($1::text[])", [
         deleted.rows.map((row) => row["id"] as string),
@@ -754,7 +830,7 @@ export class PostgresStore implements Store {
   }
 
   async jobStats(params: { byOperation?: boolean } = {}): Promise<JobStats> {
-    const now = this.now();
+    const now = this.statementNow();
     const withOperations = params.byOperation ?? true;
     const [counts, due] = await Promise.all([
       withOperations
@@ -799,7 +875,7 @@ export class PostgresStore implements Store {
     );
     return toBuckets({
       ...params,
-      now: this.clock.now(),
+      now: this.now(),
       rows: rows.map((row) => ({ slot: Number(row["slot"]), outcome: String(row["outcome"]), count: Number(row["count"]) })),
     });
   }
@@ -830,9 +906,9 @@ export class PostgresStore implements Store {
            heartbeat_at = NULL, run_at = $5
          FROM picked, job_specs j WHERE s.seq = picked.seq AND j.seq = s.seq AND s.status = 'dead'
          RETURNING ${JOB_COLUMNS}`,
-        [filter.operationId ?? null, filter.originalRequestId ?? null, filter.userId ?? null, Math.max(0, params.limit), this.now()],
+        [filter.operationId ?? null, filter.originalRequestId ?? null, filter.userId ?? null, Math.max(0, params.limit), this.statementNow()],
       );
-      if (rows.rows.length > 0) await client.query("SELECT opqueue_notify($1)", [this.now()]);
+      if (rows.rows.length > 0) await client.query("SELECT opqueue_notify($1)", [this.statementNow()]);
       return rows.rows.map(toJobRow);
     });
     return retried.sort((a, b) => b.seq - a.seq);
@@ -847,9 +923,9 @@ export class PostgresStore implements Store {
       channel: this.connection.channel,
       onNotify: (payload) => {
         const runAt = Number(payload);
-        onAvailable(Number.isFinite(runAt) ? runAt : this.clock.now());
+        onAvailable(Number.isFinite(runAt) ? runAt : this.now());
       },
-      onReconnect: () => onAvailable(this.clock.now()),
+      onReconnect: () => onAvailable(this.now()),
       ...(this.connection.onError ? { onError: this.connection.onError } : {}),
     });
     try {
@@ -930,14 +1006,15 @@ const CLAIM_SQL = `WITH ${LAZY_COMMIT} SELECT json_build_object(
   FROM lazy_commit, opqueue_claim($1, $2, $3) AS c`;
 
 /**
- * Requeue of running attempts. $1 ids, $2 attempts, $3 run times, $4 results (JSON text), $5 give back an
- * interrupted last attempt, $6 now. A job whose dedupe key a newer claimable job took while it ran goes back
- * without the key.
+ * Requeue of running attempts. $1 ids, $2 attempts, $3 delays (ms after now), $4 results (JSON text), $5 the refund
+ * ('none': an attempt's outcome; 'if-last': give back an interrupted last attempt; 'always': give the attempt back),
+ * $6 now, $7 the claims' start times (ms, or null). A job whose dedupe key a newer claimable job took while it ran
+ * goes back without the key.
  */
 const REQUEUE_SQL = `
 WITH o AS (
-  SELECT * FROM unnest($1::text[], $2::int[], $3::timestamptz[], $4::text[], $7::bigint[])
-    AS o(id, attempt, run_at, result, started_ms)
+  SELECT * FROM unnest($1::text[], $2::int[], $3::bigint[], $4::text[], $7::bigint[])
+    AS o(id, attempt, delay_ms, result, started_ms)
 ), w AS (
   SELECT o.*, j.seq, j.max_attempts, (c.cancelled_at IS NOT NULL) AS chain_cancelled,
     cur.dedupe_key AS held_key, (cur.status = 'running' AND cur.attempt = o.attempt
@@ -953,12 +1030,15 @@ WITH o AS (
 )
 UPDATE job_state s SET
   status = CASE WHEN x.chain_cancelled THEN 'cancelled' ELSE 'retrying' END,
-  run_at = CASE WHEN x.chain_cancelled THEN s.run_at ELSE x.run_at END,
+  run_at = CASE WHEN x.chain_cancelled THEN s.run_at ELSE $6::timestamptz + x.delay_ms * interval '1 millisecond' END,
   finished_at = CASE WHEN x.chain_cancelled THEN $6::timestamptz ELSE NULL END,
   result = CASE WHEN x.chain_cancelled
     THEN (x.result::jsonb || '{"terminal_reason":"cancelled-by-chain"}'::jsonb)::json ELSE x.result::json END,
   heartbeat_at = NULL,
-  attempt = CASE WHEN $5::boolean AND NOT x.chain_cancelled AND s.attempt >= x.max_attempts THEN x.max_attempts - 1
+  attempt = CASE
+    WHEN x.chain_cancelled THEN s.attempt
+    WHEN $5::text = 'always' THEN s.attempt - 1
+    WHEN $5::text = 'if-last' AND s.attempt >= x.max_attempts THEN x.max_attempts - 1
     ELSE s.attempt END,
   dedupe_key = CASE WHEN NOT x.chain_cancelled AND (x.key_rank > 1 OR EXISTS (
       SELECT 1 FROM job_state other WHERE other.dedupe_key = s.dedupe_key AND other.${CLAIMABLE} AND other.seq <> s.seq))

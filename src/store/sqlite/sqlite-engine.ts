@@ -36,6 +36,9 @@ import {
   type JobRetryOutcome,
   type JobRow,
   type JobStats,
+  type AttemptRefund,
+  type LeaseLimits,
+  runTimeAt,
 } from "../store.js";
 
 /** A row of `jobs` as better-sqlite3 returns it. */
@@ -108,6 +111,15 @@ function toJobRow(row: SqliteJobRow): JobRow {
     request: JSON.parse(row.request) as JobRow["request"],
     result: row.result === null ? null : (JSON.parse(row.result) as JobResult),
   };
+}
+
+/**
+ * Whether a new job may take over the claimable job holding its dedupe key: same operation, and the same user under
+ * the same kind of authority. Otherwise the upsert would run one user's request under another's authority.
+ */
+function mayUpsert(holder: SqliteJobRow, params: JobInsertParams): boolean {
+  if (holder.operation_id !== params.operationId || holder.user_id !== params.userId) return false;
+  return (JSON.parse(holder.authority) as { kind: string }).kind === params.authority.kind;
 }
 
 /** SQLite result codes that mean "the database cannot serve now", not "this request is wrong". */
@@ -285,10 +297,14 @@ export class SqliteEngine {
         .pluck(),
       // A job going back to the queue re-takes its dedupe key, unless a newer claimable job took it while
       // this one was running (running jobs do not hold keys): then it is retried without the key.
-      // give_back = 1 returns an interrupted last attempt, so the job keeps one attempt to run.
-      requeue: db.prepare<{ id: string; attempt: number; started_at: number | null; run_at: number; result: string; give_back: number }>(
+      // refund 'if-last' returns an interrupted last attempt, so the job keeps one attempt to run; 'always' returns
+      // any attempt (it never reached the target); 'none' keeps it (an attempt's outcome).
+      requeue: db.prepare<{ id: string; attempt: number; started_at: number | null; run_at: number; result: string; refund: string }>(
         `UPDATE jobs SET status = 'retrying', run_at = :run_at, result = :result, heartbeat_at = NULL,
-           attempt = CASE WHEN :give_back = 1 AND attempt >= max_attempts THEN max_attempts - 1 ELSE attempt END,
+           attempt = CASE
+             WHEN :refund = 'always' THEN attempt - 1
+             WHEN :refund = 'if-last' AND attempt >= max_attempts THEN max_attempts - 1
+             ELSE attempt END,
            dedupe_key = CASE WHEN EXISTS (
              SELECT 1 FROM jobs other WHERE other.dedupe_key = jobs.dedupe_key
                AND other.status IN ('pending', 'retrying') AND other.id <> jobs.id)
@@ -299,9 +315,13 @@ export class SqliteEngine {
       heartbeat: db.prepare<{ id: string; attempt: number; now: number }>(
         "UPDATE jobs SET heartbeat_at = :now WHERE id = :id AND status = 'running' AND attempt = :attempt",
       ),
-      expired: db.prepare<{ before: number; limit: number }, SqliteJobRow>(
-        `SELECT * FROM jobs INDEXED BY jobs_running_heartbeat
-         WHERE status = 'running' AND heartbeat_at < :before ORDER BY heartbeat_at LIMIT :limit`,
+      // Each job held to its own operation's lease (:leases, a JSON object by operation) before the limit, so jobs
+      // still within a longer lease never crowd expired ones out of the batch.
+      expired: db.prepare<{ now: number; leases: string; default_ms: number; limit: number }, SqliteJobRow>(
+        `SELECT jobs.* FROM jobs INDEXED BY jobs_running_heartbeat
+           LEFT JOIN json_each(:leases) AS lease ON lease.key = jobs.operation_id
+         WHERE jobs.status = 'running' AND jobs.heartbeat_at < :now - coalesce(lease.value, :default_ms)
+         ORDER BY jobs.heartbeat_at LIMIT :limit`,
       ),
       // Jobs whose key is running are not claimable (CONTRACT §4), so they do not count: were they counted, a due
       // job behind a busy key would make the dispatcher's timer fire at once, again and again, until the key is
@@ -455,10 +475,10 @@ export class SqliteEngine {
     if (params.dedupeKey !== null) {
       const holder = s.dedupeHolder.get(params.dedupeKey);
       if (holder) {
-        if (holder.operation_id !== params.operationId) return { kind: "dedupe_conflict", holder: toJobRow(holder) };
+        if (!mayUpsert(holder, params)) return { kind: "dedupe_conflict", holder: toJobRow(holder) };
         const refreshed = s.refreshDeduped.get({
           id: holder.id,
-          run_at: params.runAt,
+          run_at: runTimeAt(params.runTime, now),
           request: JSON.stringify(params.request),
         });
         if (!refreshed) throw new Error(`dedupe holder ${holder.id} vanished inside its transaction`);
@@ -468,7 +488,7 @@ export class SqliteEngine {
     const chain = s.chargeChain.get({ rid: params.originalRequestId, cap: params.spawnCap });
     if (!chain) return { kind: "spawn_cap_exceeded" };
     const chainCancelled = chain.cancelled_at !== null;
-    const job = createdJobRow(params, { seq: 0, createdAt: now, chainCancelled });
+    const job = createdJobRow(params, { seq: 0, createdAt: now, runAt: runTimeAt(params.runTime, now), chainCancelled });
     // The row is built from what was written rather than read back (RETURNING * would cost a third of the insert).
     const info = s.insertJob.run({
       id: params.id,
@@ -476,7 +496,7 @@ export class SqliteEngine {
       status: job.status,
       max_attempts: params.maxAttempts,
       priority: params.priority,
-      run_at: params.runAt,
+      run_at: job.runAt,
       created_at: now,
       finished_at: job.finishedAt,
       dedupe_key: params.dedupeKey,
@@ -631,7 +651,9 @@ export class SqliteEngine {
     return this.writeLazily(() => {
       const now = this.clock.now();
       return params.outcomes.map((outcome) => {
-        if (outcome.status === "retrying") return this.requeueOne({ ...outcome, now, giveBack: false });
+        if (outcome.status === "retrying") {
+          return this.requeueOne({ ...outcome, runAt: now + outcome.delayMs, now, refund: "none" });
+        }
         const { id, attempt } = outcome;
         const startedAt = outcome.startedAt ?? null;
         if (outcome.status === "dead" && this.chainCancelled(id)) {
@@ -691,7 +713,7 @@ export class SqliteEngine {
     runAt: number;
     result: JobResult;
     now: number;
-    giveBack: boolean;
+    refund: AttemptRefund | "none";
   }): boolean {
     const s = this.statements;
     const { id, attempt, now } = options;
@@ -704,7 +726,7 @@ export class SqliteEngine {
         started_at: startedAt,
         run_at: options.runAt,
         result: JSON.stringify(options.result),
-        give_back: options.giveBack ? 1 : 0,
+        refund: options.refund,
       }),
     );
     if (written) this.recordAttempt({ id, attempt, now });
@@ -719,19 +741,27 @@ export class SqliteEngine {
     });
   }
 
-  jobListExpired(params: { heartbeatBefore: number; limit: number }): JobRow[] {
+  jobListExpired(params: { lease: LeaseLimits; limit: number }): JobRow[] {
+    const { lease } = params;
     return this.read(() =>
-      this.statements.expired.all({ before: params.heartbeatBefore, limit: params.limit }).map(toJobRow),
+      this.statements.expired
+        .all({
+          now: this.clock.now(),
+          leases: JSON.stringify(lease.byOperation),
+          default_ms: lease.defaultMs,
+          limit: params.limit,
+        })
+        .map(toJobRow),
     );
   }
 
-  jobRequeueMany(params: { jobs: JobAttempt[]; runAt: number; errorBody: string }): number {
+  jobRequeueMany(params: { jobs: JobAttempt[]; delayMs: number; errorBody: string; refund: AttemptRefund }): number {
     if (params.jobs.length === 0) return 0;
     return this.write(() => {
       const now = this.clock.now();
       const result: JobResult = { error_body: params.errorBody, terminal_reason: null };
-      return params.jobs.filter((job) => this.requeueOne({ ...job, runAt: params.runAt, result, now, giveBack: true }))
-        .length;
+      const runAt = now + params.delayMs;
+      return params.jobs.filter((job) => this.requeueOne({ ...job, runAt, result, now, refund: params.refund })).length;
     });
   }
 
@@ -757,17 +787,20 @@ export class SqliteEngine {
     });
   }
 
-  cronTickDeleteMany(params: { before: number }): number {
-    return this.write(() => this.statements.deleteTicks.run({ before: params.before }).changes);
+  cronTickDeleteMany(params: { olderThanMs: number }): number {
+    return this.write(() => this.statements.deleteTicks.run({ before: this.clock.now() - params.olderThanMs }).changes);
   }
 
-  attemptCountDeleteMany(params: { before: number }): number {
-    return this.write(() => this.statements.deleteAttemptCounts.run({ before: params.before }).changes);
+  attemptCountDeleteMany(params: { olderThanMs: number }): number {
+    return this.write(
+      () => this.statements.deleteAttemptCounts.run({ before: this.clock.now() - params.olderThanMs }).changes,
+    );
   }
 
-  jobDeleteFinishedMany(params: { finishedBefore: number; limit: number }): number {
+  jobDeleteFinishedMany(params: { olderThanMs: number; limit: number }): number {
     return this.write(() => {
-      const deleted = this.statements.deleteFinished.all({ before: params.finishedBefore, limit: params.limit });
+      const before = this.clock.now() - params.olderThanMs;
+      const deleted = this.statements.deleteFinished.all({ before, limit: params.limit });
       for (const row of deleted) this.statements.deleteAttempts.run(row.id);
       for (const rid of new Set(deleted.map((row) => row.original_request_id))) {
         this.statements.deleteEmptyChain.run(rid);

@@ -30,6 +30,8 @@ import {
   type JobRow,
   type JobStats,
   type Store,
+  type AttemptRefund,
+  type LeaseLimits,
 } from "../store.js";
 import { deserializeError, type EngineCall, type EngineMethod, type FromThread, type InsertAnswer } from "./thread-protocol.js";
 
@@ -143,6 +145,15 @@ export class SqliteStore implements Store {
     return this.call("ping");
   }
 
+  /** The one clock of a one-process database: this process's. */
+  now(): number {
+    return this.clock.now();
+  }
+
+  async clockOffset(): Promise<number> {
+    return 0;
+  }
+
   jobInsert(params: JobInsertParams): Promise<JobInsertOutcome> {
     if (this.closing !== null) return Promise.reject(new StoreUnavailableError("the store is closed"));
     if (this.stopped) return Promise.reject(this.stopped);
@@ -222,11 +233,11 @@ export class SqliteStore implements Store {
     return this.call("jobHeartbeatMany", params);
   }
 
-  jobListExpired(params: { heartbeatBefore: number; limit: number }): Promise<JobRow[]> {
+  jobListExpired(params: { lease: LeaseLimits; limit: number }): Promise<JobRow[]> {
     return this.call("jobListExpired", params);
   }
 
-  jobRequeueMany(params: { jobs: JobAttempt[]; runAt: number; errorBody: string }): Promise<number> {
+  jobRequeueMany(params: { jobs: JobAttempt[]; delayMs: number; errorBody: string; refund: AttemptRefund }): Promise<number> {
     if (params.jobs.length === 0) return Promise.resolve(0);
     return this.call("jobRequeueMany", params);
   }
@@ -243,15 +254,15 @@ export class SqliteStore implements Store {
     return this.call("cronTickInsert", params);
   }
 
-  cronTickDeleteMany(params: { before: number }): Promise<number> {
+  cronTickDeleteMany(params: { olderThanMs: number }): Promise<number> {
     return this.call("cronTickDeleteMany", params);
   }
 
-  attemptCountDeleteMany(params: { before: number }): Promise<number> {
+  attemptCountDeleteMany(params: { olderThanMs: number }): Promise<number> {
     return this.call("attemptCountDeleteMany", params);
   }
 
-  jobDeleteFinishedMany(params: { finishedBefore: number; limit: number }): Promise<number> {
+  jobDeleteFinishedMany(params: { olderThanMs: number; limit: number }): Promise<number> {
     return this.call("jobDeleteFinishedMany", params);
   }
 

@@ -30,11 +30,11 @@ export type FromThread =
 
 /**
  * How one insert of a batch comes back. A created job comes back as what the caller cannot know (its seq, its
- * creation time, whether its chain was cancelled); the caller rebuilds the row from its own parameters
+ * creation and run times, whether its chain was cancelled); the caller rebuilds the row from its own parameters
  * (`createdJobRow`), so the job's payload does not cross the boundary twice.
  */
 export type InsertAnswer =
-  | { ok: true; created: { seq: number; createdAt: number; chainCancelled: boolean } }
+  | { ok: true; created: { seq: number; createdAt: number; runAt: number; chainCancelled: boolean } }
   | { ok: true; value: JobInsertOutcome }
   | { ok: false; error: SerializedError };
 

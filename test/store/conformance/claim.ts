@@ -3,8 +3,18 @@
  */
 import assert from "node:assert/strict";
 import { describe } from "node:test";
-import type { JobInsertParams, JobRow, Store } from "../../../src/store/store.js";
-import { insertCreated, jobParams, makeRetrying, mustGet, SUCCESS, T0, UNAVAILABLE, type Suite } from "./harness.js";
+import type { JobRow, Store } from "../../../src/store/store.js";
+import {
+  insertCreated,
+  jobParams,
+  makeRetrying,
+  mustGet,
+  SUCCESS,
+  T0,
+  UNAVAILABLE,
+  type JobOverrides,
+  type Suite,
+} from "./harness.js";
 
 /** Claims one job at a time until none is left, returning their ids in claim order. */
 async function drainOneByOne(store: Store): Promise<string[]> {
@@ -18,7 +28,7 @@ async function drainOneByOne(store: Store): Promise<string[]> {
 }
 
 /** Inserts jobs one after the other (so creation order is the list order) and returns them. */
-async function insertAll(store: Store, list: Array<Partial<JobInsertParams>>): Promise<JobRow[]> {
+async function insertAll(store: Store, list: JobOverrides[]): Promise<JobRow[]> {
   const jobs: JobRow[] = [];
   for (const overrides of list) jobs.push(await insertCreated(store, overrides));
   return jobs;
@@ -142,7 +152,7 @@ export function claimCases(suite: Suite): void {
       // Going back to the queue frees the key as well.
       assert.deepEqual(
         await store.jobCompleteMany({
-          outcomes: [{ id: k2?.id ?? "", attempt: 1, status: "retrying", runAt: T0 + 60_000, result: UNAVAILABLE }],
+          outcomes: [{ id: k2?.id ?? "", attempt: 1, status: "retrying", delayMs: 60_000, result: UNAVAILABLE }],
         }),
         [true],
       );

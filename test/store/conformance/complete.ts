@@ -56,12 +56,12 @@ export function completeCases(suite: Suite): void {
       assert.deepEqual(await store.jobClaimMany({ limit: 10 }), []);
     });
 
-    suite.case("retrying sets runAt and the result, and the job is claimable again from runAt", async ({ store, clock }) => {
+    suite.case("retrying sets runAt = now + delayMs and the result, and the job is claimable again from runAt", async ({ store, clock }) => {
       const running = await makeRunning(store, { dedupeKey: "k" });
       clock.advance(10);
       assert.deepEqual(
         await store.jobCompleteMany({
-          outcomes: [{ id: running.id, attempt: 1, status: "retrying", runAt: T0 + 5000, result: UNAVAILABLE }],
+          outcomes: [{ id: running.id, attempt: 1, status: "retrying", delayMs: 4990, result: UNAVAILABLE }],
         }),
         [true],
       );
@@ -106,7 +106,7 @@ export function completeCases(suite: Suite): void {
     suite.case("a write with a stale attempt returns false and changes nothing", async ({ store, clock }) => {
       const job = await makeRunning(store);
       assert.deepEqual(
-        await store.jobCompleteMany({ outcomes: [{ id: job.id, attempt: 1, status: "retrying", runAt: T0, result: UNAVAILABLE }] }),
+        await store.jobCompleteMany({ outcomes: [{ id: job.id, attempt: 1, status: "retrying", delayMs: 0, result: UNAVAILABLE }] }),
         [true],
       );
       const second = await claimNext(store, job.id);
@@ -115,7 +115,7 @@ export function completeCases(suite: Suite): void {
       for (const outcome of [
         { id: job.id, attempt: 1, status: "succeeded", result: SUCCESS } as const,
         { id: job.id, attempt: 1, status: "dead", result: PERMANENT } as const,
-        { id: job.id, attempt: 1, status: "retrying", runAt: T0 + 9, result: UNAVAILABLE } as const,
+        { id: job.id, attempt: 1, status: "retrying", delayMs: 4, result: UNAVAILABLE } as const,
         { id: job.id, attempt: 3, status: "succeeded", result: SUCCESS } as const,
       ]) {
         assert.deepEqual(await store.jobCompleteMany({ outcomes: [outcome] }), [false]);
@@ -131,7 +131,7 @@ export function completeCases(suite: Suite): void {
       for (const outcome of [
         { id: job.id, attempt: 1, status: "succeeded", result: SUCCESS } as const,
         { id: job.id, attempt: 1, status: "dead", result: PERMANENT } as const,
-        { id: job.id, attempt: 1, status: "retrying", runAt: T0 + 9, result: UNAVAILABLE } as const,
+        { id: job.id, attempt: 1, status: "retrying", delayMs: 4, result: UNAVAILABLE } as const,
       ]) {
         assert.deepEqual(await store.jobCompleteMany({ outcomes: [outcome] }), [false]);
         assert.deepEqual(await mustGet(store, job.id), done);
@@ -143,14 +143,14 @@ export function completeCases(suite: Suite): void {
       // the original deliverer's outcome arrives afterwards.
       const job = await makeRunning(store, { originalRequestId: "chain-a" });
       await store.jobCompleteMany({
-        outcomes: [{ id: job.id, attempt: 1, status: "retrying", runAt: T0 + 60_000, result: UNAVAILABLE }],
+        outcomes: [{ id: job.id, attempt: 1, status: "retrying", delayMs: 60_000, result: UNAVAILABLE }],
       });
       assert.equal((await store.chainCancel({ originalRequestId: "chain-a" })).length, 1);
       const cancelled = await mustGet(store, job.id);
       clock.advance(5);
       for (const outcome of [
         { id: job.id, attempt: 1, status: "succeeded", result: SUCCESS } as const,
-        { id: job.id, attempt: 1, status: "retrying", runAt: T0 + 9, result: UNAVAILABLE } as const,
+        { id: job.id, attempt: 1, status: "retrying", delayMs: 4, result: UNAVAILABLE } as const,
       ]) {
         assert.deepEqual(await store.jobCompleteMany({ outcomes: [outcome] }), [false]);
         assert.deepEqual(await mustGet(store, job.id), cancelled);
@@ -164,7 +164,7 @@ export function completeCases(suite: Suite): void {
       clock.advance(30);
       assert.deepEqual(
         await store.jobCompleteMany({
-          outcomes: [{ id: job.id, attempt: 1, status: "retrying", runAt: T0 + 60_000, result: UNAVAILABLE }],
+          outcomes: [{ id: job.id, attempt: 1, status: "retrying", delayMs: 59_970, result: UNAVAILABLE }],
         }),
         [true],
       );
@@ -227,7 +227,7 @@ export function completeCases(suite: Suite): void {
       const newer = await insertCreated(store, { dedupeKey: "k", runAt: T0 + 60_000 });
       assert.deepEqual(
         await store.jobCompleteMany({
-          outcomes: [{ id: old.id, attempt: 1, status: "retrying", runAt: T0 + 1000, result: UNAVAILABLE }],
+          outcomes: [{ id: old.id, attempt: 1, status: "retrying", delayMs: 1000, result: UNAVAILABLE }],
         }),
         [true],
       );
@@ -259,12 +259,14 @@ export function completeCases(suite: Suite): void {
         await store.jobCompleteMany({
           outcomes: [
             { ...stale, status: "succeeded", result: SUCCESS },
-            { ...stale, status: "retrying", runAt: T0 + 60_000, result: UNAVAILABLE },
+            { ...stale, status: "retrying", delayMs: 59_000, result: UNAVAILABLE },
           ],
         }),
         [false, false],
       );
-      assert.equal(await store.jobRequeueMany({ jobs: [stale], runAt: T0, errorBody: "shutdown" }), 0);
+      for (const refund of ["if-last", "always"] as const) {
+        assert.equal(await store.jobRequeueMany({ jobs: [stale], delayMs: 0, errorBody: "shutdown", refund }), 0, refund);
+      }
       assert.deepEqual(await mustGet(store, first.id), second, "the second claim's attempt is untouched");
       const current = { id: first.id, attempt: 1, startedAt: second.startedAt };
       assert.deepEqual(await store.jobCompleteMany({ outcomes: [{ ...current, status: "succeeded", result: SUCCESS }] }), [true]);
@@ -294,7 +296,7 @@ export function completeCases(suite: Suite): void {
       const [first, second] = await twoRunningWithOneKey(store);
       assert.deepEqual(
         await store.jobCompleteMany({
-          outcomes: [first, second].map((job) => ({ id: job.id, attempt: 1, status: "retrying" as const, runAt: T0 + 1000, result: UNAVAILABLE })),
+          outcomes: [first, second].map((job) => ({ id: job.id, attempt: 1, status: "retrying" as const, delayMs: 1000, result: UNAVAILABLE })),
         }),
         [true, true],
       );
@@ -305,7 +307,7 @@ export function completeCases(suite: Suite): void {
     suite.case("a shutdown's requeue of both: both go back, one of them with the key", async ({ store }) => {
       const [first, second] = await twoRunningWithOneKey(store);
       const jobs = [first, second].map((job) => ({ id: job.id, attempt: 1 }));
-      assert.equal(await store.jobRequeueMany({ jobs, runAt: T0, errorBody: "shutdown" }), 2);
+      assert.equal(await store.jobRequeueMany({ jobs, delayMs: 0, errorBody: "shutdown", refund: "if-last" }), 2);
       assert.equal((await holders(store, [first.id, second.id])).length, 1);
     });
 

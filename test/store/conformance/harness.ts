@@ -63,13 +63,20 @@ export class Suite {
   }
 }
 
-/** Parameters of a new job; every field may be overridden. */
-export function jobParams(overrides: Partial<JobInsertParams> = {}): JobInsertParams {
+/**
+ * Overrides of a new job's parameters: any field of `JobInsertParams`, or the shorthand `runAt`, which stands for
+ * `runTime: { at: runAt }` (most cases name an instant). Giving both is a mistake in the case.
+ */
+export type JobOverrides = Partial<JobInsertParams> & { runAt?: number };
+
+/** Parameters of a new job, due at T0 unless overridden; every field may be overridden (see `JobOverrides`). */
+export function jobParams(overrides: JobOverrides = {}): JobInsertParams {
+  const { runAt, ...fields } = overrides;
+  assert.ok(runAt === undefined || fields.runTime === undefined, "give runAt or runTime, not both");
   return {
     id: newJobId(),
     operationId: "sendWelcomeEmail",
     priority: 0,
-    runAt: T0,
     maxAttempts: 5,
     dedupeKey: null,
     concurrencyKey: null,
@@ -80,12 +87,13 @@ export function jobParams(overrides: Partial<JobInsertParams> = {}): JobInsertPa
     authority: { kind: "request", request_id: "req-1", user_id: "u1", assertion: "header.payload.signature" },
     request: { path_params: { userId: "42" }, body: { hello: "world" } },
     spawnCap: 1000,
-    ...overrides,
+    ...fields,
+    runTime: runAt !== undefined ? { at: runAt } : (fields.runTime ?? { at: T0 }),
   };
 }
 
-/** Inserts a job that must be created, and returns it. */
-export async function insertCreated(store: Store, overrides: Partial<JobInsertParams> = {}): Promise<JobRow> {
+/** Inserts a job that must be created, and returns it; `overrides` as for `jobParams` (`runAt` shorthand included). */
+export async function insertCreated(store: Store, overrides: JobOverrides = {}): Promise<JobRow> {
   const outcome = await store.jobInsert(jobParams(overrides));
   assert.equal(outcome.kind, "created", `expected a created job, got ${JSON.stringify(outcome)}`);
   return (outcome as { job: JobRow }).job;
@@ -120,31 +128,39 @@ export const UNAVAILABLE: JobResult = { status_code: 503, error_body: "upstream 
 export const PERMANENT: JobResult = { status_code: 400, error_body: "bad request", terminal_reason: "permanent-status" };
 
 /** Creates a job and claims it; top priority unless overridden. */
-export async function makeRunning(store: Store, overrides: Partial<JobInsertParams> = {}): Promise<JobRow> {
+export async function makeRunning(store: Store, overrides: JobOverrides = {}): Promise<JobRow> {
   const job = await insertCreated(store, { priority: SETUP_PRIORITY, ...overrides });
   return claimNext(store, job.id);
 }
 
-/** Moves a fresh job to `retrying` (claimed once, failed, due again at `runAt`); top priority unless overridden. */
+/**
+ * Moves a fresh job to `retrying` (claimed once, failed, due again at `runAt`); top priority unless overridden.
+ * `runAt` is an instant, the shorthand the cases use: the outcome is written with `delayMs: runAt - store.now()`
+ * (a store driven by a test clock reads that clock: the case "a store driven by a test clock reads it for now() and
+ * measures no clock offset" checks it).
+ */
 export async function makeRetrying(
   store: Store,
-  overrides: Partial<JobInsertParams> = {},
+  overrides: JobOverrides = {},
   runAt: number = T0,
 ): Promise<JobRow> {
   const job = await insertCreated(store, { priority: SETUP_PRIORITY, ...overrides });
   const running = await claimNext(store, job.id);
+  const delayMs = runAt - store.now();
   assert.deepEqual(
-    await store.jobCompleteMany({ outcomes: [{ id: job.id, attempt: running.attempt, status: "retrying", runAt, result: UNAVAILABLE }] }),
+    await store.jobCompleteMany({ outcomes: [{ id: job.id, attempt: running.attempt, status: "retrying", delayMs, result: UNAVAILABLE }] }),
     [true],
   );
-  return mustGet(store, job.id);
+  const retrying = await mustGet(store, job.id);
+  assert.equal(retrying.runAt, runAt, "the retrying job is due at the asked instant");
+  return retrying;
 }
 
 /** Moves a fresh job to a terminal status through a claim and an outcome; top priority unless overridden. */
 export async function makeFinished(
   store: Store,
   status: "succeeded" | "dead",
-  overrides: Partial<JobInsertParams> = {},
+  overrides: JobOverrides = {},
 ): Promise<JobRow> {
   const job = await insertCreated(store, { priority: SETUP_PRIORITY, ...overrides });
   const running = await claimNext(store, job.id);

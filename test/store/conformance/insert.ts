@@ -7,6 +7,7 @@ import { describe } from "node:test";
 import type { JobRow } from "../../../src/store/store.js";
 import {
   allJobs,
+  claimNext,
   insertCreated,
   jobParams,
   makeFinished,
@@ -66,6 +67,28 @@ export function insertCases(suite: Suite): void {
       assert.deepEqual(await store.jobGet({ id: params.id }), job, "jobGet reads back what jobInsert returned");
     });
 
+    suite.case("a run time given as a delay is due that long after the store's now, created now", async ({ store, clock }) => {
+      clock.advance(1234);
+      const params = jobParams({ runTime: { delayMs: 5000 } });
+      const outcome = await store.jobInsert(params);
+      assert.equal(outcome.kind, "created");
+      const job = (outcome as { job: JobRow }).job;
+      assert.equal(job.runAt, T0 + 1234 + 5000);
+      assert.equal(job.createdAt, T0 + 1234);
+      assert.deepEqual(await mustGet(store, params.id), job, "jobGet reads back the times jobInsert returned");
+      clock.advance(4999);
+      assert.deepEqual(await store.jobClaimMany({ limit: 10 }), []);
+      clock.advance(1);
+      assert.equal((await claimNext(store, params.id)).startedAt, T0 + 1234 + 5000);
+    });
+
+    suite.case("a run time given as a delay of zero is due at once", async ({ store, clock }) => {
+      clock.advance(700);
+      const job = await insertCreated(store, { runTime: { delayMs: 0 } });
+      assert.equal(job.runAt, T0 + 700);
+      await claimNext(store, job.id);
+    });
+
     suite.case("numbers jobs in creation order with an increasing seq", async ({ store, clock }) => {
       const created: JobRow[] = [];
       for (let i = 0; i < 5; i++) {
@@ -105,6 +128,17 @@ export function insertCases(suite: Suite): void {
       assert.equal((await allJobs(store)).length, 1);
     });
 
+    suite.case("a dedupe upsert with a delay moves the held job's runAt to the store's now plus the delay", async ({ store, clock }) => {
+      const first = await insertCreated(store, { dedupeKey: "k", runAt: T0 + 60_000 });
+      clock.advance(2000);
+      const outcome = await store.jobInsert(jobParams({ dedupeKey: "k", runTime: { delayMs: 3000 }, request: { body: 2 } }));
+      assert.equal(outcome.kind, "deduplicated");
+      const job = (outcome as { job: JobRow }).job;
+      assert.deepEqual(job, { ...first, runAt: T0 + 5000, request: { body: 2 } });
+      assert.deepEqual(await mustGet(store, first.id), job);
+      assert.equal(job.createdAt, T0, "the held job keeps its creation time");
+    });
+
     suite.case("dedupe upsert onto a retrying job keeps its status, attempt and result", async ({ store }) => {
       const retrying = await makeRetrying(store, { dedupeKey: "k" }, T0 + 10_000);
       const outcome = await store.jobInsert(jobParams({ dedupeKey: "k", runAt: T0 + 20, request: { body: 2 } }));
@@ -124,6 +158,48 @@ export function insertCases(suite: Suite): void {
       assert.deepEqual((outcome as { holder: JobRow }).holder, holder);
       assert.deepEqual(await allJobs(store), before);
       assert.equal(await store.jobGet({ id: params.id }), undefined);
+    });
+
+    suite.case("dedupe_conflict for a key held under another user or another kind of authority changes nothing", async ({ store }) => {
+      const holder = await insertCreated(store, {
+        dedupeKey: "k",
+        userId: "u1",
+        authority: { kind: "request", request_id: "req-1", user_id: "u1", assertion: "a.b.c" },
+        runAt: T0 + 60_000,
+        request: { body: { from: "u1" } },
+      });
+      const before = await allJobs(store);
+      const otherUser = jobParams({
+        dedupeKey: "k",
+        userId: "u2",
+        authority: { kind: "request", request_id: "req-2", user_id: "u2", assertion: "d.e.f" },
+        runAt: T0 + 5,
+        request: { body: { from: "u2" } },
+      });
+      const otherKind = jobParams({
+        dedupeKey: "k",
+        userId: "u1",
+        authority: { kind: "resource", resource_id: "r1", resource_kind: "doc", user_id: "u1", assertion: "g.h.i" },
+        runAt: T0 + 6,
+        request: { body: { from: "u1 as resource" } },
+      });
+      for (const params of [otherUser, otherKind]) {
+        assert.deepEqual(await store.jobInsert(params), { kind: "dedupe_conflict", holder });
+        assert.equal(await store.jobGet({ id: params.id }), undefined);
+      }
+      assert.deepEqual(await allJobs(store), before, "the held job keeps its request and run time");
+      // The same user under the same kind of authority still deduplicates.
+      const same = await store.jobInsert(
+        jobParams({
+          dedupeKey: "k",
+          userId: "u1",
+          authority: { kind: "request", request_id: "req-3", user_id: "u1", assertion: "j.k.l" },
+          runAt: T0 + 7,
+          request: { body: { from: "u1 again" } },
+        }),
+      );
+      assert.equal(same.kind, "deduplicated");
+      assert.deepEqual((same as { job: JobRow }).job, { ...holder, runAt: T0 + 7, request: { body: { from: "u1 again" } } });
     });
 
     suite.case("a running job does not hold its dedupe key: a new job is created beside it", async ({ store }) => {

@@ -1,5 +1,5 @@
 /**
- * jobList (filters, newest first, cursor paging) and the store's life cycle: ping, and a closed store
+ * jobList (filters, newest first, cursor paging) and the store's life cycle: its clock, ping, and a closed store
  * refusing every call with `StoreUnavailableError`.
  */
 import assert from "node:assert/strict";
@@ -117,6 +117,15 @@ export function listCases(suite: Suite): void {
       await store.ping();
     });
 
+    suite.case("a store driven by a test clock reads it for now() and measures no clock offset", async ({ store, clock }) => {
+      assert.equal(store.now(), T0);
+      assert.equal(await store.clockOffset(), 0);
+      clock.advance(90_000);
+      assert.equal(store.now(), T0 + 90_000, "now() follows the clock it was opened with");
+      assert.equal(await store.clockOffset(), 0);
+      assert.equal(store.now(), T0 + 90_000, "measuring the offset leaves now() on that clock");
+    });
+
     suite.case("ping rejects with StoreUnavailableError once the store is closed", async ({ store }) => {
       await store.close();
       await assert.rejects(() => store.ping(), StoreUnavailableError);
@@ -125,8 +134,9 @@ export function listCases(suite: Suite): void {
     suite.case("every method of a closed store rejects with StoreUnavailableError", async ({ store }) => {
       const job = await insertCreated(store);
       await store.close();
-      // Typed over every method of Store, so a method added to the interface must be added here too.
-      const calls: { [K in Exclude<keyof Store, "engine" | "close">]: () => Promise<unknown> } = {
+      // Typed over every method of Store, so a method added to the interface must be added here too. `now` reads a
+      // clock, not the database, and `clockOffset` of a store driven by a test clock asks the database nothing.
+      const calls: { [K in Exclude<keyof Store, "engine" | "close" | "now" | "clockOffset">]: () => Promise<unknown> } = {
         ping: () => store.ping(),
         jobInsert: () => store.jobInsert(jobParams()),
         jobGet: () => store.jobGet({ id: job.id }),
@@ -140,17 +150,18 @@ export function listCases(suite: Suite): void {
             outcomes: [{ id: job.id, attempt: 1, status: "succeeded", result: { error_body: null, terminal_reason: null } }],
           }),
         jobHeartbeatMany: () => store.jobHeartbeatMany({ jobs: [{ id: job.id, attempt: 1 }] }),
-        jobListExpired: () => store.jobListExpired({ heartbeatBefore: T0, limit: 10 }),
-        jobRequeueMany: () => store.jobRequeueMany({ jobs: [{ id: job.id, attempt: 1 }], runAt: T0, errorBody: "shutdown" }),
+        jobListExpired: () => store.jobListExpired({ lease: { defaultMs: 0, byOperation: {} }, limit: 10 }),
+        jobRequeueMany: () =>
+          store.jobRequeueMany({ jobs: [{ id: job.id, attempt: 1 }], delayMs: 0, errorBody: "shutdown", refund: "if-last" }),
         jobNextRunAt: () => store.jobNextRunAt(),
         cronTickInsert: () => store.cronTickInsert({ name: "nightly", tickAt: T0, job: jobParams() }),
-        jobDeleteFinishedMany: () => store.jobDeleteFinishedMany({ finishedBefore: T0, limit: 10 }),
-        cronTickDeleteMany: () => store.cronTickDeleteMany({ before: T0 }),
+        jobDeleteFinishedMany: () => store.jobDeleteFinishedMany({ olderThanMs: 0, limit: 10 }),
+        cronTickDeleteMany: () => store.cronTickDeleteMany({ olderThanMs: 0 }),
         jobStats: () => store.jobStats(),
         jobAvailableListen: () => store.jobAvailableListen(() => undefined),
         jobAttemptList: () => store.jobAttemptList({ id: job.id }),
         attemptBuckets: () => store.attemptBuckets({ since: T0, bucketMs: 60_000 }),
-        attemptCountDeleteMany: () => store.attemptCountDeleteMany({ before: T0 }),
+        attemptCountDeleteMany: () => store.attemptCountDeleteMany({ olderThanMs: 0 }),
         jobRetryDeadMany: () => store.jobRetryDeadMany({ filter: {}, limit: 10 }),
       };
       for (const [name, call] of Object.entries(calls)) {

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { describe } from "node:test";
 import { JOB_STATUSES, type JobStatus } from "../../../src/job/schemas.js";
-import type { JobInsertParams, JobRow, Store } from "../../../src/store/store.js";
+import type { JobInsertParams, JobRow, LeaseLimits, Store } from "../../../src/store/store.js";
 import {
   allJobs,
   claimNext,
@@ -18,16 +18,17 @@ import {
   mustGet,
   T0,
   UNAVAILABLE,
+  type JobOverrides,
   type Suite,
 } from "./harness.js";
 
 const ids = (jobs: JobRow[]): string[] => jobs.map((job) => job.id);
 
 /** A job that is `running` with attempt 2, so attempt 1 is stale; top priority (through the harness helpers). */
-async function makeRunningSecondAttempt(store: Store, overrides: Partial<JobInsertParams> = {}): Promise<JobRow> {
+async function makeRunningSecondAttempt(store: Store, overrides: JobOverrides = {}): Promise<JobRow> {
   const first = await makeRunning(store, overrides);
   assert.deepEqual(
-    await store.jobCompleteMany({ outcomes: [{ id: first.id, attempt: 1, status: "retrying", runAt: T0, result: UNAVAILABLE }] }),
+    await store.jobCompleteMany({ outcomes: [{ id: first.id, attempt: 1, status: "retrying", delayMs: 0, result: UNAVAILABLE }] }),
     [true],
   );
   const second = await claimNext(store, first.id);
@@ -36,14 +37,14 @@ async function makeRunningSecondAttempt(store: Store, overrides: Partial<JobInse
 }
 
 /** A pending job cancelled by an admin (a terminal `cancelled` job with finishedAt = now). */
-async function makeCancelled(store: Store, overrides: Partial<JobInsertParams> = {}): Promise<JobRow> {
+async function makeCancelled(store: Store, overrides: JobOverrides = {}): Promise<JobRow> {
   const job = await insertCreated(store, { runAt: T0 + 3_600_000, ...overrides });
   assert.equal((await store.jobCancel({ id: job.id })).kind, "cancelled");
   return mustGet(store, job.id);
 }
 
 /** Parameters of a cron tick's job, as the scheduler builds them (CONTRACT §8). */
-function cronJob(name: string, tickAt: number, overrides: Partial<JobInsertParams> = {}): JobInsertParams {
+function cronJob(name: string, tickAt: number, overrides: JobOverrides = {}): JobInsertParams {
   return jobParams({
     operationId: `cron:${name}`,
     enqueuedByOperationId: `cron:${name}`,
@@ -54,6 +55,9 @@ function cronJob(name: string, tickAt: number, overrides: Partial<JobInsertParam
     ...overrides,
   });
 }
+
+/** One lease for every operation, or per operation where given. */
+const lease = (defaultMs: number, byOperation: Record<string, number> = {}): LeaseLimits => ({ defaultMs, byOperation });
 
 /** Counts of every status, zero for the absent ones. */
 function statusCounts(counts: Partial<Record<JobStatus, number>>): Record<JobStatus, number> {
@@ -129,19 +133,73 @@ export function maintenanceCases(suite: Suite): void {
       return { a: await mustGet(store, a.id), b: await mustGet(store, b.id), c: await mustGet(store, c.id) };
     }
 
-    suite.case("lists running jobs whose heartbeat is older than heartbeatBefore, oldest heartbeat first", async ({ store, clock }) => {
+    suite.case("lists running jobs without a heartbeat for longer than their lease, by the store's clock, oldest heartbeat first", async ({ store, clock }) => {
       const { a, b, c } = await leases(store, clock);
       assert.deepEqual([a.heartbeatAt, c.heartbeatAt, b.heartbeatAt], [T0, T0 + 200, T0 + 300]);
-      assert.deepEqual(await store.jobListExpired({ heartbeatBefore: T0 + 301, limit: 10 }), [a, c, b]);
-      assert.deepEqual(ids(await store.jobListExpired({ heartbeatBefore: T0 + 300, limit: 10 })), ids([a, c]), "strictly older");
-      assert.deepEqual(ids(await store.jobListExpired({ heartbeatBefore: T0 + 1, limit: 10 })), ids([a]));
-      assert.deepEqual(await store.jobListExpired({ heartbeatBefore: T0, limit: 10 }), []);
+      clock.set(T0 + 1300);
+      // Ages of the heartbeats now: a 1300, c 1100, b 1000.
+      assert.deepEqual(await store.jobListExpired({ lease: lease(999), limit: 10 }), [a, c, b]);
+      assert.deepEqual(ids(await store.jobListExpired({ lease: lease(1000), limit: 10 })), ids([a, c]), "strictly longer");
+      assert.deepEqual(ids(await store.jobListExpired({ lease: lease(1299), limit: 10 })), ids([a]));
+      assert.deepEqual(await store.jobListExpired({ lease: lease(1300), limit: 10 }), []);
+      clock.advance(1);
+      assert.deepEqual(ids(await store.jobListExpired({ lease: lease(1300), limit: 10 })), ids([a]), "one more ms and a's lease has expired");
+    });
+
+    suite.case("a per-operation lease holds that operation's jobs to its own limit; other operations use the default", async ({ store, clock }) => {
+      const quick = await makeRunning(store, { operationId: "quickOp" });
+      const plain = await makeRunning(store, { operationId: "sendWelcomeEmail" });
+      const slow = await makeRunning(store, { operationId: "slowOp" });
+      const limits = lease(2000, { quickOp: 500, slowOp: 10_000 });
+      clock.advance(500);
+      assert.deepEqual(await store.jobListExpired({ lease: limits, limit: 10 }), [], "500 ms is quickOp's whole lease, not past it");
+      clock.advance(1);
+      assert.deepEqual(ids(await store.jobListExpired({ lease: limits, limit: 10 })), ids([quick]), "quickOp's shorter lease");
+      clock.set(T0 + 2001);
+      assert.deepEqual(
+        ids(await store.jobListExpired({ lease: limits, limit: 10 })).sort(),
+        ids([quick, plain]).sort(),
+        "the default lease for an operation the limits do not name",
+      );
+      clock.set(T0 + 10_000);
+      assert.equal((await store.jobListExpired({ lease: limits, limit: 10 })).length, 2, "slowOp's longer lease still holds");
+      clock.set(T0 + 10_001);
+      assert.deepEqual(ids(await store.jobListExpired({ lease: limits, limit: 10 })).sort(), ids([quick, plain, slow]).sort());
+      await store.jobHeartbeatMany({ jobs: [{ id: quick.id, attempt: 1 }] });
+      clock.advance(499);
+      assert.deepEqual(
+        ids(await store.jobListExpired({ lease: limits, limit: 10 })).sort(),
+        ids([plain, slow]).sort(),
+        "a heartbeat renews a lease",
+      );
+    });
+
+    suite.case("the limit counts expired jobs only: older heartbeats still within a longer lease do not crowd them out", async ({ store, clock }) => {
+      const slow = [await makeRunning(store, { operationId: "slowOp" }), await makeRunning(store, { operationId: "slowOp" })];
+      clock.advance(100);
+      const plain = await makeRunning(store, { operationId: "sendWelcomeEmail" });
+      clock.advance(5000);
+      const limits = lease(1000, { slowOp: 60_000 });
+      // Oldest heartbeats first are the slowOp jobs (5100 ms), within their lease; the plain job (5000 ms) is past its
+      // own. A rescuer asking for a batch must get the expired job, however many unexpired ones are older.
+      assert.deepEqual(
+        ids(await store.jobListExpired({ lease: limits, limit: 1 })),
+        [plain.id],
+        "the one expired job, though two older heartbeats come first",
+      );
+      assert.deepEqual(ids(await store.jobListExpired({ lease: limits, limit: 10 })), [plain.id]);
+      clock.set(T0 + 60_001);
+      assert.deepEqual(
+        ids(await store.jobListExpired({ lease: limits, limit: 2 })).sort(),
+        ids(slow).sort(),
+        "oldest heartbeats first",
+      );
     });
 
     suite.case("never lists pending, retrying or finished jobs", async ({ store, clock }) => {
       await leases(store, clock);
       clock.advance(3_600_000);
-      const listed = await store.jobListExpired({ heartbeatBefore: T0 + 3_600_000, limit: 100 });
+      const listed = await store.jobListExpired({ lease: lease(300), limit: 100 });
       assert.deepEqual(listed.map((job) => job.status), ["running", "running", "running"]);
       const statuses = new Set((await allJobs(store)).map((job) => job.status));
       assert.deepEqual([...statuses].sort(), [...JOB_STATUSES].sort(), "the store has a job in every status");
@@ -149,20 +207,25 @@ export function maintenanceCases(suite: Suite): void {
 
     suite.case("lists at most limit, keeping the oldest heartbeats", async ({ store, clock }) => {
       const { a, c } = await leases(store, clock);
-      assert.deepEqual(ids(await store.jobListExpired({ heartbeatBefore: T0 + 1000, limit: 2 })), ids([a, c]));
-      assert.deepEqual(ids(await store.jobListExpired({ heartbeatBefore: T0 + 1000, limit: 1 })), ids([a]));
+      clock.set(T0 + 1300);
+      assert.deepEqual(ids(await store.jobListExpired({ lease: lease(300), limit: 2 })), ids([a, c]));
+      assert.deepEqual(ids(await store.jobListExpired({ lease: lease(300), limit: 1 })), ids([a]));
     });
 
-    suite.case("an empty store has no expired leases", async ({ store }) => {
-      assert.deepEqual(await store.jobListExpired({ heartbeatBefore: T0 + 1_000_000, limit: 10 }), []);
+    suite.case("an empty store has no expired leases", async ({ store, clock }) => {
+      clock.advance(1_000_000);
+      assert.deepEqual(await store.jobListExpired({ lease: lease(0), limit: 10 }), []);
     });
   });
 
   describe("jobRequeueMany", () => {
-    suite.case("puts a running attempt back to retrying at runAt with the error body, clearing the heartbeat and keeping the attempt", async ({ store, clock }) => {
+    suite.case("puts a running attempt back to retrying, due delayMs after now, with the error body, clearing the heartbeat and keeping the attempt", async ({ store, clock }) => {
       const running = await makeRunning(store, { maxAttempts: 5, dedupeKey: "k" });
       clock.advance(50);
-      assert.equal(await store.jobRequeueMany({ jobs: [{ id: running.id, attempt: 1 }], runAt: T0 + 1000, errorBody: "shutdown" }), 1);
+      assert.equal(
+        await store.jobRequeueMany({ jobs: [{ id: running.id, attempt: 1 }], delayMs: 950, errorBody: "shutdown", refund: "if-last" }),
+        1,
+      );
       const { startedAt: _a, ...after } = await mustGet(store, running.id);
       const { startedAt: _b, ...before } = running;
       assert.deepEqual(after, {
@@ -190,8 +253,9 @@ export function maintenanceCases(suite: Suite): void {
             { id: last.id, attempt: 2 },
             { id: notLast.id, attempt: 2 },
           ],
-          runAt: T0,
+          delayMs: 0,
           errorBody: "shutdown",
+          refund: "if-last",
         }),
         3,
       );
@@ -212,6 +276,111 @@ export function maintenanceCases(suite: Suite): void {
         ].sort(),
         "each job runs again within its attempts",
       );
+    });
+
+    suite.case("refund always gives the attempt back: attempt 1 becomes 0, retrying due delayMs after now with the error body", async ({ store, clock }) => {
+      const running = await makeRunning(store, { maxAttempts: 3, dedupeKey: "k" });
+      clock.advance(50);
+      const errorBody = "not sent, not counted as an attempt: connect EMFILE";
+      assert.equal(
+        await store.jobRequeueMany({ jobs: [{ id: running.id, attempt: 1, startedAt: running.startedAt }], delayMs: 200, errorBody, refund: "always" }),
+        1,
+      );
+      const { startedAt: _a, ...after } = await mustGet(store, running.id);
+      const { startedAt: _b, ...before } = running;
+      assert.deepEqual(after, {
+        ...before,
+        status: "retrying",
+        attempt: 0,
+        runAt: T0 + 250,
+        heartbeatAt: null,
+        result: { error_body: errorBody, terminal_reason: null },
+      });
+      clock.set(T0 + 249);
+      assert.deepEqual(await store.jobClaimMany({ limit: 10 }), []);
+      clock.set(T0 + 250);
+      const again = await claimNext(store, running.id);
+      assert.equal(again.attempt, 1, "the attempt that was never sent is not counted");
+    });
+
+    suite.case("refund always gives back any attempt, a last one too, where if-last gives back only a last one", async ({ store }) => {
+      const single = await makeRunning(store, { maxAttempts: 1 });
+      const last = await makeRunningSecondAttempt(store, { maxAttempts: 2 });
+      const notLast = await makeRunningSecondAttempt(store, { maxAttempts: 3 });
+      assert.equal(
+        await store.jobRequeueMany({
+          jobs: [
+            { id: single.id, attempt: 1 },
+            { id: last.id, attempt: 2 },
+            { id: notLast.id, attempt: 2 },
+          ],
+          delayMs: 0,
+          errorBody: "not sent",
+          refund: "always",
+        }),
+        3,
+      );
+      const attempts = async (id: string) => {
+        const job = await mustGet(store, id);
+        return { status: job.status, attempt: job.attempt, maxAttempts: job.maxAttempts };
+      };
+      assert.deepEqual(await attempts(single.id), { status: "retrying", attempt: 0, maxAttempts: 1 });
+      assert.deepEqual(await attempts(last.id), { status: "retrying", attempt: 1, maxAttempts: 2 });
+      assert.deepEqual(await attempts(notLast.id), { status: "retrying", attempt: 1, maxAttempts: 3 }, "unlike if-last");
+      const claimed = await store.jobClaimMany({ limit: 10 });
+      assert.deepEqual(
+        claimed.map((job) => [job.id, job.attempt]).sort(),
+        [
+          [single.id, 1],
+          [last.id, 2],
+          [notLast.id, 2],
+        ].sort(),
+        "each job runs again with the attempt number it had been given",
+      );
+    });
+
+    suite.case("refund always for a stale attempt or an earlier claim's start, or a job not running, changes nothing", async ({ store, clock }) => {
+      const stale = await makeRunningSecondAttempt(store);
+      // An admin retry restarts attempt numbers: a write for the first claim names attempt 1 and that claim's start.
+      const first = await makeFinished(store, "dead");
+      assert.equal((await store.jobRetry({ id: first.id })).kind, "retried");
+      clock.advance(1000);
+      const reclaimed = await claimNext(store, first.id);
+      assert.equal(reclaimed.attempt, 1);
+      assert.notEqual(reclaimed.startedAt, first.startedAt);
+      const succeeded = await makeFinished(store, "succeeded");
+      const retrying = await makeRetrying(store, {}, T0 + 60_000);
+      const pending = await insertCreated(store, { runAt: T0 + 60_000 });
+      clock.advance(10);
+      assert.equal(
+        await store.jobRequeueMany({
+          jobs: [
+            { id: stale.id, attempt: 1 },
+            { id: stale.id, attempt: 3 },
+            { id: first.id, attempt: 1, startedAt: first.startedAt },
+            { id: succeeded.id, attempt: 1 },
+            { id: retrying.id, attempt: 1 },
+            { id: pending.id, attempt: 0 },
+            { id: "no-such-job-id", attempt: 1 },
+          ],
+          delayMs: 0,
+          errorBody: "not sent",
+          refund: "always",
+        }),
+        0,
+      );
+      await assertUnchanged(store, [stale, reclaimed, succeeded, retrying, pending]);
+      assert.equal(
+        await store.jobRequeueMany({
+          jobs: [{ id: first.id, attempt: 1, startedAt: reclaimed.startedAt }],
+          delayMs: 0,
+          errorBody: "not sent",
+          refund: "always",
+        }),
+        1,
+        "the current claim's attempt is given back",
+      );
+      assert.equal((await mustGet(store, first.id)).attempt, 0);
     });
 
     suite.case("a stale attempt or a job that is not running is untouched and not counted", async ({ store, clock }) => {
@@ -236,8 +405,9 @@ export function maintenanceCases(suite: Suite): void {
             { id: pending.id, attempt: 0 },
             { id: "no-such-job-id", attempt: 1 },
           ],
-          runAt: T0,
+          delayMs: 0,
           errorBody: "shutdown",
+          refund: "if-last",
         }),
         1,
       );
@@ -256,8 +426,9 @@ export function maintenanceCases(suite: Suite): void {
             { id: doomed.id, attempt: 1 },
             { id: survivor.id, attempt: 1 },
           ],
-          runAt: T0 + 1000,
+          delayMs: 970,
           errorBody: "shutdown",
+          refund: "if-last",
         }),
         2,
         "both attempts were written",
@@ -275,7 +446,10 @@ export function maintenanceCases(suite: Suite): void {
     suite.case("a job whose dedupe key was taken meanwhile by a newer pending job is requeued without the key", async ({ store }) => {
       const old = await makeRunning(store, { dedupeKey: "k" });
       const newer = await insertCreated(store, { dedupeKey: "k", runAt: T0 + 60_000 });
-      assert.equal(await store.jobRequeueMany({ jobs: [{ id: old.id, attempt: 1 }], runAt: T0 + 1000, errorBody: "shutdown" }), 1);
+      assert.equal(
+        await store.jobRequeueMany({ jobs: [{ id: old.id, attempt: 1 }], delayMs: 1000, errorBody: "shutdown", refund: "if-last" }),
+        1,
+      );
       const requeued = await mustGet(store, old.id);
       assert.equal(requeued.status, "retrying");
       assert.equal(requeued.dedupeKey, null);
@@ -289,7 +463,8 @@ export function maintenanceCases(suite: Suite): void {
     suite.case("an empty requeue batch returns 0 and changes nothing", async ({ store }) => {
       await makeRunning(store);
       const before = await allJobs(store);
-      assert.equal(await store.jobRequeueMany({ jobs: [], runAt: T0, errorBody: "shutdown" }), 0);
+      assert.equal(await store.jobRequeueMany({ jobs: [], delayMs: 0, errorBody: "shutdown", refund: "if-last" }), 0);
+      assert.equal(await store.jobRequeueMany({ jobs: [], delayMs: 0, errorBody: "not sent", refund: "always" }), 0);
       assert.deepEqual(await allJobs(store), before);
     });
   });
@@ -414,7 +589,7 @@ export function maintenanceCases(suite: Suite): void {
   });
 
   describe("cronTickDeleteMany", () => {
-    suite.case("forgets ticks before `before`, keeps later ones, and returns how many", async ({ store }) => {
+    suite.case("forgets ticks more than olderThanMs old by the store's clock, keeps later ones, and returns how many", async ({ store, clock }) => {
       const tick = (name: string, tickAt: number) =>
         store.cronTickInsert({ name, tickAt, job: cronJob(name, tickAt, { dedupeKey: null }) });
       for (const [name, tickAt] of [
@@ -425,31 +600,34 @@ export function maintenanceCases(suite: Suite): void {
       ] as const) {
         assert.equal((await tick(name, tickAt)).kind, "created");
       }
-      assert.equal(await store.cronTickDeleteMany({ before: T0 }), 0);
-      assert.equal(await store.cronTickDeleteMany({ before: T0 + 1000 }), 2);
-      assert.equal(await store.cronTickDeleteMany({ before: T0 + 1000 }), 0, "already forgotten");
+      clock.set(T0 + 1_000_000);
+      assert.equal(await store.cronTickDeleteMany({ olderThanMs: 1_000_000 }), 0, "a tick exactly that old is kept");
+      assert.equal(await store.cronTickDeleteMany({ olderThanMs: 999_000 }), 2);
+      assert.equal(await store.cronTickDeleteMany({ olderThanMs: 999_000 }), 0, "already forgotten");
       // A forgotten tick can be inserted again; a remembered one cannot.
       assert.equal((await tick("nightly", T0)).kind, "created");
       assert.equal((await tick("hourly", T0 + 500)).kind, "created");
       assert.deepEqual(await tick("nightly", T0 + 1000), { kind: "already_enqueued" });
       assert.deepEqual(await tick("nightly", T0 + 2000), { kind: "already_enqueued" });
-      assert.equal(await store.cronTickDeleteMany({ before: T0 + 1_000_000 }), 4);
+      assert.equal(await store.cronTickDeleteMany({ olderThanMs: 0 }), 4);
     });
 
-    suite.case("forgetting ticks deletes no job", async ({ store }) => {
+    suite.case("forgetting ticks deletes no job", async ({ store, clock }) => {
       await store.cronTickInsert({ name: "nightly", tickAt: T0, job: cronJob("nightly", T0) });
       const before = await allJobs(store);
-      assert.equal(await store.cronTickDeleteMany({ before: T0 + 1 }), 1);
+      clock.advance(1000);
+      assert.equal(await store.cronTickDeleteMany({ olderThanMs: 999 }), 1);
       assert.deepEqual(await allJobs(store), before);
     });
 
-    suite.case("an empty store forgets nothing", async ({ store }) => {
-      assert.equal(await store.cronTickDeleteMany({ before: T0 + 1_000_000 }), 0);
+    suite.case("an empty store forgets nothing", async ({ store, clock }) => {
+      clock.advance(1_000_000);
+      assert.equal(await store.cronTickDeleteMany({ olderThanMs: 0 }), 0);
     });
   });
 
   describe("jobDeleteFinishedMany", () => {
-    suite.case("deletes only succeeded, dead and cancelled jobs finished before finishedBefore", async ({ store, clock }) => {
+    suite.case("deletes only succeeded, dead and cancelled jobs finished more than olderThanMs ago by the store's clock", async ({ store, clock }) => {
       const old = [
         await makeFinished(store, "succeeded"),
         await makeFinished(store, "dead"),
@@ -466,10 +644,11 @@ export function maintenanceCases(suite: Suite): void {
       ];
       assert.deepEqual(kept.map((job) => job.finishedAt), [T0 + 1000, T0 + 1000, T0 + 1000, null, null, null]);
       clock.advance(3_600_000);
-      assert.equal(await store.jobDeleteFinishedMany({ finishedBefore: T0 + 1000, limit: 100 }), 3);
+      // Now is T0 + 3_601_000: the kept jobs finished exactly an hour ago, the old ones a second before.
+      assert.equal(await store.jobDeleteFinishedMany({ olderThanMs: 3_600_000, limit: 100 }), 3);
       for (const job of old) assert.equal(await store.jobGet({ id: job.id }), undefined, `${job.status} job deleted`);
       await assertUnchanged(store, kept);
-      assert.equal(await store.jobDeleteFinishedMany({ finishedBefore: T0 + 1000, limit: 100 }), 0);
+      assert.equal(await store.jobDeleteFinishedMany({ olderThanMs: 3_600_000, limit: 100 }), 0);
       assert.deepEqual(ids(await allJobs(store)), ids(kept).reverse());
     });
 
@@ -478,7 +657,7 @@ export function maintenanceCases(suite: Suite): void {
       const pending = await insertCreated(store, { runAt: T0 + 60_000 });
       clock.advance(1000);
       const counts: number[] = [];
-      for (let i = 0; i < 4; i++) counts.push(await store.jobDeleteFinishedMany({ finishedBefore: T0 + 1000, limit: 2 }));
+      for (let i = 0; i < 4; i++) counts.push(await store.jobDeleteFinishedMany({ olderThanMs: 0, limit: 2 }));
       assert.deepEqual(counts, [2, 2, 1, 0]);
       assert.deepEqual(ids(await allJobs(store)), [pending.id]);
     });
@@ -493,7 +672,7 @@ export function maintenanceCases(suite: Suite): void {
       await makeFinished(store, "dead", chainB);
       await insertCreated(store, { ...chainB, runAt: T0 + 60_000 });
       clock.advance(1000);
-      assert.equal(await store.jobDeleteFinishedMany({ finishedBefore: T0 + 1000, limit: 100 }), 3);
+      assert.equal(await store.jobDeleteFinishedMany({ olderThanMs: 0, limit: 100 }), 3);
       await insertCreated(store, { ...chainA, runAt: T0 + 60_000 });
       await insertCreated(store, { ...chainA, runAt: T0 + 60_000 });
       assert.equal((await store.jobInsert(jobParams(chainA))).kind, "spawn_cap_exceeded", "counting started from zero");
@@ -504,7 +683,7 @@ export function maintenanceCases(suite: Suite): void {
       const job = await insertCreated(store, { originalRequestId: "chain-a", runAt: T0 + 60_000 });
       assert.equal((await store.chainCancel({ originalRequestId: "chain-a" })).length, 1);
       clock.advance(1000);
-      assert.equal(await store.jobDeleteFinishedMany({ finishedBefore: T0 + 1000, limit: 100 }), 1);
+      assert.equal(await store.jobDeleteFinishedMany({ olderThanMs: 0, limit: 100 }), 1);
       assert.equal(await store.jobGet({ id: job.id }), undefined);
       const outcome = await store.jobInsert(jobParams({ originalRequestId: "chain-a", runAt: T0 + 60_000 }));
       assert.equal(outcome.kind, "created");
@@ -515,8 +694,9 @@ export function maintenanceCases(suite: Suite): void {
       assert.deepEqual(await store.jobClaimMany({ limit: 10 }), []);
     });
 
-    suite.case("an empty store deletes nothing", async ({ store }) => {
-      assert.equal(await store.jobDeleteFinishedMany({ finishedBefore: T0 + 1_000_000, limit: 100 }), 0);
+    suite.case("an empty store deletes nothing", async ({ store, clock }) => {
+      clock.advance(1_000_000);
+      assert.equal(await store.jobDeleteFinishedMany({ olderThanMs: 0, limit: 100 }), 0);
     });
   });
 
@@ -543,10 +723,11 @@ export function maintenanceCases(suite: Suite): void {
         { ...zero, start: T0 + 120_000 },
       ]);
 
-      assert.equal(await store.jobDeleteFinishedMany({ finishedBefore: T0 + 600_000, limit: 100 }), 3);
+      assert.equal(await store.jobDeleteFinishedMany({ olderThanMs: 0, limit: 100 }), 3, "every finished job");
       assert.deepEqual((await store.attemptBuckets({ since: T0, bucketMs: 180_000 }))[0], { ...zero, start: T0, succeeded: 2, retrying: 1, dead: 1 });
 
-      assert.ok((await store.attemptCountDeleteMany({ before: T0 + 60_000 })) >= 2, "the first minute's counts");
+      // Now is T0 + 150_000: the first minute's counts are more than 90 s old, the second minute's are not.
+      assert.ok((await store.attemptCountDeleteMany({ olderThanMs: 90_000 })) >= 2, "the first minute's counts");
       assert.deepEqual(await store.attemptBuckets({ since: T0, bucketMs: 60_000 }), [
         { ...zero, start: T0 },
         { ...zero, start: T0 + 60_000, succeeded: 1, dead: 1 },

@@ -18,6 +18,8 @@ const OPERATIONS = ["opA", "opB"] as const;
 const DEDUPE_KEYS = ["d0", "d1", "d2"] as const;
 const CONCURRENCY_KEYS = ["c0", "c1"] as const;
 const CHAINS = ["chain-0", "chain-1"] as const;
+/** Who enqueues: a dedupe upsert only ever refreshes a job of the same user (and kind of authority). */
+const USERS = ["u1", "u2"] as const;
 
 const SUCCEEDED: JobResult = { status_code: 200, error_body: null, terminal_reason: null };
 const PERMANENT: JobResult = { status_code: 404, error_body: "not found", terminal_reason: "permanent-status" };
@@ -31,7 +33,10 @@ type Action =
       dedupe: number | null;
       concurrency: number | null;
       chain: number;
+      user: number;
       delayMs: number;
+      /** Whether the run time is given as a delay after the store's now rather than as an instant. */
+      relative: boolean;
       priority: number;
       maxAttempts: number;
     }
@@ -55,7 +60,9 @@ const actionArb: fc.Arbitrary<Action> = fc.oneof(
       dedupe: fc.option(index(DEDUPE_KEYS.length), { nil: null, freq: 3 }),
       concurrency: fc.option(index(CONCURRENCY_KEYS.length), { nil: null, freq: 3 }),
       chain: index(CHAINS.length),
+      user: fc.constantFrom(0, 0, 0, 1),
       delayMs: fc.constantFrom(0, 0, 50, 200),
+      relative: fc.boolean(),
       priority: fc.integer({ min: 0, max: 2 }),
       maxAttempts: fc.integer({ min: 1, max: 3 }),
     }),
@@ -138,12 +145,15 @@ async function perform(state: RunState, action: Action, before: Snapshot, step: 
   switch (action.kind) {
     case "enqueue": {
       const chain = CHAINS[action.chain] as string;
+      const user = USERS[action.user] as string;
       const params = jobParams({
+        userId: user,
+        authority: { kind: "request", request_id: chain, user_id: user },
         operationId: OPERATIONS[action.operation] as string,
         dedupeKey: action.dedupe === null ? null : (DEDUPE_KEYS[action.dedupe] as string),
         concurrencyKey: action.concurrency === null ? null : (CONCURRENCY_KEYS[action.concurrency] as string),
         originalRequestId: chain,
-        runAt: now + action.delayMs,
+        runTime: action.relative ? { delayMs: action.delayMs } : { at: now + action.delayMs },
         priority: action.priority,
         maxAttempts: action.maxAttempts,
         spawnCap: state.spawnCap,
@@ -151,9 +161,10 @@ async function perform(state: RunState, action: Action, before: Snapshot, step: 
       });
       const outcome = await store.jobInsert(params);
       const holder = holderOf(params.dedupeKey);
-      if (holder && holder.operationId === params.operationId) {
+      // Every job here runs under a `request` authority, so the same user means the same authority kind too.
+      if (holder && holder.operationId === params.operationId && holder.userId === params.userId) {
         assert.equal(outcome.kind, "deduplicated");
-        assert.deepEqual((outcome as { job: JobRow }).job, { ...holder, runAt: params.runAt, request: params.request });
+        assert.deepEqual((outcome as { job: JobRow }).job, { ...holder, runAt: now + action.delayMs, request: params.request });
         return new Set([holder.id]);
       }
       if (holder) {
@@ -170,6 +181,8 @@ async function perform(state: RunState, action: Action, before: Snapshot, step: 
       const created = (outcome as { job: JobRow }).job;
       assert.equal(created.id, params.id);
       assert.equal(created.status, state.cancelledChains.has(chain) ? "cancelled" : "pending");
+      assert.equal(created.runAt, now + action.delayMs);
+      assert.equal(created.createdAt, now);
       return new Set([params.id]);
     }
 
@@ -242,7 +255,7 @@ async function perform(state: RunState, action: Action, before: Snapshot, step: 
       if (action.outcome === "retrying" && attempt >= target.maxAttempts) {
         outcome = { id: target.id, attempt, status: "dead", result: EXHAUSTED };
       } else if (action.outcome === "retrying") {
-        outcome = { id: target.id, attempt, status: "retrying", runAt: now + action.delayMs, result: FAILED };
+        outcome = { id: target.id, attempt, status: "retrying", delayMs: action.delayMs, result: FAILED };
       } else {
         outcome = { id: target.id, attempt, status: action.outcome, result: action.outcome === "dead" ? PERMANENT : SUCCEEDED };
       }
@@ -262,7 +275,7 @@ async function perform(state: RunState, action: Action, before: Snapshot, step: 
         assert.equal(after.finishedAt, now);
       } else {
         assert.equal(after.status, "retrying");
-        assert.equal(after.runAt, outcome.runAt);
+        assert.equal(after.runAt, now + outcome.delayMs);
         assert.deepEqual(after.result, FAILED);
         const keyTaken = holderOf(target.dedupeKey, target.id) !== undefined;
         assert.equal(after.dedupeKey, keyTaken ? null : target.dedupeKey, "re-queued with its key unless it was taken");
