@@ -11,6 +11,11 @@ import { Type, type Static, type TSchema } from "@sinclair/typebox";
 import { Ajv, type ErrorObject } from "ajv";
 import { parse as parseYaml } from "yaml";
 
+/** The calling operation of cron entry `name`: its key in the trigger map, and its jobs' `enqueued_by_operation_id`. */
+export function cronCaller(name: string): string {
+  return `cron:${name}`;
+}
+
 /** A problem with the configuration; the CLI prints its message and exits with code 2. */
 export class ConfigError extends Error {
   override readonly name = "ConfigError";

@@ -10,6 +10,7 @@ import { systemClock, type Clock } from "./clock.js";
 import type { Config } from "./config.js";
 import { Deliverer } from "./dispatcher/deliverer.js";
 import { Dispatcher } from "./dispatcher/dispatcher.js";
+import { WorkNotifier } from "./dispatcher/notifier.js";
 import { buildApp } from "./http/app.js";
 import { CLEAN_INTERVAL_MS, cleanFinishedJobs } from "./maintenance/cleaner.js";
 import { CLOCK_CHECK_INTERVAL_MS, checkClock } from "./maintenance/clock-check.js";
@@ -17,6 +18,7 @@ import { CronScheduler } from "./maintenance/cron.js";
 import { Periodic } from "./maintenance/periodic.js";
 import { rescueExpiredLeases } from "./maintenance/rescuer.js";
 import { checkConfigAgainstRegistry, OperationRegistry } from "./operations/registry.js";
+import { PerOperationSettings } from "./operations/settings.js";
 import { openStore } from "./store/open-store.js";
 import type { Store } from "./store/store.js";
 import { Telemetry } from "./telemetry/events.js";
@@ -35,6 +37,9 @@ export interface Worker {
 export interface Service {
   config: Config;
   registry: OperationRegistry;
+  settings: PerOperationSettings;
+  /** "Work may be available": what wakes the dispatcher. */
+  notifier: WorkNotifier;
   store: Store;
   clock: Clock;
   verifier: TokenVerifier;
@@ -57,40 +62,31 @@ export interface Service {
 
 function createWorker(options: {
   config: Config;
+  settings: PerOperationSettings;
   registry: OperationRegistry;
   store: Store;
   clock: Clock;
+  notifier: WorkNotifier;
   signer: DeliverySigner;
   telemetry: Telemetry;
   logger: Logger;
   random?: () => number;
 }): Worker {
-  const { config, store, clock, telemetry, logger } = options;
-  const deliverer = new Deliverer({ config, registry: options.registry, signer: options.signer });
-  const dispatcher = new Dispatcher({
-    config,
-    store,
-    deliverer,
-    clock,
-    telemetry,
-    logger,
-    ...(options.random ? { random: options.random } : {}),
-  });
-  telemetry.on("job:enqueued", ({ outcome, runAt }) => {
-    if (outcome !== "cancelled-by-chain") dispatcher.notify(runAt);
-  });
-  telemetry.on("job:retried", ({ runAt }) => dispatcher.notify(runAt));
+  const { config, settings, store, clock, notifier, telemetry, logger } = options;
+  const random = options.random ? { random: options.random } : {};
+  const deliverer = new Deliverer({ settings, registry: options.registry, signer: options.signer });
+  const dispatcher = new Dispatcher({ config, settings, store, deliverer, clock, telemetry, logger, ...random });
   const rescuer = new Periodic({
     name: "lease rescuer",
     intervalMs: config.lease.check_ms,
     logger,
     run: async () => {
-      const rescued = await rescueExpiredLeases({ config, store, clock, telemetry, ...(options.random ? { random: options.random } : {}) });
+      const rescued = await rescueExpiredLeases({ settings, store, clock, telemetry, ...random });
       if (rescued > 0) {
         logger.warn({ rescued }, "recovered running jobs whose lease expired");
         // Rescued jobs are due after their backoff: a claim pass re-arms the timer to the next due job, so they
-        // do not wait for the `worker.poll_ms` fallback (CONTRACT §4).
-        dispatcher.wake();
+        // do not wait for the `worker.poll_ms` fallback.
+        notifier.notify(clock.now());
       }
     },
   });
@@ -104,7 +100,7 @@ function createWorker(options: {
       if (deleted > 0) logger.info({ deleted }, "deleted terminal jobs past retention");
     },
   });
-  const cron = new CronScheduler({ config, store, clock, telemetry, logger });
+  const cron = new CronScheduler({ config, settings, store, clock, notifier, telemetry, logger });
   return { dispatcher, deliverer, cron, rescuer, cleaner };
 }
 
@@ -112,21 +108,22 @@ function createWorker(options: {
 const LISTEN_RETRY_MS = 5000;
 
 /**
- * Wakes this node's dispatcher on other nodes' enqueues and retries, trying again every few seconds while the
- * listening connection cannot be opened (polling covers the gap). Returns the function that stops it.
+ * Passes other nodes' enqueues and retries (the store's notifications) to the notifier, trying again every few
+ * seconds while the listening connection cannot be opened (polling covers the gap). Returns the function that stops
+ * it.
  */
-function listenForOtherNodes(options: { store: Store; worker: Worker; logger: Logger }): () => Promise<void> {
-  const { store, worker, logger } = options;
+function listenForOtherNodes(options: { store: Store; notifier: WorkNotifier; logger: Logger }): () => Promise<void> {
+  const { store, notifier, logger } = options;
   let stopped = false;
   let retry: NodeJS.Timeout | undefined;
   let stop: (() => Promise<void>) | undefined;
   const attempt = () => {
-    store.jobAvailableListen((runAt) => worker.dispatcher.notify(runAt)).then(
+    store.jobAvailableListen((runAt) => notifier.notify(runAt)).then(
       async (stopFn) => {
         if (stopped) return stopFn();
         stop = stopFn;
         // A job another node committed before the LISTEN took effect notified nobody here: claim once more.
-        worker.dispatcher.wake();
+        notifier.notify(store.now());
       },
       (error: unknown) => {
         if (stopped) return;
@@ -163,6 +160,8 @@ export async function createService(options: {
 }): Promise<Service> {
   const { config } = options;
   const nodeClock = options.clock ?? systemClock;
+  const settings = new PerOperationSettings(config);
+  const notifier = new WorkNotifier();
   const logger = options.logger ?? pino({ level: "silent" });
   const registry = OperationRegistry.fromFile(config.openapi);
   const { warnings } = checkConfigAgainstRegistry({ config, registry });
@@ -189,6 +188,8 @@ export async function createService(options: {
     const app = await buildApp({
       config,
       registry,
+      settings,
+      notifier,
       store,
       clock,
       verifier,
@@ -200,7 +201,18 @@ export async function createService(options: {
     const worker =
       options.worker === false
         ? null
-        : createWorker({ config, registry, store, clock, signer, telemetry, logger, ...(options.random ? { random: options.random } : {}) });
+        : createWorker({
+            config,
+            settings,
+            registry,
+            store,
+            clock,
+            notifier,
+            signer,
+            telemetry,
+            logger,
+            ...(options.random ? { random: options.random } : {}),
+          });
     await checkClock({ store, telemetry, logger });
     const clockCheck = new Periodic({
       name: "clock check",
@@ -215,6 +227,8 @@ export async function createService(options: {
     return {
       config,
       registry,
+      settings,
+      notifier,
       store,
       clock,
       verifier,
@@ -227,9 +241,10 @@ export async function createService(options: {
       start() {
         clockCheck.start();
         if (!worker) return;
+        notifier.subscribe((runAt) => worker.dispatcher.notify(runAt));
         worker.dispatcher.start();
         // Other nodes' enqueues and retries (PostgreSQL NOTIFY) wake this node's dispatcher too.
-        stopListening = listenForOtherNodes({ store, worker, logger });
+        stopListening = listenForOtherNodes({ store, notifier, logger });
         worker.cron.start();
         worker.rescuer.start();
         worker.cleaner.start();

@@ -3,9 +3,19 @@
  * conditional on the job still being `running` with the same attempt of the same claim, so a late or repeated
  * outcome changes nothing. While the database is unavailable, outcomes wait and are written when it returns; only
  * one the database refuses outright (it cannot be written, ever) is dropped, and logged.
+ *
+ * After each write it reports the outcomes that were written (not those someone else had already decided: a rescue,
+ * a cancel), so what telemetry counts is what the database holds.
  */
 import type { Logger } from "pino";
-import { StoreUnavailableError, type JobOutcome, type Store } from "../store/store.js";
+import type { JobOutcome } from "../job/job.js";
+import { StoreUnavailableError, type Store } from "../store/store.js";
+
+/** An outcome waiting to be written, with what its report needs. */
+export interface PendingOutcome<Report = unknown> {
+  outcome: JobOutcome;
+  report: Report;
+}
 
 /** Most outcomes in one write. */
 const MAX_BATCH = 512;
@@ -13,8 +23,8 @@ const MAX_BATCH = 512;
 const RETRY_MS = 500;
 
 /** Batched, conditional outcome writes. */
-export class Completer {
-  private pending: JobOutcome[] = [];
+export class Completer<Report = unknown> {
+  private pending: Array<PendingOutcome<Report>> = [];
   private flushing = false;
   private scheduled = false;
   private retryTimer: NodeJS.Timeout | undefined;
@@ -24,8 +34,11 @@ export class Completer {
     private readonly options: {
       store: Store;
       logger: Logger;
-      /** Called after outcomes were written (slots and concurrency keys are free again). */
-      onWritten: () => void;
+      /**
+       * Called after each write with the outcomes it wrote (possibly none: slots and concurrency keys may be free
+       * again all the same).
+       */
+      onWritten: (written: Array<PendingOutcome<Report>>) => void;
     },
   ) {}
 
@@ -35,8 +48,8 @@ export class Completer {
   }
 
   /** Queues one outcome for the next write. */
-  add(outcome: JobOutcome): void {
-    this.pending.push(outcome);
+  add(pending: PendingOutcome<Report>): void {
+    this.pending.push(pending);
     this.schedule();
   }
 
@@ -55,12 +68,14 @@ export class Completer {
     try {
       while (this.pending.length > 0) {
         const batch = this.pending.slice(0, MAX_BATCH);
+        let written: boolean[];
         try {
-          await this.options.store.jobCompleteMany({ outcomes: batch });
+          written = await this.options.store.jobCompleteMany({ outcomes: batch.map((item) => item.outcome) });
         } catch (error) {
-          if (!(error instanceof StoreUnavailableError) && (await this.writeOneByOne(batch))) {
+          const oneByOne = error instanceof StoreUnavailableError ? undefined : await this.writeOneByOne(batch);
+          if (oneByOne) {
             this.pending.splice(0, batch.length);
-            this.options.onWritten();
+            this.options.onWritten(batch.filter((_item, index) => oneByOne[index]));
             continue;
           }
           this.options.logger.warn({ err: error, waiting: this.pending.length }, "outcome write failed; retrying");
@@ -71,7 +86,7 @@ export class Completer {
           return;
         }
         this.pending.splice(0, batch.length);
-        this.options.onWritten();
+        this.options.onWritten(batch.filter((_item, index) => written[index]));
       }
     } finally {
       this.flushing = false;
@@ -82,22 +97,25 @@ export class Completer {
   /**
    * After a batch failed with the database up: writes its outcomes one at a time, so that one the database refuses
    * (a bug, or data it cannot store) does not hold back the rest for ever. One refused alone is dropped and logged:
-   * its lease expires and the rescuer settles the job. False, dropping nothing, if the database becomes unavailable
-   * meanwhile: the batch is retried whole (a repeated write of an outcome already written changes nothing).
+   * its lease expires and the rescuer settles the job. Returns which were written; undefined, dropping nothing, if the
+   * database becomes unavailable meanwhile: the batch is retried whole (a repeated write of an outcome already
+   * written changes nothing).
    */
-  private async writeOneByOne(batch: JobOutcome[]): Promise<boolean> {
-    for (const outcome of batch) {
+  private async writeOneByOne(batch: Array<PendingOutcome<Report>>): Promise<boolean[] | undefined> {
+    const written: boolean[] = [];
+    for (const { outcome } of batch) {
       try {
-        await this.options.store.jobCompleteMany({ outcomes: [outcome] });
+        written.push((await this.options.store.jobCompleteMany({ outcomes: [outcome] }))[0] === true);
       } catch (error) {
-        if (error instanceof StoreUnavailableError) return false;
+        if (error instanceof StoreUnavailableError) return undefined;
+        written.push(false);
         this.options.logger.error(
           { err: error, jobId: outcome.id, attempt: outcome.attempt },
           "the database refused this outcome; dropped: the job's lease will expire and the rescuer will settle it",
         );
       }
     }
-    return true;
+    return written;
   }
 
   /** Resolves when every queued outcome is written, or after `timeoutMs` (whatever is left stays queued). */

@@ -9,11 +9,11 @@
 import type { IncomingHttpHeaders } from "node:http";
 import { Agent, type Dispatcher } from "undici";
 import type { DeliverySigner } from "../auth/tokens.js";
-import type { Config } from "../config.js";
 import type { AttemptResult } from "../job/retry-policy.js";
 import { wireAuthority } from "../job/wire.js";
 import type { Operation, OperationRegistry } from "../operations/registry.js";
-import type { JobRow } from "../store/store.js";
+import type { PerOperationSettings } from "../operations/settings.js";
+import type { JobRow } from "../job/job.js";
 import { VERSION } from "../version.js";
 
 /** Most bytes of a failure body kept in `result.error_body`. */
@@ -209,24 +209,22 @@ class Exchange implements Dispatcher.DispatchHandler {
 /** Delivers jobs over HTTP. */
 export class Deliverer {
   private readonly agent: Dispatcher;
-  private readonly config: Config;
+  private readonly settings: PerOperationSettings;
   private readonly registry: OperationRegistry;
   private readonly signer: DeliverySigner;
-  private readonly bases = new Map<string, { origin: string; basePath: string }>();
 
   constructor(options: {
-    config: Config;
+    settings: PerOperationSettings;
     registry: OperationRegistry;
     signer: DeliverySigner;
-    connections?: number;
     /** The HTTP client; a keep-alive undici Agent by default (tests pass one that fails as they need). */
     agent?: Dispatcher;
   }) {
-    this.config = options.config;
+    this.settings = options.settings;
     this.registry = options.registry;
     this.signer = options.signer;
     this.agent = options.agent ?? new Agent({
-      connections: options.connections ?? Math.max(8, options.config.worker.concurrency),
+      connections: options.settings.deliveryConnectionsPerOrigin,
       keepAliveTimeout: 10_000,
       // The whole-exchange timeout below is the one that counts; undici's own per-phase timers stay out of its way.
       headersTimeout: 0,
@@ -234,25 +232,9 @@ export class Deliverer {
     });
   }
 
-  /** Origin and path prefix of `operationId`'s target, parsed once per operation rather than per delivery. */
-  private baseOf(operationId: string): { origin: string; basePath: string } {
-    let base = this.bases.get(operationId);
-    if (!base) {
-      const url = new URL(this.config.operations[operationId]?.base_url ?? this.config.target.base_url);
-      base = { origin: url.origin, basePath: url.pathname.replace(/\/+$/, "") };
-      this.bases.set(operationId, base);
-    }
-    return base;
-  }
-
-  /** The timeout of one exchange with `operationId`'s target. */
-  timeoutMs(operationId: string): number {
-    return this.config.operations[operationId]?.timeout_ms ?? this.config.defaults.timeout_ms;
-  }
-
   /** The request a job turns into, with a freshly signed delivery token. */
   async buildRequest(job: JobRow, operation: Operation): Promise<DeliveryRequest> {
-    const { origin, basePath } = this.baseOf(operation.operationId);
+    const { target, timeoutMs } = this.settings.of(operation.operationId);
     const token = await this.signer.sign({
       sub: job.userId,
       op: job.operationId,
@@ -260,7 +242,7 @@ export class Deliverer {
       att: job.attempt,
       rid: job.originalRequestId,
       authority: wireAuthority(job.authority),
-      timeoutMs: this.timeoutMs(job.operationId),
+      timeoutMs,
     });
     const hasBody = job.request.body !== undefined;
     const headers: Record<string, string> = {
@@ -273,8 +255,8 @@ export class Deliverer {
     };
     if (hasBody) headers["content-type"] = "application/json";
     return {
-      origin,
-      path: basePath + buildPath(operation.path, job.request.path_params) + buildQueryString(job.request.query),
+      origin: target.origin,
+      path: target.basePath + buildPath(operation.path, job.request.path_params) + buildQueryString(job.request.query),
       method: operation.method,
       headers,
       body: hasBody ? JSON.stringify(job.request.body) : undefined,
@@ -289,7 +271,7 @@ export class Deliverer {
     }
     const problem = pathShapeProblem(operation.path, buildPath(operation.path, job.request.path_params));
     if (problem !== undefined) return { kind: "undeliverable", error: `not sent: ${problem}` };
-    const timeoutMs = this.timeoutMs(job.operationId);
+    const { timeoutMs } = this.settings.of(job.operationId);
     let request: DeliveryRequest;
     try {
       request = await this.buildRequest(job, operation);

@@ -1,33 +1,37 @@
 /**
  * The dispatcher: claim → deliver → complete, with leases.
  *
- * States:
+ * States (`moveTo` is the only way between them; each move names the states it may leave):
+ * - `idle`: built, not started; `start` moves to `running`.
  * - `running`: claims as many due jobs as it has free slots (`worker.concurrency`) whenever it is woken:
- *   by `notify`/`wake` (an enqueue or retry in this process, or a notification from another node), by a delivery
- *   ending (a slot and maybe a concurrency key freed), by the timer set to the next due `run_at`, or by the
- *   `worker.poll_ms` fallback. While busy it claims in batches (at least a quarter of `worker.concurrency`), and
- *   up to three claims may be in flight, each holding the slots it asked for, so deliveries that end while a claim
- *   is on its way to the database do not wait for it to come back before their slots are refilled.
- *   While deliveries are quick (a recent average under `CLAIM_AHEAD_MAX_DELIVERY_MS`), it also claims up to half of
- *   `worker.concurrency` jobs ahead of free slots: they wait in `ready` (running in the database, heartbeated like
- *   the deliveries) and start the moment a delivery ends, so a slot never idles for a claim's round trip.
- * - `paused`: a claim or a heartbeat failed (database trouble). No claims until a heartbeat or a claim retried
- *   after `poll_ms` succeeds: a node that cannot renew its leases must not take more work.
+ *   by `notify`/`wake` (the notifier: an enqueue or retry in this process, or another node's, through the store's
+ *   listener), by a delivery ending (a slot and maybe a concurrency key freed), by the timer set to the next due
+ *   `run_at`, or by the `worker.poll_ms` fallback. While busy it claims in batches (at least a quarter of
+ *   `worker.concurrency`), and up to three claims may be in flight, each holding the slots it asked for, so deliveries
+ *   that end while a claim is on its way to the database do not wait for it to come back before their slots are
+ *   refilled. While deliveries are quick (a recent average under `CLAIM_AHEAD_MAX_DELIVERY_MS`), it also claims up to
+ *   half of `worker.concurrency` jobs ahead of free slots: they wait in `ready` (running in the database, heartbeated
+ *   like the deliveries) and start the moment a delivery ends, so a slot never idles for a claim's round trip.
+ * - `paused`: a claim or a heartbeat failed (database trouble), or this process could not send a delivery (out of
+ *   file descriptors or memory). No claims until a heartbeat, tried every `poll_ms`, succeeds: a node that cannot
+ *   renew its leases, or cannot send, must not take more work. Back to `running` then.
  * - `stopping`: no more claims; in-flight deliveries may finish for up to `shutdown.grace_ms`; the rest are put
- *   back to `retrying` with `run_at` = now; queued outcomes are written.
+ *   back to `retrying`, due at once; queued outcomes are written.
  * - `stopped`.
  *
  * In-flight jobs are heartbeated every `lease.heartbeat_ms` in one statement, one heartbeat at a time. Outcomes go
  * through the completer, whose writes are conditional on (id, running, attempt, started_at), so a rescue or a cancel
- * that came first wins.
+ * that came first wins; `delivery:finished` is emitted for the outcomes it wrote.
  */
 import type { Logger } from "pino";
 import type { Clock } from "../clock.js";
 import type { Config } from "../config.js";
-import { decideAttempt, type AttemptDecision, type RetrySettings } from "../job/retry-policy.js";
-import type { JobAttempt, JobRow, Store } from "../store/store.js";
-import type { Telemetry } from "../telemetry/events.js";
-import { Completer } from "./completer.js";
+import { decideAttempt, type AttemptDecision } from "../job/retry-policy.js";
+import type { PerOperationSettings } from "../operations/settings.js";
+import type { Store } from "../store/store.js";
+import type { JobAttempt, JobRow } from "../job/job.js";
+import type { OpqueueEvents, Telemetry } from "../telemetry/events.js";
+import { Completer, type PendingOutcome } from "./completer.js";
 import type { Deliverer } from "./deliverer.js";
 
 type State = "idle" | "running" | "paused" | "stopping" | "stopped";
@@ -45,24 +49,6 @@ const CLAIM_AHEAD_MAX_DELIVERY_MS = 100;
 /** Weight of the latest delivery in the running average of delivery durations. */
 const DURATION_AVERAGE_WEIGHT = 0.05;
 
-/** Retry settings merged per config and operation: every finished delivery asks for its operation's. */
-const mergedRetrySettings = new WeakMap<Config, Map<string, RetrySettings>>();
-
-/** The retry settings of one operation: the global ones with its overrides (a config is never changed once parsed). */
-export function retrySettingsFor(config: Config, operationId: string): RetrySettings {
-  let byOperation = mergedRetrySettings.get(config);
-  if (!byOperation) {
-    byOperation = new Map();
-    mergedRetrySettings.set(config, byOperation);
-  }
-  let settings = byOperation.get(operationId);
-  if (!settings) {
-    settings = Object.freeze({ ...config.retry, ...config.operations[operationId]?.retry });
-    byOperation.set(operationId, settings);
-  }
-  return settings;
-}
-
 /** Claims due jobs and delivers them. */
 export class Dispatcher {
   private state: State = "idle";
@@ -77,7 +63,7 @@ export class Dispatcher {
   private readonly claimAheadMax: number;
   /** Running average of delivery durations (ms), from "not quick": claims ahead start after quick deliveries. */
   private averageDeliveryMs = CLAIM_AHEAD_MAX_DELIVERY_MS;
-  private readonly completer: Completer;
+  private readonly completer: Completer<DeliveryReport>;
   /** Claims on their way to the database, and the slots they hold. */
   private claimsInFlight = 0;
   private reservedSlots = 0;
@@ -95,7 +81,9 @@ export class Dispatcher {
 
   constructor(
     private readonly options: {
-      config: Config;
+      /** `worker` and `lease` are read; an operation's own settings come from `settings`. */
+      config: Pick<Config, "worker" | "lease">;
+      settings: PerOperationSettings;
       store: Store;
       deliverer: Deliverer;
       clock: Clock;
@@ -108,7 +96,7 @@ export class Dispatcher {
     this.random = options.random ?? Math.random;
     this.minClaimBatch = Math.max(1, Math.floor(options.config.worker.concurrency / 4));
     this.claimAheadMax = Math.floor(options.config.worker.concurrency / 2);
-    this.completer = new Completer({ store: options.store, logger: options.logger, onWritten: () => this.wake() });
+    this.completer = new Completer({ store: options.store, logger: options.logger, onWritten: (written) => this.written(written) });
   }
 
   /** Deliveries in progress on this node. */
@@ -121,10 +109,16 @@ export class Dispatcher {
     return this.ready.length;
   }
 
+  /** Moves to `next` if the dispatcher is in one of `from`; returns whether it moved. */
+  private moveTo(next: State, from: readonly State[]): boolean {
+    if (!from.includes(this.state)) return false;
+    this.state = next;
+    return true;
+  }
+
   /** Starts claiming. */
   start(): void {
-    if (this.state !== "idle") return;
-    this.state = "running";
+    if (!this.moveTo("running", ["idle"])) return;
     this.heartbeatTimer = setInterval(() => void this.heartbeat(), this.options.config.lease.heartbeat_ms);
     this.wake();
   }
@@ -218,8 +212,7 @@ export class Dispatcher {
   }
 
   private pause(error: unknown, message: string): void {
-    if (this.state === "running") {
-      this.state = "paused";
+    if (this.moveTo("paused", ["running"])) {
       this.options.logger.warn({ err: error }, `${message}; pausing claims until a heartbeat succeeds`);
     }
     this.armTimer(this.options.config.worker.poll_ms);
@@ -242,8 +235,7 @@ export class Dispatcher {
     } finally {
       this.heartbeating = false;
     }
-    if (this.state === "paused") {
-      this.state = "running";
+    if (this.moveTo("running", ["paused"])) {
       this.options.logger.info("heartbeat succeeded; claiming resumes");
       this.wake();
     }
@@ -268,21 +260,23 @@ export class Dispatcher {
                 maxAttempts: job.maxAttempts,
                 result,
                 now,
-                retry: retrySettingsFor(this.options.config, job.operationId),
+                retry: this.options.settings.of(job.operationId).retry,
                 random: this.random(),
               });
-        this.options.telemetry.emit("delivery:finished", {
-          jobId: job.id,
-          attempt: job.attempt,
-          operationId: job.operationId,
-          outcome: decision.status,
-          terminalReason: decision.result.terminal_reason,
-          statusCode: decision.result.status_code,
-          durationMs,
-        });
         this.averageDeliveryMs += (durationMs - this.averageDeliveryMs) * DURATION_AVERAGE_WEIGHT;
         if (this.state === "stopped") return;
-        this.completer.add({ ...attemptOf(job), ...decision });
+        this.completer.add({
+          outcome: { ...attemptOf(job), ...decision },
+          report: {
+            jobId: job.id,
+            attempt: job.attempt,
+            operationId: job.operationId,
+            outcome: decision.status,
+            terminalReason: decision.result.terminal_reason,
+            statusCode: decision.result.status_code,
+            durationMs,
+          },
+        });
       })
       .catch((error: unknown) => {
         // deliver() never throws; a bug here must not leave the slot taken.
@@ -302,8 +296,7 @@ export class Dispatcher {
    * `retrying` with `run_at` = now, and queued outcomes are written.
    */
   async stop(options: { graceMs: number }): Promise<void> {
-    if (this.state === "stopped" || this.state === "stopping") return;
-    this.state = "stopping";
+    if (!this.moveTo("stopping", ["idle", "running", "paused"])) return;
     clearTimeout(this.timer);
     const logger = this.options.logger;
     // A claim on its way back brings jobs that are running in the database: they join the in-flight ones, and
@@ -331,7 +324,7 @@ export class Dispatcher {
     await this.requeue(unstarted, "shutdown: claimed, but not delivered before the grace period ended");
     const abandoned = this.completer.stop();
     if (abandoned > 0) logger.error({ abandoned }, "outcomes not written; their leases will expire and be retried");
-    this.state = "stopped";
+    this.moveTo("stopped", ["stopping"]);
     await this.options.deliverer.close().catch(() => undefined);
   }
 
@@ -361,6 +354,12 @@ export class Dispatcher {
     }
   }
 
+  /** Outcomes the completer wrote: reported, and their slots and keys are free for a claim. */
+  private written(written: Array<PendingOutcome<DeliveryReport>>): void {
+    for (const { report } of written) this.options.telemetry.emit("delivery:finished", report);
+    this.wake();
+  }
+
   /** Puts jobs of a stopping node back to `retrying`, due at once. */
   private async requeue(jobs: JobAttempt[], errorBody: string): Promise<void> {
     if (jobs.length === 0) return;
@@ -373,6 +372,9 @@ export class Dispatcher {
     }
   }
 }
+
+/** What `delivery:finished` says of an attempt, once its outcome is written. */
+type DeliveryReport = OpqueueEvents["delivery:finished"];
 
 function deliveryKey(job: JobRow): string {
   return `${job.id}:${job.attempt}`;

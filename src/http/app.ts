@@ -7,7 +7,9 @@ import type { TokenVerifier } from "../auth/tokens.js";
 import type { Clock } from "../clock.js";
 import type { Config } from "../config.js";
 import { ApiError } from "../errors.js";
+import type { WorkNotifier } from "../dispatcher/notifier.js";
 import type { OperationRegistry } from "../operations/registry.js";
+import type { PerOperationSettings } from "../operations/settings.js";
 import type { Store } from "../store/store.js";
 import type { Telemetry } from "../telemetry/events.js";
 import type { Metrics } from "../telemetry/metrics.js";
@@ -46,6 +48,8 @@ function notFound(request: FastifyRequest): ApiError {
 export interface AppOptions {
   config: Config;
   registry: OperationRegistry;
+  settings: PerOperationSettings;
+  notifier: WorkNotifier;
   store: Store;
   clock: Clock;
   verifier: TokenVerifier;
@@ -106,7 +110,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       connectionsCheckingInterval: connectionsCheckingIntervalMs(listen),
     },
   }).withTypeProvider<TypeBoxTypeProvider>();
-  const connectionLimit = resolveConnectionLimit(options.config);
+  const connectionLimit = resolveConnectionLimit(options.config, options.settings);
   app.server.maxConnections = connectionLimit.maxConnections;
   app.decorate("connectionLimit", connectionLimit);
 

@@ -5,7 +5,8 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { TokenError, type AdminIdentity, type TokenVerifier } from "../auth/tokens.js";
 import { ApiError } from "../errors.js";
-import { hasUnstorableText, type EnqueueCaller } from "../job/enqueue.js";
+import { hasUnstorableText } from "../enqueue/body-checks.js";
+import type { EnqueueCaller } from "../enqueue/enqueue.js";
 import type { Store } from "../store/store.js";
 
 declare module "fastify" {

@@ -9,6 +9,7 @@
  */
 import { readFileSync } from "node:fs";
 import type { Config } from "../config.js";
+import type { PerOperationSettings } from "../operations/settings.js";
 
 /**
  * Descriptors kept for everything not counted on its own: the SQLite file with its WAL, shared-memory and lock
@@ -16,9 +17,6 @@ import type { Config } from "../config.js";
  * loop's own handles. A Node process uses about 20 of them at rest; 64 leaves room for bursts.
  */
 export const FD_MARGIN = 64;
-
-/** The undici Agent of the deliverer keeps `max(8, worker.concurrency)` connections per origin. */
-const MIN_DELIVERY_CONNECTIONS_PER_ORIGIN = 8;
 
 /** The listener's connection cap and how it was reached, for the start-up log. */
 export interface ConnectionLimit {
@@ -43,7 +41,8 @@ export function connectionLimit(options: {
   fdLimit: number | null;
   /** PostgreSQL pool connections; the LISTEN connection is added on top. */
   databasePoolSize: number;
-  workerConcurrency: number;
+  /** Connections the deliverer keeps per origin. */
+  deliveryConnectionsPerOrigin: number;
   /** Distinct origins deliveries go to (`target.base_url` and every `operations.*.base_url`). */
   deliveryOrigins: number;
 }): ConnectionLimit {
@@ -51,8 +50,7 @@ export function connectionLimit(options: {
     // Counted whatever the engine: a SQLite node needs fewer, and a wrong guess here would cost far more than
     // the few descriptors it keeps back.
     database: options.databasePoolSize + 1,
-    deliveries:
-      options.deliveryOrigins * Math.max(MIN_DELIVERY_CONNECTIONS_PER_ORIGIN, options.workerConcurrency),
+    deliveries: options.deliveryOrigins * options.deliveryConnectionsPerOrigin,
     margin: FD_MARGIN,
   };
   if (options.fdLimit === null) {
@@ -67,12 +65,6 @@ export function connectionLimit(options: {
     reserved,
     lowered: maxConnections < options.configured,
   };
-}
-
-/** The number of distinct origins the deliverer opens connections to. */
-export function deliveryOrigins(config: Pick<Config, "target" | "operations">): number {
-  const urls = [config.target.base_url, ...Object.values(config.operations).map((override) => override.base_url)];
-  return new Set(urls.filter((url) => url !== undefined).map((url) => new URL(url).origin)).size;
 }
 
 /**
@@ -95,13 +87,17 @@ export function readOpenFilesLimit(path = "/proc/self/limits"): number | null {
 }
 
 /** The connection cap for `config`, given the process's open-files limit (read from /proc by default). */
-export function resolveConnectionLimit(config: Config, fdLimit: number | null = readOpenFilesLimit()): ConnectionLimit {
+export function resolveConnectionLimit(
+  config: Config,
+  settings: PerOperationSettings,
+  fdLimit: number | null = readOpenFilesLimit(),
+): ConnectionLimit {
   return connectionLimit({
     configured: config.listen.max_connections,
     fdLimit,
     databasePoolSize: config.database_pool_size,
-    workerConcurrency: config.worker.concurrency,
-    deliveryOrigins: deliveryOrigins(config),
+    deliveryConnectionsPerOrigin: settings.deliveryConnectionsPerOrigin,
+    deliveryOrigins: settings.deliveryOrigins().length,
   });
 }
 

@@ -5,7 +5,6 @@
  */
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
 import { ApiError } from "../errors.js";
-import { payloadErrorBeforeOnBehalfOf } from "../job/enqueue.js";
 import { StoreUnavailableError } from "../store/store.js";
 
 /** Seconds a client should wait before retrying when the database is unavailable. */
@@ -17,17 +16,11 @@ export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
   return reply.code(error.statusCode).send({ code: error.code, message: error.message });
 }
 
-/** Schema violations inside `on_behalf_of` have their own code. */
-function isOnBehalfOfError(error: FastifyError): boolean {
-  return (error.validation ?? []).some((issue) => issue.instancePath.startsWith("/on_behalf_of"));
-}
-
 /**
- * Turns any thrown error into the contract's error body. `body` is the parsed request body: a schema error inside
- * `on_behalf_of` comes last among the body's properties, and the step-2 checks that precede `invalid_on_behalf_of`
- * in the contract (the payload's size among them) answer first.
+ * Turns any thrown error into the contract's error body. (The enqueue route answers its own schema problems, in the
+ * contract's order: see `checkEnqueueBody`.)
  */
-export function toApiError(error: FastifyError | Error, body?: unknown): ApiError | undefined {
+export function toApiError(error: FastifyError | Error): ApiError | undefined {
   if (error instanceof ApiError) return error;
   if (error instanceof StoreUnavailableError) {
     return new ApiError(503, "unavailable", "the database is unavailable; try again shortly", {
@@ -36,10 +29,6 @@ export function toApiError(error: FastifyError | Error, body?: unknown): ApiErro
   }
   const fastifyError = error as FastifyError;
   if (fastifyError.validation) {
-    const context = fastifyError.validationContext ?? "body";
-    if (context === "body" && isOnBehalfOfError(fastifyError)) {
-      return payloadErrorBeforeOnBehalfOf(body) ?? new ApiError(400, "invalid_on_behalf_of", fastifyError.message);
-    }
     return new ApiError(400, "invalid_request", fastifyError.message);
   }
   switch (fastifyError.code) {
@@ -63,7 +52,7 @@ export function toApiError(error: FastifyError | Error, body?: unknown): ApiErro
 
 /** Fastify's error handler for this service. */
 export function errorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  const apiError = toApiError(error, request.body);
+  const apiError = toApiError(error);
   if (apiError) {
     if (apiError.statusCode === 503) request.log.warn({ err: error }, "database unavailable");
     return sendError(reply, apiError);

@@ -1,5 +1,5 @@
 /** The wire form of a stored job (SPEC.md's Job), without the evidence kept in its authority. */
-import type { JobRow } from "../store/store.js";
+import type { JobRow } from "./job.js";
 import type { Authority, Job } from "./schemas.js";
 
 /** An RFC 3339 UTC date with milliseconds. */

@@ -7,9 +7,11 @@
 import { Cron } from "croner";
 import type { Logger } from "pino";
 import type { Clock } from "../clock.js";
-import type { Config, CronConfig } from "../config.js";
-import { enqueueOutcome } from "../job/enqueue.js";
+import { cronCaller, type Config, type CronConfig } from "../config.js";
+import type { WorkNotifier } from "../dispatcher/notifier.js";
+import { enqueueOutcome } from "../enqueue/enqueue.js";
 import { newJobId } from "../job/job-id.js";
+import type { PerOperationSettings } from "../operations/settings.js";
 import { StoreUnavailableError, type JobInsertParams, type Store } from "../store/store.js";
 import type { Telemetry } from "../telemetry/events.js";
 
@@ -20,21 +22,21 @@ const MAX_TIMER_MS = 2 **31 - 1;
 const RETRY_FIRST_MS = 250;
 const RETRY_MAX_MS = 30_000;
 
-/** The calling operation of a cron entry. */
-export function cronOperation(name: string): string {
-  return `cron:${name}`;
-}
-
 /** The job a tick enqueues. */
-export function cronTickJob(options: { config: Config; entry: CronConfig; tickAt: number }): JobInsertParams {
-  const { config, entry, tickAt } = options;
-  const caller = cronOperation(entry.name);
+export function cronTickJob(options: {
+  config: Pick<Config, "limits">;
+  settings: PerOperationSettings;
+  entry: CronConfig;
+  tickAt: number;
+}): JobInsertParams {
+  const { config, settings, entry, tickAt } = options;
+  const caller = cronCaller(entry.name);
   return {
     id: newJobId(),
     operationId: entry.operation_id,
     priority: entry.priority ?? 0,
     runTime: { at: tickAt },
-    maxAttempts: config.operations[entry.operation_id]?.max_attempts ?? config.defaults.max_attempts,
+    maxAttempts: settings.of(entry.operation_id).maxAttempts,
     dedupeKey: entry.dedupe_key === undefined ? caller : entry.dedupe_key,
     concurrencyKey: entry.concurrency_key ?? null,
     enqueuedByOperationId: caller,
@@ -56,7 +58,16 @@ export class CronScheduler {
   private stopped = true;
 
   constructor(
-    private readonly options: { config: Config; store: Store; clock: Clock; telemetry: Telemetry; logger: Logger },
+    private readonly options: {
+      config: Pick<Config, "cron" | "limits">;
+      settings: PerOperationSettings;
+      store: Store;
+      /** The database's clock as this node knows it: ticks are due by it. */
+      clock: Clock;
+      notifier: WorkNotifier;
+      telemetry: Telemetry;
+      logger: Logger;
+    },
   ) {}
 
   /** Starts every schedule from now. */
@@ -134,14 +145,16 @@ export class CronScheduler {
    * trying again); true when the tick is settled, whatever its outcome.
    */
   async fire(entry: CronConfig, tickAt: number): Promise<boolean> {
-    const { store, telemetry, logger, config } = this.options;
+    const { store, telemetry, logger, config, settings, notifier } = this.options;
     try {
-      const outcome = await store.cronTickInsert({ name: entry.name, tickAt, job: cronTickJob({ config, entry, tickAt }) });
+      const job = cronTickJob({ config, settings, entry, tickAt });
+      const outcome = await store.cronTickInsert({ name: entry.name, tickAt, job });
       telemetry.emit("cron:tick", { name: entry.name, tickAt, outcome: outcome.kind });
       if (outcome.kind === "created" || outcome.kind === "deduplicated") {
+        if (outcome.job.status === "pending" || outcome.job.status === "retrying") notifier.notify(outcome.job.runAt);
         telemetry.emit("job:enqueued", {
           operationId: outcome.job.operationId,
-          outcome: enqueueOutcome(outcome.kind === "created" ? 201 : 200, outcome.job),
+          outcome: enqueueOutcome({ kind: outcome.kind, job: outcome.job }),
           runAt: outcome.job.runAt,
         });
         logger.info({ cron: entry.name, tick: new Date(tickAt).toISOString(), jobId: outcome.job.id, outcome: outcome.kind }, "cron tick enqueued");

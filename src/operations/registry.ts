@@ -10,7 +10,7 @@ import { readFileSync } from "node:fs";
 import { resolve as resolvePath } from "node:path";
 import { Cron } from "croner";
 import { parse as parseYaml } from "yaml";
-import { ConfigError, type Config, type CronConfig } from "../config.js";
+import { ConfigError, cronCaller, type Config, type CronConfig } from "../config.js";
 
 /** One operation of the product's API. */
 export interface Operation {
@@ -268,11 +268,6 @@ export class OperationRegistry {
   all(): Operation[] {
     return [...this.byId.values()];
   }
-}
-
-/** The trigger-map key under which a cron entry enqueues. */
-function cronCaller(name: string): string {
-  return `cron:${name}`;
 }
 
 /** Throws unless `operationId` names a `background` operation; `subject` says what named it. */

@@ -1,46 +1,14 @@
 /**
  * The Store: the only door to the database. Every query opqueue runs is a method here, named noun-first
- * (`jobInsert`, `jobClaimMany`), taking one params object; `Many` marks a batch. Each engine
- * (`src/store/sqlite/`, later `src/store/postgres/`) implements it and passes `test/store/conformance/`.
+ * (`jobInsert`, `jobClaimMany`), taking one params object; `Many` marks a batch. Two engines implement it,
+ * `src/store/sqlite/` (embedded, one process) and `src/store/postgres/` (any number of nodes), and both pass the one
+ * suite of `test/store/conformance/`.
  *
  * Every state change names the state it expects to leave, so a write that lost a race changes nothing.
  */
-import type { Authority, JobResult, JobStatus, RequestPayload } from "../job/schemas.js";
-
-/** The stored authority: the wire form plus the evidence it was granted on. */
-export type StoredAuthority = Authority & { assertion?: string };
-
-/** A job as stored. Times are milliseconds since the epoch. */
-export interface JobRow {
-  /** Creation order; the FIFO tie-break and the list cursor. */
-  seq: number;
-  id: string;
-  operationId: string;
-  status: JobStatus;
-  attempt: number;
-  maxAttempts: number;
-  priority: number;
-  runAt: number;
-  createdAt: number;
-  startedAt: number | null;
-  finishedAt: number | null;
-  heartbeatAt: number | null;
-  dedupeKey: string | null;
-  concurrencyKey: string | null;
-  enqueuedByOperationId: string;
-  parentJobId: string | null;
-  originalRequestId: string;
-  userId: string;
-  authority: StoredAuthority;
-  request: RequestPayload;
-  result: JobResult | null;
-}
-
-/**
- * When a job becomes claimable: at a given instant, or a delay after the store's own now (the database's clock on
- * PostgreSQL, so that a node whose clock is off cannot schedule work early or late).
- */
-export type RunTime = { at: number } | { delayMs: number };
+import type { JobAttempt, JobAttemptRow, JobOutcome, JobRow, LeaseLimits, RunTime, StoredAuthority } from "../job/job.js";
+import type { JobStatus } from "../job/statuses.js";
+import type { RequestPayload } from "../job/schemas.js";
 
 /** What a new job is made of; the store adds status, attempt and times. */
 export interface JobInsertParams {
@@ -104,41 +72,6 @@ export interface JobListParams {
   limit: number;
 }
 
-/** The end of one delivery attempt, written only if the job is still `running` with this `attempt`. */
-export type JobOutcome = JobAttempt &
-  (
-    | { status: "succeeded"; result: JobResult }
-    | { status: "dead"; result: JobResult }
-    /**
-     * Back to the queue, due `delayMs` after the store's now; becomes `cancelled`/`cancelled-by-chain` if the chain was
-     * cancelled meanwhile.
-     */
-    | { status: "retrying"; delayMs: number; result: JobResult }
-  );
-
-/** One attempt of one job: the key of every conditional write. */
-export interface JobAttempt {
-  id: string;
-  attempt: number;
-  /**
-   * When the claim being answered started the attempt (the claimed row's `startedAt`). Outcome writes given it also
-   * require it to match: `attempt` starts again at 0 when an administrator retries a job, so an outcome held back by
-   * a node cut off from the database could otherwise land on a later claim's attempt of the same number.
-   */
-  startedAt?: number | null;
-}
-
-/** One finished delivery attempt of a job. */
-export interface JobAttemptRow {
-  attempt: number;
-  startedAt: number | null;
-  finishedAt: number;
-  /** The status the attempt left the job in. */
-  outcome: JobStatus;
-  statusCode: number | null;
-  errorBody: string | null;
-}
-
 /** Finished attempts per time bucket, by the status they left their job in. */
 export interface AttemptBucket {
   /** Start of the bucket (ms since the epoch). */
@@ -147,15 +80,6 @@ export interface AttemptBucket {
   retrying: number;
   dead: number;
   cancelled: number;
-}
-
-/**
- * How long a running job may go without a heartbeat before its lease has expired: per operation (its timeout plus the
- * lease grace), and for every other operation.
- */
-export interface LeaseLimits {
-  defaultMs: number;
-  byOperation: Record<string, number>;
 }
 
 /** Whether an interrupted attempt put back to the queue still counts. */
@@ -328,10 +252,6 @@ export function requireWholeMinutes(params: { since: number; bucketMs: number })
   }
 }
 
-/** The instant a run time names, given the store's now. */
-export function runTimeAt(runTime: RunTime, now: number): number {
-  return "at" in runTime ? runTime.at : now + runTime.delayMs;
-}
 
 /** Turns per-slot counts into every bucket from `since` to `now`, zeros included (shared by the engines). */
 export function toBuckets(options: {

@@ -17,7 +17,7 @@ export interface OpqueueEvents {
   "job:enqueue-refused": { code: string };
   /** A job became claimable by other means than enqueue (an admin retry). */
   "job:retried": { operationId: string; runAt: number };
-  /** A delivery attempt ended and its outcome was decided (it is written by the completer). */
+  /** A delivery attempt ended and its outcome was written (one someone else had decided first is not reported). */
   "delivery:finished": {
     jobId: string;
     attempt: number;

@@ -6,7 +6,7 @@ import { Writable } from "node:stream";
 import { test } from "node:test";
 import { pino } from "pino";
 import { Completer } from "../../src/dispatcher/completer.js";
-import type { JobOutcome } from "../../src/store/store.js";
+import type { JobOutcome } from "../../src/job/job.js";
 import { buildReport, enqueue, startService } from "../helpers/jobs.js";
 
 test("an outcome the database refuses is dropped and logged; the rest of its batch is written", async (t) => {
@@ -32,9 +32,9 @@ test("an outcome the database refuses is dropped and logged; the rest of its bat
     result: { status_code: 204, error_body: null, terminal_reason: null },
   });
   // A status no job may have: both engines' CHECK constraints refuse it, as they would a bug's outcome.
-  completer.add({ ...succeeded(refused), status: "bogus" } as unknown as JobOutcome);
-  completer.add(succeeded(first));
-  completer.add(succeeded(second));
+  completer.add({ outcome: { ...succeeded(refused), status: "bogus" } as unknown as JobOutcome, report: refused.id });
+  completer.add({ outcome: succeeded(first), report: first.id });
+  completer.add({ outcome: succeeded(second), report: second.id });
   await completer.drain(10_000);
 
   assert.equal(completer.size, 0, "nothing is left queued");

@@ -12,7 +12,7 @@ import { parse as parseYaml } from "yaml";
 import { buildPath, buildQueryString, cutUtf8, Deliverer, MAX_ERROR_BODY_BYTES } from "../../src/dispatcher/deliverer.js";
 import { Dispatcher } from "../../src/dispatcher/dispatcher.js";
 import { OperationRegistry } from "../../src/operations/registry.js";
-import type { JobRow } from "../../src/store/store.js";
+import type { JobRow } from "../../src/job/job.js";
 import { startDeliveryService, waitForStatus } from "../helpers/delivery.js";
 import { enqueue, type AssertionClaims } from "../helpers/jobs.js";
 import { TEST_DELIVERY_SECRET, TEST_OPENAPI, type TestService } from "../helpers/service.js";
@@ -437,7 +437,7 @@ describe("how an exchange ends", () => {
     delete doc.paths["/users/{userId}/welcome-email"];
     const registry = OperationRegistry.fromDocument(doc);
     assert.equal(registry.get("sendWelcomeEmail"), undefined);
-    const deliverer = new Deliverer({ config: s.config, registry, signer: s.service.signer });
+    const deliverer = new Deliverer({ settings: s.service.settings, registry, signer: s.service.signer });
     t.after(() => deliverer.close());
 
     const direct = await deliverer.deliver(await claimNextAfterEnqueue(s));
@@ -446,6 +446,7 @@ describe("how an exchange ends", () => {
     const job = await enqueue(s, welcome());
     const dispatcher = new Dispatcher({
       config: s.config,
+      settings: s.service.settings,
       store: s.service.store,
       deliverer,
       clock: s.clock,

@@ -11,7 +11,7 @@ import type { Dispatcher } from "../../src/dispatcher/dispatcher.js";
 import type { Authority } from "../../src/job/schemas.js";
 import { LEASE_EXPIRED_ERROR, rescueExpiredLeases } from "../../src/maintenance/rescuer.js";
 import { openStore } from "../../src/store/open-store.js";
-import type { JobRow } from "../../src/store/store.js";
+import type { JobRow } from "../../src/job/job.js";
 import { startDeliveryService, waitForJob, waitForStatus } from "../helpers/delivery.js";
 import { enqueue } from "../helpers/jobs.js";
 import { TEST_DELIVERY_SECRET, type TestService } from "../helpers/service.js";
@@ -610,7 +610,7 @@ describe("conditional outcome writes", () => {
     const job = await enqueue(s, welcome());
     await claimOne(s);
     s.clock.advance(30_000 + 1000 + 1);
-    const rescued = await rescueExpiredLeases({ config: s.config, store, clock: s.clock, telemetry: s.service.telemetry, random: () => 0.5 });
+    const rescued = await rescueExpiredLeases({ settings: s.service.settings, store, clock: s.clock, telemetry: s.service.telemetry, random: () => 0.5 });
     assert.equal(rescued, 1);
     const lateSuccess = { id: job.id, attempt: 1, status: "succeeded" as const, result: succeeded };
     assert.deepEqual(await store.jobCompleteMany({ outcomes: [lateSuccess] }), [false]);
@@ -711,7 +711,7 @@ describe("leases", () => {
       },
     });
     const store = s.service.store;
-    const rescue = () => rescueExpiredLeases({ config: s.config, store, clock: s.clock, telemetry: s.service.telemetry, random: () => 0.5 });
+    const rescue = () => rescueExpiredLeases({ settings: s.service.settings, store, clock: s.clock, telemetry: s.service.telemetry, random: () => 0.5 });
     const job = await enqueue(s, welcome());
     const [claimed] = await store.jobClaimMany({ limit: 1 });
     assert.equal(claimed?.id, job.id);
@@ -743,7 +743,7 @@ describe("leases", () => {
     const short = await enqueue(s, report());
     assert.equal((await store.jobClaimMany({ limit: 2 })).length, 2);
     s.clock.advance(6001);
-    assert.equal(await rescueExpiredLeases({ config: s.config, store, clock: s.clock, telemetry: s.service.telemetry }), 1);
+    assert.equal(await rescueExpiredLeases({ settings: s.service.settings, store, clock: s.clock, telemetry: s.service.telemetry }), 1);
     assert.equal((await store.jobGet({ id: short.id }))?.status, "retrying");
     assert.equal((await store.jobGet({ id: long.id }))?.status, "running");
   });
@@ -759,7 +759,7 @@ describe("leases", () => {
     const job = await enqueue(s, report());
     await store.jobClaimMany({ limit: 1 });
     s.clock.advance(31_001);
-    assert.equal(await rescueExpiredLeases({ config: s.config, store, clock: s.clock, telemetry: s.service.telemetry }), 1);
+    assert.equal(await rescueExpiredLeases({ settings: s.service.settings, store, clock: s.clock, telemetry: s.service.telemetry }), 1);
     const dead = await store.jobGet({ id: job.id });
     assert.equal(dead?.status, "dead");
     assert.deepEqual(dead?.result, { error_body: LEASE_EXPIRED_ERROR, terminal_reason: "exhausted" });
@@ -785,7 +785,7 @@ describe("leases", () => {
     // Far past timeout_ms + grace_ms since the claim; the next heartbeat renews the lease at this time.
     s.clock.advance(10_000);
     await waitForJob(s, job.id, (row) => row.heartbeatAt === s.clock.now(), "a heartbeat at the new time");
-    assert.equal(await rescueExpiredLeases({ config: s.config, store, clock: s.clock, telemetry: s.service.telemetry }), 0);
+    assert.equal(await rescueExpiredLeases({ settings: s.service.settings, store, clock: s.clock, telemetry: s.service.telemetry }), 0);
     assert.equal((await store.jobGet({ id: job.id }))?.status, "running");
     release.resolve();
     const done = await waitForStatus(s, job.id, "succeeded");

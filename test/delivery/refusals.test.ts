@@ -100,9 +100,10 @@ test("a delivery this process cannot send (EMFILE) uses no attempt: the job goes
     },
   });
   const { agent, attempts } = agentFailingConnects(2);
-  const deliverer = new Deliverer({ config: s.config, registry: s.service.registry, signer: s.service.signer, agent });
+  const deliverer = new Deliverer({ settings: s.service.settings, registry: s.service.registry, signer: s.service.signer, agent });
   const dispatcher = new Dispatcher({
     config: s.config,
+    settings: s.service.settings,
     store: s.service.store,
     deliverer,
     clock: s.clock,

@@ -3,7 +3,7 @@
  * bounded wait for a job's stored state to change after a real HTTP exchange.
  */
 import { setTimeout as delay } from "node:timers/promises";
-import type { JobRow } from "../../src/store/store.js";
+import type { JobRow } from "../../src/job/job.js";
 import { startTestService, type TestService } from "./service.js";
 import type { Target } from "./target.js";
 

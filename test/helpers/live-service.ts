@@ -5,7 +5,7 @@
  */
 import type { AddressInfo } from "node:net";
 import { ManualClock } from "../../src/clock.js";
-import type { JobRow } from "../../src/store/store.js";
+import type { JobRow } from "../../src/job/job.js";
 import type { OpqueueEvents } from "../../src/telemetry/events.js";
 import { startTestService, type TestService } from "./service.js";
 

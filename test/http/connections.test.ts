@@ -8,6 +8,7 @@
  * longest of them (and Node's extra second of keep-alive), yet far below the 60 s and 72 s that Node's and
  * Fastify's defaults would hold a socket for.
  */
+import { PerOperationSettings } from "../../src/operations/settings.js";
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { once } from "node:events";
@@ -15,7 +16,6 @@ import { connect, type AddressInfo, type Socket } from "node:net";
 import {
   connectionLimit,
   connectionsCheckingIntervalMs,
-  deliveryOrigins,
   FD_MARGIN,
   parseOpenFilesLimit,
   readOpenFilesLimit,
@@ -331,7 +331,7 @@ describe("the connection cap", () => {
 
 describe("the connection cap's computation", () => {
   test("fd limit 1024, pool 10, concurrency 32 and two origins leave 885 connections: 1024 - 11 - 64 - 64", () => {
-    const limit = connectionLimit({ configured: 10_000, fdLimit: 1024, databasePoolSize: 10, workerConcurrency: 32, deliveryOrigins: 2 });
+    const limit = connectionLimit({ configured: 10_000, fdLimit: 1024, databasePoolSize: 10, deliveryConnectionsPerOrigin: 32, deliveryOrigins: 2 });
     assert.deepEqual(limit, {
       maxConnections: 885,
       configured: 10_000,
@@ -342,39 +342,37 @@ describe("the connection cap's computation", () => {
   });
 
   test("a configured cap below what the descriptors allow stays as configured", () => {
-    const limit = connectionLimit({ configured: 500, fdLimit: 1024, databasePoolSize: 10, workerConcurrency: 32, deliveryOrigins: 2 });
+    const limit = connectionLimit({ configured: 500, fdLimit: 1024, databasePoolSize: 10, deliveryConnectionsPerOrigin: 32, deliveryOrigins: 2 });
     assert.equal(limit.maxConnections, 500);
     assert.equal(limit.lowered, false);
   });
 
-  test("a small worker concurrency still reserves the deliverer's 8 connections per origin", () => {
-    const limit = connectionLimit({ configured: 10_000, fdLimit: 1024, databasePoolSize: 10, workerConcurrency: 2, deliveryOrigins: 3 });
+  test("the deliverer's connections are reserved per origin", () => {
+    const limit = connectionLimit({ configured: 10_000, fdLimit: 1024, databasePoolSize: 10, deliveryConnectionsPerOrigin: 8, deliveryOrigins: 3 });
     assert.equal(limit.reserved.deliveries, 24);
     assert.equal(limit.maxConnections, 1024 - 11 - 24 - FD_MARGIN);
   });
 
   test("an unknown descriptor limit leaves the configured cap", () => {
-    const limit = connectionLimit({ configured: 10_000, fdLimit: null, databasePoolSize: 10, workerConcurrency: 32, deliveryOrigins: 1 });
+    const limit = connectionLimit({ configured: 10_000, fdLimit: null, databasePoolSize: 10, deliveryConnectionsPerOrigin: 32, deliveryOrigins: 1 });
     assert.equal(limit.maxConnections, 10_000);
     assert.equal(limit.lowered, false);
   });
 
   test("a descriptor limit below the reserve still leaves one connection", () => {
-    const limit = connectionLimit({ configured: 10_000, fdLimit: 100, databasePoolSize: 10, workerConcurrency: 32, deliveryOrigins: 1 });
+    const limit = connectionLimit({ configured: 10_000, fdLimit: 100, databasePoolSize: 10, deliveryConnectionsPerOrigin: 32, deliveryOrigins: 1 });
     assert.equal(limit.maxConnections, 1);
     assert.equal(limit.lowered, true);
   });
 
-  test("deliveryOrigins counts distinct origins of target.base_url and operations.*.base_url", () => {
-    const origins = deliveryOrigins({
-      target: { base_url: "http://product:3000/api", audience: "product" },
-      operations: {
-        a: { base_url: "http://product:3000/v2" },
-        b: { base_url: "http://mailer:8080" },
-        c: { max_attempts: 3 },
-      },
-    });
-    assert.equal(origins, 2);
+  test("the settings count distinct delivery origins of target.base_url and operations.*.base_url, and 8 connections per origin at least", () => {
+    const raw = rawTestConfig("/tmp/unused");
+    raw["target"] = { base_url: "http://product:3000/api", audience: "product" };
+    raw["operations"] = { a: { base_url: "http://product:3000/v2" }, b: { base_url: "http://mailer:8080" }, c: { max_attempts: 3 } };
+    raw["worker"] = { concurrency: 2 };
+    const settings = new PerOperationSettings(parseConfig({ raw, baseDir: "/tmp/unused", env: {} }));
+    assert.deepEqual(settings.deliveryOrigins(), ["http://product:3000", "http://mailer:8080"]);
+    assert.equal(settings.deliveryConnectionsPerOrigin, 8);
   });
 
   test("resolveConnectionLimit reads the config's listen, pool, worker and origins", () => {
@@ -384,7 +382,7 @@ describe("the connection cap's computation", () => {
     raw["worker"] = { concurrency: 100 };
     raw["operations"] = { buildReport: { base_url: "http://reports:9000" } };
     const config = parseConfig({ raw, baseDir: "/tmp/unused", env: {} });
-    const limit = resolveConnectionLimit(config, 4096);
+    const limit = resolveConnectionLimit(config, new PerOperationSettings(config), 4096);
     assert.deepEqual(limit.reserved, { database: 21, deliveries: 200, margin: FD_MARGIN });
     assert.equal(limit.maxConnections, 4096 - 21 - 200 - FD_MARGIN);
   });

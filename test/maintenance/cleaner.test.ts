@@ -8,7 +8,8 @@ import assert from "node:assert/strict";
 import { ManualClock } from "../../src/clock.js";
 import { CLEAN_BATCH, CLEAN_INTERVAL_MS, cleanFinishedJobs } from "../../src/maintenance/cleaner.js";
 import { cronTickJob } from "../../src/maintenance/cron.js";
-import type { JobInsertParams, JobRow, Store } from "../../src/store/store.js";
+import type { JobInsertParams, Store } from "../../src/store/store.js";
+import type { JobRow } from "../../src/job/job.js";
 import { startTestService, type TestService } from "../helpers/service.js";
 
 const DAY = 24 * 3_600_000;
@@ -195,14 +196,14 @@ test("old cron ticks are forgotten while recent ones are still remembered", asyn
   const oldTick = START - 7 * DAY;
   const recentTick = START - 60_000;
   for (const tickAt of [oldTick, recentTick]) {
-    const outcome = await store.cronTickInsert({ name: "nightly", tickAt, job: cronTickJob({ config: s.config, entry, tickAt }) });
+    const outcome = await store.cronTickInsert({ name: "nightly", tickAt, job: cronTickJob({ config: s.config, settings: s.service.settings, entry, tickAt }) });
     assert.equal(outcome.kind, "created");
   }
 
   await cleanFinishedJobs({ config: s.config, store });
 
   const again = (tickAt: number) =>
-    store.cronTickInsert({ name: "nightly", tickAt, job: cronTickJob({ config: s.config, entry, tickAt }) });
+    store.cronTickInsert({ name: "nightly", tickAt, job: cronTickJob({ config: s.config, settings: s.service.settings, entry, tickAt }) });
   assert.equal((await again(recentTick)).kind, "already_enqueued", "a recent tick is remembered");
   assert.equal((await again(oldTick)).kind, "created", "a week-old tick was forgotten");
 });

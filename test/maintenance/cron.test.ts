@@ -240,7 +240,7 @@ describe("a cron tick", () => {
     const ticks = recordTicks(service);
     const logger = pino({ level: "silent" });
     const [a, b] = [0, 1].map(
-      () => new CronScheduler({ config, store: service.store, clock, telemetry: service.telemetry, logger }),
+      () => new CronScheduler({ config, settings: service.settings, store: service.store, clock, notifier: service.notifier, telemetry: service.telemetry, logger }),
     );
     assert.ok(a && b);
     // A dedupe key of its own would hide a double enqueue: use the entry without one.
@@ -332,6 +332,8 @@ describe("a cron tick", () => {
 describe("nextTick", () => {
   const cron = new CronScheduler({
     config: undefined as unknown as Config,
+    settings: undefined as never,
+    notifier: undefined as never,
     store: undefined as never,
     clock: systemClock,
     telemetry: undefined as never,
@@ -442,8 +444,10 @@ test("a tick the database does not take at first is tried again, and enqueued on
   });
   const scheduler = new CronScheduler({
     config: { ...config, cron: [nightly] },
+    settings: service.settings,
     store,
     clock,
+    notifier: service.notifier,
     telemetry: service.telemetry,
     logger: pino({ level: "silent" }),
   });

@@ -98,7 +98,7 @@ test(
     a.service.start();
     const running = await enqueueOn(a, { operation_id: "sendWelcomeEmail", request: { path_params: { userId: "42" } } });
     await target.waitForRequests(1);
-    assert.equal(await rescueExpiredLeases({ config: b.config, store: b.service.store, clock: b.clock, telemetry: b.service.telemetry }), 0);
+    assert.equal(await rescueExpiredLeases({ settings: b.service.settings, store: b.service.store, clock: b.clock, telemetry: b.service.telemetry }), 0);
     const stillRunning = await a.service.store.jobGet({ id: running.job.id });
     assert.equal(stillRunning?.status, "running");
     assert.equal(stillRunning?.attempt, 1);

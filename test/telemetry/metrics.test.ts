@@ -10,7 +10,7 @@ import http from "node:http";
 import { setTimeout as sleep } from "node:timers/promises";
 import { ManualClock } from "../../src/clock.js";
 import type { Job } from "../../src/job/schemas.js";
-import type { JobRow } from "../../src/store/store.js";
+import type { JobRow } from "../../src/job/job.js";
 import { startTestService, type TestService } from "../helpers/service.js";
 
 const START = Date.UTC(2026, 10, 21, 12);

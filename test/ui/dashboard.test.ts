@@ -23,7 +23,7 @@ import { parseConfig, type Config } from "../../src/config.js";
 import { dashboardUrl, signInLink } from "../../src/http/routes/ui.js";
 import type { Job } from "../../src/job/schemas.js";
 import { createService, type Service } from "../../src/service.js";
-import type { JobRow } from "../../src/store/store.js";
+import type { JobRow } from "../../src/job/job.js";
 import { rawTestConfig } from "../helpers/service.js";
 import type { ServerResponse } from "node:http";
 import { deferred, reply, startTarget, type Target, type TargetRequest } from "../helpers/target.js";

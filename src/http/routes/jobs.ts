@@ -2,7 +2,10 @@
 import { Type, type Static } from "@sinclair/typebox";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { ApiError } from "../../errors.js";
-import { enqueueJob, type EnqueueDeps } from "../../job/enqueue.js";
+import { retryDeadJobs, retryJob } from "../../admin/retry.js";
+import { checkEnqueueBody } from "../../enqueue/body-checks.js";
+import { enqueueJob, type EnqueueDeps } from "../../enqueue/enqueue.js";
+import type { OperationRegistry } from "../../operations/registry.js";
 import {
   EnqueueBody,
   ErrorBody,
@@ -20,6 +23,7 @@ import { toApiError } from "../error-handler.js";
 
 /** What the job routes need. */
 export interface JobRoutesOptions extends EnqueueDeps {
+  registry: OperationRegistry;
   verifier: TokenVerifier;
 }
 
@@ -69,9 +73,11 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
     {
       onRequest: enqueueAuthHook({ verifier, store }),
       // Every refusal counts: the auth hook's 401 and the framework's 400/413/415 as much as enqueueJob's own.
-      onError: async (request, _reply, error) => {
-        options.telemetry.emit("job:enqueue-refused", { code: toApiError(error, request.body)?.code ?? "internal" });
+      onError: async (_request, _reply, error) => {
+        options.telemetry.emit("job:enqueue-refused", { code: toApiError(error)?.code ?? "internal" });
       },
+      // The schema's problem is handed to step 2 (checkEnqueueBody), which answers it in the contract's order.
+      attachValidation: true,
       schema: {
         operationId: "enqueueJob",
         summary: "Enqueue a job for a background operation",
@@ -84,8 +90,16 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
     async (request, reply) => {
       const caller = request.enqueueCaller;
       if (!caller) throw new Error("enqueue route reached without its auth hook");
-      const result = await enqueueJob(options, caller, request.body);
-      return reply.code(result.statusCode).send({ job: toWireJob(result.job) });
+      const problem = request.validationError?.validation[0];
+      const checked = checkEnqueueBody({
+        body: request.body,
+        schemaProblem: request.validationError
+          ? { message: request.validationError.message, pointer: problem?.instancePath ?? "" }
+          : undefined,
+        registry: options.registry,
+      });
+      const result = await enqueueJob(options, caller, checked);
+      return reply.code(result.kind === "created" ? 201 : 200).send({ job: toWireJob(result.job) });
     },
   );
 
@@ -186,10 +200,9 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
       },
     },
     async (request) => {
-      const outcome = await store.jobRetry({ id: request.params.id });
+      const outcome = await retryJob(options, request.params.id);
       switch (outcome.kind) {
         case "retried":
-          options.telemetry.emit("job:retried", { operationId: outcome.job.operationId, runAt: outcome.job.runAt });
           return { job: toWireJob(outcome.job) };
         case "not_found":
           throw jobNotFound(request.params.id);
@@ -250,11 +263,10 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
     },
     async (request) => {
       const body = request.body;
-      const jobs = await store.jobRetryDeadMany({
+      const jobs = await retryDeadJobs(options, {
         filter: { operationId: body.operation_id, originalRequestId: body.original_request_id, userId: body.user_id },
         limit: body.limit ?? 100,
       });
-      for (const job of jobs) options.telemetry.emit("job:retried", { operationId: job.operationId, runAt: job.runAt });
       return { jobs: jobs.map(toWireJob) };
     },
   );

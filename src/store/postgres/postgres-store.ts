@@ -33,20 +33,17 @@ import {
   toBuckets,
   type AttemptBucket,
   type DeadJobFilter,
-  type JobAttemptRow,
-  type JobAttempt,
   type JobCancelOutcome,
   type JobInsertOutcome,
   type JobInsertParams,
   type JobListParams,
-  type JobOutcome,
   type JobRetryOutcome,
-  type JobRow,
   type JobStats,
   type Store,
   type AttemptRefund,
-  type LeaseLimits,
 } from "../store.js";
+import { type LeaseLimits } from "../../job/job.js";
+import { type JobAttemptRow, type JobAttempt, type JobOutcome, type JobRow } from "../../job/job.js";
 
 /** Most inserts sent in one call. */
 const MAX_INSERT_BATCH = 512;

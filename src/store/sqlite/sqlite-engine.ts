@@ -27,19 +27,15 @@ import {
   toBuckets,
   type AttemptBucket,
   type DeadJobFilter,
-  type JobAttempt,
-  type JobAttemptRow,
   type JobInsertOutcome,
   type JobInsertParams,
   type JobListParams,
-  type JobOutcome,
   type JobRetryOutcome,
-  type JobRow,
   type JobStats,
   type AttemptRefund,
-  type LeaseLimits,
-  runTimeAt,
 } from "../store.js";
+import { type LeaseLimits } from "../../job/job.js";
+import { type JobAttempt, type JobAttemptRow, type JobOutcome, type JobRow, runTimeAt } from "../../job/job.js";
 
 /** A row of `jobs` as better-sqlite3 returns it. */
 interface SqliteJobRow {

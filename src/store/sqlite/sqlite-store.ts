@@ -19,20 +19,17 @@ import {
   requireWholeMinutes,
   type AttemptBucket,
   type DeadJobFilter,
-  type JobAttempt,
-  type JobAttemptRow,
   type JobCancelOutcome,
   type JobInsertOutcome,
   type JobInsertParams,
   type JobListParams,
-  type JobOutcome,
   type JobRetryOutcome,
-  type JobRow,
   type JobStats,
   type Store,
   type AttemptRefund,
-  type LeaseLimits,
 } from "../store.js";
+import { type LeaseLimits } from "../../job/job.js";
+import { type JobAttempt, type JobAttemptRow, type JobOutcome, type JobRow } from "../../job/job.js";
 import { deserializeError, type EngineCall, type EngineMethod, type FromThread, type InsertAnswer } from "./thread-protocol.js";
 
 /** Most inserts in one message to the thread (which commits at most this many at once, too). */

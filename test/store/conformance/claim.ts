@@ -3,7 +3,8 @@
  */
 import assert from "node:assert/strict";
 import { describe } from "node:test";
-import type { JobRow, Store } from "../../../src/store/store.js";
+import type { Store } from "../../../src/store/store.js";
+import type { JobRow } from "../../../src/job/job.js";
 import {
   insertCreated,
   jobParams,

@@ -7,7 +7,8 @@ import { test, type TestContext } from "node:test";
 import { ManualClock } from "../../../src/clock.js";
 import { newJobId } from "../../../src/job/job-id.js";
 import type { JobResult } from "../../../src/job/schemas.js";
-import type { JobInsertParams, JobRow, Store } from "../../../src/store/store.js";
+import type { JobInsertParams, Store } from "../../../src/store/store.js";
+import type { JobRow } from "../../../src/job/job.js";
 
 /** A store opened for one test, and how to get rid of it. */
 export interface OpenedStore {

@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { describe } from "node:test";
-import type { JobRow } from "../../../src/store/store.js";
+import type { JobRow } from "../../../src/job/job.js";
 import {
   allJobs,
   claimNext,

@@ -4,7 +4,8 @@
  */
 import assert from "node:assert/strict";
 import { describe } from "node:test";
-import type { JobRow, Store } from "../../../src/store/store.js";
+import type { Store } from "../../../src/store/store.js";
+import type { JobRow } from "../../../src/job/job.js";
 import { StoreUnavailableError } from "../../../src/store/store.js";
 import { allJobs, insertCreated, jobParams, makeFinished, makeRetrying, makeRunning, T0, type Suite } from "./harness.js";
 

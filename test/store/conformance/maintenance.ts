@@ -6,7 +6,9 @@
 import assert from "node:assert/strict";
 import { describe } from "node:test";
 import { JOB_STATUSES, type JobStatus } from "../../../src/job/schemas.js";
-import type { JobInsertParams, JobRow, LeaseLimits, Store } from "../../../src/store/store.js";
+import type { JobInsertParams, Store } from "../../../src/store/store.js";
+import type { LeaseLimits } from "../../../src/job/job.js";
+import type { JobRow } from "../../../src/job/job.js";
 import {
   allJobs,
   claimNext,

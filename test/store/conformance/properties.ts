@@ -11,7 +11,8 @@ import { describe } from "node:test";
 import fc from "fast-check";
 import { ManualClock } from "../../../src/clock.js";
 import type { JobResult, JobStatus } from "../../../src/job/schemas.js";
-import type { JobOutcome, JobRow, Store } from "../../../src/store/store.js";
+import type { Store } from "../../../src/store/store.js";
+import type { JobOutcome, JobRow } from "../../../src/job/job.js";
 import { allJobs, jobParams, T0, type Suite } from "./harness.js";
 
 const OPERATIONS = ["opA", "opB"] as const;

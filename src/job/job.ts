@@ -1,0 +1,90 @@
+/**
+ * A job as opqueue holds it: its row, its authority with the evidence it was granted on, when it runs, and how an
+ * attempt ends. Types and one pure function: the SQLite thread loads this module without any schema library.
+ */
+import type { Authority, JobResult, RequestPayload } from "./schemas.js";
+import type { JobStatus } from "./statuses.js";
+
+/** The stored authority: the wire form plus the evidence it was granted on. */
+export type StoredAuthority = Authority & { assertion?: string };
+
+/** A job as stored. Times are milliseconds since the epoch. */
+export interface JobRow {
+  /** Creation order; the FIFO tie-break and the list cursor. */
+  seq: number;
+  id: string;
+  operationId: string;
+  status: JobStatus;
+  attempt: number;
+  maxAttempts: number;
+  priority: number;
+  runAt: number;
+  createdAt: number;
+  startedAt: number | null;
+  finishedAt: number | null;
+  heartbeatAt: number | null;
+  dedupeKey: string | null;
+  concurrencyKey: string | null;
+  enqueuedByOperationId: string;
+  parentJobId: string | null;
+  originalRequestId: string;
+  userId: string;
+  authority: StoredAuthority;
+  request: RequestPayload;
+  result: JobResult | null;
+}
+
+/**
+ * When a job becomes claimable: at a given instant, or a delay after the store's own now (the database's clock on
+ * PostgreSQL, so that a node whose clock is off cannot schedule work early or late).
+ */
+export type RunTime = { at: number } | { delayMs: number };
+
+/** The instant a run time names, given the store's now. */
+export function runTimeAt(runTime: RunTime, now: number): number {
+  return "at" in runTime ? runTime.at : now + runTime.delayMs;
+}
+
+/** The end of one delivery attempt, written only if the job is still `running` with this `attempt`. */
+export type JobOutcome = JobAttempt &
+  (
+    | { status: "succeeded"; result: JobResult }
+    | { status: "dead"; result: JobResult }
+    /**
+     * Back to the queue, due `delayMs` after the store's now; becomes `cancelled`/`cancelled-by-chain` if the chain was
+     * cancelled meanwhile.
+     */
+    | { status: "retrying"; delayMs: number; result: JobResult }
+  );
+
+/** One attempt of one job: the key of every conditional write. */
+export interface JobAttempt {
+  id: string;
+  attempt: number;
+  /**
+   * When the claim being answered started the attempt (the claimed row's `startedAt`). Outcome writes given it also
+   * require it to match: `attempt` starts again at 0 when an administrator retries a job, so an outcome held back by
+   * a node cut off from the database could otherwise land on a later claim's attempt of the same number.
+   */
+  startedAt?: number | null;
+}
+
+/** One finished delivery attempt of a job. */
+export interface JobAttemptRow {
+  attempt: number;
+  startedAt: number | null;
+  finishedAt: number;
+  /** The status the attempt left the job in. */
+  outcome: JobStatus;
+  statusCode: number | null;
+  errorBody: string | null;
+}
+
+/**
+ * How long a running job may go without a heartbeat before its lease has expired: per operation (its timeout plus the
+ * lease grace), and for every other operation.
+ */
+export interface LeaseLimits {
+  defaultMs: number;
+  byOperation: Record<string, number>;
+}
