@@ -1,17 +1,51 @@
 #!/usr/bin/env node
-// Runs every test file (test/**/*.test.ts) with node's test runner through tsx: first everything on SQLite, then,
-// when OPQUEUE_TEST_DATABASE_URL is set, the engine-parameterised suites (API, delivery, maintenance, telemetry)
-// again on PostgreSQL (OPQUEUE_TEST_ENGINE=postgres: one fresh schema per service). The PostgreSQL store
-// conformance suite runs in the first pass (test/store/postgres.test.ts), or is skipped with its reason.
+// Runs every test file (test/**/*.test.ts) with node's test runner through tsx: first every file with
+// OPQUEUE_TEST_ENGINE=sqlite, then, when OPQUEUE_TEST_DATABASE_URL is set, the files that build their services with
+// test/helpers/service.ts again with OPQUEUE_TEST_ENGINE=postgres (one fresh schema per service).
+//
+// Every test file must be placed in PLACES below, which says how it meets the engines: a new folder (or file) that is
+// not placed stops the run, so nothing runs on SQLite alone without saying why.
+//
 // Usage: npm test [-- FILTER...]  (only files whose path contains one of the filters)
 import { spawn } from "node:child_process";
 import { readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 
-/** Suites that build their service with test/helpers/service.ts and so run on either engine. */
-const ENGINE_SUITES = ["test/http/", "test/delivery/", "test/maintenance/", "test/telemetry/", "test/client/", "test/demo/"];
-/** Suites that are about one process on one SQLite file, whatever the engine variable says. */
-const SQLITE_ONLY = ["test/delivery/crash.test.ts"];
+/**
+ * How each test folder or file meets the engines, by path prefix (the longest prefix that matches decides):
+ * - "both": built on test/helpers/service.ts, so it runs on SQLite, then again on PostgreSQL;
+ * - "own": opens the engines itself (the conformance suite per engine, the multi-node suites on PostgreSQL, skipped
+ *   with their reason without OPQUEUE_TEST_DATABASE_URL);
+ * - "none": needs no database;
+ * - "sqlite": SQLite only, for the reason given.
+ */
+const PLACES = {
+  "test/http/": { engines: "both" },
+  "test/dispatcher/": { engines: "both" },
+  "test/maintenance/": { engines: "both" },
+  "test/telemetry/": { engines: "both" },
+  "test/client/": { engines: "both" },
+  "test/demo/": { engines: "both" },
+  "test/store/": { engines: "own" },
+  "test/multinode/": { engines: "own" },
+  "test/auth/": { engines: "none" },
+  "test/job/": { engines: "none" },
+  "test/operations/": { engines: "none" },
+  "test/config.test.ts": { engines: "none" },
+  "test/config-docs.test.ts": { engines: "none" },
+  "test/dispatcher/crash.test.ts": {
+    engines: "sqlite",
+    reason: "kill -9 of one process holding one SQLite file; test/multinode/ kills PostgreSQL nodes",
+  },
+  "test/cli.test.ts": {
+    engines: "sqlite",
+    reason: "the opqueue command on SQLite files (lock, migrate, token); serve on PostgreSQL is test/multinode/'s",
+  },
+  "test/ui/": {
+    engines: "sqlite",
+    reason: "drives the dashboard in Chromium; the API it calls is tested on both engines by test/http/",
+  },
+};
 
 function findTests(dir) {
   return readdirSync(dir).flatMap((name) => {
@@ -19,6 +53,14 @@ function findTests(dir) {
     if (statSync(path).isDirectory()) return findTests(path);
     return name.endsWith(".test.ts") ? [path] : [];
   });
+}
+
+/** The entry of PLACES for `file`: the longest prefix that matches. */
+function placeOf(file) {
+  const prefix = Object.keys(PLACES)
+    .filter((candidate) => file.startsWith(candidate))
+    .sort((a, b) => b.length - a.length)[0];
+  return prefix === undefined ? undefined : PLACES[prefix];
 }
 
 function run(files, env) {
@@ -32,10 +74,16 @@ function run(files, env) {
   });
 }
 
+const allFiles = findTests("test").sort();
+const unplaced = allFiles.filter((file) => placeOf(file) === undefined);
+if (unplaced.length > 0) {
+  console.error(
+    `scripts/run-tests.mjs: these test files have no place in PLACES; say how they meet the engines:\n  ${unplaced.join("\n  ")}`,
+  );
+  process.exit(1);
+}
 const filters = process.argv.slice(2);
-const files = findTests("test")
-  .filter((file) => filters.length === 0 || filters.some((filter) => file.includes(filter)))
-  .sort();
+const files = allFiles.filter((file) => filters.length === 0 || filters.some((filter) => file.includes(filter)));
 if (files.length === 0) {
   console.error(`no test files match ${filters.join(" ")}`);
   process.exit(1);
@@ -44,12 +92,12 @@ const postgres = Boolean(process.env.OPQUEUE_TEST_DATABASE_URL);
 if (!postgres) {
   console.log("PostgreSQL suites skipped: OPQUEUE_TEST_DATABASE_URL is not set (SQLite suites run).");
 }
-console.log(`\n== ${files.length} test files on SQLite${postgres ? " (and the PostgreSQL store suite)" : ""}`);
+const sqliteOnly = files.filter((file) => placeOf(file).engines === "sqlite");
+for (const file of sqliteOnly) console.log(`SQLite only: ${file}: ${placeOf(file).reason}`);
+console.log(`\n== ${files.length} test files on SQLite${postgres ? " (and the PostgreSQL store and multi-node suites)" : ""}`);
 let failed = (await run(files, { OPQUEUE_TEST_ENGINE: "sqlite" })) !== 0;
 if (postgres) {
-  const engineFiles = files.filter(
-    (file) => ENGINE_SUITES.some((prefix) => file.startsWith(prefix)) && !SQLITE_ONLY.includes(file),
-  );
+  const engineFiles = files.filter((file) => placeOf(file).engines === "both");
   if (engineFiles.length > 0) {
     console.log(`\n== ${engineFiles.length} API and worker test files again on PostgreSQL`);
     failed = (await run(engineFiles, { OPQUEUE_TEST_ENGINE: "postgres" })) !== 0 || failed;

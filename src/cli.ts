@@ -10,7 +10,8 @@ import { systemClock } from "./clock.js";
 import { ConfigError, loadConfigFile } from "./config.js";
 import { runDemo } from "./demo/demo.js";
 import { dashboardUrl, signInLink } from "./http/routes/ui.js";
-import { createLogger, redactUrl, serve, stopOnSignals } from "./main.js";
+import { redactDatabaseUrl } from "./database-url.js";
+import { createLogger, serve, stopOnSignals } from "./serve.js";
 import { openStore, UnsupportedDatabaseError } from "./store/open-store.js";
 import { StoreLockedError } from "./store/store.js";
 import { VERSION } from "./version.js";
@@ -88,7 +89,7 @@ async function migrateCommand(args: string[]): Promise<void> {
   const { config } = loadConfigFile({ path: values.config });
   const store = await openStore({ url: config.database, clock: systemClock });
   await store.close();
-  console.log(`migrated ${redactUrl(config.database)}`);
+  console.log(`migrated ${redactDatabaseUrl(config.database)}`);
 }
 
 async function tokenCommand(args: string[]): Promise<void> {

@@ -10,6 +10,7 @@ import { dirname, isAbsolute, resolve } from "node:path";
 import { Type, type Static, type TSchema } from "@sinclair/typebox";
 import { Ajv, type ErrorObject } from "ajv";
 import { parse as parseYaml } from "yaml";
+import { parseDatabaseUrl, redactDatabaseUrl } from "./database-url.js";
 
 /** The calling operation of cron entry `name`: its key in the trigger map, and its jobs' `enqueued_by_operation_id`. */
 export function cronCaller(name: string): string {
@@ -274,10 +275,8 @@ function applyEnvOverrides(raw: Record<string, unknown>, env: ConfigEnv): void {
   if (env.OPQUEUE_DATABASE_URL) {
     // A relative sqlite: path given on the command line means the working directory, not the config's folder.
     const url = env.OPQUEUE_DATABASE_URL;
-    raw["database"] =
-      url.startsWith("sqlite:") && url !== "sqlite::memory:" && url.length > "sqlite:".length
-        ? `sqlite:${resolve(url.slice("sqlite:".length))}`
-        : url;
+    const parsed = parseDatabaseUrl(url);
+    raw["database"] = parsed?.engine === "sqlite" && parsed.path !== ":memory:" ? `sqlite:${resolve(parsed.path)}` : url;
   }
   if (env.OPQUEUE_PORT !== undefined || env.OPQUEUE_HOST !== undefined) {
     const listen = (typeof raw["listen"] === "object" && raw["listen"] !== null ? raw["listen"] : {}) as Record<
@@ -316,16 +315,15 @@ function resolvePath(baseDir: string, path: string): string {
 
 /** `sqlite:` URLs with a relative path are taken relative to the config file's folder. */
 function resolveDatabaseUrl(baseDir: string, url: string): string {
-  if (url === "sqlite::memory:") return url;
-  if (url.startsWith("sqlite:")) {
-    const path = url.slice("sqlite:".length);
-    if (path === "") throw new ConfigError("config: database: sqlite: needs a file path (or sqlite::memory:)");
-    return `sqlite:${resolvePath(baseDir, path)}`;
+  if (url === "sqlite:") throw new ConfigError("config: database: sqlite: needs a file path (or sqlite::memory:)");
+  const parsed = parseDatabaseUrl(url);
+  if (!parsed) {
+    throw new ConfigError(
+      `config: database: "${redactDatabaseUrl(url)}" is not a supported URL (sqlite:PATH, sqlite::memory: or postgres://...)`,
+    );
   }
-  if (url.startsWith("postgres://") || url.startsWith("postgresql://")) return url;
-  throw new ConfigError(
-    `config: database: "${url}" is not a supported URL (sqlite:PATH, sqlite::memory: or postgres://...)`,
-  );
+  if (parsed.engine === "postgres" || parsed.path === ":memory:") return url;
+  return `sqlite:${resolvePath(baseDir, parsed.path)}`;
 }
 
 function fromEnv(env: ConfigEnv, where: string, name: string): string {

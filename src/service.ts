@@ -183,7 +183,12 @@ export async function createService(options: {
   // Timers (when the next job is due, the next cron tick) and figures (queue lag) read the database's clock as this
   // node knows it, so a node whose clock is off neither wakes at the wrong time nor reports the wrong lag.
   const clock: Clock = { now: () => store.now() };
-  const metrics = createMetrics({ telemetry, store, clock, processMetrics: options.processMetrics ?? false });
+  const metrics = createMetrics({
+    telemetry,
+    countJobs: () => store.jobStats({ byOperation: false }),
+    clock,
+    processMetrics: options.processMetrics ?? false,
+  });
   try {
     const app = await buildApp({
       config,

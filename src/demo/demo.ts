@@ -10,7 +10,7 @@ import { mintToken } from "../auth/tokens.js";
 import { systemClock } from "../clock.js";
 import { loadConfigFile, type ConfigEnv } from "../config.js";
 import { signInLink } from "../http/routes/ui.js";
-import { createLogger, serve, stopOnSignals } from "../main.js";
+import { createLogger, serve, stopOnSignals } from "../serve.js";
 import { VERSION } from "../version.js";
 import { buildProductApp } from "./product-app.js";
 

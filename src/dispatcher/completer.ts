@@ -70,7 +70,7 @@ export class Completer<Report = unknown> {
         const batch = this.pending.slice(0, MAX_BATCH);
         let written: boolean[];
         try {
-          written = await this.options.store.jobCompleteMany({ outcomes: batch.map((item) => item.outcome) });
+          written = await this.options.store.jobSetStateIfRunningMany({ outcomes: batch.map((item) => item.outcome) });
         } catch (error) {
           const oneByOne = error instanceof StoreUnavailableError ? undefined : await this.writeOneByOne(batch);
           if (oneByOne) {
@@ -105,7 +105,7 @@ export class Completer<Report = unknown> {
     const written: boolean[] = [];
     for (const { outcome } of batch) {
       try {
-        written.push((await this.options.store.jobCompleteMany({ outcomes: [outcome] }))[0] === true);
+        written.push((await this.options.store.jobSetStateIfRunningMany({ outcomes: [outcome] }))[0] === true);
       } catch (error) {
         if (error instanceof StoreUnavailableError) return undefined;
         written.push(false);

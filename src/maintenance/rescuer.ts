@@ -41,7 +41,7 @@ export async function rescueExpiredLeases(options: {
       random: random(),
     }),
   }));
-  const written = await store.jobCompleteMany({ outcomes });
+  const written = await store.jobSetStateIfRunningMany({ outcomes });
   let rescued = 0;
   outcomes.forEach((outcome, index) => {
     if (!written[index]) return;

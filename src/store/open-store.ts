@@ -1,5 +1,6 @@
 /** Opens the engine named by a database URL. */
 import type { Clock } from "../clock.js";
+import { parseDatabaseUrl, redactDatabaseUrl } from "../database-url.js";
 import { PostgresStore } from "./postgres/postgres-store.js";
 import { SqliteStore } from "./sqlite/sqlite-store.js";
 import type { Store } from "./store.js";
@@ -29,11 +30,9 @@ export async function openStore(options: {
   onPoolError?: (error: Error) => void;
 }): Promise<Store> {
   const { url, clock } = options;
-  if (url.startsWith("sqlite:")) {
-    const path = url.slice("sqlite:".length);
-    return SqliteStore.open({ path: path === ":memory:" ? ":memory:" : path, clock });
-  }
-  if (url.startsWith("postgres://") || url.startsWith("postgresql://")) {
+  const database = parseDatabaseUrl(url);
+  if (database?.engine === "sqlite") return SqliteStore.open({ path: database.path, clock });
+  if (database?.engine === "postgres") {
     return PostgresStore.open({
       url,
       clock,
@@ -43,5 +42,5 @@ export async function openStore(options: {
       ...(options.onPoolError ? { onPoolError: options.onPoolError } : {}),
     });
   }
-  throw new UnsupportedDatabaseError(`database "${url.replace(/\/\/[^@/]*@/, "//***@")}" is not a supported URL`);
+  throw new UnsupportedDatabaseError(`database "${redactDatabaseUrl(url)}" is not a supported URL`);
 }

@@ -6,29 +6,30 @@
  *
  * Every state change names the state it expects to leave, so a write that lost a race changes nothing.
  */
-import type { JobAttempt, JobAttemptRow, JobOutcome, JobRow, LeaseLimits, RunTime, StoredAuthority } from "../job/job.js";
+import type { JobAttempt, JobAttemptRow, JobOutcome, JobRow, LeaseLimits, RunTime } from "../job/job.js";
 import type { JobStatus } from "../job/statuses.js";
-import type { RequestPayload } from "../job/schemas.js";
 
 /** What a new job is made of; the store adds status, attempt and times. */
-export interface JobInsertParams {
-  id: string;
-  operationId: string;
-  priority: number;
-  /** Also the new run time of the job a dedupe upsert refreshes. */
+export type JobInsertParams = Pick<
+  JobRow,
+  | "id"
+  | "operationId"
+  | "priority"
+  | "maxAttempts"
+  | "dedupeKey"
+  | "concurrencyKey"
+  | "enqueuedByOperationId"
+  | "parentJobId"
+  | "originalRequestId"
+  | "userId"
+  | "authority"
+  | "request"
+> & {
+  /** When the job becomes claimable; also the new run time of the job a dedupe upsert refreshes. */
   runTime: RunTime;
-  maxAttempts: number;
-  dedupeKey: string | null;
-  concurrencyKey: string | null;
-  enqueuedByOperationId: string;
-  parentJobId: string | null;
-  originalRequestId: string;
-  userId: string;
-  authority: StoredAuthority;
-  request: RequestPayload;
   /** Most jobs one chain may ever create. */
   spawnCap: number;
-}
+};
 
 /** The result of `jobInsert`, decided atomically with the write (CONTRACT §3 steps 5–7). */
 export type JobInsertOutcome =
@@ -139,8 +140,13 @@ export interface Store {
    * concurrency key and none whose key is already running: each becomes `running`, attempt + 1.
    */
   jobClaimMany(params: { limit: number }): Promise<JobRow[]>;
-  /** Writes attempt outcomes; returns, per outcome, whether it was written (false: someone else decided). */
-  jobCompleteMany(params: { outcomes: JobOutcome[] }): Promise<boolean[]>;
+  /**
+   * Sets each job's state from an attempt's outcome, if the job is still `running` that attempt of that claim:
+   * `succeeded` and `dead` end it (a `dead` one of a cancelled chain ends `cancelled-by-chain`), `retrying` puts it back
+   * in the queue (the completer's outcomes and the rescuer's alike). Returns, per outcome, whether it was written
+   * (false: someone else, a rescue, a cancel or another node, decided first).
+   */
+  jobSetStateIfRunningMany(params: { outcomes: JobOutcome[] }): Promise<boolean[]>;
   /** Renews the lease of in-flight jobs (those still `running` with that attempt), in one statement. */
   jobHeartbeatMany(params: { jobs: JobAttempt[] }): Promise<void>;
   /** Running jobs whose lease has expired by the database's clock (no heartbeat for their limit), oldest first. */
@@ -205,75 +211,4 @@ export class StoreUnavailableError extends Error {
 /** Another process holds the database (SQLite serves one node). */
 export class StoreLockedError extends Error {
   override readonly name = "StoreLockedError";
-}
-
-/**
- * The row an insert creates, from what was written: `pending`, or `cancelled` (`cancelled-by-chain`) when its chain
- * was cancelled. The SQLite engine builds it rather than reading it back, and its store rebuilds it from the seq
- * the thread answers, so a created job's parameters never travel back across the thread boundary.
- */
-export function createdJobRow(
-  params: JobInsertParams,
-  written: { seq: number; createdAt: number; runAt: number; chainCancelled: boolean },
-): JobRow {
-  const { seq, createdAt, runAt, chainCancelled } = written;
-  return {
-    seq,
-    id: params.id,
-    operationId: params.operationId,
-    status: chainCancelled ? "cancelled" : "pending",
-    attempt: 0,
-    maxAttempts: params.maxAttempts,
-    priority: params.priority,
-    runAt,
-    createdAt,
-    startedAt: null,
-    finishedAt: chainCancelled ? createdAt : null,
-    heartbeatAt: null,
-    dedupeKey: params.dedupeKey,
-    concurrencyKey: params.concurrencyKey,
-    enqueuedByOperationId: params.enqueuedByOperationId,
-    parentJobId: params.parentJobId,
-    originalRequestId: params.originalRequestId,
-    userId: params.userId,
-    authority: params.authority,
-    request: params.request,
-    result: chainCancelled ? { error_body: null, terminal_reason: "cancelled-by-chain" } : null,
-  };
-}
-
-/** The width of the attempt counts behind `attemptBuckets`. */
-export const ATTEMPT_COUNT_MS = 60_000;
-
-/** `attemptBuckets` can only answer in whole minutes, the width of the counts it reads. */
-export function requireWholeMinutes(params: { since: number; bucketMs: number }): void {
-  if (params.since % ATTEMPT_COUNT_MS !== 0 || params.bucketMs <= 0 || params.bucketMs % ATTEMPT_COUNT_MS !== 0) {
-    throw new RangeError(`attempt buckets are whole minutes: since ${params.since}, bucketMs ${params.bucketMs}`);
-  }
-}
-
-
-/** Turns per-slot counts into every bucket from `since` to `now`, zeros included (shared by the engines). */
-export function toBuckets(options: {
-  since: number;
-  bucketMs: number;
-  now: number;
-  rows: Array<{ slot: number | string; outcome: string; count: number | string }>;
-}): AttemptBucket[] {
-  // Every bucket that has begun, the current (partial) one included.
-  const slots = Math.max(1, Math.floor((options.now - options.since) / options.bucketMs) + 1);
-  const buckets: AttemptBucket[] = Array.from({ length: slots }, (_, i) => ({
-    start: options.since + i * options.bucketMs,
-    succeeded: 0,
-    retrying: 0,
-    dead: 0,
-    cancelled: 0,
-  }));
-  for (const row of options.rows) {
-    const bucket = buckets[Math.floor(Number(row.slot))];
-    if (bucket && (row.outcome === "succeeded" || row.outcome === "retrying" || row.outcome === "dead" || row.outcome === "cancelled")) {
-      bucket[row.outcome] += Number(row.count);
-    }
-  }
-  return buckets;
 }

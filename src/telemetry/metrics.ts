@@ -4,8 +4,8 @@
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import { JOB_STATUSES } from "../job/schemas.js";
-import type { JobStats, Store } from "../store/store.js";
 import type { Clock } from "../clock.js";
+import type { JobStatus } from "../job/statuses.js";
 import type { Telemetry } from "./events.js";
 import { COUNTS_READ, sharedRead } from "./shared-read.js";
 
@@ -14,14 +14,22 @@ export interface Metrics {
   registry: Registry;
 }
 
+/** What the job gauges read at scrape time: counts by status and the run time of the oldest due job. */
+export interface JobCounts {
+  byStatus: Record<JobStatus, number>;
+  oldestDueRunAt: number | null;
+}
+
 /** Creates the registry and subscribes its metrics to `telemetry`. */
 export function createMetrics(options: {
   telemetry: Telemetry;
-  store: Store;
+  /** Reads the job counts (from the store, by status only: the cheaper kind). */
+  countJobs: () => Promise<JobCounts>;
+  /** The database's clock as this node knows it, for the queue's lag. */
   clock: Clock;
   processMetrics?: boolean;
 }): Metrics {
-  const { telemetry, store, clock } = options;
+  const { telemetry, clock } = options;
   const registry = new Registry();
   if (options.processMetrics ?? false) collectDefaultMetrics({ register: registry, prefix: "opqueue_" });
   const registers = [registry];
@@ -60,8 +68,8 @@ export function createMetrics(options: {
   // Both gauges come from one store query per scrape (counts by status only, the cheaper kind), shared with
   // scrapes close behind it when it is slow (see shared-read.ts); while the database is unavailable they keep their
   // last values rather than failing the scrape.
-  const countByStatus = sharedRead(() => store.jobStats({ byOperation: false }), COUNTS_READ);
-  const stats = (): Promise<JobStats | undefined> => countByStatus().catch(() => undefined);
+  const countByStatus = sharedRead(options.countJobs, COUNTS_READ);
+  const stats = (): Promise<JobCounts | undefined> => countByStatus().catch(() => undefined);
   new Gauge({
     name: "opqueue_jobs",
     help: "Jobs in the database, by status.",

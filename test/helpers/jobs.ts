@@ -118,17 +118,17 @@ export async function driveTo(
     case "running":
       return;
     case "retrying":
-      written = await store.jobCompleteMany({
+      written = await store.jobSetStateIfRunningMany({
         outcomes: [{ id, attempt, status, delayMs: 3_600_000, result: FAILED }],
       });
       break;
     case "dead":
-      written = await store.jobCompleteMany({
+      written = await store.jobSetStateIfRunningMany({
         outcomes: [{ id, attempt, status, result: { ...FAILED, terminal_reason: "exhausted" } }],
       });
       break;
     case "succeeded":
-      written = await store.jobCompleteMany({
+      written = await store.jobSetStateIfRunningMany({
         outcomes: [{ id, attempt, status, result: { status_code: 200, error_body: null, terminal_reason: null } }],
       });
       break;

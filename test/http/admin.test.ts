@@ -471,7 +471,7 @@ describe("cancel chain", () => {
     const running = await enqueue(s, buildReport(), { rid: "req-1" });
     await driveTo(s, running.id, "running");
     assert.equal((await admin(s, "POST", "/chains/req-1/cancel")).statusCode, 200);
-    const written = await s.service.store.jobCompleteMany({
+    const written = await s.service.store.jobSetStateIfRunningMany({
       outcomes: [{ id: running.id, attempt: 1, status: "retrying", delayMs: 1000, result: FAILED }],
     });
     assert.deepEqual(written, [true]);

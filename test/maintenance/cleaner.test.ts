@@ -74,7 +74,7 @@ async function jobIn(s: TestService, state: State): Promise<string> {
       : state === "dead"
         ? { id: job.id, attempt: 1, status: state, result: { ...result, terminal_reason: "exhausted" as const } }
         : { id: job.id, attempt: 1, status: state, delayMs: 365 * DAY, result };
-  assert.deepEqual(await store.jobCompleteMany({ outcomes: [outcome] }), [true]);
+  assert.deepEqual(await store.jobSetStateIfRunningMany({ outcomes: [outcome] }), [true]);
   return job.id;
 }
 

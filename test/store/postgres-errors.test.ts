@@ -4,7 +4,7 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { isUnavailable } from "../../src/store/postgres/postgres-store.js";
+import { isUnavailable } from "../../src/store/postgres/errors.js";
 
 const pgError = (code: string, message = "x") => Object.assign(new Error(message), { code });
 

@@ -138,7 +138,7 @@ if (!POSTGRES_SKIP) {
       assert.deepEqual(await modesOf(() => store.jobHeartbeatMany({ jobs: [{ id: "job-commit-a", attempt: 1 }] })), ["off"]);
       assert.deepEqual(
         await modesOf(() =>
-          store.jobCompleteMany({
+          store.jobSetStateIfRunningMany({
             outcomes: [{ id: "job-commit-a", attempt: 1, status: "retrying", delayMs: 0, result: UNAVAILABLE }],
           }),
         ),
@@ -148,7 +148,7 @@ if (!POSTGRES_SKIP) {
       await store.jobClaimMany({ limit: 2 });
       assert.deepEqual(
         await modesOf(() =>
-          store.jobCompleteMany({ outcomes: [{ id: "job-commit-a", attempt: 2, status: "succeeded", result: SUCCESS }] }),
+          store.jobSetStateIfRunningMany({ outcomes: [{ id: "job-commit-a", attempt: 2, status: "succeeded", result: SUCCESS }] }),
         ),
         ["off"],
       );
@@ -295,7 +295,7 @@ if (!POSTGRES_SKIP) {
       assert.ok(fresh.kind === "created" && fresh.job.seq > Math.max(...before.map((row) => Number(row.job.seq))));
       // The old running job finishes; the old pending one is claimed; retention and the list read the new tables.
       assert.deepEqual(
-        await store.jobCompleteMany({ outcomes: [{ id: "old-running", attempt: 1, status: "succeeded", result: SUCCESS }] }),
+        await store.jobSetStateIfRunningMany({ outcomes: [{ id: "old-running", attempt: 1, status: "succeeded", result: SUCCESS }] }),
         [true],
       );
       const next = await store.jobClaimMany({ limit: 10 });

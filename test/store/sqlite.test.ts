@@ -205,7 +205,7 @@ describe("sqlite engine", () => {
       const [claimed] = await store.jobClaimMany({ limit: 1 });
       assert.ok(claimed);
       assert.deepEqual(
-        await store.jobCompleteMany({ outcomes: [{ id: claimed.id, attempt: 1, status: "succeeded", result: SUCCESS }] }),
+        await store.jobSetStateIfRunningMany({ outcomes: [{ id: claimed.id, attempt: 1, status: "succeeded", result: SUCCESS }] }),
         [true],
       );
       assert.equal((await store.jobGet({ id: claimed.id }))?.status, "succeeded");

@@ -15,130 +15,42 @@ import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import Database from "better-sqlite3";
 import type { Clock } from "../../clock.js";
+import { runTimeAt, type JobAttempt, type JobAttemptRow, type JobOutcome, type JobRow, type LeaseLimits } from "../../job/job.js";
 import type { JobResult } from "../../job/schemas.js";
 import { JOB_STATUSES, type JobStatus } from "../../job/statuses.js";
-import { readMigrations } from "../migrations.js";
+import { toBuckets } from "../attempt-buckets.js";
+import { createdJobRow } from "../created-row.js";
+import type { Settled } from "../group-commit.js";
 import {
-  ATTEMPT_COUNT_MS,
-  createdJobRow,
   StoreLockedError,
   StoreUnavailableError,
-  type JobCancelOutcome,
-  toBuckets,
   type AttemptBucket,
+  type AttemptRefund,
   type DeadJobFilter,
+  type JobCancelOutcome,
   type JobInsertOutcome,
   type JobInsertParams,
   type JobListParams,
   type JobRetryOutcome,
   type JobStats,
-  type AttemptRefund,
 } from "../store.js";
-import { type LeaseLimits } from "../../job/job.js";
-import { type JobAttempt, type JobAttemptRow, type JobOutcome, type JobRow, runTimeAt } from "../../job/job.js";
-
-/** A row of `jobs` as better-sqlite3 returns it. */
-interface SqliteJobRow {
-  seq: number;
-  id: string;
-  operation_id: string;
-  status: JobStatus;
-  attempt: number;
-  max_attempts: number;
-  priority: number;
-  run_at: number;
-  created_at: number;
-  started_at: number | null;
-  finished_at: number | null;
-  heartbeat_at: number | null;
-  dedupe_key: string | null;
-  concurrency_key: string | null;
-  enqueued_by_operation_id: string;
-  parent_job_id: string | null;
-  original_request_id: string;
-  user_id: string;
-  authority: string;
-  request: string;
-  result: string | null;
-}
-
-/** A row of `job_attempts` as better-sqlite3 returns it. */
-interface SqliteAttemptRow {
-  attempt: number;
-  started_at: number | null;
-  finished_at: number;
-  outcome: JobStatus;
-  status_code: number | null;
-  error_body: string | null;
-}
-
-function toAttemptRow(row: SqliteAttemptRow): JobAttemptRow {
-  return {
-    attempt: row.attempt,
-    startedAt: row.started_at,
-    finishedAt: row.finished_at,
-    outcome: row.outcome,
-    statusCode: row.status_code,
-    errorBody: row.error_body,
-  };
-}
-
-function toJobRow(row: SqliteJobRow): JobRow {
-  return {
-    seq: row.seq,
-    id: row.id,
-    operationId: row.operation_id,
-    status: row.status,
-    attempt: row.attempt,
-    maxAttempts: row.max_attempts,
-    priority: row.priority,
-    runAt: row.run_at,
-    createdAt: row.created_at,
-    startedAt: row.started_at,
-    finishedAt: row.finished_at,
-    heartbeatAt: row.heartbeat_at,
-    dedupeKey: row.dedupe_key,
-    concurrencyKey: row.concurrency_key,
-    enqueuedByOperationId: row.enqueued_by_operation_id,
-    parentJobId: row.parent_job_id,
-    originalRequestId: row.original_request_id,
-    userId: row.user_id,
-    authority: JSON.parse(row.authority) as JobRow["authority"],
-    request: JSON.parse(row.request) as JobRow["request"],
-    result: row.result === null ? null : (JSON.parse(row.result) as JobResult),
-  };
-}
-
-/**
- * Whether a new job may take over the claimable job holding its dedupe key: same operation, and the same user under
- * the same kind of authority. Otherwise the upsert would run one user's request under another's authority.
- */
-function mayUpsert(holder: SqliteJobRow, params: JobInsertParams): boolean {
-  if (holder.operation_id !== params.operationId || holder.user_id !== params.userId) return false;
-  return (JSON.parse(holder.authority) as { kind: string }).kind === params.authority.kind;
-}
-
-/** SQLite result codes that mean "the database cannot serve now", not "this request is wrong". */
-const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|NOMEM|PROTOCOL)/;
-
-function mapError(error: unknown): unknown {
-  if (error instanceof Database.SqliteError && UNAVAILABLE_CODES.test(error.code)) {
-    return new StoreUnavailableError(`SQLite: ${error.message}`);
-  }
-  return error;
-}
+import { mapError } from "./errors.js";
+import { migrate } from "./migrate.js";
+import { mayUpsert, toAttemptRow, toJobRow, type SqliteJobRow } from "./rows.js";
+import { claimMany } from "./claim.js";
+import { OutcomeWrites } from "./outcomes.js";
+import { prepareStatements, type Statements } from "./statements.js";
 
 /** One insert of a batch: its outcome, or why it failed (the others are unaffected). */
-export type InsertSettled = { ok: true; value: JobInsertOutcome } | { ok: false; error: unknown };
-
-const CLAIMABLE = "status IN ('pending', 'retrying')";
+export type InsertSettled = Settled<JobInsertOutcome>;
 
 /** The embedded engine, on the thread that owns the connection. Open it with `SqliteEngine.open`. */
 export class SqliteEngine {
   private readonly db: Database.Database;
   private readonly clock: Clock;
   private readonly schemaVersion: number;
-  private readonly statements;
+  private readonly statements: Statements;
+  private readonly outcomes: OutcomeWrites;
   private readonly listStatements = new Map<string, Database.Statement>();
   /** The last claim found at least a page of due jobs: the next one goes straight to the claim order. */
   private backlogged = false;
@@ -150,7 +62,8 @@ export class SqliteEngine {
     this.db = options.db;
     this.clock = options.clock;
     this.schemaVersion = options.schemaVersion;
-    this.statements = this.prepareStatements();
+    this.statements = prepareStatements(this.db);
+    this.outcomes = new OutcomeWrites(this.statements);
   }
 
   /**
@@ -185,210 +98,6 @@ export class SqliteEngine {
       }
       throw error;
     }
-  }
-
-  private prepareStatements() {
-    const db = this.db;
-    // The hot queries name their partial index (INDEXED BY): without statistics SQLite's planner prefers the
-    // broader jobs_status_seq and then sorts every claimable row, which a large backlog makes ruinous. A hint
-    // that cannot be honoured fails loudly at prepare time instead of quietly scanning.
-    return {
-      getById: db.prepare<[string], SqliteJobRow>("SELECT * FROM jobs WHERE id = ?"),
-      dedupeHolder: db.prepare<[string], SqliteJobRow>(
-        `SELECT * FROM jobs WHERE dedupe_key = ? AND ${CLAIMABLE}`,
-      ),
-      refreshDeduped: db.prepare<{ id: string; run_at: number; request: string }, SqliteJobRow>(
-        `UPDATE jobs SET run_at = :run_at, request = :request WHERE id = :id AND ${CLAIMABLE} RETURNING *`,
-      ),
-      // Counts the job against its chain in the same statement that checks the cap: no row back means the
-      // chain is full. A new chain starts at 1.
-      chargeChain: db.prepare<{ rid: string; cap: number }, { cancelled_at: number | null }>(
-        `INSERT INTO chains (original_request_id, jobs_created) VALUES (:rid, 1)
-         ON CONFLICT (original_request_id) DO UPDATE SET jobs_created = jobs_created + 1
-           WHERE jobs_created < :cap
-         RETURNING cancelled_at`,
-      ),
-      insertJob: db.prepare<Record<string, unknown>>(
-        `INSERT INTO jobs (id, operation_id, status, attempt, max_attempts, priority, run_at, created_at,
-           finished_at, dedupe_key, concurrency_key, enqueued_by_operation_id, parent_job_id,
-           original_request_id, user_id, authority, request, result)
-         VALUES (:id, :operation_id, :status, 0, :max_attempts, :priority, :run_at, :created_at,
-           :finished_at, :dedupe_key, :concurrency_key, :enqueued_by_operation_id, :parent_job_id,
-           :original_request_id, :user_id, :authority, :request, :result)`,
-      ),
-      cancel: db.prepare<{ id: string; now: number }, SqliteJobRow>(
-        `UPDATE jobs SET status = 'cancelled', finished_at = :now,
-           result = json_set(coalesce(result, '{"error_body":null}'), '$.terminal_reason', 'cancelled-by-admin')
-         WHERE id = :id AND ${CLAIMABLE} RETURNING *`,
-      ),
-      retry: db.prepare<{ id: string; now: number }, SqliteJobRow>(
-        `UPDATE jobs SET status = 'pending', attempt = 0, result = NULL, started_at = NULL, finished_at = NULL,
-           heartbeat_at = NULL, run_at = :now
-         WHERE id = :id AND status IN ('dead', 'cancelled') RETURNING *`,
-      ),
-      markChainCancelled: db.prepare<{ rid: string; now: number }>(
-        `INSERT INTO chains (original_request_id, jobs_created, cancelled_at) VALUES (:rid, 0, :now)
-         ON CONFLICT (original_request_id) DO UPDATE SET cancelled_at = coalesce(cancelled_at, :now)`,
-      ),
-      cancelChainJobs: db.prepare<{ rid: string; now: number }, SqliteJobRow>(
-        `UPDATE jobs SET status = 'cancelled', finished_at = :now,
-           result = json_set(coalesce(result, '{"error_body":null}'), '$.terminal_reason', 'cancelled-by-chain')
-         WHERE original_request_id = :rid AND ${CLAIMABLE} RETURNING *`,
-      ),
-      runningKeys: db
-        .prepare<[], string>(
-          "SELECT concurrency_key FROM jobs INDEXED BY jobs_running_concurrency_key WHERE concurrency_key IS NOT NULL AND status = 'running'",
-        )
-        .pluck(),
-      // Uses the partial index jobs_claim, whose WHERE this query repeats word for word. Jobs whose key is
-      // already running are left out here, in SQL, not only in the loop: otherwise a backlog of such jobs longer
-      // than the bounded candidate pages would hide every claimable job behind it, for as long as the key runs.
-      claimCandidates: db.prepare<{ now: number; limit: number; offset: number }, { seq: number; concurrency_key: string | null }>(
-        `SELECT seq, concurrency_key FROM jobs INDEXED BY jobs_claim
-         WHERE ${CLAIMABLE} AND run_at <= :now
-           AND (concurrency_key IS NULL OR concurrency_key NOT IN (
-             SELECT concurrency_key FROM jobs INDEXED BY jobs_running_concurrency_key WHERE concurrency_key IS NOT NULL AND status = 'running'))
-         ORDER BY priority DESC, run_at, seq LIMIT :limit OFFSET :offset`,
-      ),
-      // The due jobs by run time (jobs_run_at stops at now), for when few are due among many future ones: the
-      // claim-order index would walk every future job of higher priority to find them.
-      dueCandidates: db.prepare<
-        { now: number; limit: number },
-        { seq: number; concurrency_key: string | null; priority: number; run_at: number }
-      >(
-        `SELECT seq, concurrency_key, priority, run_at FROM jobs INDEXED BY jobs_run_at
-         WHERE ${CLAIMABLE} AND run_at <= :now
-           AND (concurrency_key IS NULL OR concurrency_key NOT IN (
-             SELECT concurrency_key FROM jobs INDEXED BY jobs_running_concurrency_key WHERE concurrency_key IS NOT NULL AND status = 'running'))
-         ORDER BY run_at LIMIT :limit`,
-      ),
-      // Run, then read back by rowid (claimedJson): cheaper than RETURNING *.
-      claimOne: db.prepare<{ seq: number; now: number }>(
-        `UPDATE jobs SET status = 'running', attempt = attempt + 1, started_at = :now, heartbeat_at = :now
-         WHERE seq = :seq AND ${CLAIMABLE}`,
-      ),
-      // A claimed row as the JSON of its JobRow, built by SQLite: one string per row rather than an object of 21
-      // properties, and a string crosses to the calling thread as a copy, where an object graph is cloned.
-      claimedJson: db
-        .prepare<[number], string>(
-          `SELECT json_object('seq', seq, 'id', id, 'operationId', operation_id, 'status', status, 'attempt', attempt,
-             'maxAttempts', max_attempts, 'priority', priority, 'runAt', run_at, 'createdAt', created_at,
-             'startedAt', started_at, 'finishedAt', finished_at, 'heartbeatAt', heartbeat_at, 'dedupeKey', dedupe_key,
-             'concurrencyKey', concurrency_key, 'enqueuedByOperationId', enqueued_by_operation_id,
-             'parentJobId', parent_job_id, 'originalRequestId', original_request_id, 'userId', user_id,
-             'authority', json(authority), 'request', json(request), 'result', json(result))
-           FROM jobs WHERE seq = ?`,
-        )
-        .pluck(),
-      finish: db.prepare<{ id: string; attempt: number; started_at: number | null; status: string; result: string; now: number }>(
-        `UPDATE jobs SET status = :status, result = :result, finished_at = :now, heartbeat_at = NULL
-         WHERE id = :id AND status = 'running' AND attempt = :attempt
-           AND (:started_at IS NULL OR started_at = :started_at)`,
-      ),
-      chainCancelledFor: db
-        .prepare<[string], number | null>(
-          `SELECT c.cancelled_at FROM jobs j JOIN chains c ON c.original_request_id = j.original_request_id
-           WHERE j.id = ?`,
-        )
-        .pluck(),
-      // A job going back to the queue re-takes its dedupe key, unless a newer claimable job took it while
-      // this one was running (running jobs do not hold keys): then it is retried without the key.
-      // refund 'if-last' returns an interrupted last attempt, so the job keeps one attempt to run; 'always' returns
-      // any attempt (it never reached the target); 'none' keeps it (an attempt's outcome).
-      requeue: db.prepare<{ id: string; attempt: number; started_at: number | null; run_at: number; result: string; refund: string }>(
-        `UPDATE jobs SET status = 'retrying', run_at = :run_at, result = :result, heartbeat_at = NULL,
-           attempt = CASE
-             WHEN :refund = 'always' THEN attempt - 1
-             WHEN :refund = 'if-last' AND attempt >= max_attempts THEN max_attempts - 1
-             ELSE attempt END,
-           dedupe_key = CASE WHEN EXISTS (
-             SELECT 1 FROM jobs other WHERE other.dedupe_key = jobs.dedupe_key
-               AND other.status IN ('pending', 'retrying') AND other.id <> jobs.id)
-             THEN NULL ELSE dedupe_key END
-         WHERE id = :id AND status = 'running' AND attempt = :attempt
-           AND (:started_at IS NULL OR started_at = :started_at)`,
-      ),
-      heartbeat: db.prepare<{ id: string; attempt: number; now: number }>(
-        "UPDATE jobs SET heartbeat_at = :now WHERE id = :id AND status = 'running' AND attempt = :attempt",
-      ),
-      // Each job held to its own operation's lease (:leases, a JSON object by operation) before the limit, so jobs
-      // still within a longer lease never crowd expired ones out of the batch.
-      expired: db.prepare<{ now: number; leases: string; default_ms: number; limit: number }, SqliteJobRow>(
-        `SELECT jobs.* FROM jobs INDEXED BY jobs_running_heartbeat
-           LEFT JOIN json_each(:leases) AS lease ON lease.key = jobs.operation_id
-         WHERE jobs.status = 'running' AND jobs.heartbeat_at < :now - coalesce(lease.value, :default_ms)
-         ORDER BY jobs.heartbeat_at LIMIT :limit`,
-      ),
-      // Jobs whose key is running are not claimable (CONTRACT §4), so they do not count: were they counted, a due
-      // job behind a busy key would make the dispatcher's timer fire at once, again and again, until the key is
-      // free. The delivery that frees the key wakes the dispatcher instead.
-      nextRunAt: db
-        .prepare<[], number | null>(
-          // ORDER BY ... LIMIT 1 walks the jobs_run_at index and stops at the first unblocked job.
-          `SELECT run_at FROM jobs INDEXED BY jobs_run_at WHERE ${CLAIMABLE}
-             AND (concurrency_key IS NULL OR concurrency_key NOT IN (
-               SELECT concurrency_key FROM jobs INDEXED BY jobs_running_concurrency_key WHERE concurrency_key IS NOT NULL AND status = 'running'))
-           ORDER BY run_at LIMIT 1`,
-        )
-        .pluck(),
-      recordTick: db.prepare<{ name: string; tick_at: number }>(
-        "INSERT INTO cron_ticks (name, tick_at) VALUES (:name, :tick_at) ON CONFLICT DO NOTHING",
-      ),
-      tickJob: db.prepare<{ name: string; tick_at: number; job_id: string }>(
-        "UPDATE cron_ticks SET job_id = :job_id WHERE name = :name AND tick_at = :tick_at",
-      ),
-      deleteTicks: db.prepare<{ before: number }>("DELETE FROM cron_ticks WHERE tick_at < :before"),
-      deleteFinished: db.prepare<{ before: number; limit: number }, { id: string; original_request_id: string }>(
-        `DELETE FROM jobs WHERE seq IN (
-           SELECT seq FROM jobs INDEXED BY jobs_finished_at
-           WHERE finished_at < :before AND finished_at IS NOT NULL AND status IN ('succeeded', 'dead', 'cancelled')
-           LIMIT :limit)
-         RETURNING id, original_request_id`,
-      ),
-      // A chain row goes with its last job, unless it remembers a cancellation.
-      deleteEmptyChain: db.prepare<[string]>(
-        `DELETE FROM chains WHERE original_request_id = ? AND cancelled_at IS NULL
-           AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.original_request_id = chains.original_request_id)`,
-      ),
-      countByStatus: db.prepare<[], { status: JobStatus; count: number }>(
-        "SELECT status, count(*) AS count FROM jobs GROUP BY status",
-      ),
-      oldestDue: db.prepare<[number], number | null>(
-        `SELECT run_at FROM jobs INDEXED BY jobs_run_at WHERE ${CLAIMABLE} AND run_at <= ? ORDER BY run_at LIMIT 1`,
-      ).pluck(),
-      // The attempt just written, copied from its job row: the status it left the job in, and its result.
-      recordAttempt: db.prepare<{ id: string; attempt: number; now: number }>(
-        `INSERT INTO job_attempts (job_id, attempt, started_at, finished_at, outcome, status_code, error_body)
-         SELECT id, :attempt, started_at, :now, status, json_extract(result, '$.status_code'),
-           json_extract(result, '$.error_body')
-         FROM jobs WHERE id = :id`,
-      ),
-      // ...and counted for the dashboard's chart, in the minute it finished (migration 0002).
-      countAttempt: db.prepare<{ id: string; minute: number }>(
-        `INSERT INTO attempt_counts (minute, outcome, n) SELECT :minute, status, 1 FROM jobs WHERE id = :id
-         ON CONFLICT (minute, outcome) DO UPDATE SET n = n + 1`,
-      ),
-      attemptsOf: db.prepare<[string], SqliteAttemptRow>(
-        "SELECT attempt, started_at, finished_at, outcome, status_code, error_body FROM job_attempts WHERE job_id = ? ORDER BY id",
-      ),
-      attemptBuckets: db.prepare<{ since: number; bucket: number }, { slot: number; outcome: string; count: number }>(
-        `SELECT (minute - :since) / :bucket AS slot, outcome, sum(n) AS count
-         FROM attempt_counts WHERE minute >= :since GROUP BY slot, outcome`,
-      ),
-      deleteAttemptCounts: db.prepare<{ before: number }>("DELETE FROM attempt_counts WHERE minute < :before"),
-      deleteAttempts: db.prepare<[string]>("DELETE FROM job_attempts WHERE job_id = ?"),
-      countByOperation: db.prepare<[], { operation_id: string; status: JobStatus; count: number }>(
-        "SELECT operation_id, status, count(*) AS count FROM jobs GROUP BY operation_id, status ORDER BY operation_id, status",
-      ),
-      deadJobs: db.prepare<Record<string, unknown>, SqliteJobRow>(
-        `SELECT * FROM jobs INDEXED BY jobs_status_seq WHERE status = 'dead'
-           AND (:operation_id IS NULL OR operation_id = :operation_id)
-           AND (:original_request_id IS NULL OR original_request_id = :original_request_id)
-           AND (:user_id IS NULL OR user_id = :user_id)
-         ORDER BY seq DESC LIMIT :limit`,
-      ),
-      schemaVersion: db.prepare<[], number>("PRAGMA user_version").pluck(),
-    };
   }
 
   private assertOpen(): void {
@@ -595,138 +304,22 @@ export class SqliteEngine {
   }
 
   /** Claims up to `limit` due jobs; the answer is the JSON text of their `JobRow`s, in claim order. */
-  jobClaimManyJson(params: { limit: number }): string {
+  jobClaimMany(params: { limit: number }): string {
     if (params.limit <= 0) return "[]";
     return this.writeLazily(() => {
-      const now = this.clock.now();
-      const s = this.statements;
-      const heldKeys = new Set(s.runningKeys.all());
-      const chosen: number[] = [];
-      // Candidates come in claim order; skipping a held key keeps looking further down, in bounded pages,
-      // so a long run of jobs for one busy key cannot starve the others.
-      const pageSize = Math.max(16, params.limit * 2);
-      const take = (candidates: Array<{ seq: number; concurrency_key: string | null }>) => {
-        for (const candidate of candidates) {
-          if (chosen.length === params.limit) return;
-          if (candidate.concurrency_key !== null) {
-            if (heldKeys.has(candidate.concurrency_key)) continue;
-            heldKeys.add(candidate.concurrency_key);
-          }
-          chosen.push(candidate.seq);
-        }
-      };
-      // Fewer due jobs than a page: that is all of them, so put them in claim order here. While a backlog lasts
-      // (the last claim found a full page due), that look is skipped: it would find a full page again.
-      const due = this.backlogged ? undefined : s.dueCandidates.all({ now, limit: pageSize });
-      if (due !== undefined && due.length < pageSize) {
-        take(due.sort((a, b) => b.priority - a.priority || a.run_at - b.run_at || a.seq - b.seq));
-      } else {
-        this.backlogged = true;
-        for (let page = 0; page < 16 && chosen.length < params.limit; page++) {
-          const candidates = s.claimCandidates.all({ now, limit: pageSize, offset: page * pageSize });
-          take(candidates);
-          if (candidates.length < pageSize) {
-            if (page === 0) this.backlogged = false;
-            break;
-          }
-        }
-      }
-      const claimed: string[] = [];
-      for (const seq of chosen) {
-        if (s.claimOne.run({ seq, now }).changes === 0) continue;
-        const row = s.claimedJson.get(seq);
-        if (row !== undefined) claimed.push(row);
-      }
-      return `[${claimed.join(",")}]`;
+      const { json, backlogged } = claimMany(this.statements, { limit: params.limit, now: this.clock.now(), backlogged: this.backlogged });
+      this.backlogged = backlogged;
+      return json;
     });
   }
 
-  jobCompleteMany(params: { outcomes: JobOutcome[] }): boolean[] {
+  jobSetStateIfRunningMany(params: { outcomes: JobOutcome[] }): boolean[] {
     if (params.outcomes.length === 0) return [];
     // No client waits on an outcome: losing one to a power cut means one more delivery, which at-least-once allows.
     return this.writeLazily(() => {
       const now = this.clock.now();
-      return params.outcomes.map((outcome) => {
-        if (outcome.status === "retrying") {
-          return this.requeueOne({ ...outcome, runAt: now + outcome.delayMs, now, refund: "none" });
-        }
-        const { id, attempt } = outcome;
-        const startedAt = outcome.startedAt ?? null;
-        if (outcome.status === "dead" && this.chainCancelled(id)) {
-          return this.endByChain({ id, attempt, startedAt, result: outcome.result, now });
-        }
-        return this.finishOne({ id, attempt, startedAt, status: outcome.status, result: outcome.result, now });
-      });
+      return params.outcomes.map((outcome) => this.outcomes.setStateIfRunning(outcome, now));
     });
-  }
-
-  /** Whether the chain of job `id` was cancelled: a failed attempt of it is then not retried (CONTRACT §3). */
-  private chainCancelled(id: string): boolean {
-    return this.statements.chainCancelledFor.get(id) != null;
-  }
-
-  /** Ends a failed attempt of a job whose chain was cancelled: `cancelled`, keeping what the attempt answered. */
-  private endByChain(options: { id: string; attempt: number; startedAt: number | null; result: JobResult; now: number }): boolean {
-    const result: JobResult = { ...options.result, terminal_reason: "cancelled-by-chain" };
-    return this.finishOne({ ...options, status: "cancelled", result });
-  }
-
-  /** Ends a running attempt with a terminal status, and records the attempt. */
-  private finishOne(options: {
-    id: string;
-    attempt: number;
-    startedAt: number | null;
-    status: string;
-    result: JobResult;
-    now: number;
-  }): boolean {
-    const { id, attempt, now } = options;
-    const written = writeChanged(
-      this.statements.finish.run({
-        id,
-        attempt,
-        started_at: options.startedAt,
-        status: options.status,
-        result: JSON.stringify(options.result),
-        now,
-      }),
-    );
-    if (written) this.recordAttempt({ id, attempt, now });
-    return written;
-  }
-
-  /** Logs the attempt a job row just ended, and counts it in its minute. */
-  private recordAttempt(options: { id: string; attempt: number; now: number }): void {
-    this.statements.recordAttempt.run(options);
-    this.statements.countAttempt.run({ id: options.id, minute: options.now - (options.now % ATTEMPT_COUNT_MS) });
-  }
-
-  /** Sends a running attempt back to the queue, or ends it `cancelled-by-chain` if its chain was cancelled. */
-  private requeueOne(options: {
-    id: string;
-    attempt: number;
-    startedAt?: number | null;
-    runAt: number;
-    result: JobResult;
-    now: number;
-    refund: AttemptRefund | "none";
-  }): boolean {
-    const s = this.statements;
-    const { id, attempt, now } = options;
-    const startedAt = options.startedAt ?? null;
-    if (this.chainCancelled(id)) return this.endByChain({ id, attempt, startedAt, result: options.result, now });
-    const written = writeChanged(
-      s.requeue.run({
-        id,
-        attempt,
-        started_at: startedAt,
-        run_at: options.runAt,
-        result: JSON.stringify(options.result),
-        refund: options.refund,
-      }),
-    );
-    if (written) this.recordAttempt({ id, attempt, now });
-    return written;
   }
 
   jobHeartbeatMany(params: { jobs: JobAttempt[] }): void {
@@ -757,7 +350,7 @@ export class SqliteEngine {
       const now = this.clock.now();
       const result: JobResult = { error_body: params.errorBody, terminal_reason: null };
       const runAt = now + params.delayMs;
-      return params.jobs.filter((job) => this.requeueOne({ ...job, runAt, result, now, refund: params.refund })).length;
+      return params.jobs.filter((job) => this.outcomes.requeueOne({ ...job, runAt, result, now, refund: params.refund })).length;
     });
   }
 
@@ -860,24 +453,4 @@ export class SqliteEngine {
   }
 }
 
-function writeChanged(info: Database.RunResult): boolean {
-  return info.changes > 0;
-}
 
-/**
- * Applies pending migrations in one transaction and records the version in `user_version`. The version is
- * written even when nothing is pending: that write is what takes the exclusive lock at once.
- */
-function migrate(db: Database.Database): number {
-  const migrations = readMigrations("sqlite");
-  const latest = migrations.length;
-  db.transaction(() => {
-    const current = db.pragma("user_version", { simple: true }) as number;
-    if (current > latest) {
-      throw new Error(`the database schema (version ${current}) is newer than this opqueue (version ${latest})`);
-    }
-    for (const migration of migrations.slice(current)) db.exec(migration.sql);
-    db.pragma(`user_version = ${latest}`);
-  }).immediate();
-  return latest;
-}

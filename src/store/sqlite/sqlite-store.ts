@@ -13,33 +13,26 @@
  */
 import { Worker } from "node:worker_threads";
 import type { Clock } from "../../clock.js";
+import { requireWholeMinutes } from "../attempt-buckets.js";
+import { createdJobRow } from "../created-row.js";
+import { GroupCommit, type Settled } from "../group-commit.js";
+import type { JobAttempt, JobOutcome, JobRow } from "../../job/job.js";
 import {
-  createdJobRow,
   StoreUnavailableError,
-  requireWholeMinutes,
   type AttemptBucket,
-  type DeadJobFilter,
-  type JobCancelOutcome,
+  type AttemptRefund,
   type JobInsertOutcome,
   type JobInsertParams,
-  type JobListParams,
-  type JobRetryOutcome,
-  type JobStats,
   type Store,
-  type AttemptRefund,
 } from "../store.js";
-import { type LeaseLimits } from "../../job/job.js";
-import { type JobAttempt, type JobAttemptRow, type JobOutcome, type JobRow } from "../../job/job.js";
+import type { SqliteEngine } from "./sqlite-engine.js";
 import { deserializeError, type EngineCall, type EngineMethod, type FromThread, type InsertAnswer } from "./thread-protocol.js";
+
+/** The engine's method `M`, as a function type. */
+type EngineFunction<M extends EngineMethod> = SqliteEngine[M] extends (...args: infer A) => infer R ? (...args: A) => R : never;
 
 /** Most inserts in one message to the thread (which commits at most this many at once, too). */
 const MAX_INSERT_BATCH = 512;
-
-interface PendingInsert {
-  params: JobInsertParams;
-  resolve: (outcome: JobInsertOutcome) => void;
-  reject: (error: unknown) => void;
-}
 
 interface PendingCall {
   resolve: (value: unknown) => void;
@@ -62,10 +55,13 @@ export class SqliteStore implements Store {
   private readonly clock: Clock;
   private readonly calls = new Map<number, PendingCall>();
   private nextCallId = 1;
-  private pendingInserts: PendingInsert[] = [];
-  private insertScheduled = false;
-  /** The batches of inserts on their way to the thread or committing. */
-  private readonly insertsInFlight = new Set<Promise<void>>();
+  /** Inserts of one turn of the event loop go to the thread as one message (see the top of this file). */
+  private readonly inserts = new GroupCommit<JobInsertParams, JobInsertOutcome>({
+    send: (batch) => this.sendInserts(batch),
+    maxBatch: MAX_INSERT_BATCH,
+    // The thread commits whatever has arrived while it was busy: nothing is held back on this side.
+    maxInFlight: Number.POSITIVE_INFINITY,
+  });
   /** Set once `close` starts: no new calls are taken. */
   private closing: Promise<void> | null = null;
   /** Why the thread is gone, once it is. */
@@ -135,12 +131,15 @@ export class SqliteStore implements Store {
     this.stopped ??= reason;
     for (const pending of this.calls.values()) pending.reject(this.stopped);
     this.calls.clear();
-    for (const insert of this.pendingInserts.splice(0)) insert.reject(this.stopped);
+    this.inserts.failWaiting(this.stopped);
   }
 
-  ping(): Promise<void> {
-    return this.call("ping");
+  /** An engine method of the Store's name, run on the thread: the same parameters, its answer as a promise. */
+  private forward<M extends EngineMethod>(method: M): (...args: Parameters<EngineFunction<M>>) => Promise<ReturnType<EngineFunction<M>>> {
+    return (...args) => this.call(method, ...args);
   }
+
+  readonly ping = this.forward("ping");
 
   /** The one clock of a one-process database: this process's. */
   now(): number {
@@ -154,75 +153,32 @@ export class SqliteStore implements Store {
   jobInsert(params: JobInsertParams): Promise<JobInsertOutcome> {
     if (this.closing !== null) return Promise.reject(new StoreUnavailableError("the store is closed"));
     if (this.stopped) return Promise.reject(this.stopped);
-    return new Promise((resolve, reject) => {
-      this.pendingInserts.push({ params, resolve, reject });
-      this.scheduleInserts();
+    return this.inserts.add(params);
+  }
+
+  /** One batch to the thread; a created job is rebuilt here from what the thread answered of it. */
+  private async sendInserts(batch: JobInsertParams[]): Promise<Array<Settled<JobInsertOutcome>>> {
+    const answers = await this.send<InsertAnswer[]>("jobInsertMany", [batch]);
+    return answers.map((answer, index): Settled<JobInsertOutcome> => {
+      if (!answer.ok) return { ok: false, error: deserializeError(answer.error) };
+      if ("created" in answer) return { ok: true, value: { kind: "created", job: createdJobRow(batch[index] as JobInsertParams, answer.created) } };
+      return { ok: true, value: answer.value };
     });
   }
 
-  /** Sends the waiting inserts after this turn of the event loop. */
-  private scheduleInserts(): void {
-    if (this.insertScheduled) return;
-    this.insertScheduled = true;
-    setImmediate(() => {
-      this.insertScheduled = false;
-      this.sendInserts();
-    });
-  }
-
-  private sendInserts(): void {
-    while (this.pendingInserts.length > 0) this.sendInsertBatch(this.pendingInserts.splice(0, MAX_INSERT_BATCH));
-  }
-
-  private sendInsertBatch(batch: PendingInsert[]): void {
-    const inFlight: Promise<void> = this.send<InsertAnswer[]>(
-      "jobInsertMany",
-      [batch.map((item) => item.params)],
-    ).then(
-      (settled) => {
-        batch.forEach((item, index) => {
-          const answer = settled[index];
-          if (!answer) item.reject(new Error("no outcome for an insert"));
-          else if (!answer.ok) item.reject(deserializeError(answer.error));
-          else if ("created" in answer) item.resolve({ kind: "created", job: createdJobRow(item.params, answer.created) });
-          else item.resolve(answer.value);
-        });
-      },
-      (error: unknown) => {
-        for (const item of batch) item.reject(error);
-      },
-    ).finally(() => this.insertsInFlight.delete(inFlight));
-    this.insertsInFlight.add(inFlight);
-  }
-
-  jobGet(params: { id: string }): Promise<JobRow | undefined> {
-    return this.call("jobGet", params);
-  }
-
-  jobList(params: JobListParams): Promise<JobRow[]> {
-    return this.call("jobList", params);
-  }
-
-  jobCancel(params: { id: string }): Promise<JobCancelOutcome> {
-    return this.call("jobCancel", params);
-  }
-
-  jobRetry(params: { id: string }): Promise<JobRetryOutcome> {
-    return this.call("jobRetry", params);
-  }
-
-  chainCancel(params: { originalRequestId: string }): Promise<JobRow[]> {
-    return this.call("chainCancel", params);
-  }
-
+  readonly jobGet = this.forward("jobGet");
+  readonly jobList = this.forward("jobList");
+  readonly jobCancel = this.forward("jobCancel");
+  readonly jobRetry = this.forward("jobRetry");
+  readonly chainCancel = this.forward("chainCancel");
   async jobClaimMany(params: { limit: number }): Promise<JobRow[]> {
     if (params.limit <= 0) return [];
-    return JSON.parse(await this.call<string>("jobClaimManyJson", params)) as JobRow[];
+    return JSON.parse(await this.call<string>("jobClaimMany", params)) as JobRow[];
   }
 
-  jobCompleteMany(params: { outcomes: JobOutcome[] }): Promise<boolean[]> {
+  jobSetStateIfRunningMany(params: { outcomes: JobOutcome[] }): Promise<boolean[]> {
     if (params.outcomes.length === 0) return Promise.resolve([]);
-    return this.call("jobCompleteMany", params);
+    return this.call("jobSetStateIfRunningMany", params);
   }
 
   jobHeartbeatMany(params: { jobs: JobAttempt[] }): Promise<void> {
@@ -230,57 +186,26 @@ export class SqliteStore implements Store {
     return this.call("jobHeartbeatMany", params);
   }
 
-  jobListExpired(params: { lease: LeaseLimits; limit: number }): Promise<JobRow[]> {
-    return this.call("jobListExpired", params);
-  }
-
+  readonly jobListExpired = this.forward("jobListExpired");
   jobRequeueMany(params: { jobs: JobAttempt[]; delayMs: number; errorBody: string; refund: AttemptRefund }): Promise<number> {
     if (params.jobs.length === 0) return Promise.resolve(0);
     return this.call("jobRequeueMany", params);
   }
 
-  jobNextRunAt(): Promise<number | null> {
-    return this.call("jobNextRunAt");
-  }
-
-  cronTickInsert(params: {
-    name: string;
-    tickAt: number;
-    job: JobInsertParams;
-  }): Promise<JobInsertOutcome | { kind: "already_enqueued" }> {
-    return this.call("cronTickInsert", params);
-  }
-
-  cronTickDeleteMany(params: { olderThanMs: number }): Promise<number> {
-    return this.call("cronTickDeleteMany", params);
-  }
-
-  attemptCountDeleteMany(params: { olderThanMs: number }): Promise<number> {
-    return this.call("attemptCountDeleteMany", params);
-  }
-
-  jobDeleteFinishedMany(params: { olderThanMs: number; limit: number }): Promise<number> {
-    return this.call("jobDeleteFinishedMany", params);
-  }
-
-  jobStats(params?: { byOperation?: boolean }): Promise<JobStats> {
-    return this.call("jobStats", params);
-  }
-
-  jobAttemptList(params: { id: string }): Promise<JobAttemptRow[]> {
-    return this.call("jobAttemptList", params);
-  }
-
+  readonly jobNextRunAt = this.forward("jobNextRunAt");
+  readonly cronTickInsert = this.forward("cronTickInsert");
+  readonly cronTickDeleteMany = this.forward("cronTickDeleteMany");
+  readonly attemptCountDeleteMany = this.forward("attemptCountDeleteMany");
+  readonly jobDeleteFinishedMany = this.forward("jobDeleteFinishedMany");
+  readonly jobStats = this.forward("jobStats");
+  readonly jobAttemptList = this.forward("jobAttemptList");
   async attemptBuckets(params: { since: number; bucketMs: number }): Promise<AttemptBucket[]> {
     // Checked on this side: an error thrown in the database thread comes back as a plain Error.
     requireWholeMinutes(params);
     return this.call("attemptBuckets", params);
   }
 
-  jobRetryDeadMany(params: { filter: DeadJobFilter; limit: number }): Promise<JobRow[]> {
-    return this.call("jobRetryDeadMany", params);
-  }
-
+  readonly jobRetryDeadMany = this.forward("jobRetryDeadMany");
   /** The connection's `synchronous` and `locking_mode`, which no other connection can read (for tests). */
   connectionSettings(): Promise<{ synchronous: number; lockingMode: string }> {
     return this.call("connectionSettings");
@@ -303,11 +228,7 @@ export class SqliteStore implements Store {
 
   private async closeNow(): Promise<void> {
     if (this.stopped) return;
-    for (;;) {
-      this.sendInserts();
-      if (this.insertsInFlight.size === 0) break;
-      await Promise.all([...this.insertsInFlight]);
-    }
+    await this.inserts.drain();
     const exited = new Promise<void>((resolve) => this.worker.once("exit", () => resolve()));
     this.worker.ref();
     try {

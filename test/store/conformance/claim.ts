@@ -145,14 +145,14 @@ export function claimCases(suite: Suite): void {
       assert.equal(first?.id, k1?.id);
       assert.deepEqual(await store.jobClaimMany({ limit: 10 }), []);
       assert.deepEqual(
-        await store.jobCompleteMany({ outcomes: [{ id: k1?.id ?? "", attempt: 1, status: "succeeded", result: SUCCESS }] }),
+        await store.jobSetStateIfRunningMany({ outcomes: [{ id: k1?.id ?? "", attempt: 1, status: "succeeded", result: SUCCESS }] }),
         [true],
       );
       const [second] = await store.jobClaimMany({ limit: 10 });
       assert.equal(second?.id, k2?.id);
       // Going back to the queue frees the key as well.
       assert.deepEqual(
-        await store.jobCompleteMany({
+        await store.jobSetStateIfRunningMany({
           outcomes: [{ id: k2?.id ?? "", attempt: 1, status: "retrying", delayMs: 60_000, result: UNAVAILABLE }],
         }),
         [true],

@@ -1,5 +1,5 @@
 /**
- * jobCompleteMany: outcomes are written only while the job is still `running` with the same attempt
+ * jobSetStateIfRunningMany: outcomes are written only while the job is still `running` with the same attempt
  * (CONTRACT §6), and a retry after a chain cancel ends the job (CONTRACT §3, cancel chain).
  */
 import assert from "node:assert/strict";
@@ -25,12 +25,12 @@ const EXHAUSTED: JobResult = { ...UNAVAILABLE, terminal_reason: "exhausted" };
 
 /** Registers the completion cases. */
 export function completeCases(suite: Suite): void {
-  describe("jobCompleteMany", () => {
+  describe("jobSetStateIfRunningMany", () => {
     suite.case("succeeded sets the status, finishedAt = now and the result", async ({ store, clock }) => {
       const running = await makeRunning(store);
       clock.advance(80);
       assert.deepEqual(
-        await store.jobCompleteMany({ outcomes: [{ id: running.id, attempt: 1, status: "succeeded", result: SUCCESS }] }),
+        await store.jobSetStateIfRunningMany({ outcomes: [{ id: running.id, attempt: 1, status: "succeeded", result: SUCCESS }] }),
         [true],
       );
       const { heartbeatAt: _a, ...after } = await mustGet(store, running.id);
@@ -42,7 +42,7 @@ export function completeCases(suite: Suite): void {
       const running = await makeRunning(store, { maxAttempts: 1 });
       clock.advance(80);
       assert.deepEqual(
-        await store.jobCompleteMany({
+        await store.jobSetStateIfRunningMany({
           outcomes: [
             { id: running.id, attempt: 1, status: "dead", result: EXHAUSTED },
           ],
@@ -61,7 +61,7 @@ export function completeCases(suite: Suite): void {
       const running = await makeRunning(store, { dedupeKey: "k" });
       clock.advance(10);
       assert.deepEqual(
-        await store.jobCompleteMany({
+        await store.jobSetStateIfRunningMany({
           outcomes: [{ id: running.id, attempt: 1, status: "retrying", delayMs: 4990, result: UNAVAILABLE }],
         }),
         [true],
@@ -89,7 +89,7 @@ export function completeCases(suite: Suite): void {
       const b = await makeRunning(store);
       const c = await makeRunning(store);
       assert.deepEqual(
-        await store.jobCompleteMany({
+        await store.jobSetStateIfRunningMany({
           outcomes: [
             { id: a.id, attempt: 1, status: "succeeded", result: SUCCESS },
             { id: b.id, attempt: 2, status: "succeeded", result: SUCCESS },
@@ -107,7 +107,7 @@ export function completeCases(suite: Suite): void {
     suite.case("a write with a stale attempt returns false and changes nothing", async ({ store, clock }) => {
       const job = await makeRunning(store);
       assert.deepEqual(
-        await store.jobCompleteMany({ outcomes: [{ id: job.id, attempt: 1, status: "retrying", delayMs: 0, result: UNAVAILABLE }] }),
+        await store.jobSetStateIfRunningMany({ outcomes: [{ id: job.id, attempt: 1, status: "retrying", delayMs: 0, result: UNAVAILABLE }] }),
         [true],
       );
       const second = await claimNext(store, job.id);
@@ -119,14 +119,14 @@ export function completeCases(suite: Suite): void {
         { id: job.id, attempt: 1, status: "retrying", delayMs: 4, result: UNAVAILABLE } as const,
         { id: job.id, attempt: 3, status: "succeeded", result: SUCCESS } as const,
       ]) {
-        assert.deepEqual(await store.jobCompleteMany({ outcomes: [outcome] }), [false]);
+        assert.deepEqual(await store.jobSetStateIfRunningMany({ outcomes: [outcome] }), [false]);
         assert.deepEqual(await mustGet(store, job.id), second);
       }
     });
 
     suite.case("a write for an already completed job returns false and changes nothing", async ({ store, clock }) => {
       const job = await makeRunning(store);
-      await store.jobCompleteMany({ outcomes: [{ id: job.id, attempt: 1, status: "succeeded", result: SUCCESS }] });
+      await store.jobSetStateIfRunningMany({ outcomes: [{ id: job.id, attempt: 1, status: "succeeded", result: SUCCESS }] });
       const done = await mustGet(store, job.id);
       clock.advance(5);
       for (const outcome of [
@@ -134,7 +134,7 @@ export function completeCases(suite: Suite): void {
         { id: job.id, attempt: 1, status: "dead", result: PERMANENT } as const,
         { id: job.id, attempt: 1, status: "retrying", delayMs: 4, result: UNAVAILABLE } as const,
       ]) {
-        assert.deepEqual(await store.jobCompleteMany({ outcomes: [outcome] }), [false]);
+        assert.deepEqual(await store.jobSetStateIfRunningMany({ outcomes: [outcome] }), [false]);
         assert.deepEqual(await mustGet(store, job.id), done);
       }
     });
@@ -143,7 +143,7 @@ export function completeCases(suite: Suite): void {
       // Attempt 1 was written back to the queue (e.g. by the lease rescuer), then the chain was cancelled;
       // the original deliverer's outcome arrives afterwards.
       const job = await makeRunning(store, { originalRequestId: "chain-a" });
-      await store.jobCompleteMany({
+      await store.jobSetStateIfRunningMany({
         outcomes: [{ id: job.id, attempt: 1, status: "retrying", delayMs: 60_000, result: UNAVAILABLE }],
       });
       assert.equal((await store.chainCancel({ originalRequestId: "chain-a" })).length, 1);
@@ -153,7 +153,7 @@ export function completeCases(suite: Suite): void {
         { id: job.id, attempt: 1, status: "succeeded", result: SUCCESS } as const,
         { id: job.id, attempt: 1, status: "retrying", delayMs: 4, result: UNAVAILABLE } as const,
       ]) {
-        assert.deepEqual(await store.jobCompleteMany({ outcomes: [outcome] }), [false]);
+        assert.deepEqual(await store.jobSetStateIfRunningMany({ outcomes: [outcome] }), [false]);
         assert.deepEqual(await mustGet(store, job.id), cancelled);
       }
     });
@@ -164,7 +164,7 @@ export function completeCases(suite: Suite): void {
       assert.equal((await mustGet(store, job.id)).status, "running");
       clock.advance(30);
       assert.deepEqual(
-        await store.jobCompleteMany({
+        await store.jobSetStateIfRunningMany({
           outcomes: [{ id: job.id, attempt: 1, status: "retrying", delayMs: 59_970, result: UNAVAILABLE }],
         }),
         [true],
@@ -184,7 +184,7 @@ export function completeCases(suite: Suite): void {
       const b = await makeRunning(store, { originalRequestId: "chain-a" });
       await store.chainCancel({ originalRequestId: "chain-a" });
       assert.deepEqual(
-        await store.jobCompleteMany({
+        await store.jobSetStateIfRunningMany({
           outcomes: [
             { id: a.id, attempt: 1, status: "succeeded", result: SUCCESS },
             { id: b.id, attempt: 1, status: "dead", result: PERMANENT },
@@ -209,7 +209,7 @@ export function completeCases(suite: Suite): void {
       await store.chainCancel({ originalRequestId: "chain-cut" });
       const exhausted: JobResult = { status_code: 500, error_body: "boom", terminal_reason: "exhausted" };
       assert.deepEqual(
-        await store.jobCompleteMany({
+        await store.jobSetStateIfRunningMany({
           outcomes: [
             { id: kept.id, attempt: 1, status: "dead", result: exhausted },
             { id: cut.id, attempt: 1, status: "dead", result: exhausted },
@@ -227,7 +227,7 @@ export function completeCases(suite: Suite): void {
       const old = await makeRunning(store, { dedupeKey: "k" });
       const newer = await insertCreated(store, { dedupeKey: "k", runAt: T0 + 60_000 });
       assert.deepEqual(
-        await store.jobCompleteMany({
+        await store.jobSetStateIfRunningMany({
           outcomes: [{ id: old.id, attempt: 1, status: "retrying", delayMs: 1000, result: UNAVAILABLE }],
         }),
         [true],
@@ -250,14 +250,14 @@ export function completeCases(suite: Suite): void {
     suite.case("an outcome naming an earlier claim's start changes nothing, though the attempt number matches", async ({ store, clock }) => {
       const first = await makeRunning(store);
       const stale = { id: first.id, attempt: 1, startedAt: first.startedAt };
-      assert.deepEqual(await store.jobCompleteMany({ outcomes: [{ ...stale, status: "dead", result: PERMANENT }] }), [true]);
+      assert.deepEqual(await store.jobSetStateIfRunningMany({ outcomes: [{ ...stale, status: "dead", result: PERMANENT }] }), [true]);
       assert.equal((await store.jobRetry({ id: first.id })).kind, "retried");
       clock.advance(1000);
       const second = await claimNext(store, first.id);
       assert.equal(second.attempt, 1);
       assert.notEqual(second.startedAt, first.startedAt);
       assert.deepEqual(
-        await store.jobCompleteMany({
+        await store.jobSetStateIfRunningMany({
           outcomes: [
             { ...stale, status: "succeeded", result: SUCCESS },
             { ...stale, status: "retrying", delayMs: 59_000, result: UNAVAILABLE },
@@ -270,12 +270,12 @@ export function completeCases(suite: Suite): void {
       }
       assert.deepEqual(await mustGet(store, first.id), second, "the second claim's attempt is untouched");
       const current = { id: first.id, attempt: 1, startedAt: second.startedAt };
-      assert.deepEqual(await store.jobCompleteMany({ outcomes: [{ ...current, status: "succeeded", result: SUCCESS }] }), [true]);
+      assert.deepEqual(await store.jobSetStateIfRunningMany({ outcomes: [{ ...current, status: "succeeded", result: SUCCESS }] }), [true]);
       assert.equal((await mustGet(store, first.id)).status, "succeeded");
     });
 
     suite.case("an empty batch writes nothing", async ({ store }) => {
-      assert.deepEqual(await store.jobCompleteMany({ outcomes: [] }), []);
+      assert.deepEqual(await store.jobSetStateIfRunningMany({ outcomes: [] }), []);
     });
   });
 
@@ -296,7 +296,7 @@ export function completeCases(suite: Suite): void {
     suite.case("retrying outcomes in one batch: both go back, one of them with the key", async ({ store }) => {
       const [first, second] = await twoRunningWithOneKey(store);
       assert.deepEqual(
-        await store.jobCompleteMany({
+        await store.jobSetStateIfRunningMany({
           outcomes: [first, second].map((job) => ({ id: job.id, attempt: 1, status: "retrying" as const, delayMs: 1000, result: UNAVAILABLE })),
         }),
         [true, true],
@@ -314,7 +314,7 @@ export function completeCases(suite: Suite): void {
 
     suite.case("a bulk retry of two dead jobs with one key retries the newer and leaves the older dead", async ({ store }) => {
       const [first, second] = await twoRunningWithOneKey(store);
-      await store.jobCompleteMany({
+      await store.jobSetStateIfRunningMany({
         outcomes: [first, second].map((job) => ({ id: job.id, attempt: 1, status: "dead" as const, result: PERMANENT })),
       });
       const retried = await store.jobRetryDeadMany({ filter: {}, limit: 10 });

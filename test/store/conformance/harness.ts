@@ -149,7 +149,7 @@ export async function makeRetrying(
   const running = await claimNext(store, job.id);
   const delayMs = runAt - store.now();
   assert.deepEqual(
-    await store.jobCompleteMany({ outcomes: [{ id: job.id, attempt: running.attempt, status: "retrying", delayMs, result: UNAVAILABLE }] }),
+    await store.jobSetStateIfRunningMany({ outcomes: [{ id: job.id, attempt: running.attempt, status: "retrying", delayMs, result: UNAVAILABLE }] }),
     [true],
   );
   const retrying = await mustGet(store, job.id);
@@ -167,7 +167,7 @@ export async function makeFinished(
   const running = await claimNext(store, job.id);
   const result = status === "succeeded" ? SUCCESS : PERMANENT;
   assert.deepEqual(
-    await store.jobCompleteMany({ outcomes: [{ id: job.id, attempt: running.attempt, status, result }] }),
+    await store.jobSetStateIfRunningMany({ outcomes: [{ id: job.id, attempt: running.attempt, status, result }] }),
     [true],
   );
   return mustGet(store, job.id);

@@ -146,8 +146,8 @@ export function listCases(suite: Suite): void {
         jobRetry: () => store.jobRetry({ id: job.id }),
         chainCancel: () => store.chainCancel({ originalRequestId: "req-1" }),
         jobClaimMany: () => store.jobClaimMany({ limit: 10 }),
-        jobCompleteMany: () =>
-          store.jobCompleteMany({
+        jobSetStateIfRunningMany: () =>
+          store.jobSetStateIfRunningMany({
             outcomes: [{ id: job.id, attempt: 1, status: "succeeded", result: { error_body: null, terminal_reason: null } }],
           }),
         jobHeartbeatMany: () => store.jobHeartbeatMany({ jobs: [{ id: job.id, attempt: 1 }] }),

@@ -30,7 +30,7 @@ const ids = (jobs: JobRow[]): string[] => jobs.map((job) => job.id);
 async function makeRunningSecondAttempt(store: Store, overrides: JobOverrides = {}): Promise<JobRow> {
   const first = await makeRunning(store, overrides);
   assert.deepEqual(
-    await store.jobCompleteMany({ outcomes: [{ id: first.id, attempt: 1, status: "retrying", delayMs: 0, result: UNAVAILABLE }] }),
+    await store.jobSetStateIfRunningMany({ outcomes: [{ id: first.id, attempt: 1, status: "retrying", delayMs: 0, result: UNAVAILABLE }] }),
     [true],
   );
   const second = await claimNext(store, first.id);
@@ -526,7 +526,7 @@ export function maintenanceCases(suite: Suite): void {
       const first = await store.cronTickInsert({ name: "nightly", tickAt: T0, job: cronJob("nightly", T0) });
       const job = (first as { job: JobRow }).job;
       await store.jobClaimMany({ limit: 10 });
-      await store.jobCompleteMany({
+      await store.jobSetStateIfRunningMany({
         outcomes: [{ id: job.id, attempt: 1, status: "succeeded", result: { status_code: 200, error_body: null, terminal_reason: null } }],
       });
       assert.deepEqual(

@@ -260,7 +260,7 @@ async function perform(state: RunState, action: Action, before: Snapshot, step: 
       } else {
         outcome = { id: target.id, attempt, status: action.outcome, result: action.outcome === "dead" ? PERMANENT : SUCCEEDED };
       }
-      const written = await store.jobCompleteMany({ outcomes: [outcome] });
+      const written = await store.jobSetStateIfRunningMany({ outcomes: [outcome] });
       const shouldWrite = target.status === "running" && attempt === target.attempt;
       assert.deepEqual(written, [shouldWrite], "an outcome is written only for the running attempt");
       if (!shouldWrite) return new Set();

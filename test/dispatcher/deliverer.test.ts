@@ -195,7 +195,7 @@ describe("the delivered request", () => {
     });
 
     // The second attempt carries its own number, in the token and in x-job-attempt.
-    const written = await s.service.store.jobCompleteMany({
+    const written = await s.service.store.jobSetStateIfRunningMany({
       outcomes: [{ id: job.id, attempt: 1, status: "retrying", delayMs: 0, result: { error_body: "", terminal_reason: null } }],
     });
     assert.deepEqual(written, [true]);

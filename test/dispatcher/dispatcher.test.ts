@@ -565,14 +565,14 @@ describe("conditional outcome writes", () => {
     const job = await enqueue(s, welcome());
     await claimOne(s);
     assert.deepEqual(
-      await store.jobCompleteMany({ outcomes: [{ id: job.id, attempt: 1, status: "retrying", delayMs: 1000, result: failed }] }),
+      await store.jobSetStateIfRunningMany({ outcomes: [{ id: job.id, attempt: 1, status: "retrying", delayMs: 1000, result: failed }] }),
       [true],
     );
     const cancelled = await s.inject({ method: "POST", url: `/jobs/${job.id}/cancel`, token: await s.adminToken() });
     assert.equal(cancelled.statusCode, 200, cancelled.body);
     const before = await store.jobGet({ id: job.id });
     assert.deepEqual(
-      await store.jobCompleteMany({ outcomes: [{ id: job.id, attempt: 1, status: "succeeded", result: succeeded }] }),
+      await store.jobSetStateIfRunningMany({ outcomes: [{ id: job.id, attempt: 1, status: "succeeded", result: succeeded }] }),
       [false],
     );
     const after = await store.jobGet({ id: job.id });
@@ -586,14 +586,14 @@ describe("conditional outcome writes", () => {
     const store = s.service.store;
     const job = await enqueue(s, welcome(), { rid: "req-late" });
     await claimOne(s);
-    await store.jobCompleteMany({ outcomes: [{ id: job.id, attempt: 1, status: "retrying", delayMs: 1000, result: failed }] });
+    await store.jobSetStateIfRunningMany({ outcomes: [{ id: job.id, attempt: 1, status: "retrying", delayMs: 1000, result: failed }] });
     assert.deepEqual(
       (await store.chainCancel({ originalRequestId: "req-late" })).map((row) => row.id),
       [job.id],
     );
     const before = await store.jobGet({ id: job.id });
     assert.deepEqual(
-      await store.jobCompleteMany({ outcomes: [{ id: job.id, attempt: 1, status: "dead", result: { ...failed, terminal_reason: "permanent-status" } }] }),
+      await store.jobSetStateIfRunningMany({ outcomes: [{ id: job.id, attempt: 1, status: "dead", result: { ...failed, terminal_reason: "permanent-status" } }] }),
       [false],
     );
     assert.deepEqual(await store.jobGet({ id: job.id }), before);
@@ -613,7 +613,7 @@ describe("conditional outcome writes", () => {
     const rescued = await rescueExpiredLeases({ settings: s.service.settings, store, clock: s.clock, telemetry: s.service.telemetry, random: () => 0.5 });
     assert.equal(rescued, 1);
     const lateSuccess = { id: job.id, attempt: 1, status: "succeeded" as const, result: succeeded };
-    assert.deepEqual(await store.jobCompleteMany({ outcomes: [lateSuccess] }), [false]);
+    assert.deepEqual(await store.jobSetStateIfRunningMany({ outcomes: [lateSuccess] }), [false]);
     const afterRescue = await store.jobGet({ id: job.id });
     assert.equal(afterRescue?.status, "retrying");
     assert.equal(afterRescue?.result?.error_body, LEASE_EXPIRED_ERROR);
@@ -621,11 +621,11 @@ describe("conditional outcome writes", () => {
     s.clock.set(afterRescue?.runAt ?? 0);
     const again = await claimOne(s);
     assert.equal(again.attempt, 2);
-    assert.deepEqual(await store.jobCompleteMany({ outcomes: [lateSuccess] }), [false]);
+    assert.deepEqual(await store.jobSetStateIfRunningMany({ outcomes: [lateSuccess] }), [false]);
     assert.equal((await store.jobGet({ id: job.id }))?.status, "running");
     // In one batch, the stale outcome is refused and the current one written.
     assert.deepEqual(
-      await store.jobCompleteMany({ outcomes: [lateSuccess, { ...lateSuccess, attempt: 2 }] }),
+      await store.jobSetStateIfRunningMany({ outcomes: [lateSuccess, { ...lateSuccess, attempt: 2 }] }),
       [false, true],
     );
     assert.equal((await store.jobGet({ id: job.id }))?.status, "succeeded");
@@ -668,10 +668,10 @@ describe("conditional outcome writes", () => {
     const job = await enqueue(s, welcome());
     await claimOne(s);
     const outcome = { id: job.id, attempt: 1, status: "dead" as const, result: { ...failed, terminal_reason: "exhausted" as const } };
-    assert.deepEqual(await store.jobCompleteMany({ outcomes: [outcome] }), [true]);
+    assert.deepEqual(await store.jobSetStateIfRunningMany({ outcomes: [outcome] }), [true]);
     const written = await store.jobGet({ id: job.id });
     s.clock.advance(1000);
-    assert.deepEqual(await store.jobCompleteMany({ outcomes: [{ ...outcome, status: "succeeded", result: succeeded }] }), [false]);
+    assert.deepEqual(await store.jobSetStateIfRunningMany({ outcomes: [{ ...outcome, status: "succeeded", result: succeeded }] }), [false]);
     assert.deepEqual(await store.jobGet({ id: job.id }), written);
   });
 

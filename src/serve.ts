@@ -1,8 +1,10 @@
 /**
- * `serve`: builds the service from a config, listens, and shuts down gracefully on SIGTERM/SIGINT.
+ * `opqueue serve` (src/cli.ts is the entry point): builds the service from a config, waits for its database, listens,
+ * and shuts down gracefully on SIGTERM/SIGINT.
  */
 import { pino, type Logger } from "pino";
 import type { Config } from "./config.js";
+import { redactDatabaseUrl } from "./database-url.js";
 import type { ConnectionLimit } from "./http/connection-limits.js";
 import { createService, type Service } from "./service.js";
 import { StoreUnavailableError } from "./store/store.js";
@@ -43,7 +45,7 @@ export async function serve(options: {
   }
   service.start();
   logger.info(
-    { version: VERSION, url, worker: options.worker, database: redactUrl(config.database) },
+    { version: VERSION, url, worker: options.worker, database: redactDatabaseUrl(config.database) },
     "opqueue started",
   );
   let stopping: Promise<void> | undefined;
@@ -109,7 +111,7 @@ async function createServiceWhenDatabaseAnswers(options: {
       } catch (error) {
         if (!(error instanceof StoreUnavailableError)) throw error;
         logger.warn(
-          { err: error, database: redactUrl(config.database), retryInMs: delayMs },
+          { err: error, database: redactDatabaseUrl(config.database), retryInMs: delayMs },
           "database unavailable at start-up; waiting for it",
         );
         await new Promise((resolve) => setTimeout(resolve, delayMs));
@@ -119,11 +121,6 @@ async function createServiceWhenDatabaseAnswers(options: {
     process.off("SIGTERM", exitNow);
     process.off("SIGINT", exitNow);
   }
-}
-
-/** Hides the password of a database URL. */
-export function redactUrl(url: string): string {
-  return url.replace(/(\/\/[^:/@]+:)[^@]*@/, "$1***@");
 }
 
 /**

@@ -1,0 +1,157 @@
+/**
+ * The PostgreSQL engine's pool: opening it (schema, application name, time zone), one query, one transaction, and
+ * closing once every query under way has ended. Connection trouble becomes `StoreUnavailableError` here, so the
+ * store's methods never see a raw driver error of that kind.
+ */
+import pg from "pg";
+import { StoreUnavailableError } from "../store.js";
+import { isUnavailable, isUniqueViolation, mapError } from "./errors.js";
+import type { PgRow } from "./rows.js";
+
+/** How the pool connects, kept for the LISTEN connection, which lives outside it. */
+export interface ConnectionSettings {
+  url: string;
+  applicationName: string;
+  /** Runtime options of every connection (time zone, search path). */
+  options: string;
+  /** The schema opqueue's tables are in, if not the connection's default. */
+  schema: string | undefined;
+}
+
+/**
+ * Reads the URL's own parameters: `?schema=NAME` puts opqueue's tables in their own schema of a shared database,
+ * `?application_name=` names this node's connections in pg_stat_activity (default "opqueue"). Neither goes to the
+ * driver as such.
+ */
+export function connectionSettings(options: { url: string; schema?: string | undefined }): ConnectionSettings {
+  const parsed = new URL(options.url);
+  const schema = options.schema ?? (parsed.searchParams.get("schema") || undefined);
+  parsed.searchParams.delete("schema");
+  const applicationName = parsed.searchParams.get("application_name") || "opqueue";
+  parsed.searchParams.delete("application_name");
+  const runtimeOptions = ["-c TimeZone=UTC"];
+  if (schema) {
+    if (!/^[a-z_][a-z0-9_]*$/.test(schema)) {
+      throw new Error(`invalid schema name "${schema}" (lower-case letters, digits and _)`);
+    }
+    runtimeOptions.push(`-c search_path=${schema}`);
+  }
+  return { url: parsed.toString(), applicationName, options: runtimeOptions.join(" "), schema };
+}
+
+/** A pool of connections with the engine's query and transaction helpers. */
+export class PgConnection {
+  private closed = false;
+  private readonly inFlight = new Set<Promise<unknown>>();
+
+  private constructor(
+    readonly pool: pg.Pool,
+    readonly settings: ConnectionSettings,
+  ) {}
+
+  /** Opens the pool and creates the schema if it is named and missing. */
+  static async open(options: {
+    settings: ConnectionSettings;
+    poolSize: number;
+    onPoolError?: ((error: Error) => void) | undefined;
+  }): Promise<PgConnection> {
+    const { settings } = options;
+    const pool = new pg.Pool({
+      connectionString: settings.url,
+      max: options.poolSize,
+      connectionTimeoutMillis: 5000,
+      idleTimeoutMillis: 30_000,
+      // A network that silently drops packets must not hang a query forever: give up, as on a lost connection.
+      query_timeout: 30_000,
+      keepAlive: true,
+      application_name: settings.applicationName,
+      options: settings.options,
+    });
+    pool.on("error", (error) => options.onPoolError?.(error));
+    try {
+      if (settings.schema) {
+        // IF NOT EXISTS is not safe against itself: of nodes creating the schema at the same moment, all but one
+        // fail on pg_namespace's unique index, after the winner committed it. The schema exists either way.
+        await pool.query(`CREATE SCHEMA IF NOT EXISTS ${settings.schema}`).catch((error: unknown) => {
+          if (!isUniqueViolation(error, "pg_namespace_nspname_index")) throw error;
+        });
+      }
+    } catch (error) {
+      await pool.end().catch(() => undefined);
+      throw mapError(error);
+    }
+    return new PgConnection(pool, settings);
+  }
+
+  /** Whether `close` has begun. */
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /** Throws `StoreUnavailableError` once the store is closed. */
+  assertOpen(): void {
+    if (this.closed) throw new StoreUnavailableError("the store is closed");
+  }
+
+  /** Runs one statement (a named one is prepared once per connection), turning connection trouble into 503s. */
+  async query(text: string, values: unknown[] = [], name?: string): Promise<PgRow[]> {
+    this.assertOpen();
+    const run = this.pool.query<PgRow>(name ? { name, text, values } : { text, values });
+    this.inFlight.add(run);
+    try {
+      return (await run).rows;
+    } catch (error) {
+      throw mapError(error);
+    } finally {
+      this.inFlight.delete(run);
+    }
+  }
+
+  /** Runs `fn` in a transaction on one connection. */
+  async transaction<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    this.assertOpen();
+    let client: pg.PoolClient;
+    try {
+      client = await this.pool.connect();
+    } catch (error) {
+      throw mapError(error);
+    }
+    // A checked-out client has no 'error' listener of the pool's: a connection lost mid-transaction would be an
+    // unhandled 'error' event and end the process. The query in progress fails anyway; remember why.
+    let broken: Error | undefined;
+    const onError = (error: Error) => {
+      broken ??= error;
+    };
+    client.on("error", onError);
+    const work = (async () => {
+      try {
+        await client.query("BEGIN");
+        const result = await fn(client);
+        await client.query("COMMIT");
+        return result;
+      } catch (error) {
+        await client.query("ROLLBACK").catch(() => undefined);
+        throw error;
+      }
+    })();
+    this.inFlight.add(work);
+    try {
+      return await work;
+    } catch (error) {
+      // A connection that failed mid-transaction is not given back to the pool.
+      if (isUnavailable(error)) broken ??= error as Error;
+      throw mapError(error);
+    } finally {
+      this.inFlight.delete(work);
+      client.off("error", onError);
+      client.release(broken);
+    }
+  }
+
+  /** Refuses new work, waits for the statements under way, and closes the pool. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.allSettled([...this.inFlight]);
+    await this.pool.end();
+  }
+}

@@ -1,0 +1,121 @@
+/** Rows as node-postgres returns them, turned into the engine-independent shapes of the Store, and back. */
+import type { JobAttemptRow, JobRow } from "../../job/job.js";
+import type { JobResult } from "../../job/schemas.js";
+import type { JobStatus } from "../../job/statuses.js";
+import { createdJobRow } from "../created-row.js";
+import type { JobInsertOutcome, JobInsertParams } from "../store.js";
+
+/** A timestamptz (or its ISO text) as ms since the epoch; null stays null. */
+export function toMs(value: unknown): number | null {
+  if (value === null || value === undefined) return null;
+  if (value instanceof Date) return value.getTime();
+  return Date.parse(String(value));
+}
+
+/** `toMs` of a value that must be a time. */
+export function requireMs(value: unknown): number {
+  const ms = toMs(value);
+  if (ms === null || Number.isNaN(ms)) throw new Error(`bad timestamp from the database: ${String(value)}`);
+  return ms;
+}
+
+/** A row as node-postgres returns it (Dates, bigint as string) or as `row_to_json` gives it (ISO strings). */
+export type PgRow = Record<string, unknown>;
+
+/** A row of the view `jobs` (or a RETURNING of its columns) as a JobRow. */
+export function toJobRow(row: PgRow): JobRow {
+  return {
+    seq: Number(row["seq"]),
+    id: row["id"] as string,
+    operationId: row["operation_id"] as string,
+    status: row["status"] as JobStatus,
+    attempt: Number(row["attempt"]),
+    maxAttempts: Number(row["max_attempts"]),
+    priority: Number(row["priority"]),
+    runAt: requireMs(row["run_at"]),
+    createdAt: requireMs(row["created_at"]),
+    startedAt: toMs(row["started_at"]),
+    finishedAt: toMs(row["finished_at"]),
+    heartbeatAt: toMs(row["heartbeat_at"]),
+    dedupeKey: (row["dedupe_key"] as string | null) ?? null,
+    concurrencyKey: (row["concurrency_key"] as string | null) ?? null,
+    enqueuedByOperationId: row["enqueued_by_operation_id"] as string,
+    parentJobId: (row["parent_job_id"] as string | null) ?? null,
+    originalRequestId: row["original_request_id"] as string,
+    userId: row["user_id"] as string,
+    authority: row["authority"] as JobRow["authority"],
+    request: row["request"] as JobRow["request"],
+    result: (row["result"] as JobResult | null) ?? null,
+  };
+}
+
+/** The argument of `opqueue_insert_job`. */
+export function insertArgument(params: JobInsertParams): object {
+  return {
+    id: params.id,
+    operation_id: params.operationId,
+    max_attempts: params.maxAttempts,
+    priority: params.priority,
+    ...("at" in params.runTime
+      ? { run_at: new Date(params.runTime.at).toISOString() }
+      : { delay_ms: params.runTime.delayMs }),
+    dedupe_key: params.dedupeKey,
+    concurrency_key: params.concurrencyKey,
+    enqueued_by_operation_id: params.enqueuedByOperationId,
+    parent_job_id: params.parentJobId,
+    original_request_id: params.originalRequestId,
+    user_id: params.userId,
+    authority: params.authority,
+    request: params.request,
+    spawn_cap: params.spawnCap,
+  };
+}
+
+/**
+ * What `opqueue_insert_job` answers: a created job as what the caller cannot know (its seq, its times in ms, whether
+ * its chain was cancelled), others whole.
+ */
+export interface InsertAnswer {
+  kind: string;
+  seq?: number;
+  created_at?: number;
+  run_at?: number;
+  chain_cancelled?: boolean;
+  job?: PgRow;
+}
+
+/** What `opqueue_insert_job` answered, as the Store says it. */
+export function toInsertOutcome(answer: InsertAnswer, params: JobInsertParams): JobInsertOutcome {
+  switch (answer.kind) {
+    case "created":
+      return {
+        kind: "created",
+        job: createdJobRow(params, {
+          seq: Number(answer.seq),
+          createdAt: Number(answer.created_at),
+          runAt: Number(answer.run_at),
+          chainCancelled: answer.chain_cancelled === true,
+        }),
+      };
+    case "deduplicated":
+      return { kind: "deduplicated", job: toJobRow(answer.job ?? {}) };
+    case "dedupe_conflict":
+      return { kind: "dedupe_conflict", holder: toJobRow(answer.job ?? {}) };
+    case "spawn_cap_exceeded":
+      return { kind: "spawn_cap_exceeded" };
+    default:
+      throw new Error(`opqueue_insert_job answered an unknown kind "${answer.kind}"`);
+  }
+}
+
+/** A row of `job_attempts`. */
+export function toAttemptRow(row: PgRow): JobAttemptRow {
+  return {
+    attempt: Number(row["attempt"]),
+    startedAt: toMs(row["started_at"]),
+    finishedAt: requireMs(row["finished_at"]),
+    outcome: row["outcome"] as JobStatus,
+    statusCode: row["status_code"] === null ? null : Number(row["status_code"]),
+    errorBody: (row["error_body"] as string | null) ?? null,
+  };
+}

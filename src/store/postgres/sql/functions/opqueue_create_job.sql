@@ -1,0 +1,34 @@
+-- opqueue_create_job: its current text. Migrations hold its history (0002, 0004, 0008); this file is what a migrated database
+-- holds now, checked by test/store/postgres-sql.test.ts. A change to it is a new migration that restates it.
+
+CREATE OR REPLACE FUNCTION opqueue_create_job(p json, b jsonb, p_now timestamptz) RETURNS json
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_seq bigint;
+  v_cancelled_at timestamptz;
+  v_run_at timestamptz := opqueue_run_time(b, p_now);
+BEGIN
+  INSERT INTO chains AS c (original_request_id, jobs_created) VALUES (b->>'original_request_id', 1)
+    ON CONFLICT (original_request_id) DO UPDATE SET jobs_created = c.jobs_created + 1
+      WHERE c.jobs_created < (b->>'spawn_cap')::integer
+    RETURNING c.cancelled_at INTO v_cancelled_at;
+  -- No row back: the chain is full (the upsert's WHERE refused the increment).
+  IF NOT FOUND THEN
+    RETURN json_build_object('kind', 'spawn_cap_exceeded');
+  END IF;
+  INSERT INTO job_specs (id, operation_id, max_attempts, created_at, enqueued_by_operation_id, parent_job_id,
+      original_request_id, user_id, authority, request)
+    VALUES (b->>'id', b->>'operation_id', (b->>'max_attempts')::integer, p_now, b->>'enqueued_by_operation_id',
+      b->>'parent_job_id', b->>'original_request_id', b->>'user_id', p->'authority', p->'request')
+    RETURNING seq INTO v_seq;
+  INSERT INTO job_state (seq, status, attempt, priority, run_at, finished_at, dedupe_key, concurrency_key, result)
+    VALUES (v_seq, CASE WHEN v_cancelled_at IS NULL THEN 'pending' ELSE 'cancelled' END, 0,
+      (b->>'priority')::integer, v_run_at, CASE WHEN v_cancelled_at IS NULL THEN NULL ELSE p_now END,
+      b->>'dedupe_key', b->>'concurrency_key',
+      CASE WHEN v_cancelled_at IS NULL THEN NULL
+        ELSE '{"error_body":null,"terminal_reason":"cancelled-by-chain"}'::json END);
+  RETURN json_build_object('kind', 'created', 'seq', v_seq, 'chain_cancelled', v_cancelled_at IS NOT NULL,
+    'created_at', floor(extract(epoch FROM p_now) * 1000)::bigint,
+    'run_at', floor(extract(epoch FROM v_run_at) * 1000)::bigint);
+END
+$$;

@@ -1,0 +1,91 @@
+/** Reads of jobs, and the administrators' writes: cancel, retry, cancel a chain, retry the dead. */
+import type { JobListParams } from "../../store.js";
+import { CLAIMABLE, JOB_COLUMNS } from "./common.js";
+
+/** One job by id. $1 id. */
+export const JOB_GET = "SELECT * FROM jobs WHERE id = $1";
+
+/** The job list: every given filter must match, newest first. */
+export function jobListQuery(params: JobListParams): { text: string; values: unknown[] } {
+  const where: string[] = [];
+  const values: unknown[] = [];
+  const add = (sql: (placeholder: string) => string, value: unknown) => {
+    values.push(value);
+    where.push(sql(`$${values.length}`));
+  };
+  if (params.statuses && params.statuses.length > 0) add((p) => `status = ANY(${p}::text[])`, params.statuses);
+  if (params.operationId !== undefined) add((p) => `operation_id = ${p}`, params.operationId);
+  if (params.originalRequestId !== undefined) add((p) => `original_request_id = ${p}`, params.originalRequestId);
+  if (params.userId !== undefined) add((p) => `user_id = ${p}`, params.userId);
+  if (params.parentJobId !== undefined) add((p) => `parent_job_id = ${p}`, params.parentJobId);
+  if (params.dedupeKey !== undefined) add((p) => `dedupe_key = ${p}`, params.dedupeKey);
+  if (params.beforeSeq !== undefined) add((p) => `seq < ${p}`, params.beforeSeq);
+  values.push(params.limit);
+  const filter = where.length > 0 ? `WHERE ${where.join(" AND ")}` : "";
+  return { text: `SELECT * FROM jobs ${filter} ORDER BY seq DESC LIMIT $${values.length}`, values };
+}
+
+/** A claimable job → `cancelled` (cancelled-by-admin), keeping a failed attempt's result. $1 id, $2 now. */
+export const JOB_CANCEL = `UPDATE job_state s SET status = 'cancelled', finished_at = $2,
+    result = (coalesce(s.result::jsonb, '{"error_body":null}'::jsonb) || '{"terminal_reason":"cancelled-by-admin"}'::jsonb)::json
+  FROM job_specs j
+  WHERE j.id = $1 AND s.seq = j.seq AND s.${CLAIMABLE} RETURNING ${JOB_COLUMNS}`;
+
+/** A job to retry, its state row locked for the transaction. $1 id. */
+export const JOB_LOCK_FOR_RETRY = `SELECT ${JOB_COLUMNS} FROM job_specs j JOIN job_state s ON s.seq = j.seq WHERE j.id = $1
+  FOR UPDATE OF s`;
+
+/** The claimable job holding a dedupe key. $1 key. */
+export const DEDUPE_HOLDER = `SELECT * FROM jobs WHERE dedupe_key = $1 AND ${CLAIMABLE}`;
+
+/** A job back to `pending`, attempt 0, due now. $1 seq, $2 now. */
+export const JOB_RETRY = `UPDATE job_state s SET status = 'pending', attempt = 0, result = NULL, started_at = NULL,
+    finished_at = NULL, heartbeat_at = NULL, run_at = $2
+  FROM job_specs j WHERE j.seq = $1 AND s.seq = j.seq RETURNING ${JOB_COLUMNS}`;
+
+/** Tells every listening node that a job becomes claimable at $1. */
+export const NOTIFY = "SELECT opqueue_notify($1)";
+
+/**
+ * Marks a chain cancelled. Run first in a chain cancel, it takes the chain's row lock: an enqueue into the chain racing
+ * it waits and then creates its job cancelled; one that came first has committed its job, which the update after sees.
+ * $1 original request id, $2 now.
+ */
+export const CHAIN_MARK_CANCELLED = `INSERT INTO chains AS c (original_request_id, jobs_created, cancelled_at) VALUES ($1, 0, $2)
+  ON CONFLICT (original_request_id) DO UPDATE SET cancelled_at = coalesce(c.cancelled_at, $2)`;
+
+/** The claimable jobs of a chain → `cancelled` (cancelled-by-chain). $1 original request id, $2 now. */
+export const CHAIN_CANCEL_JOBS = `UPDATE job_state s SET status = 'cancelled', finished_at = $2,
+    result = (coalesce(s.result::jsonb, '{"error_body":null}'::jsonb) || '{"terminal_reason":"cancelled-by-chain"}'::jsonb)::json
+  FROM job_specs j
+  WHERE j.original_request_id = $1 AND s.seq = j.seq AND s.${CLAIMABLE} RETURNING ${JOB_COLUMNS}`;
+
+/**
+ * Dead jobs matching the filter back to `pending`, newest first. Of several dead jobs with one dedupe key, only the
+ * newest goes back with it (the key's unique index allows one claimable holder); the others stay dead, as the SQLite
+ * engine leaves them. $1 operation, $2 original request id, $3 user (each null for any), $4 limit, $5 now.
+ */
+export const RETRY_DEAD_MANY = `WITH candidates AS (
+    SELECT s.seq, s.dedupe_key FROM job_state s JOIN job_specs j ON j.seq = s.seq
+    WHERE s.status = 'dead'
+      AND ($1::text IS NULL OR j.operation_id = $1)
+      AND ($2::text IS NULL OR j.original_request_id = $2)
+      AND ($3::text IS NULL OR j.user_id = $3)
+      AND (s.dedupe_key IS NULL OR NOT EXISTS (
+        SELECT 1 FROM job_state h WHERE h.dedupe_key = s.dedupe_key AND h.${CLAIMABLE}))
+    ORDER BY s.seq DESC LIMIT $4
+    FOR UPDATE OF s SKIP LOCKED
+  ), picked AS (
+    SELECT seq FROM (
+      SELECT seq, dedupe_key, row_number() OVER (PARTITION BY dedupe_key ORDER BY seq DESC) AS key_rank
+      FROM candidates) ranked
+    WHERE dedupe_key IS NULL OR key_rank = 1
+  )
+  UPDATE job_state s SET status = 'pending', attempt = 0, result = NULL, started_at = NULL, finished_at = NULL,
+    heartbeat_at = NULL, run_at = $5
+  FROM picked, job_specs j WHERE s.seq = picked.seq AND j.seq = s.seq AND s.status = 'dead'
+  RETURNING ${JOB_COLUMNS}`;
+
+/** A job's finished attempts, oldest first. $1 job id. */
+export const ATTEMPT_LIST =
+  "SELECT attempt, started_at, finished_at, outcome, status_code, error_body FROM job_attempts WHERE job_id = $1 ORDER BY id";

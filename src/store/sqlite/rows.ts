@@ -1,0 +1,89 @@
+/** Rows as better-sqlite3 returns them, turned into the engine-independent shapes of the Store. */
+import type { JobAttemptRow, JobRow } from "../../job/job.js";
+import type { JobResult } from "../../job/schemas.js";
+import type { JobStatus } from "../../job/statuses.js";
+import type { JobInsertParams } from "../store.js";
+
+/** A row of `jobs` as better-sqlite3 returns it. */
+export interface SqliteJobRow {
+  seq: number;
+  id: string;
+  operation_id: string;
+  status: JobStatus;
+  attempt: number;
+  max_attempts: number;
+  priority: number;
+  run_at: number;
+  created_at: number;
+  started_at: number | null;
+  finished_at: number | null;
+  heartbeat_at: number | null;
+  dedupe_key: string | null;
+  concurrency_key: string | null;
+  enqueued_by_operation_id: string;
+  parent_job_id: string | null;
+  original_request_id: string;
+  user_id: string;
+  authority: string;
+  request: string;
+  result: string | null;
+}
+
+/** A row of `job_attempts` as better-sqlite3 returns it. */
+export interface SqliteAttemptRow {
+  attempt: number;
+  started_at: number | null;
+  finished_at: number;
+  outcome: JobStatus;
+  status_code: number | null;
+  error_body: string | null;
+}
+
+/** A row of `job_attempts`. */
+export function toAttemptRow(row: SqliteAttemptRow): JobAttemptRow {
+  return {
+    attempt: row.attempt,
+    startedAt: row.started_at,
+    finishedAt: row.finished_at,
+    outcome: row.outcome,
+    statusCode: row.status_code,
+    errorBody: row.error_body,
+  };
+}
+
+/** A row of `jobs` as a JobRow. */
+export function toJobRow(row: SqliteJobRow): JobRow {
+  return {
+    seq: row.seq,
+    id: row.id,
+    operationId: row.operation_id,
+    status: row.status,
+    attempt: row.attempt,
+    maxAttempts: row.max_attempts,
+    priority: row.priority,
+    runAt: row.run_at,
+    createdAt: row.created_at,
+    startedAt: row.started_at,
+    finishedAt: row.finished_at,
+    heartbeatAt: row.heartbeat_at,
+    dedupeKey: row.dedupe_key,
+    concurrencyKey: row.concurrency_key,
+    enqueuedByOperationId: row.enqueued_by_operation_id,
+    parentJobId: row.parent_job_id,
+    originalRequestId: row.original_request_id,
+    userId: row.user_id,
+    authority: JSON.parse(row.authority) as JobRow["authority"],
+    request: JSON.parse(row.request) as JobRow["request"],
+    result: row.result === null ? null : (JSON.parse(row.result) as JobResult),
+  };
+}
+
+/**
+ * Whether a new job may take over the claimable job holding its dedupe key: same operation, and the same user under
+ * the same kind of authority. Otherwise the upsert would run one user's request under another's authority.
+ */
+export function mayUpsert(holder: SqliteJobRow, params: JobInsertParams): boolean {
+  if (holder.operation_id !== params.operationId || holder.user_id !== params.userId) return false;
+  return (JSON.parse(holder.authority) as { kind: string }).kind === params.authority.kind;
+}
+

@@ -1,0 +1,263 @@
+/**
+ * Every statement of the SQLite engine, prepared once per connection. The hot queries name their partial index
+ * (INDEXED BY): without statistics SQLite's planner prefers the broader jobs_status_seq and then sorts every claimable
+ * row, which a large backlog makes ruinous. A hint that cannot be honoured fails loudly at prepare time instead of
+ * quietly scanning.
+ */
+import type Database from "better-sqlite3";
+import type { JobStatus } from "../../job/statuses.js";
+import type { SqliteAttemptRow, SqliteJobRow } from "./rows.js";
+
+/** The statuses a job can be claimed in (and holds its dedupe key in). */
+export const CLAIMABLE = "status IN ('pending', 'retrying')";
+
+/** The concurrency keys of running jobs, read through their partial index. */
+const RUNNING_KEYS =
+  "SELECT concurrency_key FROM jobs INDEXED BY jobs_running_concurrency_key WHERE concurrency_key IS NOT NULL AND status = 'running'";
+
+/** Parameters a statement binds: positional, or named. */
+type Binds = unknown[] | object;
+
+/** What a statement is called with: its positional parameters, or one object of named ones. */
+type Args<P extends Binds> = P extends unknown[] ? P : [P];
+
+/** The part of a prepared statement the engine uses, typed by what it binds and what a row is. */
+export interface Prepared<P extends Binds, R> {
+  get(...params: Args<P>): R | undefined;
+  all(...params: Args<P>): R[];
+  run(...params: Args<P>): Database.RunResult;
+}
+
+/** Prepares `sql`. */
+function prepare<P extends Binds = unknown[], R = unknown>(db: Database.Database, sql: string): Prepared<P, R> {
+  return db.prepare(sql) as unknown as Prepared<P, R>;
+}
+
+/** Prepares `sql` to answer its first column alone (better-sqlite3's `pluck`). */
+function preparePluck<P extends Binds = unknown[], R = unknown>(db: Database.Database, sql: string): Prepared<P, R> {
+  return db.prepare(sql).pluck() as unknown as Prepared<P, R>;
+}
+
+/** Prepares the engine's statements on `db`. */
+export function prepareStatements(db: Database.Database) {
+  return {
+    getById: prepare<[string], SqliteJobRow>(db, "SELECT * FROM jobs WHERE id = ?"),
+    dedupeHolder: prepare<[string], SqliteJobRow>(
+      db,
+      `SELECT * FROM jobs WHERE dedupe_key = ? AND ${CLAIMABLE}`,
+    ),
+    refreshDeduped: prepare<{ id: string; run_at: number; request: string }, SqliteJobRow>(
+      db,
+      `UPDATE jobs SET run_at = :run_at, request = :request WHERE id = :id AND ${CLAIMABLE} RETURNING *`,
+    ),
+    // Counts the job against its chain in the same statement that checks the cap: no row back means the
+    // chain is full. A new chain starts at 1.
+    chargeChain: prepare<{ rid: string; cap: number }, { cancelled_at: number | null }>(
+      db,
+      `INSERT INTO chains (original_request_id, jobs_created) VALUES (:rid, 1)
+       ON CONFLICT (original_request_id) DO UPDATE SET jobs_created = jobs_created + 1
+         WHERE jobs_created < :cap
+       RETURNING cancelled_at`,
+    ),
+    insertJob: prepare<Record<string, unknown>>(
+      db,
+      `INSERT INTO jobs (id, operation_id, status, attempt, max_attempts, priority, run_at, created_at,
+         finished_at, dedupe_key, concurrency_key, enqueued_by_operation_id, parent_job_id,
+         original_request_id, user_id, authority, request, result)
+       VALUES (:id, :operation_id, :status, 0, :max_attempts, :priority, :run_at, :created_at,
+         :finished_at, :dedupe_key, :concurrency_key, :enqueued_by_operation_id, :parent_job_id,
+         :original_request_id, :user_id, :authority, :request, :result)`,
+    ),
+    cancel: prepare<{ id: string; now: number }, SqliteJobRow>(
+      db,
+      `UPDATE jobs SET status = 'cancelled', finished_at = :now,
+         result = json_set(coalesce(result, '{"error_body":null}'), '$.terminal_reason', 'cancelled-by-admin')
+       WHERE id = :id AND ${CLAIMABLE} RETURNING *`,
+    ),
+    retry: prepare<{ id: string; now: number }, SqliteJobRow>(
+      db,
+      `UPDATE jobs SET status = 'pending', attempt = 0, result = NULL, started_at = NULL, finished_at = NULL,
+         heartbeat_at = NULL, run_at = :now
+       WHERE id = :id AND status IN ('dead', 'cancelled') RETURNING *`,
+    ),
+    markChainCancelled: prepare<{ rid: string; now: number }>(
+      db,
+      `INSERT INTO chains (original_request_id, jobs_created, cancelled_at) VALUES (:rid, 0, :now)
+       ON CONFLICT (original_request_id) DO UPDATE SET cancelled_at = coalesce(cancelled_at, :now)`,
+    ),
+    cancelChainJobs: prepare<{ rid: string; now: number }, SqliteJobRow>(
+      db,
+      `UPDATE jobs SET status = 'cancelled', finished_at = :now,
+         result = json_set(coalesce(result, '{"error_body":null}'), '$.terminal_reason', 'cancelled-by-chain')
+       WHERE original_request_id = :rid AND ${CLAIMABLE} RETURNING *`,
+    ),
+    runningKeys: preparePluck<[], string>(db, RUNNING_KEYS),
+    // Uses the partial index jobs_claim, whose WHERE this query repeats word for word. Jobs whose key is
+    // already running are left out here, in SQL, not only in the loop: otherwise a backlog of such jobs longer
+    // than the bounded candidate pages would hide every claimable job behind it, for as long as the key runs.
+    claimCandidates: prepare<{ now: number; limit: number; offset: number }, { seq: number; concurrency_key: string | null }>(
+      db,
+      `SELECT seq, concurrency_key FROM jobs INDEXED BY jobs_claim
+       WHERE ${CLAIMABLE} AND run_at <= :now
+         AND (concurrency_key IS NULL OR concurrency_key NOT IN (
+           ${RUNNING_KEYS}))
+       ORDER BY priority DESC, run_at, seq LIMIT :limit OFFSET :offset`,
+    ),
+    // The due jobs by run time (jobs_run_at stops at now), for when few are due among many future ones: the
+    // claim-order index would walk every future job of higher priority to find them.
+    dueCandidates: prepare<
+      { now: number; limit: number },
+      { seq: number; concurrency_key: string | null; priority: number; run_at: number }
+    >(
+      db,
+      `SELECT seq, concurrency_key, priority, run_at FROM jobs INDEXED BY jobs_run_at
+       WHERE ${CLAIMABLE} AND run_at <= :now
+         AND (concurrency_key IS NULL OR concurrency_key NOT IN (
+           ${RUNNING_KEYS}))
+       ORDER BY run_at LIMIT :limit`,
+    ),
+    // Run, then read back by rowid (claimedJson): cheaper than RETURNING *.
+    claimOne: prepare<{ seq: number; now: number }>(
+      db,
+      `UPDATE jobs SET status = 'running', attempt = attempt + 1, started_at = :now, heartbeat_at = :now
+       WHERE seq = :seq AND ${CLAIMABLE}`,
+    ),
+    // A claimed row as the JSON of its JobRow, built by SQLite: one string per row rather than an object of 21
+    // properties, and a string crosses to the calling thread as a copy, where an object graph is cloned.
+    claimedJson: preparePluck<[number], string>(
+        db,
+        `SELECT json_object('seq', seq, 'id', id, 'operationId', operation_id, 'status', status, 'attempt', attempt,
+           'maxAttempts', max_attempts, 'priority', priority, 'runAt', run_at, 'createdAt', created_at,
+           'startedAt', started_at, 'finishedAt', finished_at, 'heartbeatAt', heartbeat_at, 'dedupeKey', dedupe_key,
+           'concurrencyKey', concurrency_key, 'enqueuedByOperationId', enqueued_by_operation_id,
+           'parentJobId', parent_job_id, 'originalRequestId', original_request_id, 'userId', user_id,
+           'authority', json(authority), 'request', json(request), 'result', json(result))
+         FROM jobs WHERE seq = ?`,
+      ),
+    finish: prepare<{ id: string; attempt: number; started_at: number | null; status: string; result: string; now: number }>(
+      db,
+      `UPDATE jobs SET status = :status, result = :result, finished_at = :now, heartbeat_at = NULL
+       WHERE id = :id AND status = 'running' AND attempt = :attempt
+         AND (:started_at IS NULL OR started_at = :started_at)`,
+    ),
+    chainCancelledFor: preparePluck<[string], number | null>(
+        db,
+        `SELECT c.cancelled_at FROM jobs j JOIN chains c ON c.original_request_id = j.original_request_id
+         WHERE j.id = ?`,
+      ),
+    // A job going back to the queue re-takes its dedupe key, unless a newer claimable job took it while
+    // this one was running (running jobs do not hold keys): then it is retried without the key.
+    // refund 'if-last' returns an interrupted last attempt, so the job keeps one attempt to run; 'always' returns
+    // any attempt (it never reached the target); 'none' keeps it (an attempt's outcome).
+    requeue: prepare<{ id: string; attempt: number; started_at: number | null; run_at: number; result: string; refund: string }>(
+      db,
+      `UPDATE jobs SET status = 'retrying', run_at = :run_at, result = :result, heartbeat_at = NULL,
+         attempt = CASE
+           WHEN :refund = 'always' THEN attempt - 1
+           WHEN :refund = 'if-last' AND attempt >= max_attempts THEN max_attempts - 1
+           ELSE attempt END,
+         dedupe_key = CASE WHEN EXISTS (
+           SELECT 1 FROM jobs other WHERE other.dedupe_key = jobs.dedupe_key
+             AND other.status IN ('pending', 'retrying') AND other.id <> jobs.id)
+           THEN NULL ELSE dedupe_key END
+       WHERE id = :id AND status = 'running' AND attempt = :attempt
+         AND (:started_at IS NULL OR started_at = :started_at)`,
+    ),
+    heartbeat: prepare<{ id: string; attempt: number; now: number }>(
+      db,
+      "UPDATE jobs SET heartbeat_at = :now WHERE id = :id AND status = 'running' AND attempt = :attempt",
+    ),
+    // Each job held to its own operation's lease (:leases, a JSON object by operation) before the limit, so jobs
+    // still within a longer lease never crowd expired ones out of the batch.
+    expired: prepare<{ now: number; leases: string; default_ms: number; limit: number }, SqliteJobRow>(
+      db,
+      `SELECT jobs.* FROM jobs INDEXED BY jobs_running_heartbeat
+         LEFT JOIN json_each(:leases) AS lease ON lease.key = jobs.operation_id
+       WHERE jobs.status = 'running' AND jobs.heartbeat_at < :now - coalesce(lease.value, :default_ms)
+       ORDER BY jobs.heartbeat_at LIMIT :limit`,
+    ),
+    // Jobs whose key is running are not claimable (CONTRACT §4), so they do not count: were they counted, a due
+    // job behind a busy key would make the dispatcher's timer fire at once, again and again, until the key is
+    // free. The delivery that frees the key wakes the dispatcher instead.
+    nextRunAt: preparePluck<[], number | null>(
+        db,
+        // ORDER BY ... LIMIT 1 walks the jobs_run_at index and stops at the first unblocked job.
+        `SELECT run_at FROM jobs INDEXED BY jobs_run_at WHERE ${CLAIMABLE}
+           AND (concurrency_key IS NULL OR concurrency_key NOT IN (
+             ${RUNNING_KEYS}))
+         ORDER BY run_at LIMIT 1`,
+      ),
+    recordTick: prepare<{ name: string; tick_at: number }>(
+      db,
+      "INSERT INTO cron_ticks (name, tick_at) VALUES (:name, :tick_at) ON CONFLICT DO NOTHING",
+    ),
+    tickJob: prepare<{ name: string; tick_at: number; job_id: string }>(
+      db,
+      "UPDATE cron_ticks SET job_id = :job_id WHERE name = :name AND tick_at = :tick_at",
+    ),
+    deleteTicks: prepare<{ before: number }>(db, "DELETE FROM cron_ticks WHERE tick_at < :before"),
+    deleteFinished: prepare<{ before: number; limit: number }, { id: string; original_request_id: string }>(
+      db,
+      `DELETE FROM jobs WHERE seq IN (
+         SELECT seq FROM jobs INDEXED BY jobs_finished_at
+         WHERE finished_at < :before AND finished_at IS NOT NULL AND status IN ('succeeded', 'dead', 'cancelled')
+         LIMIT :limit)
+       RETURNING id, original_request_id`,
+    ),
+    // A chain row goes with its last job, unless it remembers a cancellation.
+    deleteEmptyChain: prepare<[string]>(
+      db,
+      `DELETE FROM chains WHERE original_request_id = ? AND cancelled_at IS NULL
+         AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.original_request_id = chains.original_request_id)`,
+    ),
+    countByStatus: prepare<[], { status: JobStatus; count: number }>(
+      db,
+      "SELECT status, count(*) AS count FROM jobs GROUP BY status",
+    ),
+    oldestDue: preparePluck<[number], number | null>(
+      db,
+      `SELECT run_at FROM jobs INDEXED BY jobs_run_at WHERE ${CLAIMABLE} AND run_at <= ? ORDER BY run_at LIMIT 1`,
+    ),
+    // The attempt just written, copied from its job row: the status it left the job in, and its result.
+    recordAttempt: prepare<{ id: string; attempt: number; now: number }>(
+      db,
+      `INSERT INTO job_attempts (job_id, attempt, started_at, finished_at, outcome, status_code, error_body)
+       SELECT id, :attempt, started_at, :now, status, json_extract(result, '$.status_code'),
+         json_extract(result, '$.error_body')
+       FROM jobs WHERE id = :id`,
+    ),
+    // ...and counted for the dashboard's chart, in the minute it finished (migration 0002).
+    countAttempt: prepare<{ id: string; minute: number }>(
+      db,
+      `INSERT INTO attempt_counts (minute, outcome, n) SELECT :minute, status, 1 FROM jobs WHERE id = :id
+       ON CONFLICT (minute, outcome) DO UPDATE SET n = n + 1`,
+    ),
+    attemptsOf: prepare<[string], SqliteAttemptRow>(
+      db,
+      "SELECT attempt, started_at, finished_at, outcome, status_code, error_body FROM job_attempts WHERE job_id = ? ORDER BY id",
+    ),
+    attemptBuckets: prepare<{ since: number; bucket: number }, { slot: number; outcome: string; count: number }>(
+      db,
+      `SELECT (minute - :since) / :bucket AS slot, outcome, sum(n) AS count
+       FROM attempt_counts WHERE minute >= :since GROUP BY slot, outcome`,
+    ),
+    deleteAttemptCounts: prepare<{ before: number }>(db, "DELETE FROM attempt_counts WHERE minute < :before"),
+    deleteAttempts: prepare<[string]>(db, "DELETE FROM job_attempts WHERE job_id = ?"),
+    countByOperation: prepare<[], { operation_id: string; status: JobStatus; count: number }>(
+      db,
+      "SELECT operation_id, status, count(*) AS count FROM jobs GROUP BY operation_id, status ORDER BY operation_id, status",
+    ),
+    deadJobs: prepare<Record<string, unknown>, SqliteJobRow>(
+      db,
+      `SELECT * FROM jobs INDEXED BY jobs_status_seq WHERE status = 'dead'
+         AND (:operation_id IS NULL OR operation_id = :operation_id)
+         AND (:original_request_id IS NULL OR original_request_id = :original_request_id)
+         AND (:user_id IS NULL OR user_id = :user_id)
+       ORDER BY seq DESC LIMIT :limit`,
+    ),
+    schemaVersion: preparePluck<[], number>(db, "PRAGMA user_version"),
+  };
+}
+
+/** The engine's prepared statements. */
+export type Statements = ReturnType<typeof prepareStatements>;
