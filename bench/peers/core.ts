@@ -70,7 +70,7 @@ async function drain(args: { limit: number }) {
   for (;;) {
     const claimed = await active.jobClaimMany({ limit: args.limit });
     if (claimed.length === 0) break;
-    await active.jobCompleteMany({
+    await active.jobSetStateIfRunningMany({
       outcomes: claimed.map((job) => ({
         id: job.id,
         attempt: job.attempt,
