@@ -1,5 +1,5 @@
 /**
- * The error codes of CONTRACT §11 and the one error type that carries them to the client. Code that decides a
+ * The error codes of docs/api.md, "Errors" and the one error type that carries them to the client. Code that decides a
  * request's fate throws `ApiError`; the HTTP error handler turns it into `{code, message}`.
  */
 

@@ -30,7 +30,7 @@ export function isCanonicalSegment(segment: string): boolean {
   return (BASE64URL_ALPHABET.indexOf(segment.charAt(segment.length - 1)) & spareBits) === 0;
 }
 
-/** The longest request id (`rid`) accepted, in characters (CONTRACT §2, Revision 2). */
+/** The longest request id (`rid`) accepted, in characters (docs/tokens.md, "Enqueue assertion"). */
 export const MAX_REQUEST_ID_LENGTH = 255;
 const VISIBLE_ASCII = /^[\x21-\x7E]+$/;
 

@@ -20,7 +20,7 @@ export interface ImportedKey {
 
 const encoder = new TextEncoder();
 
-/** The bytes of an HS256 secret: its UTF-8 encoding, as CONTRACT §2 and every client library expect. */
+/** The bytes of an HS256 secret: its UTF-8 encoding, as docs/tokens.md and every client library expect. */
 export function secretBytes(secret: string): Uint8Array {
   return encoder.encode(secret);
 }

@@ -1,5 +1,5 @@
 /**
- * The three kinds of token of CONTRACT §2: enqueue assertions and admin tokens (verified here against
+ * The three kinds of token of docs/tokens.md: enqueue assertions and admin tokens (verified here against
  * `auth.keys`), and delivery tokens (signed here with `auth.delivery_key`).
  *
  * Verification runs in a fixed order so the first problem is the one reported: the shape (three segments, each

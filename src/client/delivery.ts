@@ -1,12 +1,12 @@
 /**
  * The target side: verifying the delivery token opqueue sends with every attempt, remembering the delivery for
- * the duration of the request (so `enqueue` inside it chains automatically), and answering the way CONTRACT §6
- * reads answers.
+ * the duration of the request (so `enqueue` inside it chains automatically), and answering the way docs/delivery.md,
+ * "How an attempt ends" reads answers.
  *
- * A delivery is verified against the route serving it (CONTRACT §5, Revision 2): the token's `op` must be the
- * operationId of that route, its `job` the `x-job-id` and `idempotency-key` headers, its `att` the `x-job-attempt`
- * header. So a token captured from one delivery cannot run another operation, nor replay under a fresh idempotency
- * key that the target's deduplication has never seen.
+ * A delivery is verified against the route serving it (docs/tokens.md, "Verifying a delivery"): the token's `op` must
+ * be the operationId of that route, its `job` the `x-job-id` and `idempotency-key` headers, its `att` the
+ * `x-job-attempt` header. So a token captured from one delivery cannot run another operation, nor replay under a fresh
+ * idempotency key that the target's deduplication has never seen.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import { createRemoteJWKSet, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from "jose";
@@ -217,8 +217,8 @@ export function deliveryRefusal(error: unknown): { statusCode: 401 | 503; header
 type HeaderTarget = { header(name: string, value: string): unknown } | { setHeader(name: string, value: string): unknown };
 
 /**
- * Marks a failure answer as final: opqueue will not retry it (`x-job-retry: never`, CONTRACT §6 rule 2); the job
- * ends dead with `rejected-by-endpoint`. Send any non-2xx status with it.
+ * Marks a failure answer as final: opqueue will not retry it (`x-job-retry: never`, docs/delivery.md, "How an attempt
+ * ends", rule 2); the job ends dead with `rejected-by-endpoint`. Send any non-2xx status with it.
  */
 export function neverRetry(response: HeaderTarget): void {
   if ("header" in response) response.header("x-job-retry", "never");

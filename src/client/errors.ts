@@ -1,5 +1,5 @@
 /**
- * Typed errors of the client: one class per `code` of CONTRACT §11, so callers can `catch` what they handle
+ * Typed errors of the client: one class per `code` of docs/api.md, "Errors", so callers can `catch` what they handle
  * (`if (error instanceof SpawnCapExceededError)`), and the status and message the service gave.
  */
 

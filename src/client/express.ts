@@ -4,9 +4,9 @@
  * Mount body parsers (`express.json()`) BEFORE it: a callback-style parser running after it may resume the
  * request outside the delivery's async context, and `currentDelivery()` (so chaining) would be lost.
  *
- * A middleware cannot see the route it runs for, so it is told the operationId (CONTRACT §5, Revision 2): mount one
- * per route with `operationId`, or one for many routes with `operationIdFor(req)`. A request it can name no
- * operationId for is refused, never let through.
+ * A middleware cannot see the route it runs for, so it is told the operationId (docs/tokens.md, "Verifying a
+ * delivery"): mount one per route with `operationId`, or one for many routes with `operationIdFor(req)`. A request it
+ * can name no operationId for is refused, never let through.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import {
@@ -34,7 +34,8 @@ export type DeliveryMiddlewareOptions = DeliveryVerifierOptions &
   );
 
 /**
- * `app.post("/users/:id/welcome-email", opqueueDeliveryMiddleware({ secret, audience, operationId: "sendWelcomeEmail" }), handler)`.
+ * `app.post("/users/:id/welcome-email", opqueueDeliveryMiddleware({ secret, audience, operationId: "sendWelcomeEmail"
+ * }), handler)`.
  */
 export function opqueueDeliveryMiddleware(options: DeliveryMiddlewareOptions) {
   // A JavaScript caller can leave both out; failing at mount time beats refusing every delivery later.

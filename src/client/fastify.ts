@@ -6,8 +6,8 @@
  *
  * Each route behind the plugin declares the operationId it implements, as `schema: { operationId }` (the field
  * OpenAPI generators such as @fastify/swagger read) or `config: { operationId }`. The token's `op` must equal it
- * (CONTRACT §5, Revision 2), so a token issued for one operation is refused on another's route. A route declaring
- * neither refuses every delivery: guessing would accept any operation's token.
+ * (docs/tokens.md, "Verifying a delivery"), so a token issued for one operation is refused on another's route. A route
+ * declaring neither refuses every delivery: guessing would accept any operation's token.
  */
 import type { FastifyPluginCallback, FastifyRequest } from "fastify";
 import {

@@ -9,7 +9,7 @@ import type { Authority, Job, JobStatus, RequestPayload } from "../job/schemas.j
 import { currentDelivery } from "./delivery.js";
 import { OpqueueError, errorFor } from "./errors.js";
 
-/** Who is calling: the claims of an enqueue assertion (CONTRACT §2). */
+/** Who is calling: the claims of an enqueue assertion (docs/tokens.md). */
 export interface AssertionClaims {
   /** The acting user. */
   sub: string;
@@ -53,7 +53,7 @@ export interface EnqueueOptions {
   /**
    * Who calls, for a root enqueue: the acting user, the calling operation and the request id. Inside a delivery
    * (a handler behind `opqueueDelivery`), leave it out: the call is chained to the job being delivered.
-   * `requestId` must be 1..255 characters of visible ASCII, and neither `.` nor `..` (CONTRACT §2): it travels in
+   * `requestId` must be 1..255 characters of visible ASCII, and neither `.` nor `..` (docs/tokens.md): it travels in
    * headers and URL paths. Anything else throws before a request is sent.
    */
   caller?: { userId: string; operationId: string; requestId: string };

@@ -1,6 +1,7 @@
 /**
- * The deliverer: turns a claimed job into one HTTP exchange with its target operation (CONTRACT §5) and reports
- * how it ended. It never throws for anything the target or the network does; every ending is an `AttemptResult`.
+ * The deliverer: turns a claimed job into one HTTP exchange with its target operation (docs/delivery.md, "The delivery
+ * request") and reports how it ended. It never throws for anything the target or the network does; every ending is an
+ * `AttemptResult`.
  *
  * One undici Agent holds a keep-alive pool per origin. The timeout covers the whole exchange (connect, headers,
  * body). Redirects are not followed. A success's body is discarded as it arrives; a failure body is kept up to 8192

@@ -1,11 +1,11 @@
 /**
  * Authentication hooks, run on `onRequest`, before the body is even read: a caller without valid credentials
- * learns nothing else about its request (CONTRACT §3, step 1 answers first).
+ * learns nothing else about its request (docs/api.md, "Enqueue, step by step": step 1 answers first).
  */
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { TokenError, type AdminIdentity, type TokenVerifier } from "../auth/tokens.js";
 import { ApiError } from "../errors.js";
-import { hasUnstorableText } from "../enqueue/body-checks.js";
+import { hasUnstorableText } from "../job/payload-rules.js";
 import type { EnqueueCaller } from "../enqueue/enqueue.js";
 import type { Store } from "../store/store.js";
 

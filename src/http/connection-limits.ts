@@ -1,6 +1,6 @@
 /**
  * How many connections the HTTP listener may hold open, and how often Node looks for connections past their
- * timeouts (CONTRACT §3, Revision 2).
+ * timeouts (docs/api.md, "Connection bounds").
  *
  * Every accepted connection costs one file descriptor. When the process runs out of them, `accept` fails, and so
  * do the database pool's reconnects and the deliverer's outgoing sockets: an attacker holding idle sockets then

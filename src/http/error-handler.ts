@@ -1,5 +1,5 @@
 /**
- * Every error response is `{code, message}` with a code of CONTRACT §11. Client mistakes caught by Fastify
+ * Every error response is `{code, message}` with a code of docs/api.md, "Errors". Client mistakes caught by Fastify
  * itself (bad JSON, wrong media type, oversize body, schema violations, bad URLs) are mapped here; anything
  * unexpected is logged and answered 500 `internal`, which no client input should ever reach.
  */

@@ -1,7 +1,7 @@
 /**
  * Request validation. Bodies are validated strictly (no coercion, no removal of unknown fields, so unknown
- * fields are refused as CONTRACT §3 says); query strings and path parameters are strings on the wire, so they
- * are coerced (a single `status` becomes an array).
+ * fields are refused as docs/api.md, "Enqueue, step by step" says); query strings and path parameters are strings on
+ * the wire, so they are coerced (a single `status` becomes an array).
  */
 import type { FastifySchemaCompiler } from "fastify";
 import { Ajv } from "ajv";

@@ -1,6 +1,6 @@
 /**
- * What an attempt's result means for its job (CONTRACT §6), and when a retry runs. Pure: time and randomness
- * come in as arguments, so every rule is table-tested.
+ * What an attempt's result means for its job (docs/delivery.md, "How an attempt ends"), and when a retry runs. Pure:
+ * time and randomness come in as arguments, so every rule is table-tested.
  */
 import type { JobResult, TerminalReason } from "./schemas.js";
 
@@ -34,7 +34,7 @@ export type AttemptDecision =
   /** Due again `delayMs` after the outcome is written (the store adds it to its own clock). */
   | { status: "retrying"; delayMs: number; result: JobResult };
 
-/** The classification of CONTRACT §6, before attempts are counted. */
+/** The classification of docs/delivery.md, "How an attempt ends", before attempts are counted. */
 type Verdict = { kind: "success" } | { kind: "retry" } | { kind: "dead"; reason: TerminalReason };
 
 function isAuthUnresolvable(body: string | null): boolean {
@@ -47,7 +47,7 @@ function isAuthUnresolvable(body: string | null): boolean {
   }
 }
 
-/** Rules 1–7 of CONTRACT §6, first match wins. */
+/** Rules 1–7 of docs/delivery.md, "How an attempt ends", first match wins. */
 export function classify(attempt: AttemptResult): Verdict {
   if (attempt.kind === "no-response") return { kind: "retry" };
   const { statusCode, jobRetry } = attempt;

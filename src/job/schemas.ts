@@ -36,7 +36,7 @@ export const CronAuthority = Type.Object(
   { kind: Type.Literal("cron"), cron_job_name: NonEmpty, user_id: NonEmpty },
   { additionalProperties: false },
 );
-/** The authority object of SPEC.md, discriminated on `kind`. */
+/** The authority object (docs/api.md, "Chains"), discriminated on `kind`. */
 export const Authority = Type.Union([RequestAuthority, ResourceAuthority, CronAuthority]);
 /** The wire form of an authority (the stored enqueue assertion is never part of it). */
 export type Authority = Static<typeof Authority>;
@@ -81,7 +81,7 @@ export type JobResult = Static<typeof JobResult>;
 const DateTime = Type.String({ format: "date-time" });
 const NullableString = Type.Union([Type.String(), Type.Null()]);
 
-/** The wire form of a job: exactly the fields of SPEC.md. */
+/** The wire form of a job: exactly the fields of docs/api.md, "The job on the wire". */
 export const Job = Type.Object(
   {
     id: Type.String({ pattern: "^[0-9A-Za-z_-]{8,32}$" }),

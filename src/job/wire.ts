@@ -1,4 +1,4 @@
-/** The wire form of a stored job (SPEC.md's Job), without the evidence kept in its authority. */
+/** The wire form of a stored job (the job on the wire (docs/api.md)), without the evidence kept in its authority. */
 import type { JobRow } from "./job.js";
 import type { Authority, Job } from "./schemas.js";
 
@@ -24,7 +24,7 @@ export function wireAuthority(stored: JobRow["authority"]): Authority {
   }
 }
 
-/** The job as clients see it: exactly the fields of SPEC.md. */
+/** The job as clients see it: exactly the fields of docs/api.md, "The job on the wire". */
 export function toWireJob(row: JobRow): Job {
   return {
     id: row.id,

@@ -1,5 +1,5 @@
 /**
- * The retention cleaner (CONTRACT §9): deletes terminal jobs whose `finished_at` is older than
+ * The retention cleaner (docs/delivery.md, "Retention"): deletes terminal jobs whose `finished_at` is older than
  * `retention.terminal_days`, in bounded batches so no single statement holds the database for long, and forgets
  * cron ticks that can never fire again and the dashboard's attempt counts older than a day.
  */

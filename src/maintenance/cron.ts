@@ -1,5 +1,5 @@
 /**
- * Cron (CONTRACT §8): each entry enqueues exactly one job per tick across all nodes. Every node runs the
+ * Cron (docs/delivery.md, "Cron"): each entry enqueues exactly one job per tick across all nodes. Every node runs the
  * schedule; the tick is recorded in the database in the same transaction as its job, so only the first node to
  * reach a tick enqueues it (and a restart cannot enqueue it again). Missed ticks are not backfilled: after a
  * restart, the schedule resumes from the next tick. croner only computes tick times; the timers are ours.
@@ -111,8 +111,8 @@ export class CronScheduler {
 
   /**
    * Fires a tick, trying again while the database does not answer (a restart, a failover), with growing waits, until
-   * the next tick is due: only ticks missed while no node runs go unfired (CONTRACT §8). Another node may enqueue the
-   * tick meanwhile; the tick's row in the database makes sure it is enqueued once.
+   * the next tick is due: only ticks missed while no node runs go unfired (docs/delivery.md, "Cron"). Another node may
+   * enqueue the tick meanwhile; the tick's row in the database makes sure it is enqueued once.
    */
   private async fireUntilDone(entry: CronConfig, tickAt: number): Promise<void> {
     const nextTick = this.nextTick(entry, tickAt);

@@ -1,6 +1,6 @@
 /**
  * The product's OpenAPI document, reduced to what opqueue needs: every operation by operationId, with its
- * method, path template and tags. Also the start-up cross-check of the config against it (CONTRACT §1).
+ * method, path template and tags. Also the start-up cross-check of the config against it (docs/configuration.md).
  *
  * `$ref`s are followed only where the registry reads: path items, operations and their parameters. The rest of
  * the document (schemas above all) is never walked, so a legitimately recursive schema is not mistaken for a
@@ -11,6 +11,7 @@ import { resolve as resolvePath } from "node:path";
 import { Cron } from "croner";
 import { parse as parseYaml } from "yaml";
 import { ConfigError, cronCaller, type Config, type CronConfig } from "../config.js";
+import { pathParamsProblem, payloadProblem } from "../job/payload-rules.js";
 
 /** One operation of the product's API. */
 export interface Operation {
@@ -310,7 +311,7 @@ function checkTimezone(entry: CronConfig, key: string): void {
   }
 }
 
-/** Exactly 5 or 6 fields: croner also takes nicknames such as "@daily", which CONTRACT §8 does not promise. */
+/** Exactly 5 or 6 fields: croner also takes nicknames such as "@daily", which docs/delivery.md, "Cron" does not promise. */
 function checkSchedule(entry: CronConfig, key: string): void {
   const fields = entry.schedule.trim().split(/\s+/).length;
   if (fields !== 5 && fields !== 6) {
@@ -363,7 +364,25 @@ function checkCronEntries(config: Config, registry: OperationRegistry): void {
       subject: `"${entry.operation_id}" (cron entry "${entry.name}")`,
     });
     checkCronTrigger(entry, index, config);
+    checkCronRequest(entry, index, registry);
   });
+}
+
+/**
+ * A cron entry's request follows the rules of any enqueued request (size, nesting, storable text, path parameters),
+ * checked once at start-up: each tick's job would otherwise go dead without reaching its target.
+ */
+function checkCronRequest(entry: CronConfig, index: number, registry: OperationRegistry): void {
+  const payload = payloadProblem(entry.request);
+  if (payload) throw new ConfigError(`config: cron.${index}.request: ${payload.message}`);
+  const operation = registry.get(entry.operation_id);
+  if (!operation) return;
+  const path = pathParamsProblem({
+    path: `${operation.method} ${operation.path}`,
+    names: operation.pathParams,
+    pathParams: entry.request.path_params ?? {},
+  });
+  if (path) throw new ConfigError(`config: cron.${index}.request: ${path.message}`);
 }
 
 function triggerKeyWarnings(config: Config, registry: OperationRegistry): string[] {
@@ -393,7 +412,7 @@ function unknownOperationWarnings(config: Config, registry: OperationRegistry): 
 }
 
 /**
- * The start-up cross-check of CONTRACT §1: throws `ConfigError` (naming the key) when the config asks for
+ * The start-up cross-check of docs/configuration.md: throws `ConfigError` (naming the key) when the config asks for
  * something the document cannot give; returns warnings for entries that are merely unused.
  */
 export function checkConfigAgainstRegistry(options: { config: Config; registry: OperationRegistry }): {

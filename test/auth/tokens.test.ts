@@ -482,7 +482,7 @@ const RESPELLINGS = {
 /** True when every re-spelling of `segment` is possible: its last group is partial and it uses `-` or `_`. */
 const respellable = (segment: string): boolean => segment.length % 4 !== 0 && /[-_]/.test(segment);
 
-describe("one token, one spelling (CONTRACT §2, Revision 2)", () => {
+describe("one token, one spelling (docs/tokens.md, Revision 2)", () => {
   it("isCanonicalSegment takes only unpadded base64url with no spare bit set", () => {
     for (const segment of ["", "e30", "eyJhIjoxfQ", "Pz8_", "Pj4-", "AA", "AAA", "QQ", "QUE"]) {
       assert.equal(isCanonicalSegment(segment), true, segment);
@@ -567,7 +567,7 @@ describe("one token, one spelling (CONTRACT §2, Revision 2)", () => {
   });
 });
 
-describe("request ids (rid, CONTRACT §2 Revision 2)", () => {
+describe("request ids (rid, docs/tokens.md Revision 2)", () => {
   const RULE = 'claim rid must be 1..255 characters of visible ASCII (%x21-7E), neither "." nor ".."';
   const refusedIds: Array<[what: string, rid: string, message: string]> = [
     ["empty", "", "claim rid must be a non-empty string"],

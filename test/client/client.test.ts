@@ -181,7 +181,7 @@ function deliveryToken(delivery: DeliveryContext, options: { secret?: string; au
     .sign(new TextEncoder().encode(options.secret ?? TEST_DELIVERY_SECRET));
 }
 
-/** The headers opqueue sends with a delivery of `delivery` carrying `token` (CONTRACT §5). */
+/** The headers opqueue sends with a delivery of `delivery` carrying `token` (docs/delivery.md, "The delivery request"). */
 function deliveryHeaders(delivery: DeliveryContext, token: string): Record<string, string> {
   return {
     authorization: `Bearer ${token}`,
@@ -697,7 +697,7 @@ describe("admin calls", () => {
   });
 });
 
-describe("request ids and path segments (CONTRACT §2, Revision 2)", () => {
+describe("request ids and path segments (docs/tokens.md, Revision 2)", () => {
   test("enqueue throws before sending when caller.requestId is empty, over 255 characters, not visible ASCII, or . or ..", async (t) => {
     const s = await startLiveService(t);
     const sent: string[] = [];
@@ -993,7 +993,7 @@ describe("target side: the Express-style middleware", () => {
   });
 });
 
-describe("target side: a delivery is bound to its route and its headers (CONTRACT §5, Revision 2)", () => {
+describe("target side: a delivery is bound to its route and its headers (docs/tokens.md, 'Verifying a delivery')", () => {
   /** A token for SAMPLE_DELIVERY (operation sendWelcomeEmail, attempt 2) and the headers opqueue sends with it. */
   async function sample(delivery: DeliveryContext = SAMPLE_DELIVERY): Promise<Record<string, string>> {
     return deliveryHeaders(delivery, await deliveryToken(delivery));
@@ -1171,7 +1171,7 @@ describe("target side: a delivery is bound to its route and its headers (CONTRAC
   });
 });
 
-describe("target side: one token, one spelling (CONTRACT §2, Revision 2)", () => {
+describe("target side: one token, one spelling (docs/tokens.md, Revision 2)", () => {
   const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
   /** Other spellings of a segment's bytes, each read as the same bytes by a lenient decoder (jose's included). */
   const respellings: Record<string, (segment: string) => string> = {

@@ -1,5 +1,5 @@
 /**
- * Crashes and graceful stops of a real `opqueue serve` process (CONTRACT §7, §10): a `kill -9` in the middle of a
+ * Crashes and graceful stops of a real `opqueue serve` process (docs/delivery.md, "Leases, heartbeats and rescue", §10): a `kill -9` in the middle of a
  * delivery loses nothing that was acknowledged and the interrupted job is delivered again (same idempotency key,
  * next attempt); SIGTERM lets an in-flight delivery finish, or puts it back to `retrying` when it outlasts
  * `shutdown.grace_ms`, and exits 0 either way.
@@ -240,7 +240,7 @@ interface Setup {
  * A temporary folder with a config for the test product delivering to `targetUrl`: short leases, a short timeout
  * and fast retries, so a crash is recovered quickly; `change` adjusts the raw config. The poll interval is far
  * longer than any wait here: every claim must come from a wake-up (an enqueue, a finished delivery, a rescue, the
- * timer to the next due job), never from the `worker.poll_ms` fallback (CONTRACT §4).
+ * timer to the next due job), never from the `worker.poll_ms` fallback (docs/delivery.md, "Dispatch").
  */
 async function setup(t: TestContext, targetUrl: string, change: (raw: Record<string, unknown>) => void = () => {}): Promise<Setup> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "opqueue-crash-"));

@@ -1,5 +1,5 @@
 /**
- * CONTRACT §5: the HTTP request a job turns into, as a real target server receives it, and how each way an
+ * docs/delivery.md, "The delivery request": the HTTP request a job turns into, as a real target server receives it, and how each way an
  * exchange can end is reported. Most tests enqueue through the API, claim through the store and call the
  * deliverer once; the ones about the stored outcome let the dispatcher run.
  */
@@ -168,7 +168,7 @@ describe("the delivered request", () => {
     assert.equal(buildQueryString({ a: null, b: [] }), "");
   });
 
-  test("carries a delivery token with every claim of CONTRACT §2, signed with the delivery key", async (t) => {
+  test("carries a delivery token with every claim of docs/tokens.md, signed with the delivery key", async (t) => {
     const { s, target } = await setup(t, {
       handler: answer(503),
       configure: (raw) => {

@@ -1,5 +1,5 @@
 /**
- * CONTRACT §4, §6 and §7 end to end: a service whose dispatcher delivers to a real target server. Time moves only
+ * docs/delivery.md, "Dispatch", §6 and §7 end to end: a service whose dispatcher delivers to a real target server. Time moves only
  * through the ManualClock (then `dispatcher.wake()`); tests wait for what the target receives, or for the
  * stored state an exchange leads to, never for time to pass.
  */

@@ -1,5 +1,5 @@
 /**
- * Deliveries opqueue refuses to send or cannot send, CONTRACT Revision 2: a URL whose path a parser or proxy would
+ * Deliveries opqueue refuses to send or cannot send, docs/tokens.md and docs/api.md: a URL whose path a parser or proxy would
  * normalise into another route is never sent (the job ends dead), and a failure of opqueue's own process (no file
  * descriptor, no memory) is not the target's answer, so it uses up no attempt.
  */

@@ -26,7 +26,7 @@ export type AssertionClaims = Parameters<TestService["assertion"]>[0];
 /** An RFC 3339 UTC date with milliseconds, as every job time is written. */
 export const RFC3339_MS_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
-/** The fields of SPEC.md's Job, sorted. */
+/** The fields of docs/api.md's Job, sorted. */
 export const JOB_FIELDS = [
   "attempt",
   "authority",

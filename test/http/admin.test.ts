@@ -1,5 +1,5 @@
 /**
- * The site-admin routes of CONTRACT §3: get, list, cancel, retry and cancel chain, with their 401/403/404/409
+ * The site-admin routes of docs/api.md: get, list, cancel, retry and cancel chain, with their 401/403/404/409
  * answers. Jobs reach running/retrying/dead/succeeded through the store, as the dispatcher would move them.
  */
 import { describe, test } from "node:test";

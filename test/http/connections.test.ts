@@ -1,5 +1,5 @@
 /**
- * The HTTP listener bounds every connection (CONTRACT §3, Revision 2), over real sockets: headers within the
+ * The HTTP listener bounds every connection (docs/api.md, Revision 2), over real sockets: headers within the
  * headers timeout, the whole request within the request timeout, a body trickled behind an early refusal cut off
  * at once, idle keep-alive connections closed, at most `listen.max_connections` open, and the service still
  * enqueuing and delivering while the listener is full. Then the pure computation of the connection cap.

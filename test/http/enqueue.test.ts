@@ -1,5 +1,5 @@
 /**
- * POST /jobs against CONTRACT §3 "enqueueJob, step by step": every step, every status and code, and that the
+ * POST /jobs against docs/api.md, "Enqueue, step by step": every step, every status and code, and that the
  * first failing step is the one that answers. One fresh service per test.
  */
 import { describe, test } from "node:test";
@@ -860,7 +860,7 @@ describe("cancelled chains", () => {
 });
 
 describe("wire form", () => {
-  test("never shows the enqueue assertion, and a job has exactly the fields of SPEC.md", async (t) => {
+  test("never shows the enqueue assertion, and a job has exactly the fields of docs/api.md", async (t) => {
     const s = await startService(t);
     const admin = await s.adminToken();
     const rootToken = await s.assertion({ rid: "req-w" });

@@ -1,7 +1,7 @@
 /**
- * Fuzzing the HTTP API (CONTRACT §3, §11). The promise under test: no input, however malformed, yields a 5xx;
+ * Fuzzing the HTTP API (docs/api.md). The promise under test: no input, however malformed, yields a 5xx;
  * every 4xx body is exactly `{code, message}` with a code that §11 lists for that status; every 2xx job is in
- * the wire form of SPEC.md.
+ * the wire form of docs/api.md.
  *
  * One service per property, many runs each. `FUZZ_SEED=<n>` replays a failing run (fast-check prints the
  * seed and the shrunk counterexample); `FUZZ_RUNS=<n>` scales the number of runs.
@@ -21,8 +21,8 @@ import { startTestService, TEST_OPENAPI, TEST_SECRET, type TestService } from ".
 // Oracles
 // ---------------------------------------------------------------------------------------------------------
 
-/** CONTRACT §11, copied here rather than imported so the test does not trust the code it checks. */
-const CONTRACT_CODES: Readonly<Record<number, readonly string[]>> = {
+/** docs/api.md, "Errors", copied here rather than imported so the test does not trust the code it checks. */
+const DOCUMENTED_CODES: Readonly<Record<number, readonly string[]>> = {
   400: ["invalid_request", "payload_too_large", "invalid_on_behalf_of", "missing_path_param", "invalid_path_param"],
   401: ["invalid_assertion", "unauthenticated"],
   403: ["trigger_not_allowed", "on_behalf_of_not_allowed", "chain_mismatch", "site_admin_required"],
@@ -34,7 +34,7 @@ const CONTRACT_CODES: Readonly<Record<number, readonly string[]>> = {
   429: ["spawn_cap_exceeded"],
 };
 
-/** The fields of a Job (SPEC.md), exactly. */
+/** The fields of a Job (docs/api.md), exactly. */
 const JOB_FIELDS = [
   "attempt",
   "authority",
@@ -57,7 +57,7 @@ const JOB_FIELDS = [
   "user_id",
 ];
 const STATUSES = ["pending", "running", "retrying", "succeeded", "dead", "cancelled"];
-/** RFC 3339 UTC with milliseconds, as CONTRACT §3 "Wire form" fixes. */
+/** RFC 3339 UTC with milliseconds, as docs/api.md "Wire form" fixes. */
 const WIRE_DATE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
 /** A short, printable description of a request for assertion messages. */
@@ -82,7 +82,7 @@ function checkResponse(options: InjectOptions, res: Pick<LightMyRequestResponse,
   const { code, message } = body as { code: unknown; message: unknown };
   assert.equal(typeof message, "string", `message is not a string: ${where}`);
   assert.ok((message as string).length > 0, `empty message: ${where}`);
-  const allowed = CONTRACT_CODES[res.statusCode];
+  const allowed = DOCUMENTED_CODES[res.statusCode];
   assert.ok(allowed !== undefined, `status ${res.statusCode} has no §11 codes: ${where}`);
   assert.ok(allowed.includes(code as string), `code ${JSON.stringify(code)} is not a §11 code for ${res.statusCode}: ${where}`);
 }
@@ -91,7 +91,7 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
-/** A job in the wire form of SPEC.md / CONTRACT §3. */
+/** A job in the wire form of docs/api.md / docs/api.md. */
 function checkJob(job: unknown, where: string): Record<string, unknown> {
   assert.ok(isObject(job), `job is not an object: ${where}`);
   assert.deepEqual(Object.keys(job).sort(), JOB_FIELDS, `job fields: ${where}`);
@@ -725,9 +725,9 @@ test("fuzz: POST /jobs with a valid assertion and random JSON bodies never answe
 // Property 1b: request ids and path parameters that must travel in a header and a URL (Revision 2)
 // ---------------------------------------------------------------------------------------------------------
 
-/** CONTRACT §2 Revision 2, restated rather than imported: 1..255 visible ASCII, neither "." nor "..". */
+/** docs/tokens.md Revision 2, restated rather than imported: 1..255 visible ASCII, neither "." nor "..". */
 const travels = (rid: string) => /^[\x21-\x7e]{1,255}$/.test(rid) && rid !== "." && rid !== "..";
-/** CONTRACT §3 step 2 Revision 2: a path parameter whose text is empty, "." or ".." is refused. */
+/** docs/api.md step 2 Revision 2: a path parameter whose text is empty, "." or ".." is refused. */
 const normalisesAway = (value: unknown) => ["", ".", ".."].includes(String(value));
 
 const ridArb = fc.oneof(

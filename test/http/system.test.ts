@@ -1,5 +1,5 @@
 /**
- * The system routes and the HTTP edges of CONTRACT §3, §10 and §11: health, readiness, metrics, the served
+ * The system routes and the HTTP edges of docs/api.md, §10 and §11: health, readiness, metrics, the served
  * OpenAPI document, body limits and media types, unknown routes, the error body, and 503 when the store is gone.
  */
 import { describe, test } from "node:test";

@@ -1,5 +1,5 @@
 /**
- * CONTRACT §6, rule by rule in order of precedence: what one attempt's ending means for its job, the backoff
+ * docs/delivery.md, "How an attempt ends", rule by rule in order of precedence: what one attempt's ending means for its job, the backoff
  * formula and Retry-After. The policy is pure, so every case is a row of a table.
  */
 import assert from "node:assert/strict";
@@ -52,7 +52,7 @@ function decide(
 
 const AUTH_UNRESOLVABLE = JSON.stringify({ code: "auth_unresolvable", message: "user deleted" });
 
-describe("classify: the rules of CONTRACT §6, first match wins", () => {
+describe("classify: the rules of docs/delivery.md, 'How an attempt ends', first match wins", () => {
   const retry = { kind: "retry" };
   const success = { kind: "success" };
   const dead = (reason: string) => ({ kind: "dead", reason });

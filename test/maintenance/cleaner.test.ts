@@ -1,5 +1,5 @@
 /**
- * Retention (CONTRACT §9): terminal jobs (succeeded, dead, cancelled) whose `finished_at` is older than
+ * Retention (docs/delivery.md, "Retention"): terminal jobs (succeeded, dead, cancelled) whose `finished_at` is older than
  * `retention.terminal_days` are deleted, in bounded batches, at least hourly; everything else is kept; old cron
  * ticks are forgotten. Time moves on a ManualClock; each pass is run directly with `cleanFinishedJobs`.
  */

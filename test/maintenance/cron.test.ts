@@ -1,5 +1,5 @@
 /**
- * Cron (CONTRACT §8): each tick of an entry enqueues exactly one job, with the cron caller, authority, request id
+ * Cron (docs/delivery.md, "Cron"): each tick of an entry enqueues exactly one job, with the cron caller, authority, request id
  * and dedupe key the contract gives it, once across schedulers and restarts; tick times follow 5- and 6-field
  * expressions in IANA time zones. Ticks are fired directly with `CronScheduler.fire` on a ManualClock; only the
  * last test waits for a real timer.

@@ -1,5 +1,5 @@
 /**
- * One fast clock must not steal another node's work (CONTRACT §7 and §10, issue "security holes", hole 8): on
+ * One fast clock must not steal another node's work (docs/delivery.md, issue "security holes", hole 8): on
  * PostgreSQL the database's clock decides what is due, what has expired and what a row is stamped with. Two services
  * share one schema: node A with the machine's clock, node B with a clock 120 s ahead (an injected offset), both on
  * the database's clock as in production. An outside attack saw B deliver a job delayed by 60 s at once, stamp its

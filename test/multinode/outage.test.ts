@@ -1,5 +1,5 @@
 /**
- * Database outages under real `opqueue serve` processes on PostgreSQL (CONTRACT §10 and §7, DESIGN-NOTES "Outcomes
+ * Database outages under real `opqueue serve` processes on PostgreSQL (docs/delivery.md, DESIGN-NOTES "Outcomes
  * and leases"): while the database is away every request answers 2xx or 503 `unavailable` with `Retry-After`,
  * readiness fails and the process keeps running; when the database returns the node recovers by itself, and every
  * job acknowledged with 201 is delivered (at least once) and ends `succeeded`.

@@ -368,6 +368,29 @@ describe("checkConfigAgainstRegistry errors", () => {
     );
   });
 
+  it("rejects a cron entry whose request lacks a path parameter of its target, or has one that would reach another route", () => {
+    const nightlyWelcome = { ...CRON_NIGHTLY, operation_id: "sendWelcomeEmail" };
+    const triggers = { "cron:nightly": ["sendWelcomeEmail"] };
+    assertConfigError(
+      () => check({ cron: [{ ...nightlyWelcome, request: {} }], triggers }),
+      /^config: cron\.0\.request: request\.path_params lacks "userId"/,
+    );
+    assertConfigError(
+      () => check({ cron: [{ ...nightlyWelcome, request: { path_params: { userId: ".." } } }], triggers }),
+      /^config: cron\.0\.request: request\.path_params\.userId is "\.\."/,
+    );
+    assert.deepEqual(check({ cron: [{ ...nightlyWelcome, request: { path_params: { userId: "system" } } }], triggers }), {
+      warnings: [],
+    });
+  });
+
+  it("rejects a cron entry whose request is larger than an enqueued one may be", () => {
+    assertConfigError(
+      () => check({ cron: [{ ...CRON_NIGHTLY, request: { body: "x".repeat(17_000) } }] }),
+      /^config: cron\.0\.request: the request payload is \d+ bytes of JSON; at most 16384/,
+    );
+  });
+
   it("rejects a cron operation_id that is not an operation of the document", () => {
     assertConfigError(
       () => check({ cron: [{ ...CRON_NIGHTLY, operation_id: "buildX" }], triggers: { "cron:nightly": ["buildReport"] } }),

@@ -1,6 +1,6 @@
 /**
  * The SQLite engine: the conformance suite on a fresh temporary file per test, then what only SQLite
- * promises (CONTRACT §10): WAL with synchronous=FULL, one process per file with an OS-level lock that dies
+ * promises (docs/delivery.md, "Durability"): WAL with synchronous=FULL, one process per file with an OS-level lock that dies
  * with its process, migrations applied once, and a `:memory:` store.
  */
 import assert from "node:assert/strict";

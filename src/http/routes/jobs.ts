@@ -1,4 +1,4 @@
-/** The job API of CONTRACT §3: enqueue, get, list, cancel, retry, cancel chain. */
+/** The job API of docs/api.md: enqueue, get, list, cancel, retry, cancel chain. */
 import { Type, type Static } from "@sinclair/typebox";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { ApiError } from "../../errors.js";

@@ -5,7 +5,8 @@
 import { StoreUnavailableError } from "../store.js";
 
 /**
- * SQLSTATEs that mean "the database cannot serve now, try again", answered 503 `unavailable` (CONTRACT §10), never 500:
+ * SQLSTATEs that mean "the database cannot serve now, try again", answered 503 `unavailable` (docs/delivery.md, "When
+ * the database is unavailable"), never 500:
  * - class 08, connection exceptions (08000, 08003, 08006, 08001, 08004 the server rejected the connection, ...);
  * - class 53, insufficient resources (53300 too many connections, 53100 disk full, 53200 out of memory, ...);
  * - 57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot connect now (starting up, shutting down, in recovery),

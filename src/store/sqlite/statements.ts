@@ -176,9 +176,9 @@ export function prepareStatements(db: Database.Database) {
        WHERE jobs.status = 'running' AND jobs.heartbeat_at < :now - coalesce(lease.value, :default_ms)
        ORDER BY jobs.heartbeat_at LIMIT :limit`,
     ),
-    // Jobs whose key is running are not claimable (CONTRACT §4), so they do not count: were they counted, a due
-    // job behind a busy key would make the dispatcher's timer fire at once, again and again, until the key is
-    // free. The delivery that frees the key wakes the dispatcher instead.
+    // Jobs whose key is running are not claimable (docs/delivery.md, "Dispatch"), so they do not count: were they
+    // counted, a due job behind a busy key would make the dispatcher's timer fire at once, again and again, until the
+    // key is free. The delivery that frees the key wakes the dispatcher instead.
     nextRunAt: preparePluck<[], number | null>(
         db,
         // ORDER BY ... LIMIT 1 walks the jobs_run_at index and stops at the first unblocked job.

@@ -1,5 +1,5 @@
 /**
- * The administrative writes: jobCancel, jobRetry and chainCancel (CONTRACT §3, admin operations).
+ * The administrative writes: jobCancel, jobRetry and chainCancel (docs/api.md, admin operations).
  */
 import assert from "node:assert/strict";
 import { describe } from "node:test";

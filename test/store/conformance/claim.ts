@@ -1,5 +1,5 @@
 /**
- * jobClaimMany: claim order, run times, limits and concurrency keys (CONTRACT §4).
+ * jobClaimMany: claim order, run times, limits and concurrency keys (docs/delivery.md, "Dispatch").
  */
 import assert from "node:assert/strict";
 import { describe } from "node:test";

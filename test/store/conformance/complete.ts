@@ -1,6 +1,6 @@
 /**
  * jobSetStateIfRunningMany: outcomes are written only while the job is still `running` with the same attempt
- * (CONTRACT §6), and a retry after a chain cancel ends the job (CONTRACT §3, cancel chain).
+ * (docs/delivery.md, "How an attempt ends"), and a retry after a chain cancel ends the job (docs/api.md, cancel chain).
  */
 import assert from "node:assert/strict";
 import { describe } from "node:test";
@@ -177,7 +177,7 @@ export function completeCases(suite: Suite): void {
       assert.deepEqual(await store.jobClaimMany({ limit: 10 }), [], "it is never retried");
     });
 
-    // CONTRACT §3: after a chain cancel, running jobs finish their attempt, and "a failure then ends
+    // docs/api.md: after a chain cancel, running jobs finish their attempt, and "a failure then ends
     // cancelled/cancelled-by-chain": a permanent failure and a last attempt's failure as much as a retryable one.
     suite.case("after the chain was cancelled, a succeeded outcome is written as is and a dead one ends cancelled-by-chain", async ({ store }) => {
       const a = await makeRunning(store, { originalRequestId: "chain-a" });

@@ -1,6 +1,6 @@
 /**
  * jobInsert: defaults, dedupe upserts and conflicts, the spawn cap, inserts into cancelled chains and
- * group commit (CONTRACT §3 enqueueJob steps 5–7).
+ * group commit (docs/api.md enqueueJob steps 5–7).
  */
 import assert from "node:assert/strict";
 import { describe } from "node:test";

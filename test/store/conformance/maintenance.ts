@@ -1,7 +1,7 @@
 /**
  * The writes and reads of leases, shutdown, the dispatcher's timer, cron, retention and metrics:
  * jobHeartbeatMany, jobListExpired, jobRequeueMany, jobNextRunAt, cronTickInsert, cronTickDeleteMany,
- * jobDeleteFinishedMany and jobStats (CONTRACT §7–§9).
+ * jobDeleteFinishedMany and jobStats (docs/delivery.md, "Leases, heartbeats and rescue"–§9).
  */
 import assert from "node:assert/strict";
 import { describe } from "node:test";
@@ -45,7 +45,7 @@ async function makeCancelled(store: Store, overrides: JobOverrides = {}): Promis
   return mustGet(store, job.id);
 }
 
-/** Parameters of a cron tick's job, as the scheduler builds them (CONTRACT §8). */
+/** Parameters of a cron tick's job, as the scheduler builds them (docs/delivery.md, "Cron"). */
 function cronJob(name: string, tickAt: number, overrides: JobOverrides = {}): JobInsertParams {
   return jobParams({
     operationId: `cron:${name}`,
