@@ -13,7 +13,7 @@ import { dashboardUrl, signInLink } from "./http/routes/ui.js";
 import { redactDatabaseUrl } from "./database-url.js";
 import { createLogger, serve, stopOnSignals } from "./serve.js";
 import { openStore, UnsupportedDatabaseError } from "./store/open-store.js";
-import { StoreLockedError } from "./store/store.js";
+import { StoreLockedError, StoreSetupError } from "./store/store.js";
 import { VERSION } from "./version.js";
 
 const USAGE = `opqueue ${VERSION}: a durable background job queue
@@ -29,11 +29,49 @@ Usage:
 The config file may also be named by OPQUEUE_CONFIG. OPQUEUE_DATABASE_URL, OPQUEUE_PORT and OPQUEUE_HOST
 override the file.`;
 
+const CONFIG_HELP = `  --config FILE   the config file (YAML or JSON); OPQUEUE_CONFIG names it too. Every key: docs/configuration.md`;
+
+/** Each command's own help, printed by \`opqueue COMMAND --help\`. */
+const COMMAND_HELP: Record<string, string> = {
+  serve: `Usage: opqueue serve [--config FILE] [--no-worker] [--no-api]
+
+Runs the service: the HTTP API and the worker (dispatcher, lease rescuer, cron, retention), until SIGTERM or SIGINT.
+Migrates the database first, and waits for it while it does not answer.
+
+${CONFIG_HELP}
+  --no-worker     the API only (a node that answers requests and claims nothing)
+  --no-api        the worker only; it still serves /healthz, /readyz and /metrics on listen.ops_port if set`,
+  migrate: `Usage: opqueue migrate [--config FILE]
+
+Applies the database's pending migrations and exits (serve migrates too).
+
+${CONFIG_HELP}`,
+  token: `Usage: opqueue token [--config FILE] --sub USER [--op OP (--rid RID | --job JOB)] [--site-admin] [--ttl SECONDS]
+
+Mints a token with the first HS256 key of auth.keys, for local use, and prints it.
+
+${CONFIG_HELP}
+  --sub USER      the acting user (an admin token's subject)
+  --op OP         makes an enqueue assertion for the calling operation OP (cron:NAME for a cron entry)
+  --rid RID       the chain's request id of a root call: 1..255 visible ASCII characters, globally unique
+  --job JOB       the job whose delivery makes a chained call
+  --site-admin    an admin token with site_admin: true; also prints the dashboard's sign-in link on stderr
+  --ttl SECONDS   lifetime (default: 300 for an assertion, its most; 3600 for an admin token, at most 86400)`,
+  demo: `Usage: opqueue demo
+
+Runs the demo (npm start): the service on SQLite and the example product, signing a user up every 5 seconds.`,
+};
+
 /** A mistake in how the command was called. */
 class UsageError extends Error {}
 
 async function main(argv: string[]): Promise<void> {
   const [command, ...rest] = argv;
+  const help = command === undefined ? undefined : COMMAND_HELP[command];
+  if (help !== undefined && (rest.includes("--help") || rest.includes("-h"))) {
+    console.log(help);
+    return;
+  }
   switch (command) {
     case "serve":
       return serveCommand(rest);
@@ -87,7 +125,7 @@ async function serveCommand(args: string[]): Promise<void> {
 async function migrateCommand(args: string[]): Promise<void> {
   const values = parse(args, { config: { type: "string" } });
   const { config } = loadConfigFile({ path: values.config });
-  const store = await openStore({ url: config.database, clock: systemClock });
+  const store = await openStore({ url: config.database, clock: systemClock, onWarning: (message) => console.error(`opqueue: ${message}`) });
   await store.close();
   console.log(`migrated ${redactDatabaseUrl(config.database)}`);
 }
@@ -147,6 +185,10 @@ main(process.argv.slice(2)).catch((error: unknown) => {
     process.exit(2);
   }
   if (error instanceof UnsupportedDatabaseError) {
+    console.error(`opqueue: ${error.message}`);
+    process.exit(2);
+  }
+  if (error instanceof StoreSetupError) {
     console.error(`opqueue: ${error.message}`);
     process.exit(2);
   }

@@ -116,22 +116,23 @@ const CronEntry = Type.Object(
  */
 const MAX_LISTEN_TIMEOUT_MS = 86_400_000;
 
-/** The schema of the configuration file (snake_case keys, as CONTRACT §1 shows). */
+/** The schema of the configuration file (snake_case keys, as docs/configuration.md shows). */
 export const ConfigSchema = Type.Object(
   {
     listen: Type.Object(
       {
         host: Type.String({ minLength: 1, default: "127.0.0.1" }),
         port: Type.Integer({ minimum: 0, maximum: 65535, default: 8080 }),
-        // The bounds of every connection (CONTRACT §3, Revision 2). Zero would mean "no limit" to Node: 1 is the least.
+        // The bounds of every connection (docs/api.md, "Connection bounds"). Zero would mean "no limit" to Node: 1 is
+        // the least.
         /** The whole request, headers and body, must arrive within this; nor may a connection stall any longer. */
         request_timeout_ms: Type.Integer({ minimum: 1, maximum: MAX_LISTEN_TIMEOUT_MS, default: 30_000 }),
         /**
-         * The headers must arrive within this. They are a few hundred bytes that any client sends at once; 10 s
-         * is ample for a slow mobile link and keeps a socket that never finishes its headers from holding a
-         * descriptor for the whole request timeout. Left out, it is also cut to `request_timeout_ms`.
+         * The headers must arrive within this: "a few seconds". They are a few hundred bytes that any client sends
+         * at once; 5 s is ample even for a slow mobile link, and keeps a socket that never finishes its headers from
+         * holding a descriptor for the whole request timeout. Left out, it is also cut to `request_timeout_ms`.
          */
-        headers_timeout_ms: Type.Integer({ minimum: 1, maximum: MAX_LISTEN_TIMEOUT_MS, default: 10_000 }),
+        headers_timeout_ms: Type.Integer({ minimum: 1, maximum: MAX_LISTEN_TIMEOUT_MS, default: 5000 }),
         /**
          * An idle keep-alive connection is closed after this. Node's own default: long enough for a client's next
          * request to reuse the connection, short enough that idle ones do not pile up. Behind a proxy that pools
@@ -140,6 +141,11 @@ export const ConfigSchema = Type.Object(
         keep_alive_timeout_ms: Type.Integer({ minimum: 1, maximum: MAX_LISTEN_TIMEOUT_MS, default: 5000 }),
         /** Most connections open at once; lowered at start-up to fit the process's file-descriptor limit. */
         max_connections: Type.Integer({ minimum: 1, default: 10_000 }),
+        /**
+         * A port for /healthz, /readyz and /metrics alone (the ops listener), on `host`. Worker-only nodes
+         * (`serve --no-api`) serve them on `port` when this is not set.
+         */
+        ops_port: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535 })),
       },
       { additionalProperties: false, default: {} },
     ),

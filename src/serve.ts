@@ -2,11 +2,13 @@
  * `opqueue serve` (src/cli.ts is the entry point): builds the service from a config, waits for its database, listens,
  * and shuts down gracefully on SIGTERM/SIGINT.
  */
+import type { FastifyInstance } from "fastify";
 import { pino, type Logger } from "pino";
 import type { Config } from "./config.js";
 import { redactDatabaseUrl } from "./database-url.js";
 import type { ConnectionLimit } from "./http/connection-limits.js";
 import { createService, type Service } from "./service.js";
+import { logJobEvents } from "./telemetry/logs.js";
 import { StoreUnavailableError } from "./store/store.js";
 import { VERSION } from "./version.js";
 
@@ -15,13 +17,26 @@ export interface RunningService {
   service: Service;
   /** The base URL the API listens on; null without the API. */
   url: string | null;
+  /** The base URL of the ops listener (/healthz, /readyz, /metrics alone); null when there is none. */
+  opsUrl: string | null;
   /** Stops accepting, closes the store. Safe to call twice. */
   stop(): Promise<void>;
 }
 
-/** Creates the logger of a serving process; `OPQUEUE_LOG_LEVEL` sets its level (default info). */
+/** Creates the logger of a serving process: JSON lines with ISO times; `OPQUEUE_LOG_LEVEL` sets its level (default info). */
 export function createLogger(): Logger {
-  return pino({ level: process.env["OPQUEUE_LOG_LEVEL"] ?? "info", base: { service: "opqueue" } });
+  return pino({
+    level: process.env["OPQUEUE_LOG_LEVEL"] ?? "info",
+    base: { service: "opqueue" },
+    timestamp: pino.stdTimeFunctions.isoTime,
+  });
+}
+
+/** The base URL a Fastify instance listens on. */
+function listeningUrl(app: FastifyInstance, host: string): string {
+  const address = app.server.address();
+  const port = typeof address === "object" && address ? address.port : 0;
+  return `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
 }
 
 /** Starts the service: API on `config.listen` unless `api` is false. */
@@ -34,24 +49,30 @@ export async function serve(options: {
   const { config, logger } = options;
   const service = await createServiceWhenDatabaseAnswers({ config, logger, worker: options.worker });
   for (const warning of service.warnings) logger.warn(warning);
+  logJobEvents({ telemetry: service.telemetry, logger, clock: service.clock });
+  const { host, port, ops_port: opsPort } = config.listen;
   let url: string | null = null;
+  let opsUrl: string | null = null;
   if (options.api) {
-    await service.app.listen({ host: config.listen.host, port: config.listen.port });
-    const address = service.app.server.address();
-    const port = typeof address === "object" && address ? address.port : config.listen.port;
-    const host = config.listen.host.includes(":") ? `[${config.listen.host}]` : config.listen.host;
-    url = `http://${host}:${port}`;
+    await service.app.listen({ host, port });
+    url = listeningUrl(service.app, host);
     logConnectionLimit(logger, service.app.connectionLimit);
+  }
+  // A worker-only node has no API: its probes and metrics are on `listen.port` then, unless ops_port says otherwise.
+  if (opsPort !== undefined || !options.api) {
+    await service.ops.listen({ host, port: opsPort ?? port });
+    opsUrl = listeningUrl(service.ops, host);
   }
   service.start();
   logger.info(
-    { version: VERSION, url, worker: options.worker, database: redactDatabaseUrl(config.database) },
+    { version: VERSION, url, opsUrl, worker: options.worker, database: redactDatabaseUrl(config.database) },
     "opqueue started",
   );
   let stopping: Promise<void> | undefined;
   return {
     service,
     url,
+    opsUrl,
     stop() {
       stopping ??= service.close().then(() => logger.info("opqueue stopped"));
       return stopping;

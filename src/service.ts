@@ -12,6 +12,7 @@ import { Deliverer } from "./dispatcher/deliverer.js";
 import { Dispatcher } from "./dispatcher/dispatcher.js";
 import { WorkNotifier } from "./dispatcher/notifier.js";
 import { buildApp } from "./http/app.js";
+import { buildOpsApp } from "./http/ops-app.js";
 import { CLEAN_INTERVAL_MS, cleanFinishedJobs } from "./maintenance/cleaner.js";
 import { CLOCK_CHECK_INTERVAL_MS, checkClock } from "./maintenance/clock-check.js";
 import { CronScheduler } from "./maintenance/cron.js";
@@ -47,6 +48,8 @@ export interface Service {
   telemetry: Telemetry;
   metrics: Metrics;
   app: FastifyInstance;
+  /** The ops listener: /healthz, /readyz and /metrics alone (for `--no-api` nodes and `listen.ops_port`). */
+  ops: FastifyInstance;
   /** Null when built with `worker: false`. */
   worker: Worker | null;
   /** Config problems worth a warning but not a refusal to start. */
@@ -179,6 +182,7 @@ export async function createService(options: {
     databaseTime: options.databaseTime ?? options.clock === undefined,
     poolSize: options.poolSize ?? config.database_pool_size,
     onPoolError: (error) => logger.warn({ err: error }, "database connection error"),
+    onWarning: (message) => logger.warn(message),
   });
   // Timers (when the next job is due, the next cron tick) and figures (queue lag) read the database's clock as this
   // node knows it, so a node whose clock is off neither wakes at the wrong time nor reports the wrong lag.
@@ -201,6 +205,13 @@ export async function createService(options: {
       telemetry,
       metrics,
       jwks: signer.jwks(),
+      ...(options.logger ? { logger: options.logger as FastifyBaseLogger } : {}),
+    });
+    const ops = await buildOpsApp({
+      config,
+      settings,
+      store,
+      metrics,
       ...(options.logger ? { logger: options.logger as FastifyBaseLogger } : {}),
     });
     const worker =
@@ -241,6 +252,7 @@ export async function createService(options: {
       telemetry,
       metrics,
       app,
+      ops,
       worker,
       warnings,
       start() {
@@ -261,6 +273,7 @@ export async function createService(options: {
             stopListening?.(),
             clockCheck.stop(),
             app.close(),
+            ops.close(),
             worker
               ? Promise.all([
                   worker.cron.stop(),

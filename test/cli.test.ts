@@ -1,10 +1,12 @@
 /**
  * The `opqueue` command run as a real process, from source (never from a possibly stale dist/):
- * exit codes, messages, migrate, token, and the one-node lock of the SQLite engine (CONTRACT §1, §10).
+ * exit codes, messages, help, migrate, token, the one-node lock of the SQLite engine, and what an operator watches
+ * (the ops listener, the log).
  */
 import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
+import { createServer } from "node:http";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -12,6 +14,9 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
 import { jwtVerify } from "jose";
+import { mintToken } from "../src/auth/tokens.js";
+import { systemClock } from "../src/clock.js";
+import { parseConfig } from "../src/config.js";
 import { VERSION } from "../src/version.js";
 import { rawTestConfig, TEST_SECRET } from "./helpers/service.js";
 import { freePort } from "./helpers/ports.js";
@@ -365,4 +370,142 @@ test("serve starts at once on a SQLite file whose previous serve was killed with
   restarted.cli.child.kill("SIGTERM");
   const stopped = await restarted.cli.exited;
   assert.equal(stopped.code, 0, stopped.stderr);
+});
+
+// ---------------------------------------------------------------------------------------------------------
+// What an operator watches: help, the ops listener, the log
+
+test("serve --help and token --help print that command's help and exit 0", async (t) => {
+  for (const [command, usage] of [
+    ["serve", /^Usage: opqueue serve \[--config FILE\]/],
+    ["token", /^Usage: opqueue token /],
+    ["migrate", /^Usage: opqueue migrate/],
+  ] as const) {
+    for (const flag of ["--help", "-h"]) {
+      const result = await runCli(t, [command, flag]);
+      assert.equal(result.code, 0, result.stderr);
+      assert.match(result.stdout, usage);
+      assert.equal(result.stderr, "");
+    }
+  }
+});
+
+/** GET `url`: its status and body text. */
+async function get(url: string): Promise<{ status: number; body: string }> {
+  const response = await fetch(url);
+  return { status: response.status, body: await response.text() };
+}
+
+test("a worker-only node (serve --no-api) serves /healthz, /readyz and /metrics on listen.port, and nothing else", async (t) => {
+  const dir = tempDir(t);
+  const port = await freePort();
+  const config = writeConfig(dir);
+  const cli = startCli(t, ["serve", "--config", config, "--no-api"], { OPQUEUE_PORT: String(port) });
+  await waitForHealthz(cli, port);
+  const base = `http://127.0.0.1:${port}`;
+  assert.equal((await get(`${base}/readyz`)).status, 200);
+  const metrics = await get(`${base}/metrics`);
+  assert.equal(metrics.status, 200);
+  assert.match(metrics.body, /^opqueue_jobs\{status="pending"\} 0$/m);
+  assert.match(metrics.body, /^opqueue_process_cpu_seconds_total /m);
+  for (const [method, route] of [["POST", "/jobs"], ["GET", "/jobs"], ["GET", "/openapi.json"], ["GET", "/ui/"]]) {
+    const response = await fetch(`${base}${route}`, { method });
+    assert.equal(response.status, 404, `${method} ${route}`);
+    assert.equal(((await response.json()) as { code: string }).code, "not_found");
+  }
+  cli.child.kill("SIGTERM");
+  assert.equal((await cli.exited).code, 0);
+});
+
+test("listen.ops_port gives an API node a second listener with /healthz, /readyz and /metrics alone", async (t) => {
+  const dir = tempDir(t);
+  const [port, opsPort] = [await freePort(), await freePort()];
+  const config = writeConfig(dir, (raw) => (raw["listen"] = { ops_port: opsPort }));
+  const { cli } = await startServeOn(t, config, port);
+  const ops = `http://127.0.0.1:${opsPort}`;
+  assert.equal((await get(`${ops}/healthz`)).status, 200);
+  assert.equal((await get(`${ops}/readyz`)).status, 200);
+  assert.equal((await get(`${ops}/metrics`)).status, 200);
+  assert.equal((await get(`${ops}/jobs`)).status, 404);
+  assert.equal((await get(`http://127.0.0.1:${port}/metrics`)).status, 200, "the API keeps its own /metrics");
+  cli.child.kill("SIGTERM");
+  assert.equal((await cli.exited).code, 0);
+});
+
+/** Starts `serve --config FILE` on `port` and waits until it answers. */
+async function startServeOn(t: TestContext, configFile: string, port: number): Promise<{ cli: CliProcess }> {
+  const cli = startCli(t, ["serve", "--config", configFile], { OPQUEUE_PORT: String(port) });
+  await waitForHealthz(cli, port);
+  return { cli };
+}
+
+/** The JSON lines of a serve process's log. */
+function logLines(output: string): Array<Record<string, unknown>> {
+  return output
+    .split("\n")
+    .filter((line) => line.startsWith("{"))
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
+}
+
+test("the log has one line per finished attempt (info; warn with the reason when the job goes dead), ISO times, and no probe access lines", async (t) => {
+  const dir = tempDir(t);
+  // A target of this test's own: the first attempt of each job fails with 503, then job "ok" succeeds and job
+  // "bad" is refused for good.
+  const seen = new Map<string, number>();
+  const target = createServer((req, res) => {
+    const attempt = (seen.get(req.url ?? "") ?? 0) + 1;
+    seen.set(req.url ?? "", attempt);
+    req.resume();
+    if (attempt === 1) res.writeHead(503, { "retry-after": "0" }).end("busy");
+    else if (req.url?.includes("bad")) res.writeHead(400).end("no such user");
+    else res.writeHead(204).end();
+  });
+  await new Promise<void>((resolve) => target.listen(0, "127.0.0.1", resolve));
+  t.after(() => new Promise<void>((resolve) => target.close(() => resolve())));
+  const targetPort = (target.address() as { port: number }).port;
+  const config = writeConfig(dir, (raw) => {
+    raw["target"] = { base_url: `http://127.0.0.1:${targetPort}`, audience: "product" };
+    raw["retry"] = { base_ms: 1, factor: 1, max_ms: 1 };
+  });
+  const port = await freePort();
+  const { cli } = await startServeOn(t, config, port);
+  for (let i = 0; i < 3; i++) await get(`http://127.0.0.1:${port}/healthz`);
+  await get(`http://127.0.0.1:${port}/metrics`);
+
+  const parsed = parseConfig({ raw: JSON.parse(fs.readFileSync(config, "utf8")) as Record<string, unknown>, baseDir: dir, env: {} });
+  for (const userId of ["ok", "bad"]) {
+    const token = await mintToken({ auth: parsed.auth, clock: systemClock, sub: "u1", op: "createUser", rid: `log-${userId}` });
+    const response = await fetch(`http://127.0.0.1:${port}/jobs`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify({ operation_id: "sendWelcomeEmail", request: { path_params: { userId } } }),
+    });
+    assert.equal(response.status, 201, await response.text());
+  }
+  let lines: Array<Record<string, unknown>> = [];
+  for (let attempt = 0; attempt < POLL_ATTEMPTS; attempt++) {
+    lines = logLines(cli.stdout());
+    if (lines.some((line) => line["msg"] === "attempt succeeded") && lines.some((line) => line["msg"] === "job dead")) break;
+    await sleep(POLL_MS);
+  }
+  const attempts = lines.filter((line) => typeof line["jobId"] === "string" && typeof line["attempt"] === "number");
+  const retries = attempts.filter((line) => line["msg"] === "attempt failed; will retry");
+  assert.equal(retries.length, 2, JSON.stringify(lines));
+  for (const retry of retries) {
+    assert.equal(retry["level"], 30);
+    assert.equal(retry["statusCode"], 503);
+    assert.equal(retry["outcome"], "retrying");
+    assert.match(String(retry["nextRunAt"]), /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
+    assert.equal(retry["error"], "busy");
+  }
+  const succeeded = attempts.find((line) => line["msg"] === "attempt succeeded");
+  assert.deepEqual([succeeded?.["level"], succeeded?.["operationId"], succeeded?.["attempt"], succeeded?.["statusCode"]], [30, "sendWelcomeEmail", 2, 204]);
+  const dead = attempts.find((line) => line["msg"] === "job dead");
+  assert.deepEqual([dead?.["level"], dead?.["reason"], dead?.["statusCode"], dead?.["error"]], [40, "permanent-status", 400, "no such user"]);
+  assert.match(String(dead?.["time"]), /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/, "ISO timestamps");
+  const probes = lines.filter((line) => /\/(healthz|readyz|metrics)/.test(JSON.stringify(line["req"] ?? "")));
+  assert.deepEqual(probes, [], "no access lines for probes");
+  assert.ok(lines.some((line) => JSON.stringify(line["req"] ?? "").includes("/jobs")), "other requests are logged");
+  cli.child.kill("SIGTERM");
+  assert.equal((await cli.exited).code, 0);
 });

@@ -1,5 +1,5 @@
 /**
- * The configuration file (CONTRACT §1): defaults, loading YAML and JSON, path resolution, environment
+ * The configuration file (docs/configuration.md): defaults, loading YAML and JSON, path resolution, environment
  * overrides, secrets from the environment, and one ConfigError naming the key for every rejection.
  */
 import { test, type TestContext } from "node:test";
@@ -57,16 +57,16 @@ function authKeys(raw: Record<string, unknown>): Array<Record<string, unknown>> 
   return auth(raw)["keys"] as Array<Record<string, unknown>>;
 }
 
-/** The defaults of the connection bounds of `listen` (CONTRACT §3, Revision 2). */
+/** The defaults of the connection bounds of `listen` (docs/api.md, Revision 2). */
 const LISTEN_BOUNDS = {
   request_timeout_ms: 30_000,
-  headers_timeout_ms: 10_000,
+  headers_timeout_ms: 5000,
   keep_alive_timeout_ms: 5000,
   max_connections: 10_000,
 };
 
-/** The YAML example of CONTRACT §1, verbatim but for the two secrets (its placeholders are under 32 bytes). */
-const CONTRACT_EXAMPLE = `
+/** The YAML example of docs/configuration.md, verbatim but for the two secrets (its placeholders are under 32 bytes). */
+const CONFIG_EXAMPLE = `
 listen: { host: 127.0.0.1, port: 8080 }
 database: sqlite:./data/opqueue.db      # sqlite:PATH | sqlite::memory: | postgres://user:pass@host:5432/db
 openapi: ./product.openapi.yaml          # the product API: operationId, method, path, tags of every operation
@@ -99,7 +99,7 @@ cron:
 // ---------------------------------------------------------------------------------------------------------
 // Defaults
 
-test("a config with only the required keys gets every default CONTRACT §1 shows", () => {
+test("a config with only the required keys gets every default docs/configuration.md shows", () => {
   const config = parseConfig({ raw: minimalRaw(), baseDir: "/base", env: {} });
   assert.deepEqual(config, {
     listen: { host: "127.0.0.1", port: 8080, ...LISTEN_BOUNDS },
@@ -241,11 +241,11 @@ test("parseConfig does not change the raw object it is given", () => {
 // ---------------------------------------------------------------------------------------------------------
 // Loading files
 
-test("the full CONTRACT §1 example YAML loads from a file and passes the start-up cross-check", (t) => {
+test("the full docs/configuration.md example YAML loads from a file and passes the start-up cross-check", (t) => {
   const dir = tempDir(t);
   fs.copyFileSync(TEST_OPENAPI, path.join(dir, "product.openapi.yaml"));
   const file = path.join(dir, "opqueue.yaml");
-  fs.writeFileSync(file, CONTRACT_EXAMPLE);
+  fs.writeFileSync(file, CONFIG_EXAMPLE);
 
   const { config, path: loadedFrom } = loadConfigFile({ path: file, env: {} });
 

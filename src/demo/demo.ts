@@ -3,7 +3,6 @@
  * seconds so a newcomer sees jobs flow, retry after a 503, chain, and run on a cron schedule.
  */
 import { randomUUID } from "node:crypto";
-import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { request } from "undici";
 import { mintToken } from "../auth/tokens.js";
@@ -23,8 +22,9 @@ const NAMES = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi
 
 /** Runs the demo until SIGINT/SIGTERM. */
 export async function runDemo(): Promise<void> {
+  // The database is the config's own (examples/demo/data/opqueue-demo.db), so `npm start` and
+  // `opqueue serve --config examples/demo/opqueue.yaml` open the same one.
   const env: ConfigEnv = { ...process.env };
-  env.OPQUEUE_DATABASE_URL ??= `sqlite:${resolve("data", "opqueue-demo.db")}`;
   // The service's own JSON logs stay quiet unless asked for; the demo prints readable lines instead.
   process.env["OPQUEUE_LOG_LEVEL"] ??= "warn";
   const { config, path } = loadConfigFile({ path: DEMO_CONFIG, env });
@@ -58,7 +58,10 @@ export async function runDemo(): Promise<void> {
     })
       .then((response) => response.body.dump())
       .catch((error: unknown) => say(`demo: sign-up failed: ${(error as Error).message}`));
-    if (signups >= MAX_SIGNUPS) clearInterval(traffic);
+    if (signups >= MAX_SIGNUPS) {
+      clearInterval(traffic);
+      say(`demo: ${MAX_SIGNUPS} sign-ups done; the product signs no more users up (opqueue and the product keep running: enqueue, cron and the dashboard work as before; restart npm start for more)`);
+    }
   };
   const traffic = setInterval(signUp, SIGNUP_EVERY_MS);
   stopOnSignals(running, logger, async () => {

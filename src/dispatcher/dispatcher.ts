@@ -275,6 +275,8 @@ export class Dispatcher {
             terminalReason: decision.result.terminal_reason,
             statusCode: decision.result.status_code,
             durationMs,
+            retryInMs: decision.status === "retrying" ? decision.delayMs : undefined,
+            error: decision.result.error_body === null ? null : decision.result.error_body.slice(0, 200),
           },
         });
       })

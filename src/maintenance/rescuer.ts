@@ -1,7 +1,8 @@
 /**
- * The lease rescuer (CONTRACT §7): a running job whose last heartbeat is older than its operation's timeout plus
- * `lease.grace_ms` belonged to a node that died (or lost its database). It is retried with backoff, or ends dead
- * `exhausted` when out of attempts. The write is conditional like any outcome, so it is safe on several nodes.
+ * The lease rescuer (docs/delivery.md, "Leases, heartbeats and rescue"): a running job whose last heartbeat is older
+ * than its operation's timeout plus `lease.grace_ms` belonged to a node that died (or lost its database). It is retried
+ * with backoff, or ends dead `exhausted` when out of attempts. The write is conditional like any outcome, so it is safe
+ * on several nodes.
  */
 import type { Clock } from "../clock.js";
 import { decideAttempt } from "../job/retry-policy.js";
@@ -47,6 +48,8 @@ export async function rescueExpiredLeases(options: {
     if (!written[index]) return;
     rescued++;
     options.telemetry.emit("lease:rescued", {
+      jobId: outcome.id,
+      attempt: outcome.attempt,
       operationId: expired[index]?.operationId ?? "",
       outcome: outcome.status === "dead" ? "dead" : "retrying",
     });

@@ -28,6 +28,8 @@ export async function openStore(options: {
   schema?: string;
   /** PostgreSQL only: errors of idle pooled connections, which must never crash the process. */
   onPoolError?: (error: Error) => void;
+  /** PostgreSQL only: choices worth an operator's attention (opqueue's tables found in `public`). */
+  onWarning?: (message: string) => void;
 }): Promise<Store> {
   const { url, clock } = options;
   const database = parseDatabaseUrl(url);
@@ -40,6 +42,7 @@ export async function openStore(options: {
       ...(options.poolSize !== undefined ? { poolSize: options.poolSize } : {}),
       ...(options.schema !== undefined ? { schema: options.schema } : {}),
       ...(options.onPoolError ? { onPoolError: options.onPoolError } : {}),
+      ...(options.onWarning ? { onWarning: options.onWarning } : {}),
     });
   }
   throw new UnsupportedDatabaseError(`database "${redactDatabaseUrl(url)}" is not a supported URL`);

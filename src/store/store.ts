@@ -31,7 +31,7 @@ export type JobInsertParams = Pick<
   spawnCap: number;
 };
 
-/** The result of `jobInsert`, decided atomically with the write (CONTRACT §3 steps 5–7). */
+/** The result of `jobInsert`, decided atomically with the write (docs/api.md, "Enqueue, step by step", steps 5 to 7). */
 export type JobInsertOutcome =
   /** A new job; `cancelled` with `cancelled-by-chain` when its chain was cancelled. */
   | { kind: "created"; job: JobRow }
@@ -142,8 +142,8 @@ export interface Store {
   jobClaimMany(params: { limit: number }): Promise<JobRow[]>;
   /**
    * Sets each job's state from an attempt's outcome, if the job is still `running` that attempt of that claim:
-   * `succeeded` and `dead` end it (a `dead` one of a cancelled chain ends `cancelled-by-chain`), `retrying` puts it back
-   * in the queue (the completer's outcomes and the rescuer's alike). Returns, per outcome, whether it was written
+   * `succeeded` and `dead` end it (a `dead` one of a cancelled chain ends `cancelled-by-chain`), `retrying` puts it
+   * back in the queue (the completer's outcomes and the rescuer's alike). Returns, per outcome, whether it was written
    * (false: someone else, a rescue, a cancel or another node, decided first).
    */
   jobSetStateIfRunningMany(params: { outcomes: JobOutcome[] }): Promise<boolean[]>;
@@ -206,6 +206,14 @@ export interface Store {
 /** The database cannot be reached or cannot take writes now; answered with 503 `unavailable`. */
 export class StoreUnavailableError extends Error {
   override readonly name = "StoreUnavailableError";
+}
+
+/**
+ * The database cannot be used as it is (someone else's tables where opqueue's would go, a schema newer than this
+ * opqueue): an operator must act. The CLI prints the message and exits 2.
+ */
+export class StoreSetupError extends Error {
+  override readonly name = "StoreSetupError";
 }
 
 /** Another process holds the database (SQLite serves one node). */

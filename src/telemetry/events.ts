@@ -26,9 +26,13 @@ export interface OpqueueEvents {
     terminalReason: string | null;
     statusCode: number | undefined;
     durationMs: number;
+    /** For a retry: how long until it is due. */
+    retryInMs: number | undefined;
+    /** The start of the failure's `error_body` (at most 200 characters); null for a success. */
+    error: string | null;
   };
   /** A running job whose lease expired was recovered. */
-  "lease:rescued": { operationId: string; outcome: "retrying" | "dead" };
+  "lease:rescued": { jobId: string; attempt: number; operationId: string; outcome: "retrying" | "dead" };
   /** A cron tick enqueued its job (or found it enqueued already). */
   "cron:tick": { name: string; tickAt: number; outcome: string };
   /** This node's clock was compared with the database's: how far the database's is ahead (ms; negative: behind). */

@@ -1,5 +1,4 @@
-/** Liveness, readiness, metrics, the service's OpenAPI document and the delivery key set. */
-import { Type } from "@sinclair/typebox";
+/** The overview the dashboard reads, the service's OpenAPI document and the delivery key set. */
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { ApiError } from "../../errors.js";
 import type { Store } from "../../store/store.js";
@@ -8,7 +7,6 @@ import { ErrorBody, Stats } from "../../job/schemas.js";
 import { formatTime } from "../../job/wire.js";
 import type { Clock } from "../../clock.js";
 import type { onRequestAsyncHookHandler } from "fastify";
-import { StoreUnavailableError } from "../../store/store.js";
 import { COUNTS_READ, sharedRead } from "../../telemetry/shared-read.js";
 
 /** What the system routes need. */
@@ -27,43 +25,6 @@ export interface SystemRoutesOptions {
 export const systemRoutes: FastifyPluginAsyncTypebox<SystemRoutesOptions> = async (app, options) => {
   // Every open dashboard asks for the counts every 5 s: one count serves them all (see shared-read.ts).
   const countJobs = sharedRead(() => options.store.jobStats(), COUNTS_READ);
-  const Status = Type.Object({ status: Type.String() });
-
-  app.get(
-    "/healthz",
-    { schema: { operationId: "liveness", summary: "The process is up", tags: ["system"], response: { 200: Status } } },
-    async () => ({ status: "ok" }),
-  );
-
-  app.get(
-    "/readyz",
-    {
-      schema: {
-        operationId: "readiness",
-        summary: "The database answers and is migrated",
-        tags: ["system"],
-        response: { 200: Status, 503: ErrorBody },
-      },
-    },
-    async () => {
-      try {
-        await options.store.ping();
-      } catch (error) {
-        const reason = error instanceof StoreUnavailableError ? error.message : "the database does not answer";
-        throw new ApiError(503, "unavailable", `not ready: ${reason}`, { "retry-after": "1" });
-      }
-      return { status: "ready" };
-    },
-  );
-
-  app.get(
-    "/metrics",
-    { schema: { operationId: "metrics", summary: "Prometheus metrics", tags: ["system"], response: { 200: Type.String() } } },
-    async (_request, reply) => {
-      const text = await options.metrics.registry.metrics();
-      return reply.type(options.metrics.registry.contentType).send(text);
-    },
-  );
 
   app.get(
     "/stats",

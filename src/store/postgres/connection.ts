@@ -4,9 +4,12 @@
  * store's methods never see a raw driver error of that kind.
  */
 import pg from "pg";
-import { StoreUnavailableError } from "../store.js";
+import { StoreSetupError, StoreUnavailableError } from "../store.js";
 import { isUnavailable, isUniqueViolation, mapError } from "./errors.js";
 import type { PgRow } from "./rows.js";
+
+/** The schema opqueue keeps its tables in when the URL names none. */
+export const DEFAULT_SCHEMA = "opqueue";
 
 /** How the pool connects, kept for the LISTEN connection, which lives outside it. */
 export interface ConnectionSettings {
@@ -14,29 +17,64 @@ export interface ConnectionSettings {
   applicationName: string;
   /** Runtime options of every connection (time zone, search path). */
   options: string;
-  /** The schema opqueue's tables are in, if not the connection's default. */
-  schema: string | undefined;
+  /** The schema opqueue's tables are in. */
+  schema: string;
 }
 
 /**
- * Reads the URL's own parameters: `?schema=NAME` puts opqueue's tables in their own schema of a shared database,
- * `?application_name=` names this node's connections in pg_stat_activity (default "opqueue"). Neither goes to the
- * driver as such.
+ * Reads the URL's own parameters: `?schema=NAME` chooses the schema of opqueue's tables (`opqueue` by default, so a
+ * product's own `jobs` or `schema_migrations` in the same database is never touched), `?application_name=` names this
+ * node's connections in pg_stat_activity (default "opqueue"). Neither goes to the driver as such. `schema` given here
+ * wins over the URL's.
  */
 export function connectionSettings(options: { url: string; schema?: string | undefined }): ConnectionSettings {
   const parsed = new URL(options.url);
-  const schema = options.schema ?? (parsed.searchParams.get("schema") || undefined);
+  const schema = options.schema ?? (parsed.searchParams.get("schema") || DEFAULT_SCHEMA);
   parsed.searchParams.delete("schema");
   const applicationName = parsed.searchParams.get("application_name") || "opqueue";
   parsed.searchParams.delete("application_name");
-  const runtimeOptions = ["-c TimeZone=UTC"];
-  if (schema) {
-    if (!/^[a-z_][a-z0-9_]*$/.test(schema)) {
-      throw new Error(`invalid schema name "${schema}" (lower-case letters, digits and _)`);
-    }
-    runtimeOptions.push(`-c search_path=${schema}`);
+  if (!/^[a-z_][a-z0-9_]*$/.test(schema)) {
+    throw new StoreSetupError(`invalid schema name "${schema}" in the database URL (lower-case letters, digits and _)`);
   }
-  return { url: parsed.toString(), applicationName, options: runtimeOptions.join(" "), schema };
+  const options_ = ["-c TimeZone=UTC", `-c search_path=${schema}`].join(" ");
+  return { url: parsed.toString(), applicationName, options: options_, schema };
+}
+
+/**
+ * The schema of a URL that names none. opqueue used to keep its tables in the connection's default schema (`public`):
+ * a database holding them there, and no `opqueue` schema yet, keeps using `public`, so an upgrade never starts an
+ * empty queue beside the old one. Returns the schema and, for the legacy case, a warning to log.
+ */
+export async function defaultSchema(url: string): Promise<{ schema: string; warning?: string }> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 });
+  client.on("error", () => undefined);
+  try {
+    await client.connect();
+    const row = (
+      await client.query<{ has_default: boolean; legacy: boolean }>(
+        `SELECT EXISTS (SELECT 1 FROM information_schema.tables WHERE table_schema = $1 AND table_name = 'schema_migrations')
+             AS has_default,
+           EXISTS (SELECT 1 FROM information_schema.tables WHERE table_schema = 'public' AND table_name = 'job_specs')
+             AND EXISTS (SELECT 1 FROM information_schema.columns
+               WHERE table_schema = 'public' AND table_name = 'schema_migrations' AND column_name = 'name') AS legacy`,
+        [DEFAULT_SCHEMA],
+      )
+    ).rows[0];
+    if (row && !row.has_default && row.legacy) {
+      return {
+        schema: "public",
+        warning:
+          `opqueue's tables are in the schema "public", where earlier versions of opqueue kept them; they stay there. New ` +
+          `deployments use the schema "${DEFAULT_SCHEMA}": add ?schema=public to the database URL to keep this one, ` +
+          "and this warning goes",
+      };
+    }
+    return { schema: DEFAULT_SCHEMA };
+  } catch (error) {
+    throw mapError(error);
+  } finally {
+    await client.end().catch(() => undefined);
+  }
 }
 
 /** A pool of connections with the engine's query and transaction helpers. */
@@ -69,13 +107,11 @@ export class PgConnection {
     });
     pool.on("error", (error) => options.onPoolError?.(error));
     try {
-      if (settings.schema) {
-        // IF NOT EXISTS is not safe against itself: of nodes creating the schema at the same moment, all but one
-        // fail on pg_namespace's unique index, after the winner committed it. The schema exists either way.
-        await pool.query(`CREATE SCHEMA IF NOT EXISTS ${settings.schema}`).catch((error: unknown) => {
-          if (!isUniqueViolation(error, "pg_namespace_nspname_index")) throw error;
-        });
-      }
+      // IF NOT EXISTS is not safe against itself: of nodes creating the schema at the same moment, all but one fail on
+      // pg_namespace's unique index, after the winner committed it. The schema exists either way.
+      await pool.query(`CREATE SCHEMA IF NOT EXISTS ${settings.schema}`).catch((error: unknown) => {
+        if (!isUniqueViolation(error, "pg_namespace_nspname_index")) throw error;
+      });
     } catch (error) {
       await pool.end().catch(() => undefined);
       throw mapError(error);

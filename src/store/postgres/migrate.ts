@@ -1,6 +1,40 @@
 /** The PostgreSQL engine's migrations: numbered files of migrations/postgres/, applied once, under an advisory lock. */
 import type pg from "pg";
 import { readMigrations } from "../migrations.js";
+import { StoreSetupError } from "../store.js";
+
+/** The tables (and the view) opqueue creates in its schema. */
+const OPQUEUE_RELATIONS = ["jobs", "job_specs", "job_state", "chains", "cron_ticks", "job_attempts", "attempt_counts"];
+
+/**
+ * Refuses a schema that holds someone else's tables where opqueue's would go: a `schema_migrations` of another tool
+ * (Rails, Knex, ...: not opqueue's columns), or tables named like opqueue's without opqueue's migrations. Nothing is
+ * created or changed in such a schema.
+ */
+async function refuseForeignTables(client: pg.PoolClient, schema: string): Promise<void> {
+  const columns = (
+    await client.query<{ column_name: string; data_type: string }>(
+      `SELECT column_name, data_type FROM information_schema.columns
+       WHERE table_schema = $1 AND table_name = 'schema_migrations'`,
+      [schema],
+    )
+  ).rows;
+  const advice = `opqueue keeps its tables in a schema of its own: choose another with ?schema=NAME in the database URL`;
+  if (columns.length > 0) {
+    const ours = columns.some((c) => c.column_name === "version" && c.data_type === "integer") && columns.some((c) => c.column_name === "name");
+    if (!ours) throw new StoreSetupError(`the schema "${schema}" holds a schema_migrations table that is not opqueue's; ${advice}`);
+    return;
+  }
+  const taken = (
+    await client.query<{ name: string }>(
+      "SELECT table_name AS name FROM information_schema.tables WHERE table_schema = $1 AND table_name = ANY($2::text[])",
+      [schema, OPQUEUE_RELATIONS],
+    )
+  ).rows.map((row) => row.name);
+  if (taken.length > 0) {
+    throw new StoreSetupError(`the schema "${schema}" already holds ${taken.join(", ")}, not opqueue's; ${advice}`);
+  }
+}
 
 /** Applies pending migrations under an advisory lock; returns the schema version. */
 export async function migrate(pool: pg.Pool): Promise<number> {
@@ -18,6 +52,7 @@ export async function migrate(pool: pg.Pool): Promise<number> {
     const lockKey = `opqueue.migrate:${schema}`;
     await client.query("SELECT pg_advisory_lock(hashtext($1))", [lockKey]);
     try {
+      await refuseForeignTables(client, schema);
       await client.query(
         `CREATE TABLE IF NOT EXISTS schema_migrations (
            version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
@@ -27,7 +62,10 @@ export async function migrate(pool: pg.Pool): Promise<number> {
           ?.version ?? 0,
       );
       if (applied > latest) {
-        throw new Error(`the database schema (version ${applied}) is newer than this opqueue (version ${latest})`);
+        throw new StoreSetupError(
+          `the database schema "${schema}" (version ${applied}) is newer than this opqueue (version ${latest}): ` +
+            "run the newer opqueue, or restore a backup taken before the upgrade",
+        );
       }
       for (const migration of migrations.slice(applied)) {
         await client.query("BEGIN");

@@ -43,7 +43,7 @@ import {
   type JobStats,
   type Store,
 } from "../store.js";
-import { connectionSettings, PgConnection } from "./connection.js";
+import { connectionSettings, defaultSchema, PgConnection } from "./connection.js";
 import { isUniqueViolation, mapError, unstorable } from "./errors.js";
 import { NotificationListener } from "./listener.js";
 import { migrate } from "./migrate.js";
@@ -96,8 +96,10 @@ export interface PostgresStoreOptions {
    * database's clock too, for tests that move time by hand.
    */
   databaseTime?: boolean;
-  /** A schema to work in (created if missing); the connection's default search path otherwise. For tests. */
+  /** The schema to work in (created if missing); the URL's `?schema=`, else `opqueue`. */
   schema?: string;
+  /** Told about a choice worth an operator's attention (opqueue's tables found in `public`). */
+  onWarning?: (message: string) => void;
   /** Pool size (default 10). */
   poolSize?: number;
   /** Told about errors of idle connections (which must never crash the process). */
@@ -130,7 +132,13 @@ export class PostgresStore implements Store {
 
   /** Connects, migrates (under an advisory lock, so nodes starting together migrate once) and returns the store. */
   static async open(options: PostgresStoreOptions): Promise<PostgresStore> {
-    const settings = connectionSettings({ url: options.url, schema: options.schema });
+    let schema = options.schema ?? (new URL(options.url).searchParams.get("schema") || undefined);
+    if (schema === undefined) {
+      const chosen = await defaultSchema(options.url);
+      if (chosen.warning) options.onWarning?.(chosen.warning);
+      schema = chosen.schema;
+    }
+    const settings = connectionSettings({ url: options.url, schema });
     const db = await PgConnection.open({ settings, poolSize: options.poolSize ?? 10, onPoolError: options.onPoolError });
     try {
       const schemaVersion = await migrate(db.pool);
