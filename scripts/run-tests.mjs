@@ -25,6 +25,11 @@ const PLACES = {
   "test/maintenance/": { engines: "both" },
   "test/telemetry/": { engines: "both" },
   "test/client/": { engines: "both" },
+  "test/client/wire-agreement.test.ts": { engines: "none" },
+  "test/client/package.test.ts": {
+    engines: "sqlite",
+    reason: "packs and installs @opqueue/client and runs it against opqueue serve on a SQLite file; test/client/ covers the client on both engines",
+  },
   "test/demo/": { engines: "both" },
   "test/store/": { engines: "own" },
   "test/multinode/": { engines: "own" },
@@ -40,6 +45,20 @@ const PLACES = {
   "test/cli.test.ts": {
     engines: "sqlite",
     reason: "the opqueue command on SQLite files (lock, migrate, token); serve on PostgreSQL is test/multinode/'s",
+  },
+  "test/cli-backup.test.ts": {
+    engines: "sqlite",
+    reason:
+      "the online backup and restore of SQLite files by the opqueue command; its PostgreSQL case (a clear refusal) reads OPQUEUE_TEST_DATABASE_URL itself",
+  },
+  "test/deploy/systemd.test.ts": {
+    engines: "sqlite",
+    reason: "runs the systemd unit's command and stops it with SIGTERM; a node's shutdown on PostgreSQL is test/multinode/'s",
+  },
+  "test/deploy/upgrade.test.ts": { engines: "own" },
+  "test/deploy/nginx.test.ts": {
+    engines: "sqlite",
+    reason: "runs the nginx example in front of a node; what goes through the proxy is tested on both engines by test/http/",
   },
   "test/ui/": {
     engines: "sqlite",

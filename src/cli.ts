@@ -1,18 +1,22 @@
 #!/usr/bin/env node
 /**
- * The `opqueue` command: serve | migrate | token | demo. Exit codes: 0 done, 1 failed at run time,
+ * The `opqueue` command: serve | migrate | token | backup | restore | demo. Exit codes: 0 done, 1 failed at run time,
  * 2 bad configuration or usage.
  */
+import { statSync } from "node:fs";
+import { resolve } from "node:path";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { isValidRequestId, REQUEST_ID_RULE } from "./auth/hs256.js";
 import { mintToken } from "./auth/tokens.js";
+import { BackupError, downloadBackup } from "./backup.js";
 import { systemClock } from "./clock.js";
 import { ConfigError, loadConfigFile } from "./config.js";
 import { runDemo } from "./demo/demo.js";
 import { dashboardUrl, signInLink } from "./http/routes/ui.js";
-import { redactDatabaseUrl } from "./database-url.js";
+import { parseDatabaseUrl, redactDatabaseUrl } from "./database-url.js";
 import { createLogger, serve, stopOnSignals } from "./serve.js";
 import { openStore, UnsupportedDatabaseError } from "./store/open-store.js";
+import { BackupFileError, restoreBackupFile } from "./store/sqlite/backup-file.js";
 import { StoreLockedError, StoreSetupError } from "./store/store.js";
 import { VERSION } from "./version.js";
 
@@ -23,6 +27,8 @@ Usage:
   opqueue migrate [--config FILE]
   opqueue token   [--config FILE] --sub USER [--op OP (--rid RID | --job JOB)] [--site-admin] [--ttl SECONDS]
                   (with --site-admin, also prints the dashboard's sign-in link on stderr)
+  opqueue backup  [--config FILE] --to FILE [--url URL] [--token TOKEN]
+  opqueue restore [--config FILE] --from FILE
   opqueue demo
   opqueue --version
 
@@ -57,6 +63,24 @@ ${CONFIG_HELP}
   --job JOB       the job whose delivery makes a chained call
   --site-admin    an admin token with site_admin: true; also prints the dashboard's sign-in link on stderr
   --ttl SECONDS   lifetime (default: 300 for an assertion, its most; 3600 for an admin token, at most 86400)`,
+  backup: `Usage: opqueue backup [--config FILE] --to FILE [--url URL] [--token TOKEN]
+
+Copies the database of a running SQLite node without stopping it (GET /admin/backup: SQLite's online backup, made
+between the service's other work), checks the copy (integrity, opqueue schema) and renames it onto FILE.
+A PostgreSQL node has no such copy: back it up with pg_dump.
+
+${CONFIG_HELP}
+  --to FILE       where the copy goes (replaced whole, or left as it was if anything fails)
+  --url URL       the service (default: listen.host and listen.port of the config)
+  --token TOKEN   a site admin token (default: one minted with the first HS256 key of auth.keys, valid 60 s)`,
+  restore: `Usage: opqueue restore [--config FILE] --from FILE
+
+Puts a backup in place of the config's SQLite database, for a node that is stopped: refused while a service holds
+the database. Checks the backup first (integrity, opqueue schema, a schema version no newer than this opqueue's);
+serve migrates it on its next start.
+
+${CONFIG_HELP}
+  --from FILE     the backup (only read)`,
   demo: `Usage: opqueue demo
 
 Runs the demo (npm start): the service on SQLite and the example product, signing a user up every 5 seconds.`,
@@ -79,6 +103,10 @@ async function main(argv: string[]): Promise<void> {
       return migrateCommand(rest);
     case "token":
       return tokenCommand(rest);
+    case "backup":
+      return backupCommand(rest);
+    case "restore":
+      return restoreCommand(rest);
     case "demo":
       return demoCommand(rest);
     case "--version":
@@ -169,6 +197,62 @@ async function tokenCommand(args: string[]): Promise<void> {
   if (values["site-admin"]) console.error(`Sign-in link: ${signInLink(dashboardUrl(config.listen), token)}`);
 }
 
+/** The lifetime of the admin token `backup` mints: it is checked once, when the request arrives. */
+const BACKUP_TOKEN_TTL_S = 60;
+
+async function backupCommand(args: string[]): Promise<void> {
+  const values = parse(args, {
+    config: { type: "string" },
+    to: { type: "string" },
+    url: { type: "string" },
+    token: { type: "string" },
+  });
+  if (!values.to) throw new UsageError("backup: --to FILE is required");
+  const { config } = loadConfigFile({ path: values.config });
+  const to = resolve(values.to);
+  const database = parseDatabaseUrl(config.database);
+  // Renamed onto the live file, the copy would take its place while the service went on writing to the old one.
+  if (database?.engine === "sqlite" && resolve(database.path) === to) {
+    throw new UsageError(`backup: --to names the database itself (${to}); write the copy elsewhere`);
+  }
+  if (statSync(to, { throwIfNoEntry: false })?.isDirectory()) throw new UsageError(`backup: --to ${to} is a folder; name a file`);
+  if (values.url === undefined && config.listen.port === 0) {
+    throw new UsageError("backup: listen.port is 0 (any free port), so the service's address is unknown: give --url");
+  }
+  const url = values.url ?? new URL("/", dashboardUrl(config.listen)).href;
+  const token =
+    values.token ??
+    (await mintToken({ auth: config.auth, clock: systemClock, sub: "opqueue-backup", siteAdmin: true, ttlSeconds: BACKUP_TOKEN_TTL_S }));
+  const backup = await downloadBackup({ url, token, to });
+  console.log(
+    `backed up ${backup.endpoint} to ${to}: ${backup.bytes} bytes, ${backup.jobs} jobs, schema version ` +
+      `${backup.schemaVersion}, integrity ok`,
+  );
+}
+
+async function restoreCommand(args: string[]): Promise<void> {
+  const values = parse(args, { config: { type: "string" }, from: { type: "string" } });
+  if (!values.from) throw new UsageError("restore: --from FILE is required");
+  const { config } = loadConfigFile({ path: values.config });
+  const database = parseDatabaseUrl(config.database);
+  if (database?.engine === "postgres") {
+    throw new BackupError("restore: this config's database is PostgreSQL; restore a pg_dump of it with pg_restore", 2);
+  }
+  if (database?.engine !== "sqlite" || database.path === ":memory:") {
+    throw new BackupError(`restore: the database ${redactDatabaseUrl(config.database)} is no file to restore into`, 2);
+  }
+  const from = resolve(values.from);
+  if (!statSync(from, { throwIfNoEntry: false })?.isFile()) throw new UsageError(`restore: --from ${from} is not a file`);
+  const restored = restoreBackupFile({ from, to: database.path });
+  console.log(
+    `restored ${database.path} from ${from} (${restored.bytes} bytes, ${restored.jobs} jobs, schema version ` +
+      `${restored.schemaVersion})${restored.replaced ? ", replacing the database that was there and its -wal and -shm files" : ""}` +
+      (restored.schemaVersion < restored.latestSchemaVersion
+        ? `; serve migrates it to version ${restored.latestSchemaVersion} when it starts`
+        : ""),
+  );
+}
+
 /** `npm start`: the service on SQLite with the bundled example product. */
 async function demoCommand(args: string[]): Promise<void> {
   parse(args, {});
@@ -191,6 +275,14 @@ main(process.argv.slice(2)).catch((error: unknown) => {
   if (error instanceof StoreSetupError) {
     console.error(`opqueue: ${error.message}`);
     process.exit(2);
+  }
+  if (error instanceof BackupError) {
+    console.error(`opqueue: ${error.message}`);
+    process.exit(error.exitCode);
+  }
+  if (error instanceof BackupFileError) {
+    console.error(`opqueue: ${error.message}`);
+    process.exit(1);
   }
   if (error instanceof StoreLockedError) {
     console.error(`opqueue: ${error.message}`);

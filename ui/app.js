@@ -1,7 +1,7 @@
 // The dashboard's shell: sign-in (a `#token=` link or the form), the session line, hash routing between the
 // overview, the job list and a job's page, and the periodic refresh of the view on screen.
 import { api, ApiError, clearToken, getToken, onUnauthorized, setToken, tokenClaims } from "./api.js";
-import { announce, clearMessages, h, showError, time } from "./dom.js";
+import { announce, clearMessages, h, showError, timeShort, timeZoneLabel } from "./dom.js";
 import { jobView } from "./job.js";
 import { jobsView } from "./jobs.js";
 import { overviewView } from "./overview.js";
@@ -117,15 +117,19 @@ async function route({ focus = true } = {}) {
   await scheduleRefresh(view, generation);
 }
 
-/** The session line of the header: who is signed in, until when. */
+/** The session line of the header: who is signed in, until when, and the time zone every time is shown in. */
 function showSession(token) {
   const claims = tokenClaims(token);
   const who = typeof claims.sub === "string" ? claims.sub : "an administrator";
   const parts = [h("span", { class: "muted" }, "Signed in as "), h("strong", {}, who)];
   if (typeof claims.exp === "number") {
-    parts.push(h("span", { class: "muted" }, " · token valid until "), time(new Date(claims.exp * 1000).toISOString()));
+    parts.push(h("span", { class: "muted" }, " · valid until "), timeShort(new Date(claims.exp * 1000).toISOString()));
   }
   document.getElementById("session-who").replaceChildren(...parts);
+  document.getElementById("time-zone").replaceChildren(
+    h("span", { class: "muted" }, "Times in "),
+    h("span", { title: "This browser's time zone. Point at a time to see its exact instant in UTC." }, timeZoneLabel()),
+  );
   document.getElementById("session").hidden = false;
   document.getElementById("nav").hidden = false;
 }

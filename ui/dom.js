@@ -73,6 +73,19 @@ export function time(iso) {
   return h("time", { datetime: iso, title: iso }, text);
 }
 
+/** `UTC+05:30`: how far the browser's time zone is from UTC at `date` (summer time included). */
+function utcOffset(date) {
+  const minutes = -date.getTimezoneOffset();
+  const abs = Math.abs(minutes);
+  return `UTC${minutes < 0 ? "-" : "+"}${pad(Math.floor(abs / 60))}:${pad(abs % 60)}`;
+}
+
+/** The time zone every time on screen is shown in: `Europe/Paris (UTC+01:00)`, the offset of `date` (default now). */
+export function timeZoneLabel(date = new Date()) {
+  const name = Intl.DateTimeFormat().resolvedOptions().timeZone;
+  return name ? `${name} (${utcOffset(date)})` : utcOffset(date);
+}
+
 /** A duration in words: `850 ms`, `12.5 s`, `4 min 10 s`, `3 h 5 min`, `2 d 4 h`. */
 export function duration(ms) {
   if (!Number.isFinite(ms)) return "—";
@@ -90,6 +103,14 @@ export function timeShort(iso) {
   const date = new Date(iso);
   if (date.toDateString() !== new Date().toDateString()) return time(iso);
   return h("time", { datetime: iso, title: iso }, `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`);
+}
+
+/** For a list: `01:02:03` when the instant is today, else only its date `2026-11-22`; the exact instant as `time`'s. */
+export function timeCompact(iso) {
+  if (iso === null || iso === undefined) return time(iso);
+  const date = new Date(iso);
+  if (date.toDateString() === new Date().toDateString()) return timeShort(iso);
+  return h("time", { datetime: iso, title: iso }, `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())}`);
 }
 
 /** `in 4 min 10 s` / `4 min 10 s ago`, from now. */

@@ -1,5 +1,6 @@
-// A job's page: every field of its wire form, its result with the error body, its chain as a tree, its attempt
-// history, and the actions (cancel, retry, cancel the chain), each confirmed first.
+// A job's page: every field of its wire form, its result with the error body, its history (creation, attempts
+// numbered across retries, administrators' actions) as one timeline, its chain as a tree, and the actions (run now,
+// cancel, retry, cancel the chain), each confirmed first.
 import { api, ApiError, apiPath, query } from "./api.js";
 import { ACTIVE_STATUSES, announce, confirmAction, duration, h, jsonBlock, relative, replaceContent, showError, statusBadge, time, timeShort } from "./dom.js";
 import { jobHash, listHash } from "./jobs.js";
@@ -18,7 +19,7 @@ export function jobView(container, id, ctx) {
   const fields = h("div", {});
   const result = h("div", {});
   const chain = h("div", {});
-  const attempts = h("div", { class: "table-wrap" });
+  const history = h("div", {});
   const payload = h("div", { class: "payloads" });
   const updated = h("p", { class: "updated muted" });
 
@@ -39,8 +40,8 @@ export function jobView(container, id, ctx) {
         "div",
         { class: "column" },
         h("section", { class: "panel", "aria-labelledby": "result-title" }, h("h2", { id: "result-title" }, "Result"), result),
+        h("section", { class: "panel", "aria-labelledby": "history-title" }, h("h2", { id: "history-title" }, "History"), history),
         h("section", { class: "panel", "aria-labelledby": "chain-title" }, h("h2", { id: "chain-title" }, "Chain"), chain),
-        h("section", { class: "panel", "aria-labelledby": "attempts-title" }, h("h2", { id: "attempts-title" }, "Attempts"), attempts),
       ),
     ),
   );
@@ -63,6 +64,18 @@ export function jobView(container, id, ctx) {
     }
     await refresh().catch(ctx.reportError);
   }
+
+  const runNow = () =>
+    act({
+      title: "Run this job now?",
+      message:
+        `Job ${id} (${job.operation_id}) would run ${relative(job.run_at)}. It becomes due now and runs as soon as a ` +
+        "worker is free; its attempt count, priority and keys stay as they are, and a concurrency key still makes it wait its turn.",
+      confirmLabel: "Run now",
+      run: () => api(apiPath`/jobs/${id}/run-now`, { method: "POST" }),
+      done: () => `Job ${id} is due now; it runs as soon as a worker is free.`,
+      refused: "Not run now",
+    });
 
   const cancel = () =>
     act({
@@ -102,7 +115,7 @@ export function jobView(container, id, ctx) {
     try {
       answers = await Promise.all([
         api(apiPath`/jobs/${id}`),
-        api(apiPath`/jobs/${id}/attempts`),
+        api(apiPath`/jobs/${id}/history`),
       ]);
     } catch (error) {
       if (error instanceof ApiError && error.code === "job_not_found") {
@@ -117,17 +130,22 @@ export function jobView(container, id, ctx) {
       }
       throw error;
     }
-    const [{ job: fresh }, { attempts: history }] = answers;
+    const [{ job: fresh }, { events }] = answers;
     const chainPage = await api(`/jobs${query({ original_request_id: fresh.original_request_id, limit: CHAIN_LIMIT })}`);
     if (!ctx.isCurrent()) return;
     replaceContent(updated, "Updated ", time(new Date().toISOString()), ` · refreshes every ${REFRESH_MS / 1000} s`);
-    const text = JSON.stringify([fresh, history, chainPage]);
+    // Running now is offered while the run time is ahead; it passes without the job changing.
+    const waiting = (fresh.status === "pending" || fresh.status === "retrying") && new Date(fresh.run_at).getTime() > Date.now();
+    const text = JSON.stringify([fresh, events, chainPage, waiting]);
     if (text === lastData) return;
     lastData = text;
     job = fresh;
 
     replaceContent(headStatus, statusBadge(job.status), job.result?.terminal_reason ? h("span", { class: "reason" }, job.result.terminal_reason) : null);
     const buttons = [];
+    if (waiting) {
+      buttons.push(h("button", { type: "button", class: "button button-primary", id: "action-run-now", onclick: runNow, "data-focus-key": "run-now" }, "Run now…"));
+    }
     if (ACTIVE_STATUSES.has(job.status)) {
       buttons.push(h("button", { type: "button", class: "button", id: "action-cancel", onclick: cancel, "data-focus-key": "cancel" }, "Cancel job…"));
     }
@@ -141,7 +159,7 @@ export function jobView(container, id, ctx) {
     replaceContent(result, resultBlock(job));
     replaceContent(payload, h("h3", {}, "request"), jsonBlock(job.request, "request"), h("h3", {}, "authority"), jsonBlock(job.authority, "authority"));
     replaceContent(chain, chainTree(job, chainPage));
-    replaceContent(attempts, attemptTable(history));
+    replaceContent(history, historyTimeline(job, events));
   }
 
   return { refresh, everyMs: REFRESH_MS };
@@ -167,7 +185,7 @@ function fieldTable(job) {
     ["concurrency_key", code(job.concurrency_key)],
     ["enqueued_by_operation_id", code(job.enqueued_by_operation_id)],
     ["parent_job_id", job.parent_job_id === null ? code(null) : link(jobHash(job.parent_job_id), job.parent_job_id, "f-parent")],
-    ["original_request_id", link(listHash({ original_request_id: job.original_request_id }), job.original_request_id, "f-chain")],
+    ["original_request_id", h("a", { href: listHash({ original_request_id: job.original_request_id }), class: "mono chain-id", "data-focus-key": "f-chain" }, job.original_request_id)],
     ["user_id", link(listHash({ user_id: job.user_id }), job.user_id, "f-user")],
   ];
   return h(
@@ -230,45 +248,129 @@ function chainTree(job, page) {
     const kids = children.get(j.id) ?? [];
     return h("li", { class: here ? "here" : "" }, h("span", { class: "node" }, label), kids.length > 0 && depth < 50 ? h("ul", {}, kids.map((kid) => node(kid, depth + 1))) : null);
   };
+  const size = `${jobs.length}${page.next_cursor ? "+" : ""} job${jobs.length === 1 ? "" : "s"}`;
   return [
     h(
-      "p",
-      { class: "muted" },
-      `${jobs.length}${page.next_cursor ? "+" : ""} job${jobs.length === 1 ? "" : "s"} in chain `,
-      h("a", { href: listHash({ original_request_id: job.original_request_id }), "data-focus-key": "chain-list" }, h("code", {}, job.original_request_id)),
-      page.next_cursor ? ` (the ${CHAIN_LIMIT} newest are drawn)` : "",
+      "div",
+      { class: "chain-head" },
+      h("span", { class: "muted" }, "Chain id (original_request_id)"),
+      h("code", { class: "chain-id", id: "chain-id" }, job.original_request_id),
+      h(
+        "p",
+        {},
+        h("a", { href: listHash({ original_request_id: job.original_request_id }), "data-focus-key": "chain-list", id: "chain-list" }, `List the ${size} of this chain`),
+        page.next_cursor ? h("span", { class: "muted" }, ` (the ${CHAIN_LIMIT} newest are drawn below)`) : null,
+      ),
     ),
     h("ul", { class: "tree", "aria-label": `Chain ${job.original_request_id}` }, roots.map((root) => node(root, 0))),
   ];
 }
 
-/** Every finished attempt, oldest first, with its outcome and what the target answered. */
-function attemptTable(history) {
-  if (history.length === 0) return h("p", { class: "muted" }, "No attempt has finished yet.");
+/** How the history names an administrator's action, the mark drawn beside it, and what it did to the job. */
+const ACTIONS = {
+  cancel: { words: "Cancelled", mark: "✕", note: "the job will not be delivered" },
+  retry: { words: "Retried", mark: "↻", note: "back to pending, attempts counted from 1 again" },
+  "retry-dead": { words: "Retried", mark: "↻", note: "in a bulk retry, attempts counted from 1 again" },
+  "cancel-chain": { words: "Chain cancelled", mark: "✕", note: "every waiting job of the chain was cancelled, this one too" },
+  "run-now": { words: "Run now", mark: "▶", note: "made due at once" },
+};
+
+/** One line of the history: a mark (an attempt's number), what happened, when. */
+function historyItem({ className, mark, markSpoken, body, at }) {
   return h(
-    "table",
-    { class: "data attempts" },
-    h("caption", { class: "visually-hidden" }, "Attempts, oldest first"),
-    h(
-      "thead",
-      {},
-      h("tr", {}, ["#", "Finished", "Took", "Outcome", "HTTP", "Error body"].map((label) => h("th", { scope: "col" }, label))),
-    ),
-    h(
-      "tbody",
-      {},
-      history.map((attempt) =>
-        h(
-          "tr",
-          {},
-          h("th", { scope: "row" }, String(attempt.attempt)),
-          h("td", { class: "nowrap" }, timeShort(attempt.finished_at)),
-          h("td", { class: "nowrap" }, attempt.started_at === null ? "—" : duration(new Date(attempt.finished_at) - new Date(attempt.started_at))),
-          h("td", {}, statusBadge(attempt.outcome)),
-          h("td", {}, attempt.status_code === null ? h("span", { class: "muted" }, "none") : String(attempt.status_code)),
-          h("td", {}, attempt.error_body === null ? h("span", { class: "muted" }, "—") : h("pre", { class: "code small" }, attempt.error_body)),
-        ),
-      ),
-    ),
+    "li",
+    { class: `event ${className}` },
+    h("span", { class: "event-mark", ...(markSpoken ? {} : { "aria-hidden": "true" }) }, mark),
+    h("div", { class: "event-body" }, body),
+    h("span", { class: "event-time" }, at === null ? null : timeShort(at)),
   );
+}
+
+/** A finished attempt: its number across the job's life, outcome, answer, time taken and error body. */
+function attemptItem(event) {
+  const took = event.started_at === null ? null : duration(new Date(event.at) - new Date(event.started_at));
+  const restarted = event.attempt !== event.number;
+  return historyItem({
+    className: `event-attempt event-outcome-${event.outcome}`,
+    mark: `#${event.number}`,
+    markSpoken: true,
+    at: event.at,
+    body: [
+      h(
+        "p",
+        { class: "event-line" },
+        statusBadge(event.outcome),
+        " ",
+        event.status_code === null ? h("span", { class: "muted" }, "no response") : h("span", { class: "http-status" }, `HTTP ${event.status_code}`),
+        took === null ? null : h("span", { class: "muted" }, ` · took ${took}`),
+        restarted ? h("span", { class: "muted", title: "An administrator's retry starts the job's attempt counter again." }, ` · job attempt ${event.attempt}`) : null,
+      ),
+      event.error_body === null ? null : h("pre", { class: "code small", tabindex: "0", "aria-label": `error body of attempt ${event.number}` }, event.error_body),
+    ],
+  });
+}
+
+/** An administrator's action; a retry is drawn as a band across the history, between the attempts it separates. */
+function adminItem(event) {
+  const action = ACTIONS[event.action] ?? { words: event.action, mark: "•", note: "" };
+  const band = event.action === "retry" || event.action === "retry-dead";
+  return historyItem({
+    className: `event-admin event-${event.action}${band ? " event-band" : ""}`,
+    mark: action.mark,
+    at: event.at,
+    body: h(
+      "p",
+      { class: "event-line" },
+      h("strong", {}, action.words),
+      " by ",
+      h("strong", { class: "actor" }, event.actor),
+      action.note ? h("span", { class: "muted" }, ` · ${action.note}`) : null,
+    ),
+  });
+}
+
+/** The attempt to come: running now, or waiting for its run time. */
+function nextItem(job, number) {
+  if (job.status === "running") {
+    return historyItem({
+      className: "event-next",
+      mark: `#${number}`,
+      markSpoken: true,
+      at: job.started_at,
+      body: h("p", { class: "event-line" }, statusBadge("running"), h("span", { class: "muted" }, ` started ${relative(job.started_at)}`)),
+    });
+  }
+  if (job.status !== "pending" && job.status !== "retrying") return null;
+  const due = new Date(job.run_at).getTime() <= Date.now();
+  return historyItem({
+    className: "event-next",
+    mark: `#${number}`,
+    markSpoken: true,
+    at: job.run_at,
+    body: h("p", { class: "event-line muted" }, due ? `next attempt due ${relative(job.run_at)}, waiting to be claimed` : `next attempt runs ${relative(job.run_at)}`),
+  });
+}
+
+/** The job's history as one timeline, oldest first: creation, attempts numbered across retries, admins' actions. */
+function historyTimeline(job, events) {
+  let attempts = 0;
+  const items = events.map((event) => {
+    switch (event.type) {
+      case "enqueued":
+        return historyItem({
+          className: "event-enqueued",
+          mark: "●",
+          at: event.at,
+          body: h("p", { class: "event-line" }, h("strong", {}, "Created"), " by ", h("code", {}, event.by)),
+        });
+      case "attempt":
+        attempts = Math.max(attempts, event.number);
+        return attemptItem(event);
+      case "admin":
+        return adminItem(event);
+      default:
+        return null;
+    }
+  });
+  return h("ol", { class: "timeline", "aria-label": "History, oldest first" }, items, nextItem(job, attempts + 1));
 }

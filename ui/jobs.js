@@ -1,8 +1,22 @@
-// The job list: filters (status, operation, chain, user, dedupe key) kept in the address bar, newest first,
-// cursor paging, live refresh, and the bulk retry of the dead jobs matching the filter.
+// The job list: filters (status, operation, chain, user, dedupe key) kept in the address bar, newest first, one
+// line per job with its last error, cursor paging, live refresh, and the bulk retry of the dead jobs matching the
+// filter. On a phone each job becomes a card (style.css).
 import { api, query } from "./api.js";
-import { announce, confirmAction, count, h, relative, replaceContent, STATUSES, statusBadge, time } from "./dom.js";
+import { announce, confirmAction, count, h, relative, replaceContent, STATUSES, statusBadge, time, timeCompact } from "./dom.js";
 import { BULK_RETRY_LIMIT, bulkRetryMessage } from "./overview.js";
+
+/** The list's columns, in order (the job id, first, heads its row). */
+const COLUMNS = [
+  { label: "Job", className: "col-job" },
+  { label: "Operation", className: "col-operation" },
+  { label: "Status", className: "col-status" },
+  { label: "Attempt", className: "col-attempt num" },
+  { label: "Last error", className: "col-error" },
+  { label: "User", className: "col-user" },
+  { label: "Chain", className: "col-chain" },
+  { label: "Created", className: "col-created" },
+  { label: "Run / ended", className: "col-progress" },
+];
 
 /** Jobs per page. */
 const PAGE_SIZE = 50;
@@ -10,13 +24,15 @@ const PAGE_SIZE = 50;
 const REFRESH_MS = 3000;
 const LIVE_KEY = "opqueue.liveRefresh";
 
-/** The text filters: query parameter, label, hint. */
-const TEXT_FILTERS = [
-  { name: "operation_id", label: "Operation", hint: "operationId" },
+/** The filters other than status: query parameter, label, and the hint of a text field. */
+const FIELD_FILTERS = [
+  { name: "operation_id", label: "Operation" },
   { name: "original_request_id", label: "Chain", hint: "original_request_id" },
   { name: "user_id", label: "User", hint: "user_id" },
   { name: "dedupe_key", label: "Dedupe key", hint: "exact dedupe_key" },
 ];
+/** The most characters of an error body put in the list; the cell cuts it to its width, the tooltip has it all. */
+const ERROR_PREVIEW_CHARS = 200;
 
 /** The link to the list with these filters. */
 export function listHash(filters) {
@@ -31,7 +47,7 @@ export function jobHash(id) {
 /** The filters of the list as the address bar holds them. */
 function readFilters(params) {
   const filters = { status: params.getAll("status").filter((status) => STATUSES.includes(status)) };
-  for (const { name } of TEXT_FILTERS) {
+  for (const { name } of FIELD_FILTERS) {
     const value = params.get(name);
     if (value) filters[name] = value;
   }
@@ -49,6 +65,61 @@ function progress(job) {
   return h("span", { class: "muted" }, "—");
 }
 
+/** Text on one line: runs of white space (new lines included) become one space. */
+function oneLine(text) {
+  return text.replace(/\s+/g, " ").trim();
+}
+
+/** Whether the job's result says why it failed or stopped. */
+function hasError(job) {
+  return job.result !== null && (job.result.terminal_reason !== null || job.result.error_body !== null);
+}
+
+/**
+ * The last error of a job, on one line: the HTTP status and the start of the error body (an ellipsis where it is
+ * cut), or the terminal reason when there is no body. The tooltip holds the reason, the status and the whole body.
+ */
+function lastError(job) {
+  if (!hasError(job)) return h("span", { class: "muted" }, "—");
+  const { terminal_reason: reason, status_code: statusCode, error_body: body } = job.result;
+  const flat = body === null ? "" : oneLine(body);
+  const shown = flat.length > ERROR_PREVIEW_CHARS ? `${flat.slice(0, ERROR_PREVIEW_CHARS)}…` : flat;
+  const summary = [reason, statusCode === undefined ? null : `HTTP ${statusCode}`].filter(Boolean).join(" · ");
+  return h(
+    "span",
+    { class: "error-line", title: [summary, body].filter(Boolean).join("\n") },
+    statusCode === undefined ? null : h("span", { class: "error-status" }, String(statusCode)),
+    shown === "" ? h("span", { class: "error-reason" }, reason) : h("span", { class: "error-text" }, shown),
+  );
+}
+
+/** The operation filter: every background operation the service knows (GET /operations), or any. */
+function operationSelect(selected) {
+  const select = h(
+    "select",
+    { id: "filter-operation_id", name: "operation_id" },
+    h("option", { value: "" }, "any operation"),
+  );
+  if (selected) select.append(h("option", { value: selected, selected: true }, selected));
+  return select;
+}
+
+/** Fills `select` with the operations, keeping its choice (listed even when the service no longer knows it). */
+function fillOperations(select, operations) {
+  const chosen = select.value;
+  const names = operations.map((operation) => operation.operation_id);
+  if (chosen && !names.includes(chosen)) names.push(chosen);
+  const options = names.map((name) => {
+    const known = operations.find((operation) => operation.operation_id === name);
+    return h(
+      "option",
+      { value: name, selected: name === chosen, title: known ? `${known.method} ${known.path}` : "not an operation of the service's document" },
+      known ? name : `${name} (unknown)`,
+    );
+  });
+  select.replaceChildren(h("option", { value: "", selected: chosen === "" }, "any operation"), ...options);
+}
+
 /** Mounts the list in `container`, filtered by the route's `params`. */
 export function jobsView(container, params, ctx) {
   document.title = "Jobs · opqueue";
@@ -58,7 +129,7 @@ export function jobsView(container, params, ctx) {
   let live = sessionStorage.getItem(LIVE_KEY) !== "off";
 
   // The filter form.
-  const operationsList = h("datalist", { id: "operations-list" });
+  const operations = operationSelect(filters.operation_id);
   const statusBoxes = STATUSES.map((status) =>
     h(
       "label",
@@ -68,21 +139,22 @@ export function jobsView(container, params, ctx) {
       statusBadge(status),
     ),
   );
-  const textInputs = TEXT_FILTERS.map(({ name, label, hint }) =>
+  const fieldInputs = FIELD_FILTERS.map(({ name, label, hint }) =>
     h(
       "div",
       { class: "field" },
       h("label", { for: `filter-${name}` }, label),
-      h("input", {
-        id: `filter-${name}`,
-        name,
-        type: "search",
-        placeholder: hint,
-        value: filters[name] ?? "",
-        autocomplete: "off",
-        spellcheck: "false",
-        ...(name === "operation_id" ? { list: "operations-list" } : {}),
-      }),
+      name === "operation_id"
+        ? operations
+        : h("input", {
+            id: `filter-${name}`,
+            name,
+            type: "search",
+            placeholder: hint,
+            value: filters[name] ?? "",
+            autocomplete: "off",
+            spellcheck: "false",
+          }),
     ),
   );
   const form = h(
@@ -92,8 +164,7 @@ export function jobsView(container, params, ctx) {
     h(
       "div",
       { class: "filter-fields" },
-      textInputs,
-      operationsList,
+      fieldInputs,
       h(
         "div",
         { class: "form-buttons" },
@@ -106,7 +177,7 @@ export function jobsView(container, params, ctx) {
     event.preventDefault();
     const data = new FormData(form);
     const next = { status: data.getAll("status") };
-    for (const { name } of TEXT_FILTERS) next[name] = String(data.get(name) ?? "").trim();
+    for (const { name } of FIELD_FILTERS) next[name] = String(data.get(name) ?? "").trim();
     ctx.navigate(listHash(next));
   });
 
@@ -131,8 +202,14 @@ export function jobsView(container, params, ctx) {
   const pager = h("nav", { class: "pager", "aria-label": "Pages" });
   const heading = h("h1", { tabindex: "-1" }, filters.status.length === 1 ? `Jobs: ${filters.status[0]}` : "Jobs");
 
+  // A chain id is often a long request id: in full here, where the filter is the whole point of the page.
+  const chainLine = filters.original_request_id
+    ? [h("p", { class: "chain-line" }, h("span", { class: "muted" }, "Jobs of chain "), h("code", { class: "chain-id" }, filters.original_request_id))]
+    : [];
+
   container.append(
     h("div", { class: "view-head" }, heading),
+    ...chainLine,
     form,
     h(
       "div",
@@ -180,11 +257,10 @@ export function jobsView(container, params, ctx) {
     const wasFirst = first;
     first = false;
     if (wasFirst) {
-      // The operations known to the overview feed the operation filter's suggestions; not needed to list.
-      api("/stats")
-        .then((stats) => {
-          const names = [...new Set(stats.by_operation.map((row) => row.operation_id))].sort();
-          operationsList.replaceChildren(...names.map((name) => h("option", { value: name })));
+      // The operation filter's choices; the list does not wait for them, and a refusal is the list's to report.
+      api("/operations")
+        .then((answer) => {
+          if (ctx.isCurrent()) fillOperations(operations, answer.operations);
         })
         .catch(() => undefined);
     }
@@ -207,23 +283,15 @@ export function jobsView(container, params, ctx) {
       replaceContent(results, h("p", { class: "empty" }, page > 1 ? "No more jobs." : "No job matches these filters."));
       return;
     }
+    // Each cell names its column in data-label: the phone layout shows it beside the value.
+    const cell = (label, attrs, ...children) => h("td", { ...attrs, "data-label": label }, ...children);
     replaceContent(
       results,
       h(
         "table",
         { class: "data jobs-table" },
         h("caption", { class: "visually-hidden" }, "Jobs, newest first"),
-        h(
-          "thead",
-          {},
-          h(
-            "tr",
-            {},
-            ["Job", "Operation", "Status", "Attempt", "User", "Chain", "Created", "Run / ended"].map((label) =>
-              h("th", { scope: "col", class: label === "Attempt" ? "num" : "" }, label),
-            ),
-          ),
-        ),
+        h("thead", {}, h("tr", {}, COLUMNS.map(({ label, className }) => h("th", { scope: "col", class: className }, label)))),
         h(
           "tbody",
           {},
@@ -231,23 +299,27 @@ export function jobsView(container, params, ctx) {
             h(
               "tr",
               { "data-job-id": job.id },
-              h("th", { scope: "row" }, h("a", { href: jobHash(job.id), class: "mono", "data-focus-key": `job-${job.id}` }, job.id)),
-              h("td", {}, job.operation_id),
-              h(
-                "td",
-                {},
-                statusBadge(job.status),
-                job.result?.terminal_reason ? h("span", { class: "reason" }, job.result.terminal_reason) : null,
-              ),
-              h("td", { class: "num" }, `${job.attempt} / ${job.max_attempts}`),
-              h("td", { class: "clip" }, h("a", { href: listHash({ user_id: job.user_id }), title: `Jobs of user ${job.user_id}`, "data-focus-key": `user-${job.id}` }, job.user_id)),
-              h(
-                "td",
+              h("th", { scope: "row", class: "job-cell" }, h("a", { href: jobHash(job.id), class: "mono clip-text", title: job.id, "data-focus-key": `job-${job.id}` }, job.id)),
+              cell("Operation", { class: "clip op-cell" }, h("span", { class: "clip-text", title: job.operation_id }, job.operation_id)),
+              cell("Status", { class: "status-cell" }, statusBadge(job.status)),
+              cell("Attempt", { class: "num" }, `${job.attempt} / ${job.max_attempts}`),
+              cell("Last error", { class: `clip error-cell${hasError(job) ? "" : " no-error"}` }, lastError(job)),
+              cell(
+                "User",
                 { class: "clip" },
-                h("a", { href: listHash({ original_request_id: job.original_request_id }), title: `Jobs of chain ${job.original_request_id}`, "data-focus-key": `chain-${job.id}` }, job.original_request_id),
+                h("a", { href: listHash({ user_id: job.user_id }), class: "clip-text", title: `Jobs of user ${job.user_id}`, "data-focus-key": `user-${job.id}` }, job.user_id),
               ),
-              h("td", { class: "nowrap" }, time(job.created_at)),
-              h("td", { class: "nowrap" }, progress(job)),
+              cell(
+                "Chain",
+                { class: "clip chain-cell" },
+                h(
+                  "a",
+                  { href: listHash({ original_request_id: job.original_request_id }), class: "clip-text mono", title: job.original_request_id, "data-focus-key": `chain-${job.id}` },
+                  job.original_request_id,
+                ),
+              ),
+              cell("Created", { class: "nowrap" }, timeCompact(job.created_at)),
+              cell("Run / ended", { class: "nowrap" }, progress(job)),
             ),
           ),
         ),

@@ -149,12 +149,18 @@ export function bulkRetryMessage(retried, matching) {
   return what;
 }
 
-/** A "nice" upper bound for an axis: 1, 2 or 5 times a power of ten. */
-function niceCeiling(value) {
-  if (value <= 4) return 4;
-  const power = 10 ** Math.floor(Math.log10(value));
-  for (const step of [1, 2, 2.5, 5, 10]) if (step * power >= value) return step * power;
-  return 10 * power;
+/**
+ * The value axis of a chart of counts: whole-number ticks 1, 2 or 5 times a power of ten apart, at most five of
+ * them, the top one at or above `peak` (0..4 when nothing or little happened).
+ */
+export function countTicks(peak) {
+  let power = 1;
+  while (power * 5 * 4 < peak) power *= 10;
+  const step = [1, 2, 5].map((factor) => factor * power).find((candidate) => candidate * 4 >= peak) ?? power * 5;
+  const top = step === 1 ? Math.max(4, Math.ceil(peak)) : Math.ceil(peak / step) * step;
+  const ticks = [];
+  for (let value = 0; value <= top; value += step) ticks.push(value);
+  return ticks;
 }
 
 const hhmm = (iso) => {
@@ -167,7 +173,8 @@ function throughputChart(buckets) {
   const totals = Object.fromEntries(SERIES.map(({ key }) => [key, buckets.reduce((sum, b) => sum + (b[key] ?? 0), 0)]));
   const perMinute = buckets.map((b) => SERIES.reduce((sum, { key }) => sum + (b[key] ?? 0), 0));
   const peak = Math.max(0, ...perMinute);
-  const yMax = niceCeiling(peak);
+  const ticksY = countTicks(peak);
+  const yMax = ticksY[ticksY.length - 1];
 
   const width = 960;
   const height = 220;
@@ -182,12 +189,10 @@ function throughputChart(buckets) {
   const barW = Math.max(2, slotW - 3);
   const y = (v) => top + plotH - (v / yMax) * plotH;
 
-  const grid = [];
-  for (const fraction of [0, 0.25, 0.5, 0.75, 1]) {
-    const value = yMax * fraction;
-    grid.push(svg("line", { x1: left, x2: width - right, y1: y(value), y2: y(value), class: fraction === 0 ? "axis" : "gridline" }));
-    grid.push(svg("text", { x: left - 6, y: y(value) + 4, class: "tick", "text-anchor": "end" }, Number.isInteger(value) ? value : value.toFixed(1)));
-  }
+  const grid = ticksY.flatMap((value) => [
+    svg("line", { x1: left, x2: width - right, y1: y(value), y2: y(value), class: value === 0 ? "axis" : "gridline" }),
+    svg("text", { x: left - 6, y: y(value) + 4, class: "tick tick-y", "text-anchor": "end" }, count(value)),
+  ]);
 
   const bars = buckets.map((bucket, i) => {
     const x = left + (slots - buckets.length + i) * slotW + (slotW - barW) / 2;
@@ -208,7 +213,9 @@ function throughputChart(buckets) {
     const minutesAgo = buckets.length - 1 - i;
     if (minutesAgo % 10 !== 0) return;
     const x = left + (slots - buckets.length + i) * slotW + slotW / 2;
-    ticks.push(svg("text", { x: x.toFixed(1), y: height - 6, class: "tick", "text-anchor": "middle" }, minutesAgo === 0 ? "now" : hhmm(bucket.start)));
+    // "now" ends at the plot's right edge, so no width of the chart cuts it off.
+    if (minutesAgo === 0) ticks.push(svg("text", { x: width - right, y: height - 6, class: "tick", "text-anchor": "end" }, "now"));
+    else ticks.push(svg("text", { x: x.toFixed(1), y: height - 6, class: "tick", "text-anchor": "middle" }, hhmm(bucket.start)));
   });
 
   const summary =

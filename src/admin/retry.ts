@@ -21,14 +21,17 @@ function requeued(deps: RetryDeps, job: JobRow): void {
 }
 
 /** `dead`/`cancelled` → `pending`, attempt 0, due now; or why not. */
-export async function retryJob(deps: RetryDeps, id: string): Promise<JobRetryOutcome> {
-  const outcome = await deps.store.jobRetry({ id });
+export async function retryJob(deps: RetryDeps, params: { id: string; actor: string }): Promise<JobRetryOutcome> {
+  const outcome = await deps.store.jobRetry(params);
   if (outcome.kind === "retried") requeued(deps, outcome.job);
   return outcome;
 }
 
 /** Re-queues up to `limit` dead jobs matching `filter`, newest first; returns them. */
-export async function retryDeadJobs(deps: RetryDeps, options: { filter: DeadJobFilter; limit: number }): Promise<JobRow[]> {
+export async function retryDeadJobs(
+  deps: RetryDeps,
+  options: { filter: DeadJobFilter; limit: number; actor: string },
+): Promise<JobRow[]> {
   const jobs = await deps.store.jobRetryDeadMany(options);
   for (const job of jobs) requeued(deps, job);
   return jobs;

@@ -15,7 +15,10 @@ import type { Telemetry } from "../telemetry/events.js";
 import type { Metrics } from "../telemetry/metrics.js";
 import { adminAuthHook } from "./auth.js";
 import { collectOpenApi } from "./openapi.js";
+import { adminRoutes } from "./routes/admin.js";
+import { adminBackupRoutes } from "./routes/admin-backup.js";
 import { jobRoutes } from "./routes/jobs.js";
+import { operationRoutes } from "./routes/operations.js";
 import { opsRoutes } from "./routes/ops.js";
 import { systemRoutes } from "./routes/system.js";
 import { uiRoutes } from "./routes/ui.js";
@@ -69,6 +72,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   const openApiDocument = collectOpenApi(app);
   await app.register(jobRoutes, options);
+  await app.register(adminRoutes, options);
+  await app.register(operationRoutes, { registry: options.registry, settings: options.settings, verifier: options.verifier });
   await app.register(opsRoutes, { store: options.store, metrics: options.metrics, logger: options.logger });
   await app.register(systemRoutes, {
     store: options.store,
@@ -78,6 +83,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     openApiDocument,
     jwks: options.jwks ?? null,
   });
+  await app.register(adminBackupRoutes, { store: options.store, adminOnly: adminAuthHook({ verifier: options.verifier }) });
   // The operators' dashboard (static files; it calls the admin API above with the token the operator signs in with).
   await app.register(uiRoutes);
   return app;

@@ -17,6 +17,8 @@ declare module "fastify" {
     security?: Array<Record<string, string[]>>;
     /** Left out of the document. */
     hide?: boolean;
+    /** The media type of the 200 answer, when it is a file rather than JSON. */
+    produces?: string;
   }
 }
 
@@ -78,12 +80,13 @@ function build(routes: RouteOptions[]): object {
     const schema = route.schema ?? {};
     const path = route.url.replace(/:([A-Za-z0-9_]+)/g, "{$1}");
     const methods = Array.isArray(route.method) ? route.method : [route.method];
+    const okMediaType = schema.produces ?? (path === "/metrics" ? "text/plain" : "application/json");
     const responses = Object.fromEntries(
       Object.entries((schema.response ?? {}) as Record<string, unknown>).map(([status, body]) => [
         status,
         {
           description: REASONS[status] ?? "Response",
-          content: { [status === "200" && path === "/metrics" ? "text/plain" : "application/json"]: { schema: plain(body) } },
+          content: { [status === "200" ? okMediaType : "application/json"]: { schema: plain(body) } },
         },
       ]),
     );

@@ -3,7 +3,7 @@
  * OpenAPI document all come from here.
  */
 import { Type, type Static } from "@sinclair/typebox";
-import { JOB_STATUSES } from "./statuses.js";
+import { ADMIN_ACTIONS, JOB_STATUSES } from "./statuses.js";
 
 export { JOB_STATUSES, type JobStatus } from "./statuses.js";
 
@@ -180,8 +180,55 @@ export const JobAttempt = Type.Object(
   { additionalProperties: false },
 );
 
+/** One finished attempt on the wire. */
+export type JobAttempt = Static<typeof JobAttempt>;
+
 /** `{ attempts }`: a job's attempt history, oldest first. */
 export const JobAttempts = Type.Object({ attempts: Type.Array(JobAttempt) }, { additionalProperties: false });
+
+/** One event of a job's history (`GET /jobs/{id}/history`), discriminated on `type`. */
+export const JobHistoryEvent = Type.Union([
+  Type.Object(
+    {
+      type: Type.Literal("enqueued"),
+      at: DateTime,
+      by: Type.String({ description: "The calling operation that enqueued it (cron:NAME for a cron tick)." }),
+    },
+    { additionalProperties: false },
+  ),
+  Type.Object(
+    {
+      type: Type.Literal("attempt"),
+      at: DateTime,
+      number: Type.Integer({ minimum: 1, description: "The attempt's place among all of the job's attempts, 1 first." }),
+      attempt: Type.Integer({ minimum: 1, description: "The job's attempt counter then (an administrator's retry starts it again)." }),
+      started_at: Type.Union([DateTime, Type.Null()]),
+      outcome: Type.Union(JOB_STATUSES.map((status) => Type.Literal(status))),
+      status_code: Type.Union([Type.Integer(), Type.Null()]),
+      error_body: Type.Union([Type.String(), Type.Null()]),
+    },
+    { additionalProperties: false },
+  ),
+  Type.Object(
+    {
+      type: Type.Literal("admin"),
+      at: DateTime,
+      actor: Type.String({ description: "The administrator (the admin token's sub)." }),
+      action: Type.Union(
+        ADMIN_ACTIONS.map((action) => Type.Literal(action)),
+      ),
+    },
+    { additionalProperties: false },
+  ),
+]);
+
+/** One event of a job's history on the wire. */
+export type JobHistoryEvent = Static<typeof JobHistoryEvent>;
+
+/** `{ events }`: a job's history, oldest first. */
+export const JobHistory = Type.Object({ events: Type.Array(JobHistoryEvent) }, { additionalProperties: false });
+/** A job's history on the wire. */
+export type JobHistory = Static<typeof JobHistory>;
 
 /** The overview the dashboard shows. */
 export const Stats = Type.Object(

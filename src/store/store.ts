@@ -7,7 +7,7 @@
  * Every state change names the state it expects to leave, so a write that lost a race changes nothing.
  */
 import type { JobAttempt, JobAttemptRow, JobOutcome, JobRow, LeaseLimits, RunTime } from "../job/job.js";
-import type { JobStatus } from "../job/statuses.js";
+import type { AdminAction, JobStatus } from "../job/statuses.js";
 
 /** What a new job is made of; the store adds status, attempt and times. */
 export type JobInsertParams = Pick<
@@ -58,6 +58,23 @@ export type JobRetryOutcome =
   | { kind: "not_found" }
   | { kind: "not_retryable"; job: JobRow }
   | { kind: "dedupe_conflict"; holder: JobRow };
+
+/** The result of `jobRunNow`. */
+export type JobRunNowOutcome =
+  | { kind: "moved"; job: JobRow }
+  | { kind: "not_found" }
+  /** Running or finished: nothing waits to be moved. */
+  | { kind: "not_waiting"; job: JobRow };
+
+
+/** One administrator's action on one job. */
+export interface AdminActionRow {
+  /** When (ms since the epoch). */
+  at: number;
+  /** The admin token's `sub`. */
+  actor: string;
+  action: AdminAction;
+}
 
 /** Filters of the job list; every given filter must match. */
 export interface JobListParams {
@@ -129,12 +146,19 @@ export interface Store {
   jobGet(params: { id: string }): Promise<JobRow | undefined>;
   /** Jobs matching the filters, newest first, at most `limit`. */
   jobList(params: JobListParams): Promise<JobRow[]>;
-  /** `pending`/`retrying` → `cancelled` (`cancelled-by-admin`). */
-  jobCancel(params: { id: string }): Promise<JobCancelOutcome>;
+  /**
+   * `pending`/`retrying` → `cancelled` (`cancelled-by-admin`). This and the administrators' writes after it record who
+   * made them (`actor`, the admin token's `sub`) for every job they change, in the same transaction (`adminActionList`).
+   */
+  jobCancel(params: { id: string; actor: string }): Promise<JobCancelOutcome>;
   /** `dead`/`cancelled` → `pending` with attempt 0 and run time now. */
-  jobRetry(params: { id: string }): Promise<JobRetryOutcome>;
-  /** Marks the chain cancelled and cancels its claimable jobs; returns the jobs it cancelled. */
-  chainCancel(params: { originalRequestId: string }): Promise<JobRow[]>;
+  jobRetry(params: { id: string; actor: string }): Promise<JobRetryOutcome>;
+  /** Marks the chain cancelled (remembering by whom) and cancels its claimable jobs; returns the jobs it cancelled. */
+  chainCancel(params: { originalRequestId: string; actor: string }): Promise<JobRow[]>;
+  /** A waiting job (`pending`/`retrying`) due now: its run time moves to now if later. */
+  jobRunNow(params: { id: string; actor: string }): Promise<JobRunNowOutcome>;
+  /** Who acted on job `jobId`, and how, oldest first. */
+  adminActionList(params: { jobId: string }): Promise<AdminActionRow[]>;
   /**
    * Claims up to `limit` due jobs in claim order (priority DESC, run_at, creation), never two with one
    * concurrency key and none whose key is already running: each becomes `running`, attempt + 1.
@@ -193,7 +217,7 @@ export interface Store {
    * Re-queues up to `limit` dead jobs matching the filter, newest first, like `jobRetry`; a job whose dedupe key
    * another claimable job holds is skipped. Returns the jobs it re-queued.
    */
-  jobRetryDeadMany(params: { filter: DeadJobFilter; limit: number }): Promise<JobRow[]>;
+  jobRetryDeadMany(params: { filter: DeadJobFilter; limit: number; actor: string }): Promise<JobRow[]>;
   /**
    * Calls `onAvailable(runAt)` when another process makes a job claimable at `runAt` (an enqueue or an admin
    * retry on another node), so idle workers wake at once. Resolves to a function that stops listening.
@@ -201,6 +225,32 @@ export interface Store {
   jobAvailableListen(onAvailable: (runAt: number) => void): Promise<() => Promise<void>>;
   /** Closes the database; pending writes are finished first. */
   close(): Promise<void>;
+}
+
+/** What an online backup copied (`OnlineBackup.databaseBackup`). */
+export interface DatabaseBackupSummary {
+  /** Pages in the copy, of `pageSize` bytes each. */
+  pages: number;
+  pageSize: number;
+  /** Batches the copy took; the store served other calls between them. */
+  steps: number;
+}
+
+/**
+ * A store that copies its database while it serves: the SQLite engine, whose exclusive lock shuts out every other
+ * reader. Kept off `Store` because only that engine has it: PostgreSQL is backed up with pg_dump.
+ */
+export interface OnlineBackup {
+  /**
+   * Copies the database into a new file at `to` while the store goes on serving every other call, consistent as of
+   * the copy's end. Never take `to` from a request: it may name any file.
+   */
+  databaseBackup(params: { to: string }): Promise<DatabaseBackupSummary>;
+}
+
+/** Whether `store` can copy its database while it serves (see `OnlineBackup`). */
+export function hasOnlineBackup(store: Store): store is Store & OnlineBackup {
+  return typeof (store as Partial<OnlineBackup>).databaseBackup === "function";
 }
 
 /** The database cannot be reached or cannot take writes now; answered with 503 `unavailable`. */

@@ -588,7 +588,7 @@ describe("conditional outcome writes", () => {
     await claimOne(s);
     await store.jobSetStateIfRunningMany({ outcomes: [{ id: job.id, attempt: 1, status: "retrying", delayMs: 1000, result: failed }] });
     assert.deepEqual(
-      (await store.chainCancel({ originalRequestId: "req-late" })).map((row) => row.id),
+      (await store.chainCancel({ originalRequestId: "req-late", actor: "admin" })).map((row) => row.id),
       [job.id],
     );
     const before = await store.jobGet({ id: job.id });

@@ -1,6 +1,6 @@
 /**
- * The site-admin routes of docs/api.md: get, list, cancel, retry and cancel chain, with their 401/403/404/409
- * answers. Jobs reach running/retrying/dead/succeeded through the store, as the dispatcher would move them.
+ * The site-admin routes of docs/api.md: get, list, cancel, retry, run now, history and cancel chain, with their
+ * 401/403/404/409 answers, and who each change is recorded as. Jobs reach running/retrying/dead/succeeded through the store, as the dispatcher would move them.
  */
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -42,6 +42,8 @@ function adminRoutes(id: string): Array<{ method: "GET" | "POST"; url: string }>
     { method: "GET", url: "/jobs" },
     { method: "POST", url: `/jobs/${id}/cancel` },
     { method: "POST", url: `/jobs/${id}/retry` },
+    { method: "POST", url: `/jobs/${id}/run-now` },
+    { method: "GET", url: `/jobs/${id}/history` },
     { method: "POST", url: "/chains/req-1/cancel" },
     { method: "GET", url: "/stats" },
   ];
@@ -500,3 +502,57 @@ describe("cancel chain", () => {
     assert.deepEqual(ids((res.json() as { jobs: Job[] }).jobs), [job.id]);
   });
 });
+
+describe("run a job now", () => {
+  test("makes a delayed job due now (200 with the job), recorded as the admin's", async (t) => {
+    const s = await startService(t);
+    const job = await enqueue(s, welcomeEmail({ delay_ms: 3_600_000 }));
+    s.clock.advance(1000);
+    const res = await s.inject({ method: "POST", url: `/jobs/${job.id}/run-now`, token: await s.adminToken({ sub: "alice" }) });
+    assert.equal(res.statusCode, 200, res.body);
+    const moved = (res.json() as { job: Job }).job;
+    assert.equal(moved.run_at, iso(s.clock.now()));
+    assert.equal(moved.status, "pending");
+    assert.deepEqual(
+      (await s.service.store.adminActionList({ jobId: job.id })).map((action) => [action.actor, action.action]),
+      [["alice", "run-now"]],
+    );
+  });
+
+  test("returns 409 job_not_waiting for a running or finished job, and 404 job_not_found for no job", async (t) => {
+    const s = await startService(t);
+    const job = await enqueue(s, welcomeEmail());
+    await driveTo(s, job.id, "running");
+    assertError(await admin(s, "POST", `/jobs/${job.id}/run-now`), 409, "job_not_waiting");
+    assertError(await admin(s, "POST", "/jobs/no-such-job/run-now"), 404, "job_not_found");
+  });
+});
+
+describe("job history", () => {
+  test("lists the enqueue, every attempt numbered across an admin retry, and every admin action with who did it, oldest first", async (t) => {
+    const s = await startService(t);
+    const job = await enqueue(s, welcomeEmail());
+    s.clock.advance(1000);
+    await driveTo(s, job.id, "dead");
+    s.clock.advance(1000);
+    const retried = await s.inject({ method: "POST", url: `/jobs/${job.id}/retry`, token: await s.adminToken({ sub: "carol" }) });
+    assert.equal(retried.statusCode, 200, retried.body);
+    s.clock.advance(1000);
+    await driveTo(s, job.id, "succeeded");
+    const res = await admin(s, "GET", `/jobs/${job.id}/history`);
+    assert.equal(res.statusCode, 200, res.body);
+    const { events } = res.json() as { events: Array<Record<string, unknown>> };
+    assert.deepEqual(
+      events.map((event) => [event["type"], event["number"] ?? null, event["attempt"] ?? null, event["outcome"] ?? event["action"] ?? event["by"], event["actor"] ?? null]),
+      [
+        ["enqueued", null, null, "createUser", null],
+        ["attempt", 1, 1, "dead", null],
+        ["admin", null, null, "retry", "carol"],
+        ["attempt", 2, 1, "succeeded", null],
+      ],
+    );
+    assert.equal(events[2]?.["at"], iso(Date.parse(job.created_at) + 2000), "the retry is dated when it was made");
+    assertError(await admin(s, "GET", "/jobs/no-such-job/history"), 404, "job_not_found");
+  });
+});
+

@@ -181,6 +181,11 @@ describe("the service's OpenAPI document", () => {
       ["/jobs/{id}/cancel", "post", "cancelJob"],
       ["/jobs/{id}/retry", "post", "retryJob"],
       ["/chains/{original_request_id}/cancel", "post", "cancelChain"],
+      ["/jobs/{id}/run-now", "post", "runJobNow"],
+      ["/jobs/{id}/history", "get", "getJobHistory"],
+      ["/jobs/{id}/attempts", "get", "listJobAttempts"],
+      ["/jobs/retry-dead", "post", "retryDeadJobs"],
+      ["/operations", "get", "listOperations"],
     ];
     for (const [path, method, operationId] of expected) {
       assert.equal(doc.paths[path]?.[method]?.operationId, operationId, `${method} ${path}`);

@@ -221,7 +221,7 @@ interface Exit {
 interface Node {
   name: string;
   port: number;
-  /** http://127.0.0.1:PORT (nothing listens there on a --no-api node). */
+  /** http://127.0.0.1:PORT (a --no-api node serves /healthz, /readyz and /metrics alone there). */
   url: string;
   /** The application_name of its pool connections (its LISTEN connection adds "-listener"). */
   applicationName: string;

@@ -158,8 +158,8 @@ if (!POSTGRES_SKIP) {
         ),
         ["on"],
       );
-      assert.deepEqual(await modesOf(() => store.jobCancel({ id: "job-commit-b" })), ["on"]);
-      assert.deepEqual(await modesOf(() => store.jobRetry({ id: "job-commit-b" })), ["on"]);
+      assert.deepEqual(await modesOf(() => store.jobCancel({ id: "job-commit-b", actor: "admin" })), ["on"]);
+      assert.deepEqual(await modesOf(() => store.jobRetry({ id: "job-commit-b", actor: "admin" })), ["on"]);
     });
   });
 }

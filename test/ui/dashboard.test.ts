@@ -1,10 +1,12 @@
 /**
  * The dashboard in a real browser (Debian's Chromium driven by playwright-core): a service with its worker,
  * listening on 127.0.0.1 with the system clock, delivering to a small product where `recordEmailSent` answers 400
- * until the test flips a flag. The browser signs in through a `#token=` link, reads the overview, filters the list,
- * opens the dead job, retries it and sees it succeed, cancels a chain, and is refused politely with a token that is
- * not a site administrator's. The page runs under the service's Content-Security-Policy: any violation, like any
- * script error, fails the run. (The routes that serve it are tested without a browser in test/http/ui.test.ts.)
+ * until the test flips a flag. The browser signs in through a `#token=` link, reads the overview, filters the list
+ * (operations from GET /operations), opens the dead job, retries it and sees the retry in its history between two
+ * numbered attempts, runs a delayed job now, cancels a chain, lays every page out at a phone's width, and is refused
+ * politely with a token that is not a site administrator's. The page runs under the service's
+ * Content-Security-Policy: any violation, like any script error, fails the run. (The routes that serve it are tested
+ * without a browser in test/http/ui.test.ts.)
  *
  * Screenshots for the README (docs/screenshots/) are written only with OPQUEUE_UPDATE_SCREENSHOTS=1.
  */
@@ -37,6 +39,12 @@ const SCREENSHOTS = fileURLToPath(new URL("../../docs/screenshots/", import.meta
 /** Bound of every wait in the browser: far above what a passing run needs (the job page refreshes every 2 s). */
 const WAIT_MS = 15_000;
 const NOT_ADMIN = "This token is not a site administrator's (site_admin: true is required).";
+/** Who the browser signs in as. */
+const OPERATOR = "oncall@example.com";
+/** A chain id as a product's request ids often are: long, so the dashboard must show it whole. */
+const LONG_CHAIN_ID = "web-checkout-3c9a1f6e-8b2d-4f3e-9a1c-7d5e2b8c4f10";
+/** The background operations of the test product, as GET /operations sorts them. */
+const OPERATIONS = ["buildReport", "recordEmailSent", "sendWelcomeEmail"];
 
 /** Everything the cases share: one service, one product, one browser. */
 interface World {
@@ -55,6 +63,9 @@ interface World {
   chain: Job[];
   /** A job held running by the product until the end. */
   running: Job;
+  /** Two welcome emails delayed by an hour: one to run now (in chain LONG_CHAIN_ID), one cancelled meanwhile. */
+  delayed: Job;
+  delayedToCancel: Job;
   /** Browser console errors and CSP violations. */
   problems: string[];
   cleanups: Array<() => Promise<void>>;
@@ -178,7 +189,7 @@ async function recordHistory(w: World): Promise<void> {
   await settle(w);
 }
 
-function adminToken(w: World, siteAdmin = true, sub = "ops-admin"): Promise<string> {
+function adminToken(w: World, siteAdmin = true, sub = OPERATOR): Promise<string> {
   return mintToken({ auth: w.config.auth, clock: w.clock, sub, ...(siteAdmin ? { siteAdmin: true } : {}) });
 }
 
@@ -243,6 +254,12 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     await until(async () => (await w.service.store.jobGet({ id: w.running.id }))?.status === "running", "the held report to run");
     await enqueue(w, { operation_id: "buildReport", request: { body: {} }, concurrency_key: "reports" }, { sub: "ops", op: "createUser", rid: "daily-report" });
     await signUp(w, "busy-peggy");
+    w.delayed = await enqueue(
+      w,
+      { operation_id: "sendWelcomeEmail", request: { path_params: { userId: "trent" }, body: { email: "trent@example.com" } }, delay_ms: 3_600_000 },
+      { sub: "trent", op: "createUser", rid: LONG_CHAIN_ID },
+    );
+    w.delayedToCancel = await signUp(w, "uma", { delay_ms: 3_600_000 });
 
     w.browser = await chromium.launch({
       executablePath: CHROMIUM,
@@ -288,7 +305,9 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     // sign-in once it lands, and a locator matching two elements fails.
     const session = page.locator("#session");
     await session.waitFor();
-    assert.match(await session.innerText(), /Signed in as ops-admin/);
+    assert.match(await session.innerText(), /Signed in as oncall@example\.com/);
+    // This browser runs in UTC; the phone case below runs in another zone.
+    assert.equal(await page.locator("#time-zone").innerText(), "Times in UTC (UTC+00:00)");
     assert.ok(page.url().endsWith("/ui/#/"), `the token left the address bar: ${page.url()}`);
     await page.getByRole("heading", { level: 1, name: "Overview" }).waitFor();
 
@@ -310,6 +329,22 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     const bars = page.locator("svg.chart-svg rect.bar");
     assert.ok((await bars.count()) >= 12, `bars drawn: ${await bars.count()}`);
     for (const series of ["succeeded", "retrying", "dead"]) assert.ok((await page.locator(`rect.bar-${series}`).count()) > 0, series);
+    // Counts on the value axis are whole numbers from 0, whatever the busiest minute: the chart's own axis, and the
+    // module's rule for every small and large count (a peak of 5 once drew 0, 1.25, 2.5, ...).
+    const ticks = (await page.locator("svg.chart-svg text.tick-y").allTextContents()).map((text) => Number(text.replace(/,/g, "")));
+    assert.ok(ticks.length >= 2 && ticks[0] === 0 && ticks.every(Number.isInteger), `value ticks ${ticks.join(", ")}`);
+    const badAxes = await page.evaluate(async (module) => {
+      const { countTicks } = (await import(module)) as { countTicks: (peak: number) => number[] };
+      const bad: string[] = [];
+      for (let peak = 0; peak <= 2000; peak++) {
+        const axis = countTicks(peak);
+        const step = axis[1]! - axis[0]!;
+        const even = axis.every((value, i) => Number.isInteger(value) && value === i * step);
+        if (!even || axis.at(-1)! < peak || axis.length < 3 || axis.length > 5) bad.push(`${peak}: ${axis.join(" ")}`);
+      }
+      return bad;
+    }, "/ui/overview.js");
+    assert.deepEqual(badAxes, [], "every peak gets 3 to 5 evenly spaced whole-number ticks reaching it");
     await page.getByRole("rowheader", { name: "recordEmailSent" }).waitFor();
     assert.match(await page.locator(".panel-metric .metric").innerText(), /^(\d+(\.\d)? (ms|s)|\d+ min \d+ s)$/, "queue lag behind the held report");
     assert.match(await page.locator(".panel-attention").innerText(), /Retry all dead jobs/);
@@ -325,6 +360,25 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     assert.equal(await rows.count(), 50, "a full first page");
     assert.equal(await rows.first().getAttribute("data-job-id"), (await w.service.store.jobList({ limit: 1 }))[0]?.id, "newest first");
     await page.getByRole("link", { name: "Next page »" }).waitFor();
+
+    // The last error has its own column, on the row's one line: the start of the body, the whole in its tooltip.
+    const deadError = page.locator(`tr[data-job-id="${w.deadRecord.id}"] .error-line`);
+    const fullError = w.deadRecord.result?.error_body ?? "";
+    assert.match(fullError, /mailbox_unknown/);
+    assert.match(await deadError.innerText(), /^400\s*\{"code":"mailbox_unknown"/);
+    assert.equal(await deadError.getAttribute("title"), `permanent-status · HTTP 400\n${fullError}`);
+    const heights = await rows.evaluateAll((trs) => trs.map((tr) => tr.getBoundingClientRect().height));
+    assert.ok(Math.max(...heights) - Math.min(...heights) <= 1, `every row one line high: ${[...new Set(heights)].join(", ")} px`);
+    const firstLine = await page.evaluate<number>('parseFloat(getComputedStyle(document.querySelector("table.jobs-table tbody td")).lineHeight)');
+    assert.ok((heights[0] ?? 0) < firstLine * 2 + 4, `a row (${heights[0]} px) is shorter than two lines (${firstLine} px each)`);
+    // A chain's id, cut to the column, is whole in its tooltip; the link lists the chain.
+    const chainLink = page.locator(`tr[data-job-id="${w.delayed.id}"] .chain-cell a`);
+    assert.equal(await chainLink.getAttribute("title"), LONG_CHAIN_ID);
+    assert.equal(await chainLink.getAttribute("href"), `#/jobs?original_request_id=${LONG_CHAIN_ID}`);
+    // The operation filter offers the service's background operations, and any.
+    const operation = page.getByLabel("Operation");
+    await until(async () => (await operation.locator("option").allInnerTexts()).join() === ["any operation", ...OPERATIONS].join(), "the operations from GET /operations");
+    assert.equal(await operation.inputValue(), "");
     await screenshot(page, "jobs.png");
 
     await page.getByRole("checkbox", { name: "dead" }).check();
@@ -337,10 +391,11 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     assert.equal(await page.locator(`tr[data-job-id="${w.deadRecord.id}"]`).count(), 1);
 
     // The other filters, through the form too: operation and dedupe key narrow the same list.
-    await page.getByLabel("Operation").fill("recordEmailSent");
+    await page.getByLabel("Operation").selectOption("recordEmailSent");
     await page.getByRole("button", { name: "Apply filters" }).click();
     await until(async () => page.url().includes("operation_id=recordEmailSent"), "the operation filter");
     await until(async () => (await rows.count()) === dead.filter((job) => job.operationId === "recordEmailSent").length, "dead recordEmailSent rows");
+    assert.equal(await page.getByLabel("Operation").inputValue(), "recordEmailSent", "the filter stays chosen");
   });
 
   test("opens the dead job, retries it and sees it succeed", async () => {
@@ -349,7 +404,8 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     await page.getByRole("heading", { level: 1, name: `Job ${w.deadRecord.id}` }).waitFor();
     await page.locator(".head-status .badge-dead").waitFor();
     assert.match(await page.locator("pre.error-body").innerText(), /mailbox_unknown/);
-    assert.match(await page.locator("table.attempts tbody").innerText(), /dead\s+400/);
+    const timeline = page.locator("ol.timeline");
+    await until(async () => /#1\s+dead\s+HTTP 400/.test(await timeline.innerText()), "the dead attempt in the history");
     // Every field of the wire form is shown by name.
     const fieldNames = await page.locator("table.fields th").allInnerTexts();
     for (const name of ["id", "operation_id", "status", "attempt", "max_attempts", "priority", "run_at", "created_at", "started_at", "finished_at", "dedupe_key", "concurrency_key", "enqueued_by_operation_id", "parent_job_id", "original_request_id", "user_id", "status_code", "terminal_reason"]) {
@@ -369,13 +425,67 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     await dialog.getByRole("button", { name: "Retry job" }).click();
     await announced(page, /re-queued/);
     await page.locator(".head-status .badge-succeeded").waitFor();
-    await until(async () => (await page.locator("table.attempts tbody tr").count()) === 2, "two attempts listed");
-    assert.match(await page.locator("table.attempts tbody tr").nth(1).innerText(), /succeeded\s+204/);
+    // One timeline: the creation, attempt #1, the retry marked with who did it, attempt #2 (the job's counter said 1).
+    const events = timeline.locator(":scope > li");
+    await until(async () => (await events.count()) === 4, "four events in the history");
+    const lines = (await events.allInnerTexts()).map((text) => text.replace(/\s+/g, " ").trim());
+    assert.match(lines[0] ?? "", /^● Created by sendWelcomeEmail/);
+    assert.match(lines[1] ?? "", /^#1 dead HTTP 400 · took .*mailbox_unknown/);
+    assert.match(lines[2] ?? "", /^↻ Retried by oncall@example\.com · back to pending, attempts counted from 1 again/);
+    assert.match(lines[3] ?? "", /^#2 succeeded HTTP 204 · took .* · job attempt 1/);
+    assert.equal(await timeline.locator("li.event-band").count(), 1, "the retry is drawn as a band between the attempts");
     // Its success chained buildReport, which shows up under it once delivered.
     await until(async () => /buildReport/.test(await tree.innerText()), "the chained report in the tree");
     await until(async () => (await tree.locator(".badge-succeeded").count()) === 3, "the whole chain succeeded");
     assert.equal((await w.service.store.jobGet({ id: w.deadRecord.id }))?.status, "succeeded");
     await screenshot(page, "job.png", true);
+
+    // The chain id in full, and its link lists the chain.
+    assert.equal(await page.locator("#chain-id").innerText(), "signup-dora");
+    await page.locator("#chain-list").click();
+    await page.locator(".chain-line .chain-id").waitFor();
+    assert.match(page.url(), /#\/jobs\?original_request_id=signup-dora$/);
+    const rows = page.locator("table.jobs-table tbody tr");
+    await until(async () => (await rows.count()) === 3, "the three jobs of the chain");
+    for (const text of await rows.locator(".chain-cell").allInnerTexts()) assert.equal(text, "signup-dora");
+  });
+
+  test("runs a delayed job now, and shows the service's refusal once the job no longer waits", async () => {
+    const { page } = w;
+    await page.goto(`${w.base}/ui/#/jobs/${w.delayed.id}`);
+    await page.locator(".head-status .badge-pending").waitFor();
+    // The long chain id is whole on the page: nothing of it is cut or hidden.
+    const chainId = page.locator("#chain-id");
+    assert.equal(await chainId.innerText(), LONG_CHAIN_ID);
+    assert.ok(await chainId.evaluate((code) => code.scrollWidth <= code.clientWidth), "the chain id fits its box");
+    assert.match(await page.locator("ol.timeline").innerText(), /next attempt runs in 5\d min/);
+
+    await page.getByRole("button", { name: "Run now…" }).click();
+    const dialog = page.getByRole("dialog");
+    assert.match(await dialog.innerText(), /would run in 5\d min .* becomes due now/);
+    await dialog.getByRole("button", { name: "Run now" }).click();
+    await announced(page, /is due now/);
+    await page.locator(".head-status .badge-succeeded").waitFor();
+    const timeline = page.locator("ol.timeline");
+    await until(async () => /Run now by oncall@example\.com.*\n?.*#1\s+succeeded\s+HTTP 204/s.test(await timeline.innerText()), "run now, then the attempt, in the history");
+    assert.equal(await page.getByRole("button", { name: "Run now…" }).count(), 0, "no run now for a finished job");
+
+    // A job cancelled (by another administrator) while the confirmation is open: the service's 409, in its words.
+    await page.goto(`${w.base}/ui/#/jobs/${w.delayedToCancel.id}`);
+    await page.getByRole("button", { name: "Run now…" }).click();
+    await dialog.waitFor();
+    const cancelled = await fetch(`${w.base}/jobs/${w.delayedToCancel.id}/cancel`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${await adminToken(w, true, "bob@example.com")}` },
+    });
+    assert.equal(cancelled.status, 200);
+    await dialog.getByRole("button", { name: "Run now" }).click();
+    const alert = page.locator("#alert");
+    await alert.waitFor();
+    assert.match(await alert.innerText(), /^Not run now: the job is cancelled; only pending or retrying jobs wait to run \(job_not_waiting\)$/);
+    await page.locator(".head-status .badge-cancelled").waitFor();
+    await until(async () => /Cancelled by bob@example\.com/.test(await timeline.innerText()), "the cancel in the history");
+    assert.equal(await page.getByRole("button", { name: "Run now…" }).count(), 0);
   });
 
   test("shows the service's refusal of an action (409 job_running), and Escape cancels a confirmation", async () => {
@@ -411,6 +521,7 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     assert.match(await announced(page, /Chain .* cancelled/), /Chain signup-eve cancelled: 3 jobs cancelled\./);
     await until(async () => (await tree.locator(".badge-cancelled").count()) === 3, "the cancelled chain");
     await page.locator(".head-status .badge-cancelled").waitFor();
+    await until(async () => /Chain cancelled by oncall@example\.com/.test(await page.locator("ol.timeline").innerText()), "the chain's cancel in the history");
     for (const job of w.chain) {
       const row = await w.service.store.jobGet({ id: job.id });
       assert.equal(row?.status, "cancelled");
@@ -433,6 +544,85 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     for (const job of dead) {
       await until(async () => (await w.service.store.jobGet({ id: job.id }))?.status === "succeeded", `job ${job.id} to succeed`);
     }
+  });
+
+  test("fits a phone's width: no sideways scroll, wrapped header and filters, jobs as cards, times in the phone's zone", async () => {
+    // A phone in India: its zone has no summer time, so its offset is known whatever the date.
+    const context = await w.browser.newContext({
+      viewport: { width: 375, height: 812 },
+      deviceScaleFactor: 2,
+      isMobile: true,
+      hasTouch: true,
+      timezoneId: "Asia/Kolkata",
+      locale: "en-US",
+    });
+    w.cleanups.unshift(() => context.close());
+    const page = await context.newPage();
+    page.setDefaultTimeout(WAIT_MS);
+    page.on("pageerror", (error) => w.problems.push(`phone page error: ${error.message}`));
+    page.on("console", (message) => {
+      if (message.type() === "error") w.problems.push(`phone: ${message.text()}`);
+    });
+    /** The page is exactly the phone's width and nothing sticks out of it. */
+    const assertFits = async (what: string): Promise<void> => {
+      const { scrollWidth, innerWidth } = await page.evaluate<{ scrollWidth: number; innerWidth: number }>(
+        "({ scrollWidth: document.scrollingElement.scrollWidth, innerWidth: window.innerWidth })",
+      );
+      assert.equal(innerWidth, 375, `${what}: the layout viewport is the phone's`);
+      assert.ok(scrollWidth <= innerWidth, `${what}: ${scrollWidth} px wide in a ${innerWidth} px window`);
+    };
+
+    await page.goto(`${w.base}/ui/#token=${await adminToken(w)}`);
+    await page.getByRole("heading", { level: 1, name: "Overview" }).waitFor();
+    await page.locator(".card-dead .card-count").waitFor();
+    await page.locator("svg.chart-svg").waitFor();
+    await assertFits("the overview");
+    // ICU may still call the zone by its old name.
+    const zone = await page.evaluate<string>("Intl.DateTimeFormat().resolvedOptions().timeZone");
+    assert.match(zone, /^Asia\/(Kolkata|Calcutta)$/);
+    assert.equal(await page.locator("#time-zone").innerText(), `Times in ${zone} (UTC+05:30)`);
+    // Times on screen are the phone's; the <time> element keeps the exact instant.
+    // Read at once: the overview's refresh replaces the element every 5 s.
+    const shown = await page.locator(".view-head .updated time").evaluate((element) => ({
+      datetime: element.getAttribute("datetime") ?? "",
+      title: element.getAttribute("title"),
+      text: element.textContent,
+    }));
+    assert.equal(shown.title, shown.datetime);
+    assert.equal(shown.text, new Date(Date.parse(shown.datetime) + 330 * 60_000).toISOString().slice(0, 19).replace("T", " "));
+
+    const nav = page.getByRole("navigation", { name: "Dashboard" });
+    await nav.getByRole("link", { name: "Jobs" }).click();
+    const rows = page.locator("table.jobs-table tbody tr");
+    await rows.first().waitFor();
+    await assertFits("the job list");
+    // The navigation and the session stay on screen, wrapped above the page.
+    for (const locator of [nav.getByRole("link", { name: "Overview" }), page.getByRole("button", { name: "Sign out" })]) {
+      const box = await locator.boundingBox();
+      assert.ok(box && box.x >= 0 && box.x + box.width <= 375, "inside the width");
+    }
+    // Each job is a card as wide as the page, naming each value.
+    const card = await rows.first().boundingBox();
+    assert.ok(card && card.width <= 375 && card.height > 100, `a card: ${JSON.stringify(card)}`);
+    const labels = await page.evaluate<string[]>(
+      '[...document.querySelectorAll("table.jobs-table tbody tr:first-child td")].map((td) => getComputedStyle(td, "::before").content)',
+    );
+    assert.deepEqual(labels, ["Operation", "Status", "Attempt", "Last error", "User", "Chain", "Created", "Run / ended"].map((label) => `"${label}"`));
+    // The jobs waiting to retry, each card with its last error.
+    await page.getByRole("checkbox", { name: "retrying" }).check();
+    await page.getByRole("button", { name: "Apply filters" }).click();
+    await page.getByRole("heading", { level: 1, name: "Jobs: retrying" }).waitFor();
+    await until(async () => (await rows.locator(".error-line").count()) === (await rows.count()) && (await rows.count()) > 0, "retrying cards with errors");
+    await assertFits("the retrying jobs");
+    await screenshot(page, "phone.png");
+
+    for (const job of [w.deadRecord, w.delayed]) {
+      await page.goto(`${w.base}/ui/#/jobs/${job.id}`);
+      await page.locator("ol.timeline li").first().waitFor();
+      await assertFits(`the page of job ${job.id}`);
+    }
+    assert.equal(await page.locator("#chain-id").innerText(), LONG_CHAIN_ID);
+    await context.close();
   });
 
   test("goes back to the sign-in form with the service's message when the token is refused", async () => {

@@ -1,8 +1,7 @@
-/** The job API of docs/api.md: enqueue, get, list, cancel, retry, cancel chain. */
+/** The job API of docs/api.md: enqueue, and the administrators' list (their other routes are in admin.ts). */
 import { Type, type Static } from "@sinclair/typebox";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { ApiError } from "../../errors.js";
-import { retryDeadJobs, retryJob } from "../../admin/retry.js";
 import { checkEnqueueBody } from "../../enqueue/body-checks.js";
 import { enqueueJob, type EnqueueDeps } from "../../enqueue/enqueue.js";
 import type { OperationRegistry } from "../../operations/registry.js";
@@ -10,13 +9,10 @@ import {
   EnqueueBody,
   ErrorBody,
   JOB_STATUSES,
-  JobAttempts,
   JobEnvelope,
   JobPage,
-  JobsEnvelope,
-  RetryDeadBody,
 } from "../../job/schemas.js";
-import { formatTime, toWireJob } from "../../job/wire.js";
+import { toWireJob } from "../../job/wire.js";
 import type { TokenVerifier } from "../../auth/tokens.js";
 import { adminAuthHook, enqueueAuthHook } from "../auth.js";
 import { toApiError } from "../error-handler.js";
@@ -29,8 +25,6 @@ export interface JobRoutesOptions extends EnqueueDeps {
 
 const errors = (...statuses: number[]) =>
   Object.fromEntries(statuses.map((status) => [status, ErrorBody])) as Record<number, typeof ErrorBody>;
-
-const JobIdParams = Type.Object({ id: Type.String({ description: "Short id of the job." }) });
 
 const ListQuery = Type.Object(
   {
@@ -137,160 +131,4 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
       };
     },
   );
-
-  app.get(
-    "/jobs/:id",
-    {
-      onRequest: adminOnly,
-      schema: {
-        operationId: "getJob",
-        summary: "Get one job",
-        tags: ["jobs"],
-        security: adminSecurity,
-        params: JobIdParams,
-        response: { 200: JobEnvelope, ...errors(401, 403, 404, 503) },
-      },
-    },
-    async (request) => {
-      const row = await store.jobGet({ id: request.params.id });
-      if (!row) throw jobNotFound(request.params.id);
-      return { job: toWireJob(row) };
-    },
-  );
-
-  app.post(
-    "/jobs/:id/cancel",
-    {
-      onRequest: adminOnly,
-      schema: {
-        operationId: "cancelJob",
-        summary: "Cancel a pending or retrying job",
-        tags: ["jobs"],
-        security: adminSecurity,
-        params: JobIdParams,
-        response: { 200: JobEnvelope, ...errors(401, 403, 404, 409, 503) },
-      },
-    },
-    async (request) => {
-      const outcome = await store.jobCancel({ id: request.params.id });
-      switch (outcome.kind) {
-        case "cancelled":
-          return { job: toWireJob(outcome.job) };
-        case "not_found":
-          throw jobNotFound(request.params.id);
-        case "running":
-          throw new ApiError(409, "job_running", "the job is being delivered; a running delivery is not interrupted");
-        case "not_cancellable":
-          throw new ApiError(409, "job_not_cancellable", `the job is ${outcome.job.status}; only pending or retrying jobs can be cancelled`);
-      }
-    },
-  );
-
-  app.post(
-    "/jobs/:id/retry",
-    {
-      onRequest: adminOnly,
-      schema: {
-        operationId: "retryJob",
-        summary: "Re-queue a dead or cancelled job",
-        tags: ["jobs"],
-        security: adminSecurity,
-        params: JobIdParams,
-        response: { 200: JobEnvelope, ...errors(401, 403, 404, 409, 503) },
-      },
-    },
-    async (request) => {
-      const outcome = await retryJob(options, request.params.id);
-      switch (outcome.kind) {
-        case "retried":
-          return { job: toWireJob(outcome.job) };
-        case "not_found":
-          throw jobNotFound(request.params.id);
-        case "not_retryable":
-          throw new ApiError(409, "job_not_retryable", `the job is ${outcome.job.status}; only dead or cancelled jobs can be retried`);
-        case "dedupe_conflict":
-          throw new ApiError(409, "dedupe_conflict", `job ${outcome.holder.id} already holds this job's dedupe key`);
-      }
-    },
-  );
-
-  app.get(
-    "/jobs/:id/attempts",
-    {
-      onRequest: adminOnly,
-      schema: {
-        operationId: "listJobAttempts",
-        summary: "A job's delivery attempts, oldest first",
-        tags: ["jobs"],
-        security: adminSecurity,
-        params: JobIdParams,
-        response: { 200: JobAttempts, ...errors(401, 403, 404, 503) },
-      },
-    },
-    async (request) => {
-      const row = await store.jobGet({ id: request.params.id });
-      if (!row) throw jobNotFound(request.params.id);
-      const attempts = await store.jobAttemptList({ id: row.id });
-      return {
-        attempts: attempts.map((attempt) => ({
-          attempt: attempt.attempt,
-          started_at: attempt.startedAt === null ? null : formatTime(attempt.startedAt),
-          finished_at: formatTime(attempt.finishedAt),
-          outcome: attempt.outcome,
-          status_code: attempt.statusCode,
-          error_body: attempt.errorBody,
-        })),
-      };
-    },
-  );
-
-  app.post(
-    "/jobs/retry-dead",
-    {
-      onRequest: adminOnly,
-      // No body means no filter.
-      preValidation: async (request) => {
-        request.body ??= {};
-      },
-      schema: {
-        operationId: "retryDeadJobs",
-        summary: "Re-queue the dead jobs matching a filter (newest first, at most `limit`, 1..1000, default 100)",
-        tags: ["jobs"],
-        security: adminSecurity,
-        body: RetryDeadBody,
-        response: { 200: JobsEnvelope, ...errors(400, 401, 403, 415, 503) },
-      },
-    },
-    async (request) => {
-      const body = request.body;
-      const jobs = await retryDeadJobs(options, {
-        filter: { operationId: body.operation_id, originalRequestId: body.original_request_id, userId: body.user_id },
-        limit: body.limit ?? 100,
-      });
-      return { jobs: jobs.map(toWireJob) };
-    },
-  );
-
-  app.post(
-    "/chains/:original_request_id/cancel",
-    {
-      onRequest: adminOnly,
-      schema: {
-        operationId: "cancelChain",
-        summary: "Cancel a chain: its claimable jobs now, and every job enqueued into it later",
-        tags: ["jobs"],
-        security: adminSecurity,
-        params: Type.Object({ original_request_id: Type.String({ minLength: 1 }) }),
-        response: { 200: JobsEnvelope, ...errors(400, 401, 403, 503) },
-      },
-    },
-    async (request) => {
-      const jobs = await store.chainCancel({ originalRequestId: request.params.original_request_id });
-      return { jobs: jobs.map(toWireJob) };
-    },
-  );
 };
-
-function jobNotFound(id: string): ApiError {
-  return new ApiError(404, "job_not_found", `no job has id "${id.slice(0, 64)}"`);
-}

@@ -23,7 +23,6 @@
  *   delivered delayed jobs early and stole running ones). Tests that move time by hand open the store with
  *   `databaseTime: false`, and the same parameter then carries their clock's time: one SQL text either way.
  */
-import type pg from "pg";
 import type { Clock } from "../../clock.js";
 import type { JobAttempt, JobAttemptRow, JobOutcome, JobRow, LeaseLimits } from "../../job/job.js";
 import type { JobResult } from "../../job/schemas.js";
@@ -40,9 +39,12 @@ import {
   type JobInsertParams,
   type JobListParams,
   type JobRetryOutcome,
+  type JobRunNowOutcome,
   type JobStats,
+  type AdminActionRow,
   type Store,
 } from "../store.js";
+import { adminActionList, cancelChain, cancelJob, retryDeadMany, retryJob, runNow } from "./admin.js";
 import { connectionSettings, defaultSchema, PgConnection } from "./connection.js";
 import { isUniqueViolation, mapError, unstorable } from "./errors.js";
 import { NotificationListener } from "./listener.js";
@@ -50,19 +52,7 @@ import { migrate } from "./migrate.js";
 import { insertArgument, toAttemptRow, toInsertOutcome, toJobRow, toMs, type InsertAnswer, type PgRow } from "./rows.js";
 import { CLAIM, claimCandidates, NEXT_RUN_AT } from "./sql/claim.js";
 import { CRON_TICK_RECORD, CRON_TICK_SET_JOB, INSERT_JOB, INSERT_JOBS } from "./sql/insert.js";
-import {
-  ATTEMPT_LIST,
-  CHAIN_CANCEL_JOBS,
-  CHAIN_MARK_CANCELLED,
-  DEDUPE_HOLDER,
-  JOB_CANCEL,
-  JOB_GET,
-  JOB_LOCK_FOR_RETRY,
-  JOB_RETRY,
-  jobListQuery,
-  NOTIFY,
-  RETRY_DEAD_MANY,
-} from "./sql/jobs.js";
+import { ATTEMPT_LIST, JOB_GET, jobListQuery } from "./sql/jobs.js";
 import {
   ATTEMPT_BUCKETS,
   ATTEMPT_COUNT_DELETE,
@@ -70,6 +60,7 @@ import {
   COUNT_BY_STATUS,
   CRON_TICK_DELETE,
   DATABASE_CLOCK,
+  DELETE_ACTIONS,
   DELETE_ATTEMPTS,
   DELETE_EMPTY_CHAINS,
   DELETE_FINISHED,
@@ -188,9 +179,12 @@ export class PostgresStore implements Store {
   async ping(): Promise<void> {
     const rows = await this.db.query(SCHEMA_VERSION);
     const version = Number(rows[0]?.["version"] ?? 0);
-    if (version !== this.options.schemaVersion) {
-      throw new StoreUnavailableError(`schema version ${version}, expected ${this.options.schemaVersion}`);
+    const expected = this.options.schemaVersion;
+    if (version > expected) {
+      // A rolling upgrade: a newer node migrated the schema. This one goes on delivering (docs/deploying.md).
+      throw new StoreUnavailableError(`the schema is at version ${version}, newer than this node's ${expected}: upgrade this node`);
     }
+    if (version !== expected) throw new StoreUnavailableError(`schema version ${version}, expected ${expected}`);
   }
 
   jobInsert(params: JobInsertParams): Promise<JobInsertOutcome> {
@@ -234,52 +228,34 @@ export class PostgresStore implements Store {
     return (await this.db.query(text, values)).map(toJobRow);
   }
 
-  async jobCancel(params: { id: string }): Promise<JobCancelOutcome> {
+  async jobCancel(params: { id: string; actor: string }): Promise<JobCancelOutcome> {
     if (unstorable(params.id)) return this.assertOpen({ kind: "not_found" });
-    const rows = await this.db.query(JOB_CANCEL, [params.id, this.statementNow()], "opqueue_job_cancel");
-    if (rows[0]) return { kind: "cancelled", job: toJobRow(rows[0]) };
-    const job = await this.jobGet(params);
-    if (!job) return { kind: "not_found" };
-    return job.status === "running" ? { kind: "running", job } : { kind: "not_cancellable", job };
+    return cancelJob(this.db, { ...params, now: this.statementNow() });
   }
 
-  async jobRetry(params: { id: string }): Promise<JobRetryOutcome> {
+  async jobRetry(params: { id: string; actor: string }): Promise<JobRetryOutcome> {
     if (unstorable(params.id)) return this.assertOpen({ kind: "not_found" });
-    const holderOf = async (client: pg.PoolClient, key: string) => (await client.query<PgRow>(DEDUPE_HOLDER, [key])).rows[0];
-    return this.db.transaction(async (client) => {
-      const row = (await client.query<PgRow>(JOB_LOCK_FOR_RETRY, [params.id])).rows[0];
-      if (!row) return { kind: "not_found" } as const;
-      const job = toJobRow(row);
-      if (job.status !== "dead" && job.status !== "cancelled") return { kind: "not_retryable", job } as const;
-      if (job.dedupeKey !== null) {
-        const holder = await holderOf(client, job.dedupeKey);
-        if (holder) return { kind: "dedupe_conflict", holder: toJobRow(holder) } as const;
-      }
-      await client.query("SAVEPOINT retry");
-      try {
-        const updated = await client.query<PgRow>(JOB_RETRY, [job.seq, this.statementNow()]);
-        await client.query(NOTIFY, [updated.rows[0]?.["run_at"]]);
-        return { kind: "retried", job: toJobRow(updated.rows[0] ?? {}) } as const;
-      } catch (error) {
-        // A job of another transaction took the key between the check and the update.
-        if (!isUniqueViolation(error, "job_state_dedupe_key") || job.dedupeKey === null) throw error;
-        await client.query("ROLLBACK TO SAVEPOINT retry");
-        const holder = await holderOf(client, job.dedupeKey);
-        if (!holder) throw error;
-        return { kind: "dedupe_conflict", holder: toJobRow(holder) } as const;
-      }
-    });
+    return retryJob(this.db, { ...params, now: this.statementNow() });
   }
 
-  async chainCancel(params: { originalRequestId: string }): Promise<JobRow[]> {
+  async chainCancel(params: { originalRequestId: string; actor: string }): Promise<JobRow[]> {
     // No job can join such a chain (enqueue refuses U+0000), so there is nothing to cancel or to remember.
     if (unstorable(params.originalRequestId)) return this.assertOpen([]);
-    return this.db.transaction(async (client) => {
-      const now = this.statementNow();
-      await client.query(CHAIN_MARK_CANCELLED, [params.originalRequestId, now]);
-      const rows = await client.query<PgRow>(CHAIN_CANCEL_JOBS, [params.originalRequestId, now]);
-      return rows.rows.map(toJobRow).sort((a, b) => b.seq - a.seq);
-    });
+    return cancelChain(this.db, { ...params, now: this.statementNow() });
+  }
+
+  async jobRunNow(params: { id: string; actor: string }): Promise<JobRunNowOutcome> {
+    if (unstorable(params.id)) return this.assertOpen({ kind: "not_found" });
+    return runNow(this.db, { ...params, now: this.statementNow() });
+  }
+
+  async jobRetryDeadMany(params: { filter: DeadJobFilter; limit: number; actor: string }): Promise<JobRow[]> {
+    return retryDeadMany(this.db, { ...params, now: this.statementNow() });
+  }
+
+  async adminActionList(params: { jobId: string }): Promise<AdminActionRow[]> {
+    if (unstorable(params.jobId)) return this.assertOpen([]);
+    return adminActionList(this.db, params);
   }
 
   async jobClaimMany(params: { limit: number }): Promise<JobRow[]> {
@@ -372,7 +348,9 @@ export class PostgresStore implements Store {
         Math.max(0, params.limit),
         params.olderThanMs,
       ]);
-      await client.query(DELETE_ATTEMPTS, [deleted.rows.map((row) => row["id"] as string)]);
+      const ids = deleted.rows.map((row) => row["id"] as string);
+      await client.query(DELETE_ATTEMPTS, [ids]);
+      await client.query(DELETE_ACTIONS, [ids]);
       const rids = [...new Set(deleted.rows.map((row) => row["original_request_id"] as string))];
       if (rids.length > 0) await client.query(DELETE_EMPTY_CHAINS, [rids]);
       return deleted.rowCount ?? 0;
@@ -408,22 +386,6 @@ export class PostgresStore implements Store {
       now: this.now(),
       rows: rows.map((row) => ({ slot: Number(row["slot"]), outcome: String(row["outcome"]), count: Number(row["count"]) })),
     });
-  }
-
-  async jobRetryDeadMany(params: { filter: DeadJobFilter; limit: number }): Promise<JobRow[]> {
-    const { filter } = params;
-    const retried = await this.db.transaction(async (client) => {
-      const rows = await client.query<PgRow>(RETRY_DEAD_MANY, [
-        filter.operationId ?? null,
-        filter.originalRequestId ?? null,
-        filter.userId ?? null,
-        Math.max(0, params.limit),
-        this.statementNow(),
-      ]);
-      if (rows.rows.length > 0) await client.query(NOTIFY, [this.statementNow()]);
-      return rows.rows.map(toJobRow);
-    });
-    return retried.sort((a, b) => b.seq - a.seq);
   }
 
   async jobAvailableListen(onAvailable: (runAt: number) => void): Promise<() => Promise<void>> {

@@ -1,7 +1,8 @@
 /**
  * The embedded SQLite engine (better-sqlite3): one process, one connection, one writer. It runs on its own thread
  * (sqlite-thread.ts), behind the `SqliteStore` of sqlite-store.ts, so the event loop never waits for a disk:
- * every method here is synchronous, and `clock.now()` is the time the calling thread sent with the call.
+ * every method here but `databaseBackup` is synchronous, and `clock.now()` is the time the calling thread sent with
+ * the call.
  *
  * - Durability: WAL with `synchronous=FULL`, so a commit survives `kill -9` and power loss.
  * - One node: `locking_mode=EXCLUSIVE` makes the connection hold an OS-level lock on the file for its whole
@@ -10,6 +11,8 @@
  * - Group commit: `jobInsertMany` commits a batch of inserts in one transaction (one fsync), each in its own
  *   savepoint so one failure fails only its own request. `SqliteStore` collects the batch.
  * - No `SKIP LOCKED`: SQLite has one writer, so a claim inside `BEGIN IMMEDIATE` cannot race another claim.
+ * - Online backup: the lock shuts out `sqlite3 .backup`, so `databaseBackup` copies the database on this connection,
+ *   a batch of pages at a time, serving other calls between batches (online-backup.ts).
  */
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
@@ -22,22 +25,26 @@ import { toBuckets } from "../attempt-buckets.js";
 import { createdJobRow } from "../created-row.js";
 import type { Settled } from "../group-commit.js";
 import {
-  StoreLockedError,
   StoreUnavailableError,
   type AttemptBucket,
   type AttemptRefund,
+  type DatabaseBackupSummary,
   type DeadJobFilter,
   type JobCancelOutcome,
   type JobInsertOutcome,
   type JobInsertParams,
   type JobListParams,
   type JobRetryOutcome,
+  type JobRunNowOutcome,
   type JobStats,
+  type AdminActionRow,
 } from "../store.js";
-import { mapError } from "./errors.js";
+import { lockedError, mapError } from "./errors.js";
 import { migrate } from "./migrate.js";
 import { mayUpsert, toAttemptRow, toJobRow, type SqliteJobRow } from "./rows.js";
+import { AdminWrites } from "./admin.js";
 import { claimMany } from "./claim.js";
+import { copyDatabase } from "./online-backup.js";
 import { OutcomeWrites } from "./outcomes.js";
 import { prepareStatements, type Statements } from "./statements.js";
 
@@ -51,6 +58,7 @@ export class SqliteEngine {
   private readonly schemaVersion: number;
   private readonly statements: Statements;
   private readonly outcomes: OutcomeWrites;
+  private readonly admin: AdminWrites;
   private readonly listStatements = new Map<string, Database.Statement>();
   /** The last claim found at least a page of due jobs: the next one goes straight to the claim order. */
   private backlogged = false;
@@ -64,6 +72,7 @@ export class SqliteEngine {
     this.schemaVersion = options.schemaVersion;
     this.statements = prepareStatements(this.db);
     this.outcomes = new OutcomeWrites(this.statements);
+    this.admin = new AdminWrites(this.statements);
   }
 
   /**
@@ -90,12 +99,7 @@ export class SqliteEngine {
       return new SqliteEngine({ db, clock, schemaVersion });
     } catch (error) {
       db.close();
-      if (error instanceof Database.SqliteError && /^SQLITE_BUSY/.test(error.code)) {
-        throw new StoreLockedError(
-          `the SQLite database ${path} is in use by another opqueue process; SQLite serves one node ` +
-            "(stop the other process, or use PostgreSQL to run several nodes)",
-        );
-      }
+      if (error instanceof Database.SqliteError && /^SQLITE_BUSY/.test(error.code)) throw lockedError(path);
       throw error;
     }
   }
@@ -265,42 +269,24 @@ export class SqliteEngine {
     return rows.map(toJobRow);
   }
 
-  jobCancel(params: { id: string }): JobCancelOutcome {
-    return this.write(() => {
-      const cancelled = this.statements.cancel.get({ id: params.id, now: this.clock.now() });
-      if (cancelled) return { kind: "cancelled", job: toJobRow(cancelled) };
-      const row = this.statements.getById.get(params.id);
-      if (!row) return { kind: "not_found" };
-      return row.status === "running"
-        ? { kind: "running", job: toJobRow(row) }
-        : { kind: "not_cancellable", job: toJobRow(row) };
-    });
+  jobCancel(params: { id: string; actor: string }): JobCancelOutcome {
+    return this.write(() => this.admin.cancelJob({ ...params, now: this.clock.now() }));
   }
 
-  jobRetry(params: { id: string }): JobRetryOutcome {
-    return this.write(() => {
-      const row = this.statements.getById.get(params.id);
-      if (!row) return { kind: "not_found" };
-      if (row.status !== "dead" && row.status !== "cancelled") return { kind: "not_retryable", job: toJobRow(row) };
-      if (row.dedupe_key !== null) {
-        const holder = this.statements.dedupeHolder.get(row.dedupe_key);
-        if (holder) return { kind: "dedupe_conflict", holder: toJobRow(holder) };
-      }
-      const retried = this.statements.retry.get({ id: params.id, now: this.clock.now() });
-      if (!retried) throw new Error(`job ${params.id} changed inside its transaction`);
-      return { kind: "retried", job: toJobRow(retried) };
-    });
+  jobRetry(params: { id: string; actor: string }): JobRetryOutcome {
+    return this.write(() => this.admin.retryJob({ ...params, now: this.clock.now() }));
   }
 
-  chainCancel(params: { originalRequestId: string }): JobRow[] {
-    return this.write(() => {
-      const now = this.clock.now();
-      this.statements.markChainCancelled.run({ rid: params.originalRequestId, now });
-      return this.statements.cancelChainJobs
-        .all({ rid: params.originalRequestId, now })
-        .map(toJobRow)
-        .sort((a, b) => b.seq - a.seq);
-    });
+  chainCancel(params: { originalRequestId: string; actor: string }): JobRow[] {
+    return this.write(() => this.admin.cancelChain({ ...params, now: this.clock.now() }));
+  }
+
+  jobRunNow(params: { id: string; actor: string }): JobRunNowOutcome {
+    return this.write(() => this.admin.runNow({ ...params, now: this.clock.now() }));
+  }
+
+  adminActionList(params: { jobId: string }): AdminActionRow[] {
+    return this.read(() => this.statements.actionsOf.all(params.jobId));
   }
 
   /** Claims up to `limit` due jobs; the answer is the JSON text of their `JobRow`s, in claim order. */
@@ -390,7 +376,10 @@ export class SqliteEngine {
     return this.write(() => {
       const before = this.clock.now() - params.olderThanMs;
       const deleted = this.statements.deleteFinished.all({ before, limit: params.limit });
-      for (const row of deleted) this.statements.deleteAttempts.run(row.id);
+      for (const row of deleted) {
+        this.statements.deleteAttempts.run(row.id);
+        this.statements.deleteActions.run(row.id);
+      }
       for (const rid of new Set(deleted.map((row) => row.original_request_id))) {
         this.statements.deleteEmptyChain.run(rid);
       }
@@ -419,23 +408,23 @@ export class SqliteEngine {
     return toBuckets({ ...params, now: this.clock.now(), rows });
   }
 
-  jobRetryDeadMany(params: { filter: DeadJobFilter; limit: number }): JobRow[] {
-    return this.write(() => {
-      const now = this.clock.now();
-      const candidates = this.statements.deadJobs.all({
-        operation_id: params.filter.operationId ?? null,
-        original_request_id: params.filter.originalRequestId ?? null,
-        user_id: params.filter.userId ?? null,
-        limit: Math.max(0, params.limit),
-      });
-      const retried: JobRow[] = [];
-      for (const row of candidates) {
-        if (row.dedupe_key !== null && this.statements.dedupeHolder.get(row.dedupe_key)) continue;
-        const updated = this.statements.retry.get({ id: row.id, now });
-        if (updated) retried.push(toJobRow(updated));
-      }
-      return retried;
-    });
+  jobRetryDeadMany(params: { filter: DeadJobFilter; limit: number; actor: string }): JobRow[] {
+    return this.write(() => this.admin.retryDeadMany({ ...params, now: this.clock.now() }));
+  }
+
+  /**
+   * Copies the database into a new file at `to` (online-backup.ts). The answer comes once the copy is done; the thread
+   * serves the calls that arrive meanwhile between the copy's batches.
+   */
+  async databaseBackup(params: { to: string }): Promise<DatabaseBackupSummary> {
+    this.assertOpen();
+    try {
+      return await copyDatabase(this.db, params);
+    } catch (error) {
+      // Closing the connection mid-copy ends the copy (better-sqlite3 removes the partial file).
+      if (this.closed) throw new StoreUnavailableError("the store is closed");
+      throw mapError(error);
+    }
   }
 
   /** The connection's own settings, which cannot be read from another connection (for tests). */

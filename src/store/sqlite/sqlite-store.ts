@@ -21,8 +21,10 @@ import {
   StoreUnavailableError,
   type AttemptBucket,
   type AttemptRefund,
+  type DatabaseBackupSummary,
   type JobInsertOutcome,
   type JobInsertParams,
+  type OnlineBackup,
   type Store,
 } from "../store.js";
 import type { SqliteEngine } from "./sqlite-engine.js";
@@ -39,17 +41,21 @@ interface PendingCall {
   reject: (error: unknown) => void;
 }
 
-/** Starts the thread; from the TypeScript sources (tests, `tsx`) it loads them through tsx as the caller does. */
+/**
+ * Starts the thread; from the TypeScript sources (tests, `tsx`) it loads them through tsx as the caller does, the tsx
+ * found beside these sources whatever the working directory.
+ */
 function startThread(path: string): Worker {
   const fromSources = import.meta.url.endsWith(".ts");
   const entry = new URL(fromSources ? "./sqlite-thread.ts" : "./sqlite-thread.js", import.meta.url);
   if (!fromSources) return new Worker(entry, { workerData: { path } });
-  const boot = `import("tsx/esm/api").then((tsx) => { tsx.register(); return import(${JSON.stringify(entry.href)}); })`;
+  const tsx = JSON.stringify(import.meta.resolve("tsx/esm/api"));
+  const boot = `import(${tsx}).then((tsx) => { tsx.register(); return import(${JSON.stringify(entry.href)}); })`;
   return new Worker(boot, { eval: true, workerData: { path } });
 }
 
 /** The embedded engine. Open it with `SqliteStore.open`. */
-export class SqliteStore implements Store {
+export class SqliteStore implements Store, OnlineBackup {
   readonly engine = "sqlite";
   private readonly worker: Worker;
   private readonly clock: Clock;
@@ -171,6 +177,8 @@ export class SqliteStore implements Store {
   readonly jobCancel = this.forward("jobCancel");
   readonly jobRetry = this.forward("jobRetry");
   readonly chainCancel = this.forward("chainCancel");
+  readonly jobRunNow = this.forward("jobRunNow");
+  readonly adminActionList = this.forward("adminActionList");
   async jobClaimMany(params: { limit: number }): Promise<JobRow[]> {
     if (params.limit <= 0) return [];
     return JSON.parse(await this.call<string>("jobClaimMany", params)) as JobRow[];
@@ -206,6 +214,14 @@ export class SqliteStore implements Store {
   }
 
   readonly jobRetryDeadMany = this.forward("jobRetryDeadMany");
+  /**
+   * Copies the database into a new file at `to` on the thread that owns the connection, which serves every other call
+   * between the copy's batches (online-backup.ts): enqueues are committed while it runs.
+   */
+  databaseBackup(params: { to: string }): Promise<DatabaseBackupSummary> {
+    return this.call("databaseBackup", params);
+  }
+
   /** The connection's `synchronous` and `locking_mode`, which no other connection can read (for tests). */
   connectionSettings(): Promise<{ synchronous: number; lockingMode: string }> {
     return this.call("connectionSettings");

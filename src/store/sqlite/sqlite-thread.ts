@@ -3,7 +3,8 @@
  * reports `ready` (or why it could not open), then runs one call at a time, in the order they arrive: a call is
  * `{ id, method, args, now }`, its answer `{ id, ok, value | error }`. `now` is the caller's clock, so tests that
  * move a manual clock move this thread's time too. Insert calls that arrive together are committed together (group
- * commit on this side of the boundary too: see `commitWaitingInserts`).
+ * commit on this side of the boundary too: see `commitWaitingInserts`). A backup is the one call that spans many turns
+ * of this thread's event loop: the calls that arrive while it runs are served between its batches.
  */
 import { parentPort, workerData } from "node:worker_threads";
 import type { Clock } from "../../clock.js";
@@ -94,7 +95,16 @@ port.on("message", (call: EngineCall) => {
   callTime = call.now;
   try {
     const method = engine[call.method as EngineMethod] as (...args: unknown[]) => unknown;
-    post({ kind: "answer", id: call.id, ok: true, value: method.apply(engine, call.args) });
+    const value = method.apply(engine, call.args);
+    if (value instanceof Promise) {
+      // A backup: answered when its last batch is done. The calls arriving meanwhile run between its batches.
+      value.then(
+        (settled: unknown) => post({ kind: "answer", id: call.id, ok: true, value: settled }),
+        (error: unknown) => post({ kind: "answer", id: call.id, ok: false, error: serializeError(error) }),
+      );
+    } else {
+      post({ kind: "answer", id: call.id, ok: true, value });
+    }
   } catch (error) {
     post({ kind: "answer", id: call.id, ok: false, error: serializeError(error) });
   }

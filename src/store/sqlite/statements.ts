@@ -6,6 +6,7 @@
  */
 import type Database from "better-sqlite3";
 import type { JobStatus } from "../../job/statuses.js";
+import type { AdminAction } from "../../job/statuses.js";
 import type { SqliteAttemptRow, SqliteJobRow } from "./rows.js";
 
 /** The statuses a job can be claimed in (and holds its dedupe key in). */
@@ -80,11 +81,26 @@ export function prepareStatements(db: Database.Database) {
          heartbeat_at = NULL, run_at = :now
        WHERE id = :id AND status IN ('dead', 'cancelled') RETURNING *`,
     ),
-    markChainCancelled: prepare<{ rid: string; now: number }>(
+    markChainCancelled: prepare<{ rid: string; now: number; actor: string }>(
       db,
-      `INSERT INTO chains (original_request_id, jobs_created, cancelled_at) VALUES (:rid, 0, :now)
-       ON CONFLICT (original_request_id) DO UPDATE SET cancelled_at = coalesce(cancelled_at, :now)`,
+      `INSERT INTO chains (original_request_id, jobs_created, cancelled_at, cancelled_by) VALUES (:rid, 0, :now, :actor)
+       ON CONFLICT (original_request_id) DO UPDATE SET cancelled_at = coalesce(cancelled_at, :now),
+         cancelled_by = CASE WHEN cancelled_at IS NULL THEN :actor ELSE cancelled_by END`,
     ),
+    // A waiting job due now; a job due already keeps its earlier run time (its place in the claim order).
+    runNow: prepare<{ id: string; now: number }, SqliteJobRow>(
+      db,
+      `UPDATE jobs SET run_at = min(run_at, :now) WHERE id = :id AND ${CLAIMABLE} RETURNING *`,
+    ),
+    recordAction: prepare<{ at: number; actor: string; action: string; job_id: string }>(
+      db,
+      "INSERT INTO admin_actions (at, actor, action, job_id) VALUES (:at, :actor, :action, :job_id)",
+    ),
+    actionsOf: prepare<[string], { at: number; actor: string; action: AdminAction }>(
+      db,
+      "SELECT at, actor, action FROM admin_actions WHERE job_id = ? ORDER BY id",
+    ),
+    deleteActions: prepare<[string]>(db, "DELETE FROM admin_actions WHERE job_id = ?"),
     cancelChainJobs: prepare<{ rid: string; now: number }, SqliteJobRow>(
       db,
       `UPDATE jobs SET status = 'cancelled', finished_at = :now,

@@ -1,5 +1,5 @@
 /** The messages between `SqliteStore` and the thread that owns the connection (sqlite-thread.ts). */
-import { StoreLockedError, StoreUnavailableError, type JobInsertOutcome } from "../store.js";
+import { StoreLockedError, StoreSetupError, StoreUnavailableError, type JobInsertOutcome } from "../store.js";
 import type { SqliteEngine } from "./sqlite-engine.js";
 
 /** The engine's methods a caller may name. */
@@ -45,14 +45,17 @@ export function serializeError(error: unknown): SerializedError {
   return { name: "Error", message: String(error) };
 }
 
-/** The error again, with the class the store's callers test for (`StoreUnavailableError`, `StoreLockedError`). */
+/** The classes the store's callers test for, by name. */
+const KNOWN_ERRORS: Record<string, new (message: string) => Error> = {
+  StoreUnavailableError,
+  StoreLockedError,
+  StoreSetupError,
+};
+
+/** The error again, with the class the store's callers test for (`StoreUnavailableError`, ...). */
 export function deserializeError(serialized: SerializedError): Error {
-  const error =
-    serialized.name === "StoreUnavailableError"
-      ? new StoreUnavailableError(serialized.message)
-      : serialized.name === "StoreLockedError"
-        ? new StoreLockedError(serialized.message)
-        : Object.assign(new Error(serialized.message), { name: serialized.name });
+  const Known = KNOWN_ERRORS[serialized.name];
+  const error = Known ? new Known(serialized.message) : Object.assign(new Error(serialized.message), { name: serialized.name });
   if (serialized.stack !== undefined) error.stack = serialized.stack;
   return error;
 }

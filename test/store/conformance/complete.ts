@@ -146,7 +146,7 @@ export function completeCases(suite: Suite): void {
       await store.jobSetStateIfRunningMany({
         outcomes: [{ id: job.id, attempt: 1, status: "retrying", delayMs: 60_000, result: UNAVAILABLE }],
       });
-      assert.equal((await store.chainCancel({ originalRequestId: "chain-a" })).length, 1);
+      assert.equal((await store.chainCancel({ originalRequestId: "chain-a", actor: "admin" })).length, 1);
       const cancelled = await mustGet(store, job.id);
       clock.advance(5);
       for (const outcome of [
@@ -160,7 +160,7 @@ export function completeCases(suite: Suite): void {
 
     suite.case("a retrying outcome after the chain was cancelled ends the job cancelled-by-chain, keeping the status code", async ({ store, clock }) => {
       const job = await makeRunning(store, { originalRequestId: "chain-a" });
-      assert.deepEqual(await store.chainCancel({ originalRequestId: "chain-a" }), [], "a running job is not cancelled");
+      assert.deepEqual(await store.chainCancel({ originalRequestId: "chain-a", actor: "admin" }), [], "a running job is not cancelled");
       assert.equal((await mustGet(store, job.id)).status, "running");
       clock.advance(30);
       assert.deepEqual(
@@ -182,7 +182,7 @@ export function completeCases(suite: Suite): void {
     suite.case("after the chain was cancelled, a succeeded outcome is written as is and a dead one ends cancelled-by-chain", async ({ store }) => {
       const a = await makeRunning(store, { originalRequestId: "chain-a" });
       const b = await makeRunning(store, { originalRequestId: "chain-a" });
-      await store.chainCancel({ originalRequestId: "chain-a" });
+      await store.chainCancel({ originalRequestId: "chain-a", actor: "admin" });
       assert.deepEqual(
         await store.jobSetStateIfRunningMany({
           outcomes: [
@@ -206,7 +206,7 @@ export function completeCases(suite: Suite): void {
     suite.case("a dead outcome of a job whose chain was not cancelled stays dead beside one whose chain was", async ({ store }) => {
       const kept = await makeRunning(store, { originalRequestId: "chain-kept" });
       const cut = await makeRunning(store, { originalRequestId: "chain-cut" });
-      await store.chainCancel({ originalRequestId: "chain-cut" });
+      await store.chainCancel({ originalRequestId: "chain-cut", actor: "admin" });
       const exhausted: JobResult = { status_code: 500, error_body: "boom", terminal_reason: "exhausted" };
       assert.deepEqual(
         await store.jobSetStateIfRunningMany({
@@ -251,7 +251,7 @@ export function completeCases(suite: Suite): void {
       const first = await makeRunning(store);
       const stale = { id: first.id, attempt: 1, startedAt: first.startedAt };
       assert.deepEqual(await store.jobSetStateIfRunningMany({ outcomes: [{ ...stale, status: "dead", result: PERMANENT }] }), [true]);
-      assert.equal((await store.jobRetry({ id: first.id })).kind, "retried");
+      assert.equal((await store.jobRetry({ id: first.id, actor: "admin" })).kind, "retried");
       clock.advance(1000);
       const second = await claimNext(store, first.id);
       assert.equal(second.attempt, 1);
@@ -317,7 +317,7 @@ export function completeCases(suite: Suite): void {
       await store.jobSetStateIfRunningMany({
         outcomes: [first, second].map((job) => ({ id: job.id, attempt: 1, status: "dead" as const, result: PERMANENT })),
       });
-      const retried = await store.jobRetryDeadMany({ filter: {}, limit: 10 });
+      const retried = await store.jobRetryDeadMany({ filter: {}, limit: 10, actor: "admin" });
       assert.deepEqual(retried.map((job) => job.id), [second.id]);
       assert.equal((await mustGet(store, second.id)).status, "pending");
       assert.equal((await mustGet(store, second.id)).dedupeKey, "cron:nightly");

@@ -218,7 +218,7 @@ export function insertCases(suite: Suite): void {
       await makeFinished(store, "succeeded", { dedupeKey: "a" });
       await makeFinished(store, "dead", { dedupeKey: "b" });
       const cancelled = await insertCreated(store, { dedupeKey: "c" });
-      assert.equal((await store.jobCancel({ id: cancelled.id })).kind, "cancelled");
+      assert.equal((await store.jobCancel({ id: cancelled.id, actor: "admin" })).kind, "cancelled");
       for (const key of ["a", "b", "c"]) {
         await insertCreated(store, { dedupeKey: key });
       }
@@ -238,8 +238,8 @@ export function insertCases(suite: Suite): void {
       await makeFinished(store, "succeeded", { spawnCap });
       await makeFinished(store, "dead", { spawnCap });
       const cancelledByAdmin = await insertCreated(store, { spawnCap });
-      assert.equal((await store.jobCancel({ id: cancelledByAdmin.id })).kind, "cancelled");
-      await store.chainCancel({ originalRequestId: "req-1" });
+      assert.equal((await store.jobCancel({ id: cancelledByAdmin.id, actor: "admin" })).kind, "cancelled");
+      await store.chainCancel({ originalRequestId: "req-1", actor: "admin" });
       const byChain1 = await insertCreated(store, { spawnCap });
       const byChain2 = await insertCreated(store, { spawnCap });
       assert.equal(byChain1.status, "cancelled");
@@ -277,7 +277,7 @@ export function insertCases(suite: Suite): void {
 
     suite.case("after chainCancel, later inserts into the chain are created cancelled-by-chain", async ({ store, clock }) => {
       await insertCreated(store, { originalRequestId: "chain-a" });
-      await store.chainCancel({ originalRequestId: "chain-a" });
+      await store.chainCancel({ originalRequestId: "chain-a", actor: "admin" });
       clock.advance(5000);
       const job = await insertCreated(store, { originalRequestId: "chain-a", dedupeKey: "k", concurrencyKey: "c" });
       assert.equal(job.status, "cancelled");
@@ -293,7 +293,7 @@ export function insertCases(suite: Suite): void {
     });
 
     suite.case("chainCancel on a chain with no jobs yet still cancels its later inserts", async ({ store }) => {
-      assert.deepEqual(await store.chainCancel({ originalRequestId: "future" }), []);
+      assert.deepEqual(await store.chainCancel({ originalRequestId: "future", actor: "admin" }), []);
       const job = await insertCreated(store, { originalRequestId: "future" });
       assert.equal(job.status, "cancelled");
       assert.deepEqual(job.result, { error_body: null, terminal_reason: "cancelled-by-chain" });

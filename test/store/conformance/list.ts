@@ -21,7 +21,7 @@ async function population(store: Store): Promise<JobRow[]> {
   jobs.push(await makeFinished(store, "dead", { operationId: "opA", originalRequestId: "r1", userId: "u2" }));
   jobs.push(await makeRetrying(store, { operationId: "opA", originalRequestId: "r3", userId: "u1" }, T0 + 60_000));
   const cancelled = await insertCreated(store, { operationId: "opC", originalRequestId: "r3", userId: "u3", runAt: T0 + 60_000 });
-  await store.jobCancel({ id: cancelled.id });
+  await store.jobCancel({ id: cancelled.id, actor: "admin" });
   jobs.push(cancelled);
   return jobs;
 }
@@ -142,9 +142,11 @@ export function listCases(suite: Suite): void {
         jobInsert: () => store.jobInsert(jobParams()),
         jobGet: () => store.jobGet({ id: job.id }),
         jobList: () => store.jobList({ limit: 10 }),
-        jobCancel: () => store.jobCancel({ id: job.id }),
-        jobRetry: () => store.jobRetry({ id: job.id }),
-        chainCancel: () => store.chainCancel({ originalRequestId: "req-1" }),
+        jobCancel: () => store.jobCancel({ id: job.id, actor: "admin" }),
+        jobRetry: () => store.jobRetry({ id: job.id, actor: "admin" }),
+        chainCancel: () => store.chainCancel({ originalRequestId: "req-1", actor: "admin" }),
+        jobRunNow: () => store.jobRunNow({ id: job.id, actor: "admin" }),
+        adminActionList: () => store.adminActionList({ jobId: job.id }),
         jobClaimMany: () => store.jobClaimMany({ limit: 10 }),
         jobSetStateIfRunningMany: () =>
           store.jobSetStateIfRunningMany({
@@ -163,7 +165,7 @@ export function listCases(suite: Suite): void {
         jobAttemptList: () => store.jobAttemptList({ id: job.id }),
         attemptBuckets: () => store.attemptBuckets({ since: T0, bucketMs: 60_000 }),
         attemptCountDeleteMany: () => store.attemptCountDeleteMany({ olderThanMs: 0 }),
-        jobRetryDeadMany: () => store.jobRetryDeadMany({ filter: {}, limit: 10 }),
+        jobRetryDeadMany: () => store.jobRetryDeadMany({ filter: {}, limit: 10, actor: "admin" }),
       };
       for (const [name, call] of Object.entries(calls)) {
         await assert.rejects(call, StoreUnavailableError, `${name} on a closed store`);

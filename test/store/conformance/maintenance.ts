@@ -41,7 +41,7 @@ async function makeRunningSecondAttempt(store: Store, overrides: JobOverrides = 
 /** A pending job cancelled by an admin (a terminal `cancelled` job with finishedAt = now). */
 async function makeCancelled(store: Store, overrides: JobOverrides = {}): Promise<JobRow> {
   const job = await insertCreated(store, { runAt: T0 + 3_600_000, ...overrides });
-  assert.equal((await store.jobCancel({ id: job.id })).kind, "cancelled");
+  assert.equal((await store.jobCancel({ id: job.id, actor: "admin" })).kind, "cancelled");
   return mustGet(store, job.id);
 }
 
@@ -345,7 +345,7 @@ export function maintenanceCases(suite: Suite): void {
       const stale = await makeRunningSecondAttempt(store);
       // An admin retry restarts attempt numbers: a write for the first claim names attempt 1 and that claim's start.
       const first = await makeFinished(store, "dead");
-      assert.equal((await store.jobRetry({ id: first.id })).kind, "retried");
+      assert.equal((await store.jobRetry({ id: first.id, actor: "admin" })).kind, "retried");
       clock.advance(1000);
       const reclaimed = await claimNext(store, first.id);
       assert.equal(reclaimed.attempt, 1);
@@ -420,7 +420,7 @@ export function maintenanceCases(suite: Suite): void {
     suite.case("a job of a cancelled chain ends cancelled-by-chain instead of going back to the queue", async ({ store, clock }) => {
       const doomed = await makeRunning(store, { originalRequestId: "chain-a" });
       const survivor = await makeRunning(store, { originalRequestId: "chain-b" });
-      assert.deepEqual(await store.chainCancel({ originalRequestId: "chain-a" }), [], "a running job is not cancelled");
+      assert.deepEqual(await store.chainCancel({ originalRequestId: "chain-a", actor: "admin" }), [], "a running job is not cancelled");
       clock.advance(30);
       assert.equal(
         await store.jobRequeueMany({
@@ -491,9 +491,9 @@ export function maintenanceCases(suite: Suite): void {
       assert.equal(await store.jobNextRunAt(), T0 + 3000);
       const soon = await insertCreated(store, { runAt: T0 + 2000 });
       assert.equal(await store.jobNextRunAt(), T0 + 2000);
-      await store.jobCancel({ id: soon.id });
+      await store.jobCancel({ id: soon.id, actor: "admin" });
       assert.equal(await store.jobNextRunAt(), T0 + 3000);
-      await store.jobCancel({ id: retrying.id });
+      await store.jobCancel({ id: retrying.id, actor: "admin" });
       assert.equal(await store.jobNextRunAt(), T0 + 5000);
     });
 
@@ -683,7 +683,7 @@ export function maintenanceCases(suite: Suite): void {
 
     suite.case("a cancelled chain is remembered after all its jobs are deleted: new inserts are created cancelled", async ({ store, clock }) => {
       const job = await insertCreated(store, { originalRequestId: "chain-a", runAt: T0 + 60_000 });
-      assert.equal((await store.chainCancel({ originalRequestId: "chain-a" })).length, 1);
+      assert.equal((await store.chainCancel({ originalRequestId: "chain-a", actor: "admin" })).length, 1);
       clock.advance(1000);
       assert.equal(await store.jobDeleteFinishedMany({ olderThanMs: 0, limit: 100 }), 1);
       assert.equal(await store.jobGet({ id: job.id }), undefined);
@@ -792,9 +792,9 @@ export function maintenanceCases(suite: Suite): void {
       assert.equal((await store.jobStats()).oldestDueRunAt, T0 - 300);
       clock.advance(10_000);
       assert.equal((await store.jobStats()).oldestDueRunAt, T0 - 300);
-      await store.jobCancel({ id: retrying.id });
+      await store.jobCancel({ id: retrying.id, actor: "admin" });
       assert.equal((await store.jobStats()).oldestDueRunAt, T0 - 100);
-      await store.jobCancel({ id: pending.id });
+      await store.jobCancel({ id: pending.id, actor: "admin" });
       assert.equal((await store.jobStats()).oldestDueRunAt, T0);
     });
   });

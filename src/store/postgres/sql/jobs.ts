@@ -1,4 +1,5 @@
 /** Reads of jobs, and the administrators' writes: cancel, retry, cancel a chain, retry the dead. */
+import type { AdminAction } from "../../../job/statuses.js";
 import type { JobListParams } from "../../store.js";
 import { CLAIMABLE, JOB_COLUMNS } from "./common.js";
 
@@ -25,11 +26,39 @@ export function jobListQuery(params: JobListParams): { text: string; values: unk
   return { text: `SELECT * FROM jobs ${filter} ORDER BY seq DESC LIMIT $${values.length}`, values };
 }
 
-/** A claimable job → `cancelled` (cancelled-by-admin), keeping a failed attempt's result. $1 id, $2 now. */
-export const JOB_CANCEL = `UPDATE job_state s SET status = 'cancelled', finished_at = $2,
-    result = (coalesce(s.result::jsonb, '{"error_body":null}'::jsonb) || '{"terminal_reason":"cancelled-by-admin"}'::jsonb)::json
-  FROM job_specs j
-  WHERE j.id = $1 AND s.seq = j.seq AND s.${CLAIMABLE} RETURNING ${JOB_COLUMNS}`;
+/** Records, in the statement that made them, an administrator's changes to the jobs of CTE `done`. */
+function recordActions(action: AdminAction, at: string, actor: string): string {
+  return `logged AS (INSERT INTO admin_actions (at, actor, action, job_id) SELECT ${at}, ${actor}, '${action}', id FROM done)`;
+}
+
+/**
+ * A claimable job → `cancelled` (cancelled-by-admin), keeping a failed attempt's result, recorded as the actor's. $1 id,
+ * $2 now, $3 actor.
+ */
+export const JOB_CANCEL = `WITH done AS (
+    UPDATE job_state s SET status = 'cancelled', finished_at = $2,
+      result = (coalesce(s.result::jsonb, '{"error_body":null}'::jsonb) || '{"terminal_reason":"cancelled-by-admin"}'::jsonb)::json
+    FROM job_specs j
+    WHERE j.id = $1 AND s.seq = j.seq AND s.${CLAIMABLE} RETURNING ${JOB_COLUMNS}
+  ), ${recordActions("cancel", "$2::timestamptz", "$3")}
+  SELECT * FROM done`;
+
+/**
+ * A waiting job due now (a job due already keeps its earlier run time, its place in the claim order), recorded as the
+ * actor's. $1 id, $2 now, $3 actor.
+ */
+export const JOB_RUN_NOW = `WITH done AS (
+    UPDATE job_state s SET run_at = least(s.run_at, $2::timestamptz)
+    FROM job_specs j
+    WHERE j.id = $1 AND s.seq = j.seq AND s.${CLAIMABLE} RETURNING ${JOB_COLUMNS}
+  ), ${recordActions("run-now", "$2::timestamptz", "$3")}
+  SELECT * FROM done`;
+
+/** One administrator's action on one job. $1 at, $2 actor, $3 action, $4 job id. */
+export const RECORD_ACTION = "INSERT INTO admin_actions (at, actor, action, job_id) VALUES ($1, $2, $3, $4)";
+
+/** Who acted on a job, oldest first. $1 job id. */
+export const ACTIONS_OF = "SELECT at, actor, action FROM admin_actions WHERE job_id = $1 ORDER BY id";
 
 /** A job to retry, its state row locked for the transaction. $1 id. */
 export const JOB_LOCK_FOR_RETRY = `SELECT ${JOB_COLUMNS} FROM job_specs j JOIN job_state s ON s.seq = j.seq WHERE j.id = $1
@@ -47,23 +76,32 @@ export const JOB_RETRY = `UPDATE job_state s SET status = 'pending', attempt = 0
 export const NOTIFY = "SELECT opqueue_notify($1)";
 
 /**
- * Marks a chain cancelled. Run first in a chain cancel, it takes the chain's row lock: an enqueue into the chain racing
- * it waits and then creates its job cancelled; one that came first has committed its job, which the update after sees.
- * $1 original request id, $2 now.
+ * Marks a chain cancelled, and by whom (the first to). Run first in a chain cancel, it takes the chain's row lock: an
+ * enqueue into the chain racing it waits and then creates its job cancelled; one that came first has committed its job,
+ * which the update after sees. $1 original request id, $2 now, $3 actor.
  */
-export const CHAIN_MARK_CANCELLED = `INSERT INTO chains AS c (original_request_id, jobs_created, cancelled_at) VALUES ($1, 0, $2)
-  ON CONFLICT (original_request_id) DO UPDATE SET cancelled_at = coalesce(c.cancelled_at, $2)`;
+export const CHAIN_MARK_CANCELLED = `INSERT INTO chains AS c (original_request_id, jobs_created, cancelled_at, cancelled_by)
+  VALUES ($1, 0, $2, $3)
+  ON CONFLICT (original_request_id) DO UPDATE SET cancelled_at = coalesce(c.cancelled_at, $2),
+    cancelled_by = CASE WHEN c.cancelled_at IS NULL THEN $3 ELSE c.cancelled_by END`;
 
-/** The claimable jobs of a chain → `cancelled` (cancelled-by-chain). $1 original request id, $2 now. */
-export const CHAIN_CANCEL_JOBS = `UPDATE job_state s SET status = 'cancelled', finished_at = $2,
-    result = (coalesce(s.result::jsonb, '{"error_body":null}'::jsonb) || '{"terminal_reason":"cancelled-by-chain"}'::jsonb)::json
-  FROM job_specs j
-  WHERE j.original_request_id = $1 AND s.seq = j.seq AND s.${CLAIMABLE} RETURNING ${JOB_COLUMNS}`;
+/**
+ * The claimable jobs of a chain → `cancelled` (cancelled-by-chain), recorded as the actor's. $1 original request id,
+ * $2 now, $3 actor.
+ */
+export const CHAIN_CANCEL_JOBS = `WITH done AS (
+    UPDATE job_state s SET status = 'cancelled', finished_at = $2,
+      result = (coalesce(s.result::jsonb, '{"error_body":null}'::jsonb) || '{"terminal_reason":"cancelled-by-chain"}'::jsonb)::json
+    FROM job_specs j
+    WHERE j.original_request_id = $1 AND s.seq = j.seq AND s.${CLAIMABLE} RETURNING ${JOB_COLUMNS}
+  ), ${recordActions("cancel-chain", "$2::timestamptz", "$3")}
+  SELECT * FROM done`;
 
 /**
  * Dead jobs matching the filter back to `pending`, newest first. Of several dead jobs with one dedupe key, only the
  * newest goes back with it (the key's unique index allows one claimable holder); the others stay dead, as the SQLite
- * engine leaves them. $1 operation, $2 original request id, $3 user (each null for any), $4 limit, $5 now.
+ * engine leaves them. Each recorded as the actor's. $1 operation, $2 original request id, $3 user (each null for
+ * any), $4 limit, $5 now, $6 actor.
  */
 export const RETRY_DEAD_MANY = `WITH candidates AS (
     SELECT s.seq, s.dedupe_key FROM job_state s JOIN job_specs j ON j.seq = s.seq
@@ -80,11 +118,13 @@ export const RETRY_DEAD_MANY = `WITH candidates AS (
       SELECT seq, dedupe_key, row_number() OVER (PARTITION BY dedupe_key ORDER BY seq DESC) AS key_rank
       FROM candidates) ranked
     WHERE dedupe_key IS NULL OR key_rank = 1
-  )
-  UPDATE job_state s SET status = 'pending', attempt = 0, result = NULL, started_at = NULL, finished_at = NULL,
-    heartbeat_at = NULL, run_at = $5
-  FROM picked, job_specs j WHERE s.seq = picked.seq AND j.seq = s.seq AND s.status = 'dead'
-  RETURNING ${JOB_COLUMNS}`;
+  ), done AS (
+    UPDATE job_state s SET status = 'pending', attempt = 0, result = NULL, started_at = NULL, finished_at = NULL,
+      heartbeat_at = NULL, run_at = $5
+    FROM picked, job_specs j WHERE s.seq = picked.seq AND j.seq = s.seq AND s.status = 'dead'
+    RETURNING ${JOB_COLUMNS}
+  ), ${recordActions("retry-dead", "$5::timestamptz", "$6")}
+  SELECT * FROM done`;
 
 /** A job's finished attempts, oldest first. $1 job id. */
 export const ATTEMPT_LIST =

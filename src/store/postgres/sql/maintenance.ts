@@ -22,6 +22,9 @@ export const DELETE_FINISHED = `WITH gone AS (
 /** The attempt history of deleted jobs. $1 job ids. */
 export const DELETE_ATTEMPTS = "DELETE FROM job_attempts WHERE job_id = ANY($1::text[])";
 
+/** The administrators' actions on deleted jobs. $1 job ids. */
+export const DELETE_ACTIONS = "DELETE FROM admin_actions WHERE job_id = ANY($1::text[])";
+
 /** A chain row goes with its last job, unless it remembers a cancellation. $1 original request ids. */
 export const DELETE_EMPTY_CHAINS = `DELETE FROM chains c WHERE c.original_request_id = ANY($1::text[]) AND c.cancelled_at IS NULL
   AND NOT EXISTS (SELECT 1 FROM job_specs j WHERE j.original_request_id = c.original_request_id)`;

@@ -1,0 +1,253 @@
+/**
+ * The administrators' job routes (docs/api.md, "Admin operations"): get, cancel, retry, run now, the attempt history
+ * and the whole history, bulk retry of dead jobs, cancel a chain. Each change is recorded with the admin token's `sub`
+ * (the job's history shows it) and logged.
+ */
+import { Type } from "@sinclair/typebox";
+import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import type { FastifyRequest } from "fastify";
+import { retryDeadJobs, retryJob, type RetryDeps } from "../../admin/retry.js";
+import type { TokenVerifier } from "../../auth/tokens.js";
+import { jobHistory } from "../../admin/history.js";
+import { ApiError } from "../../errors.js";
+import { ErrorBody, JobAttempts, JobEnvelope, JobHistory, JobsEnvelope, RetryDeadBody } from "../../job/schemas.js";
+import { formatTime, toWireJob } from "../../job/wire.js";
+import type { AdminAction } from "../../job/statuses.js";
+import { adminAuthHook } from "../auth.js";
+
+/** What the admin routes need. */
+export interface AdminRoutesOptions extends RetryDeps {
+  verifier: TokenVerifier;
+}
+
+const errors = (...statuses: number[]) =>
+  Object.fromEntries(statuses.map((status) => [status, ErrorBody])) as Record<number, typeof ErrorBody>;
+
+const JobIdParams = Type.Object({ id: Type.String({ description: "Short id of the job." }) });
+
+/** The administrator a request is authenticated as (the admin hook ran before). */
+function actorOf(request: FastifyRequest): string {
+  if (!request.admin) throw new Error("admin route reached without its auth hook");
+  return request.admin.sub;
+}
+
+/** One log line per administrator's action, naming who and what. */
+function logAction(request: FastifyRequest, action: AdminAction, jobIds: string[], extra: object = {}): void {
+  request.log.info({ actor: actorOf(request), action, jobIds, ...extra }, "admin action");
+}
+
+function jobNotFound(id: string): ApiError {
+  return new ApiError(404, "job_not_found", `no job has id "${id.slice(0, 64)}"`);
+}
+
+/** Registers the admin job routes. */
+export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async (app, options) => {
+  const { store, verifier } = options;
+  const adminOnly = adminAuthHook({ verifier });
+  const adminSecurity = [{ adminToken: [] }];
+
+  app.get(
+    "/jobs/:id",
+    {
+      onRequest: adminOnly,
+      schema: {
+        operationId: "getJob",
+        summary: "Get one job",
+        tags: ["jobs"],
+        security: adminSecurity,
+        params: JobIdParams,
+        response: { 200: JobEnvelope, ...errors(401, 403, 404, 503) },
+      },
+    },
+    async (request) => {
+      const row = await store.jobGet({ id: request.params.id });
+      if (!row) throw jobNotFound(request.params.id);
+      return { job: toWireJob(row) };
+    },
+  );
+
+  app.post(
+    "/jobs/:id/cancel",
+    {
+      onRequest: adminOnly,
+      schema: {
+        operationId: "cancelJob",
+        summary: "Cancel a pending or retrying job",
+        tags: ["jobs"],
+        security: adminSecurity,
+        params: JobIdParams,
+        response: { 200: JobEnvelope, ...errors(401, 403, 404, 409, 503) },
+      },
+    },
+    async (request) => {
+      const outcome = await store.jobCancel({ id: request.params.id, actor: actorOf(request) });
+      switch (outcome.kind) {
+        case "cancelled":
+          logAction(request, "cancel", [outcome.job.id]);
+          return { job: toWireJob(outcome.job) };
+        case "not_found":
+          throw jobNotFound(request.params.id);
+        case "running":
+          throw new ApiError(409, "job_running", "the job is being delivered; a running delivery is not interrupted");
+        case "not_cancellable":
+          throw new ApiError(409, "job_not_cancellable", `the job is ${outcome.job.status}; only pending or retrying jobs can be cancelled`);
+      }
+    },
+  );
+
+  app.post(
+    "/jobs/:id/retry",
+    {
+      onRequest: adminOnly,
+      schema: {
+        operationId: "retryJob",
+        summary: "Re-queue a dead or cancelled job",
+        tags: ["jobs"],
+        security: adminSecurity,
+        params: JobIdParams,
+        response: { 200: JobEnvelope, ...errors(401, 403, 404, 409, 503) },
+      },
+    },
+    async (request) => {
+      const outcome = await retryJob(options, { id: request.params.id, actor: actorOf(request) });
+      switch (outcome.kind) {
+        case "retried":
+          logAction(request, "retry", [outcome.job.id]);
+          return { job: toWireJob(outcome.job) };
+        case "not_found":
+          throw jobNotFound(request.params.id);
+        case "not_retryable":
+          throw new ApiError(409, "job_not_retryable", `the job is ${outcome.job.status}; only dead or cancelled jobs can be retried`);
+        case "dedupe_conflict":
+          throw new ApiError(409, "dedupe_conflict", `job ${outcome.holder.id} already holds this job's dedupe key`);
+      }
+    },
+  );
+
+  app.get(
+    "/jobs/:id/attempts",
+    {
+      onRequest: adminOnly,
+      schema: {
+        operationId: "listJobAttempts",
+        summary: "A job's delivery attempts, oldest first",
+        tags: ["jobs"],
+        security: adminSecurity,
+        params: JobIdParams,
+        response: { 200: JobAttempts, ...errors(401, 403, 404, 503) },
+      },
+    },
+    async (request) => {
+      const row = await store.jobGet({ id: request.params.id });
+      if (!row) throw jobNotFound(request.params.id);
+      const attempts = await store.jobAttemptList({ id: row.id });
+      return {
+        attempts: attempts.map((attempt) => ({
+          attempt: attempt.attempt,
+          started_at: attempt.startedAt === null ? null : formatTime(attempt.startedAt),
+          finished_at: formatTime(attempt.finishedAt),
+          outcome: attempt.outcome,
+          status_code: attempt.statusCode,
+          error_body: attempt.errorBody,
+        })),
+      };
+    },
+  );
+
+  app.post(
+    "/jobs/retry-dead",
+    {
+      onRequest: adminOnly,
+      // No body means no filter.
+      preValidation: async (request) => {
+        request.body ??= {};
+      },
+      schema: {
+        operationId: "retryDeadJobs",
+        summary: "Re-queue the dead jobs matching a filter (newest first, at most `limit`, 1..1000, default 100)",
+        tags: ["jobs"],
+        security: adminSecurity,
+        body: RetryDeadBody,
+        response: { 200: JobsEnvelope, ...errors(400, 401, 403, 415, 503) },
+      },
+    },
+    async (request) => {
+      const body = request.body;
+      const jobs = await retryDeadJobs(options, {
+        filter: { operationId: body.operation_id, originalRequestId: body.original_request_id, userId: body.user_id },
+        limit: body.limit ?? 100,
+        actor: actorOf(request),
+      });
+      logAction(request, "retry-dead", jobs.map((job) => job.id));
+      return { jobs: jobs.map(toWireJob) };
+    },
+  );
+
+  app.post(
+    "/chains/:original_request_id/cancel",
+    {
+      onRequest: adminOnly,
+      schema: {
+        operationId: "cancelChain",
+        summary: "Cancel a chain: its claimable jobs now, and every job enqueued into it later",
+        tags: ["jobs"],
+        security: adminSecurity,
+        params: Type.Object({ original_request_id: Type.String({ minLength: 1 }) }),
+        response: { 200: JobsEnvelope, ...errors(400, 401, 403, 503) },
+      },
+    },
+    async (request) => {
+      const jobs = await store.chainCancel({ originalRequestId: request.params.original_request_id, actor: actorOf(request) });
+      logAction(request, "cancel-chain", jobs.map((job) => job.id), { originalRequestId: request.params.original_request_id });
+      return { jobs: jobs.map(toWireJob) };
+    },
+  );
+  app.post(
+    "/jobs/:id/run-now",
+    {
+      onRequest: adminOnly,
+      schema: {
+        operationId: "runJobNow",
+        summary: "Make a pending or retrying job due now (a delayed job, or one waiting for its retry)",
+        tags: ["jobs"],
+        security: adminSecurity,
+        params: JobIdParams,
+        response: { 200: JobEnvelope, ...errors(401, 403, 404, 409, 503) },
+      },
+    },
+    async (request) => {
+      const outcome = await store.jobRunNow({ id: request.params.id, actor: actorOf(request) });
+      switch (outcome.kind) {
+        case "moved":
+          options.notifier.notify(outcome.job.runAt);
+          logAction(request, "run-now", [outcome.job.id]);
+          return { job: toWireJob(outcome.job) };
+        case "not_found":
+          throw jobNotFound(request.params.id);
+        case "not_waiting":
+          throw new ApiError(409, "job_not_waiting", `the job is ${outcome.job.status}; only pending or retrying jobs wait to run`);
+      }
+    },
+  );
+
+  app.get(
+    "/jobs/:id/history",
+    {
+      onRequest: adminOnly,
+      schema: {
+        operationId: "getJobHistory",
+        summary: "A job's history, oldest first: its creation, every finished attempt, and every administrator's action",
+        tags: ["jobs"],
+        security: adminSecurity,
+        params: JobIdParams,
+        response: { 200: JobHistory, ...errors(401, 403, 404, 503) },
+      },
+    },
+    async (request) => {
+      const row = await store.jobGet({ id: request.params.id });
+      if (!row) throw jobNotFound(request.params.id);
+      const [attempts, actions] = await Promise.all([store.jobAttemptList({ id: row.id }), store.adminActionList({ jobId: row.id })]);
+      return { events: jobHistory({ job: row, attempts, actions }) };
+    },
+  );
+};

@@ -1,0 +1,125 @@
+/**
+ * The administrators' writes of the PostgreSQL engine: each conditional on the state it expects to leave, each change
+ * recorded with who made it in the same transaction (admin_actions, migration 0009), and a NOTIFY for what becomes
+ * claimable, so idle nodes wake.
+ */
+import type pg from "pg";
+import type { JobRow } from "../../job/job.js";
+import type { AdminAction } from "../../job/statuses.js";
+import type {
+  AdminActionRow,
+  DeadJobFilter,
+  JobCancelOutcome,
+  JobRetryOutcome,
+  JobRunNowOutcome,
+} from "../store.js";
+import type { PgConnection } from "./connection.js";
+import { isUniqueViolation } from "./errors.js";
+import { requireMs, toJobRow, type PgRow } from "./rows.js";
+import {
+  ACTIONS_OF,
+  CHAIN_CANCEL_JOBS,
+  CHAIN_MARK_CANCELLED,
+  DEDUPE_HOLDER,
+  JOB_CANCEL,
+  JOB_GET,
+  JOB_LOCK_FOR_RETRY,
+  JOB_RETRY,
+  JOB_RUN_NOW,
+  NOTIFY,
+  RECORD_ACTION,
+  RETRY_DEAD_MANY,
+} from "./sql/jobs.js";
+
+/** An administrator's write: who, and the statement's "now". */
+interface Acting {
+  actor: string;
+  now: Date | "now";
+}
+
+/** `pending`/`retrying` → `cancelled` (`cancelled-by-admin`). */
+export async function cancelJob(db: PgConnection, params: { id: string } & Acting): Promise<JobCancelOutcome> {
+  const rows = await db.query(JOB_CANCEL, [params.id, params.now, params.actor], "opqueue_job_cancel");
+  if (rows[0]) return { kind: "cancelled", job: toJobRow(rows[0]) };
+  const row = (await db.query(JOB_GET, [params.id], "opqueue_job_get"))[0];
+  if (!row) return { kind: "not_found" };
+  const job = toJobRow(row);
+  return job.status === "running" ? { kind: "running", job } : { kind: "not_cancellable", job };
+}
+
+/** `dead`/`cancelled` → `pending` with attempt 0 and run time now. */
+export async function retryJob(db: PgConnection, params: { id: string } & Acting): Promise<JobRetryOutcome> {
+  const holderOf = async (client: pg.PoolClient, key: string) => (await client.query<PgRow>(DEDUPE_HOLDER, [key])).rows[0];
+  return db.transaction(async (client) => {
+    const row = (await client.query<PgRow>(JOB_LOCK_FOR_RETRY, [params.id])).rows[0];
+    if (!row) return { kind: "not_found" } as const;
+    const job = toJobRow(row);
+    if (job.status !== "dead" && job.status !== "cancelled") return { kind: "not_retryable", job } as const;
+    if (job.dedupeKey !== null) {
+      const holder = await holderOf(client, job.dedupeKey);
+      if (holder) return { kind: "dedupe_conflict", holder: toJobRow(holder) } as const;
+    }
+    await client.query("SAVEPOINT retry");
+    try {
+      const updated = await client.query<PgRow>(JOB_RETRY, [job.seq, params.now]);
+      await client.query(RECORD_ACTION, [params.now, params.actor, "retry" satisfies AdminAction, job.id]);
+      await client.query(NOTIFY, [updated.rows[0]?.["run_at"]]);
+      return { kind: "retried", job: toJobRow(updated.rows[0] ?? {}) } as const;
+    } catch (error) {
+      // A job of another transaction took the key between the check and the update.
+      if (!isUniqueViolation(error, "job_state_dedupe_key") || job.dedupeKey === null) throw error;
+      await client.query("ROLLBACK TO SAVEPOINT retry");
+      const holder = await holderOf(client, job.dedupeKey);
+      if (!holder) throw error;
+      return { kind: "dedupe_conflict", holder: toJobRow(holder) } as const;
+    }
+  });
+}
+
+/** Marks the chain cancelled and cancels its claimable jobs; returns them, newest first. */
+export async function cancelChain(db: PgConnection, params: { originalRequestId: string } & Acting): Promise<JobRow[]> {
+  return db.transaction(async (client) => {
+    await client.query(CHAIN_MARK_CANCELLED, [params.originalRequestId, params.now, params.actor]);
+    const rows = await client.query<PgRow>(CHAIN_CANCEL_JOBS, [params.originalRequestId, params.now, params.actor]);
+    return rows.rows.map(toJobRow).sort((a, b) => b.seq - a.seq);
+  });
+}
+
+/** A waiting job due now. */
+export async function runNow(db: PgConnection, params: { id: string } & Acting): Promise<JobRunNowOutcome> {
+  const moved = await db.transaction(async (client) => {
+    const rows = await client.query<PgRow>(JOB_RUN_NOW, [params.id, params.now, params.actor]);
+    if (rows.rows[0]) await client.query(NOTIFY, [rows.rows[0]["run_at"]]);
+    return rows.rows[0];
+  });
+  if (moved) return { kind: "moved", job: toJobRow(moved) };
+  const row = (await db.query(JOB_GET, [params.id], "opqueue_job_get"))[0];
+  return row ? { kind: "not_waiting", job: toJobRow(row) } : { kind: "not_found" };
+}
+
+/** Re-queues up to `limit` dead jobs matching the filter, newest first, skipping those whose dedupe key is held. */
+export async function retryDeadMany(
+  db: PgConnection,
+  params: { filter: DeadJobFilter; limit: number } & Acting,
+): Promise<JobRow[]> {
+  const { filter } = params;
+  const retried = await db.transaction(async (client) => {
+    const rows = await client.query<PgRow>(RETRY_DEAD_MANY, [
+      filter.operationId ?? null,
+      filter.originalRequestId ?? null,
+      filter.userId ?? null,
+      Math.max(0, params.limit),
+      params.now,
+      params.actor,
+    ]);
+    if (rows.rows.length > 0) await client.query(NOTIFY, [params.now]);
+    return rows.rows.map(toJobRow);
+  });
+  return retried.sort((a, b) => b.seq - a.seq);
+}
+
+/** Who acted on a job, oldest first. */
+export async function adminActionList(db: PgConnection, params: { jobId: string }): Promise<AdminActionRow[]> {
+  const rows = await db.query(ACTIONS_OF, [params.jobId]);
+  return rows.map((row) => ({ at: requireMs(row["at"]), actor: row["actor"] as string, action: row["action"] as AdminAction }));
+}
