@@ -3,7 +3,7 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["dist/", "node_modules/", "data/", "bench/results/"] },
+  { ignores: ["dist/", "node_modules/", "data/", "bench/results/", "packages/*/dist/"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -54,6 +54,9 @@ const PrivateKey = Type.Object(
   { additionalProperties: false },
 );
 
+/** One key that signs delivery tokens: an HS256 secret or an EdDSA/ES256 private key. */
+const DeliveryKey = Type.Union([Secret, PrivateKey]);
+
 const RetrySettings = Type.Object(
   {
     base_ms: Type.Integer({ minimum: 1, default: 5000 }),
@@ -164,7 +167,11 @@ export const ConfigSchema = Type.Object(
       {
         audience: Type.String({ minLength: 1, default: "opqueue" }),
         keys: Type.Array(Type.Union([Secret, PublicKey]), { minItems: 1 }),
-        delivery_key: Type.Union([Secret, PrivateKey]),
+        /**
+         * One key, or a list of keys during a rotation (docs/tokens.md, "Rotating keys"): the first signs, and every
+         * asymmetric one is published in the JWKS, so a key can be verified before it signs and after it stops.
+         */
+        delivery_key: Type.Union([DeliveryKey, Type.Array(DeliveryKey, { minItems: 1 })]),
       },
       { additionalProperties: false },
     ),
@@ -215,10 +222,21 @@ export const ConfigSchema = Type.Object(
 export type Config = Static<typeof ConfigSchema>;
 /** One verifying key of `auth.keys`. */
 export type VerifyKeyConfig = Config["auth"]["keys"][number];
-/** The key that signs delivery tokens. */
-export type DeliveryKeyConfig = Config["auth"]["delivery_key"];
+/** One key of `auth.delivery_key`. */
+export type DeliveryKeyConfig = Static<typeof DeliveryKey>;
+/** `auth.delivery_key` as written: one key, or a list whose first key signs. */
+export type DeliveryKeysConfig = Config["auth"]["delivery_key"];
 /** One entry of `cron`. */
 export type CronConfig = Config["cron"][number];
+
+/**
+ * The keys of `auth.delivery_key` in order (the first signs), each with the name messages give it: `auth.delivery_key`
+ * for the single-key form, `auth.delivery_key.N` for the list form.
+ */
+export function deliveryKeyList(deliveryKey: DeliveryKeysConfig): Array<{ where: string; key: DeliveryKeyConfig }> {
+  if (!Array.isArray(deliveryKey)) return [{ where: "auth.delivery_key", key: deliveryKey }];
+  return deliveryKey.map((key, i) => ({ where: `auth.delivery_key.${i}`, key }));
+}
 
 const configAjv = new Ajv({ useDefaults: true, allErrors: false, strict: false, coerceTypes: false });
 configAjv.addFormat("uri", (value: string) => URL.canParse(value));
@@ -234,6 +252,21 @@ function describeError(error: ErrorObject): string {
     return `${key === "(top level)" ? missing : `${key}.${missing}`}: is required`;
   }
   return `${key}: ${error.message ?? "is invalid"}`;
+}
+
+/**
+ * The one error to report. For a union (`auth.delivery_key`: a key or a list of keys) Ajv lists every branch's
+ * complaint, and one about the value's type only says which branch it is not ("must be object" of a list): the first
+ * complaint about the content names the real problem, else the type complaint deepest inside the value (the list's
+ * item that is not a key). Elsewhere there is one error, which this keeps.
+ */
+function reportedError(errors: ErrorObject[]): ErrorObject | undefined {
+  const aboutContent = errors.find((error) => error.keyword !== "type" && error.keyword !== "anyOf");
+  if (aboutContent) return aboutContent;
+  return errors.reduce<ErrorObject | undefined>(
+    (deepest, error) => (deepest === undefined || error.instancePath.length > deepest.instancePath.length ? error : deepest),
+    undefined,
+  );
 }
 
 /** Environment variables that override the file. */
@@ -259,8 +292,8 @@ export function parseConfig(options: { raw: unknown; baseDir: string; env?: Conf
     typeof listenGiven === "object" && listenGiven !== null && "headers_timeout_ms" in listenGiven;
   applyEnvOverrides(raw, env);
   if (!validateConfig(raw)) {
-    const first = validateConfig.errors?.[0];
-    throw new ConfigError(`config: ${first ? describeError(first) : "is invalid"}`);
+    const reported = reportedError(validateConfig.errors ?? []);
+    throw new ConfigError(`config: ${reported ? describeError(reported) : "is invalid"}`);
   }
   const config = raw as Config;
   config.openapi = resolvePath(options.baseDir, config.openapi);
@@ -340,13 +373,25 @@ function fromEnv(env: ConfigEnv, where: string, name: string): string {
   return value;
 }
 
+/** Every key of `auth`, each with its name for messages and the field that holds its material. */
+function authKeys(config: Config): Array<{ where: string; key: Record<string, unknown>; material: string }> {
+  return [
+    ...config.auth.keys.map((key, i) => ({
+      where: `auth.keys.${i}`,
+      key: key as Record<string, unknown>,
+      material: key.alg === "HS256" ? "secret" : "public_key",
+    })),
+    ...deliveryKeyList(config.auth.delivery_key).map(({ where, key }) => ({
+      where,
+      key: key as Record<string, unknown>,
+      material: key.alg === "HS256" ? "secret" : "private_key",
+    })),
+  ];
+}
+
 /** Replaces every `*_env` reference with the variable's value, so later code sees only inline material. */
 function resolveSecrets(config: Config, env: ConfigEnv): void {
-  const keys: Array<{ where: string; key: Record<string, unknown> }> = [
-    ...config.auth.keys.map((key, i) => ({ where: `auth.keys.${i}`, key: key as Record<string, unknown> })),
-    { where: "auth.delivery_key", key: config.auth.delivery_key as Record<string, unknown> },
-  ];
-  for (const { where, key } of keys) {
+  for (const { where, key } of authKeys(config)) {
     for (const field of ["secret", "public_key", "private_key"]) {
       const envName = key[`${field}_env`];
       if (typeof envName === "string") {
@@ -361,19 +406,20 @@ function resolveSecrets(config: Config, env: ConfigEnv): void {
 }
 
 function checkSecrets(config: Config): void {
-  const keys: Array<{ where: string; key: Record<string, unknown> }> = [
-    ...config.auth.keys.map((key, i) => ({ where: `auth.keys.${i}`, key: key as Record<string, unknown> })),
-    { where: "auth.delivery_key", key: config.auth.delivery_key as Record<string, unknown> },
-  ];
+  const keys = authKeys(config);
+  // A kid names one key wherever it appears (a token's header, the JWKS, a log line), across both lists: a verifier
+  // choosing by kid must never find two keys under one.
   const kids = new Set<string>();
-  for (const { where, key } of keys.slice(0, -1)) {
+  for (const { where, key } of keys) {
     const kid = String(key["kid"]);
-    if (kids.has(kid)) throw new ConfigError(`config: ${where}.kid: "${kid}" is used by two keys`);
+    if (kids.has(kid)) {
+      throw new ConfigError(
+        `config: ${where}.kid: "${kid}" is used by two keys (the kids of auth.keys and auth.delivery_key must all differ)`,
+      );
+    }
     kids.add(kid);
   }
-  for (const { where, key } of keys) {
-    const material =
-      key["alg"] === "HS256" ? "secret" : where === "auth.delivery_key" ? "private_key" : "public_key";
+  for (const { where, key, material } of keys) {
     const value = key[material];
     if (typeof value !== "string" || value === "") {
       throw new ConfigError(`config: ${where}: ${material} (or ${material}_env) is required for alg ${String(key["alg"])}`);

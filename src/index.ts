@@ -1,6 +1,6 @@
 /**
  * `opqueue`: the service as a library, for embedding and tests. Most users run the `opqueue` command instead;
- * product code uses `opqueue/client`.
+ * product code uses the package `@opqueue/client` (also served here as `opqueue/client`).
  */
 export { createService, type Service, type Worker } from "./service.js";
 export { buildApp, type AppOptions } from "./http/app.js";

@@ -621,6 +621,77 @@ test("two auth.keys with the same kid are refused, naming the second", () => {
   );
 });
 
+test("auth.delivery_key may be a list of keys, kept in its order (the first signs), secrets read from the environment", () => {
+  const config = parseChanged(
+    (raw) => {
+      auth(raw)["delivery_key"] = [
+        { kid: "q2", alg: "HS256", secret_env: "NEW_DELIVERY_SECRET" },
+        { kid: "q1", alg: "HS256", secret: TEST_DELIVERY_SECRET },
+        { kid: "q0", alg: "EdDSA", private_key: "(a PEM private key)" },
+      ];
+    },
+    { NEW_DELIVERY_SECRET: "n".repeat(32) },
+  );
+  assert.deepEqual(config.auth.delivery_key, [
+    { kid: "q2", alg: "HS256", secret: "n".repeat(32) },
+    { kid: "q1", alg: "HS256", secret: TEST_DELIVERY_SECRET },
+    { kid: "q0", alg: "EdDSA", private_key: "(a PEM private key)" },
+  ]);
+});
+
+test("a list of delivery keys is refused when empty, or for a problem of one key, naming that key by its place", () => {
+  const withDeliveryKeys = (keys: unknown) =>
+    parseChanged((raw) => {
+      auth(raw)["delivery_key"] = keys;
+    });
+  const second = (key: Record<string, unknown>) => [{ kid: "q2", alg: "HS256", secret: "n".repeat(32) }, key];
+  assertConfigError(() => withDeliveryKeys([]), /^config: auth\.delivery_key: /, /fewer than 1/);
+  assertConfigError(
+    () => withDeliveryKeys(second({ kid: "q1", alg: "HS256", secret: "short" })),
+    /^config: auth\.delivery_key\.1\.secret: must be at least 32 bytes/,
+  );
+  assertConfigError(
+    () => withDeliveryKeys(second({ kid: "q1", alg: "EdDSA" })),
+    /^config: auth\.delivery_key\.1: private_key \(or private_key_env\) is required for alg EdDSA/,
+  );
+  assertConfigError(
+    () => withDeliveryKeys(second({ kid: "q1", alg: "HS256", secret: TEST_DELIVERY_SECRET, public_key: "x" })),
+    /^config: auth\.delivery_key\.1: unknown key "public_key"/,
+  );
+  assertConfigError(() => withDeliveryKeys(second({ kid: "q1", alg: "RS256", secret: TEST_DELIVERY_SECRET })), /^config: auth\.delivery_key\.1\.alg: /);
+  assertConfigError(
+    () => withDeliveryKeys(second({ kid: "q1", alg: "HS256", secret_env: "UNSET_SECRET" })),
+    /^config: auth\.delivery_key\.1: environment variable UNSET_SECRET is not set/,
+  );
+});
+
+test("every kid is distinct across auth.keys and auth.delivery_key, in either form of the delivery key", () => {
+  assertConfigError(
+    () =>
+      parseChanged((raw) => {
+        auth(raw)["delivery_key"] = [
+          { kid: "q1", alg: "HS256", secret: TEST_DELIVERY_SECRET },
+          { kid: "q1", alg: "HS256", secret: "n".repeat(32) },
+        ];
+      }),
+    /^config: auth\.delivery_key\.1\.kid: "q1" is used by two keys/,
+  );
+  assertConfigError(
+    () =>
+      parseChanged((raw) => {
+        auth(raw)["delivery_key"] = [{ kid: "k1", alg: "HS256", secret: TEST_DELIVERY_SECRET }];
+      }),
+    /^config: auth\.delivery_key\.0\.kid: "k1" is used by two keys/,
+  );
+  assertConfigError(
+    () =>
+      parseChanged((raw) => {
+        auth(raw)["delivery_key"] = { kid: "k1", alg: "HS256", secret: TEST_DELIVERY_SECRET };
+      }),
+    /^config: auth\.delivery_key\.kid: "k1" is used by two keys/,
+  );
+});
+
 test("an unsupported database URL is refused, naming database", () => {
   for (const url of ["mysql://db/opqueue", "/var/lib/opqueue.db", "sqlite:"]) {
     assertConfigError(

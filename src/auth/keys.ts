@@ -50,11 +50,18 @@ export async function importVerifyKey(config: VerifyKeyConfig, where: string): P
   }
 }
 
-/** Imports `auth.delivery_key`; for an asymmetric key also derives the public JWK that the JWKS endpoint serves. */
-export async function importDeliveryKey(
-  config: DeliveryKeyConfig,
-): Promise<{ signing: ImportedKey; publicJwk: JWK | null }> {
-  const where = "auth.delivery_key";
+/** A key of `auth.delivery_key`, imported: the key that signs with it, and the public JWK of an asymmetric one. */
+export interface ImportedDeliveryKey {
+  signing: ImportedKey;
+  /** What the JWKS endpoint serves for it (without kid, alg and use); null for HS256, which has no public half. */
+  publicJwk: JWK | null;
+}
+
+/**
+ * Imports one key of `auth.delivery_key` (`where` names it in errors); for an asymmetric key also derives the public
+ * JWK that the JWKS endpoint serves.
+ */
+export async function importDeliveryKey(config: DeliveryKeyConfig, where: string): Promise<ImportedDeliveryKey> {
   if (config.alg === "HS256") {
     const key = secretBytes(required(config.secret, where, "secret", config.alg));
     return { signing: { kid: config.kid, alg: config.alg, key }, publicJwk: null };

@@ -8,7 +8,7 @@
  */
 import { decodeProtectedHeader, errors, jwtVerify, SignJWT, type JWK, type JWTPayload } from "jose";
 import type { Clock } from "../clock.js";
-import { ConfigError, type Config, type DeliveryKeyConfig } from "../config.js";
+import { ConfigError, deliveryKeyList, type Config, type DeliveryKeysConfig } from "../config.js";
 import {
   encodeSegment,
   hasValidHs256Signature,
@@ -279,28 +279,43 @@ export class TokenVerifier {
   }
 }
 
-/** Signs delivery tokens with auth.delivery_key. Import the key once. */
+/**
+ * Signs delivery tokens with the first key of auth.delivery_key, and publishes the public half of every asymmetric
+ * key of it, so that during a rotation (docs/tokens.md, "Rotating keys") a product holding the JWKS verifies a key's
+ * tokens before it signs and after it has stopped. Import the keys once.
+ */
 export class DeliverySigner {
   /** The protected header, encoded once. */
   private readonly encodedHeader: string;
 
   private constructor(
     private readonly key: ImportedKey,
-    private readonly publicJwk: JWK | null,
+    private readonly publishedKeys: JWK[],
     private readonly audience: string,
     private readonly clock: Clock,
   ) {
     this.encodedHeader = encodeSegment({ alg: key.alg, kid: key.kid, typ: "JWT" });
   }
 
-  /** Imports the delivery key; a key that cannot be imported throws `ConfigError`. */
+  /**
+   * Imports the delivery keys (`auth.delivery_key`: one key or a list whose first key signs); a key that cannot be
+   * imported throws `ConfigError` naming it.
+   */
   static async create(options: {
-    deliveryKey: DeliveryKeyConfig;
+    deliveryKey: DeliveryKeysConfig;
     audience: string;
     clock: Clock;
   }): Promise<DeliverySigner> {
-    const { signing, publicJwk } = await importDeliveryKey(options.deliveryKey);
-    return new DeliverySigner(signing, publicJwk, options.audience, options.clock);
+    const keys = await Promise.all(
+      deliveryKeyList(options.deliveryKey).map(({ where, key }) => importDeliveryKey(key, where)),
+    );
+    const signing = keys[0]?.signing;
+    // The schema requires one key; this guards configs built in code without it.
+    if (signing === undefined) throw new ConfigError("config: auth.delivery_key: at least one key is required");
+    const published = keys.flatMap(({ signing: key, publicJwk }) =>
+      publicJwk === null ? [] : [{ ...publicJwk, kid: key.kid, alg: key.alg, use: "sig" }],
+    );
+    return new DeliverySigner(signing, published, options.audience, options.clock);
   }
 
   /** Signs the token for one attempt; `authority` is the job's authority in wire form. */
@@ -335,10 +350,12 @@ export class DeliverySigner {
       .sign(this.key.key);
   }
 
-  /** The public JWK set for an asymmetric delivery key ({keys: [jwk with kid, alg, use: "sig"]}); null for HS256. */
+  /**
+   * The public JWK set of the asymmetric delivery keys, in the order of auth.delivery_key ({keys: [jwk with kid, alg,
+   * use: "sig"], ...}); null when every delivery key is HS256.
+   */
   jwks(): { keys: object[] } | null {
-    if (this.publicJwk === null) return null;
-    return { keys: [{ ...this.publicJwk, kid: this.key.kid, alg: this.key.alg, use: "sig" }] };
+    return this.publishedKeys.length === 0 ? null : { keys: this.publishedKeys };
   }
 }
 

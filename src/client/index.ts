@@ -1,20 +1,6 @@
 /**
- * `opqueue/client`: what product code uses to talk to opqueue.
- * - Calling operations: `createJobsClient({ baseUrl, sign })` and its `enqueue` (a root call's `caller.requestId`
- *   is 1..255 characters of visible ASCII, neither `.` nor `..`).
- * - Target operations: `createDeliveryVerifier(options).verifyDelivery(headers, { operationId })` /
- *   `verifyDelivery(headers, { ...options, operationId })`, the Fastify plugin `opqueueDelivery` (each route declares
- *   `schema: { operationId }` or `config: { operationId }`), the Express middleware `opqueueDeliveryMiddleware`
- *   (given `operationId` or `operationIdFor(req)`), and `neverRetry`, `alwaysRetry`, `authUnresolvable`. A delivery
- *   token is accepted only on the route of its operation, with the `x-job-id`, `idempotency-key` and
- *   `x-job-attempt` headers it was sent with.
- * - Administrators: `get`, `list`, `pages`, `cancel`, `retry`, `cancelChain` of the same client (with `adminToken`).
+ * `opqueue/client`, kept for the imports written before the client became a package of its own: it re-exports all
+ * of `@opqueue/client` (packages/client/), which a product installs without the service's server and native
+ * dependencies.
  */
-export * from "./errors.js";
-export * from "./delivery.js";
-export { createJobsClient } from "./jobs-client.js";
-export type { AssertionClaims, AssertionSigner, EnqueueOptions, JobPage, JobsClient, JobsClientOptions, ListOptions } from "./jobs-client.js";
-export { opqueueDelivery } from "./fastify.js";
-export { opqueueDeliveryMiddleware } from "./express.js";
-export type { DeliveryMiddlewareOptions } from "./express.js";
-export type { Authority, Job, JobResult, JobStatus, RequestPayload, TerminalReason } from "../job/schemas.js";
+export * from "@opqueue/client";

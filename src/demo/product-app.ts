@@ -1,6 +1,6 @@
 /**
  * The demo product behind `npm start`: a small Fastify app whose `background` operations opqueue delivers to,
- * written against `opqueue/client` as a product team would.
+ * written against `@opqueue/client` as a product team would.
  *
  * - `createUser` (foreground) signs a user up and enqueues `sendWelcomeEmail`.
  * - `sendWelcomeEmail` fails now and then with 503 (opqueue retries it), and on success enqueues
@@ -13,8 +13,8 @@
  */
 import { randomUUID } from "node:crypto";
 import Fastify, { type FastifyInstance } from "fastify";
-import { createJobsClient, opqueueDelivery } from "../client/index.js";
-import type { Config } from "../config.js";
+import { createJobsClient, opqueueDelivery } from "@opqueue/client";
+import { deliveryKeyList, type Config } from "../config.js";
 
 /** What the demo product needs to know about its opqueue. */
 export interface ProductAppOptions {
@@ -32,10 +32,12 @@ export async function buildProductApp(options: ProductAppOptions): Promise<Fasti
   const log = options.log ?? ((line: string) => console.log(line));
   const failureRate = options.failureRate ?? 0.3;
   const enqueueKey = config.auth.keys.find((key) => key.alg === "HS256");
-  const deliveryKey = config.auth.delivery_key;
-  if (!enqueueKey?.secret || deliveryKey.alg !== "HS256" || !deliveryKey.secret) {
-    throw new Error("the demo product signs and verifies with HS256 keys only");
-  }
+  if (!enqueueKey?.secret) throw new Error("the demo product signs and verifies with HS256 keys only");
+  // Every delivery key, by kid, as a product verifies during a rotation (docs/tokens.md, "Rotating keys").
+  const deliverySecrets = deliveryKeyList(config.auth.delivery_key).map(({ key }) => {
+    if (key.alg !== "HS256" || !key.secret) throw new Error("the demo product signs and verifies with HS256 keys only");
+    return { kid: key.kid, secret: key.secret };
+  });
   const jobs = createJobsClient({
     baseUrl: options.opqueueUrl,
     sign: { kid: enqueueKey.kid, secret: enqueueKey.secret, audience: config.auth.audience },
@@ -58,7 +60,7 @@ export async function buildProductApp(options: ProductAppOptions): Promise<Fasti
   });
 
   await app.register(async (background) => {
-    await background.register(opqueueDelivery, { secret: deliveryKey.secret ?? "", audience: config.target.audience });
+    await background.register(opqueueDelivery, { secrets: deliverySecrets, audience: config.target.audience });
     background.setErrorHandler((error, req, reply) => {
       const message = error instanceof Error ? error.message : String(error);
       log(`product: ${req.url} failed: ${message}`);

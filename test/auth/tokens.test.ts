@@ -458,6 +458,79 @@ describe("delivery tokens", () => {
     });
   }
 
+  it("signs with the first key of a list of delivery keys, naming it by kid in the header", async () => {
+    const clock = new ManualClock();
+    const newSecret = "the-new-delivery-secret-of-32-bytes-or-more";
+    const signer = await DeliverySigner.create({
+      deliveryKey: [
+        { kid: "q2", alg: "HS256", secret: newSecret },
+        { kid: "q1", alg: "HS256", secret: DELIVERY_SECRET },
+      ],
+      audience: "product",
+      clock,
+    });
+    const token = await signer.sign({ ...claims, timeoutMs: 30_000 });
+    assert.deepEqual(decodeProtectedHeader(token), { alg: "HS256", kid: "q2", typ: "JWT" });
+    await jwtVerify(token, encode(newSecret), { audience: "product", currentDate: new Date(clock.now()) });
+    await assert.rejects(jwtVerify(token, encode(DELIVERY_SECRET), { currentDate: new Date(clock.now()) }));
+    assert.equal(signer.jwks(), null, "HS256 keys have no public half, signing or not");
+  });
+
+  it("publishes every EdDSA and ES256 key of the list in its order, the signing one and the others, and no HS256 one", async () => {
+    const clock = new ManualClock();
+    const next = await generateKeyPair("EdDSA", { extractable: true });
+    const previous = await generateKeyPair("ES256", { extractable: true });
+    const signer = await DeliverySigner.create({
+      deliveryKey: [
+        { kid: "q-next", alg: "EdDSA", private_key: await exportPKCS8(next.privateKey) },
+        { kid: "q-hs", alg: "HS256", secret: DELIVERY_SECRET },
+        { kid: "q-previous", alg: "ES256", private_key: await exportPKCS8(previous.privateKey) },
+      ],
+      audience: "product",
+      clock,
+    });
+    const jwks = signer.jwks();
+    assert.ok(jwks !== null);
+    const published = jwks.keys as Array<Record<string, unknown>>;
+    assert.deepEqual(published.map((jwk) => [jwk["kid"], jwk["alg"], jwk["use"]]), [
+      ["q-next", "EdDSA", "sig"],
+      ["q-previous", "ES256", "sig"],
+    ]);
+    assert.ok(published.every((jwk) => jwk["d"] === undefined), "no private part is ever published");
+    const token = await signer.sign({ ...claims, timeoutMs: 10_000 });
+    const { protectedHeader } = await jwtVerify(token, createLocalJWKSet(jwks as JSONWebKeySet), {
+      audience: "product",
+      issuer: "opqueue",
+      currentDate: new Date(clock.now()),
+    });
+    assert.deepEqual(protectedHeader, { alg: "EdDSA", kid: "q-next", typ: "JWT" });
+
+    // Back from EdDSA to HS256: the old public key stays published while HS256 signs.
+    const hsFirst = await DeliverySigner.create({
+      deliveryKey: [
+        { kid: "q-hs", alg: "HS256", secret: DELIVERY_SECRET },
+        { kid: "q-next", alg: "EdDSA", private_key: await exportPKCS8(next.privateKey) },
+      ],
+      audience: "product",
+      clock,
+    });
+    assert.deepEqual(hsFirst.jwks()?.keys.map((jwk) => (jwk as Record<string, unknown>)["kid"]), ["q-next"]);
+    assert.equal(decodeProtectedHeader(await hsFirst.sign({ ...claims, timeoutMs: 10_000 })).kid, "q-hs");
+  });
+
+  it("refuses at start-up a key of the list that cannot be imported, naming it by its place", async () => {
+    const pair = await generateKeyPair("EdDSA", { extractable: true });
+    const create = DeliverySigner.create({
+      deliveryKey: [
+        { kid: "q2", alg: "EdDSA", private_key: await exportPKCS8(pair.privateKey) },
+        { kid: "q1", alg: "EdDSA", private_key: await exportSPKI(pair.publicKey) },
+      ],
+      audience: "product",
+      clock: new ManualClock(),
+    });
+    await assert.rejects(create, (error: unknown) => error instanceof ConfigError && /auth\.delivery_key\.1\.private_key/.test(error.message));
+  });
+
   it("refuses at start-up a delivery private key that is not PKCS#8 PEM", async () => {
     const pair = await generateKeyPair("EdDSA", { extractable: true });
     const create = DeliverySigner.create({

@@ -1,5 +1,5 @@
 /**
- * The client library `opqueue/client` against a real service over real HTTP: enqueue with minted assertions,
+ * The client library `@opqueue/client` against a real service over real HTTP: enqueue with minted assertions,
  * typed errors, 503 retries, admin calls with paging, and the target side (delivery verification with the
  * Fastify plugin, the Express-style middleware and a JWKS URL; automatic chaining; answers that steer the
  * outcome of an attempt). Every test starts its own service on an ephemeral port and its own target app, and
@@ -11,7 +11,7 @@ import { createHmac } from "node:crypto";
 import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
-import { exportPKCS8, generateKeyPair, SignJWT } from "jose";
+import { exportJWK, exportPKCS8, generateKeyPair, SignJWT, type CryptoKey } from "jose";
 import {
   ChainMismatchError,
   DedupeConflictError,
@@ -20,6 +20,7 @@ import {
   InvalidRequestError,
   JobNotCancellableError,
   JobNotFoundError,
+  JobNotWaitingError,
   JobNotRetryableError,
   JobRunningError,
   MissingPathParamError,
@@ -28,6 +29,7 @@ import {
   OperationNotBackgroundError,
   OpqueueError,
   PayloadTooLargeError,
+  PER_PROCESS_REQUEST_ID_WARNING,
   SiteAdminRequiredError,
   SpawnCapExceededError,
   TriggerNotAllowedError,
@@ -54,7 +56,7 @@ import {
   type Job,
   type JobsClient,
   type JobsClientOptions,
-} from "../../src/client/index.js";
+} from "@opqueue/client";
 import { startLiveService, type LiveService } from "../helpers/live-service.js";
 import { TEST_DELIVERY_SECRET, TEST_SECRET } from "../helpers/service.js";
 import { deferred } from "../helpers/target.js";
@@ -63,8 +65,8 @@ type After = { after: (fn: () => Promise<void>) => void };
 
 /** The test config's HS256 key, as a product would hand it to the client. */
 const SIGN = { kid: "k1", secret: TEST_SECRET } as const;
-/** A root caller: user u1 in createUser, request req-1. */
-const CALLER = { userId: "u1", operationId: "createUser", requestId: "req-1" } as const;
+/** A root caller: user u1 in createUser, request signup-1. */
+const CALLER = { userId: "u1", operationId: "createUser", requestId: "signup-1" } as const;
 /** The target side's verifier options for the test config. */
 const DELIVERY_OPTIONS = { secret: TEST_DELIVERY_SECRET, audience: "product" } as const;
 /** Fastify route options declaring the operationId a background route implements, as the plugin requires. */
@@ -161,8 +163,19 @@ async function readBody(req: IncomingMessage): Promise<string> {
   return Buffer.concat(chunks).toString("utf8");
 }
 
-/** A delivery token for `delivery`, signed as opqueue signs them (or with `secret`/`audience` changed). */
-function deliveryToken(delivery: DeliveryContext, options: { secret?: string; audience?: string } = {}): Promise<string> {
+/**
+ * A delivery token for `delivery`, signed as opqueue signs them (or with `secret`/`audience` changed, another `kid`
+ * in the header or none (`kid: null`), or signed with an EdDSA/ES256 `privateKey` instead of a secret).
+ */
+function deliveryToken(
+  delivery: DeliveryContext,
+  options: {
+    secret?: string;
+    audience?: string;
+    kid?: string | null;
+    privateKey?: { alg: "EdDSA" | "ES256"; key: CryptoKey };
+  } = {},
+): Promise<string> {
   const now = Math.floor(Date.now() / 1000);
   return new SignJWT({
     op: delivery.operationId,
@@ -172,13 +185,17 @@ function deliveryToken(delivery: DeliveryContext, options: { secret?: string; au
     authority: delivery.authority,
     jti: `${delivery.jobId}:${delivery.attempt}`,
   })
-    .setProtectedHeader({ alg: "HS256", kid: "q1", typ: "JWT" })
+    .setProtectedHeader({
+      alg: options.privateKey?.alg ?? "HS256",
+      ...(options.kid === null ? {} : { kid: options.kid ?? "q1" }),
+      typ: "JWT",
+    })
     .setIssuer("opqueue")
     .setAudience(options.audience ?? "product")
     .setSubject(delivery.userId)
     .setIssuedAt(now)
     .setExpirationTime(now + 90)
-    .sign(new TextEncoder().encode(options.secret ?? TEST_DELIVERY_SECRET));
+    .sign(options.privateKey?.key ?? new TextEncoder().encode(options.secret ?? TEST_DELIVERY_SECRET));
 }
 
 /** The headers opqueue sends with a delivery of `delivery` carrying `token` (docs/delivery.md, "The delivery request"). */
@@ -230,12 +247,12 @@ describe("enqueue", () => {
     assert.equal(first.job.status, "pending");
     assert.equal(first.job.operation_id, "sendWelcomeEmail");
     assert.equal(first.job.user_id, "u1");
-    assert.equal(first.job.original_request_id, "req-1");
+    assert.equal(first.job.original_request_id, "signup-1");
     assert.equal(first.job.enqueued_by_operation_id, "createUser");
     assert.equal(first.job.parent_job_id, null);
     assert.equal(first.job.priority, 3);
     assert.equal(first.job.dedupe_key, "welcome:42");
-    assert.deepEqual(first.job.authority, { kind: "request", request_id: "req-1", user_id: "u1" });
+    assert.deepEqual(first.job.authority, { kind: "request", request_id: "signup-1", user_id: "u1" });
     assert.deepEqual(first.job.request, { path_params: { userId: "42" } });
 
     const again = await client.enqueue({
@@ -601,7 +618,7 @@ describe("503 unavailable", () => {
 
 describe("admin calls", () => {
   /** Enqueues `count` jobs in chain `rid`; returns them in creation order. */
-  async function enqueueMany(client: JobsClient, count: number, rid = "req-1"): Promise<Job[]> {
+  async function enqueueMany(client: JobsClient, count: number, rid = "signup-1"): Promise<Job[]> {
     const jobs: Job[] = [];
     for (let i = 0; i < count; i++) {
       jobs.push((await client.enqueue({ ...welcomeEmail(String(i)), caller: { ...CALLER, requestId: rid } })).job);
@@ -697,7 +714,59 @@ describe("admin calls", () => {
   });
 });
 
+describe("admin calls: run now, attempts and history", () => {
+  test("runNow makes a delayed job due now; history names every administrator's action with the token's sub; attempts lists none yet", async (t) => {
+    const s = await startLiveService(t);
+    const client = createJobsClient({ baseUrl: s.url, sign: SIGN, adminToken: () => s.adminToken({ sub: "alice@example.com" }) });
+    const { job } = await client.enqueue({ ...welcomeEmail(), delayMs: 3_600_000, caller: CALLER });
+    const moved = await client.runNow(job.id);
+    assert.equal(moved.status, "pending");
+    assert.ok(Date.parse(moved.run_at) < Date.parse(job.run_at));
+    await client.cancel(job.id);
+    await assert.rejects(client.runNow(job.id), (error: unknown) => {
+      assert.ok(error instanceof JobNotWaitingError);
+      assert.equal((error as OpqueueError).status, 409);
+      return true;
+    });
+    await client.retry(job.id);
+    const history = await client.history(job.id);
+    assert.deepEqual(
+      history.map((event) => (event.type === "admin" ? `${event.action} by ${event.actor}` : event.type)),
+      ["enqueued", "run-now by alice@example.com", "cancel by alice@example.com", "retry by alice@example.com"],
+    );
+    assert.deepEqual(history[0], { type: "enqueued", at: job.created_at, by: "createUser" });
+    assert.deepEqual(await client.attempts(job.id), []);
+  });
+});
+
 describe("request ids and path segments (docs/tokens.md, Revision 2)", () => {
+  test("a request id spelled like Fastify's default req.id (req-1, req-2z...) is warned of once per client; other ids are not", async (t) => {
+    const s = await startLiveService(t);
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => {
+      if ((warning as Error & { code?: string }).code === PER_PROCESS_REQUEST_ID_WARNING) warnings.push(warning.message);
+    };
+    process.on("warning", onWarning);
+    t.after(() => void process.off("warning", onWarning));
+    // process.emitWarning reaches listeners on the next tick.
+    const settle = () => new Promise((resolve) => setImmediate(resolve));
+
+    const careful = clientOf(s);
+    for (const requestId of ["0b5c7a3e-8f61-4b8e-9d0a-2f6c1e7b4a90", "signup-42", "req-", "req-ABC", "request-1", "req-1/2"]) {
+      await careful.enqueue({ ...welcomeEmail(), caller: { ...CALLER, requestId } });
+    }
+    await settle();
+    assert.deepEqual(warnings, [], "no false alarm");
+
+    const careless = clientOf(s);
+    await careless.enqueue({ ...welcomeEmail(), caller: { ...CALLER, requestId: "req-1" } });
+    await careless.enqueue({ ...welcomeEmail(), caller: { ...CALLER, requestId: "req-2z" } });
+    await settle();
+    assert.equal(warnings.length, 1, "once per client");
+    assert.match(warnings[0] ?? "", /"req-1" looks like Fastify's default request id.*globally unique/);
+  });
+
+
   test("enqueue throws before sending when caller.requestId is empty, over 255 characters, not visible ASCII, or . or ..", async (t) => {
     const s = await startLiveService(t);
     const sent: string[] = [];
@@ -1268,6 +1337,107 @@ describe("target side: verifying with the service's JWKS", () => {
     await assert.rejects(verifier.verifyDelivery(hsHeaders, { operationId: SAMPLE_DELIVERY.operationId }), {
       name: "DeliveryTokenError",
     });
+  });
+});
+
+describe("target side: several delivery keys (docs/tokens.md, 'Rotating keys')", () => {
+  /** The next delivery secret of a rotation; the test config's one (kid q1) is the previous. */
+  const NEXT_SECRET = "the-next-delivery-secret-of-32-bytes-or-more";
+  const BY_KID = { audience: "product", secrets: [{ kid: "q2", secret: NEXT_SECRET }, { kid: "q1", secret: TEST_DELIVERY_SECRET }] };
+  const WELCOME = { operationId: SAMPLE_DELIVERY.operationId };
+
+  /** SAMPLE_DELIVERY's headers with a token made by `deliveryToken(SAMPLE_DELIVERY, options)`. */
+  async function headersWith(options: Parameters<typeof deliveryToken>[1]): Promise<Record<string, string>> {
+    return deliveryHeaders(SAMPLE_DELIVERY, await deliveryToken(SAMPLE_DELIVERY, options));
+  }
+
+  /** Asserts that `promise` rejects with a DeliveryTokenError (not a 503's DeliveryKeysUnavailableError) matching `message`. */
+  async function refused(promise: Promise<unknown>, message: RegExp): Promise<void> {
+    await assert.rejects(promise, (error: unknown) => {
+      assert.ok(error instanceof DeliveryTokenError && error.name === "DeliveryTokenError", String(error));
+      assert.match(error.message, message);
+      return true;
+    });
+  }
+
+  test("secrets as { kid, secret } accept each listed key's tokens, each checked with the key its kid names and no other", async () => {
+    const verifier = createDeliveryVerifier(BY_KID);
+    assert.deepEqual(await verifier.verifyDelivery(await headersWith({ kid: "q1" }), WELCOME), SAMPLE_DELIVERY);
+    assert.deepEqual(await verifier.verifyDelivery(await headersWith({ kid: "q2", secret: NEXT_SECRET }), WELCOME), SAMPLE_DELIVERY);
+    // Signed with a listed secret, but not the one its kid names: the other key is never tried.
+    await refused(verifier.verifyDelivery(await headersWith({ kid: "q2" }), WELCOME), /signature verification failed/);
+    await refused(verifier.verifyDelivery(await headersWith({ kid: null }), WELCOME), /names no kid/);
+    await refused(verifier.verifyDelivery(await headersWith({ kid: "q9" }), WELCOME), /unknown kid "q9"/);
+  });
+
+  test("secrets as plain strings accept a token signed with any of them, whatever its kid, and refuse one signed with none", async () => {
+    const verifier = createDeliveryVerifier({ audience: "product", secrets: [NEXT_SECRET, TEST_DELIVERY_SECRET] });
+    assert.deepEqual(await verifier.verifyDelivery(await headersWith({ kid: null }), WELCOME), SAMPLE_DELIVERY);
+    assert.deepEqual(await verifier.verifyDelivery(await headersWith({ kid: "any", secret: NEXT_SECRET }), WELCOME), SAMPLE_DELIVERY);
+    await refused(
+      verifier.verifyDelivery(await headersWith({ secret: "a-third-secret-that-is-32-bytes-long!!" }), WELCOME),
+      /signature verification failed/,
+    );
+    // The second secret checks the signature; its other failure is the one reported.
+    await refused(verifier.verifyDelivery(await headersWith({ audience: "opqueue" }), WELCOME), /"aud"/);
+  });
+
+  test("createDeliveryVerifier refuses at once options naming no key, two key forms, an empty or duplicated list, or mixed items", () => {
+    const cases: Array<[unknown, RegExp]> = [
+      [{ audience: "product" }, /exactly one of secret, secrets and jwksUrl; got none/],
+      [{ audience: "product", secret: TEST_DELIVERY_SECRET, secrets: [NEXT_SECRET] }, /exactly one of .*; got secret, secrets/],
+      [{ audience: "product", secrets: [] }, /non-empty list/],
+      [{ audience: "product", secrets: [{ kid: "q1", secret: NEXT_SECRET }, { kid: "q1", secret: TEST_DELIVERY_SECRET }] }, /"q1" is listed twice/],
+      [{ audience: "product", secrets: [{ kid: "q1", secret: NEXT_SECRET }, TEST_DELIVERY_SECRET] }, /secrets\[1\] must be \{ kid, secret \}/],
+      [{ audience: "product", secrets: [{ kid: "q1", secret: "" }] }, /secrets\[0\]\.secret must be a non-empty string/],
+    ];
+    for (const [options, message] of cases) {
+      assert.throws(() => createDeliveryVerifier(options as DeliveryVerifierOptions), (error: unknown) => {
+        assert.ok(error instanceof TypeError, String(error));
+        assert.match(error.message, message);
+        return true;
+      });
+    }
+  });
+
+  test("with jwksUrl the token's kid picks the key of the set; a token naming no kid, or a kid the set lacks, is refused", async (t) => {
+    const pairs = await Promise.all([generateKeyPair("EdDSA"), generateKeyPair("EdDSA"), generateKeyPair("EdDSA")]);
+    const [d1, d2, unpublished] = pairs.map((pair) => ({ alg: "EdDSA" as const, key: pair.privateKey }));
+    const published = [
+      { ...(await exportJWK(pairs[0].publicKey)), kid: "d1", alg: "EdDSA", use: "sig" },
+      { ...(await exportJWK(pairs[1].publicKey)), kid: "d2", alg: "EdDSA", use: "sig" },
+    ];
+    const jwksBase = await startHttpTarget(t, (_req, res) => {
+      res.setHeader("content-type", "application/json");
+      res.end(JSON.stringify({ keys: published }));
+    });
+    const verifier = createDeliveryVerifier({ audience: "product", jwksUrl: `${jwksBase}/.well-known/jwks.json` });
+    for (const [kid, privateKey] of [["d1", d1], ["d2", d2]] as const) {
+      assert.deepEqual(await verifier.verifyDelivery(await headersWith({ kid, privateKey }), WELCOME), SAMPLE_DELIVERY, kid);
+    }
+    await refused(verifier.verifyDelivery(await headersWith({ kid: null, privateKey: d1 }), WELCOME), /names no kid/);
+    await refused(verifier.verifyDelivery(await headersWith({ kid: "d3", privateKey: unpublished }), WELCOME), /kid "d3" is not in opqueue's key set/);
+    await refused(verifier.verifyDelivery(await headersWith({ kid: "d1", privateKey: d2 }), WELCOME), /signature verification failed/);
+  });
+
+  test("the Fastify plugin and the Express middleware take secrets by kid too", async (t) => {
+    const fastifyUrl = await startFastifyTarget(t, BY_KID, (background) => {
+      background.post("/users/:userId/welcome-email", implementing("sendWelcomeEmail"), async (_request, reply) => reply.code(204).send());
+    });
+    const middleware = opqueueDeliveryMiddleware({ ...BY_KID, operationId: "sendWelcomeEmail" });
+    const expressUrl = await startHttpTarget(t, (req, res) => {
+      middleware(req, res, () => {
+        res.statusCode = 204;
+        res.end();
+      });
+    });
+    for (const targetUrl of [fastifyUrl, expressUrl]) {
+      const post = async (options: Parameters<typeof deliveryToken>[1]) =>
+        (await fetch(`${targetUrl}/users/42/welcome-email`, { method: "POST", headers: await headersWith(options) })).status;
+      assert.equal(await post({ kid: "q1" }), 204);
+      assert.equal(await post({ kid: "q2", secret: NEXT_SECRET }), 204);
+      assert.equal(await post({ kid: "q9" }), 401);
+    }
   });
 });
 

@@ -17,7 +17,7 @@ export interface SystemRoutesOptions {
   adminOnly: onRequestAsyncHookHandler;
   metrics: Metrics;
   openApiDocument: () => object;
-  /** The public delivery keys, when the delivery key is asymmetric. */
+  /** The public halves of the asymmetric delivery keys (every one listed, during a rotation too); null when all are HS256. */
   jwks: { keys: object[] } | null;
 }
 
@@ -57,7 +57,9 @@ export const systemRoutes: FastifyPluginAsyncTypebox<SystemRoutesOptions> = asyn
   app.get("/openapi.json", { schema: { hide: true } }, async () => options.openApiDocument());
 
   app.get("/.well-known/jwks.json", { schema: { hide: true } }, async () => {
-    if (!options.jwks) throw new ApiError(404, "not_found", "the delivery key is symmetric (HS256); there is no public key set");
+    if (!options.jwks) {
+      throw new ApiError(404, "not_found", "every delivery key is symmetric (HS256); there is no public key set");
+    }
     return options.jwks;
   });
 };

@@ -57,7 +57,8 @@ function routeOperationId(request: FastifyRequest): { operationId: string } | { 
 /**
  * Register it in the encapsulated context of your background routes, each declaring its operationId:
  * `app.register(async (bg) => { bg.register(opqueueDelivery, { secret, audience });
- * bg.post("/users/:id/welcome-email", { schema: { operationId: "sendWelcomeEmail" } }, handler) })`.
+ * bg.post("/users/:id/welcome-email", { schema: { operationId: "sendWelcomeEmail" } }, handler) })`. The keys may
+ * also be `secrets` (several, by kid) or `jwksUrl`, as `DeliveryKeyOptions` says.
  */
 export const opqueueDelivery: FastifyPluginCallback<DeliveryVerifierOptions> = (app, options, done) => {
   const verifier = createDeliveryVerifier(options);

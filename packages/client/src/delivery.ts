@@ -9,9 +9,9 @@
  * idempotency key that the target's deduplication has never seen.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
-import { createRemoteJWKSet, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from "jose";
-import { isCanonicalSegment } from "../auth/hs256.js";
-import type { Authority } from "../job/schemas.js";
+import { createRemoteJWKSet, decodeProtectedHeader, errors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from "jose";
+import { isCanonicalSegment } from "./token-rules.js";
+import type { Authority } from "./wire.js";
 
 /** What a target learns from a verified delivery. */
 export interface DeliveryContext {
@@ -27,13 +27,36 @@ export interface DeliveryContext {
   authority: Authority;
 }
 
-/** How delivery tokens are checked: the delivery secret (HS256) or the service's JWKS URL (EdDSA/ES256). */
+/** One HS256 delivery key as the service's `auth.delivery_key` lists it: its `kid` and its secret. */
+export interface DeliverySecret {
+  /** The key's `kid` in the service's config; a token naming it is checked with `secret`, and with nothing else. */
+  kid: string;
+  /** The HS256 secret (its UTF-8 bytes are the key). */
+  secret: string;
+}
+
+/**
+ * The keys delivery tokens are checked with: exactly one of
+ * - `secret`: the one HS256 delivery secret (a token's `kid` is not looked at);
+ * - `secrets`: several HS256 keys during a rotation (docs/tokens.md, "Rotating keys"). As `{ kid, secret }` items,
+ *   the token's `kid` picks the one key that checks it, and a token naming no kid or a kid not listed is refused. As
+ *   plain strings, which name no kid, each secret is tried in turn;
+ * - `jwksUrl`: the service's `/.well-known/jwks.json`, for EdDSA and ES256 keys. The token's `kid` picks the key, and
+ *   a token naming no kid or a kid the key set does not hold is refused. The set is fetched again when 10 minutes
+ *   old, and when a token names a kid it does not hold (at most every 30 s).
+ */
+export type DeliveryKeyOptions =
+  | { secret: string; secrets?: never; jwksUrl?: never }
+  | { secrets: DeliverySecret[] | string[]; secret?: never; jwksUrl?: never }
+  | { jwksUrl: string; secret?: never; secrets?: never };
+
+/** How delivery tokens are checked: the audience, the clock's tolerance, and the keys (`DeliveryKeyOptions`). */
 export type DeliveryVerifierOptions = {
   /** `target.audience` of the service's config. */
   audience: string;
   /** Allowed clock skew, seconds (default 30). */
   clockToleranceSeconds?: number;
-} & ({ secret: string } | { jwksUrl: string });
+} & DeliveryKeyOptions;
 
 /**
  * A delivery that does not check out: no token or a bad one, a token for another operation than the route's, or
@@ -140,11 +163,112 @@ function checkBinding(headers: HeaderBag, claims: { op: string; job: string; att
   }
 }
 
+/**
+ * Where the key of a token comes from: the one secret, a secret by the token's kid, each plain secret in turn, or the
+ * service's key set by the token's kid.
+ */
+type KeySource =
+  | { kind: "one"; key: Uint8Array }
+  | { kind: "by-kid"; keys: Map<string, Uint8Array> }
+  | { kind: "each"; keys: Uint8Array[] }
+  | { kind: "jwks"; keySet: JWTVerifyGetKey };
+
+const encoder = new TextEncoder();
+
+/** A secret's key bytes; an empty or non-string secret is a programming error, thrown at creation. */
+function secretKey(secret: unknown, where: string): Uint8Array {
+  if (typeof secret !== "string" || secret === "") throw new TypeError(`createDeliveryVerifier: ${where} must be a non-empty string`);
+  return encoder.encode(secret);
+}
+
+/** The key source `options` describe; refuses at once options naming none, or more than one, of the key forms. */
+function keySourceOf(options: DeliveryKeyOptions): KeySource {
+  // JavaScript callers, and `as any`, get past the types: a verifier with the wrong keys must not be made at all.
+  const given = (["secret", "secrets", "jwksUrl"] as const).filter((name) => (options as Record<string, unknown>)[name] !== undefined);
+  if (given.length !== 1) {
+    throw new TypeError(`createDeliveryVerifier needs exactly one of secret, secrets and jwksUrl; got ${given.join(", ") || "none"}`);
+  }
+  if (options.secret !== undefined) return { kind: "one", key: secretKey(options.secret, "secret") };
+  if (options.jwksUrl !== undefined) return { kind: "jwks", keySet: createRemoteJWKSet(new URL(options.jwksUrl)) };
+  const secrets: unknown = options.secrets;
+  if (!Array.isArray(secrets) || secrets.length === 0) {
+    throw new TypeError("createDeliveryVerifier: secrets must be a non-empty list of { kid, secret } or of strings");
+  }
+  if (secrets.every((item) => typeof item === "string")) {
+    return { kind: "each", keys: secrets.map((secret, i) => secretKey(secret, `secrets[${i}]`)) };
+  }
+  const keys = new Map<string, Uint8Array>();
+  secrets.forEach((item: unknown, i) => {
+    const { kid, secret } = (typeof item === "object" && item !== null ? item : {}) as { kid?: unknown; secret?: unknown };
+    if (typeof kid !== "string" || kid === "") {
+      throw new TypeError(`createDeliveryVerifier: secrets[${i}] must be { kid, secret } (all items, or none, strings)`);
+    }
+    // Two secrets under one kid would make the kid choose nothing.
+    if (keys.has(kid)) throw new TypeError(`createDeliveryVerifier: secrets[${i}].kid "${kid}" is listed twice`);
+    keys.set(kid, secretKey(secret, `secrets[${i}].secret`));
+  });
+  return { kind: "by-kid", keys };
+}
+
+/** The token's `kid`, which must be there: with several keys it is what chooses one. */
+function requiredKid(token: string): string {
+  let kid: unknown;
+  try {
+    ({ kid } = decodeProtectedHeader(token));
+  } catch {
+    throw new DeliveryTokenError("invalid delivery token: the header is not base64url-encoded JSON");
+  }
+  if (typeof kid !== "string" || kid === "") {
+    throw new DeliveryTokenError("invalid delivery token: it names no kid, which chooses among the delivery keys");
+  }
+  return kid;
+}
+
 /** Verifies delivery tokens; create one per process (keys are imported once). */
 export function createDeliveryVerifier(options: DeliveryVerifierOptions): DeliveryVerifier {
-  const key: Uint8Array | JWTVerifyGetKey =
-    "secret" in options ? new TextEncoder().encode(options.secret) : createRemoteJWKSet(new URL(options.jwksUrl));
-  const algorithms = "secret" in options ? ["HS256"] : ["EdDSA", "ES256"];
+  const source = keySourceOf(options);
+  const verifyOptions = {
+    audience: options.audience,
+    issuer: "opqueue",
+    algorithms: source.kind === "jwks" ? ["EdDSA", "ES256"] : ["HS256"],
+    clockTolerance: options.clockToleranceSeconds ?? 30,
+    requiredClaims: ["exp", "sub", "op", "job", "att", "rid", "authority"],
+  };
+
+  /** The token's claims once its signature holds under the key its source gives; jose's errors pass through. */
+  async function verifySignature(token: string): Promise<DeliveryClaims> {
+    if (source.kind === "one") return (await jwtVerify<DeliveryClaims>(token, source.key, verifyOptions)).payload;
+    if (source.kind === "jwks") {
+      const kid = requiredKid(token);
+      try {
+        return (await jwtVerify<DeliveryClaims>(token, source.keySet, verifyOptions)).payload;
+      } catch (error) {
+        if (error instanceof errors.JWKSNoMatchingKey) {
+          throw new DeliveryTokenError(`invalid delivery token: kid ${quote(kid)} is not in opqueue's key set (for its alg)`);
+        }
+        throw error;
+      }
+    }
+    if (source.kind === "by-kid") {
+      const kid = requiredKid(token);
+      const key = source.keys.get(kid);
+      if (key === undefined) throw new DeliveryTokenError(`invalid delivery token: unknown kid ${quote(kid)}`);
+      return (await jwtVerify<DeliveryClaims>(token, key, verifyOptions)).payload;
+    }
+    // Plain secrets name no kid to choose by: a signature that fails under one may hold under the next. Any other
+    // failure (expired, wrong audience) comes from a key that did check the signature, and is the answer.
+    let failure: unknown;
+    for (const key of source.keys) {
+      try {
+        return (await jwtVerify<DeliveryClaims>(token, key, verifyOptions)).payload;
+      } catch (error) {
+        if (!(error instanceof errors.JWSSignatureVerificationFailed)) throw error;
+        failure = error;
+      }
+    }
+    throw failure;
+  }
+
   return {
     async verifyDelivery(headers, expected) {
       // Checked at run time too: JavaScript callers, and `as any`, get past the type.
@@ -160,14 +284,9 @@ export function createDeliveryVerifier(options: DeliveryVerifierOptions): Delive
       checkSpelling(match[1]);
       let payload: DeliveryClaims;
       try {
-        ({ payload } = await jwtVerify<DeliveryClaims>(match[1], key as Uint8Array, {
-          audience: options.audience,
-          issuer: "opqueue",
-          algorithms,
-          clockTolerance: options.clockToleranceSeconds ?? 30,
-          requiredClaims: ["exp", "sub", "op", "job", "att", "rid", "authority"],
-        }));
+        payload = await verifySignature(match[1]);
       } catch (error) {
+        if (error instanceof DeliveryTokenError) throw error;
         if (isKeyFetchFailure(error)) {
           throw new DeliveryKeysUnavailableError(`cannot fetch opqueue's public keys: ${(error as Error).message}`);
         }

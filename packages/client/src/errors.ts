@@ -2,6 +2,7 @@
  * Typed errors of the client: one class per `code` of docs/api.md, "Errors", so callers can `catch` what they handle
  * (`if (error instanceof SpawnCapExceededError)`), and the status and message the service gave.
  */
+import type { ErrorCode } from "./wire.js";
 
 /** Any refusal by the service (or a transport failure, with status 0). */
 export class OpqueueError extends Error {
@@ -19,7 +20,8 @@ export class OpqueueError extends Error {
   }
 }
 
-function define(name: string) {
+// Typed as OpqueueError's class, so each one's declaration is a line, not a copy of Error's whole static side.
+function define(name: string): typeof OpqueueError {
   const errorClass = class extends OpqueueError {
     override name = name;
   };
@@ -61,6 +63,8 @@ export const JobNotCancellableError = define("JobNotCancellableError");
 export const JobNotRetryableError = define("JobNotRetryableError");
 /** 409 dedupe_conflict. */
 export const DedupeConflictError = define("DedupeConflictError");
+/** 409 job_not_waiting. */
+export const JobNotWaitingError = define("JobNotWaitingError");
 /** 413 body_too_large. */
 export const BodyTooLargeError = define("BodyTooLargeError");
 /** 415 unsupported_media_type. */
@@ -71,10 +75,13 @@ export const UnknownOperationError = define("UnknownOperationError");
 export const OperationNotBackgroundError = define("OperationNotBackgroundError");
 /** 429 spawn_cap_exceeded. */
 export const SpawnCapExceededError = define("SpawnCapExceededError");
+/** 500 internal: the service failed; its log says why. */
+export const InternalError = define("InternalError");
 /** 503 unavailable (after the client's own retries). */
 export const UnavailableError = define("UnavailableError");
 
-const BY_CODE: Record<string, typeof OpqueueError> = {
+// Typed by the codes of the wire, so a code the service can send and the client has no class for fails to compile.
+const BY_CODE: Record<ErrorCode, typeof OpqueueError> = {
   invalid_request: InvalidRequestError,
   payload_too_large: PayloadTooLargeError,
   invalid_on_behalf_of: InvalidOnBehalfOfError,
@@ -92,16 +99,18 @@ const BY_CODE: Record<string, typeof OpqueueError> = {
   job_not_cancellable: JobNotCancellableError,
   job_not_retryable: JobNotRetryableError,
   dedupe_conflict: DedupeConflictError,
+  job_not_waiting: JobNotWaitingError,
   body_too_large: BodyTooLargeError,
   unsupported_media_type: UnsupportedMediaTypeError,
   unknown_operation: UnknownOperationError,
   operation_not_background: OperationNotBackgroundError,
   spawn_cap_exceeded: SpawnCapExceededError,
+  internal: InternalError,
   unavailable: UnavailableError,
 };
 
 /** The typed error for a response's status and `{code, message}`. */
 export function errorFor(options: { status: number; code: string; message: string; retryAfterSeconds?: number }): OpqueueError {
-  const ErrorClass = BY_CODE[options.code] ?? OpqueueError;
+  const ErrorClass = BY_CODE[options.code as ErrorCode] ?? OpqueueError;
   return new ErrorClass(options.status, options.code, options.message, options.retryAfterSeconds);
 }

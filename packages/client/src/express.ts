@@ -18,7 +18,10 @@ import {
   type DeliveryVerifierOptions,
 } from "./delivery.js";
 
-/** The verifier's options, and how the middleware knows the operationId of the route it guards. */
+/**
+ * The verifier's options (the audience and `secret`, `secrets` or `jwksUrl`, as `DeliveryKeyOptions` says), and how the
+ * middleware knows the operationId of the route it guards.
+ */
 export type DeliveryMiddlewareOptions = DeliveryVerifierOptions &
   (
     | {

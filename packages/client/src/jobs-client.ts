@@ -1,13 +1,18 @@
 /**
  * The client for calling opqueue: enqueue (minting the assertion, chaining automatically inside a delivery,
- * retrying 503 `unavailable`), and the administrator's get, list, cancel, retry and cancelChain. Errors are the
- * typed classes of `./errors.ts`.
+ * retrying 503 `unavailable`), and the administrator's get, list, cancel, retry, cancelChain, runNow, attempts and
+ * history. Errors are the typed classes of `./errors.ts`.
  */
 import { SignJWT } from "jose";
-import { isValidRequestId, REQUEST_ID_RULE } from "../auth/hs256.js";
-import type { Authority, Job, JobStatus, RequestPayload } from "../job/schemas.js";
+import { isValidRequestId, REQUEST_ID_RULE } from "./token-rules.js";
+import type { Authority, Job, JobAttempt, JobHistoryEvent, JobStatus, RequestPayload } from "./wire.js";
 import { currentDelivery } from "./delivery.js";
 import { OpqueueError, errorFor } from "./errors.js";
+
+/** Fastify's default request ids: `req-` and a per-process counter in base 36. */
+const PER_PROCESS_REQUEST_ID = /^req-[0-9a-z]{1,7}$/;
+/** The `code` of the warning `enqueue` emits (through `process.emitWarning`) for such an id. */
+export const PER_PROCESS_REQUEST_ID_WARNING = "OPQUEUE_PER_PROCESS_REQUEST_ID";
 
 /** Who is calling: the claims of an enqueue assertion (docs/tokens.md). */
 export interface AssertionClaims {
@@ -32,7 +37,7 @@ export interface JobsClientOptions {
   baseUrl: string;
   /** Makes enqueue assertions. */
   sign?: AssertionSigner;
-  /** An admin token (or a function returning one) for get, list, cancel, retry and cancelChain. */
+  /** An admin token (or a function returning one) for the administrators' calls (get, list, cancel, retry, ...). */
   adminToken?: string | (() => Promise<string> | string);
   /** Retries of a 503 `unavailable` (default 5), waiting `Retry-After` or an exponential backoff. */
   retries?: number;
@@ -108,6 +113,12 @@ export interface JobsClient {
   retry(id: string): Promise<Job>;
   /** Cancels a chain (by its `original_request_id`, encoded whatever it holds); returns the jobs it cancelled. */
   cancelChain(originalRequestId: string): Promise<Job[]>;
+  /** Makes a pending or retrying job due now (`JobNotWaitingError` for a job in another status). */
+  runNow(id: string): Promise<Job>;
+  /** Every finished attempt of the job, oldest first. */
+  attempts(id: string): Promise<JobAttempt[]>;
+  /** The job's history, oldest first: its creation, every attempt, and every administrator's action with who did it. */
+  history(id: string): Promise<JobHistoryEvent[]>;
 }
 
 /** Creates a client of one opqueue service. */
@@ -198,6 +209,23 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
     return text === "" ? "" : `?${text}`;
   }
 
+  let warnedOfPerProcessRequestId = false;
+  /**
+   * Warns, once per client, of a request id spelled like Fastify's default `req.id`: a counter that starts again at
+   * `req-1` with every process, so a restarted product would name an old chain (possibly a cancelled one, whose new
+   * jobs are born cancelled). Only that spelling is warned of; no other id is second-guessed.
+   */
+  function warnOfPerProcessRequestId(requestId: string): void {
+    if (warnedOfPerProcessRequestId || !PER_PROCESS_REQUEST_ID.test(requestId)) return;
+    warnedOfPerProcessRequestId = true;
+    process.emitWarning(
+      `caller.requestId "${requestId}" looks like Fastify's default request id, which starts again at req-1 when the ` +
+        "process restarts: a later request would join an earlier request's chain. Use a globally unique id " +
+        "(crypto.randomUUID(), or a genReqId that makes one).",
+      { code: PER_PROCESS_REQUEST_ID_WARNING },
+    );
+  }
+
   const client: JobsClient = {
     async enqueue(enqueue) {
       const delivery = currentDelivery();
@@ -208,6 +236,7 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
           const given = JSON.stringify(String(enqueue.caller.requestId).slice(0, 64));
           throw new Error(`enqueue: caller.requestId must be ${REQUEST_ID_RULE}; got ${given}`);
         }
+        warnOfPerProcessRequestId(enqueue.caller.requestId);
         claims = { sub: enqueue.caller.userId, op: enqueue.caller.operationId, rid: enqueue.caller.requestId };
       } else if (delivery) {
         claims = { sub: delivery.userId, op: delivery.operationId, job: delivery.jobId };
@@ -258,6 +287,17 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
     async cancelChain(originalRequestId) {
       const path = `/chains/${pathSegment(originalRequestId, "cancelChain: originalRequestId")}/cancel`;
       return (await call<{ jobs: Job[] }>("POST", path, adminAuthorization)).body.jobs;
+    },
+    async runNow(id) {
+      return (await call<{ job: Job }>("POST", `/jobs/${pathSegment(id, "runNow: id")}/run-now`, adminAuthorization)).body.job;
+    },
+    async attempts(id) {
+      const path = `/jobs/${pathSegment(id, "attempts: id")}/attempts`;
+      return (await call<{ attempts: JobAttempt[] }>("GET", path, adminAuthorization)).body.attempts;
+    },
+    async history(id) {
+      const path = `/jobs/${pathSegment(id, "history: id")}/history`;
+      return (await call<{ events: JobHistoryEvent[] }>("GET", path, adminAuthorization)).body.events;
     },
   };
   return client;

@@ -1,0 +1,25 @@
+/**
+ * `@opqueue/client` (also served by the `opqueue` package as `opqueue/client`): what product code uses to talk to
+ * opqueue. It needs nothing of the service: its own wire types, and jose.
+ * - Calling operations: `createJobsClient({ baseUrl, sign })` and its `enqueue` (a root call's `caller.requestId`
+ *   is 1..255 characters of visible ASCII, neither `.` nor `..`).
+ * - Target operations: `createDeliveryVerifier(options).verifyDelivery(headers, { operationId })` /
+ *   `verifyDelivery(headers, { ...options, operationId })`, the Fastify plugin `opqueueDelivery` (each route declares
+ *   `schema: { operationId }` or `config: { operationId }`), the Express middleware `opqueueDeliveryMiddleware`
+ *   (given `operationId` or `operationIdFor(req)`), and `neverRetry`, `alwaysRetry`, `authUnresolvable`. A delivery
+ *   token is accepted only on the route of its operation, with the `x-job-id`, `idempotency-key` and
+ *   `x-job-attempt` headers it was sent with. Keys: `secret`, `secrets` (several HS256 keys by kid, while they rotate)
+ *   or `jwksUrl` (`DeliveryKeyOptions`); with several, the token's kid picks the one that checks it.
+ * - Administrators: `get`, `list`, `pages`, `cancel`, `retry`, `cancelChain` of the same client (with `adminToken`).
+ */
+export * from "./errors.js";
+export * from "./delivery.js";
+export { createJobsClient, PER_PROCESS_REQUEST_ID_WARNING } from "./jobs-client.js";
+export type { AssertionClaims, AssertionSigner, EnqueueOptions, JobPage, JobsClient, JobsClientOptions, ListOptions } from "./jobs-client.js";
+export { opqueueDelivery } from "./fastify.js";
+export { opqueueDeliveryMiddleware } from "./express.js";
+export type { DeliveryMiddlewareOptions } from "./express.js";
+export { ERROR_CODES, JOB_STATUSES, TERMINAL_REASONS } from "./wire.js";
+export type {
+  AdminAction, Authority, ErrorCode, Job, JobAttempt, JobHistoryEvent, JobResult, JobStatus, RequestPayload, TerminalReason,
+} from "./wire.js";

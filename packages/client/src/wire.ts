@@ -1,0 +1,124 @@
+/**
+ * What the service sends and accepts, as plain TypeScript types: the job on the wire (docs/api.md, "The job on the
+ * wire"), its statuses and terminal reasons, and the error codes (docs/api.md, "Errors"). The service validates with
+ * schemas of its own; a test of its suite (test/client/wire-agreement.test.ts) holds these to them, so the client
+ * needs none of the service's code.
+ */
+
+/** Every status of a job, in the order of its life. */
+export const JOB_STATUSES = ["pending", "running", "retrying", "succeeded", "dead", "cancelled"] as const;
+/** A job status. */
+export type JobStatus = (typeof JOB_STATUSES)[number];
+
+/** Why a job ended the way it did. */
+export const TERMINAL_REASONS = [
+  "exhausted",
+  "permanent-status",
+  "rejected-by-endpoint",
+  "auth-unresolvable",
+  "cancelled-by-admin",
+  "cancelled-by-chain",
+] as const;
+/** A terminal reason. */
+export type TerminalReason = (typeof TERMINAL_REASONS)[number];
+
+/** Every `code` an error answer of the service can carry, by HTTP status. */
+export const ERROR_CODES = {
+  400: ["invalid_request", "payload_too_large", "invalid_on_behalf_of", "missing_path_param", "invalid_path_param"],
+  401: ["invalid_assertion", "unauthenticated"],
+  403: ["trigger_not_allowed", "on_behalf_of_not_allowed", "chain_mismatch", "site_admin_required"],
+  404: ["job_not_found", "not_found"],
+  409: ["job_running", "job_not_cancellable", "job_not_retryable", "dedupe_conflict", "job_not_waiting"],
+  413: ["body_too_large"],
+  415: ["unsupported_media_type"],
+  422: ["unknown_operation", "operation_not_background"],
+  429: ["spawn_cap_exceeded"],
+  500: ["internal"],
+  503: ["unavailable"],
+} as const;
+/** An error code of the service. */
+export type ErrorCode = (typeof ERROR_CODES)[keyof typeof ERROR_CODES][number];
+
+/** The authority a chain runs under (docs/api.md, "Chains"), discriminated on `kind`. */
+export type Authority =
+  | { kind: "request"; request_id: string; user_id: string }
+  | { kind: "resource"; resource_id: string; resource_kind: string; user_id: string }
+  | { kind: "cron"; cron_job_name: string; user_id: string };
+
+/** The request delivered to the target operation. */
+export interface RequestPayload {
+  /** The JSON body. */
+  body?: unknown;
+  /** Path template substitutions by name; a value whose text is empty, `.` or `..` is refused (400 invalid_path_param). */
+  path_params?: Record<string, unknown>;
+  /** Query parameters by name. */
+  query?: Record<string, unknown>;
+}
+
+/** The outcome of a job's latest terminal or failed attempt. */
+export interface JobResult {
+  /** The target's HTTP status, when it answered. */
+  status_code?: number;
+  error_body: string | null;
+  terminal_reason: TerminalReason | null;
+}
+
+/** A job on the wire; times are ISO 8601 strings. */
+export interface Job {
+  id: string;
+  operation_id: string;
+  status: JobStatus;
+  attempt: number;
+  max_attempts: number;
+  priority: number;
+  run_at: string;
+  created_at: string;
+  started_at: string | null;
+  finished_at: string | null;
+  dedupe_key: string | null;
+  concurrency_key: string | null;
+  enqueued_by_operation_id: string;
+  parent_job_id: string | null;
+  original_request_id: string;
+  user_id: string;
+  authority: Authority;
+  request: RequestPayload;
+  result: JobResult | null;
+}
+
+/** One finished delivery attempt (`GET /jobs/{id}/attempts`). */
+export interface JobAttempt {
+  /** Its number: 1 for the first after creation or after an administrator's retry. */
+  attempt: number;
+  started_at: string | null;
+  finished_at: string;
+  /** The status it left the job in. */
+  outcome: JobStatus;
+  /** The target's status, or null when it did not answer. */
+  status_code: number | null;
+  error_body: string | null;
+}
+
+/** What an administrator did to a job. */
+export type AdminAction = "cancel" | "retry" | "retry-dead" | "cancel-chain" | "run-now";
+
+/** One event of a job's history (`GET /jobs/{id}/history`), discriminated on `type`. */
+export type JobHistoryEvent =
+  /** The job was created, by the calling operation `by` (`cron:NAME` for a cron tick). */
+  | { type: "enqueued"; at: string; by: string }
+  /**
+   * A finished attempt: `number` counts every attempt of the job across administrators' retries, `attempt` is the
+   * job's counter then (which a retry starts again).
+   */
+  | {
+      type: "attempt";
+      at: string;
+      number: number;
+      attempt: number;
+      started_at: string | null;
+      outcome: JobStatus;
+      status_code: number | null;
+      error_body: string | null;
+    }
+  /** An administrator's change; `actor` is the admin token's `sub`. */
+  | { type: "admin"; at: string; actor: string; action: AdminAction };

@@ -1,0 +1,98 @@
+/**
+ * `@opqueue/client` describes the wire with types and rules of its own, so that a product installs it without the
+ * service. The service's schemas stay the one source of truth: these tests hold the client to them, so a status,
+ * terminal reason or error code added to the service, a changed field of the job, or another request-id rule fails
+ * here until the client says the same.
+ */
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import * as client from "@opqueue/client";
+import {
+  isCanonicalSegment as clientIsCanonicalSegment,
+  isValidRequestId as clientIsValidRequestId,
+  REQUEST_ID_RULE as CLIENT_REQUEST_ID_RULE,
+} from "../../packages/client/src/token-rules.js";
+import { isCanonicalSegment, isValidRequestId, REQUEST_ID_RULE } from "../../src/auth/hs256.js";
+import { ERROR_CODES } from "../../src/errors.js";
+import * as service from "../../src/job/schemas.js";
+
+/** True when A and B are assignable both ways: the same wire shape. */
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+
+// Checked by `npm run lint` (tsc): each line fails to compile when the client's type and the service's schema differ.
+const typesAgree: Array<true> = [
+  true satisfies Same<client.Job, service.Job>,
+  true satisfies Same<client.Authority, service.Authority>,
+  true satisfies Same<client.RequestPayload, service.RequestPayload>,
+  true satisfies Same<client.JobResult, service.JobResult>,
+  true satisfies Same<client.JobStatus, service.JobStatus>,
+  true satisfies Same<client.TerminalReason, service.TerminalReason>,
+  true satisfies Same<client.JobAttempt, service.JobAttempt>,
+  true satisfies Same<client.JobHistoryEvent, service.JobHistoryEvent>,
+];
+
+describe("the client's wire agrees with the service's", () => {
+  test("the wire types are the same shapes (checked at compile time)", () => {
+    assert.equal(typesAgree.length, 8);
+  });
+
+  test("job statuses and terminal reasons are the same lists, in the same order", () => {
+    assert.deepEqual(client.JOB_STATUSES, service.JOB_STATUSES);
+    assert.deepEqual(client.TERMINAL_REASONS, service.TERMINAL_REASONS);
+  });
+
+  test("error codes are the same, under the same statuses, and each has a typed error class in the client", () => {
+    assert.deepEqual(client.ERROR_CODES, ERROR_CODES);
+    for (const [status, codes] of Object.entries(client.ERROR_CODES)) {
+      for (const code of codes) {
+        const error = client.errorFor({ status: Number(status), code, message: "m" });
+        assert.ok(error instanceof client.OpqueueError);
+        assert.notEqual(error.constructor, client.OpqueueError, `${code} has a class of its own`);
+        // The class is named after the code: invalid_request is InvalidRequestError.
+        const expected = `${code.replace(/(^|_)([a-z])/g, (_match, _sep, letter: string) => letter.toUpperCase())}Error`;
+        assert.equal(error.name, expected, code);
+      }
+    }
+  });
+
+  test("the request-id rule says the same of every case, and words it the same", () => {
+    const cases: Array<[string, boolean]> = [
+      ["req-1", true],
+      ["a", true],
+      ["!", true],
+      ["~", true],
+      ["x".repeat(255), true],
+      ["x".repeat(256), false],
+      ["", false],
+      [".", false],
+      ["..", false],
+      ["...", true],
+      [".x", true],
+      ["%2e%2e", true],
+      ["a b", false],
+      ["a\tb", false],
+      ["line\nbreak", false],
+      ["\x7f", false],
+      ["é", false],
+      ["日本", false],
+      ["\u{1F600}", false],
+      ["a/b?c#d", true],
+    ];
+    for (const [rid, valid] of cases) {
+      assert.equal(isValidRequestId(rid), valid, `service: ${JSON.stringify(rid)}`);
+      assert.equal(clientIsValidRequestId(rid), valid, `client: ${JSON.stringify(rid)}`);
+    }
+    assert.equal(CLIENT_REQUEST_ID_RULE, REQUEST_ID_RULE);
+  });
+
+  test("the canonical spelling of a token segment is the same: every last character of every length, and strangers", () => {
+    const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    const segments = ["", "AA==", "A+/B", "AB C", "ABé", "A.B"];
+    for (const last of alphabet) for (const head of ["", "A", "AB", "ABC", "ABCD"]) segments.push(head + last);
+    for (const segment of segments) {
+      assert.equal(clientIsCanonicalSegment(segment), isCanonicalSegment(segment), JSON.stringify(segment));
+    }
+    // Not vacuous: the table holds both answers.
+    assert.ok(segments.some((segment) => isCanonicalSegment(segment)) && segments.some((segment) => !isCanonicalSegment(segment)));
+  });
+});
