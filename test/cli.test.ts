@@ -5,83 +5,24 @@
  */
 import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, type ChildProcess } from "node:child_process";
 import { createServer } from "node:http";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
 import { jwtVerify } from "jose";
 import { mintToken } from "../src/auth/tokens.js";
 import { systemClock } from "../src/clock.js";
 import { parseConfig } from "../src/config.js";
 import { VERSION } from "../src/version.js";
+import { REPO_ROOT, runCli, startCli, type CliProcess, type CliResult } from "./helpers/cli-process.js";
 import { rawTestConfig, TEST_SECRET } from "./helpers/service.js";
 import { freePort } from "./helpers/ports.js";
 
-const REPO_ROOT = fileURLToPath(new URL("..", import.meta.url));
 /** How often, and how many times, to poll for a starting server: ~20 s at most, for a slow machine. */
 const POLL_MS = 50;
 const POLL_ATTEMPTS = 400;
-
-/** What a finished CLI process left behind. */
-interface CliResult {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** A CLI process that may still be running. */
-interface CliProcess {
-  child: ChildProcess;
-  /** Output so far. */
-  stdout(): string;
-  stderr(): string;
-  /** Resolves when the process has exited and its output is closed. */
-  exited: Promise<CliResult>;
-}
-
-/** The environment of a child: this process's, without anything that could steer opqueue or the test runner. */
-function childEnv(env: Record<string, string>): NodeJS.ProcessEnv {
-  const base: NodeJS.ProcessEnv = {};
-  for (const [name, value] of Object.entries(process.env)) {
-    if (name.startsWith("OPQUEUE_") || name.startsWith("NODE_TEST") || name === "NODE_OPTIONS") continue;
-    base[name] = value;
-  }
-  return { ...base, ...env };
-}
-
-/** Starts `opqueue ARGS` from source; the process is killed when the test ends if it is still running. */
-function startCli(t: TestContext, args: string[], env: Record<string, string> = {}): CliProcess {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/cli.ts", ...args], {
-    cwd: REPO_ROOT,
-    env: childEnv(env),
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let stdout = "";
-  let stderr = "";
-  child.stdout?.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
-  child.stderr?.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
-  const exited = new Promise<CliResult>((resolve, reject) => {
-    child.on("error", reject);
-    child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }));
-  });
-  t.after(async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill("SIGKILL");
-      await exited;
-    }
-  });
-  return { child, stdout: () => stdout, stderr: () => stderr, exited };
-}
-
-/** Runs `opqueue ARGS` to its end. */
-function runCli(t: TestContext, args: string[], env: Record<string, string> = {}): Promise<CliResult> {
-  return startCli(t, args, env).exited;
-}
 
 /** A fresh temporary folder, removed when the test ends. */
 function tempDir(t: TestContext): string {

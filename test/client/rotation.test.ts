@@ -11,6 +11,9 @@
  * signed with the old key has stopped and its last delivery has been answered; a product instance started after the
  * key was published. Time moves only through a ManualClock shared by the nodes (started at the real time, since the
  * product checks `exp` on its own clock), so nothing waits for time to pass.
+ *
+ * The enqueue and admin keys' runbook is followed too: every call is accepted at every step, and a job enqueued before
+ * the rotation is delivered after it.
  */
 import assert from "node:assert/strict";
 import { createServer, request as forward } from "node:http";
@@ -181,11 +184,15 @@ interface Node extends TestService {
   url: string;
 }
 
-/** Starts a node with `deliveryKey` delivering to `targetUrl`; on `database`, the one of an earlier node, if given. */
+/**
+ * Starts a node with `deliveryKey` (and `keys` as `auth.keys`, if given) delivering to `targetUrl`; on `database`, the
+ * one of an earlier node, if given.
+ */
 async function startNode(options: {
   clock: ManualClock;
   targetUrl: string;
   deliveryKey: unknown;
+  keys?: unknown[];
   database?: string;
 }): Promise<Node> {
   const s = await startTestService({
@@ -194,6 +201,7 @@ async function startNode(options: {
     configure: (raw) => {
       raw["target"] = { base_url: options.targetUrl, audience: "product" };
       (raw["auth"] as Record<string, unknown>)["delivery_key"] = options.deliveryKey;
+      if (options.keys !== undefined) (raw["auth"] as Record<string, unknown>)["keys"] = options.keys;
       raw["retry"] = RETRY;
       raw["worker"] = { poll_ms: NEVER_POLL_MS };
       // A stopping node waits for its held delivery, which the test releases at once: the grace is only a bound.
@@ -462,5 +470,94 @@ describe("rotating the delivery key (docs/tokens.md, 'Rotating keys')", () => {
       [OLD_SECRET.kid, 503],
       [OLD_SECRET.kid, 401],
     ]);
+  });
+});
+
+/** The HS256 enqueue and admin keys of the rotation, as `auth.keys` lists them. */
+const OLD_ISSUER = { kid: "issuer-2025", alg: "HS256", secret: "the-old-enqueue-secret-of-32-bytes-or-more" } as const;
+const NEW_ISSUER = { kid: "issuer-2026", alg: "HS256", secret: "the-new-enqueue-secret-of-32-bytes-or-more" } as const;
+
+describe("rotating enqueue and admin keys (docs/tokens.md, 'Rotating keys')", () => {
+  test("add the new key, move the issuers, remove the old one: every enqueue and admin call is accepted, and a job delayed across the rotation is delivered", async (t) => {
+    const clock = new ManualClock(Date.now());
+    const target = await startBalancer(t);
+    const holds = new Holds();
+    target.route((await startProduct(t, { name: "product", keys: { secret: OLD_SECRET.secret }, holds })).url);
+    const nodes: Node[] = [];
+    t.after(async () => {
+      for (const node of [...nodes].reverse()) await node.close();
+    });
+    const front = await startBalancer(t);
+    /** Restarts opqueue with `keys` as `auth.keys` (a rolling restart on PostgreSQL; one node after the other on SQLite). */
+    const restartWith = async (keys: unknown[]) => {
+      const previous = nodes.at(-1);
+      const database = nodes[0]?.config.database;
+      if (previous && TEST_ENGINE === "sqlite") await previous.service.close();
+      const node = await startNode({
+        clock,
+        targetUrl: target.url,
+        deliveryKey: OLD_SECRET,
+        ...(database ? { database } : {}),
+        keys,
+      });
+      nodes.push(node);
+      front.route(node.url);
+      if (previous && TEST_ENGINE === "postgres") await previous.service.close();
+      return node;
+    };
+    /** A product's (or an admin issuer's) signer holding `key` alone, on the nodes' clock, which the test moves. */
+    const issuer = (key: typeof OLD_ISSUER | typeof NEW_ISSUER) => {
+      const auth = () => ({ ...(nodes.at(-1) as Node).config.auth, keys: [key] });
+      return createJobsClient({
+        baseUrl: front.url,
+        sign: (claims) => mintToken({ auth: auth(), clock, sub: claims.sub, op: claims.op, ...(claims.rid === undefined ? {} : { rid: claims.rid }) }),
+        adminToken: () => mintToken({ auth: auth(), clock, sub: `admin-of-${key.kid}`, siteAdmin: true }),
+      });
+    };
+    const oldIssuer = issuer(OLD_ISSUER);
+    const newIssuer = issuer(NEW_ISSUER);
+    const enqueue = async (client: JobsClient, userId: string, delayMs?: number) =>
+      (
+        await client.enqueue({
+          caller: { userId: "u1", operationId: "createUser", requestId: `rotation-${userId}` },
+          operationId: "sendWelcomeEmail",
+          request: { path_params: { userId } },
+          ...(delayMs === undefined ? {} : { delayMs }),
+        })
+      ).job.id;
+
+    // Before: the old key alone. A job is delayed past the whole rotation.
+    await restartWith([OLD_ISSUER]);
+    const delayed = await enqueue(oldIssuer, "delayed-across", 10 * DELAY_MS);
+    assert.equal((await oldIssuer.get(delayed)).status, "pending");
+
+    // 1. Add the new key beside the old one: both are accepted.
+    await restartWith([OLD_ISSUER, NEW_ISSUER]);
+    await enqueue(oldIssuer, "step-1-old");
+    await enqueue(newIssuer, "step-1-new");
+    assert.equal((await oldIssuer.get(delayed)).id, delayed);
+    assert.equal((await newIssuer.get(delayed)).id, delayed);
+
+    // 2. Move the issuers to the new key; `opqueue token` signs with the first HS256 key, so it is listed first.
+    const node = await restartWith([NEW_ISSUER, OLD_ISSUER]);
+    const minted = await mintToken({ auth: node.config.auth, clock, sub: "ops", siteAdmin: true });
+    assert.equal(decodeProtectedHeader(minted).kid, NEW_ISSUER.kid);
+    await enqueue(newIssuer, "step-2");
+
+    // 3. Remove the old key once no token it signed is still valid (an assertion lives at most 300 s).
+    clock.advance(300_000 + 1000);
+    await restartWith([NEW_ISSUER]);
+    await enqueue(newIssuer, "step-3");
+    await assert.rejects(oldIssuer.get(delayed), (error: unknown) => (error as { status?: number }).status === 401);
+
+    // The job enqueued before the rotation is delivered after it.
+    clock.advance(10 * DELAY_MS);
+    nodes.at(-1)?.service.worker?.dispatcher.wake();
+    const last = nodes.at(-1) as Node;
+    await waitForStatus(last, delayed, "succeeded");
+    const stored = await last.service.store.jobList({ limit: 100 });
+    assert.equal(stored.length, 5);
+    for (const job of stored) await waitForStatus(last, job.id, "succeeded");
+    assert.ok(target.answers.every((answer) => answer.status === 204));
   });
 });
