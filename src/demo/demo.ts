@@ -106,7 +106,7 @@ Look at the jobs as a site administrator (the token is valid for 24 hours):
   curl -s '${url}/jobs?limit=5' -H "authorization: Bearer $OPQUEUE_ADMIN_TOKEN"
   curl -s -X POST ${url}/jobs/JOB_ID/cancel -H "authorization: Bearer $OPQUEUE_ADMIN_TOKEN"
 
-Fresh tokens: npx opqueue token --config ${path} --sub alice --op createUser --rid req-2
+Fresh tokens: npx opqueue token --config ${path} --sub alice --op createUser --rid "signup-$(date +%s%N)"
 API document: ${url}/openapi.json   Metrics: ${url}/metrics   Stop: Ctrl-C
 `);
   signUp();
