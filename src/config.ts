@@ -11,6 +11,7 @@ import { Type, type Static, type TSchema } from "@sinclair/typebox";
 import { Ajv, type ErrorObject } from "ajv";
 import { parse as parseYaml } from "yaml";
 import { parseDatabaseUrl, redactDatabaseUrl } from "./database-url.js";
+import { RateLimit } from "./flow/schemas.js";
 
 /** The calling operation of cron entry `name`: its key in the trigger map, and its jobs' `enqueued_by_operation_id`. */
 export function cronCaller(name: string): string {
@@ -87,6 +88,10 @@ const OperationOverride = Type.Object(
     timeout_ms: Type.Optional(Type.Integer({ minimum: 1 })),
     base_url: Type.Optional(Type.String({ format: "uri" })),
     retry: Type.Optional(RetryOverride),
+    rate: Type.Optional(RateLimit),
+    rate_per_key: Type.Optional(RateLimit),
+    max_concurrency: Type.Optional(Type.Integer({ minimum: 1, maximum: 2_147_483_647 })),
+    concurrency_limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 2_147_483_647 })),
   },
   { additionalProperties: false },
 );

@@ -9,6 +9,7 @@ import { DeliverySigner, TokenVerifier } from "./auth/tokens.js";
 import { systemClock, type Clock } from "./clock.js";
 import type { Config } from "./config.js";
 import { Deliverer } from "./dispatcher/deliverer.js";
+import { limitsFromConfig, limitsSomething, type OperationLimits } from "./flow/limits.js";
 import { Dispatcher } from "./dispatcher/dispatcher.js";
 import { WorkNotifier } from "./dispatcher/notifier.js";
 import { buildApp } from "./http/app.js";
@@ -107,6 +108,13 @@ function createWorker(options: {
   return { dispatcher, deliverer, cron, rescuer, cleaner };
 }
 
+/** The limits the configuration gives each operation it limits. */
+export function configuredLimits(config: Config): Array<{ operationId: string; limits: OperationLimits }> {
+  return Object.entries(config.operations)
+    .map(([operationId, entry]) => ({ operationId, limits: limitsFromConfig(entry) }))
+    .filter((entry) => limitsSomething(entry.limits));
+}
+
 /** Wait before trying again to listen for other nodes' notifications. */
 const LISTEN_RETRY_MS = 5000;
 
@@ -121,7 +129,7 @@ function listenForOtherNodes(options: { store: Store; notifier: WorkNotifier; lo
   let retry: NodeJS.Timeout | undefined;
   let stop: (() => Promise<void>) | undefined;
   const attempt = () => {
-    store.jobAvailableListen((runAt) => notifier.notify(runAt)).then(
+    store.jobAvailableListen((runAt) => notifier.notify(runAt), (jobId) => notifier.abort(jobId)).then(
       async (stopFn) => {
         if (stopped) return stopFn();
         stop = stopFn;
@@ -192,8 +200,21 @@ export async function createService(options: {
     countJobs: () => store.jobStats({ byOperation: false }),
     clock,
     processMetrics: options.processMetrics ?? false,
+    readFlow: async () => {
+      const controls = await store.operationControlList();
+      const waiting = new Map<string, number>();
+      // Counting by operation reads every job: only when some operation has flow control to report.
+      if (controls.length > 0) {
+        for (const { operationId, status, count } of (await store.jobStats({ byOperation: true })).byOperation) {
+          if (status === "pending" || status === "retrying") waiting.set(operationId, (waiting.get(operationId) ?? 0) + count);
+        }
+      }
+      return { controls, waiting };
+    },
   });
   try {
+    // Every node writes the configuration's limits when it starts; an administrator's stay (docs/flow-control.md).
+    await store.operationLimitsConfigure({ limits: configuredLimits(config) });
     const app = await buildApp({
       config,
       registry,
@@ -259,6 +280,7 @@ export async function createService(options: {
         clockCheck.start();
         if (!worker) return;
         notifier.subscribe((runAt) => worker.dispatcher.notify(runAt));
+        notifier.subscribeAborts((jobId) => worker.deliverer.abort(jobId));
         worker.dispatcher.start();
         // Other nodes' enqueues and retries (PostgreSQL NOTIFY) wake this node's dispatcher too.
         stopListening = listenForOtherNodes({ store, notifier, logger });

@@ -48,6 +48,7 @@ async function enqueue(args: { count: number; concurrency: number; delayMs: numb
           maxAttempts: 5,
           dedupeKey: null,
           concurrencyKey: null,
+          rateKey: null,
           enqueuedByOperationId: "createUser",
           parentJobId: null,
           originalRequestId: rid,

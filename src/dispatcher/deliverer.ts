@@ -120,6 +120,9 @@ function describeFailure(error: unknown, timeoutMs: number, timedOut: boolean): 
  */
 const DISCARDED_BYTES_MAX = 128 * 1024;
 
+/** What the attempt of a delivery an administrator's cancel aborted says (the job is already cancelled). */
+export const ABORTED_BY_CANCEL = "aborted: the job was cancelled by an administrator";
+
 /**
  * One exchange, as undici's low-level handler: no response stream, no AbortSignal, one timer. A success's body is
  * discarded as it arrives. A failure's is kept up to `MAX_ERROR_BODY_BYTES`: the attempt is over once the cap is
@@ -130,6 +133,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   private controller: Dispatcher.DispatchController | null = null;
   private readonly timer: NodeJS.Timeout;
   private timedOut = false;
+  private aborted = false;
   private settled = false;
   private response: { statusCode: number; jobRetry: string | undefined; retryAfter: string | undefined } | null = null;
   /** The failure body so far (null for a success, whose body is not kept). */
@@ -161,9 +165,18 @@ class Exchange implements Dispatcher.DispatchHandler {
     return { kind: "response", ...response, body };
   }
 
+  /** Ends the exchange now, whatever the target was doing: its job was cancelled. */
+  abort(): void {
+    clearTimeout(this.timer);
+    this.aborted = true;
+    this.settle({ kind: "no-response", error: ABORTED_BY_CANCEL });
+    this.controller?.abort(new Error(ABORTED_BY_CANCEL));
+  }
+
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.controller = controller;
     if (this.timedOut) controller.abort(new Error(`timed out after ${this.timeoutMs} ms`));
+    else if (this.aborted) controller.abort(new Error(ABORTED_BY_CANCEL));
   }
 
   onResponseStart(
@@ -213,6 +226,8 @@ export class Deliverer {
   private readonly settings: PerOperationSettings;
   private readonly registry: OperationRegistry;
   private readonly signer: DeliverySigner;
+  /** The exchanges in progress, by job id, for `abort`. */
+  private readonly exchanges = new Map<string, Exchange>();
 
   constructor(options: {
     settings: PerOperationSettings;
@@ -280,6 +295,11 @@ export class Deliverer {
       return { kind: "no-response", error: describeFailure(error, timeoutMs, false) };
     }
     return new Promise<DeliveryResult>((resolve) => {
+      const exchange = new Exchange(timeoutMs, (result) => {
+        if (this.exchanges.get(job.id) === exchange) this.exchanges.delete(job.id);
+        resolve(result);
+      });
+      this.exchanges.set(job.id, exchange);
       this.agent.dispatch(
         {
           origin: request.origin,
@@ -288,9 +308,21 @@ export class Deliverer {
           headers: request.headers,
           body: request.body ?? null,
         },
-        new Exchange(timeoutMs, resolve),
+        exchange,
       );
     });
+  }
+
+  /**
+   * Aborts the exchange of job `jobId` if this node has one in progress (an administrator cancelled the running job);
+   * its attempt ends with `ABORTED_BY_CANCEL`, whose outcome finds the job no longer running. Answers whether it had.
+   */
+  abort(jobId: string): boolean {
+    const exchange = this.exchanges.get(jobId);
+    if (!exchange) return false;
+    this.exchanges.delete(jobId);
+    exchange.abort();
+    return true;
   }
 
   /** Closes every pooled connection, aborting exchanges still in progress (they were already given up). */

@@ -192,6 +192,7 @@ export class Dispatcher {
     // Claimed jobs are delivered even if a stop began (or another claim failed) meanwhile: they are running in the
     // database now, and a stop waits for the claims on their way back, then for (or requeues) whatever is in flight.
     for (const job of jobs) {
+      this.options.telemetry.emit("job:claimed", { operationId: job.operationId, waitMs: (job.startedAt ?? job.runAt) - job.runAt });
       if (this.inFlight.size < config.worker.concurrency) this.startDelivery(job);
       else this.ready.push(job);
     }

@@ -1,13 +1,15 @@
 /**
  * The notifier: "work may be available at `runAt`". Whatever makes a job claimable in this process (an enqueue, an
  * administrator's retry or bulk retry, a shutdown's requeue) and the store's listener for other nodes call `notify`;
- * the dispatcher subscribes and wakes (or sets its timer). It carries wake-ups only: telemetry observes what happened,
+ * the dispatcher subscribes and wakes (or sets its timer). It also carries aborts: a running job cancelled here or on
+ * another node, whose exchange the deliverer ends. It carries signals only: telemetry observes what happened,
  * and nothing waits on it.
  */
 
 /** A wake-up call for whoever claims jobs. */
 export class WorkNotifier {
   private readonly listeners = new Set<(runAt: number) => void>();
+  private readonly abortListeners = new Set<(jobId: string) => void>();
 
   /** Calls `listener` for every later notification; returns the function that stops it. */
   subscribe(listener: (runAt: number) => void): () => void {
@@ -18,5 +20,16 @@ export class WorkNotifier {
   /** A job became claimable at `runAt` (ms, on the database's clock). */
   notify(runAt: number): void {
     for (const listener of this.listeners) listener(runAt);
+  }
+
+  /** Calls `listener` for every later abort; returns the function that stops it. */
+  subscribeAborts(listener: (jobId: string) => void): () => void {
+    this.abortListeners.add(listener);
+    return () => this.abortListeners.delete(listener);
+  }
+
+  /** A running job was cancelled: whichever node delivers it aborts the exchange. */
+  abort(jobId: string): void {
+    for (const listener of this.abortListeners) listener(jobId);
   }
 }

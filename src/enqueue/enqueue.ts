@@ -120,6 +120,7 @@ async function enqueue(deps: EnqueueDeps, caller: EnqueueCaller, checked: Checke
     maxAttempts: settings.of(target.operationId).maxAttempts,
     dedupeKey: body.dedupe_key ?? null,
     concurrencyKey: body.concurrency_key ?? null,
+    rateKey: body.rate_key ?? null,
     enqueuedByOperationId: assertion.op,
     request: body.request,
     spawnCap: config.limits.spawn_cap,

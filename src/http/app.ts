@@ -19,6 +19,8 @@ import { adminRoutes } from "./routes/admin.js";
 import { adminBackupRoutes } from "./routes/admin-backup.js";
 import { jobRoutes } from "./routes/jobs.js";
 import { operationRoutes } from "./routes/operations.js";
+import { flowRoutes } from "./routes/flow.js";
+import { limitsFromConfig } from "../flow/limits.js";
 import { opsRoutes } from "./routes/ops.js";
 import { systemRoutes } from "./routes/system.js";
 import { uiRoutes } from "./routes/ui.js";
@@ -73,7 +75,19 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const openApiDocument = collectOpenApi(app);
   await app.register(jobRoutes, options);
   await app.register(adminRoutes, options);
-  await app.register(operationRoutes, { registry: options.registry, settings: options.settings, verifier: options.verifier });
+  await app.register(operationRoutes, {
+    registry: options.registry,
+    settings: options.settings,
+    verifier: options.verifier,
+    store: options.store,
+  });
+  await app.register(flowRoutes, {
+    store: options.store,
+    registry: options.registry,
+    notifier: options.notifier,
+    verifier: options.verifier,
+    configuredLimits: (operationId) => limitsFromConfig(options.config.operations[operationId]),
+  });
   await app.register(opsRoutes, { store: options.store, metrics: options.metrics, logger: options.logger });
   await app.register(systemRoutes, {
     store: options.store,

@@ -25,6 +25,8 @@ export interface JobRow {
   heartbeatAt: number | null;
   dedupeKey: string | null;
   concurrencyKey: string | null;
+  /** The key its operation's `rate_per_key` limits it by, and the lane claims take turns by (docs/flow-control.md). */
+  rateKey: string | null;
   enqueuedByOperationId: string;
   parentJobId: string | null;
   originalRequestId: string;

@@ -153,6 +153,13 @@ export const EnqueueBody = Type.Object(
       }),
     ),
     concurrency_key: Type.Optional(Key),
+    rate_key: Type.Optional(
+      Type.Union([Type.String({ minLength: 1, maxLength: 255 }), Type.Null()], {
+        description:
+          "Limits the job by its operation's rate_per_key, per key (a tenant, a customer, a third-party account), and " +
+          "is the lane claims take turns by instead of the user (docs/flow-control.md). Not part of the job's wire form.",
+      }),
+    ),
     on_behalf_of: Type.Optional(
       Type.Object(
         { user_id: NonEmpty, authority: Authority },

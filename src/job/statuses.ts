@@ -7,6 +7,6 @@ export const JOB_STATUSES = ["pending", "running", "retrying", "succeeded", "dea
 export type JobStatus = (typeof JOB_STATUSES)[number];
 
 /** What an administrator can do to a job, as its history names it. */
-export const ADMIN_ACTIONS = ["cancel", "retry", "retry-dead", "cancel-chain", "run-now"] as const;
+export const ADMIN_ACTIONS = ["cancel", "retry", "retry-dead", "cancel-chain", "run-now", "cancel-many"] as const;
 /** An administrator's action. */
 export type AdminAction = (typeof ADMIN_ACTIONS)[number];

@@ -21,6 +21,7 @@ export async function cleanFinishedJobs(options: { config: Config; store: Store 
   const { config, store } = options;
   await store.cronTickDeleteMany({ olderThanMs: CRON_TICK_MEMORY_MS });
   await store.attemptCountDeleteMany({ olderThanMs: ATTEMPT_COUNT_MEMORY_MS });
+  await store.rateBucketDeleteMany();
   const days = config.retention.terminal_days;
   if (days === null) return 0;
   const olderThanMs = days * DAY_MS;

@@ -39,6 +39,7 @@ export function cronTickJob(options: {
     maxAttempts: settings.of(entry.operation_id).maxAttempts,
     dedupeKey: entry.dedupe_key === undefined ? caller : entry.dedupe_key,
     concurrencyKey: entry.concurrency_key ?? null,
+    rateKey: null,
     enqueuedByOperationId: caller,
     parentJobId: null,
     originalRequestId: `${caller}:${new Date(tickAt).toISOString()}`,

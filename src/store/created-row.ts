@@ -27,6 +27,7 @@ export function createdJobRow(
     heartbeatAt: null,
     dedupeKey: params.dedupeKey,
     concurrencyKey: params.concurrencyKey,
+    rateKey: params.rateKey,
     enqueuedByOperationId: params.enqueuedByOperationId,
     parentJobId: params.parentJobId,
     originalRequestId: params.originalRequestId,

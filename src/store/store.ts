@@ -7,6 +7,7 @@
  * Every state change names the state it expects to leave, so a write that lost a race changes nothing.
  */
 import type { JobAttempt, JobAttemptRow, JobOutcome, JobRow, LeaseLimits, RunTime } from "../job/job.js";
+import type { LimitsSource, OperationControl, OperationLimits, PausedKey } from "../flow/limits.js";
 import type { AdminAction, JobStatus } from "../job/statuses.js";
 
 /** What a new job is made of; the store adds status, attempt and times. */
@@ -18,6 +19,7 @@ export type JobInsertParams = Pick<
   | "maxAttempts"
   | "dedupeKey"
   | "concurrencyKey"
+  | "rateKey"
   | "enqueuedByOperationId"
   | "parentJobId"
   | "originalRequestId"
@@ -47,8 +49,10 @@ export type JobInsertOutcome =
 
 /** The result of `jobCancel`. */
 export type JobCancelOutcome =
-  | { kind: "cancelled"; job: JobRow }
+  /** `wasRunning`: the job was `running` (cancelled with `abortRunning`); its node is to abort the delivery. */
+  | { kind: "cancelled"; job: JobRow; wasRunning: boolean }
   | { kind: "not_found" }
+  /** A running job, and `abortRunning` was not asked for: nothing changed. */
   | { kind: "running"; job: JobRow }
   | { kind: "not_cancellable"; job: JobRow };
 
@@ -107,6 +111,20 @@ export type AttemptRefund =
   /** opqueue's own process could not send it (no file descriptor, no memory): the attempt never happened. */
   | "always";
 
+/** Filters of a bulk cancel; every given one must match, and at least one besides `statuses` is given. */
+export interface JobCancelFilter {
+  /** `pending`, `retrying` and `running` (this one aborts the delivery); default the first two. */
+  statuses: Array<"pending" | "retrying" | "running">;
+  operationId?: string | undefined;
+  originalRequestId?: string | undefined;
+  userId?: string | undefined;
+  dedupeKey?: string | undefined;
+  /** Created at or after this instant (ms since the epoch). */
+  createdFrom?: number | undefined;
+  /** Created before this instant. */
+  createdBefore?: number | undefined;
+}
+
 /** Filters of a bulk retry of dead jobs. */
 export interface DeadJobFilter {
   operationId?: string | undefined;
@@ -150,7 +168,16 @@ export interface Store {
    * `pending`/`retrying` → `cancelled` (`cancelled-by-admin`). This and the administrators' writes after it record who
    * made them (`actor`, the admin token's `sub`) for every job they change, in the same transaction (`adminActionList`).
    */
-  jobCancel(params: { id: string; actor: string }): Promise<JobCancelOutcome>;
+  jobCancel(params: { id: string; actor: string; abortRunning?: boolean }): Promise<JobCancelOutcome>;
+  /**
+   * Cancels up to `limit` jobs matching `filter`, newest first, as `jobCancel` with `abortRunning` would; returns them
+   * (each with whether it was running).
+   */
+  jobCancelMany(params: {
+    filter: JobCancelFilter;
+    limit: number;
+    actor: string;
+  }): Promise<Array<{ job: JobRow; wasRunning: boolean }>>;
   /** `dead`/`cancelled` → `pending` with attempt 0 and run time now. */
   jobRetry(params: { id: string; actor: string }): Promise<JobRetryOutcome>;
   /** Marks the chain cancelled (remembering by whom) and cancels its claimable jobs; returns the jobs it cancelled. */
@@ -160,8 +187,10 @@ export interface Store {
   /** Who acted on job `jobId`, and how, oldest first. */
   adminActionList(params: { jobId: string }): Promise<AdminActionRow[]>;
   /**
-   * Claims up to `limit` due jobs in claim order (priority DESC, run_at, creation), never two with one
-   * concurrency key and none whose key is already running: each becomes `running`, attempt + 1.
+   * Claims up to `limit` due jobs, each becoming `running` with attempt + 1: in claim order (priority DESC, run_at,
+   * creation) with lanes taking turns within a priority, and only as the gates let (docs/flow-control.md, "The
+   * claim"): no paused operation or key, each operation within its max_concurrency and rate, each concurrency key
+   * within its limit (one running job by default), each rate key within its operation's rate_per_key.
    */
   jobClaimMany(params: { limit: number }): Promise<JobRow[]>;
   /**
@@ -181,8 +210,9 @@ export interface Store {
    */
   jobRequeueMany(params: { jobs: JobAttempt[]; delayMs: number; errorBody: string; refund: AttemptRefund }): Promise<number>;
   /**
-   * The earliest `run_at` of a claimable job (its concurrency key not running), or null when none is waiting; on the
-   * database's clock (compare it with `now`).
+   * When a claim may next find a job, on the database's clock (compare it with `now`): the earliest `run_at` of a
+   * claimable job whose gates are open, or the time a rate limit lets it start if later; null when nothing waits
+   * that a claim could take (what a job's end, a resume or a change of limits opens, they wake the nodes for).
    */
   jobNextRunAt(): Promise<number | null>;
   /**
@@ -220,9 +250,37 @@ export interface Store {
   jobRetryDeadMany(params: { filter: DeadJobFilter; limit: number; actor: string }): Promise<JobRow[]>;
   /**
    * Calls `onAvailable(runAt)` when another process makes a job claimable at `runAt` (an enqueue or an admin
-   * retry on another node), so idle workers wake at once. Resolves to a function that stops listening.
+   * retry on another node), so idle workers wake at once; and calls `onAbort` with the id of every running job an
+   * administrator cancelled on another node (its delivery, if this node has it, is to be aborted). Resolves to a
+   * function that stops listening.
    */
-  jobAvailableListen(onAvailable: (runAt: number) => void): Promise<() => Promise<void>>;
+  jobAvailableListen(onAvailable: (runAt: number) => void, onAbort?: (jobId: string) => void): Promise<() => Promise<void>>;
+  /**
+   * Writes the configuration's limits of every operation whose limits come from it (`limitsSource` "config"), and
+   * puts back to no limits those of the operations it no longer lists. Every node does so when it starts.
+   */
+  operationLimitsConfigure(params: { limits: Array<{ operationId: string; limits: OperationLimits }> }): Promise<void>;
+  /** The flow control of every operation that has any (a pause, limits, or limits set by an administrator). */
+  operationControlList(): Promise<OperationControl[]>;
+  /** Pauses an operation (kept as it was if already paused); every node stops claiming its jobs at once. */
+  operationPause(params: { operationId: string; actor: string }): Promise<OperationControl>;
+  /** Resumes an operation; its due jobs are claimed at once. */
+  operationResume(params: { operationId: string }): Promise<OperationControl>;
+  /** Sets an operation's limits in force, and where they come from. */
+  operationLimitsSet(params: {
+    operationId: string;
+    limits: OperationLimits;
+    source: LimitsSource;
+    actor: string;
+  }): Promise<OperationControl>;
+  /** Pauses a concurrency key (kept as it was if already paused): no job with it is claimed. */
+  concurrencyKeyPause(params: { key: string; actor: string }): Promise<PausedKey>;
+  /** Resumes a concurrency key; answers whether it was paused. */
+  concurrencyKeyResume(params: { key: string }): Promise<boolean>;
+  /** Every paused concurrency key, by key. */
+  pausedKeyList(): Promise<PausedKey[]>;
+  /** Deletes the rate buckets whose time has passed (they say no more than a missing one); returns how many. */
+  rateBucketDeleteMany(): Promise<number>;
   /** Closes the database; pending writes are finished first. */
   close(): Promise<void>;
 }

@@ -17,6 +17,8 @@ export interface OpqueueEvents {
   "job:enqueue-refused": { code: string };
   /** A job became claimable by other means than enqueue (an admin retry). */
   "job:retried": { operationId: string; runAt: number };
+  /** A job claimed `waitMs` after its run time (what gates and a busy queue kept it waiting). */
+  "job:claimed": { operationId: string; waitMs: number };
   /** A delivery attempt ended and its outcome was written (one someone else had decided first is not reported). */
   "delivery:finished": {
     jobId: string;

@@ -7,6 +7,7 @@ import { JOB_STATUSES } from "../job/schemas.js";
 import type { Clock } from "../clock.js";
 import type { JobStatus } from "../job/statuses.js";
 import type { Telemetry } from "./events.js";
+import type { OperationControl } from "../flow/limits.js";
 import { COUNTS_READ, sharedRead } from "./shared-read.js";
 
 /** The metrics of one service instance. */
@@ -28,6 +29,11 @@ export function createMetrics(options: {
   /** The database's clock as this node knows it, for the queue's lag. */
   clock: Clock;
   processMetrics?: boolean;
+  /**
+   * Reads the operations' flow control, and, when any operation has some, how many jobs of each wait (pending or
+   * retrying); absent, the flow control gauges stay empty.
+   */
+  readFlow?: () => Promise<{ controls: OperationControl[]; waiting: Map<string, number> }>;
 }): Metrics {
   const { telemetry, clock } = options;
   const registry = new Registry();
@@ -89,6 +95,47 @@ export function createMetrics(options: {
       if (current) this.set(current.oldestDueRunAt === null ? 0 : Math.max(0, clock.now() - current.oldestDueRunAt) / 1000);
     },
   });
+
+  const readFlow = options.readFlow;
+  if (readFlow) {
+    const flow = sharedRead(readFlow, COUNTS_READ);
+    const flowNow = () => flow().catch(() => undefined);
+    new Gauge({
+      name: "opqueue_operation_paused",
+      help: "1 while the operation is paused (docs/flow-control.md).",
+      labelNames: ["operation_id"] as const,
+      registers,
+      async collect() {
+        const current = await flowNow();
+        if (!current) return;
+        this.reset();
+        for (const control of current.controls) this.set({ operation_id: control.operationId }, control.paused ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: "opqueue_operation_throttled",
+      help: "1 while the operation has jobs waiting and a pause, a max_concurrency or a rate that may hold them.",
+      labelNames: ["operation_id"] as const,
+      registers,
+      async collect() {
+        const current = await flowNow();
+        if (!current) return;
+        this.reset();
+        for (const { operationId, paused, limits } of current.controls) {
+          const gated = paused !== null || limits.rate !== null || limits.ratePerKey !== null || limits.maxConcurrency !== null;
+          this.set({ operation_id: operationId }, gated && (current.waiting.get(operationId) ?? 0) > 0 ? 1 : 0);
+        }
+      },
+    });
+  }
+  const wait = new Histogram({
+    name: "opqueue_job_wait_seconds",
+    help: "How long claimed jobs waited past their run time, by target operation (flow control's gates show here).",
+    labelNames: ["operation_id"] as const,
+    buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600],
+    registers,
+  });
+  telemetry.on("job:claimed", ({ operationId, waitMs }) => wait.observe({ operation_id: operationId }, Math.max(0, waitMs) / 1000));
 
   const clockOffset = new Gauge({
     name: "opqueue_clock_offset_seconds",

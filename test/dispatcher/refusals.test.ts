@@ -41,6 +41,7 @@ async function insertStoredJob(s: TestService, pathParams: Record<string, unknow
     maxAttempts: 5,
     dedupeKey: null,
     concurrencyKey: null,
+    rateKey: null,
     enqueuedByOperationId: "createUser",
     parentJobId: null,
     originalRequestId: "req-old",

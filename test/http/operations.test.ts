@@ -17,11 +17,17 @@ describe("GET /operations", () => {
     assert.equal(res.statusCode, 200, res.body);
     assert.match(String(res.headers["content-type"]), /^application\/json/);
     // createUser, importUsers and getUser lack the background tag: no job can target them.
+    const control = {
+      paused: null,
+      limits: { rate: null, rate_per_key: null, max_concurrency: null, concurrency_limit: 1 },
+      limits_source: "config",
+      limits_set: null,
+    };
     assert.deepEqual(res.json(), {
       operations: [
-        { operation_id: "buildReport", method: "POST", path: "/reports", max_attempts: 5, timeout_ms: 120_000 },
-        { operation_id: "recordEmailSent", method: "PUT", path: "/emails/{emailId}/record", max_attempts: 5, timeout_ms: 30_000 },
-        { operation_id: "sendWelcomeEmail", method: "POST", path: "/users/{userId}/welcome-email", max_attempts: 8, timeout_ms: 30_000 },
+        { operation_id: "buildReport", method: "POST", path: "/reports", max_attempts: 5, timeout_ms: 120_000, control },
+        { operation_id: "recordEmailSent", method: "PUT", path: "/emails/{emailId}/record", max_attempts: 5, timeout_ms: 30_000, control },
+        { operation_id: "sendWelcomeEmail", method: "POST", path: "/users/{userId}/welcome-email", max_attempts: 8, timeout_ms: 30_000, control },
       ],
     });
   });

@@ -215,6 +215,7 @@ describe("the service's OpenAPI document", () => {
       "on_behalf_of",
       "operation_id",
       "priority",
+      "rate_key",
       "request",
       "run_at",
     ]);

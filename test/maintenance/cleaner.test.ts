@@ -34,6 +34,7 @@ function jobParams(s: TestService, rid: string, extra: Partial<JobInsertParams> 
     maxAttempts: 5,
     dedupeKey: null,
     concurrencyKey: null,
+    rateKey: null,
     enqueuedByOperationId: "createUser",
     parentJobId: null,
     originalRequestId: rid,

@@ -183,10 +183,11 @@ if (!POSTGRES_SKIP) {
             SELECT 'job-bulk-' || n, operation_id, max_attempts, created_at, enqueued_by_operation_id,
               original_request_id, user_id, authority, request
             FROM jobs, generate_series(1, 20000) AS n WHERE id = 'job-plan-0'
-            RETURNING seq, split_part(id, '-', 3)::integer AS n, created_at)
-        INSERT INTO job_state (seq, status, run_at, finished_at)
+            RETURNING seq, split_part(id, '-', 3)::integer AS n, created_at, operation_id, user_id)
+        INSERT INTO job_state (seq, status, run_at, finished_at, operation_id, lane)
           SELECT seq, CASE WHEN n % 30 = 0 THEN 'pending' ELSE 'succeeded' END,
-            $1::timestamptz - (n * 7919 % 20000) * interval '1 ms', CASE WHEN n % 30 = 0 THEN NULL ELSE created_at END
+            $1::timestamptz - (n * 7919 % 20000) * interval '1 ms', CASE WHEN n % 30 = 0 THEN NULL ELSE created_at END,
+            operation_id, 'u:' || user_id
           FROM specs`, [new Date(T0)]);
       await db.query("ANALYZE job_state");
       await db.query("UPDATE job_state SET status = 'pending', finished_at = NULL WHERE status = 'succeeded'");
@@ -196,9 +197,9 @@ if (!POSTGRES_SKIP) {
       await db.query("LOAD 'auto_explain'");
       await db.query(`SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on;
         SET client_min_messages = log`);
-      const claimed = await db.query("SELECT id FROM opqueue_claim($1, 1, 2)", [new Date(T0)]);
+      const claimed = await db.query("SELECT c::text AS job FROM opqueue_claim($1, 1, 2, '', '') AS c", [new Date(T0)]);
       await db.query("SET client_min_messages = notice");
-      assert.equal(claimed.rows.length, 1);
+      assert.equal(claimed.rows.filter((row) => !("cursor" in JSON.parse(row.job))).length, 1);
       const counting = plans.find((plan) => plan.includes("SELECT count(*)"));
       assert.ok(counting, `the due jobs were counted: ${plans.join("\n")}`);
       assert.match(counting, /Index (Only )?Scan using job_state_run_at/);
@@ -281,7 +282,10 @@ if (!POSTGRES_SKIP) {
       const opened = await openPostgresStore(clock, { schema });
       t.after(() => opened.store.close());
       const { store } = opened;
-      assert.deepEqual(await rowsOf(), before, "the view answers every job as the table did");
+      // Later versions add columns to the view (version 10: rate_key, null for these jobs); the rest reads as before.
+      const withoutLaterColumns = (rows: Array<{ job: Record<string, unknown> }>) =>
+        rows.map(({ job: { rate_key: _rateKey, ...job } }) => ({ job }));
+      assert.deepEqual(withoutLaterColumns(await rowsOf()), before, "the view answers every job as the table did");
       const specs = await db.query("SELECT count(*)::int AS n FROM job_specs");
       assert.equal(specs.rows[0]?.n, items.length);
       assert.equal((await store.jobGet({ id: "old-keyed" }))?.parentJobId, "old-running");

@@ -72,23 +72,38 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       onRequest: adminOnly,
       schema: {
         operationId: "cancelJob",
-        summary: "Cancel a pending or retrying job",
+        summary: "Cancel a pending or retrying job; with abort=true, a running one too, aborting its delivery",
         tags: ["jobs"],
         security: adminSecurity,
         params: JobIdParams,
+        querystring: Type.Object(
+          {
+            abort: Type.Optional(
+              Type.Boolean({
+                default: false,
+                description:
+                  "Also cancel a running job: its delivery is aborted on whichever node runs it, and it ends cancelled " +
+                  "whatever the target answers. Without it, a running job is refused with 409 job_running.",
+              }),
+            ),
+          },
+          { additionalProperties: false },
+        ),
         response: { 200: JobEnvelope, ...errors(401, 403, 404, 409, 503) },
       },
     },
     async (request) => {
-      const outcome = await store.jobCancel({ id: request.params.id, actor: actorOf(request) });
+      const abortRunning = request.query.abort === true;
+      const outcome = await store.jobCancel({ id: request.params.id, actor: actorOf(request), abortRunning });
       switch (outcome.kind) {
         case "cancelled":
-          logAction(request, "cancel", [outcome.job.id]);
+          if (outcome.wasRunning) options.notifier.abort(outcome.job.id);
+          logAction(request, "cancel", [outcome.job.id], outcome.wasRunning ? { aborted: true } : {});
           return { job: toWireJob(outcome.job) };
         case "not_found":
           throw jobNotFound(request.params.id);
         case "running":
-          throw new ApiError(409, "job_running", "the job is being delivered; a running delivery is not interrupted");
+          throw new ApiError(409, "job_running", "the job is being delivered; cancel with ?abort=true to abort the delivery");
         case "not_cancellable":
           throw new ApiError(409, "job_not_cancellable", `the job is ${outcome.job.status}; only pending or retrying jobs can be cancelled`);
       }

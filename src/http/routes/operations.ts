@@ -1,11 +1,15 @@
 /**
  * `GET /operations` (docs/api.md, "Operations"): the background operations of the product's OpenAPI document, the
- * ones a job can target, with the attempts and timeout each gets. The dashboard fills its operation filter from it.
+ * ones a job can target, with the attempts and timeout each gets, and each one's flow control as the database holds it
+ * now (docs/flow-control.md). The dashboard fills its operation filter and its flow control tab from it.
  */
 import { Type, type Static } from "@sinclair/typebox";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { TokenVerifier } from "../../auth/tokens.js";
+import { NO_LIMITS, type OperationControl } from "../../flow/limits.js";
+import { OperationControlBody, wireControl } from "../../flow/schemas.js";
 import { ErrorBody } from "../../job/schemas.js";
+import type { Store } from "../../store/store.js";
 import type { OperationRegistry } from "../../operations/registry.js";
 import type { PerOperationSettings } from "../../operations/settings.js";
 import { adminAuthHook } from "../auth.js";
@@ -18,6 +22,10 @@ export const OperationSummary = Type.Object(
     path: Type.String({ description: "The path template, as the document writes it." }),
     max_attempts: Type.Integer({ minimum: 1, description: "Attempts before a job goes dead (operations.<id>.max_attempts, else defaults)." }),
     timeout_ms: Type.Integer({ minimum: 1, description: "Time allowed for one attempt (operations.<id>.timeout_ms, else defaults)." }),
+    control: Type.Omit(OperationControlBody, ["operation_id"], {
+      additionalProperties: false,
+      description: "Its pause and limits in force (docs/flow-control.md).",
+    }),
   },
   { additionalProperties: false },
 );
@@ -32,10 +40,14 @@ export interface OperationRoutesOptions {
   registry: OperationRegistry;
   settings: PerOperationSettings;
   verifier: TokenVerifier;
+  store: Store;
 }
 
-/** The answer, built once: neither the document nor the settings change while the service runs. */
-function listBackgroundOperations(options: { registry: OperationRegistry; settings: PerOperationSettings }): OperationList {
+/** The static part of the answer, built once: neither the document nor the settings change while the service runs. */
+function listBackgroundOperations(options: {
+  registry: OperationRegistry;
+  settings: PerOperationSettings;
+}): Array<Omit<OperationList["operations"][number], "control">> {
   const operations = options.registry
     .all()
     .filter((operation) => operation.background)
@@ -51,24 +63,39 @@ function listBackgroundOperations(options: { registry: OperationRegistry; settin
     })
     // Code-point order, the same in every locale.
     .sort((a, b) => (a.operation_id < b.operation_id ? -1 : a.operation_id > b.operation_id ? 1 : 0));
-  return { operations };
+  return operations;
 }
 
 /** Registers `GET /operations`. */
 export const operationRoutes: FastifyPluginAsyncTypebox<OperationRoutesOptions> = async (app, options) => {
-  const answer = listBackgroundOperations(options);
+  const operations = listBackgroundOperations(options);
   app.get(
     "/operations",
     {
       onRequest: adminAuthHook({ verifier: options.verifier }),
       schema: {
         operationId: "listOperations",
-        summary: "The background operations a job can target, with their max attempts and timeout, by operation_id",
+        summary: "The background operations a job can target, with their max attempts, timeout and flow control, by operation_id",
         tags: ["system"],
         security: [{ adminToken: [] }],
         response: { 200: OperationList, 401: ErrorBody, 403: ErrorBody, 503: ErrorBody },
       },
     },
-    async () => answer,
+    async () => {
+      const controls = new Map((await options.store.operationControlList()).map((control) => [control.operationId, control]));
+      return {
+        operations: operations.map((operation) => {
+          const control: OperationControl = controls.get(operation.operation_id) ?? {
+            operationId: operation.operation_id,
+            paused: null,
+            limits: { ...NO_LIMITS },
+            limitsSource: "config",
+            limitsSet: null,
+          };
+          const { operation_id: _id, ...rest } = wireControl(control);
+          return { ...operation, control: rest };
+        }),
+      };
+    },
   );
 };

@@ -6,9 +6,11 @@
 import type pg from "pg";
 import type { JobRow } from "../../job/job.js";
 import type { AdminAction } from "../../job/statuses.js";
+import { ABORTED_ATTEMPT } from "../aborted.js";
 import type {
   AdminActionRow,
   DeadJobFilter,
+  JobCancelFilter,
   JobCancelOutcome,
   JobRetryOutcome,
   JobRunNowOutcome,
@@ -20,12 +22,14 @@ import {
   ACTIONS_OF,
   CHAIN_CANCEL_JOBS,
   CHAIN_MARK_CANCELLED,
+  CANCEL_CANDIDATES,
   DEDUPE_HOLDER,
-  JOB_CANCEL,
   JOB_GET,
   JOB_LOCK_FOR_RETRY,
   JOB_RETRY,
   JOB_RUN_NOW,
+  jobCancelRunningSql,
+  jobCancelSql,
   NOTIFY,
   RECORD_ACTION,
   RETRY_DEAD_MANY,
@@ -37,14 +41,65 @@ interface Acting {
   now: Date | "now";
 }
 
-/** `pending`/`retrying` → `cancelled` (`cancelled-by-admin`). */
-export async function cancelJob(db: PgConnection, params: { id: string } & Acting): Promise<JobCancelOutcome> {
-  const rows = await db.query(JOB_CANCEL, [params.id, params.now, params.actor], "opqueue_job_cancel");
-  if (rows[0]) return { kind: "cancelled", job: toJobRow(rows[0]) };
+type CancelAction = Extract<AdminAction, "cancel" | "cancel-many">;
+
+/** The cancel statements, built once per action. */
+const CANCEL_SQL = {
+  cancel: { waiting: jobCancelSql("cancel"), running: jobCancelRunningSql("cancel") },
+  "cancel-many": { waiting: jobCancelSql("cancel-many"), running: jobCancelRunningSql("cancel-many") },
+} satisfies Record<CancelAction, { waiting: string; running: string }>;
+
+/**
+ * `pending`/`retrying` → `cancelled` (`cancelled-by-admin`); with `abortRunning`, `running` too, its attempt recorded
+ * as aborted and its node told to abort the delivery.
+ */
+export async function cancelJob(
+  db: PgConnection,
+  params: { id: string; abortRunning?: boolean | undefined } & Acting,
+  action: CancelAction = "cancel",
+): Promise<JobCancelOutcome> {
+  const sql = CANCEL_SQL[action];
+  const rows = await db.query(sql.waiting, [[params.id], params.now, params.actor], `opqueue_job_${action}`);
+  if (rows[0]) return { kind: "cancelled", job: toJobRow(rows[0]), wasRunning: false };
+  if (params.abortRunning) {
+    const aborted = await db.query(sql.running, [params.id, params.now, params.actor, ABORTED_ATTEMPT]);
+    if (aborted[0]) return { kind: "cancelled", job: toJobRow(aborted[0]), wasRunning: true };
+  }
   const row = (await db.query(JOB_GET, [params.id], "opqueue_job_get"))[0];
   if (!row) return { kind: "not_found" };
   const job = toJobRow(row);
   return job.status === "running" ? { kind: "running", job } : { kind: "not_cancellable", job };
+}
+
+/** Cancels up to `limit` jobs matching `filter`, newest first, each as `cancelJob` with `abortRunning` would. */
+export async function cancelMany(
+  db: PgConnection,
+  params: { filter: JobCancelFilter; limit: number } & Acting,
+): Promise<Array<{ job: JobRow; wasRunning: boolean }>> {
+  const { filter } = params;
+  const candidates = await db.query(CANCEL_CANDIDATES, [
+    filter.statuses,
+    filter.operationId ?? null,
+    filter.originalRequestId ?? null,
+    filter.userId ?? null,
+    filter.dedupeKey ?? null,
+    filter.createdFrom === undefined ? null : new Date(filter.createdFrom),
+    filter.createdBefore === undefined ? null : new Date(filter.createdBefore),
+    Math.max(0, params.limit),
+  ]);
+  // The waiting ones in one statement; each running one in its own (each tells its node to abort).
+  const waiting = candidates.filter((candidate) => candidate["status"] !== "running").map((candidate) => candidate["id"]);
+  const cancelled: Array<{ job: JobRow; wasRunning: boolean }> = [];
+  if (waiting.length > 0) {
+    const rows = await db.query(CANCEL_SQL["cancel-many"].waiting, [waiting, params.now, params.actor]);
+    for (const row of rows) cancelled.push({ job: toJobRow(row), wasRunning: false });
+  }
+  for (const candidate of candidates) {
+    if (candidate["status"] !== "running") continue;
+    const outcome = await cancelJob(db, { ...params, id: candidate["id"] as string, abortRunning: true }, "cancel-many");
+    if (outcome.kind === "cancelled") cancelled.push({ job: outcome.job, wasRunning: outcome.wasRunning });
+  }
+  return cancelled.sort((a, b) => b.job.seq - a.job.seq);
 }
 
 /** `dead`/`cancelled` → `pending` with attempt 0 and run time now. */

@@ -34,6 +34,7 @@ import {
   type AttemptBucket,
   type AttemptRefund,
   type DeadJobFilter,
+  type JobCancelFilter,
   type JobCancelOutcome,
   type JobInsertOutcome,
   type JobInsertParams,
@@ -44,13 +45,16 @@ import {
   type AdminActionRow,
   type Store,
 } from "../store.js";
-import { adminActionList, cancelChain, cancelJob, retryDeadMany, retryJob, runNow } from "./admin.js";
+import type { LimitsSource, OperationControl, OperationLimits, PausedKey } from "../../flow/limits.js";
+import { adminActionList, cancelChain, cancelJob, cancelMany, retryDeadMany, retryJob, runNow } from "./admin.js";
+import * as flow from "./flow.js";
 import { connectionSettings, defaultSchema, PgConnection } from "./connection.js";
 import { isUniqueViolation, mapError, unstorable } from "./errors.js";
 import { NotificationListener } from "./listener.js";
 import { migrate } from "./migrate.js";
 import { insertArgument, toAttemptRow, toInsertOutcome, toJobRow, toMs, type InsertAnswer, type PgRow } from "./rows.js";
 import { CLAIM, claimCandidates, NEXT_RUN_AT } from "./sql/claim.js";
+import { DELETE_BUCKETS } from "./sql/flow.js";
 import { CRON_TICK_RECORD, CRON_TICK_SET_JOB, INSERT_JOB, INSERT_JOBS } from "./sql/insert.js";
 import { ATTEMPT_LIST, JOB_GET, jobListQuery } from "./sql/jobs.js";
 import {
@@ -108,6 +112,8 @@ export class PostgresStore implements Store {
     maxInFlight: MAX_INSERT_FLIGHTS,
   });
   private readonly listeners = new Set<NotificationListener>();
+  /** Where the last claim stopped visiting lanes (functions/opqueue_claim.sql). */
+  private laneCursor = { operationId: "", lane: "" };
 
   private constructor(
     private readonly db: PgConnection,
@@ -228,9 +234,15 @@ export class PostgresStore implements Store {
     return (await this.db.query(text, values)).map(toJobRow);
   }
 
-  async jobCancel(params: { id: string; actor: string }): Promise<JobCancelOutcome> {
+  async jobCancel(params: { id: string; actor: string; abortRunning?: boolean }): Promise<JobCancelOutcome> {
     if (unstorable(params.id)) return this.assertOpen({ kind: "not_found" });
     return cancelJob(this.db, { ...params, now: this.statementNow() });
+  }
+
+  async jobCancelMany(params: { filter: JobCancelFilter; limit: number; actor: string }): Promise<Array<{ job: JobRow; wasRunning: boolean }>> {
+    const { filter } = params;
+    if (unstorable(filter.operationId, filter.originalRequestId, filter.userId, filter.dedupeKey)) return this.assertOpen([]);
+    return cancelMany(this.db, { ...params, now: this.statementNow() });
   }
 
   async jobRetry(params: { id: string; actor: string }): Promise<JobRetryOutcome> {
@@ -262,10 +274,18 @@ export class PostgresStore implements Store {
     if (params.limit <= 0) return [];
     for (let tries = 1; ; tries++) {
       try {
-        const rows = await this.db.query(CLAIM, [this.statementNow(), params.limit, claimCandidates(params.limit)], "opqueue_claim");
-        return rows
-          .map((row) => JSON.parse(row["job"] as string) as JobRow)
-          .sort((a, b) => b.priority - a.priority || a.runAt - b.runAt || a.seq - b.seq);
+        const rows = await this.db.query(
+          CLAIM,
+          [this.statementNow(), params.limit, claimCandidates(params.limit), this.laneCursor.operationId, this.laneCursor.lane],
+          "opqueue_claim",
+        );
+        const jobs: JobRow[] = [];
+        for (const row of rows) {
+          const parsed = JSON.parse(row["job"] as string) as JobRow | { cursor: [string, string] };
+          if ("cursor" in parsed) this.laneCursor = { operationId: parsed.cursor[0], lane: parsed.cursor[1] };
+          else jobs.push(parsed);
+        }
+        return jobs.sort((a, b) => b.priority - a.priority || a.runAt - b.runAt || a.seq - b.seq);
       } catch (error) {
         // Another node started a job of one of these keys in the same instant: the unique index refused ours.
         if (tries < CLAIM_TRIES && isUniqueViolation(error, "job_state_running_concurrency_key")) continue;
@@ -312,7 +332,7 @@ export class PostgresStore implements Store {
   }
 
   async jobNextRunAt(): Promise<number | null> {
-    const rows = await this.db.query(NEXT_RUN_AT, [], "opqueue_next_run_at");
+    const rows = await this.db.query(NEXT_RUN_AT, [this.statementNow()], "opqueue_next_run_at");
     return toMs(rows[0]?.["next"]);
   }
 
@@ -388,7 +408,7 @@ export class PostgresStore implements Store {
     });
   }
 
-  async jobAvailableListen(onAvailable: (runAt: number) => void): Promise<() => Promise<void>> {
+  async jobAvailableListen(onAvailable: (runAt: number) => void, onAbort?: (jobId: string) => void): Promise<() => Promise<void>> {
     this.db.assertOpen();
     const { settings } = this.db;
     const listener = new NotificationListener({
@@ -397,6 +417,11 @@ export class PostgresStore implements Store {
       connectionOptions: settings.options,
       channel: this.options.channel,
       onNotify: (payload) => {
+        // A running job cancelled (jobCancelRunningSql): the node delivering it aborts the exchange.
+        if (payload?.startsWith("abort:")) {
+          onAbort?.(payload.slice("abort:".length));
+          return;
+        }
         const runAt = Number(payload);
         onAvailable(Number.isFinite(runAt) ? runAt : this.now());
       },
@@ -413,6 +438,48 @@ export class PostgresStore implements Store {
       this.listeners.delete(listener);
       await listener.stop();
     };
+  }
+
+  async operationLimitsConfigure(params: { limits: Array<{ operationId: string; limits: OperationLimits }> }): Promise<void> {
+    await flow.configureLimits(this.db, { ...params, now: this.statementNow() });
+  }
+
+  async operationControlList(): Promise<OperationControl[]> {
+    return flow.controlList(this.db);
+  }
+
+  async operationPause(params: { operationId: string; actor: string }): Promise<OperationControl> {
+    return flow.pause(this.db, { ...params, now: this.statementNow() });
+  }
+
+  async operationResume(params: { operationId: string }): Promise<OperationControl> {
+    return flow.resume(this.db, { ...params, now: this.statementNow() });
+  }
+
+  async operationLimitsSet(params: {
+    operationId: string;
+    limits: OperationLimits;
+    source: LimitsSource;
+    actor: string;
+  }): Promise<OperationControl> {
+    return flow.setLimits(this.db, { ...params, now: this.statementNow() });
+  }
+
+  async concurrencyKeyPause(params: { key: string; actor: string }): Promise<PausedKey> {
+    return flow.pauseKey(this.db, { ...params, now: this.statementNow() });
+  }
+
+  async concurrencyKeyResume(params: { key: string }): Promise<boolean> {
+    if (unstorable(params.key)) return this.assertOpen(false);
+    return flow.resumeKey(this.db, { ...params, now: this.statementNow() });
+  }
+
+  async pausedKeyList(): Promise<PausedKey[]> {
+    return flow.pausedKeyList(this.db);
+  }
+
+  async rateBucketDeleteMany(): Promise<number> {
+    return (await this.db.query(`${DELETE_BUCKETS} RETURNING 1`, [this.statementNow()])).length;
   }
 
   async close(): Promise<void> {

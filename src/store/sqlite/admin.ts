@@ -4,8 +4,10 @@
  */
 import type { JobRow } from "../../job/job.js";
 import type { AdminAction } from "../../job/statuses.js";
+import { ABORTED_ATTEMPT } from "../aborted.js";
 import type {
   DeadJobFilter,
+  JobCancelFilter,
   JobCancelOutcome,
   JobRetryOutcome,
   JobRunNowOutcome,
@@ -27,16 +29,47 @@ export class AdminWrites {
     this.s.recordAction.run({ at: acting.now, actor: acting.actor, action, job_id: jobId });
   }
 
-  /** `pending`/`retrying` → `cancelled` (`cancelled-by-admin`). */
-  cancelJob(params: { id: string } & Acting): JobCancelOutcome {
+  /** `pending`/`retrying` (and `running`, with `abortRunning`) → `cancelled` (`cancelled-by-admin`). */
+  cancelJob(params: { id: string; abortRunning?: boolean | undefined } & Acting, action: AdminAction = "cancel"): JobCancelOutcome {
     const cancelled = this.s.cancel.get({ id: params.id, now: params.now });
     if (cancelled) {
-      this.record("cancel", params.id, params);
-      return { kind: "cancelled", job: toJobRow(cancelled) };
+      this.record(action, params.id, params);
+      return { kind: "cancelled", job: toJobRow(cancelled), wasRunning: false };
+    }
+    if (params.abortRunning) {
+      const aborted = this.s.cancelRunning.get({ id: params.id, now: params.now });
+      if (aborted) {
+        const minute = Math.floor(params.now / 60_000) * 60_000;
+        this.s.recordAbortedAttempt.run({ id: params.id, now: params.now, error: ABORTED_ATTEMPT });
+        this.s.countAttempt.run({ id: params.id, minute });
+        this.record(action, params.id, params);
+        return { kind: "cancelled", job: toJobRow(aborted), wasRunning: true };
+      }
     }
     const row = this.s.getById.get(params.id);
     if (!row) return { kind: "not_found" };
     return row.status === "running" ? { kind: "running", job: toJobRow(row) } : { kind: "not_cancellable", job: toJobRow(row) };
+  }
+
+  /** Cancels up to `limit` jobs matching `filter`, newest first. */
+  cancelMany(params: { filter: JobCancelFilter; limit: number } & Acting): Array<{ job: JobRow; wasRunning: boolean }> {
+    const { filter } = params;
+    const candidates = this.s.cancelCandidates.all({
+      statuses: JSON.stringify(filter.statuses),
+      operation_id: filter.operationId ?? null,
+      original_request_id: filter.originalRequestId ?? null,
+      user_id: filter.userId ?? null,
+      dedupe_key: filter.dedupeKey ?? null,
+      created_from: filter.createdFrom ?? null,
+      created_before: filter.createdBefore ?? null,
+      limit: Math.max(0, params.limit),
+    });
+    const cancelled: Array<{ job: JobRow; wasRunning: boolean }> = [];
+    for (const candidate of candidates) {
+      const outcome = this.cancelJob({ id: candidate.id, abortRunning: candidate.status === "running", actor: params.actor, now: params.now }, "cancel-many");
+      if (outcome.kind === "cancelled") cancelled.push({ job: outcome.job, wasRunning: outcome.wasRunning });
+    }
+    return cancelled;
   }
 
   /** `dead`/`cancelled` → `pending` with attempt 0 and run time now. */

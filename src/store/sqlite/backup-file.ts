@@ -28,12 +28,19 @@ export function latestSchemaVersion(): number {
   return readMigrations("sqlite").length;
 }
 
-/** The tables the first `version` migrations leave behind (those they create and do not drop again). */
+/**
+ * The tables the first `version` migrations leave behind: those they create and do not drop again, under the name
+ * the last rename gave them (a table rebuilt as SQLite does it: created anew, the old one dropped, the new renamed).
+ */
 function tablesOfVersion(version: number): string[] {
   const tables = new Set<string>();
+  const statements = /\b(?:(CREATE|DROP) TABLE (?:IF (?:NOT )?EXISTS )?(\w+)|ALTER TABLE (\w+) RENAME TO (\w+))/gi;
   for (const migration of readMigrations("sqlite").slice(0, version)) {
-    for (const [, verb, name] of migration.sql.matchAll(/\b(CREATE|DROP) TABLE (?:IF (?:NOT )?EXISTS )?(\w+)/gi)) {
-      if (verb?.toUpperCase() === "CREATE") tables.add(name ?? "");
+    for (const [, verb, name, renamed, newName] of migration.sql.matchAll(statements)) {
+      if (renamed !== undefined) {
+        tables.delete(renamed);
+        tables.add(newName ?? "");
+      } else if (verb?.toUpperCase() === "CREATE") tables.add(name ?? "");
       else tables.delete(name ?? "");
     }
   }

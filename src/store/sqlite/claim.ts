@@ -1,49 +1,76 @@
 /**
- * The SQLite claim. No `SKIP LOCKED`: SQLite has one writer, so a claim inside `BEGIN IMMEDIATE` (the caller's
- * transaction) cannot race another claim. At most one job per concurrency key, none whose key is already running.
+ * The SQLite claim (docs/flow-control.md, "The claim"). No `SKIP LOCKED`: SQLite has one writer, so a claim inside
+ * `BEGIN IMMEDIATE` (the caller's transaction) cannot race another claim, and its gates cannot change under it.
+ *
+ * Candidates are the head of the queue in claim order and, while a backlog lasts, the first job of each lane after
+ * the cursor, so a lane with a long backlog cannot hold every slot. While an operation can take no job or a per-key
+ * rate is set, the head of the queue could be a long run of jobs nobody may take: candidates then come lane by lane,
+ * the blocked operations' lanes skipped. The pick orders them by priority, then turn in their lane, then run time and
+ * creation, and takes each that the gates let through.
  */
 import type { Statements } from "./statements.js";
+import { Gates, type Candidate } from "./flow.js";
+
+/** Where the last claim stopped visiting lanes: the next one starts after it. */
+export interface LaneCursor {
+  operationId: string;
+  lane: string;
+}
+
+/** Larger than any lane, so that a probe after (operation, this) reaches the next operation's first lane. */
+const PAST_EVERY_LANE = "\u{10FFFF}";
 
 /**
- * Claims up to `limit` due jobs in claim order; answers the JSON text of their rows and whether a backlog lasts (the
- * claim found a full page due: the next one goes straight to the claim order).
+ * Claims up to `limit` due jobs; answers the JSON text of their rows, whether a backlog lasts (the claim found a full
+ * page due: the next one goes straight to the claim order), and the lane cursor.
  */
 export function claimMany(
   s: Statements,
-  options: { limit: number; now: number; backlogged: boolean },
-): { json: string; backlogged: boolean } {
+  options: { limit: number; now: number; backlogged: boolean; cursor: LaneCursor },
+): { json: string; backlogged: boolean; cursor: LaneCursor } {
   const { limit, now } = options;
   let backlogged = options.backlogged;
-  const heldKeys = new Set(s.runningKeys.all());
-  const chosen: number[] = [];
-  // Candidates come in claim order; skipping a held key keeps looking further down, in bounded pages, so a long run
-  // of jobs for one busy key cannot starve the others.
+  let cursor = options.cursor;
+  const gates = new Gates(s, now);
+  const closed = gates.closedKeys();
+  const byLane = gates.gated && gates.byLane;
   const pageSize = Math.max(16, limit * 2);
-  const take = (candidates: Array<{ seq: number; concurrency_key: string | null }>) => {
-    for (const candidate of candidates) {
-      if (chosen.length === limit) return;
-      if (candidate.concurrency_key !== null) {
-        if (heldKeys.has(candidate.concurrency_key)) continue;
-        heldKeys.add(candidate.concurrency_key);
-      }
-      chosen.push(candidate.seq);
-    }
+  const candidates = new Map<number, Candidate>();
+  const add = (rows: Candidate[]) => {
+    for (const row of rows) if (!candidates.has(row.seq)) candidates.set(row.seq, row);
   };
-  // Fewer due jobs than a page: that is all of them, so put them in claim order here. While a backlog lasts (the last
-  // claim found a full page due), that look is skipped: it would find a full page again.
-  const due = backlogged ? undefined : s.dueCandidates.all({ now, limit: pageSize });
-  if (due !== undefined && due.length < pageSize) {
-    take(due.sort((a, b) => b.priority - a.priority || a.run_at - b.run_at || a.seq - b.seq));
-  } else {
-    backlogged = true;
-    for (let page = 0; page < 16 && chosen.length < limit; page++) {
-      const candidates = s.claimCandidates.all({ now, limit: pageSize, offset: page * pageSize });
-      take(candidates);
-      if (candidates.length < pageSize) {
-        if (page === 0) backlogged = false;
-        break;
-      }
+
+  if (!byLane) {
+    // Fewer due jobs than a page: that is all of them. While a backlog lasts (the last claim found a full page due),
+    // that look is skipped: it would find a full page again.
+    const due = backlogged ? undefined : s.dueCandidates.all({ now, closed, limit: pageSize });
+    if (due !== undefined && due.length < pageSize) {
+      add(due);
+    } else {
+      backlogged = true;
+      const head = s.claimCandidates.all({ now, closed, limit: pageSize, offset: 0 });
+      add(head);
+      if (head.length < pageSize) backlogged = false;
     }
+  }
+  if (byLane || backlogged) {
+    cursor = visitLanes(s, { gates, closed, now, cursor, lanes: limit, perLane: byLane ? limit : 1, maxCandidates: pageSize, add });
+  }
+
+  const turns = new Map<string, number>();
+  const ordered = [...candidates.values()]
+    .sort((a, b) => b.priority - a.priority || a.run_at - b.run_at || a.seq - b.seq)
+    .map((job) => {
+      const lane = `${job.operation_id}\u0000${job.lane}`;
+      const turn = (turns.get(lane) ?? 0) + 1;
+      turns.set(lane, turn);
+      return { job, turn };
+    })
+    .sort((a, b) => b.job.priority - a.job.priority || a.turn - b.turn || a.job.run_at - b.job.run_at || a.job.seq - b.job.seq);
+  const chosen: number[] = [];
+  for (const { job } of ordered) {
+    if (chosen.length === limit) break;
+    if (gates.take(job)) chosen.push(job.seq);
   }
   const claimed: string[] = [];
   for (const seq of chosen) {
@@ -51,5 +78,69 @@ export function claimMany(
     const row = s.claimedJson.get(seq);
     if (row !== undefined) claimed.push(row);
   }
-  return { json: `[${claimed.join(",")}]`, backlogged };
+  gates.advanceBuckets();
+  return { json: `[${claimed.join(",")}]`, backlogged, cursor };
+}
+
+/**
+ * Visits up to `lanes` lanes after the cursor in (operation, lane) order, wrapping round once, blocked operations
+ * skipped whole; from each takes up to `perLane` due jobs in claim order as candidates. Returns the new cursor.
+ */
+function visitLanes(
+  s: Statements,
+  options: {
+    gates: Gates;
+    closed: string;
+    now: number;
+    cursor: LaneCursor;
+    lanes: number;
+    perLane: number;
+    maxCandidates: number;
+    add: (rows: Candidate[]) => void;
+  },
+): LaneCursor {
+  const start = options.cursor;
+  let at: LaneCursor = start;
+  let wrapped = false;
+  let visited = 0;
+  let found = 0;
+  while (visited < options.lanes && found < options.maxCandidates) {
+    const next = s.nextLane.get({ operation_id: at.operationId, lane: at.lane });
+    if (!next) {
+      if (wrapped) break;
+      wrapped = true;
+      at = { operationId: "", lane: "" };
+      continue;
+    }
+    const lane = { operationId: next.operation_id, lane: next.lane };
+    if (wrapped && compareLanes(lane, start) > 0) break;
+    if (options.gates.blocked(lane.operationId)) {
+      at = { operationId: lane.operationId, lane: PAST_EVERY_LANE };
+      continue;
+    }
+    at = lane;
+    visited += 1;
+    // A lane's first job may already be a candidate (from the head of the queue): the lane is represented then.
+    const head = s.laneHead.all({
+      operation_id: lane.operationId,
+      lane: lane.lane,
+      now: options.now,
+      closed: options.closed,
+      limit: options.perLane,
+    });
+    options.add(head);
+    found += head.length;
+  }
+  return at;
+}
+
+/** (operation, lane) order as SQLite's BINARY collation has it: by UTF-8 bytes, which is code point order. */
+function compareLanes(a: LaneCursor, b: LaneCursor): number {
+  return compareText(a.operationId, b.operationId) || compareText(a.lane, b.lane);
+}
+
+function compareText(a: string, b: string): number {
+  const x = Buffer.from(a, "utf8");
+  const y = Buffer.from(b, "utf8");
+  return Buffer.compare(x, y);
 }

@@ -20,6 +20,7 @@ export interface SqliteJobRow {
   heartbeat_at: number | null;
   dedupe_key: string | null;
   concurrency_key: string | null;
+  rate_key: string | null;
   enqueued_by_operation_id: string;
   parent_job_id: string | null;
   original_request_id: string;
@@ -68,6 +69,7 @@ export function toJobRow(row: SqliteJobRow): JobRow {
     heartbeatAt: row.heartbeat_at,
     dedupeKey: row.dedupe_key,
     concurrencyKey: row.concurrency_key,
+    rateKey: row.rate_key,
     enqueuedByOperationId: row.enqueued_by_operation_id,
     parentJobId: row.parent_job_id,
     originalRequestId: row.original_request_id,

@@ -18,6 +18,7 @@ import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import Database from "better-sqlite3";
 import type { Clock } from "../../clock.js";
+import type { LimitsSource, OperationControl, OperationLimits, PausedKey } from "../../flow/limits.js";
 import { runTimeAt, type JobAttempt, type JobAttemptRow, type JobOutcome, type JobRow, type LeaseLimits } from "../../job/job.js";
 import type { JobResult } from "../../job/schemas.js";
 import { JOB_STATUSES, type JobStatus } from "../../job/statuses.js";
@@ -30,6 +31,7 @@ import {
   type AttemptRefund,
   type DatabaseBackupSummary,
   type DeadJobFilter,
+  type JobCancelFilter,
   type JobCancelOutcome,
   type JobInsertOutcome,
   type JobInsertParams,
@@ -43,7 +45,8 @@ import { lockedError, mapError } from "./errors.js";
 import { migrate } from "./migrate.js";
 import { mayUpsert, toAttemptRow, toJobRow, type SqliteJobRow } from "./rows.js";
 import { AdminWrites } from "./admin.js";
-import { claimMany } from "./claim.js";
+import { claimMany, type LaneCursor } from "./claim.js";
+import { FlowWrites, Gates } from "./flow.js";
 import { copyDatabase } from "./online-backup.js";
 import { OutcomeWrites } from "./outcomes.js";
 import { prepareStatements, type Statements } from "./statements.js";
@@ -59,6 +62,9 @@ export class SqliteEngine {
   private readonly statements: Statements;
   private readonly outcomes: OutcomeWrites;
   private readonly admin: AdminWrites;
+  private readonly flow: FlowWrites;
+  /** Where the last claim stopped visiting lanes (claim.ts). */
+  private laneCursor: LaneCursor = { operationId: "", lane: "" };
   private readonly listStatements = new Map<string, Database.Statement>();
   /** The last claim found at least a page of due jobs: the next one goes straight to the claim order. */
   private backlogged = false;
@@ -73,6 +79,7 @@ export class SqliteEngine {
     this.statements = prepareStatements(this.db);
     this.outcomes = new OutcomeWrites(this.statements);
     this.admin = new AdminWrites(this.statements);
+    this.flow = new FlowWrites(this.statements);
   }
 
   /**
@@ -210,6 +217,7 @@ export class SqliteEngine {
       finished_at: job.finishedAt,
       dedupe_key: params.dedupeKey,
       concurrency_key: params.concurrencyKey,
+      rate_key: params.rateKey,
       enqueued_by_operation_id: params.enqueuedByOperationId,
       parent_job_id: params.parentJobId,
       original_request_id: params.originalRequestId,
@@ -269,8 +277,12 @@ export class SqliteEngine {
     return rows.map(toJobRow);
   }
 
-  jobCancel(params: { id: string; actor: string }): JobCancelOutcome {
+  jobCancel(params: { id: string; actor: string; abortRunning?: boolean }): JobCancelOutcome {
     return this.write(() => this.admin.cancelJob({ ...params, now: this.clock.now() }));
+  }
+
+  jobCancelMany(params: { filter: JobCancelFilter; limit: number; actor: string }): Array<{ job: JobRow; wasRunning: boolean }> {
+    return this.write(() => this.admin.cancelMany({ ...params, now: this.clock.now() }));
   }
 
   jobRetry(params: { id: string; actor: string }): JobRetryOutcome {
@@ -293,8 +305,14 @@ export class SqliteEngine {
   jobClaimMany(params: { limit: number }): string {
     if (params.limit <= 0) return "[]";
     return this.writeLazily(() => {
-      const { json, backlogged } = claimMany(this.statements, { limit: params.limit, now: this.clock.now(), backlogged: this.backlogged });
+      const { json, backlogged, cursor } = claimMany(this.statements, {
+        limit: params.limit,
+        now: this.clock.now(),
+        backlogged: this.backlogged,
+        cursor: this.laneCursor,
+      });
       this.backlogged = backlogged;
+      this.laneCursor = cursor;
       return json;
     });
   }
@@ -341,7 +359,10 @@ export class SqliteEngine {
   }
 
   jobNextRunAt(): number | null {
-    return this.read(() => this.statements.nextRunAt.get() ?? null);
+    return this.read(() => {
+      const gates = new Gates(this.statements, this.clock.now());
+      return gates.gated ? gates.nextOpenAt() : (this.statements.nextRunAt.get() ?? null);
+    });
   }
 
   cronTickInsert(params: {
@@ -410,6 +431,42 @@ export class SqliteEngine {
 
   jobRetryDeadMany(params: { filter: DeadJobFilter; limit: number; actor: string }): JobRow[] {
     return this.write(() => this.admin.retryDeadMany({ ...params, now: this.clock.now() }));
+  }
+
+  operationLimitsConfigure(params: { limits: Array<{ operationId: string; limits: OperationLimits }> }): void {
+    this.write(() => this.flow.configure(params.limits));
+  }
+
+  operationControlList(): OperationControl[] {
+    return this.read(() => this.flow.list());
+  }
+
+  operationPause(params: { operationId: string; actor: string }): OperationControl {
+    return this.write(() => this.flow.pause({ ...params, now: this.clock.now() }));
+  }
+
+  operationResume(params: { operationId: string }): OperationControl {
+    return this.write(() => this.flow.resume(params));
+  }
+
+  operationLimitsSet(params: { operationId: string; limits: OperationLimits; source: LimitsSource; actor: string }): OperationControl {
+    return this.write(() => this.flow.setLimits({ ...params, now: this.clock.now() }));
+  }
+
+  concurrencyKeyPause(params: { key: string; actor: string }): PausedKey {
+    return this.write(() => this.flow.pauseKey({ ...params, now: this.clock.now() }));
+  }
+
+  concurrencyKeyResume(params: { key: string }): boolean {
+    return this.write(() => this.flow.resumeKey(params));
+  }
+
+  pausedKeyList(): PausedKey[] {
+    return this.read(() => this.flow.pausedKeys());
+  }
+
+  rateBucketDeleteMany(): number {
+    return this.write(() => this.statements.deleteBuckets.run(this.clock.now()).changes);
   }
 
   /**

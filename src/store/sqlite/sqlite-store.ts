@@ -214,6 +214,16 @@ export class SqliteStore implements Store, OnlineBackup {
   }
 
   readonly jobRetryDeadMany = this.forward("jobRetryDeadMany");
+  readonly jobCancelMany = this.forward("jobCancelMany");
+  readonly operationLimitsConfigure = this.forward("operationLimitsConfigure");
+  readonly operationControlList = this.forward("operationControlList");
+  readonly operationPause = this.forward("operationPause");
+  readonly operationResume = this.forward("operationResume");
+  readonly operationLimitsSet = this.forward("operationLimitsSet");
+  readonly concurrencyKeyPause = this.forward("concurrencyKeyPause");
+  readonly concurrencyKeyResume = this.forward("concurrencyKeyResume");
+  readonly pausedKeyList = this.forward("pausedKeyList");
+  readonly rateBucketDeleteMany = this.forward("rateBucketDeleteMany");
   /**
    * Copies the database into a new file at `to` on the thread that owns the connection, which serves every other call
    * between the copy's batches (online-backup.ts): enqueues are committed while it runs.

@@ -7,6 +7,8 @@
 import type Database from "better-sqlite3";
 import type { JobStatus } from "../../job/statuses.js";
 import type { AdminAction } from "../../job/statuses.js";
+import { prepareFlowStatements } from "./flow.js";
+import { prepare, preparePluck } from "./prepared.js";
 import type { SqliteAttemptRow, SqliteJobRow } from "./rows.js";
 
 /** The statuses a job can be claimed in (and holds its dedupe key in). */
@@ -16,32 +18,10 @@ export const CLAIMABLE = "status IN ('pending', 'retrying')";
 const RUNNING_KEYS =
   "SELECT concurrency_key FROM jobs INDEXED BY jobs_running_concurrency_key WHERE concurrency_key IS NOT NULL AND status = 'running'";
 
-/** Parameters a statement binds: positional, or named. */
-type Binds = unknown[] | object;
-
-/** What a statement is called with: its positional parameters, or one object of named ones. */
-type Args<P extends Binds> = P extends unknown[] ? P : [P];
-
-/** The part of a prepared statement the engine uses, typed by what it binds and what a row is. */
-export interface Prepared<P extends Binds, R> {
-  get(...params: Args<P>): R | undefined;
-  all(...params: Args<P>): R[];
-  run(...params: Args<P>): Database.RunResult;
-}
-
-/** Prepares `sql`. */
-function prepare<P extends Binds = unknown[], R = unknown>(db: Database.Database, sql: string): Prepared<P, R> {
-  return db.prepare(sql) as unknown as Prepared<P, R>;
-}
-
-/** Prepares `sql` to answer its first column alone (better-sqlite3's `pluck`). */
-function preparePluck<P extends Binds = unknown[], R = unknown>(db: Database.Database, sql: string): Prepared<P, R> {
-  return db.prepare(sql).pluck() as unknown as Prepared<P, R>;
-}
-
 /** Prepares the engine's statements on `db`. */
 export function prepareStatements(db: Database.Database) {
   return {
+    ...prepareFlowStatements(db),
     getById: prepare<[string], SqliteJobRow>(db, "SELECT * FROM jobs WHERE id = ?"),
     dedupeHolder: prepare<[string], SqliteJobRow>(
       db,
@@ -63,10 +43,10 @@ export function prepareStatements(db: Database.Database) {
     insertJob: prepare<Record<string, unknown>>(
       db,
       `INSERT INTO jobs (id, operation_id, status, attempt, max_attempts, priority, run_at, created_at,
-         finished_at, dedupe_key, concurrency_key, enqueued_by_operation_id, parent_job_id,
+         finished_at, dedupe_key, concurrency_key, rate_key, enqueued_by_operation_id, parent_job_id,
          original_request_id, user_id, authority, request, result)
        VALUES (:id, :operation_id, :status, 0, :max_attempts, :priority, :run_at, :created_at,
-         :finished_at, :dedupe_key, :concurrency_key, :enqueued_by_operation_id, :parent_job_id,
+         :finished_at, :dedupe_key, :concurrency_key, :rate_key, :enqueued_by_operation_id, :parent_job_id,
          :original_request_id, :user_id, :authority, :request, :result)`,
     ),
     cancel: prepare<{ id: string; now: number }, SqliteJobRow>(
@@ -74,6 +54,32 @@ export function prepareStatements(db: Database.Database) {
       `UPDATE jobs SET status = 'cancelled', finished_at = :now,
          result = json_set(coalesce(result, '{"error_body":null}'), '$.terminal_reason', 'cancelled-by-admin')
        WHERE id = :id AND ${CLAIMABLE} RETURNING *`,
+    ),
+    // A running job cancelled by an administrator: its node aborts the delivery, whose outcome then finds it no
+    // longer running. The interrupted attempt is recorded (recordAbortedAttempt).
+    cancelRunning: prepare<{ id: string; now: number }, SqliteJobRow>(
+      db,
+      `UPDATE jobs SET status = 'cancelled', finished_at = :now, heartbeat_at = NULL,
+         result = json_set(coalesce(result, '{"error_body":null}'), '$.terminal_reason', 'cancelled-by-admin')
+       WHERE id = :id AND status = 'running' RETURNING *`,
+    ),
+    recordAbortedAttempt: prepare<{ id: string; now: number; error: string }>(
+      db,
+      `INSERT INTO job_attempts (job_id, attempt, started_at, finished_at, outcome, status_code, error_body)
+       SELECT id, attempt, started_at, :now, 'cancelled', NULL, :error FROM jobs WHERE id = :id`,
+    ),
+    // The jobs a bulk cancel takes, newest first (docs/api.md, "Cancel jobs by filter").
+    cancelCandidates: prepare<Record<string, unknown>, { id: string; status: string }>(
+      db,
+      `SELECT id, status FROM jobs
+       WHERE status IN (SELECT value FROM json_each(:statuses))
+         AND (:operation_id IS NULL OR operation_id = :operation_id)
+         AND (:original_request_id IS NULL OR original_request_id = :original_request_id)
+         AND (:user_id IS NULL OR user_id = :user_id)
+         AND (:dedupe_key IS NULL OR dedupe_key = :dedupe_key)
+         AND (:created_from IS NULL OR created_at >= :created_from)
+         AND (:created_before IS NULL OR created_at < :created_before)
+       ORDER BY seq DESC LIMIT :limit`,
     ),
     retry: prepare<{ id: string; now: number }, SqliteJobRow>(
       db,
@@ -107,31 +113,6 @@ export function prepareStatements(db: Database.Database) {
          result = json_set(coalesce(result, '{"error_body":null}'), '$.terminal_reason', 'cancelled-by-chain')
        WHERE original_request_id = :rid AND ${CLAIMABLE} RETURNING *`,
     ),
-    runningKeys: preparePluck<[], string>(db, RUNNING_KEYS),
-    // Uses the partial index jobs_claim, whose WHERE this query repeats word for word. Jobs whose key is
-    // already running are left out here, in SQL, not only in the loop: otherwise a backlog of such jobs longer
-    // than the bounded candidate pages would hide every claimable job behind it, for as long as the key runs.
-    claimCandidates: prepare<{ now: number; limit: number; offset: number }, { seq: number; concurrency_key: string | null }>(
-      db,
-      `SELECT seq, concurrency_key FROM jobs INDEXED BY jobs_claim
-       WHERE ${CLAIMABLE} AND run_at <= :now
-         AND (concurrency_key IS NULL OR concurrency_key NOT IN (
-           ${RUNNING_KEYS}))
-       ORDER BY priority DESC, run_at, seq LIMIT :limit OFFSET :offset`,
-    ),
-    // The due jobs by run time (jobs_run_at stops at now), for when few are due among many future ones: the
-    // claim-order index would walk every future job of higher priority to find them.
-    dueCandidates: prepare<
-      { now: number; limit: number },
-      { seq: number; concurrency_key: string | null; priority: number; run_at: number }
-    >(
-      db,
-      `SELECT seq, concurrency_key, priority, run_at FROM jobs INDEXED BY jobs_run_at
-       WHERE ${CLAIMABLE} AND run_at <= :now
-         AND (concurrency_key IS NULL OR concurrency_key NOT IN (
-           ${RUNNING_KEYS}))
-       ORDER BY run_at LIMIT :limit`,
-    ),
     // Run, then read back by rowid (claimedJson): cheaper than RETURNING *.
     claimOne: prepare<{ seq: number; now: number }>(
       db,
@@ -145,7 +126,7 @@ export function prepareStatements(db: Database.Database) {
         `SELECT json_object('seq', seq, 'id', id, 'operationId', operation_id, 'status', status, 'attempt', attempt,
            'maxAttempts', max_attempts, 'priority', priority, 'runAt', run_at, 'createdAt', created_at,
            'startedAt', started_at, 'finishedAt', finished_at, 'heartbeatAt', heartbeat_at, 'dedupeKey', dedupe_key,
-           'concurrencyKey', concurrency_key, 'enqueuedByOperationId', enqueued_by_operation_id,
+           'concurrencyKey', concurrency_key, 'rateKey', rate_key, 'enqueuedByOperationId', enqueued_by_operation_id,
            'parentJobId', parent_job_id, 'originalRequestId', original_request_id, 'userId', user_id,
            'authority', json(authority), 'request', json(request), 'result', json(result))
          FROM jobs WHERE seq = ?`,

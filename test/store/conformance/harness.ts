@@ -81,6 +81,7 @@ export function jobParams(overrides: JobOverrides = {}): JobInsertParams {
     maxAttempts: 5,
     dedupeKey: null,
     concurrencyKey: null,
+    rateKey: null,
     enqueuedByOperationId: "createUser",
     parentJobId: null,
     originalRequestId: "req-1",

@@ -30,6 +30,7 @@ export function insertCases(suite: Suite): void {
         maxAttempts: 3,
         dedupeKey: "welcome:42",
         concurrencyKey: "user:42",
+        rateKey: null,
         parentJobId: "parentjob1",
         originalRequestId: "req-9",
         userId: "u9",
@@ -53,6 +54,7 @@ export function insertCases(suite: Suite): void {
         heartbeatAt: null,
         dedupeKey: "welcome:42",
         concurrencyKey: "user:42",
+        rateKey: null,
         enqueuedByOperationId: params.enqueuedByOperationId,
         parentJobId: "parentjob1",
         originalRequestId: "req-9",
@@ -117,6 +119,7 @@ export function insertCases(suite: Suite): void {
         runAt: T0 + 5000,
         maxAttempts: 2,
         concurrencyKey: "other",
+        rateKey: null,
         request: { body: { refreshed: true } },
       });
       const outcome = await store.jobInsert(second);

@@ -7,6 +7,7 @@ import { describe } from "node:test";
 import type { Store } from "../../../src/store/store.js";
 import type { JobRow } from "../../../src/job/job.js";
 import { StoreUnavailableError } from "../../../src/store/store.js";
+import { NO_LIMITS } from "../../../src/flow/limits.js";
 import { allJobs, insertCreated, jobParams, makeFinished, makeRetrying, makeRunning, T0, type Suite } from "./harness.js";
 
 const ids = (jobs: JobRow[]): string[] => jobs.map((job) => job.id);
@@ -166,6 +167,17 @@ export function listCases(suite: Suite): void {
         attemptBuckets: () => store.attemptBuckets({ since: T0, bucketMs: 60_000 }),
         attemptCountDeleteMany: () => store.attemptCountDeleteMany({ olderThanMs: 0 }),
         jobRetryDeadMany: () => store.jobRetryDeadMany({ filter: {}, limit: 10, actor: "admin" }),
+        jobCancelMany: () => store.jobCancelMany({ filter: { statuses: ["pending"], userId: "u" }, limit: 10, actor: "admin" }),
+        operationLimitsConfigure: () => store.operationLimitsConfigure({ limits: [] }),
+        operationControlList: () => store.operationControlList(),
+        operationPause: () => store.operationPause({ operationId: "op", actor: "admin" }),
+        operationResume: () => store.operationResume({ operationId: "op" }),
+        operationLimitsSet: () =>
+          store.operationLimitsSet({ operationId: "op", limits: { ...NO_LIMITS }, source: "admin", actor: "admin" }),
+        concurrencyKeyPause: () => store.concurrencyKeyPause({ key: "k", actor: "admin" }),
+        concurrencyKeyResume: () => store.concurrencyKeyResume({ key: "k" }),
+        pausedKeyList: () => store.pausedKeyList(),
+        rateBucketDeleteMany: () => store.rateBucketDeleteMany(),
       };
       for (const [name, call] of Object.entries(calls)) {
         await assert.rejects(call, StoreUnavailableError, `${name} on a closed store`);

@@ -1,10 +1,13 @@
 /**
- * A property test: random sequences of enqueues, admin calls, claims, outcomes, chain cancels and clock moves,
- * each run on a fresh store. After every step the whole table is read back and compared with the one before:
+ * A property test: random sequences of enqueues, admin calls, claims, outcomes, chain cancels, clock moves, and flow
+ * control (pauses and resumes of operations and keys, changes of limits), each run on a fresh store. After every step the whole table is read back and compared with the one before:
  * only the transitions of docs/api.md/docs/.md may happen, only to the jobs the step was allowed to touch, and
  * the table-wide invariants (one claimable job per dedupe key, one running job per concurrency key, attempts
  * within bounds, finishedAt exactly on terminal jobs, the spawn cap) hold. Each call's answer is also checked
- * against what the previous snapshot says it must be.
+ * against what the previous snapshot says it must be. A claim never takes a job of a paused operation or key, never
+ * takes an operation past its max_concurrency or its rate, a key past its concurrency_limit, a rate key past its
+ * rate_per_key (the test keeps its own rate buckets, by the same arithmetic); with no gates, it takes as many jobs,
+ * and of the same priorities, as the contract's claim order would.
  */
 import assert from "node:assert/strict";
 import { describe } from "node:test";
@@ -12,6 +15,7 @@ import fc from "fast-check";
 import { ManualClock } from "../../../src/clock.js";
 import type { JobResult, JobStatus } from "../../../src/job/schemas.js";
 import type { Store } from "../../../src/store/store.js";
+import { NO_LIMITS, rateAdvance, rateAllowance, type OperationLimits, type RateLimit } from "../../../src/flow/limits.js";
 import type { JobOutcome, JobRow } from "../../../src/job/job.js";
 import { allJobs, jobParams, T0, type Suite } from "./harness.js";
 
@@ -21,6 +25,10 @@ const CONCURRENCY_KEYS = ["c0", "c1"] as const;
 const CHAINS = ["chain-0", "chain-1"] as const;
 /** Who enqueues: a dedupe upsert only ever refreshes a job of the same user (and kind of authority). */
 const USERS = ["u1", "u2"] as const;
+const RATE_KEYS = ["r0", "r1"] as const;
+/** Limits the flow control actions set: spacings of whole milliseconds, so the test's arithmetic is the engines'. */
+const RATE: RateLimit = { limit: 2, periodMs: 100, burst: 2 };
+const RATE_PER_KEY: RateLimit = { limit: 1, periodMs: 100, burst: 1 };
 
 const SUCCEEDED: JobResult = { status_code: 200, error_body: null, terminal_reason: null };
 const PERMANENT: JobResult = { status_code: 404, error_body: "not found", terminal_reason: "permanent-status" };
@@ -40,7 +48,10 @@ type Action =
       relative: boolean;
       priority: number;
       maxAttempts: number;
+      rateKey: number | null;
     }
+  | { kind: "pause" | "resume"; operation: number; key: number | null }
+  | { kind: "limits"; operation: number; maxConcurrency: number | null; concurrencyLimit: number; rate: boolean; ratePerKey: boolean }
   | { kind: "cancel"; pick: number; missing: boolean }
   | { kind: "retry"; pick: number; missing: boolean }
   | { kind: "claim"; limit: number }
@@ -66,6 +77,26 @@ const actionArb: fc.Arbitrary<Action> = fc.oneof(
       relative: fc.boolean(),
       priority: fc.integer({ min: 0, max: 2 }),
       maxAttempts: fc.integer({ min: 1, max: 3 }),
+      rateKey: fc.option(index(RATE_KEYS.length), { nil: null, freq: 2 }),
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constantFrom("pause" as const, "resume" as const),
+      operation: index(OPERATIONS.length),
+      key: fc.option(index(CONCURRENCY_KEYS.length), { nil: null, freq: 2 }),
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant("limits" as const),
+      operation: index(OPERATIONS.length),
+      maxConcurrency: fc.constantFrom(null, 1, 2),
+      concurrencyLimit: fc.constantFrom(1, 1, 2),
+      rate: fc.boolean(),
+      ratePerKey: fc.boolean(),
     }),
   },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("cancel" as const), pick: fc.nat(), missing: rarely }) },
@@ -127,12 +158,77 @@ function expectedClaim(before: Snapshot, now: number, limit: number): string[] {
   return chosen;
 }
 
+/** The flow control a run has set, as the test keeps it. */
+interface FlowModel {
+  paused: Set<string>;
+  pausedKeys: Set<string>;
+  limits: Map<string, OperationLimits>;
+  /** Rate buckets by operation and rate key ("" for the operation's own), moved on as the engines do. */
+  tats: Map<string, number>;
+  /** The largest concurrency_limit set so far: running jobs per key never exceed it. */
+  widestKeyLimit: number;
+}
+
+/** Whether anything gates claims beyond the contract's one running job per concurrency key. */
+function gated(flow: FlowModel): boolean {
+  if (flow.paused.size > 0 || flow.pausedKeys.size > 0) return true;
+  for (const limits of flow.limits.values()) {
+    if (limits.rate || limits.ratePerKey || limits.maxConcurrency !== null || limits.concurrencyLimit > 1) return true;
+  }
+  return false;
+}
+
+/**
+ * Checks a claim against the gates as they stood (`before`), and moves the test's buckets on by what it took: no job
+ * of a paused operation or key; per operation, no more than its max_concurrency leaves room for and its rate allows;
+ * per key, no more than the largest concurrency_limit of the claimed jobs' operations; per rate key, its rate.
+ */
+function checkGatedClaim(flow: FlowModel, before: Snapshot, claimed: JobRow[], now: number): void {
+  const running = (match: (job: JobRow) => boolean) => [...before.values()].filter((job) => job.status === "running" && match(job)).length;
+  const count = (values: string[]) => {
+    const counts = new Map<string, number>();
+    for (const value of values) counts.set(value, (counts.get(value) ?? 0) + 1);
+    return counts;
+  };
+  for (const job of claimed) {
+    assert.ok(!flow.paused.has(job.operationId), `job ${job.id} of paused ${job.operationId} claimed`);
+    assert.ok(job.concurrencyKey === null || !flow.pausedKeys.has(job.concurrencyKey), `job ${job.id} of a paused key claimed`);
+  }
+  for (const [operationId, taken] of count(claimed.map((job) => job.operationId))) {
+    const limits = flow.limits.get(operationId) ?? NO_LIMITS;
+    if (limits.maxConcurrency !== null) {
+      const room = Math.max(0, limits.maxConcurrency - running((job) => job.operationId === operationId));
+      assert.ok(taken <= room, `${taken} jobs of ${operationId} claimed with room for ${room}`);
+    }
+    if (limits.rate) {
+      const allowed = rateAllowance(limits.rate, flow.tats.get(`${operationId}/`) ?? null, now);
+      assert.ok(taken <= allowed, `${taken} jobs of ${operationId} claimed, its rate allowing ${allowed}`);
+      flow.tats.set(`${operationId}/`, rateAdvance(limits.rate, flow.tats.get(`${operationId}/`) ?? null, now, taken));
+    }
+  }
+  const keyed = claimed.filter((job) => job.concurrencyKey !== null);
+  for (const [key, taken] of count(keyed.map((job) => job.concurrencyKey as string))) {
+    const widest = Math.max(...keyed.filter((job) => job.concurrencyKey === key).map((job) => (flow.limits.get(job.operationId) ?? NO_LIMITS).concurrencyLimit));
+    const already = running((job) => job.concurrencyKey === key);
+    assert.ok(already + taken <= widest, `key ${key}: ${already} running and ${taken} claimed, limit ${widest}`);
+  }
+  const rateKeyed = claimed.filter((job) => job.rateKey !== null);
+  for (const [lane, taken] of count(rateKeyed.map((job) => `${job.operationId}/${job.rateKey}`))) {
+    const rate = (flow.limits.get(lane.split("/")[0] as string) ?? NO_LIMITS).ratePerKey;
+    if (!rate) continue;
+    const allowed = rateAllowance(rate, flow.tats.get(lane) ?? null, now);
+    assert.ok(taken <= allowed, `${taken} jobs of ${lane} claimed, its rate allowing ${allowed}`);
+    flow.tats.set(lane, rateAdvance(rate, flow.tats.get(lane) ?? null, now, taken));
+  }
+}
+
 /** The state one run carries between steps. */
 interface RunState {
   store: Store;
   clock: ManualClock;
   spawnCap: number;
   cancelledChains: Set<string>;
+  flow: FlowModel;
 }
 
 /** Performs one action, checks the store's answer, and returns the ids the action may have changed or created. */
@@ -158,6 +254,7 @@ async function perform(state: RunState, action: Action, before: Snapshot, step: 
         priority: action.priority,
         maxAttempts: action.maxAttempts,
         spawnCap: state.spawnCap,
+        rateKey: action.rateKey === null ? null : (RATE_KEYS[action.rateKey] as string),
         request: { body: { step } },
       });
       const outcome = await store.jobInsert(params);
@@ -234,16 +331,63 @@ async function perform(state: RunState, action: Action, before: Snapshot, step: 
     }
 
     case "claim": {
+      const wasGated = gated(state.flow);
       const claimed = await store.jobClaimMany({ limit: action.limit });
-      const expected = expectedClaim(before, now, action.limit);
-      assert.deepEqual(claimed.map((job) => job.id).sort(), [...expected].sort(), "the claim takes what the contract says");
+      assert.ok(claimed.length <= action.limit);
+      assert.equal(new Set(claimed.map((job) => job.id)).size, claimed.length, "no job claimed twice");
       for (const job of claimed) {
-        const previous = before.get(job.id) as JobRow;
+        const previous = before.get(job.id);
+        assert.ok(previous && isClaimable(previous) && previous.runAt <= now, `job ${job.id} was claimable and due`);
         assert.equal(job.status, "running");
         assert.equal(job.attempt, previous.attempt + 1);
         assert.equal(job.startedAt, now);
       }
-      return new Set(expected);
+      checkGatedClaim(state.flow, before, claimed, now);
+      if (!wasGated) {
+        // Lanes take turns within a priority, so which jobs may differ from the contract's order; how many, and of
+        // which priorities, may not.
+        const expected = expectedClaim(before, now, action.limit).map((id) => before.get(id) as JobRow);
+        const priorities = (jobs: JobRow[]) => jobs.map((job) => job.priority).sort();
+        assert.deepEqual(priorities(claimed), priorities(expected), "the claim takes as many jobs, of the same priorities, as the contract's order");
+      }
+      return new Set(claimed.map((job) => job.id));
+    }
+
+    case "pause":
+    case "resume": {
+      const operationId = OPERATIONS[action.operation] as string;
+      const key = action.key === null ? null : (CONCURRENCY_KEYS[action.key] as string);
+      if (action.kind === "pause" && key !== null) {
+        const paused = await store.concurrencyKeyPause({ key, actor: "admin" });
+        assert.equal(paused.concurrencyKey, key);
+        state.flow.pausedKeys.add(key);
+      } else if (key !== null) {
+        assert.equal(await store.concurrencyKeyResume({ key }), state.flow.pausedKeys.delete(key));
+      } else if (action.kind === "pause") {
+        const control = await store.operationPause({ operationId, actor: "admin" });
+        assert.ok(control.paused);
+        state.flow.paused.add(operationId);
+      } else {
+        const control = await store.operationResume({ operationId });
+        assert.equal(control.paused, null);
+        state.flow.paused.delete(operationId);
+      }
+      return new Set();
+    }
+
+    case "limits": {
+      const operationId = OPERATIONS[action.operation] as string;
+      const limits: OperationLimits = {
+        rate: action.rate ? RATE : null,
+        ratePerKey: action.ratePerKey ? RATE_PER_KEY : null,
+        maxConcurrency: action.maxConcurrency,
+        concurrencyLimit: action.concurrencyLimit,
+      };
+      const control = await store.operationLimitsSet({ operationId, limits, source: "admin", actor: "admin" });
+      assert.deepEqual(control.limits, limits);
+      state.flow.limits.set(operationId, limits);
+      state.flow.widestKeyLimit = Math.max(state.flow.widestKeyLimit, action.concurrencyLimit);
+      return new Set();
     }
 
     case "finish": {
@@ -343,7 +487,7 @@ function checkStep(state: RunState, before: Snapshot, after: Snapshot, touched: 
 /** Checks the invariants that hold for the whole table at any time. */
 function checkInvariants(state: RunState, after: Snapshot): void {
   const dedupeHolders = new Map<string, string>();
-  const runningKeys = new Map<string, string>();
+  const runningKeys = new Map<string, string[]>();
   const perChain = new Map<string, number>();
   for (const job of after.values()) {
     perChain.set(job.originalRequestId, (perChain.get(job.originalRequestId) ?? 0) + 1);
@@ -353,9 +497,13 @@ function checkInvariants(state: RunState, after: Snapshot): void {
       dedupeHolders.set(job.dedupeKey, job.id);
     }
     if (job.status === "running" && job.concurrencyKey !== null) {
-      const other = runningKeys.get(job.concurrencyKey);
-      assert.equal(other, undefined, `jobs ${other} and ${job.id} both run with concurrency key ${job.concurrencyKey}`);
-      runningKeys.set(job.concurrencyKey, job.id);
+      const others = runningKeys.get(job.concurrencyKey) ?? [];
+      others.push(job.id);
+      assert.ok(
+        others.length <= state.flow.widestKeyLimit,
+        `jobs ${others.join(", ")} all run with concurrency key ${job.concurrencyKey}, over ${state.flow.widestKeyLimit}`,
+      );
+      runningKeys.set(job.concurrencyKey, others);
     }
     assert.ok(job.attempt >= 0 && job.attempt <= job.maxAttempts, `job ${job.id}: attempt ${job.attempt} of ${job.maxAttempts}`);
     assert.equal(job.finishedAt !== null, isTerminal(job.status), `job ${job.id} is ${job.status} with finishedAt ${job.finishedAt}`);
@@ -386,7 +534,13 @@ export function propertyCases(suite: Suite): void {
           const clock = new ManualClock(T0);
           const { store, cleanup } = await suite.options.open(clock);
           try {
-            const state: RunState = { store, clock, spawnCap, cancelledChains: new Set() };
+            const state: RunState = {
+              store,
+              clock,
+              spawnCap,
+              cancelledChains: new Set(),
+              flow: { paused: new Set(), pausedKeys: new Set(), limits: new Map(), tats: new Map(), widestKeyLimit: 1 },
+            };
             let before = await snapshot(store);
             for (const [step, action] of actions.entries()) {
               const touched = await perform(state, action, before, step);

@@ -32,16 +32,58 @@ function recordActions(action: AdminAction, at: string, actor: string): string {
 }
 
 /**
- * A claimable job → `cancelled` (cancelled-by-admin), keeping a failed attempt's result, recorded as the actor's. $1 id,
- * $2 now, $3 actor.
+ * Claimable jobs → `cancelled` (cancelled-by-admin), keeping a failed attempt's result, recorded as the actor's
+ * `action` (a cancel, or a bulk cancel). $1 ids, $2 now, $3 actor.
  */
-export const JOB_CANCEL = `WITH done AS (
+export function jobCancelSql(action: Extract<AdminAction, "cancel" | "cancel-many">): string {
+  return `WITH done AS (
     UPDATE job_state s SET status = 'cancelled', finished_at = $2,
       result = (coalesce(s.result::jsonb, '{"error_body":null}'::jsonb) || '{"terminal_reason":"cancelled-by-admin"}'::jsonb)::json
     FROM job_specs j
-    WHERE j.id = $1 AND s.seq = j.seq AND s.${CLAIMABLE} RETURNING ${JOB_COLUMNS}
-  ), ${recordActions("cancel", "$2::timestamptz", "$3")}
+    WHERE j.id = ANY ($1::text[]) AND s.seq = j.seq AND s.${CLAIMABLE} RETURNING ${JOB_COLUMNS}
+  ), ${recordActions(action, "$2::timestamptz", "$3")}
   SELECT * FROM done`;
+}
+
+/**
+ * A running job → `cancelled` (cancelled-by-admin), its interrupted attempt recorded with `$4` as its error, and every
+ * node told to abort the delivery (`abort:` and the job's id on the jobs channel; the node running it aborts). The
+ * delivery's outcome then finds the job no longer running. $1 id, $2 now, $3 actor, $4 the attempt's error.
+ */
+export function jobCancelRunningSql(action: Extract<AdminAction, "cancel" | "cancel-many">): string {
+  return `WITH done AS (
+    UPDATE job_state s SET status = 'cancelled', finished_at = $2, heartbeat_at = NULL,
+      result = (coalesce(s.result::jsonb, '{"error_body":null}'::jsonb) || '{"terminal_reason":"cancelled-by-admin"}'::jsonb)::json
+    FROM job_specs j
+    WHERE j.id = $1 AND s.seq = j.seq AND s.status = 'running' RETURNING ${JOB_COLUMNS}
+  ), ${recordActions(action, "$2::timestamptz", "$3")},
+  attempt AS (
+    INSERT INTO job_attempts (job_id, attempt, started_at, finished_at, outcome, status_code, error_body)
+    SELECT id, attempt, started_at, $2, 'cancelled', NULL, $4 FROM done
+  ), counted AS (
+    INSERT INTO attempt_counts AS c (minute, outcome, shard, n)
+    SELECT date_trunc('minute', $2::timestamptz), 'cancelled', pg_backend_pid() % 16, count(*) FROM done
+    HAVING count(*) > 0
+    ON CONFLICT (minute, outcome, shard) DO UPDATE SET n = c.n + excluded.n
+  ), told AS (
+    SELECT pg_notify('opqueue_jobs:' || current_schema(), 'abort:' || id) FROM done
+  )
+  SELECT done.*, (SELECT count(*) FROM told) AS told FROM done`;
+}
+
+/**
+ * The jobs a bulk cancel takes, newest first (docs/api.md, "Cancel jobs by filter"). $1 statuses, $2 operation,
+ * $3 original request id, $4 user, $5 dedupe key, $6 created from, $7 created before (each null for any), $8 limit.
+ */
+export const CANCEL_CANDIDATES = `SELECT j.id, s.status FROM job_specs j JOIN job_state s ON s.seq = j.seq
+  WHERE s.status = ANY ($1::text[])
+    AND ($2::text IS NULL OR j.operation_id = $2)
+    AND ($3::text IS NULL OR j.original_request_id = $3)
+    AND ($4::text IS NULL OR j.user_id = $4)
+    AND ($5::text IS NULL OR s.dedupe_key = $5)
+    AND ($6::timestamptz IS NULL OR j.created_at >= $6)
+    AND ($7::timestamptz IS NULL OR j.created_at < $7)
+  ORDER BY j.seq DESC LIMIT $8`;
 
 /**
  * A waiting job due now (a job due already keeps its earlier run time, its place in the claim order), recorded as the

@@ -1,19 +1,50 @@
--- opqueue_claim: its current text. Migrations hold its history (0003, 0004, 0007); this file is what a migrated database
--- holds now, checked by test/store/postgres-sql.test.ts. A change to it is a new migration that restates it.
-
-CREATE OR REPLACE FUNCTION opqueue_claim(p_now timestamptz, p_limit integer, p_candidates integer) RETURNS SETOF jobs
+-- opqueue_claim: its current text. Migrations hold its history (0003, 0004, 0007, 0010); this file is what a migrated
+-- database holds now, checked by test/store/postgres-sql.test.ts. A change to it is a new migration that restates it.
+--
+-- Claims up to p_limit due jobs and answers each as the JSON of a JobRow, then one last row {"cursor": [op, lane]}
+-- when it visited lanes (the caller passes it back as p_after_op, p_after_lane). docs/flow-control.md says what a
+-- claim takes and in which order; in four statements:
+--   1. candidates, locked FOR UPDATE SKIP LOCKED: the head of the queue in claim order (priority, run time, creation),
+--      with jobs whose concurrency key is closed stepped over as before; while a backlog lasts, also the first job of
+--      each lane after the cursor (one turn each, so a long lane cannot hold every slot). While an operation can take
+--      no job (paused, at its max_concurrency, out of rate) or a per-key rate is set, the head of the queue could be
+--      one long run of jobs nobody may take, so the candidates come lane by lane instead, blocked operations skipped.
+--   2. advisory locks: each candidate operation's, exclusive when it has a limit (its counts and buckets are read and
+--      written), shared otherwise (a pause or a change of limits, which take it exclusive, waits for the claims in
+--      flight); each candidate concurrency key's, tried (a key another claim holds now is left to it).
+--   3. the pick, in a new snapshot taken after those locks: candidates in order (priority, turn in their lane, run
+--      time, creation), each operation to its room, each concurrency key to its limit, each rate key to its rate.
+--   4. the rate buckets of what was claimed move on.
+CREATE OR REPLACE FUNCTION opqueue_claim(p_now timestamptz, p_limit integer, p_candidates integer, p_after_op text,
+    p_after_lane text) RETURNS SETOF json
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
 SET jit = off
 SET enable_bitmapscan = off
 AS $$
 DECLARE
+  v_now_ms double precision := extract(epoch FROM p_now) * 1000;
   v_due integer;
   v_all_due boolean;
+  v_controlled boolean;
+  v_any_multi boolean;
+  v_any_paused boolean;
+  v_blocked text[] := '{}';
+  v_by_lane boolean;
+  v_candidates bigint[] := '{}';
+  v_found bigint[];
+  v_op text := coalesce(p_after_op, '');
+  v_lane text := coalesce(p_after_lane, '');
+  v_next_op text;
+  v_next_lane text;
+  v_lanes integer := 0;
+  v_wrapped boolean := false;
+  v_operation record;
+  v_shared text[] := '{}';
+  v_keys text[];
   v_claimed bigint[];
 BEGIN
-  -- job_state_run_at stops at p_now, and the count at p_candidates: a bounded read however long the queue. The
-  -- order leaves a walk of job_state_run_at as the only plan that can stop early.
+  -- job_state_run_at stops at p_now, and the count at p_candidates: a bounded read however long the queue.
   SELECT count(*) INTO v_due
   FROM (SELECT 1 FROM job_state WHERE status IN ('pending', 'retrying') AND run_at <= p_now
         ORDER BY run_at LIMIT p_candidates) AS due;
@@ -22,56 +53,204 @@ BEGIN
   END IF;
   v_all_due := v_due < p_candidates;
 
-  WITH by_run_time AS (
-    SELECT s.seq, s.concurrency_key, s.priority, s.run_at
+  SELECT
+    EXISTS (SELECT 1 FROM operation_controls WHERE paused_at IS NOT NULL OR rate_limit IS NOT NULL
+              OR key_rate_limit IS NOT NULL OR max_concurrency IS NOT NULL),
+    EXISTS (SELECT 1 FROM operation_controls WHERE concurrency_limit > 1),
+    EXISTS (SELECT 1 FROM paused_keys)
+  INTO v_controlled, v_any_multi, v_any_paused;
+  IF v_controlled THEN
+    SELECT coalesce(array_agg(oc.operation_id), '{}') INTO v_blocked FROM operation_controls oc
+    WHERE opqueue_operation_room(oc.operation_id, v_now_ms) = 0;
+    v_by_lane := cardinality(v_blocked) > 0
+      OR EXISTS (SELECT 1 FROM operation_controls WHERE key_rate_limit IS NOT NULL);
+  ELSE
+    v_by_lane := false;
+  END IF;
+
+  -- 1. Candidates.
+  IF NOT v_by_lane AND v_all_due THEN
+    -- Fewer due jobs than wanted: every one of them, found by run time (the claim order would walk past every
+    -- future job of a higher priority).
+    SELECT coalesce(array_agg(c.seq), '{}') INTO v_candidates FROM (
+      SELECT s.seq FROM job_state s
+      WHERE s.status IN ('pending', 'retrying') AND s.run_at <= p_now
+        AND opqueue_key_open(s.concurrency_key, s.operation_id, v_any_paused, v_any_multi)
+      ORDER BY s.run_at
+      LIMIT p_candidates
+      FOR UPDATE SKIP LOCKED
+    ) AS c;
+  ELSIF NOT v_by_lane THEN
+    SELECT coalesce(array_agg(c.seq), '{}') INTO v_candidates FROM (
+      SELECT s.seq FROM job_state s
+      WHERE s.status IN ('pending', 'retrying') AND s.run_at <= p_now
+        AND opqueue_key_open(s.concurrency_key, s.operation_id, v_any_paused, v_any_multi)
+      ORDER BY s.priority DESC, s.run_at, s.seq
+      LIMIT p_candidates
+      FOR UPDATE SKIP LOCKED
+    ) AS c;
+  END IF;
+  -- Lanes: one job each while a backlog lasts; up to p_limit each when claiming lane by lane. From the cursor on,
+  -- wrapping round once; each step a probe of job_state_lane.
+  IF v_by_lane OR NOT v_all_due THEN
+    LOOP
+      EXIT WHEN v_lanes >= p_limit OR cardinality(v_candidates) >= p_candidates;
+      SELECT s.operation_id, s.lane INTO v_next_op, v_next_lane FROM job_state s
+      WHERE s.status IN ('pending', 'retrying') AND (s.operation_id, s.lane) > (v_op, v_lane)
+      ORDER BY s.operation_id, s.lane
+      LIMIT 1;
+      IF NOT FOUND THEN
+        EXIT WHEN v_wrapped;
+        v_wrapped := true;
+        v_op := '';
+        v_lane := '';
+        CONTINUE;
+      END IF;
+      EXIT WHEN v_wrapped AND (v_next_op, v_next_lane) > (coalesce(p_after_op, ''), coalesce(p_after_lane, ''));
+      v_op := v_next_op;
+      v_lane := v_next_lane;
+      IF v_op = ANY (v_blocked) THEN
+        -- Past every lane of an operation that can take nothing now.
+        v_lane := chr(1114111);
+        CONTINUE;
+      END IF;
+      v_lanes := v_lanes + 1;
+      SELECT array_agg(h.seq) INTO v_found FROM (
+        SELECT s.seq FROM job_state s
+        WHERE s.status IN ('pending', 'retrying') AND s.operation_id = v_op AND s.lane = v_lane
+          AND s.run_at <= p_now
+          AND opqueue_key_open(s.concurrency_key, s.operation_id, v_any_paused, v_any_multi)
+        ORDER BY s.priority DESC, s.run_at, s.seq
+        LIMIT CASE WHEN v_by_lane THEN p_limit ELSE 1 END
+        FOR UPDATE SKIP LOCKED
+      ) AS h;
+      -- A lane's first job may already be a candidate (from the head of the queue): the lane is represented then.
+      v_candidates := v_candidates || coalesce(v_found, '{}');
+    END LOOP;
+  END IF;
+  IF cardinality(v_candidates) = 0 THEN
+    IF v_lanes > 0 THEN
+      RETURN NEXT json_build_object('cursor', json_build_array(v_op, v_lane));
+    END IF;
+    RETURN;
+  END IF;
+
+  -- 2. Locks, operations in name order (claims never wait on each other in a cycle), then keys, tried.
+  FOR v_operation IN
+    SELECT DISTINCT s.operation_id,
+      coalesce(oc.max_concurrency IS NOT NULL OR oc.rate_limit IS NOT NULL OR oc.key_rate_limit IS NOT NULL, false)
+        AS limited
+    FROM job_state s LEFT JOIN operation_controls oc ON oc.operation_id = s.operation_id
+    WHERE s.seq = ANY (v_candidates)
+    ORDER BY s.operation_id
+  LOOP
+    IF v_operation.limited THEN
+      PERFORM pg_advisory_xact_lock(hashtext('opqueue.operation:' || v_operation.operation_id));
+    ELSE
+      PERFORM pg_advisory_xact_lock_shared(hashtext('opqueue.operation:' || v_operation.operation_id));
+      v_shared := v_shared || v_operation.operation_id;
+    END IF;
+  END LOOP;
+  SELECT coalesce(array_agg(k.key), '{}') INTO v_keys FROM (
+    SELECT DISTINCT s.concurrency_key AS key FROM job_state s
+    WHERE s.seq = ANY (v_candidates) AND s.concurrency_key IS NOT NULL
+  ) AS k
+  WHERE pg_try_advisory_xact_lock(hashtext('opqueue.key:' || k.key));
+
+  -- What the pick reads of the gates is read after the locks: a pause or a change of limits that committed meanwhile
+  -- is seen. An operation limited since the candidates were read holds only its shared lock here: it gets no job
+  -- from this claim (v_shared), which could not count its jobs alone.
+  SELECT
+    EXISTS (SELECT 1 FROM operation_controls WHERE paused_at IS NOT NULL OR rate_limit IS NOT NULL
+              OR key_rate_limit IS NOT NULL OR max_concurrency IS NOT NULL)
+  INTO v_controlled;
+
+  -- 3. The pick: a new statement, so its snapshot includes whatever the claims these locks waited for committed.
+  WITH candidate AS (
+    SELECT s.seq, s.operation_id, s.lane, s.concurrency_key, s.priority, s.run_at,
+      row_number() OVER (PARTITION BY s.operation_id, s.lane ORDER BY s.priority DESC, s.run_at, s.seq) AS turn
     FROM job_state s
-    WHERE v_all_due AND s.status IN ('pending', 'retrying') AND s.run_at <= p_now
-      AND (s.concurrency_key IS NULL OR NOT EXISTS (
-        SELECT 1 FROM job_state r WHERE r.concurrency_key = s.concurrency_key AND r.status = 'running'))
-    ORDER BY s.run_at
-    LIMIT p_candidates
-    FOR UPDATE SKIP LOCKED
-  ), in_claim_order AS (
-    SELECT s.seq, s.concurrency_key, s.priority, s.run_at
-    FROM job_state s
-    WHERE NOT v_all_due AND s.status IN ('pending', 'retrying') AND s.run_at <= p_now
-      AND (s.concurrency_key IS NULL OR NOT EXISTS (
-        SELECT 1 FROM job_state r WHERE r.concurrency_key = s.concurrency_key AND r.status = 'running'))
-    ORDER BY s.priority DESC, s.run_at, s.seq
-    LIMIT p_candidates
-    FOR UPDATE SKIP LOCKED
-  ), candidates AS (
-    SELECT * FROM by_run_time UNION ALL SELECT * FROM in_claim_order
-  ), first_per_key AS (
-    SELECT c.seq, c.concurrency_key, c.priority, c.run_at,
-      row_number() OVER (PARTITION BY coalesce(c.concurrency_key, '#' || c.seq::text)
-                         ORDER BY c.priority DESC, c.run_at, c.seq) AS rank
-    FROM candidates c
+    WHERE s.seq = ANY (v_candidates) AND (s.concurrency_key IS NULL OR s.concurrency_key = ANY (v_keys))
+  ), ranked AS (
+    SELECT c.*,
+      row_number() OVER (PARTITION BY c.operation_id ORDER BY c.priority DESC, c.turn, c.run_at, c.seq) AS in_operation,
+      row_number() OVER (PARTITION BY c.concurrency_key ORDER BY c.priority DESC, c.turn, c.run_at, c.seq) AS in_key,
+      row_number() OVER (PARTITION BY c.operation_id, c.lane ORDER BY c.priority DESC, c.turn, c.run_at, c.seq)
+        AS in_lane
+    FROM candidate c
+  ), operation_room AS (
+    SELECT o.operation_id, CASE WHEN o.room IS NOT NULL AND o.operation_id = ANY (v_shared) THEN 0 ELSE o.room END
+      AS room
+    FROM (SELECT d.operation_id, opqueue_operation_room(d.operation_id, v_now_ms) AS room
+          FROM (SELECT DISTINCT c.operation_id FROM candidate c) AS d) AS o
+    WHERE v_controlled
+  ), lane_room AS (
+    SELECT l.operation_id, l.lane, CASE WHEN l.operation_id = ANY (v_shared) THEN 0 ELSE opqueue_rate_allowance(
+      (SELECT b.tat FROM rate_buckets b WHERE b.operation_id = l.operation_id AND b.rate_key = substr(l.lane, 3)),
+      v_now_ms, oc.key_rate_limit, oc.key_rate_period_ms, oc.key_rate_burst) END AS room
+    FROM (SELECT DISTINCT c.operation_id, c.lane FROM candidate c WHERE c.lane LIKE 'r:%') AS l
+    JOIN operation_controls oc ON oc.operation_id = l.operation_id AND oc.key_rate_limit IS NOT NULL
+  ), key_room AS (
+    SELECT k.key,
+      (SELECT count(*) FROM job_state q WHERE q.concurrency_key = k.key AND q.status = 'running') AS running,
+      EXISTS (SELECT 1 FROM paused_keys pk WHERE pk.concurrency_key = k.key) AS paused
+    FROM (SELECT DISTINCT c.concurrency_key AS key FROM candidate c WHERE c.concurrency_key IS NOT NULL) AS k
   ), picked AS (
-    SELECT f.seq FROM first_per_key f
-    WHERE f.rank = 1
-      AND (f.concurrency_key IS NULL OR pg_try_advisory_xact_lock(hashtext('opqueue.key:' || f.concurrency_key)))
-    ORDER BY f.priority DESC, f.run_at, f.seq
+    SELECT r.seq FROM ranked r
+    LEFT JOIN operation_controls oc ON oc.operation_id = r.operation_id
+    LEFT JOIN operation_room o ON o.operation_id = r.operation_id
+    LEFT JOIN lane_room l ON l.operation_id = r.operation_id AND l.lane = r.lane
+    LEFT JOIN key_room k ON k.key = r.concurrency_key
+    WHERE (o.room IS NULL OR r.in_operation <= o.room)
+      AND (l.room IS NULL OR r.in_lane <= l.room)
+      AND (r.concurrency_key IS NULL OR (NOT k.paused AND r.in_key + k.running <= coalesce(oc.concurrency_limit, 1)))
+    ORDER BY r.priority DESC, r.turn, r.run_at, r.seq
     LIMIT p_limit
-  )
-  , claimed AS (
+  ), claimed AS (
     UPDATE job_state s SET status = 'running', attempt = s.attempt + 1, started_at = p_now, heartbeat_at = p_now
     FROM picked
     WHERE s.seq = picked.seq
     RETURNING s.seq
   )
   SELECT array_agg(seq) INTO v_claimed FROM claimed;
-  IF v_claimed IS NULL THEN
-    RETURN;
+
+  -- 4. Buckets: an operation's moves on by T for each job it started, a rate key's likewise.
+  IF v_controlled AND v_claimed IS NOT NULL THEN
+    INSERT INTO rate_buckets AS b (operation_id, rate_key, tat)
+      SELECT s.operation_id, '', v_now_ms + count(*) * (oc.rate_period_ms::double precision / oc.rate_limit)
+      FROM job_state s JOIN operation_controls oc ON oc.operation_id = s.operation_id
+      WHERE s.seq = ANY (v_claimed) AND oc.rate_limit IS NOT NULL
+      GROUP BY s.operation_id, oc.rate_period_ms, oc.rate_limit
+      UNION ALL
+      SELECT s.operation_id, substr(s.lane, 3),
+        v_now_ms + count(*) * (oc.key_rate_period_ms::double precision / oc.key_rate_limit)
+      FROM job_state s JOIN operation_controls oc ON oc.operation_id = s.operation_id
+      WHERE s.seq = ANY (v_claimed) AND oc.key_rate_limit IS NOT NULL AND s.lane LIKE 'r:%'
+      GROUP BY s.operation_id, s.lane, oc.key_rate_period_ms, oc.key_rate_limit
+    ON CONFLICT (operation_id, rate_key) DO UPDATE SET tat = greatest(b.tat, v_now_ms) + (excluded.tat - v_now_ms);
   END IF;
 
-  -- The claimed jobs, read by a statement of its own: its snapshot is taken after the claim got its row locks, so
+  -- The claimed jobs, read by a statement of their own: its snapshot is taken after the claim got its row locks, so
   -- a dedupe upsert that committed while the claim was on its way is seen whole, its request with its run time.
-  RETURN QUERY
-  SELECT j.seq, j.id, j.operation_id, s.status, s.attempt, j.max_attempts, s.priority, s.run_at, j.created_at,
-    s.started_at, s.finished_at, s.heartbeat_at, s.dedupe_key, s.concurrency_key, j.enqueued_by_operation_id,
-    j.parent_job_id, j.original_request_id, j.user_id, j.authority, j.request, s.result
-  FROM job_state s JOIN job_specs j ON j.seq = s.seq
-  WHERE s.seq = ANY (v_claimed);
+  IF v_claimed IS NOT NULL THEN
+    RETURN QUERY
+    SELECT json_build_object(
+      'seq', j.seq, 'id', j.id, 'operationId', j.operation_id, 'status', s.status, 'attempt', s.attempt,
+      'maxAttempts', j.max_attempts, 'priority', s.priority,
+      'runAt', floor(extract(epoch FROM s.run_at) * 1000)::bigint,
+      'createdAt', floor(extract(epoch FROM j.created_at) * 1000)::bigint,
+      'startedAt', floor(extract(epoch FROM s.started_at) * 1000)::bigint,
+      'finishedAt', floor(extract(epoch FROM s.finished_at) * 1000)::bigint,
+      'heartbeatAt', floor(extract(epoch FROM s.heartbeat_at) * 1000)::bigint,
+      'dedupeKey', s.dedupe_key, 'concurrencyKey', s.concurrency_key, 'rateKey', j.rate_key,
+      'enqueuedByOperationId', j.enqueued_by_operation_id, 'parentJobId', j.parent_job_id,
+      'originalRequestId', j.original_request_id, 'userId', j.user_id, 'authority', j.authority,
+      'request', j.request, 'result', s.result)
+    FROM job_state s JOIN job_specs j ON j.seq = s.seq
+    WHERE s.seq = ANY (v_claimed);
+  END IF;
+  IF v_lanes > 0 THEN
+    RETURN NEXT json_build_object('cursor', json_build_array(v_op, v_lane));
+  END IF;
 END
 $$;

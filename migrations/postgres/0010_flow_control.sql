@@ -1,0 +1,450 @@
+-- opqueue schema for PostgreSQL, version 10: flow control (docs/flow-control.md).
+--
+-- Rolling upgrade: no. The claim function changes its signature and what it returns, and the running-key index is no
+-- longer unique: version 9's nodes cannot claim against this schema. Stop every node, upgrade, start.
+--
+-- 1. A job may name a rate key (job_specs.rate_key, limited by its operation's rate_per_key). Its lane, the unit
+--    claims take turns between, is 'r:' and its rate key, else 'u:' and its user; job_state keeps it with the job's
+--    operation (both fixed for the job's life), and job_state_lane holds the claimable jobs of each operation and lane
+--    in claim order, so a claim visits lanes one after another, each a probe, however long their backlogs.
+-- 2. A concurrency key may allow more than one running job (concurrency_limit): job_state_running_concurrency_key is
+--    no longer unique, and the claim counts running jobs by key under the key's advisory lock, and by operation
+--    (max_concurrency) under the operation's.
+-- 3. operation_controls: each operation's pause and limits in force. paused_keys: the paused concurrency keys.
+--    rate_buckets: each rate limit's state, one number (GCRA, ms since the epoch); the cleaner deletes those whose time
+--    has passed, which say no more than a missing one.
+-- 4. opqueue_claim restated (a cursor over lanes in, JSON rows out), with opqueue_next_run_at, the gates' functions,
+--    and opqueue_create_job writing the new columns. The view jobs gains rate_key, last.
+
+DROP FUNCTION opqueue_claim(timestamptz, integer, integer);
+
+ALTER TABLE job_specs ADD COLUMN rate_key text;
+ALTER TABLE job_state ADD COLUMN operation_id text, ADD COLUMN lane text COLLATE "C";
+UPDATE job_state s SET operation_id = j.operation_id, lane = 'u:' || j.user_id FROM job_specs j WHERE j.seq = s.seq;
+ALTER TABLE job_state ALTER COLUMN operation_id SET NOT NULL, ALTER COLUMN lane SET NOT NULL;
+
+CREATE INDEX job_state_lane ON job_state (operation_id, lane, priority DESC, run_at, seq)
+  WHERE status IN ('pending', 'retrying');
+DROP INDEX job_state_running_concurrency_key;
+CREATE INDEX job_state_running_concurrency_key ON job_state (concurrency_key)
+  WHERE concurrency_key IS NOT NULL AND status = 'running';
+CREATE INDEX job_state_running_operation ON job_state (operation_id) WHERE status = 'running';
+
+CREATE TABLE operation_controls (
+  operation_id       text        PRIMARY KEY,
+  paused_at          timestamptz,
+  paused_by          text,
+  -- The limits in force; NULL: no such limit.
+  rate_limit         integer,
+  rate_period_ms     integer,
+  rate_burst         integer,
+  key_rate_limit     integer,
+  key_rate_period_ms integer,
+  key_rate_burst     integer,
+  max_concurrency    integer,
+  concurrency_limit  integer     NOT NULL DEFAULT 1,
+  -- 'config': the configuration's values, rewritten by every node that starts; 'admin': set through the API, kept
+  -- until an administrator resets them to the configuration's.
+  limits_source      text        NOT NULL DEFAULT 'config' CHECK (limits_source IN ('config', 'admin')),
+  limits_set_at      timestamptz,
+  limits_set_by      text
+);
+
+CREATE TABLE paused_keys (
+  concurrency_key text        PRIMARY KEY,
+  paused_at       timestamptz NOT NULL,
+  paused_by       text        NOT NULL
+);
+
+-- rate_key '' is the operation's own limit.
+CREATE TABLE rate_buckets (
+  operation_id text             NOT NULL,
+  rate_key     text             NOT NULL,
+  tat          double precision NOT NULL,
+  PRIMARY KEY (operation_id, rate_key)
+);
+
+CREATE OR REPLACE VIEW jobs AS
+  SELECT j.seq, j.id, j.operation_id, s.status, s.attempt, j.max_attempts, s.priority, s.run_at, j.created_at,
+    s.started_at, s.finished_at, s.heartbeat_at, s.dedupe_key, s.concurrency_key, j.enqueued_by_operation_id,
+    j.parent_job_id, j.original_request_id, j.user_id, j.authority, j.request, s.result, j.rate_key
+  FROM job_specs j JOIN job_state s ON s.seq = j.seq;
+
+-- Bulk cancels are recorded as such.
+ALTER TABLE admin_actions DROP CONSTRAINT admin_actions_action_check,
+  ADD CONSTRAINT admin_actions_action_check
+    CHECK (action IN ('cancel', 'retry', 'retry-dead', 'cancel-chain', 'run-now', 'cancel-many'));
+
+CREATE OR REPLACE FUNCTION opqueue_create_job(p json, b jsonb, p_now timestamptz) RETURNS json
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_seq bigint;
+  v_cancelled_at timestamptz;
+  v_run_at timestamptz := opqueue_run_time(b, p_now);
+BEGIN
+  INSERT INTO chains AS c (original_request_id, jobs_created) VALUES (b->>'original_request_id', 1)
+    ON CONFLICT (original_request_id) DO UPDATE SET jobs_created = c.jobs_created + 1
+      WHERE c.jobs_created < (b->>'spawn_cap')::integer
+    RETURNING c.cancelled_at INTO v_cancelled_at;
+  -- No row back: the chain is full (the upsert's WHERE refused the increment).
+  IF NOT FOUND THEN
+    RETURN json_build_object('kind', 'spawn_cap_exceeded');
+  END IF;
+  INSERT INTO job_specs (id, operation_id, max_attempts, created_at, enqueued_by_operation_id, parent_job_id,
+      original_request_id, user_id, authority, request, rate_key)
+    VALUES (b->>'id', b->>'operation_id', (b->>'max_attempts')::integer, p_now, b->>'enqueued_by_operation_id',
+      b->>'parent_job_id', b->>'original_request_id', b->>'user_id', p->'authority', p->'request', b->>'rate_key')
+    RETURNING seq INTO v_seq;
+  INSERT INTO job_state (seq, status, attempt, priority, run_at, finished_at, dedupe_key, concurrency_key, result,
+      operation_id, lane)
+    VALUES (v_seq, CASE WHEN v_cancelled_at IS NULL THEN 'pending' ELSE 'cancelled' END, 0,
+      (b->>'priority')::integer, v_run_at, CASE WHEN v_cancelled_at IS NULL THEN NULL ELSE p_now END,
+      b->>'dedupe_key', b->>'concurrency_key',
+      CASE WHEN v_cancelled_at IS NULL THEN NULL
+        ELSE '{"error_body":null,"terminal_reason":"cancelled-by-chain"}'::json END,
+      b->>'operation_id',
+      CASE WHEN b->>'rate_key' IS NULL THEN 'u:' || (b->>'user_id') ELSE 'r:' || (b->>'rate_key') END);
+  RETURN json_build_object('kind', 'created', 'seq', v_seq, 'chain_cancelled', v_cancelled_at IS NOT NULL,
+    'created_at', floor(extract(epoch FROM p_now) * 1000)::bigint,
+    'run_at', floor(extract(epoch FROM v_run_at) * 1000)::bigint);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION opqueue_rate_allowance(p_tat double precision, p_now_ms double precision, p_limit integer,
+    p_period_ms integer, p_burst integer) RETURNS integer
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN g.ahead > g.tolerance + 1e-6 THEN 0
+    ELSE floor((g.tolerance - g.ahead) / g.spacing + 1e-6)::integer + 1 END
+  FROM (SELECT p_period_ms::double precision / p_limit AS spacing,
+          (p_burst - 1) * (p_period_ms::double precision / p_limit) AS tolerance,
+          greatest(coalesce(p_tat, p_now_ms) - p_now_ms, 0) AS ahead) AS g
+$$;
+
+CREATE OR REPLACE FUNCTION opqueue_rate_opens_at(p_tat double precision, p_limit integer, p_period_ms integer,
+    p_burst integer) RETURNS double precision
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT p_tat - (p_burst - 1) * (p_period_ms::double precision / p_limit)
+$$;
+
+CREATE OR REPLACE FUNCTION opqueue_operation_room(p_operation_id text, p_now_ms double precision) RETURNS integer
+LANGUAGE sql STABLE AS $$
+  SELECT CASE
+    WHEN oc.paused_at IS NOT NULL THEN 0
+    ELSE greatest(least(
+      oc.max_concurrency - (SELECT count(*) FROM job_state r
+                            WHERE r.operation_id = oc.operation_id AND r.status = 'running')::integer,
+      CASE WHEN oc.rate_limit IS NOT NULL THEN opqueue_rate_allowance(
+        (SELECT b.tat FROM rate_buckets b WHERE b.operation_id = oc.operation_id AND b.rate_key = ''),
+        p_now_ms, oc.rate_limit, oc.rate_period_ms, oc.rate_burst) END), 0)
+    END
+  FROM operation_controls oc
+  WHERE oc.operation_id = p_operation_id
+    AND (oc.paused_at IS NOT NULL OR oc.max_concurrency IS NOT NULL OR oc.rate_limit IS NOT NULL)
+$$;
+
+CREATE OR REPLACE FUNCTION opqueue_key_open(p_key text, p_operation_id text, p_any_paused boolean,
+    p_any_multi boolean) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+  SELECT p_key IS NULL OR (
+    (NOT p_any_paused OR NOT EXISTS (SELECT 1 FROM paused_keys pk WHERE pk.concurrency_key = p_key))
+    AND (NOT EXISTS (SELECT 1 FROM job_state r WHERE r.concurrency_key = p_key AND r.status = 'running')
+      OR (p_any_multi
+        AND (SELECT count(*) FROM job_state r WHERE r.concurrency_key = p_key AND r.status = 'running')
+          < coalesce((SELECT oc.concurrency_limit FROM operation_controls oc WHERE oc.operation_id = p_operation_id), 1))))
+$$;
+
+CREATE OR REPLACE FUNCTION opqueue_claim(p_now timestamptz, p_limit integer, p_candidates integer, p_after_op text,
+    p_after_lane text) RETURNS SETOF json
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+SET enable_bitmapscan = off
+AS $$
+DECLARE
+  v_now_ms double precision := extract(epoch FROM p_now) * 1000;
+  v_due integer;
+  v_all_due boolean;
+  v_controlled boolean;
+  v_any_multi boolean;
+  v_any_paused boolean;
+  v_blocked text[] := '{}';
+  v_by_lane boolean;
+  v_candidates bigint[] := '{}';
+  v_found bigint[];
+  v_op text := coalesce(p_after_op, '');
+  v_lane text := coalesce(p_after_lane, '');
+  v_next_op text;
+  v_next_lane text;
+  v_lanes integer := 0;
+  v_wrapped boolean := false;
+  v_operation record;
+  v_shared text[] := '{}';
+  v_keys text[];
+  v_claimed bigint[];
+BEGIN
+  -- job_state_run_at stops at p_now, and the count at p_candidates: a bounded read however long the queue.
+  SELECT count(*) INTO v_due
+  FROM (SELECT 1 FROM job_state WHERE status IN ('pending', 'retrying') AND run_at <= p_now
+        ORDER BY run_at LIMIT p_candidates) AS due;
+  IF v_due = 0 THEN
+    RETURN;
+  END IF;
+  v_all_due := v_due < p_candidates;
+
+  SELECT
+    EXISTS (SELECT 1 FROM operation_controls WHERE paused_at IS NOT NULL OR rate_limit IS NOT NULL
+              OR key_rate_limit IS NOT NULL OR max_concurrency IS NOT NULL),
+    EXISTS (SELECT 1 FROM operation_controls WHERE concurrency_limit > 1),
+    EXISTS (SELECT 1 FROM paused_keys)
+  INTO v_controlled, v_any_multi, v_any_paused;
+  IF v_controlled THEN
+    SELECT coalesce(array_agg(oc.operation_id), '{}') INTO v_blocked FROM operation_controls oc
+    WHERE opqueue_operation_room(oc.operation_id, v_now_ms) = 0;
+    v_by_lane := cardinality(v_blocked) > 0
+      OR EXISTS (SELECT 1 FROM operation_controls WHERE key_rate_limit IS NOT NULL);
+  ELSE
+    v_by_lane := false;
+  END IF;
+
+  -- 1. Candidates.
+  IF NOT v_by_lane AND v_all_due THEN
+    -- Fewer due jobs than wanted: every one of them, found by run time (the claim order would walk past every
+    -- future job of a higher priority).
+    SELECT coalesce(array_agg(c.seq), '{}') INTO v_candidates FROM (
+      SELECT s.seq FROM job_state s
+      WHERE s.status IN ('pending', 'retrying') AND s.run_at <= p_now
+        AND opqueue_key_open(s.concurrency_key, s.operation_id, v_any_paused, v_any_multi)
+      ORDER BY s.run_at
+      LIMIT p_candidates
+      FOR UPDATE SKIP LOCKED
+    ) AS c;
+  ELSIF NOT v_by_lane THEN
+    SELECT coalesce(array_agg(c.seq), '{}') INTO v_candidates FROM (
+      SELECT s.seq FROM job_state s
+      WHERE s.status IN ('pending', 'retrying') AND s.run_at <= p_now
+        AND opqueue_key_open(s.concurrency_key, s.operation_id, v_any_paused, v_any_multi)
+      ORDER BY s.priority DESC, s.run_at, s.seq
+      LIMIT p_candidates
+      FOR UPDATE SKIP LOCKED
+    ) AS c;
+  END IF;
+  -- Lanes: one job each while a backlog lasts; up to p_limit each when claiming lane by lane. From the cursor on,
+  -- wrapping round once; each step a probe of job_state_lane.
+  IF v_by_lane OR NOT v_all_due THEN
+    LOOP
+      EXIT WHEN v_lanes >= p_limit OR cardinality(v_candidates) >= p_candidates;
+      SELECT s.operation_id, s.lane INTO v_next_op, v_next_lane FROM job_state s
+      WHERE s.status IN ('pending', 'retrying') AND (s.operation_id, s.lane) > (v_op, v_lane)
+      ORDER BY s.operation_id, s.lane
+      LIMIT 1;
+      IF NOT FOUND THEN
+        EXIT WHEN v_wrapped;
+        v_wrapped := true;
+        v_op := '';
+        v_lane := '';
+        CONTINUE;
+      END IF;
+      EXIT WHEN v_wrapped AND (v_next_op, v_next_lane) > (coalesce(p_after_op, ''), coalesce(p_after_lane, ''));
+      v_op := v_next_op;
+      v_lane := v_next_lane;
+      IF v_op = ANY (v_blocked) THEN
+        -- Past every lane of an operation that can take nothing now.
+        v_lane := chr(1114111);
+        CONTINUE;
+      END IF;
+      v_lanes := v_lanes + 1;
+      SELECT array_agg(h.seq) INTO v_found FROM (
+        SELECT s.seq FROM job_state s
+        WHERE s.status IN ('pending', 'retrying') AND s.operation_id = v_op AND s.lane = v_lane
+          AND s.run_at <= p_now
+          AND opqueue_key_open(s.concurrency_key, s.operation_id, v_any_paused, v_any_multi)
+        ORDER BY s.priority DESC, s.run_at, s.seq
+        LIMIT CASE WHEN v_by_lane THEN p_limit ELSE 1 END
+        FOR UPDATE SKIP LOCKED
+      ) AS h;
+      -- A lane's first job may already be a candidate (from the head of the queue): the lane is represented then.
+      v_candidates := v_candidates || coalesce(v_found, '{}');
+    END LOOP;
+  END IF;
+  IF cardinality(v_candidates) = 0 THEN
+    IF v_lanes > 0 THEN
+      RETURN NEXT json_build_object('cursor', json_build_array(v_op, v_lane));
+    END IF;
+    RETURN;
+  END IF;
+
+  -- 2. Locks, operations in name order (claims never wait on each other in a cycle), then keys, tried.
+  FOR v_operation IN
+    SELECT DISTINCT s.operation_id,
+      coalesce(oc.max_concurrency IS NOT NULL OR oc.rate_limit IS NOT NULL OR oc.key_rate_limit IS NOT NULL, false)
+        AS limited
+    FROM job_state s LEFT JOIN operation_controls oc ON oc.operation_id = s.operation_id
+    WHERE s.seq = ANY (v_candidates)
+    ORDER BY s.operation_id
+  LOOP
+    IF v_operation.limited THEN
+      PERFORM pg_advisory_xact_lock(hashtext('opqueue.operation:' || v_operation.operation_id));
+    ELSE
+      PERFORM pg_advisory_xact_lock_shared(hashtext('opqueue.operation:' || v_operation.operation_id));
+      v_shared := v_shared || v_operation.operation_id;
+    END IF;
+  END LOOP;
+  SELECT coalesce(array_agg(k.key), '{}') INTO v_keys FROM (
+    SELECT DISTINCT s.concurrency_key AS key FROM job_state s
+    WHERE s.seq = ANY (v_candidates) AND s.concurrency_key IS NOT NULL
+  ) AS k
+  WHERE pg_try_advisory_xact_lock(hashtext('opqueue.key:' || k.key));
+
+  -- What the pick reads of the gates is read after the locks: a pause or a change of limits that committed meanwhile
+  -- is seen. An operation limited since the candidates were read holds only its shared lock here: it gets no job
+  -- from this claim (v_shared), which could not count its jobs alone.
+  SELECT
+    EXISTS (SELECT 1 FROM operation_controls WHERE paused_at IS NOT NULL OR rate_limit IS NOT NULL
+              OR key_rate_limit IS NOT NULL OR max_concurrency IS NOT NULL)
+  INTO v_controlled;
+
+  -- 3. The pick: a new statement, so its snapshot includes whatever the claims these locks waited for committed.
+  WITH candidate AS (
+    SELECT s.seq, s.operation_id, s.lane, s.concurrency_key, s.priority, s.run_at,
+      row_number() OVER (PARTITION BY s.operation_id, s.lane ORDER BY s.priority DESC, s.run_at, s.seq) AS turn
+    FROM job_state s
+    WHERE s.seq = ANY (v_candidates) AND (s.concurrency_key IS NULL OR s.concurrency_key = ANY (v_keys))
+  ), ranked AS (
+    SELECT c.*,
+      row_number() OVER (PARTITION BY c.operation_id ORDER BY c.priority DESC, c.turn, c.run_at, c.seq) AS in_operation,
+      row_number() OVER (PARTITION BY c.concurrency_key ORDER BY c.priority DESC, c.turn, c.run_at, c.seq) AS in_key,
+      row_number() OVER (PARTITION BY c.operation_id, c.lane ORDER BY c.priority DESC, c.turn, c.run_at, c.seq)
+        AS in_lane
+    FROM candidate c
+  ), operation_room AS (
+    SELECT o.operation_id, CASE WHEN o.room IS NOT NULL AND o.operation_id = ANY (v_shared) THEN 0 ELSE o.room END
+      AS room
+    FROM (SELECT d.operation_id, opqueue_operation_room(d.operation_id, v_now_ms) AS room
+          FROM (SELECT DISTINCT c.operation_id FROM candidate c) AS d) AS o
+    WHERE v_controlled
+  ), lane_room AS (
+    SELECT l.operation_id, l.lane, CASE WHEN l.operation_id = ANY (v_shared) THEN 0 ELSE opqueue_rate_allowance(
+      (SELECT b.tat FROM rate_buckets b WHERE b.operation_id = l.operation_id AND b.rate_key = substr(l.lane, 3)),
+      v_now_ms, oc.key_rate_limit, oc.key_rate_period_ms, oc.key_rate_burst) END AS room
+    FROM (SELECT DISTINCT c.operation_id, c.lane FROM candidate c WHERE c.lane LIKE 'r:%') AS l
+    JOIN operation_controls oc ON oc.operation_id = l.operation_id AND oc.key_rate_limit IS NOT NULL
+  ), key_room AS (
+    SELECT k.key,
+      (SELECT count(*) FROM job_state q WHERE q.concurrency_key = k.key AND q.status = 'running') AS running,
+      EXISTS (SELECT 1 FROM paused_keys pk WHERE pk.concurrency_key = k.key) AS paused
+    FROM (SELECT DISTINCT c.concurrency_key AS key FROM candidate c WHERE c.concurrency_key IS NOT NULL) AS k
+  ), picked AS (
+    SELECT r.seq FROM ranked r
+    LEFT JOIN operation_controls oc ON oc.operation_id = r.operation_id
+    LEFT JOIN operation_room o ON o.operation_id = r.operation_id
+    LEFT JOIN lane_room l ON l.operation_id = r.operation_id AND l.lane = r.lane
+    LEFT JOIN key_room k ON k.key = r.concurrency_key
+    WHERE (o.room IS NULL OR r.in_operation <= o.room)
+      AND (l.room IS NULL OR r.in_lane <= l.room)
+      AND (r.concurrency_key IS NULL OR (NOT k.paused AND r.in_key + k.running <= coalesce(oc.concurrency_limit, 1)))
+    ORDER BY r.priority DESC, r.turn, r.run_at, r.seq
+    LIMIT p_limit
+  ), claimed AS (
+    UPDATE job_state s SET status = 'running', attempt = s.attempt + 1, started_at = p_now, heartbeat_at = p_now
+    FROM picked
+    WHERE s.seq = picked.seq
+    RETURNING s.seq
+  )
+  SELECT array_agg(seq) INTO v_claimed FROM claimed;
+
+  -- 4. Buckets: an operation's moves on by T for each job it started, a rate key's likewise.
+  IF v_controlled AND v_claimed IS NOT NULL THEN
+    INSERT INTO rate_buckets AS b (operation_id, rate_key, tat)
+      SELECT s.operation_id, '', v_now_ms + count(*) * (oc.rate_period_ms::double precision / oc.rate_limit)
+      FROM job_state s JOIN operation_controls oc ON oc.operation_id = s.operation_id
+      WHERE s.seq = ANY (v_claimed) AND oc.rate_limit IS NOT NULL
+      GROUP BY s.operation_id, oc.rate_period_ms, oc.rate_limit
+      UNION ALL
+      SELECT s.operation_id, substr(s.lane, 3),
+        v_now_ms + count(*) * (oc.key_rate_period_ms::double precision / oc.key_rate_limit)
+      FROM job_state s JOIN operation_controls oc ON oc.operation_id = s.operation_id
+      WHERE s.seq = ANY (v_claimed) AND oc.key_rate_limit IS NOT NULL AND s.lane LIKE 'r:%'
+      GROUP BY s.operation_id, s.lane, oc.key_rate_period_ms, oc.key_rate_limit
+    ON CONFLICT (operation_id, rate_key) DO UPDATE SET tat = greatest(b.tat, v_now_ms) + (excluded.tat - v_now_ms);
+  END IF;
+
+  -- The claimed jobs, read by a statement of their own: its snapshot is taken after the claim got its row locks, so
+  -- a dedupe upsert that committed while the claim was on its way is seen whole, its request with its run time.
+  IF v_claimed IS NOT NULL THEN
+    RETURN QUERY
+    SELECT json_build_object(
+      'seq', j.seq, 'id', j.id, 'operationId', j.operation_id, 'status', s.status, 'attempt', s.attempt,
+      'maxAttempts', j.max_attempts, 'priority', s.priority,
+      'runAt', floor(extract(epoch FROM s.run_at) * 1000)::bigint,
+      'createdAt', floor(extract(epoch FROM j.created_at) * 1000)::bigint,
+      'startedAt', floor(extract(epoch FROM s.started_at) * 1000)::bigint,
+      'finishedAt', floor(extract(epoch FROM s.finished_at) * 1000)::bigint,
+      'heartbeatAt', floor(extract(epoch FROM s.heartbeat_at) * 1000)::bigint,
+      'dedupeKey', s.dedupe_key, 'concurrencyKey', s.concurrency_key, 'rateKey', j.rate_key,
+      'enqueuedByOperationId', j.enqueued_by_operation_id, 'parentJobId', j.parent_job_id,
+      'originalRequestId', j.original_request_id, 'userId', j.user_id, 'authority', j.authority,
+      'request', j.request, 'result', s.result)
+    FROM job_state s JOIN job_specs j ON j.seq = s.seq
+    WHERE s.seq = ANY (v_claimed);
+  END IF;
+  IF v_lanes > 0 THEN
+    RETURN NEXT json_build_object('cursor', json_build_array(v_op, v_lane));
+  END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION opqueue_next_run_at(p_now timestamptz) RETURNS timestamptz
+LANGUAGE plpgsql STABLE
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+AS $$
+DECLARE
+  v_now_ms double precision := extract(epoch FROM p_now) * 1000;
+  v_next timestamptz;
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM operation_controls WHERE paused_at IS NOT NULL OR rate_limit IS NOT NULL
+                   OR key_rate_limit IS NOT NULL OR max_concurrency IS NOT NULL OR concurrency_limit > 1)
+      AND NOT EXISTS (SELECT 1 FROM paused_keys) THEN
+    SELECT s.run_at INTO v_next FROM job_state s
+    WHERE s.status IN ('pending', 'retrying')
+      AND (s.concurrency_key IS NULL OR NOT EXISTS (
+        SELECT 1 FROM job_state r WHERE r.concurrency_key = s.concurrency_key AND r.status = 'running'))
+    ORDER BY s.run_at
+    LIMIT 1;
+    RETURN v_next;
+  END IF;
+
+  WITH first AS (
+    SELECT s.operation_id, s.lane, s.concurrency_key, extract(epoch FROM s.run_at) * 1000 AS run_at_ms
+    FROM job_state s
+    WHERE s.status IN ('pending', 'retrying')
+    ORDER BY s.run_at
+    LIMIT 1000
+  ), operation_gate AS (
+    SELECT o.operation_id,
+      coalesce(oc.paused_at IS NOT NULL OR oc.max_concurrency <= (
+        SELECT count(*) FROM job_state r WHERE r.operation_id = o.operation_id AND r.status = 'running'), false) AS closed,
+      CASE WHEN oc.rate_limit IS NOT NULL THEN opqueue_rate_opens_at(
+        (SELECT b.tat FROM rate_buckets b WHERE b.operation_id = o.operation_id AND b.rate_key = ''),
+        oc.rate_limit, oc.rate_period_ms, oc.rate_burst) END AS opens_at_ms,
+      oc.key_rate_limit, oc.key_rate_period_ms, oc.key_rate_burst, coalesce(oc.concurrency_limit, 1) AS key_limit
+    FROM (SELECT DISTINCT f.operation_id FROM first f) AS o
+    LEFT JOIN operation_controls oc ON oc.operation_id = o.operation_id
+  ), key_gate AS (
+    SELECT k.key,
+      (SELECT count(*) FROM job_state r WHERE r.concurrency_key = k.key AND r.status = 'running') AS running,
+      EXISTS (SELECT 1 FROM paused_keys pk WHERE pk.concurrency_key = k.key) AS paused
+    FROM (SELECT DISTINCT f.concurrency_key AS key FROM first f WHERE f.concurrency_key IS NOT NULL) AS k
+  )
+  SELECT to_timestamp(min(greatest(f.run_at_ms, g.opens_at_ms,
+      CASE WHEN g.key_rate_limit IS NOT NULL AND f.lane LIKE 'r:%' THEN opqueue_rate_opens_at(
+        (SELECT b.tat FROM rate_buckets b WHERE b.operation_id = f.operation_id AND b.rate_key = substr(f.lane, 3)),
+        g.key_rate_limit, g.key_rate_period_ms, g.key_rate_burst) END)) / 1000)
+  INTO v_next
+  FROM first f
+  JOIN operation_gate g ON g.operation_id = f.operation_id
+  LEFT JOIN key_gate k ON k.key = f.concurrency_key
+  WHERE NOT g.closed AND (f.concurrency_key IS NULL OR (NOT k.paused AND k.running < g.key_limit));
+  RETURN v_next;
+END
+$$;

@@ -1,0 +1,267 @@
+/**
+ * Flow control's routes (docs/flow-control.md): pause and resume an operation or a concurrency key, set and reset an
+ * operation's limits, list the paused keys, cancel jobs by filter. Every node reads what these write from the database
+ * at its next claim; what they open up wakes the nodes at once.
+ */
+import { Type } from "@sinclair/typebox";
+import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import type { FastifyRequest } from "fastify";
+import type { TokenVerifier } from "../../auth/tokens.js";
+import type { WorkNotifier } from "../../dispatcher/notifier.js";
+import { ApiError } from "../../errors.js";
+import type { OperationLimits } from "../../flow/limits.js";
+import {
+  CancelJobsBody,
+  LimitsPatch,
+  OperationControlBody,
+  PausedKeyBody,
+  patchLimits,
+  wireControl,
+  wirePausedKey,
+} from "../../flow/schemas.js";
+import { ErrorBody, JobsEnvelope } from "../../job/schemas.js";
+import { toWireJob } from "../../job/wire.js";
+import type { OperationRegistry } from "../../operations/registry.js";
+import type { Store } from "../../store/store.js";
+import { adminAuthHook } from "../auth.js";
+
+/** What the flow control routes need. */
+export interface FlowRoutesOptions {
+  store: Store;
+  registry: OperationRegistry;
+  notifier: WorkNotifier;
+  verifier: TokenVerifier;
+  /** The limits the configuration gives an operation (what a reset puts back). */
+  configuredLimits: (operationId: string) => OperationLimits;
+}
+
+const errors = (...statuses: number[]) =>
+  Object.fromEntries(statuses.map((status) => [status, ErrorBody])) as Record<number, typeof ErrorBody>;
+
+const OperationParams = Type.Object({ id: Type.String({ description: "The operation's operationId." }) });
+const KeyParams = Type.Object({ key: Type.String({ minLength: 1, maxLength: 256, description: "The concurrency key." }) });
+const OperationEnvelope = Type.Object({ operation: OperationControlBody }, { additionalProperties: false });
+const PausedKeyEnvelope = Type.Object({ key: PausedKeyBody }, { additionalProperties: false });
+const PausedKeyList = Type.Object({ keys: Type.Array(PausedKeyBody) }, { additionalProperties: false });
+const ResumedKey = Type.Object(
+  { concurrency_key: Type.String(), resumed: Type.Boolean({ description: "false: the key was not paused." }) },
+  { additionalProperties: false },
+);
+
+function actorOf(request: FastifyRequest): string {
+  if (!request.admin) throw new Error("admin route reached without its auth hook");
+  return request.admin.sub;
+}
+
+/** Registers the flow control routes. */
+export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (app, options) => {
+  const { store, registry, notifier } = options;
+  const adminOnly = adminAuthHook({ verifier: options.verifier });
+  const security = [{ adminToken: [] }];
+
+  /** The background operation `id`, or a 404. */
+  const backgroundOperation = (id: string): string => {
+    const operation = registry.get(id);
+    if (!operation?.background) {
+      throw new ApiError(404, "operation_not_found", `no background operation has operationId "${id.slice(0, 128)}"`);
+    }
+    return operation.operationId;
+  };
+
+  /** Refuses a key PostgreSQL could not store (U+0000) as the enqueue does. */
+  const checkedKey = (key: string): string => {
+    if (key.includes("\u0000")) throw new ApiError(400, "invalid_request", "a concurrency key cannot contain U+0000");
+    return key;
+  };
+
+  const currentControl = async (operationId: string) =>
+    (await store.operationControlList()).find((control) => control.operationId === operationId) ?? {
+      operationId,
+      paused: null,
+      limits: options.configuredLimits(operationId),
+      limitsSource: "config" as const,
+      limitsSet: null,
+    };
+
+  for (const action of ["pause", "resume"] as const) {
+    app.post(
+      `/operations/:id/${action}`,
+      {
+        onRequest: adminOnly,
+        schema: {
+          operationId: action === "pause" ? "pauseOperation" : "resumeOperation",
+          summary:
+            action === "pause"
+              ? "Pause an operation: no node claims its jobs until it is resumed (enqueues are still accepted)"
+              : "Resume a paused operation: its due jobs are claimed at once",
+          tags: ["flow control"],
+          security,
+          params: OperationParams,
+          response: { 200: OperationEnvelope, ...errors(401, 403, 404, 503) },
+        },
+      },
+      async (request) => {
+        const operationId = backgroundOperation(request.params.id);
+        const actor = actorOf(request);
+        const control =
+          action === "pause" ? await store.operationPause({ operationId, actor }) : await store.operationResume({ operationId });
+        if (action === "resume") notifier.notify(store.now());
+        request.log.info({ actor, action: `${action}-operation`, operationId }, "admin action");
+        return { operation: wireControl(control) };
+      },
+    );
+  }
+
+  app.patch(
+    "/operations/:id/limits",
+    {
+      onRequest: adminOnly,
+      schema: {
+        operationId: "setOperationLimits",
+        summary: "Change an operation's limits at runtime (null removes one); kept across restarts until reset",
+        tags: ["flow control"],
+        security,
+        params: OperationParams,
+        body: LimitsPatch,
+        response: { 200: OperationEnvelope, ...errors(400, 401, 403, 404, 503) },
+      },
+    },
+    async (request) => {
+      const operationId = backgroundOperation(request.params.id);
+      const actor = actorOf(request);
+      const current = await currentControl(operationId);
+      const limits = patchLimits(current.limits, request.body);
+      const control = await store.operationLimitsSet({ operationId, limits, source: "admin", actor });
+      notifier.notify(store.now());
+      request.log.info({ actor, action: "set-limits", operationId, limits: request.body }, "admin action");
+      return { operation: wireControl(control) };
+    },
+  );
+
+  app.delete(
+    "/operations/:id/limits",
+    {
+      onRequest: adminOnly,
+      schema: {
+        operationId: "resetOperationLimits",
+        summary: "Put an operation's limits back to the configuration's",
+        tags: ["flow control"],
+        security,
+        params: OperationParams,
+        response: { 200: OperationEnvelope, ...errors(401, 403, 404, 503) },
+      },
+    },
+    async (request) => {
+      const operationId = backgroundOperation(request.params.id);
+      const actor = actorOf(request);
+      const limits = options.configuredLimits(operationId);
+      const control = await store.operationLimitsSet({ operationId, limits, source: "config", actor });
+      notifier.notify(store.now());
+      request.log.info({ actor, action: "reset-limits", operationId }, "admin action");
+      return { operation: wireControl(control) };
+    },
+  );
+
+  app.get(
+    "/concurrency-keys/paused",
+    {
+      onRequest: adminOnly,
+      schema: {
+        operationId: "listPausedKeys",
+        summary: "The paused concurrency keys, by key",
+        tags: ["flow control"],
+        security,
+        response: { 200: PausedKeyList, ...errors(401, 403, 503) },
+      },
+    },
+    async () => ({ keys: (await store.pausedKeyList()).map(wirePausedKey) }),
+  );
+
+  app.post(
+    "/concurrency-keys/:key/pause",
+    {
+      onRequest: adminOnly,
+      schema: {
+        operationId: "pauseConcurrencyKey",
+        summary: "Pause a concurrency key: no job with it is claimed, of any operation, until it is resumed",
+        tags: ["flow control"],
+        security,
+        params: KeyParams,
+        response: { 200: PausedKeyEnvelope, ...errors(400, 401, 403, 503) },
+      },
+    },
+    async (request) => {
+      const key = checkedKey(request.params.key);
+      const actor = actorOf(request);
+      const paused = await store.concurrencyKeyPause({ key, actor });
+      request.log.info({ actor, action: "pause-key", concurrencyKey: key }, "admin action");
+      return { key: wirePausedKey(paused) };
+    },
+  );
+
+  app.post(
+    "/concurrency-keys/:key/resume",
+    {
+      onRequest: adminOnly,
+      schema: {
+        operationId: "resumeConcurrencyKey",
+        summary: "Resume a paused concurrency key",
+        tags: ["flow control"],
+        security,
+        params: KeyParams,
+        response: { 200: ResumedKey, ...errors(400, 401, 403, 503) },
+      },
+    },
+    async (request) => {
+      const key = checkedKey(request.params.key);
+      const resumed = await store.concurrencyKeyResume({ key });
+      if (resumed) notifier.notify(store.now());
+      request.log.info({ actor: actorOf(request), action: "resume-key", concurrencyKey: key }, "admin action");
+      return { concurrency_key: key, resumed };
+    },
+  );
+
+  app.post(
+    "/jobs/cancel",
+    {
+      onRequest: adminOnly,
+      schema: {
+        operationId: "cancelJobs",
+        summary: "Cancel the jobs matching a filter, newest first, up to `limit`; running ones have their delivery aborted",
+        tags: ["jobs"],
+        security,
+        body: CancelJobsBody,
+        response: { 200: JobsEnvelope, ...errors(400, 401, 403, 503) },
+      },
+    },
+    async (request) => {
+      const body = request.body;
+      const filters = [body.operation_id, body.original_request_id, body.user_id, body.dedupe_key, body.created_after, body.created_before];
+      if (filters.every((value) => value === undefined)) {
+        throw new ApiError(
+          400,
+          "invalid_request",
+          "give at least one filter besides statuses (operation_id, original_request_id, user_id, dedupe_key, created_after, created_before)",
+        );
+      }
+      const time = (value: string | undefined) => (value === undefined ? undefined : Date.parse(value));
+      const actor = actorOf(request);
+      const cancelled = await store.jobCancelMany({
+        filter: {
+          statuses: body.statuses ?? ["pending", "retrying"],
+          operationId: body.operation_id,
+          originalRequestId: body.original_request_id,
+          userId: body.user_id,
+          dedupeKey: body.dedupe_key,
+          createdFrom: time(body.created_after),
+          createdBefore: time(body.created_before),
+        },
+        limit: body.limit ?? 100,
+        actor,
+      });
+      for (const { job, wasRunning } of cancelled) if (wasRunning) notifier.abort(job.id);
+      request.log.info({ actor, action: "cancel-many", jobIds: cancelled.map(({ job }) => job.id) }, "admin action");
+      return { jobs: cancelled.map(({ job }) => toWireJob(job)) };
+    },
+  );
+};

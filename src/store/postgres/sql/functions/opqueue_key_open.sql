@@ -1,0 +1,16 @@
+-- opqueue_key_open: its current text (migration 0010). Checked by test/store/postgres-sql.test.ts.
+--
+-- Whether a job of operation p_operation_id with concurrency key p_key may start as far as its key is concerned: no
+-- key, or a key that is not paused and runs fewer jobs than the operation's concurrency_limit (1 by default). The
+-- flags say whether any key is paused and whether any operation allows more than one per key, so that the usual case
+-- costs one probe of job_state_running_concurrency_key, as before.
+CREATE OR REPLACE FUNCTION opqueue_key_open(p_key text, p_operation_id text, p_any_paused boolean,
+    p_any_multi boolean) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+  SELECT p_key IS NULL OR (
+    (NOT p_any_paused OR NOT EXISTS (SELECT 1 FROM paused_keys pk WHERE pk.concurrency_key = p_key))
+    AND (NOT EXISTS (SELECT 1 FROM job_state r WHERE r.concurrency_key = p_key AND r.status = 'running')
+      OR (p_any_multi
+        AND (SELECT count(*) FROM job_state r WHERE r.concurrency_key = p_key AND r.status = 'running')
+          < coalesce((SELECT oc.concurrency_limit FROM operation_controls oc WHERE oc.operation_id = p_operation_id), 1))))
+$$;

@@ -1,0 +1,20 @@
+-- opqueue_operation_room: its current text (migration 0010). Checked by test/store/postgres-sql.test.ts.
+--
+-- How many more jobs of an operation may start now, cluster-wide: 0 while it is paused, else the least of what its
+-- max_concurrency (less its running jobs) and its rate limit allow; NULL when nothing limits it. A claim reads it
+-- while holding the operation's advisory lock, so no other claim changes the counts meanwhile.
+CREATE OR REPLACE FUNCTION opqueue_operation_room(p_operation_id text, p_now_ms double precision) RETURNS integer
+LANGUAGE sql STABLE AS $$
+  SELECT CASE
+    WHEN oc.paused_at IS NOT NULL THEN 0
+    ELSE greatest(least(
+      oc.max_concurrency - (SELECT count(*) FROM job_state r
+                            WHERE r.operation_id = oc.operation_id AND r.status = 'running')::integer,
+      CASE WHEN oc.rate_limit IS NOT NULL THEN opqueue_rate_allowance(
+        (SELECT b.tat FROM rate_buckets b WHERE b.operation_id = oc.operation_id AND b.rate_key = ''),
+        p_now_ms, oc.rate_limit, oc.rate_period_ms, oc.rate_burst) END), 0)
+    END
+  FROM operation_controls oc
+  WHERE oc.operation_id = p_operation_id
+    AND (oc.paused_at IS NOT NULL OR oc.max_concurrency IS NOT NULL OR oc.rate_limit IS NOT NULL)
+$$;
