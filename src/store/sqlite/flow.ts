@@ -15,7 +15,6 @@ import {
   type OperationControl,
   type OperationLimits,
   type PausedKey,
-  type RateLimit,
 } from "../../flow/limits.js";
 
 /** The columns a limit-setting statement writes. */
