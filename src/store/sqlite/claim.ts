@@ -54,7 +54,7 @@ export function claimMany(
     }
   }
   if (byLane || backlogged) {
-    cursor = visitLanes(s, { gates, closed, now, cursor, lanes: limit, perLane: byLane ? limit : 1, maxCandidates: pageSize, add });
+    cursor = visitLanes(s, { gates, closed, now, cursor, lanes: byLane ? pageSize : limit, perLane: byLane ? limit : 1, maxCandidates: pageSize, add });
   }
 
   const turns = new Map<string, number>();
@@ -84,7 +84,8 @@ export function claimMany(
 
 /**
  * Visits up to `lanes` lanes after the cursor in (operation, lane) order, wrapping round once, blocked operations
- * skipped whole; from each takes up to `perLane` due jobs in claim order as candidates. Returns the new cursor.
+ * skipped whole; from each takes up to `perLane` due jobs in claim order as candidates (no more than a rate key's
+ * rate lets start), until `maxCandidates` are found. Returns the new cursor.
  */
 function visitLanes(
   s: Statements,
@@ -120,13 +121,15 @@ function visitLanes(
     }
     at = lane;
     visited += 1;
+    const perLane = Math.min(options.perLane, options.gates.roomInLane(lane.operationId, lane.lane));
+    if (perLane <= 0) continue;
     // A lane's first job may already be a candidate (from the head of the queue): the lane is represented then.
     const head = s.laneHead.all({
       operation_id: lane.operationId,
       lane: lane.lane,
       now: options.now,
       closed: options.closed,
-      limit: options.perLane,
+      limit: perLane,
     });
     options.add(head);
     found += head.length;

@@ -245,6 +245,10 @@ export class Gates {
   }
 
   /** How many more jobs of `operationId` in lane `lane` its rate_per_key lets start (Infinity: not limited). */
+  roomInLane(operationId: string, lane: string): number {
+    return this.laneRoomOf(operationId, lane);
+  }
+
   private laneRoomOf(operationId: string, lane: string): number {
     const ratePerKey = this.controls.get(operationId)?.limits.ratePerKey ?? null;
     if (ratePerKey === null || !lane.startsWith("r:")) return Number.POSITIVE_INFINITY;

@@ -8,6 +8,7 @@ import { describe, test } from "node:test";
 import { adminCases } from "./admin.js";
 import { claimCases } from "./claim.js";
 import { completeCases } from "./complete.js";
+import { flowCases } from "./flow.js";
 import { Suite, type StoreConformanceOptions } from "./harness.js";
 import { insertCases } from "./insert.js";
 import { listCases } from "./list.js";
@@ -24,6 +25,7 @@ export function runStoreConformance(options: StoreConformanceOptions): void {
     adminCases(suite);
     claimCases(suite);
     completeCases(suite);
+    flowCases(suite);
     listCases(suite);
     maintenanceCases(suite);
     propertyCases(suite);

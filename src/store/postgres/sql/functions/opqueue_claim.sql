@@ -38,6 +38,9 @@ DECLARE
   v_next_op text;
   v_next_lane text;
   v_lanes integer := 0;
+  v_lane_jobs integer := 0;
+  v_lane_limit integer;
+  v_lane_room integer;
   v_wrapped boolean := false;
   v_operation record;
   v_shared text[] := '{}';
@@ -90,11 +93,12 @@ BEGIN
       FOR UPDATE SKIP LOCKED
     ) AS c;
   END IF;
-  -- Lanes: one job each while a backlog lasts; up to p_limit each when claiming lane by lane. From the cursor on,
-  -- wrapping round once; each step a probe of job_state_lane.
+  -- Lanes: one job each of p_limit lanes while a backlog lasts; lane by lane, up to p_limit jobs of each (no more than
+  -- a rate key's rate lets start), lanes and jobs each up to p_candidates. From the cursor on, wrapping round once;
+  -- each step a probe of job_state_lane.
   IF v_by_lane OR NOT v_all_due THEN
     LOOP
-      EXIT WHEN v_lanes >= p_limit OR cardinality(v_candidates) >= p_candidates;
+      EXIT WHEN v_lanes >= (CASE WHEN v_by_lane THEN p_candidates ELSE p_limit END) OR v_lane_jobs >= p_candidates;
       SELECT s.operation_id, s.lane INTO v_next_op, v_next_lane FROM job_state s
       WHERE s.status IN ('pending', 'retrying') AND (s.operation_id, s.lane) > (v_op, v_lane)
       ORDER BY s.operation_id, s.lane
@@ -115,17 +119,27 @@ BEGIN
         CONTINUE;
       END IF;
       v_lanes := v_lanes + 1;
+      v_lane_limit := 1;
+      IF v_by_lane THEN
+        SELECT CASE WHEN oc.key_rate_limit IS NOT NULL AND v_lane LIKE 'r:%' THEN opqueue_rate_allowance(
+            (SELECT b.tat FROM rate_buckets b WHERE b.operation_id = v_op AND b.rate_key = substr(v_lane, 3)),
+            v_now_ms, oc.key_rate_limit, oc.key_rate_period_ms, oc.key_rate_burst) END
+        INTO v_lane_room FROM operation_controls oc WHERE oc.operation_id = v_op;
+        v_lane_limit := least(p_limit, coalesce(v_lane_room, p_limit));
+        CONTINUE WHEN v_lane_limit <= 0;
+      END IF;
       SELECT array_agg(h.seq) INTO v_found FROM (
         SELECT s.seq FROM job_state s
         WHERE s.status IN ('pending', 'retrying') AND s.operation_id = v_op AND s.lane = v_lane
           AND s.run_at <= p_now
           AND opqueue_key_open(s.concurrency_key, s.operation_id, v_any_paused, v_any_multi)
         ORDER BY s.priority DESC, s.run_at, s.seq
-        LIMIT CASE WHEN v_by_lane THEN p_limit ELSE 1 END
+        LIMIT v_lane_limit
         FOR UPDATE SKIP LOCKED
       ) AS h;
       -- A lane's first job may already be a candidate (from the head of the queue): the lane is represented then.
       v_candidates := v_candidates || coalesce(v_found, '{}');
+      v_lane_jobs := v_lane_jobs + coalesce(cardinality(v_found), 0);
     END LOOP;
   END IF;
   IF cardinality(v_candidates) = 0 THEN
