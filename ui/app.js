@@ -1,7 +1,8 @@
 // The dashboard's shell: sign-in (a `#token=` link or the form), the session line, hash routing between the
-// overview, the job list and a job's page, and the periodic refresh of the view on screen.
+// overview, the job list, a job's page and flow control, and the periodic refresh of the view on screen.
 import { api, ApiError, clearToken, getToken, onUnauthorized, setToken, tokenClaims } from "./api.js";
 import { announce, clearMessages, h, showError, timeShort, timeZoneLabel } from "./dom.js";
+import { flowView } from "./flow.js";
 import { jobView } from "./job.js";
 import { jobsView } from "./jobs.js";
 import { overviewView } from "./overview.js";
@@ -10,7 +11,7 @@ const NOT_ADMIN_MESSAGE = "This token is not a site administrator's (site_admin:
 
 const viewRoot = () => document.getElementById("view");
 
-/** The route named by the address bar's fragment: `#/`, `#/jobs?filters`, `#/jobs/{id}`. */
+/** The route named by the address bar's fragment: `#/`, `#/jobs?filters`, `#/jobs/{id}`, `#/flow`. */
 function parseRoute(hash) {
   const raw = hash.replace(/^#/, "");
   const mark = raw.indexOf("?");
@@ -18,6 +19,7 @@ function parseRoute(hash) {
   const params = new URLSearchParams(mark === -1 ? "" : raw.slice(mark + 1));
   if (path === "" || path === "/") return { name: "overview", params };
   if (path === "/jobs" || path === "/jobs/") return { name: "jobs", params };
+  if (path === "/flow" || path === "/flow/") return { name: "flow", params };
   const match = /^\/jobs\/([^/]+)$/.exec(path);
   if (match) {
     let id;
@@ -103,6 +105,9 @@ async function route({ focus = true } = {}) {
       break;
     case "job":
       view = jobView(container, target.id, ctx);
+      break;
+    case "flow":
+      view = flowView(container, ctx);
       break;
     default:
       document.title = "Not found · opqueue";

@@ -1,6 +1,6 @@
 // A job's page: every field of its wire form, its result with the error body, its history (creation, attempts
 // numbered across retries, administrators' actions) as one timeline, its chain as a tree, and the actions (run now,
-// cancel, retry, cancel the chain), each confirmed first.
+// cancel, retry, cancel the chain), each confirmed first. Cancelling a running job aborts its delivery (?abort=true).
 import { api, ApiError, apiPath, query } from "./api.js";
 import { ACTIVE_STATUSES, announce, confirmAction, duration, h, jsonBlock, relative, replaceContent, showError, statusBadge, time, timeShort } from "./dom.js";
 import { jobHash, listHash } from "./jobs.js";
@@ -77,15 +77,21 @@ export function jobView(container, id, ctx) {
       refused: "Not run now",
     });
 
-  const cancel = () =>
-    act({
-      title: "Cancel this job?",
-      message: `Job ${id} (${job.operation_id}) will not be delivered. A running delivery is not interrupted: the service refuses to cancel it.`,
-      confirmLabel: "Cancel job",
-      run: () => api(apiPath`/jobs/${id}/cancel`, { method: "POST" }),
-      done: ({ job: updatedJob }) => `Job ${id} is ${updatedJob.status}.`,
+  const cancel = () => {
+    // Asked of the job as shown: one that started meanwhile is refused (409 job_running), not aborted unawares.
+    const running = job.status === "running";
+    return act({
+      title: running ? "Abort and cancel this running job?" : "Cancel this job?",
+      message: running
+        ? `Job ${id} (${job.operation_id}) is being delivered now. Its delivery is aborted (the target sees the ` +
+          "connection close) and the job ends cancelled, whatever the target answers. It is not retried."
+        : `Job ${id} (${job.operation_id}) will not be delivered.`,
+      confirmLabel: running ? "Abort and cancel" : "Cancel job",
+      run: () => api(`${apiPath`/jobs/${id}/cancel`}${running ? "?abort=true" : ""}`, { method: "POST" }),
+      done: ({ job: updatedJob }) => (running ? `Job ${id} is ${updatedJob.status}; its delivery was aborted.` : `Job ${id} is ${updatedJob.status}.`),
       refused: "Not cancelled",
     });
+  };
 
   const retry = () =>
     act({
@@ -273,6 +279,7 @@ const ACTIONS = {
   "retry-dead": { words: "Retried", mark: "↻", note: "in a bulk retry, attempts counted from 1 again" },
   "cancel-chain": { words: "Chain cancelled", mark: "✕", note: "every waiting job of the chain was cancelled, this one too" },
   "run-now": { words: "Run now", mark: "▶", note: "made due at once" },
+  "cancel-many": { words: "Cancelled", mark: "✕", note: "in a bulk cancel" },
 };
 
 /** One line of the history: a mark (an attempt's number), what happened, when. */

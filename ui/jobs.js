@@ -1,6 +1,7 @@
 // The job list: filters (status, operation, chain, user, dedupe key) kept in the address bar, newest first, one
-// line per job with its last error, cursor paging, live refresh, and the bulk retry of the dead jobs matching the
-// filter. On a phone each job becomes a card (style.css).
+// line per job with its last error, cursor paging, live refresh, the bulk retry of the dead jobs matching the filter,
+// and the bulk cancel of the waiting (and, when asked for by status, running) jobs matching it. On a phone each job
+// becomes a card (style.css).
 import { api, query } from "./api.js";
 import { announce, confirmAction, count, h, relative, replaceContent, STATUSES, statusBadge, time, timeCompact } from "./dom.js";
 import { BULK_RETRY_LIMIT, bulkRetryMessage } from "./overview.js";
@@ -31,6 +32,10 @@ const FIELD_FILTERS = [
   { name: "user_id", label: "User", hint: "user_id" },
   { name: "dedupe_key", label: "Dedupe key", hint: "exact dedupe_key" },
 ];
+/** The most jobs one bulk cancel cancels (the service's bound). */
+export const BULK_CANCEL_LIMIT = 1000;
+/** The statuses a bulk cancel can take jobs from; a running job's delivery is aborted. */
+const CANCELLABLE = ["pending", "retrying", "running"];
 /** The most characters of an error body put in the list; the cell cuts it to its width, the tooltip has it all. */
 const ERROR_PREVIEW_CHARS = 200;
 
@@ -197,6 +202,14 @@ export function jobsView(container, params, ctx) {
   } else if (onlyDead) {
     bulk.append(h("span", { class: "muted" }, "Bulk retry cannot filter by dedupe key."));
   }
+  // The statuses a bulk cancel takes: those of the filter that can be cancelled, else the waiting ones (the service's
+  // default). Running jobs only when the filter names them, as cancelling them aborts their delivery. The service
+  // wants a filter besides statuses, so a list filtered by status alone offers none.
+  const cancelStatuses = filters.status.length === 0 ? ["pending", "retrying"] : filters.status.filter((status) => CANCELLABLE.includes(status));
+  const narrowed = FIELD_FILTERS.some(({ name }) => filters[name]);
+  if (cancelStatuses.length > 0 && narrowed) {
+    bulk.append(h("button", { type: "button", class: "button button-danger", id: "cancel-matching", onclick: () => cancelMatching() }, "Cancel matching…"));
+  }
 
   const results = h("div", { class: "table-wrap" });
   const pager = h("nav", { class: "pager", "aria-label": "Pages" });
@@ -243,6 +256,36 @@ export function jobsView(container, params, ctx) {
       for (const name of ["operation_id", "original_request_id", "user_id"]) if (filters[name]) body[name] = filters[name];
       const { jobs } = await api("/jobs/retry-dead", { method: "POST", body });
       announce(bulkRetryMessage(jobs.length));
+    } catch (error) {
+      ctx.reportError(error);
+      return;
+    }
+    await refresh({ force: true }).catch(ctx.reportError);
+  }
+
+  async function cancelMatching() {
+    const parts = [];
+    if (filters.operation_id) parts.push(`operation ${filters.operation_id}`);
+    if (filters.original_request_id) parts.push(`chain ${filters.original_request_id}`);
+    if (filters.user_id) parts.push(`user ${filters.user_id}`);
+    if (filters.dedupe_key) parts.push(`dedupe key ${filters.dedupe_key}`);
+    const which = cancelStatuses.join(", ").replace(/, ([^,]*)$/, " and $1");
+    const aborting = cancelStatuses.includes("running");
+    const confirmed = await confirmAction({
+      title: "Cancel the jobs matching this filter?",
+      message:
+        `Cancel the ${which} jobs of ${parts.join(", ")}, newest first, at most ${count(BULK_CANCEL_LIMIT)} at once. ` +
+        (aborting ? "Running jobs have their delivery aborted. " : "") +
+        "Cancelled jobs are not delivered; an administrator can retry them later.",
+      confirmLabel: "Cancel jobs",
+    });
+    if (!confirmed) return;
+    try {
+      const body = { statuses: cancelStatuses, limit: BULK_CANCEL_LIMIT };
+      for (const { name } of FIELD_FILTERS) if (filters[name]) body[name] = filters[name];
+      const { jobs } = await api("/jobs/cancel", { method: "POST", body });
+      const what = `Cancelled ${count(jobs.length)} job${jobs.length === 1 ? "" : "s"}.`;
+      announce(jobs.length >= BULK_CANCEL_LIMIT ? `${what} More may remain: run it again for the next ${count(BULK_CANCEL_LIMIT)}.` : what);
     } catch (error) {
       ctx.reportError(error);
       return;

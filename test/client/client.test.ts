@@ -27,6 +27,7 @@ import {
   InvalidPathParamError,
   OnBehalfOfNotAllowedError,
   OperationNotBackgroundError,
+  OperationNotFoundError,
   OpqueueError,
   PayloadTooLargeError,
   PER_PROCESS_REQUEST_ID_WARNING,
@@ -41,6 +42,7 @@ import {
   createDeliveryVerifier,
   createJobsClient,
   currentDelivery,
+  deliveryAbortSignal,
   DeliveryTokenError,
   neverRetry,
   opqueueDelivery,
@@ -92,6 +94,18 @@ function deliveryOf(job: Job, attempt = 1): DeliveryContext {
     originalRequestId: job.original_request_id,
     authority: job.authority,
   };
+}
+
+/**
+ * Asserts that `actual` is the delivery `expected` as the plugin or the middleware hands it to the handler: the same
+ * fields, and a signal of its own, not aborted while the request lasts.
+ */
+function assertDelivery(actual: DeliveryContext | undefined, expected: DeliveryContext): void {
+  assert.ok(actual, "a delivery");
+  const { signal, ...fields } = actual;
+  assert.deepEqual(fields, expected);
+  assert.ok(signal instanceof AbortSignal, "the delivery carries its signal");
+  assert.equal(signal.aborted, false);
 }
 
 /** Asserts that `call` rejects with an `ErrorClass` (an `OpqueueError`) carrying `status` and `code`. */
@@ -739,6 +753,218 @@ describe("admin calls: run now, attempts and history", () => {
   });
 });
 
+describe("admin calls: flow control", () => {
+  /** A client acting as alice@example.com, whose name the service stamps on what she pauses and sets. */
+  function aliceOf(s: LiveService): JobsClient {
+    return clientOf(s, { adminToken: () => s.adminToken({ sub: "alice@example.com" }) });
+  }
+
+  /** Whether a claim (as a dispatcher makes it, the worker not running) takes job `id` now. */
+  async function claims(s: LiveService, id: string): Promise<boolean> {
+    const claimed = await s.service.store.jobClaimMany({ limit: 10 });
+    return claimed.some((job) => job.id === id);
+  }
+
+  test("listOperations lists every background operation with its control; pause and resume stamp who paused, and claims obey", async (t) => {
+    const s = await startLiveService(t);
+    const client = aliceOf(s);
+    const operations = await client.listOperations();
+    assert.deepEqual(operations.map((operation) => operation.operation_id), ["buildReport", "recordEmailSent", "sendWelcomeEmail"]);
+    const welcome = operations.find((operation) => operation.operation_id === "sendWelcomeEmail");
+    assert.equal(welcome?.method, "POST");
+    assert.equal(welcome?.path, "/users/{userId}/welcome-email");
+    assert.equal(welcome?.max_attempts, 8);
+    assert.deepEqual(welcome?.control, {
+      paused: null,
+      limits: { rate: null, rate_per_key: null, max_concurrency: null, concurrency_limit: 1 },
+      limits_source: "config",
+      limits_set: null,
+    });
+
+    const before = Date.now();
+    const paused = await client.pauseOperation("sendWelcomeEmail");
+    assert.equal(paused.operation_id, "sendWelcomeEmail");
+    assert.equal(paused.paused?.by, "alice@example.com");
+    assert.ok(Date.parse(paused.paused?.at ?? "") >= before - 1000, paused.paused?.at);
+    const listed = (await client.listOperations()).find((operation) => operation.operation_id === "sendWelcomeEmail");
+    assert.deepEqual(listed?.control.paused, paused.paused);
+
+    const { job } = await client.enqueue({ ...welcomeEmail(), caller: CALLER });
+    assert.equal(job.status, "pending", "a paused operation still takes enqueues");
+    assert.equal(await claims(s, job.id), false, "no claim takes a job of a paused operation");
+
+    const resumed = await client.resumeOperation("sendWelcomeEmail");
+    assert.equal(resumed.paused, null);
+    assert.equal(await claims(s, job.id), true, "resumed, its job is claimed");
+  });
+
+  test("pause, resume and the limits calls throw OperationNotFoundError for an operation that is not a background one", async (t) => {
+    const s = await startLiveService(t);
+    const client = aliceOf(s);
+    for (const call of [
+      () => client.pauseOperation("getUser"),
+      () => client.resumeOperation("noSuchOperation"),
+      () => client.setOperationLimits("getUser", { max_concurrency: 2 }),
+      () => client.resetOperationLimits("noSuchOperation"),
+    ]) {
+      await assertRefused(call(), OperationNotFoundError, 404, "operation_not_found");
+    }
+  });
+
+  test("setOperationLimits changes the given limits and keeps the others; resetOperationLimits puts the configuration's back", async (t) => {
+    const s = await startLiveService(t, {
+      configure: (raw) => {
+        raw["operations"] = { buildReport: { rate: { limit: 10, period_ms: 1000 }, max_concurrency: 3 } };
+      },
+    });
+    const client = aliceOf(s);
+    const configured = {
+      rate: { limit: 10, period_ms: 1000, burst: 10 },
+      rate_per_key: null,
+      max_concurrency: 3,
+      concurrency_limit: 1,
+    };
+    const listed = (await client.listOperations()).find((operation) => operation.operation_id === "buildReport");
+    assert.deepEqual(listed?.control.limits, configured);
+    assert.equal(listed?.control.limits_source, "config");
+
+    const set = await client.setOperationLimits("buildReport", { max_concurrency: 5, rate_per_key: { limit: 2, period_ms: 60_000 } });
+    assert.deepEqual(set.limits, { ...configured, max_concurrency: 5, rate_per_key: { limit: 2, period_ms: 60_000, burst: 2 } });
+    assert.equal(set.limits_source, "admin");
+    assert.equal(set.limits_set?.by, "alice@example.com");
+    const removed = await client.setOperationLimits("buildReport", { rate: null, concurrency_limit: 4 });
+    assert.deepEqual(removed.limits, { ...set.limits, rate: null, concurrency_limit: 4 });
+    const again = (await client.listOperations()).find((operation) => operation.operation_id === "buildReport");
+    assert.deepEqual(again?.control.limits, removed.limits);
+    assert.equal(again?.control.limits_source, "admin");
+
+    // The limits it reads back round-trip.
+    assert.deepEqual((await client.setOperationLimits("buildReport", removed.limits)).limits, removed.limits);
+    await assertRefused(client.setOperationLimits("buildReport", {}), InvalidRequestError, 400, "invalid_request");
+    await assertRefused(client.setOperationLimits("buildReport", { max_concurrency: 0 }), InvalidRequestError, 400, "invalid_request");
+
+    const reset = await client.resetOperationLimits("buildReport");
+    assert.deepEqual(reset.limits, configured);
+    assert.equal(reset.limits_source, "config");
+  });
+
+  test("pauseConcurrencyKey, listPausedKeys and resumeConcurrencyKey; a key needing encoding reaches its route, and claims obey", async (t) => {
+    const s = await startLiveService(t);
+    const client = aliceOf(s);
+    const key = "tenant/42?#%2F";
+    assert.deepEqual(await client.listPausedKeys(), []);
+    const paused = await client.pauseConcurrencyKey(key);
+    assert.equal(paused.concurrency_key, key);
+    assert.equal(paused.paused.by, "alice@example.com");
+    assert.deepEqual(await client.listPausedKeys(), [paused]);
+
+    const { job } = await client.enqueue({ ...welcomeEmail(), caller: CALLER, concurrencyKey: key });
+    const { job: other } = await client.enqueue({ ...welcomeEmail("7"), caller: CALLER, concurrencyKey: "tenant/43" });
+    const claimed = await s.service.store.jobClaimMany({ limit: 10 });
+    assert.deepEqual(claimed.map((row) => row.id), [other.id], "only the job whose key is not paused is claimed");
+
+    assert.equal(await client.resumeConcurrencyKey(key), true);
+    assert.equal(await client.resumeConcurrencyKey(key), false, "a key that is not paused");
+    assert.deepEqual(await client.listPausedKeys(), []);
+    assert.equal(await claims(s, job.id), true);
+  });
+
+  test("cancelJobs cancels the waiting jobs matching each filter, newest first, up to its limit, and names the action in their history", async (t) => {
+    const s = await startLiveService(t);
+    const client = aliceOf(s);
+    const enqueue = async (options: { userId?: string; requestId?: string; operationId?: string; dedupeKey?: string }) =>
+      (
+        await client.enqueue({
+          ...(options.operationId === "buildReport" ? { operationId: "buildReport", request: { body: {} } } : welcomeEmail()),
+          caller: { ...CALLER, userId: options.userId ?? "u1", requestId: options.requestId ?? "signup-1" },
+          ...(options.dedupeKey === undefined ? {} : { dedupeKey: options.dedupeKey }),
+        })
+      ).job;
+    const reports = [await enqueue({ operationId: "buildReport" }), await enqueue({ operationId: "buildReport" })];
+    const ofU2 = await enqueue({ userId: "u2" });
+    const ofChain = await enqueue({ requestId: "chain-x" });
+    const deduped = await enqueue({ dedupeKey: "welcome:once" });
+    const boundary = new Date(Date.now() + 1);
+    while (Date.now() <= boundary.getTime()) await new Promise((resolve) => setImmediate(resolve));
+    const late = [await enqueue({}), await enqueue({}), await enqueue({})];
+
+    const byOperation = await client.cancelJobs({ operationId: "buildReport" });
+    assert.deepEqual(byOperation.map((job) => job.id), reports.map((job) => job.id).reverse(), "newest first");
+    assert.ok(byOperation.every((job) => job.status === "cancelled" && job.result?.terminal_reason === "cancelled-by-admin"));
+    assert.deepEqual((await client.cancelJobs({ userId: "u2" })).map((job) => job.id), [ofU2.id]);
+    assert.deepEqual((await client.cancelJobs({ originalRequestId: "chain-x" })).map((job) => job.id), [ofChain.id]);
+    assert.deepEqual((await client.cancelJobs({ dedupeKey: "welcome:once" })).map((job) => job.id), [deduped.id]);
+    assert.deepEqual((await client.cancelJobs({ createdAfter: boundary, limit: 2 })).map((job) => job.id), [late[2]?.id, late[1]?.id]);
+    assert.deepEqual((await client.cancelJobs({ createdAfter: boundary.toISOString() })).map((job) => job.id), [late[0]?.id]);
+    assert.deepEqual(await client.cancelJobs({ createdBefore: boundary }), [], "every earlier job is cancelled already");
+
+    const history = await client.history(ofU2.id);
+    assert.deepEqual(history.at(-1), { type: "admin", at: history.at(-1)?.at, actor: "alice@example.com", action: "cancel-many" });
+    await assertRefused(client.cancelJobs({}), InvalidRequestError, 400, "invalid_request");
+    await assertRefused(client.cancelJobs({ statuses: ["pending"] }), InvalidRequestError, 400, "invalid_request");
+    await assertRefused(client.cancelJobs({ operationId: "buildReport", limit: 1001 }), InvalidRequestError, 400, "invalid_request");
+  });
+
+  test("cancelJobs cancels running jobs only when statuses name running", async (t) => {
+    const s = await startLiveService(t);
+    const client = aliceOf(s);
+    const { job } = await client.enqueue({ ...welcomeEmail(), caller: CALLER });
+    assert.equal(await claims(s, job.id), true);
+    assert.deepEqual(await client.cancelJobs({ operationId: "sendWelcomeEmail" }), [], "pending and retrying by default");
+    const cancelled = await client.cancelJobs({ operationId: "sendWelcomeEmail", statuses: ["running"] });
+    assert.deepEqual(cancelled.map((row) => [row.id, row.status]), [[job.id, "cancelled"]]);
+  });
+
+  test("cancel of a running job throws JobRunningError, and with { abort: true } cancels it", async (t) => {
+    const s = await startLiveService(t);
+    const client = aliceOf(s);
+    const { job } = await client.enqueue({ ...welcomeEmail(), caller: CALLER });
+    assert.equal(await claims(s, job.id), true);
+    await assertRefused(client.cancel(job.id), JobRunningError, 409, "job_running");
+    const cancelled = await client.cancel(job.id, { abort: true });
+    assert.equal(cancelled.status, "cancelled");
+    assert.equal(cancelled.result?.terminal_reason, "cancelled-by-admin");
+    // abort changes nothing for a waiting job.
+    const { job: waiting } = await client.enqueue({ ...welcomeEmail("2"), caller: CALLER });
+    assert.equal((await client.cancel(waiting.id, { abort: true })).status, "cancelled");
+  });
+
+  test("enqueue sends rateKey as rate_key, which the job is stored with (it is not part of the job's wire form)", async (t) => {
+    const s = await startLiveService(t);
+    const client = clientOf(s);
+    const { job } = await client.enqueue({ ...welcomeEmail(), caller: CALLER, rateKey: "tenant-7" });
+    assert.equal((await s.service.store.jobGet({ id: job.id }))?.rateKey, "tenant-7");
+    assert.equal("rate_key" in job, false);
+    const { job: without } = await client.enqueue({ ...welcomeEmail("2"), caller: CALLER });
+    assert.equal((await s.service.store.jobGet({ id: without.id }))?.rateKey, null);
+  });
+
+  test("flow control calls with a bad token throw UnauthenticatedError, and without site_admin SiteAdminRequiredError", async (t) => {
+    const s = await startLiveService(t);
+    const strangers = createJobsClient({ baseUrl: s.url, adminToken: "not-a-token" });
+    const users = createJobsClient({ baseUrl: s.url, adminToken: () => s.adminToken({ siteAdmin: false }) });
+    for (const [client, ErrorClass, status, code] of [
+      [strangers, UnauthenticatedError, 401, "unauthenticated"],
+      [users, SiteAdminRequiredError, 403, "site_admin_required"],
+    ] as const) {
+      for (const call of [
+        () => client.listOperations(),
+        () => client.pauseOperation("sendWelcomeEmail"),
+        () => client.resumeOperation("sendWelcomeEmail"),
+        () => client.setOperationLimits("sendWelcomeEmail", { max_concurrency: 1 }),
+        () => client.resetOperationLimits("sendWelcomeEmail"),
+        () => client.listPausedKeys(),
+        () => client.pauseConcurrencyKey("k"),
+        () => client.resumeConcurrencyKey("k"),
+        () => client.cancelJobs({ operationId: "sendWelcomeEmail" }),
+      ]) {
+        await assertRefused(call(), ErrorClass, status, code);
+      }
+    }
+    assert.equal((await clientOf(s).listOperations()).every((operation) => operation.control.paused === null), true);
+  });
+});
+
 describe("request ids and path segments (docs/tokens.md, Revision 2)", () => {
   test("a request id spelled like Fastify's default req.id (req-1, req-2z...) is warned of once per client; other ids are not", async (t) => {
     const s = await startLiveService(t);
@@ -837,7 +1063,18 @@ describe("request ids and path segments (docs/tokens.md, Revision 2)", () => {
       },
     });
     for (const id of ["", ".", ".."]) {
-      for (const call of [client.get(id), client.cancel(id), client.retry(id), client.cancelChain(id)]) {
+      for (const call of [
+        client.get(id),
+        client.cancel(id),
+        client.retry(id),
+        client.cancelChain(id),
+        client.pauseOperation(id),
+        client.resumeOperation(id),
+        client.setOperationLimits(id, { max_concurrency: 1 }),
+        client.resetOperationLimits(id),
+        client.pauseConcurrencyKey(id),
+        client.resumeConcurrencyKey(id),
+      ]) {
         await assert.rejects(call, (error: unknown) => !(error instanceof OpqueueError) && /must be a non-empty string other than/.test((error as Error).message));
       }
     }
@@ -869,9 +1106,9 @@ describe("target side: the Fastify plugin", () => {
 
     const { plugin, inHandler, awaited, body } = await seen.promise;
     const expected = deliveryOf(job);
-    assert.deepEqual(plugin, expected);
-    assert.deepEqual(inHandler, expected);
-    assert.deepEqual(awaited, expected);
+    assertDelivery(plugin, expected);
+    assert.equal(inHandler, plugin, "currentDelivery() is request.delivery");
+    assert.equal(awaited, plugin);
     assert.deepEqual(body, { email: "u42@example.com" });
     assert.equal(currentDelivery(), undefined, "the delivery does not leak out of the request");
     assert.equal((await s.deliveryFinished(job.id)).outcome, "succeeded");
@@ -926,8 +1163,8 @@ describe("target side: the Fastify plugin", () => {
     });
     assert.equal(status, 204);
     const { plugin, current } = await seen.promise;
-    assert.deepEqual(plugin, deliveryOf(job));
-    assert.deepEqual(current, deliveryOf(job));
+    assertDelivery(plugin, deliveryOf(job));
+    assert.equal(current, plugin);
   });
 
   test("enqueue without caller inside the handler chains to the delivered job, copying its user, chain and authority", async (t) => {
@@ -1032,9 +1269,9 @@ describe("target side: the Express-style middleware", () => {
       caller: CALLER,
     });
     const { req, inNext, afterBody, body } = await seen.promise;
-    assert.deepEqual(req, deliveryOf(job));
-    assert.deepEqual(inNext, deliveryOf(job));
-    assert.deepEqual(afterBody, deliveryOf(job));
+    assertDelivery(req, deliveryOf(job));
+    assert.equal(inNext, req, "currentDelivery() is req.delivery");
+    assert.equal(afterBody, req);
     assert.deepEqual(JSON.parse(body), { email: "u42@example.com" });
     assert.equal((await s.deliveryFinished(job.id)).outcome, "succeeded");
   });
@@ -1059,6 +1296,156 @@ describe("target side: the Express-style middleware", () => {
     const valid = await fetch(`${targetUrl}/x`, { method: "POST", headers: deliveryHeaders(SAMPLE_DELIVERY, await deliveryToken(SAMPLE_DELIVERY)) });
     assert.equal(valid.status, 204);
     assert.equal(nextCalls, 1);
+  });
+});
+
+describe("target side: the delivery's abort signal", () => {
+  /** What a handler saw of its delivery's signal: it started, and the signal aborted (with its reason). */
+  interface SignalWatch {
+    started: ReturnType<typeof deferred<AbortSignal>>;
+    aborted: ReturnType<typeof deferred<unknown>>;
+  }
+  const watch = (): SignalWatch => ({ started: deferred<AbortSignal>(), aborted: deferred<unknown>() });
+
+  /** Waits for `signal` to abort (or be aborted already); resolves `watched.aborted` with its reason. */
+  function awaitAbort(signal: AbortSignal | undefined, watched: SignalWatch): Promise<void> {
+    assert.ok(signal instanceof AbortSignal, "the delivery carries a signal");
+    watched.started.resolve(signal);
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        watched.aborted.resolve(signal.reason);
+        resolve();
+      };
+      if (signal.aborted) done();
+      else signal.addEventListener("abort", done, { once: true });
+    });
+  }
+
+  /** Sends SAMPLE_DELIVERY to `url` and closes the connection once the handler has started; the handler's signal. */
+  async function sendAndHangUp(url: string, watched: SignalWatch): Promise<AbortSignal> {
+    const { port } = new URL(url);
+    const headers = deliveryHeaders(SAMPLE_DELIVERY, await deliveryToken(SAMPLE_DELIVERY));
+    const req = httpRequest({ host: "127.0.0.1", port, method: "POST", path: "/users/42/welcome-email", headers: { ...headers, "content-type": "application/json" } });
+    // The hang-up is the point: the client side's ECONNRESET is expected.
+    req.on("error", () => undefined);
+    req.end("{}");
+    const signal = await watched.started.promise;
+    assert.equal(signal.aborted, false, "not aborted while the caller waits");
+    req.destroy();
+    return signal;
+  }
+
+  /** Asserts that `reason` says the delivery was aborted, as an AbortError. */
+  function assertAbortReason(reason: unknown): void {
+    assert.ok(reason instanceof DOMException, `a DOMException, got ${String(reason)}`);
+    assert.equal(reason.name, "AbortError");
+    assert.match(reason.message, /opqueue aborted the delivery/);
+  }
+
+  test("the Fastify plugin's request.delivery.signal aborts when the caller hangs up before the reply is sent", async (t) => {
+    const watched = watch();
+    const inContext = deferred<AbortSignal | undefined>();
+    const targetUrl = await startFastifyTarget(t, DELIVERY_OPTIONS, (background) => {
+      background.post("/users/:userId/welcome-email", implementing("sendWelcomeEmail"), async (request, reply) => {
+        inContext.resolve(currentDelivery()?.signal);
+        await awaitAbort(request.delivery?.signal, watched);
+        return reply.code(204).send();
+      });
+    });
+    const signal = await sendAndHangUp(targetUrl, watched);
+    assertAbortReason(await watched.aborted.promise);
+    assert.equal(signal.aborted, true);
+    assert.equal(await inContext.promise, signal, "currentDelivery() carries the same signal");
+  });
+
+  test("the Fastify plugin's signal never aborts once the reply has been sent", async (t) => {
+    const seen = deferred<{ signal: AbortSignal | undefined; closed: Promise<void> }>();
+    const targetUrl = await startFastifyTarget(t, DELIVERY_OPTIONS, (background) => {
+      background.post("/users/:userId/welcome-email", implementing("sendWelcomeEmail"), async (request, reply) => {
+        const closed = new Promise<void>((resolve) => reply.raw.once("close", () => resolve()));
+        seen.resolve({ signal: request.delivery?.signal, closed });
+        return reply.code(204).send();
+      });
+    });
+    const res = await fetch(`${targetUrl}/users/42/welcome-email`, {
+      method: "POST",
+      headers: { ...deliveryHeaders(SAMPLE_DELIVERY, await deliveryToken(SAMPLE_DELIVERY)), "content-type": "application/json" },
+      body: "{}",
+    });
+    assert.equal(res.status, 204);
+    const { signal, closed } = await seen.promise;
+    await closed;
+    assert.ok(signal instanceof AbortSignal);
+    assert.equal(signal.aborted, false);
+  });
+
+  test("the Express middleware's req.delivery.signal aborts when the caller hangs up before the response is sent, and not after one is", async (t) => {
+    const middleware = opqueueDeliveryMiddleware({ ...DELIVERY_OPTIONS, operationId: "sendWelcomeEmail" });
+    const hungUp = watch();
+    const answered = deferred<{ signal: AbortSignal | undefined; closed: Promise<void> }>();
+    let calls = 0;
+    const targetUrl = await startHttpTarget(t, (req: IncomingMessage & { delivery?: DeliveryContext }, res) => {
+      middleware(req, res, () => {
+        if (++calls === 1) {
+          void awaitAbort(req.delivery?.signal, hungUp).then(() => res.end());
+          return;
+        }
+        const closed = new Promise<void>((resolve) => res.once("close", () => resolve()));
+        answered.resolve({ signal: currentDelivery()?.signal, closed });
+        res.statusCode = 204;
+        res.end();
+      });
+    });
+    const signal = await sendAndHangUp(targetUrl, hungUp);
+    assertAbortReason(await hungUp.aborted.promise);
+    assert.equal(signal.aborted, true);
+
+    const res = await fetch(`${targetUrl}/users/42/welcome-email`, {
+      method: "POST",
+      headers: deliveryHeaders(SAMPLE_DELIVERY, await deliveryToken(SAMPLE_DELIVERY)),
+    });
+    assert.equal(res.status, 204);
+    const { signal: finished, closed } = await answered.promise;
+    await closed;
+    assert.ok(finished instanceof AbortSignal);
+    assert.equal(finished.aborted, false);
+  });
+
+  test("deliveryAbortSignal, for the bare verifier, is aborted at once when made for a response whose connection has closed", async (t) => {
+    const made = deferred<AbortSignal>();
+    const arrived = deferred();
+    const targetUrl = await startHttpTarget(t, (_req, res) => {
+      arrived.resolve();
+      res.once("close", () => setImmediate(() => made.resolve(deliveryAbortSignal(res))));
+    });
+    const req = httpRequest(`${targetUrl}/x`, { method: "POST" });
+    req.on("error", () => undefined);
+    req.end();
+    await arrived.promise;
+    req.destroy();
+    const signal = await made.promise;
+    assert.equal(signal.aborted, true);
+    assertAbortReason(signal.reason);
+  });
+
+  test("an administrator's cancel with { abort: true } aborts the delivery: the handler's signal aborts, and the job ends cancelled", async (t) => {
+    const watched = watch();
+    const targetUrl = await startFastifyTarget(t, DELIVERY_OPTIONS, (background) => {
+      background.post("/users/:userId/welcome-email", implementing("sendWelcomeEmail"), async (request, reply) => {
+        await awaitAbort(request.delivery?.signal, watched);
+        return reply.code(204).send();
+      });
+    });
+    const s = await startDeliveringService(t, targetUrl);
+    const client = clientOf(s);
+    const { job } = await client.enqueue({ ...welcomeEmail(), caller: CALLER });
+    await watched.started.promise;
+    assert.equal((await client.get(job.id)).status, "running");
+    const cancelled = await client.cancel(job.id, { abort: true });
+    assert.equal(cancelled.status, "cancelled");
+    assertAbortReason(await watched.aborted.promise);
+    await s.waitForJob(job.id, (row) => row.status === "cancelled", "cancelled");
+    assert.equal((await client.get(job.id)).result?.terminal_reason, "cancelled-by-admin");
   });
 });
 

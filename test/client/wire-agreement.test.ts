@@ -1,10 +1,11 @@
 /**
  * `@opqueue/client` describes the wire with types and rules of its own, so that a product installs it without the
  * service. The service's schemas stay the one source of truth: these tests hold the client to them, so a status,
- * terminal reason or error code added to the service, a changed field of the job, or another request-id rule fails
- * here until the client says the same.
+ * terminal reason or error code added to the service, a changed field of the job or of flow control's forms, or
+ * another request-id rule fails here until the client says the same.
  */
 import assert from "node:assert/strict";
+import type { Static } from "@sinclair/typebox";
 import { describe, test } from "node:test";
 import * as client from "@opqueue/client";
 import {
@@ -15,9 +16,13 @@ import {
 import { isCanonicalSegment, isValidRequestId, REQUEST_ID_RULE } from "../../src/auth/hs256.js";
 import { ERROR_CODES } from "../../src/errors.js";
 import * as service from "../../src/job/schemas.js";
+import type * as flow from "../../src/flow/schemas.js";
+import type { OperationList } from "../../src/http/routes/operations.js";
 
 /** True when A and B are assignable both ways: the same wire shape. */
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+/** A wire name as the client's options spell it: `original_request_id` is `originalRequestId`. */
+type Camel<S extends string> = S extends `${infer Head}_${infer Tail}` ? `${Head}${Capitalize<Camel<Tail>>}` : S;
 
 // Checked by `npm run lint` (tsc): each line fails to compile when the client's type and the service's schema differ.
 const typesAgree: Array<true> = [
@@ -29,11 +34,20 @@ const typesAgree: Array<true> = [
   true satisfies Same<client.TerminalReason, service.TerminalReason>,
   true satisfies Same<client.JobAttempt, service.JobAttempt>,
   true satisfies Same<client.JobHistoryEvent, service.JobHistoryEvent>,
+  true satisfies Same<client.RateLimit, flow.RateLimitBody>,
+  true satisfies Same<client.OperationLimits, Static<typeof flow.Limits>>,
+  true satisfies Same<client.LimitsPatch, flow.LimitsPatch>,
+  true satisfies Same<client.OperationControl, flow.OperationControlBody>,
+  true satisfies Same<client.PausedKey, flow.PausedKeyBody>,
+  true satisfies Same<client.OperationSummary, OperationList["operations"][number]>,
+  // cancelJobs takes every filter of POST /jobs/cancel, by its camelCase name, and the same statuses.
+  true satisfies Same<keyof client.CancelJobsFilter, Camel<keyof flow.CancelJobsBody>>,
+  true satisfies Same<NonNullable<client.CancelJobsFilter["statuses"]>[number], NonNullable<flow.CancelJobsBody["statuses"]>[number]>,
 ];
 
 describe("the client's wire agrees with the service's", () => {
   test("the wire types are the same shapes (checked at compile time)", () => {
-    assert.equal(typesAgree.length, 8);
+    assert.equal(typesAgree.length, 16);
   });
 
   test("job statuses and terminal reasons are the same lists, in the same order", () => {

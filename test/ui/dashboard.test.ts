@@ -3,8 +3,10 @@
  * listening on 127.0.0.1 with the system clock, delivering to a small product where `recordEmailSent` answers 400
  * until the test flips a flag. The browser signs in through a `#token=` link, reads the overview, filters the list
  * (operations from GET /operations), opens the dead job, retries it and sees the retry in its history between two
- * numbered attempts, runs a delayed job now, cancels a chain, lays every page out at a phone's width, and is refused
- * politely with a token that is not a site administrator's. The page runs under the service's
+ * numbered attempts, runs a delayed job now, cancels a running job (aborting its delivery), cancels a chain, pauses and
+ * resumes an operation and a concurrency key and changes and resets an operation's limits in the Flow control view,
+ * cancels the jobs matching a filter, lays every page out at a phone's width, and is refused politely with a token that
+ * is not a site administrator's. The page runs under the service's
  * Content-Security-Policy: any violation, like any script error, fails the run. (The routes that serve it are tested
  * without a browser in test/http/ui.test.ts.)
  *
@@ -46,6 +48,14 @@ const LONG_CHAIN_ID = "web-checkout-3c9a1f6e-8b2d-4f3e-9a1c-7d5e2b8c4f10";
 /** The background operations of the test product, as GET /operations sorts them. */
 const OPERATIONS = ["buildReport", "recordEmailSent", "sendWelcomeEmail"];
 
+/** An operation's flow control as GET /operations answers it. */
+interface OperationControlWire {
+  paused: { at: string; by: string } | null;
+  limits: unknown;
+  limits_source: "config" | "admin";
+  limits_set: { at: string; by: string } | null;
+}
+
 /** Everything the cases share: one service, one product, one browser. */
 interface World {
   service: Service;
@@ -61,7 +71,7 @@ interface World {
   deadRecord: JobRow;
   /** A chain of three pending delayed jobs (root, child, grandchild). */
   chain: Job[];
-  /** A job held running by the product until the end. */
+  /** A job held running by the product until the end, or until the dashboard aborts it. */
   running: Job;
   /** Two welcome emails delayed by an hour: one to run now (in chain LONG_CHAIN_ID), one cancelled meanwhile. */
   delayed: Job;
@@ -488,7 +498,7 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     assert.equal(await page.getByRole("button", { name: "Run now…" }).count(), 0);
   });
 
-  test("shows the service's refusal of an action (409 job_running), and Escape cancels a confirmation", async () => {
+  test("cancels a running job after a confirmation saying its delivery is aborted, and Escape cancels a confirmation", async () => {
     const { page } = w;
     await page.goto(`${w.base}/ui/#/jobs/${w.running.id}`);
     await page.locator(".head-status .badge-running").waitFor();
@@ -501,10 +511,15 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     assert.equal((await w.service.store.jobGet({ id: w.running.id }))?.status, "running");
 
     await page.getByRole("button", { name: "Cancel job…" }).click();
-    await page.getByRole("dialog").getByRole("button", { name: "Cancel job" }).click();
-    const alert = page.locator("#alert");
-    await alert.waitFor();
-    assert.match(await alert.innerText(), /Not cancelled: the job is being delivered.*\(job_running\)/);
+    const dialog = page.getByRole("dialog");
+    assert.match(await dialog.innerText(), /is being delivered now\. Its delivery is aborted/);
+    await dialog.getByRole("button", { name: "Abort and cancel" }).click();
+    assert.match(await announced(page, /is cancelled/), /its delivery was aborted/);
+    await page.locator(".head-status .badge-cancelled").waitFor();
+    await until(async () => /Cancelled by oncall@example\.com/.test(await page.locator("ol.timeline").innerText()), "the cancel in the history");
+    const row = await w.service.store.jobGet({ id: w.running.id });
+    assert.equal(row?.status, "cancelled");
+    assert.equal(row?.result?.terminal_reason, "cancelled-by-admin");
   });
 
   test("cancels a whole chain from a job's page", async () => {
@@ -527,6 +542,112 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
       assert.equal(row?.status, "cancelled");
       assert.equal(row?.result?.terminal_reason, "cancelled-by-chain");
     }
+  });
+
+  test("pauses and resumes an operation, changes and resets its limits, and pauses and resumes a key in the Flow control view", async () => {
+    const { page } = w;
+    /** buildReport's flow control as the service answers it. */
+    const control = async () => {
+      const answer = await fetch(`${w.base}/operations`, { headers: { authorization: `Bearer ${await adminToken(w)}` } });
+      const { operations } = (await answer.json()) as { operations: Array<{ operation_id: string; control: OperationControlWire }> };
+      return operations.find((operation) => operation.operation_id === "buildReport")?.control;
+    };
+    await page.getByRole("navigation", { name: "Dashboard" }).getByRole("link", { name: "Flow control" }).click();
+    await page.getByRole("heading", { level: 1, name: "Flow control" }).waitFor();
+    assert.match(page.url(), /#\/flow$/);
+    const rows = page.locator("table.flow-table tbody tr");
+    await until(async () => (await rows.count()) === OPERATIONS.length, "a row per background operation");
+    assert.deepEqual(await rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-operation-id"))), OPERATIONS);
+    const row = page.locator('tr[data-operation-id="buildReport"]');
+    assert.match(await row.innerText(), /active/);
+    assert.match(await row.innerText(), /configuration/);
+
+    // Pause, after a confirmation; the row says who paused it, and so does the service.
+    await row.getByRole("button", { name: "Pause…" }).click();
+    const dialog = page.getByRole("dialog");
+    assert.match(await dialog.innerText(), /No node starts a job of buildReport until it is resumed/);
+    await dialog.getByRole("button", { name: "Pause operation" }).click();
+    await announced(page, /buildReport is paused/);
+    await row.locator(".badge-paused").waitFor();
+    assert.match(await row.innerText(), /paused\s+by oncall@example\.com, \d{4}-\d\d-\d\d \d\d:\d\d:\d\d/);
+    assert.equal((await control())?.paused?.by, OPERATOR);
+    const report = await enqueue(w, { operation_id: "buildReport", request: { body: {} } }, { sub: "ops", op: "createUser", rid: "paused-report" });
+    assert.equal((await w.service.store.jobGet({ id: report.id }))?.status, "pending");
+
+    // Resume: the report waiting meanwhile runs.
+    await row.getByRole("button", { name: "Resume" }).click();
+    await announced(page, /buildReport is resumed/);
+    await row.locator(".badge-active").waitFor();
+    assert.equal((await control())?.paused, null);
+    await until(async () => (await w.service.store.jobGet({ id: report.id }))?.status === "succeeded", "the waiting report to run once resumed");
+
+    // Change its limits through the form, then put the configuration's back.
+    await row.getByRole("button", { name: "Change limits" }).click();
+    assert.equal(await page.getByLabel("Operation", { exact: true }).inputValue(), "buildReport");
+    const rate = page.getByRole("group", { name: /^Rate \(/ });
+    await rate.getByLabel("Jobs").fill("5");
+    await rate.getByLabel("Per (ms)").fill("60000");
+    await page.getByLabel("Max concurrency").fill("2");
+    await page.getByRole("button", { name: "Save limits" }).click();
+    await announced(page, /limits of buildReport are saved/);
+    await until(async () => /administrator/.test(await row.innerText()), "the administrator's limits in the row");
+    const limitsText = await row.locator("ul.limits").innerText();
+    assert.match(limitsText, /rate: 5 per 1 min/);
+    assert.match(limitsText, /max concurrency: 2/);
+    assert.match(limitsText, /per concurrency key: 1/);
+    const set = await control();
+    assert.deepEqual(set?.limits, { rate: { limit: 5, period_ms: 60_000, burst: 5 }, rate_per_key: null, max_concurrency: 2, concurrency_limit: 1 });
+    assert.equal(set?.limits_source, "admin");
+    assert.equal(set?.limits_set?.by, OPERATOR);
+
+    await row.getByRole("button", { name: "Reset to config…" }).click();
+    assert.match(await dialog.innerText(), /configuration's apply again/);
+    await dialog.getByRole("button", { name: "Reset to config" }).click();
+    await announced(page, /configuration's again/);
+    await until(async () => /configuration/.test(await row.innerText()), "the configuration's limits in the row");
+    assert.equal(await row.getByRole("button", { name: "Reset to config…" }).count(), 0, "nothing to reset");
+    const reset = await control();
+    assert.equal(reset?.limits_source, "config");
+    assert.deepEqual(reset?.limits, { rate: null, rate_per_key: null, max_concurrency: null, concurrency_limit: 1 });
+
+    // A concurrency key: paused through the field, listed with who paused it, resumed from its row.
+    await page.getByText("No concurrency key is paused.").waitFor();
+    await page.getByLabel("Concurrency key", { exact: true }).fill("tenant/7");
+    await page.getByRole("button", { name: "Pause key" }).click();
+    await announced(page, /tenant\/7 is paused/);
+    const keyRow = page.locator('tr[data-key="tenant/7"]');
+    await keyRow.waitFor();
+    assert.match(await keyRow.innerText(), /by oncall@example\.com/);
+    await screenshot(page, "flow.png", true);
+    await keyRow.getByRole("button", { name: "Resume key tenant/7" }).click();
+    await announced(page, /tenant\/7 is resumed/);
+    await page.getByText("No concurrency key is paused.").waitFor();
+    const paused = await fetch(`${w.base}/concurrency-keys/paused`, { headers: { authorization: `Bearer ${await adminToken(w)}` } });
+    assert.deepEqual(await paused.json(), { keys: [] });
+  });
+
+  test("cancels the waiting jobs matching a filter in bulk", async () => {
+    const { page } = w;
+    const waiting = [await signUp(w, "zed", { delay_ms: 3_600_000 }), await signUp(w, "zed", { delay_ms: 3_600_000 })];
+    await page.goto(`${w.base}/ui/#/jobs?user_id=zed`);
+    const rows = page.locator("table.jobs-table tbody tr");
+    await until(async () => (await rows.count()) === 2, "zed's two jobs");
+    await page.getByRole("button", { name: "Cancel matching…" }).click();
+    const dialog = page.getByRole("dialog");
+    assert.match(await dialog.innerText(), /Cancel the pending and retrying jobs of user zed/);
+    await dialog.getByRole("button", { name: "Cancel jobs" }).click();
+    assert.equal(await announced(page, /Cancelled/), "Cancelled 2 jobs.");
+    await until(async () => (await rows.locator(".badge-cancelled").count()) === 2, "both rows cancelled");
+    for (const job of waiting) {
+      const row = await w.service.store.jobGet({ id: job.id });
+      assert.equal(row?.status, "cancelled");
+      assert.equal(row?.result?.terminal_reason, "cancelled-by-admin");
+    }
+    // No bulk cancel without a filter besides status: the service would refuse it.
+    await page.goto(`${w.base}/ui/#/jobs?status=pending`);
+    await page.getByRole("heading", { level: 1, name: "Jobs: pending" }).waitFor();
+    await page.locator(".toolbar .updated time").waitFor();
+    assert.equal(await page.getByRole("button", { name: "Cancel matching…" }).count(), 0);
   });
 
   test("retries the dead jobs matching a filter in bulk", async () => {
@@ -622,6 +743,9 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
       await assertFits(`the page of job ${job.id}`);
     }
     assert.equal(await page.locator("#chain-id").innerText(), LONG_CHAIN_ID);
+    await page.goto(`${w.base}/ui/#/flow`);
+    await page.locator("table.flow-table tbody tr").first().waitFor();
+    await assertFits("the flow control view");
     await context.close();
   });
 

@@ -7,8 +7,14 @@
  * be the operationId of that route, its `job` the `x-job-id` and `idempotency-key` headers, its `att` the
  * `x-job-attempt` header. So a token captured from one delivery cannot run another operation, nor replay under a fresh
  * idempotency key that the target's deduplication has never seen.
+ *
+ * opqueue aborts a delivery by closing its connection before the answer has arrived: the attempt timed out, an
+ * administrator cancelled the running job with `abort`, or the service shut down. `deliveryAbortSignal(res)` turns
+ * that into an `AbortSignal`, which the Fastify plugin and the Express middleware hand to the handler as
+ * `delivery.signal`, so long work can stop instead of finishing for nobody.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
+import type { ServerResponse } from "node:http";
 import { createRemoteJWKSet, decodeProtectedHeader, errors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from "jose";
 import { isCanonicalSegment } from "./token-rules.js";
 import type { Authority } from "./wire.js";
@@ -25,6 +31,14 @@ export interface DeliveryContext {
   originalRequestId: string;
   /** The chain's authority (wire form). */
   authority: Authority;
+  /**
+   * Aborts when opqueue aborts the delivery: the request's connection closed before the response was sent (the
+   * attempt's timeout, an administrator's cancel with `abort`, a shutdown). Nobody reads an answer after that, so pass
+   * it to what the handler awaits (`fetch(url, { signal })`) or check `signal.aborted` between steps; its `reason` is
+   * a DOMException named `AbortError`. Set by `opqueueDelivery` and `opqueueDeliveryMiddleware`; the bare verifier
+   * sees only headers, so with it make one with `deliveryAbortSignal(res)`.
+   */
+  signal?: AbortSignal;
 }
 
 /** One HS256 delivery key as the service's `auth.delivery_key` lists it: its `kid` and its secret. */
@@ -98,6 +112,23 @@ export function currentDelivery(): DeliveryContext | undefined {
 /** Runs `fn` as part of handling `delivery` (enqueues inside it chain to it). */
 export function runInDelivery<T>(delivery: DeliveryContext, fn: () => T): T {
   return storage.run(delivery, fn);
+}
+
+/**
+ * A signal that aborts when `response`'s connection closes before the response has been sent (`close` without
+ * `writableFinished`): opqueue gave up on the delivery. A response that was sent in full never aborts it. Made for a
+ * response already closed that way, it is aborted at once.
+ */
+export function deliveryAbortSignal(response: ServerResponse): AbortSignal {
+  const controller = new AbortController();
+  const abort = () => {
+    if (response.writableFinished || controller.signal.aborted) return;
+    controller.abort(new DOMException("opqueue aborted the delivery: its connection closed before the response was sent", "AbortError"));
+  };
+  // Node marks the response destroyed when its connection closes, and emits `close` only once.
+  if (response.destroyed) abort();
+  else response.once("close", abort);
+  return controller.signal;
 }
 
 /** A request's headers: Node's `IncomingHttpHeaders` (lower-case names) or a fetch `Headers`. */

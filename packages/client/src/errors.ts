@@ -55,7 +55,9 @@ export const SiteAdminRequiredError = define("SiteAdminRequiredError");
 export const JobNotFoundError = define("JobNotFoundError");
 /** 404 not_found. */
 export const NotFoundError = define("NotFoundError");
-/** 409 job_running. */
+/** 404 operation_not_found: no background operation has that operationId (flow control calls). */
+export const OperationNotFoundError = define("OperationNotFoundError");
+/** 409 job_running: cancel a running job with `{ abort: true }`. */
 export const JobRunningError = define("JobRunningError");
 /** 409 job_not_cancellable. */
 export const JobNotCancellableError = define("JobNotCancellableError");
@@ -95,6 +97,7 @@ const BY_CODE: Record<ErrorCode, typeof OpqueueError> = {
   site_admin_required: SiteAdminRequiredError,
   job_not_found: JobNotFoundError,
   not_found: NotFoundError,
+  operation_not_found: OperationNotFoundError,
   job_running: JobRunningError,
   job_not_cancellable: JobNotCancellableError,
   job_not_retryable: JobNotRetryableError,

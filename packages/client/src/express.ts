@@ -7,10 +7,14 @@
  * A middleware cannot see the route it runs for, so it is told the operationId (docs/tokens.md, "Verifying a
  * delivery"): mount one per route with `operationId`, or one for many routes with `operationIdFor(req)`. A request it
  * can name no operationId for is refused, never let through.
+ *
+ * `req.delivery.signal` (and `currentDelivery()?.signal`) aborts when opqueue aborts the delivery: the response's
+ * connection closes (`res` emits `close`) before the response has been sent (`!res.writableFinished`).
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import {
   createDeliveryVerifier,
+  deliveryAbortSignal,
   deliveryRefusal,
   DeliveryTokenError,
   runInDelivery,
@@ -38,7 +42,7 @@ export type DeliveryMiddlewareOptions = DeliveryVerifierOptions &
 
 /**
  * `app.post("/users/:id/welcome-email", opqueueDeliveryMiddleware({ secret, audience, operationId: "sendWelcomeEmail"
- * }), handler)`.
+ * }), handler)`; the handler reads `req.delivery`, whose `signal` aborts if opqueue aborts the delivery.
  */
 export function opqueueDeliveryMiddleware(options: DeliveryMiddlewareOptions) {
   // A JavaScript caller can leave both out; failing at mount time beats refusing every delivery later.
@@ -70,7 +74,8 @@ export function opqueueDeliveryMiddleware(options: DeliveryMiddlewareOptions) {
       refuse(new DeliveryTokenError(`delivery refused: operationIdFor names no operationId for ${req.method} ${req.url}`));
       return;
     }
-    verifier.verifyDelivery(req.headers, { operationId: routeOperationId }).then((delivery) => {
+    verifier.verifyDelivery(req.headers, { operationId: routeOperationId }).then((verified) => {
+      const delivery: DeliveryContext = { ...verified, signal: deliveryAbortSignal(res) };
       req.delivery = delivery;
       runInDelivery(delivery, next);
     }, refuse);

@@ -8,10 +8,14 @@
  * OpenAPI generators such as @fastify/swagger read) or `config: { operationId }`. The token's `op` must equal it
  * (docs/tokens.md, "Verifying a delivery"), so a token issued for one operation is refused on another's route. A route
  * declaring neither refuses every delivery: guessing would accept any operation's token.
+ *
+ * `request.delivery.signal` (and `currentDelivery()?.signal`) aborts when opqueue aborts the delivery: the connection
+ * closes (`reply.raw` emits `close`) before the reply has been sent (`!reply.raw.writableFinished`).
  */
 import type { FastifyPluginCallback, FastifyRequest } from "fastify";
 import {
   createDeliveryVerifier,
+  deliveryAbortSignal,
   deliveryRefusal,
   DeliveryTokenError,
   runInDelivery,
@@ -21,7 +25,7 @@ import {
 
 declare module "fastify" {
   interface FastifyRequest {
-    /** The verified delivery (set by the opqueue delivery plugin). */
+    /** The verified delivery (set by the opqueue delivery plugin), its `signal` aborting if opqueue aborts it. */
     delivery?: DeliveryContext;
   }
   interface FastifySchema {
@@ -58,7 +62,8 @@ function routeOperationId(request: FastifyRequest): { operationId: string } | { 
  * Register it in the encapsulated context of your background routes, each declaring its operationId:
  * `app.register(async (bg) => { bg.register(opqueueDelivery, { secret, audience });
  * bg.post("/users/:id/welcome-email", { schema: { operationId: "sendWelcomeEmail" } }, handler) })`. The keys may
- * also be `secrets` (several, by kid) or `jwksUrl`, as `DeliveryKeyOptions` says.
+ * also be `secrets` (several, by kid) or `jwksUrl`, as `DeliveryKeyOptions` says. A handler doing long work passes
+ * `request.delivery.signal` to it, to stop when opqueue aborts the delivery.
  */
 export const opqueueDelivery: FastifyPluginCallback<DeliveryVerifierOptions> = (app, options, done) => {
   const verifier = createDeliveryVerifier(options);
@@ -73,7 +78,8 @@ export const opqueueDelivery: FastifyPluginCallback<DeliveryVerifierOptions> = (
       return;
     }
     verifier.verifyDelivery(request.headers, route).then(
-      (delivery) => {
+      (verified) => {
+        const delivery: DeliveryContext = { ...verified, signal: deliveryAbortSignal(reply.raw) };
         request.delivery = delivery;
         // `run` around `next` makes every later step of this request (the handler too) see the delivery.
         runInDelivery(delivery, next);

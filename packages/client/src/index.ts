@@ -10,16 +10,25 @@
  *   token is accepted only on the route of its operation, with the `x-job-id`, `idempotency-key` and
  *   `x-job-attempt` headers it was sent with. Keys: `secret`, `secrets` (several HS256 keys by kid, while they rotate)
  *   or `jwksUrl` (`DeliveryKeyOptions`); with several, the token's kid picks the one that checks it.
- * - Administrators: `get`, `list`, `pages`, `cancel`, `retry`, `cancelChain` of the same client (with `adminToken`).
+ *   Behind the plugin or the middleware, `delivery.signal` aborts when opqueue aborts the delivery (the connection
+ *   closes before the answer is sent: the attempt's timeout, an administrator's cancel with abort, a shutdown); with
+ *   the bare verifier, `deliveryAbortSignal(res)` makes the same signal.
+ * - Administrators: `get`, `list`, `pages`, `cancel` (`{ abort: true }` for a running job), `cancelJobs`, `retry`,
+ *   `cancelChain`, `runNow`, `attempts`, `history` of the same client (with `adminToken`), and flow control:
+ *   `listOperations`, `pauseOperation`, `resumeOperation`, `setOperationLimits`, `resetOperationLimits`,
+ *   `listPausedKeys`, `pauseConcurrencyKey`, `resumeConcurrencyKey`.
  */
 export * from "./errors.js";
 export * from "./delivery.js";
 export { createJobsClient, PER_PROCESS_REQUEST_ID_WARNING } from "./jobs-client.js";
-export type { AssertionClaims, AssertionSigner, EnqueueOptions, JobPage, JobsClient, JobsClientOptions, ListOptions } from "./jobs-client.js";
+export type {
+  AssertionClaims, AssertionSigner, CancelJobsFilter, CancelOptions, EnqueueOptions, JobPage, JobsClient, JobsClientOptions, ListOptions,
+} from "./jobs-client.js";
 export { opqueueDelivery } from "./fastify.js";
 export { opqueueDeliveryMiddleware } from "./express.js";
 export type { DeliveryMiddlewareOptions } from "./express.js";
 export { ERROR_CODES, JOB_STATUSES, TERMINAL_REASONS } from "./wire.js";
 export type {
-  AdminAction, Authority, ErrorCode, Job, JobAttempt, JobHistoryEvent, JobResult, JobStatus, RequestPayload, TerminalReason,
+  AdminAction, AdminStamp, Authority, ErrorCode, Job, JobAttempt, JobHistoryEvent, JobResult, JobStatus, LimitsPatch, OperationControl,
+  OperationLimits, OperationSummary, PausedKey, RateLimit, RequestPayload, TerminalReason,
 } from "./wire.js";

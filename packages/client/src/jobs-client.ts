@@ -1,11 +1,23 @@
 /**
  * The client for calling opqueue: enqueue (minting the assertion, chaining automatically inside a delivery,
- * retrying 503 `unavailable`), and the administrator's get, list, cancel, retry, cancelChain, runNow, attempts and
- * history. Errors are the typed classes of `./errors.ts`.
+ * retrying 503 `unavailable`), the administrator's get, list, cancel, cancelJobs, retry, cancelChain, runNow, attempts
+ * and history, and flow control (docs/flow-control.md): listOperations, pause and resume an operation or a concurrency
+ * key, set and reset an operation's limits. Errors are the typed classes of `./errors.ts`.
  */
 import { SignJWT } from "jose";
 import { isValidRequestId, REQUEST_ID_RULE } from "./token-rules.js";
-import type { Authority, Job, JobAttempt, JobHistoryEvent, JobStatus, RequestPayload } from "./wire.js";
+import type {
+  Authority,
+  Job,
+  JobAttempt,
+  JobHistoryEvent,
+  JobStatus,
+  LimitsPatch,
+  OperationControl,
+  OperationSummary,
+  PausedKey,
+  RequestPayload,
+} from "./wire.js";
 import { currentDelivery } from "./delivery.js";
 import { OpqueueError, errorFor } from "./errors.js";
 
@@ -54,6 +66,11 @@ export interface EnqueueOptions {
   runAt?: Date | string;
   dedupeKey?: string | null;
   concurrencyKey?: string | null;
+  /**
+   * The key the operation's `rate_per_key` limit counts the job under (a tenant, a customer, a third-party account),
+   * and the lane claims take turns by instead of the user (docs/flow-control.md). Not part of the job's wire form.
+   */
+  rateKey?: string | null;
   onBehalfOf?: { userId: string; authority: Authority };
   /**
    * Who calls, for a root enqueue: the acting user, the calling operation and the request id. Inside a delivery
@@ -73,6 +90,31 @@ export interface ListOptions {
   parentJobId?: string;
   /** Page size, 1..500 (default 50). */
   limit?: number;
+}
+
+/** Which jobs `cancelJobs` cancels: every given filter must match, and at least one besides `statuses` is needed. */
+export interface CancelJobsFilter {
+  /** The statuses to cancel (default pending and retrying); running ones have their delivery aborted. */
+  statuses?: Array<"pending" | "retrying" | "running">;
+  operationId?: string;
+  originalRequestId?: string;
+  userId?: string;
+  dedupeKey?: string;
+  /** Created at or after this instant. */
+  createdAfter?: Date | string;
+  /** Created before this instant. */
+  createdBefore?: Date | string;
+  /** Most jobs cancelled, newest first, 1..1000 (default 100). */
+  limit?: number;
+}
+
+/** Options of `cancel`. */
+export interface CancelOptions {
+  /**
+   * Also cancel a running job: its delivery is aborted on whichever node runs it (the target's `delivery.signal`
+   * aborts), and it ends cancelled whatever the target answers. Without it, a running job is `JobRunningError`.
+   */
+  abort?: boolean;
 }
 
 /** One page of the job list. */
@@ -107,8 +149,10 @@ export interface JobsClient {
   pages(options?: ListOptions): AsyncIterable<JobPage>;
   /** Every job matching the filters, newest first, page by page as you iterate. */
   list(options?: ListOptions): AsyncIterable<Job>;
-  /** Cancels a pending or retrying job. */
-  cancel(id: string): Promise<Job>;
+  /** Cancels a pending or retrying job; with `{ abort: true }` a running one too, aborting its delivery. */
+  cancel(id: string, options?: CancelOptions): Promise<Job>;
+  /** Cancels the jobs matching `filter`, newest first, up to its `limit`; returns the jobs it cancelled. */
+  cancelJobs(filter: CancelJobsFilter): Promise<Job[]>;
   /** Makes a dead or cancelled job pending again. */
   retry(id: string): Promise<Job>;
   /** Cancels a chain (by its `original_request_id`, encoded whatever it holds); returns the jobs it cancelled. */
@@ -119,6 +163,25 @@ export interface JobsClient {
   attempts(id: string): Promise<JobAttempt[]>;
   /** The job's history, oldest first: its creation, every attempt, and every administrator's action with who did it. */
   history(id: string): Promise<JobHistoryEvent[]>;
+  /** The background operations a job can target, by operation_id, each with its pause and limits in force. */
+  listOperations(): Promise<OperationSummary[]>;
+  /** Pauses a background operation: no node claims its jobs until it is resumed (enqueues are still accepted). */
+  pauseOperation(operationId: string): Promise<OperationControl>;
+  /** Resumes a paused operation: its due jobs are claimed at once. */
+  resumeOperation(operationId: string): Promise<OperationControl>;
+  /**
+   * Changes some of an operation's limits (null removes one; the others are kept), kept across restarts until
+   * `resetOperationLimits`. The patch has the wire form of the limits `OperationControl` shows, so they round-trip.
+   */
+  setOperationLimits(operationId: string, patch: LimitsPatch): Promise<OperationControl>;
+  /** Puts an operation's limits back to the configuration's. */
+  resetOperationLimits(operationId: string): Promise<OperationControl>;
+  /** The paused concurrency keys, by key. */
+  listPausedKeys(): Promise<PausedKey[]>;
+  /** Pauses a concurrency key: no job with it is claimed, of any operation, until it is resumed. */
+  pauseConcurrencyKey(key: string): Promise<PausedKey>;
+  /** Resumes a paused concurrency key; false when it was not paused. */
+  resumeConcurrencyKey(key: string): Promise<boolean>;
 }
 
 /** Creates a client of one opqueue service. */
@@ -253,6 +316,7 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
           : { run_at: enqueue.runAt instanceof Date ? enqueue.runAt.toISOString() : enqueue.runAt }),
         ...(enqueue.dedupeKey === undefined ? {} : { dedupe_key: enqueue.dedupeKey }),
         ...(enqueue.concurrencyKey === undefined ? {} : { concurrency_key: enqueue.concurrencyKey }),
+        ...(enqueue.rateKey === undefined ? {} : { rate_key: enqueue.rateKey }),
         ...(enqueue.onBehalfOf === undefined
           ? {}
           : { on_behalf_of: { user_id: enqueue.onBehalfOf.userId, authority: enqueue.onBehalfOf.authority } }),
@@ -278,8 +342,23 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
     async *list(listOptions = {}) {
       for await (const page of client.pages(listOptions)) yield* page.jobs;
     },
-    async cancel(id) {
-      return (await call<{ job: Job }>("POST", `/jobs/${pathSegment(id, "cancel: id")}/cancel`, adminAuthorization)).body.job;
+    async cancel(id, cancelOptions = {}) {
+      const path = `/jobs/${pathSegment(id, "cancel: id")}/cancel${cancelOptions.abort ? "?abort=true" : ""}`;
+      return (await call<{ job: Job }>("POST", path, adminAuthorization)).body.job;
+    },
+    async cancelJobs(filter) {
+      const time = (value: Date | string) => (value instanceof Date ? value.toISOString() : value);
+      const body = {
+        ...(filter.statuses === undefined ? {} : { statuses: filter.statuses }),
+        ...(filter.operationId === undefined ? {} : { operation_id: filter.operationId }),
+        ...(filter.originalRequestId === undefined ? {} : { original_request_id: filter.originalRequestId }),
+        ...(filter.userId === undefined ? {} : { user_id: filter.userId }),
+        ...(filter.dedupeKey === undefined ? {} : { dedupe_key: filter.dedupeKey }),
+        ...(filter.createdAfter === undefined ? {} : { created_after: time(filter.createdAfter) }),
+        ...(filter.createdBefore === undefined ? {} : { created_before: time(filter.createdBefore) }),
+        ...(filter.limit === undefined ? {} : { limit: filter.limit }),
+      };
+      return (await call<{ jobs: Job[] }>("POST", "/jobs/cancel", adminAuthorization, body)).body.jobs;
     },
     async retry(id) {
       return (await call<{ job: Job }>("POST", `/jobs/${pathSegment(id, "retry: id")}/retry`, adminAuthorization)).body.job;
@@ -298,6 +377,36 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
     async history(id) {
       const path = `/jobs/${pathSegment(id, "history: id")}/history`;
       return (await call<{ events: JobHistoryEvent[] }>("GET", path, adminAuthorization)).body.events;
+    },
+    async listOperations() {
+      return (await call<{ operations: OperationSummary[] }>("GET", "/operations", adminAuthorization)).body.operations;
+    },
+    async pauseOperation(operationId) {
+      const path = `/operations/${pathSegment(operationId, "pauseOperation: operationId")}/pause`;
+      return (await call<{ operation: OperationControl }>("POST", path, adminAuthorization)).body.operation;
+    },
+    async resumeOperation(operationId) {
+      const path = `/operations/${pathSegment(operationId, "resumeOperation: operationId")}/resume`;
+      return (await call<{ operation: OperationControl }>("POST", path, adminAuthorization)).body.operation;
+    },
+    async setOperationLimits(operationId, patch) {
+      const path = `/operations/${pathSegment(operationId, "setOperationLimits: operationId")}/limits`;
+      return (await call<{ operation: OperationControl }>("PATCH", path, adminAuthorization, patch)).body.operation;
+    },
+    async resetOperationLimits(operationId) {
+      const path = `/operations/${pathSegment(operationId, "resetOperationLimits: operationId")}/limits`;
+      return (await call<{ operation: OperationControl }>("DELETE", path, adminAuthorization)).body.operation;
+    },
+    async listPausedKeys() {
+      return (await call<{ keys: PausedKey[] }>("GET", "/concurrency-keys/paused", adminAuthorization)).body.keys;
+    },
+    async pauseConcurrencyKey(key) {
+      const path = `/concurrency-keys/${pathSegment(key, "pauseConcurrencyKey: key")}/pause`;
+      return (await call<{ key: PausedKey }>("POST", path, adminAuthorization)).body.key;
+    },
+    async resumeConcurrencyKey(key) {
+      const path = `/concurrency-keys/${pathSegment(key, "resumeConcurrencyKey: key")}/resume`;
+      return (await call<{ concurrency_key: string; resumed: boolean }>("POST", path, adminAuthorization)).body.resumed;
     },
   };
   return client;

@@ -1,6 +1,7 @@
 /**
  * What the service sends and accepts, as plain TypeScript types: the job on the wire (docs/api.md, "The job on the
- * wire"), its statuses and terminal reasons, and the error codes (docs/api.md, "Errors"). The service validates with
+ * wire"), its statuses and terminal reasons, the error codes (docs/api.md, "Errors"), and flow control's forms
+ * (docs/flow-control.md): an operation's limits and pause, a paused concurrency key. The service validates with
  * schemas of its own; a test of its suite (test/client/wire-agreement.test.ts) holds these to them, so the client
  * needs none of the service's code.
  */
@@ -27,7 +28,7 @@ export const ERROR_CODES = {
   400: ["invalid_request", "payload_too_large", "invalid_on_behalf_of", "missing_path_param", "invalid_path_param"],
   401: ["invalid_assertion", "unauthenticated"],
   403: ["trigger_not_allowed", "on_behalf_of_not_allowed", "chain_mismatch", "site_admin_required"],
-  404: ["job_not_found", "not_found"],
+  404: ["job_not_found", "not_found", "operation_not_found"],
   409: ["job_running", "job_not_cancellable", "job_not_retryable", "dedupe_conflict", "job_not_waiting"],
   413: ["body_too_large"],
   415: ["unsupported_media_type"],
@@ -100,7 +101,7 @@ export interface JobAttempt {
 }
 
 /** What an administrator did to a job. */
-export type AdminAction = "cancel" | "retry" | "retry-dead" | "cancel-chain" | "run-now";
+export type AdminAction = "cancel" | "retry" | "retry-dead" | "cancel-chain" | "run-now" | "cancel-many";
 
 /** One event of a job's history (`GET /jobs/{id}/history`), discriminated on `type`. */
 export type JobHistoryEvent =
@@ -122,3 +123,64 @@ export type JobHistoryEvent =
     }
   /** An administrator's change; `actor` is the admin token's `sub`. */
   | { type: "admin"; at: string; actor: string; action: AdminAction };
+
+/** Who did an administrator's action (the admin token's `sub`), and when. */
+export interface AdminStamp {
+  at: string;
+  by: string;
+}
+
+/**
+ * A rate limit: at most `limit` jobs started per `period_ms` on average, and at most `burst` (default `limit`) at once
+ * after a quiet spell. The service always answers with `burst`; a limit you send may leave it out.
+ */
+export interface RateLimit {
+  limit: number;
+  period_ms: number;
+  burst?: number;
+}
+
+/** An operation's limits, cluster-wide; null: no such limit. */
+export interface OperationLimits {
+  /** Jobs of the operation started over time. */
+  rate: RateLimit | null;
+  /** Jobs of the operation started over time per `rate_key` (jobs enqueued without one are not limited by it). */
+  rate_per_key: RateLimit | null;
+  /** Jobs of the operation running at once, across every node. */
+  max_concurrency: number | null;
+  /** Jobs of the operation running at once per concurrency key (1: the contract's rule). */
+  concurrency_limit: number;
+}
+
+/** The body of `PATCH /operations/{id}/limits`: the limits to change (null removes one); the others are kept. */
+export type LimitsPatch = Partial<OperationLimits>;
+
+/** An operation's flow control: its pause, and its limits in force with where they come from. */
+export interface OperationControl {
+  operation_id: string;
+  /** Who paused the operation, and when; null while it runs. */
+  paused: AdminStamp | null;
+  limits: OperationLimits;
+  /** `config`: the configuration's values; `admin`: set through the API, kept across restarts until reset. */
+  limits_source: "config" | "admin";
+  /** Who set the limits through the API last, and when; null for the configuration's. */
+  limits_set: AdminStamp | null;
+}
+
+/** A background operation as `GET /operations` lists it, with its flow control. */
+export interface OperationSummary {
+  operation_id: string;
+  /** The HTTP method of a delivery, upper case. */
+  method: string;
+  /** The path template, as the product's OpenAPI document writes it. */
+  path: string;
+  max_attempts: number;
+  timeout_ms: number;
+  control: Omit<OperationControl, "operation_id">;
+}
+
+/** A paused concurrency key: no job with it is claimed, of any operation, until it is resumed. */
+export interface PausedKey {
+  concurrency_key: string;
+  paused: AdminStamp;
+}
