@@ -1,6 +1,7 @@
-// Flow control (docs/flow-control.md): every background operation with its pause (who, when), its limits in force and
-// where they come from, a Pause/Resume toggle, "Reset to config", and one form to change an operation's limits; then
-// the paused concurrency keys, each with Resume, and a field to pause one. Every node reads these at its next claim.
+// Flow control (docs/flow-control.md): every background operation with its pause (who, when), its jobs waiting and
+// running (from GET /stats) with a "throttled" badge, its limits in force and where they come from, a Pause/Resume
+// toggle, "Reset to config", and one form to change an operation's limits; then the paused concurrency keys, each with
+// Resume, and a field to pause one. Every node reads these at its next claim.
 import { api, ApiError, apiPath } from "./api.js";
 import { announce, confirmAction, count, h, replaceContent, showError, time } from "./dom.js";
 import { listHash } from "./jobs.js";
@@ -40,6 +41,43 @@ function limitsList(limits) {
     item("max concurrency", limits.max_concurrency === null ? none() : count(limits.max_concurrency)),
     item("per concurrency key", count(limits.concurrency_limit)),
   );
+}
+
+/** An operation's jobs waiting (pending or retrying) and running, from GET /stats's `by_operation` rows. */
+function jobCounts(rows) {
+  const counts = new Map();
+  for (const { operation_id: id, status, count: n } of rows) {
+    const entry = counts.get(id) ?? { waiting: 0, running: 0 };
+    if (status === "pending" || status === "retrying") entry.waiting += n;
+    else if (status === "running") entry.running += n;
+    else continue;
+    counts.set(id, entry);
+  }
+  return counts;
+}
+
+/**
+ * Whether an operation is throttled: it has jobs waiting and a pause, a rate, a rate per key or a max concurrency
+ * that may hold them. The same rule as the `opqueue_operation_throttled` metric (docs/flow-control.md), so the
+ * dashboard and the alerts agree.
+ */
+function isThrottled(control, waiting) {
+  const { limits } = control;
+  const gated = control.paused !== null || limits.rate !== null || limits.rate_per_key !== null || limits.max_concurrency !== null;
+  return gated && waiting > 0;
+}
+
+/** An operation's waiting and running jobs, each count a link to those jobs in the list. */
+function jobsCell(id, { waiting, running }) {
+  const line = (n, label, statuses) =>
+    h(
+      "li",
+      { class: n === 0 ? "zero" : "" },
+      n === 0
+        ? `0 ${label}`
+        : h("a", { href: listHash({ operation_id: id, status: statuses }), "data-focus-key": `${label}-${id}` }, `${count(n)} ${label}`),
+    );
+  return h("ul", { class: "job-counts" }, line(waiting, "waiting", ["pending", "retrying"]), line(running, "running", ["running"]));
 }
 
 /** A whole number typed in `input`, null when it is empty; throws with the field's name when it is not one ≥ 1. */
@@ -120,7 +158,12 @@ export function flowView(container, ctx) {
       "section",
       { class: "panel", "aria-labelledby": "operations-title" },
       h("h2", { id: "operations-title" }, "Operations"),
-      h("p", { class: "muted intro" }, "A paused operation still takes enqueues; no node starts its jobs until it is resumed. Running deliveries finish."),
+      h(
+        "p",
+        { class: "muted intro" },
+        "A paused operation still takes enqueues; no node starts its jobs until it is resumed. Running deliveries finish. " +
+          "Throttled: jobs are waiting (pending or retrying) and a pause, a rate or a max concurrency may hold them.",
+      ),
       operationsBox,
     ),
     h("section", { class: "panel", "aria-labelledby": "limits-title" }, h("h2", { id: "limits-title" }, "Change limits"), limitsForm),
@@ -135,6 +178,8 @@ export function flowView(container, ctx) {
   );
 
   let operations = [];
+  /** Jobs waiting and running per operation id, from the last GET /stats. */
+  let counts = new Map();
 
   /** Runs an API call for an action; says what happened, or the service's refusal; then refreshes. */
   async function act({ run, done, refused }) {
@@ -292,7 +337,7 @@ export function flowView(container, ctx) {
         h(
           "thead",
           {},
-          h("tr", {}, ["Operation", "State", "Limits", "Limits from", "Actions"].map((label) => h("th", { scope: "col" }, label))),
+          h("tr", {}, ["Operation", "State", "Jobs", "Limits", "Limits from", "Actions"].map((label) => h("th", { scope: "col" }, label))),
         ),
         h(
           "tbody",
@@ -300,6 +345,8 @@ export function flowView(container, ctx) {
           operations.map((operation) => {
             const { operation_id: id, control } = operation;
             const paused = control.paused !== null;
+            const jobs = counts.get(id) ?? { waiting: 0, running: 0 };
+            const throttled = isThrottled(control, jobs.waiting);
             return h(
               "tr",
               { "data-operation-id": id, class: paused ? "paused" : "" },
@@ -312,9 +359,15 @@ export function flowView(container, ctx) {
               h(
                 "td",
                 { class: "state-cell", "data-label": "State" },
-                h("span", { class: `badge ${paused ? "badge-paused" : "badge-active"}` }, paused ? "paused" : "active"),
+                h(
+                  "span",
+                  { class: "badges" },
+                  h("span", { class: `badge ${paused ? "badge-paused" : "badge-active"}` }, paused ? "paused" : "active"),
+                  throttled ? h("span", { class: "badge badge-throttled" }, "throttled") : null,
+                ),
                 paused ? h("span", { class: "stamp" }, stamp(control.paused)) : null,
               ),
+              h("td", { class: "jobs-cell", "data-label": "Jobs" }, jobsCell(id, jobs)),
               h("td", { "data-label": "Limits" }, limitsList(control.limits)),
               h(
                 "td",
@@ -405,13 +458,16 @@ export function flowView(container, ctx) {
 
   let lastData = "";
   async function refresh({ force = false } = {}) {
-    const [listed, paused] = await Promise.all([api("/operations"), api("/concurrency-keys/paused")]);
+    const [listed, paused, stats] = await Promise.all([api("/operations"), api("/concurrency-keys/paused"), api("/stats")]);
     if (!ctx.isCurrent()) return;
     replaceContent(updated, "Updated ", time(new Date().toISOString()), ` · refreshes every ${REFRESH_MS / 1000} s`);
-    const text = JSON.stringify([listed, paused]);
+    const latestCounts = jobCounts(stats.by_operation);
+    // Only the counts of /stats shown here: its lag and chart move every refresh and would redraw the table for nothing.
+    const text = JSON.stringify([listed, paused, [...latestCounts]]);
     if (text === lastData && !force) return;
     lastData = text;
     operations = listed.operations;
+    counts = latestCounts;
     renderOperations();
     renderKeys(paused.keys);
     renderChoices();

@@ -303,7 +303,7 @@ export async function preinsertPostgres(options: {
   const chunk = 100_000;
   for (let done = 0; done < options.count; done += chunk) {
     const size = Math.min(chunk, options.count - done);
-    // A job is a job_specs row and a job_state row (migration 0004).
+    // A job is a job_specs row and a job_state row (migration 0004), which keeps its operation and lane (0010).
     await client.query(
       `WITH specs AS (
          INSERT INTO ${schema}.job_specs (id, operation_id, max_attempts, created_at, enqueued_by_operation_id,
@@ -312,8 +312,8 @@ export async function preinsertPostgres(options: {
            json_build_object('body', json_build_object('n', g))
          FROM generate_series($6::int, $7::int) AS g
          RETURNING seq)
-       INSERT INTO ${schema}.job_state (seq, status, attempt, priority, run_at)
-       SELECT seq, 'pending', 0, 0, $2::timestamptz FROM specs`,
+       INSERT INTO ${schema}.job_state (seq, status, attempt, priority, run_at, operation_id, lane)
+       SELECT seq, 'pending', 0, 0, $2::timestamptz, 'buildReport', 'u:bench' FROM specs`,
       [prefix, new Date(options.runAt), new Date(), options.rid, authority, done, done + size - 1],
     );
     options.onProgress?.(done + size);

@@ -1,10 +1,13 @@
 /**
  * BENCHMARKS.md, generated from a results file: how the figures were produced (command, date, machine, versions,
  * settings), the goals table, then one table per scenario with each figure as median (min–max) of its runs.
- * The generator owns the whole file, including the method section below.
+ * The generator owns the whole file, including the method section below. Section 6, flow control, is measured apart
+ * (bench/flow.ts and bench/drain-compare.ts) and comes from the newest bench/results/flow-*.json.
  */
 import { evaluateGoals, goalEngineLabel } from "./goals.js";
 import { jobsPerRun, SIZES, type Sizes } from "./context.js";
+import { newestFlowSection } from "./flow-report.js";
+import { ROOT } from "./ipc.js";
 import type { Figure, Results, ScenarioResult } from "./results.js";
 import { formatNumber, formatSummary } from "./stats.js";
 
@@ -205,6 +208,9 @@ export function benchmarksMarkdown(results: Results, resultsFile: string): strin
       lines.push(...scenario.notes.map((note) => `- ${note}`), "");
     }
   }
+  // Measured by bench/flow.ts, not by this run: kept from the newest flow results file so a full run does not drop it.
+  const flow = newestFlowSection(ROOT);
+  if (flow) lines.push(flow.trimEnd(), "");
   lines.push(METHOD, "");
   return lines.join("\n");
 }

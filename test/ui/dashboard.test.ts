@@ -4,11 +4,11 @@
  * until the test flips a flag. The browser signs in through a `#token=` link, reads the overview, filters the list
  * (operations from GET /operations), opens the dead job, retries it and sees the retry in its history between two
  * numbered attempts, runs a delayed job now, cancels a running job (aborting its delivery), cancels a chain, pauses and
- * resumes an operation and a concurrency key and changes and resets an operation's limits in the Flow control view,
- * cancels the jobs matching a filter, lays every page out at a phone's width, and is refused politely with a token that
- * is not a site administrator's. The page runs under the service's
- * Content-Security-Policy: any violation, like any script error, fails the run. (The routes that serve it are tested
- * without a browser in test/http/ui.test.ts.)
+ * resumes an operation (its waiting job counted and the operation shown throttled while paused) and a concurrency key
+ * and changes and resets an operation's limits in the Flow control view, cancels the jobs matching a filter, lays every
+ * page out at a phone's width, and is refused politely with a token that is not a site administrator's. The page runs
+ * under the service's Content-Security-Policy: any violation, like any script error, fails the run. (The routes that
+ * serve it are tested without a browser in test/http/ui.test.ts.)
  *
  * Screenshots for the README (docs/screenshots/) are written only with OPQUEUE_UPDATE_SCREENSHOTS=1.
  */
@@ -544,7 +544,7 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     }
   });
 
-  test("pauses and resumes an operation, changes and resets its limits, and pauses and resumes a key in the Flow control view", async () => {
+  test("pauses and resumes an operation, shows its waiting job and a throttled badge while paused, changes and resets its limits, and pauses and resumes a key in the Flow control view", async () => {
     const { page } = w;
     /** buildReport's flow control as the service answers it. */
     const control = async () => {
@@ -552,6 +552,11 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
       const { operations } = (await answer.json()) as { operations: Array<{ operation_id: string; control: OperationControlWire }> };
       return operations.find((operation) => operation.operation_id === "buildReport")?.control;
     };
+    /** buildReport's jobs waiting (pending or retrying), as the service counts them. */
+    const waiting = async () =>
+      (await w.service.store.jobStats()).byOperation
+        .filter((entry) => entry.operationId === "buildReport" && (entry.status === "pending" || entry.status === "retrying"))
+        .reduce((sum, entry) => sum + entry.count, 0);
     await page.getByRole("navigation", { name: "Dashboard" }).getByRole("link", { name: "Flow control" }).click();
     await page.getByRole("heading", { level: 1, name: "Flow control" }).waitFor();
     assert.match(page.url(), /#\/flow$/);
@@ -561,6 +566,9 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     const row = page.locator('tr[data-operation-id="buildReport"]');
     assert.match(await row.innerText(), /active/);
     assert.match(await row.innerText(), /configuration/);
+    // Without a pause or a limit that may hold its jobs, an operation is never throttled.
+    assert.match(await row.locator("td.jobs-cell").innerText(), /^\d+ waiting\n\d+ running$/);
+    assert.equal(await row.locator(".badge-throttled").count(), 0);
 
     // Pause, after a confirmation; the row says who paused it, and so does the service.
     await row.getByRole("button", { name: "Pause…" }).click();
@@ -574,10 +582,23 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     const report = await enqueue(w, { operation_id: "buildReport", request: { body: {} } }, { sub: "ops", op: "createUser", rid: "paused-report" });
     assert.equal((await w.service.store.jobGet({ id: report.id }))?.status, "pending");
 
+    // Paused with a job waiting: the row counts it (at its next refresh) and says the operation is throttled.
+    const held = await waiting();
+    assert.ok(held >= 1, "the paused report waits");
+    const jobsCell = row.locator("td.jobs-cell");
+    await until(async () => (await jobsCell.innerText()).startsWith(`${held} waiting\n`), `${held} waiting in the row`);
+    assert.equal(await row.locator(".badge-throttled").innerText(), "throttled");
+    assert.equal(
+      await jobsCell.getByRole("link", { name: `${held} waiting` }).getAttribute("href"),
+      "#/jobs?operation_id=buildReport&status=pending&status=retrying",
+    );
+    await screenshot(page, "flow.png", true);
+
     // Resume: the report waiting meanwhile runs.
     await row.getByRole("button", { name: "Resume" }).click();
     await announced(page, /buildReport is resumed/);
     await row.locator(".badge-active").waitFor();
+    assert.equal(await row.locator(".badge-throttled").count(), 0, "no longer throttled once resumed, without limits");
     assert.equal((await control())?.paused, null);
     await until(async () => (await w.service.store.jobGet({ id: report.id }))?.status === "succeeded", "the waiting report to run once resumed");
 
@@ -618,7 +639,6 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     const keyRow = page.locator('tr[data-key="tenant/7"]');
     await keyRow.waitFor();
     assert.match(await keyRow.innerText(), /by oncall@example\.com/);
-    await screenshot(page, "flow.png", true);
     await keyRow.getByRole("button", { name: "Resume key tenant/7" }).click();
     await announced(page, /tenant\/7 is resumed/);
     await page.getByText("No concurrency key is paused.").waitFor();
@@ -746,6 +766,11 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     await page.goto(`${w.base}/ui/#/flow`);
     await page.locator("table.flow-table tbody tr").first().waitFor();
     await assertFits("the flow control view");
+    // Each operation is a card naming each value, its jobs waiting and running among them.
+    const flowLabels = await page.evaluate<string[]>(
+      '[...document.querySelectorAll("table.flow-table tbody tr:first-child td")].map((td) => getComputedStyle(td, "::before").content)',
+    );
+    assert.deepEqual(flowLabels, ["State", "Jobs", "Limits", "Limits from", "Actions"].map((label) => `"${label}"`));
     await context.close();
   });
 

@@ -106,7 +106,7 @@ function visitLanes(
   let visited = 0;
   let found = 0;
   while (visited < options.lanes && found < options.maxCandidates) {
-    const next = s.nextLane.get({ operation_id: at.operationId, lane: at.lane });
+    const next = s.nextLane.get({ operation_id: at.operationId, lane: at.lane }) ?? s.nextOperationLane.get(at.operationId);
     if (!next) {
       if (wrapped) break;
       wrapped = true;
