@@ -330,19 +330,19 @@ BEGIN
       row_number() OVER (PARTITION BY c.operation_id, c.lane ORDER BY c.priority DESC, c.turn, c.run_at, c.seq)
         AS in_lane
     FROM candidate c
-  ), operation_room AS (
+  ), operation_room AS MATERIALIZED (
     SELECT o.operation_id, CASE WHEN o.room IS NOT NULL AND o.operation_id = ANY (v_shared) THEN 0 ELSE o.room END
       AS room
     FROM (SELECT d.operation_id, opqueue_operation_room(d.operation_id, v_now_ms) AS room
           FROM (SELECT DISTINCT c.operation_id FROM candidate c) AS d) AS o
     WHERE v_controlled
-  ), lane_room AS (
+  ), lane_room AS MATERIALIZED (
     SELECT l.operation_id, l.lane, CASE WHEN l.operation_id = ANY (v_shared) THEN 0 ELSE opqueue_rate_allowance(
-      (SELECT b.tat FROM rate_buckets b WHERE b.operation_id = l.operation_id AND b.rate_key = substr(l.lane, 3)),
+      (SELECT b.tat FROM rate_buckets b WHERE b.operation_id = l.operation_id AND b.rate_key = substr(l.lane, 3) COLLATE "default"),
       v_now_ms, oc.key_rate_limit, oc.key_rate_period_ms, oc.key_rate_burst) END AS room
     FROM (SELECT DISTINCT c.operation_id, c.lane FROM candidate c WHERE c.lane LIKE 'r:%') AS l
     JOIN operation_controls oc ON oc.operation_id = l.operation_id AND oc.key_rate_limit IS NOT NULL
-  ), key_room AS (
+  ), key_room AS MATERIALIZED (
     SELECT k.key,
       (SELECT count(*) FROM job_state q WHERE q.concurrency_key = k.key AND q.status = 'running') AS running,
       EXISTS (SELECT 1 FROM paused_keys pk WHERE pk.concurrency_key = k.key) AS paused
@@ -434,7 +434,7 @@ BEGIN
     WHERE s.status IN ('pending', 'retrying')
     ORDER BY s.run_at
     LIMIT 1000
-  ), operation_gate AS (
+  ), operation_gate AS MATERIALIZED (
     SELECT o.operation_id,
       coalesce(oc.paused_at IS NOT NULL OR oc.max_concurrency <= (
         SELECT count(*) FROM job_state r WHERE r.operation_id = o.operation_id AND r.status = 'running'), false) AS closed,
@@ -444,7 +444,7 @@ BEGIN
       oc.key_rate_limit, oc.key_rate_period_ms, oc.key_rate_burst, coalesce(oc.concurrency_limit, 1) AS key_limit
     FROM (SELECT DISTINCT f.operation_id FROM first f) AS o
     LEFT JOIN operation_controls oc ON oc.operation_id = o.operation_id
-  ), key_gate AS (
+  ), key_gate AS MATERIALIZED (
     SELECT k.key,
       (SELECT count(*) FROM job_state r WHERE r.concurrency_key = k.key AND r.status = 'running') AS running,
       EXISTS (SELECT 1 FROM paused_keys pk WHERE pk.concurrency_key = k.key) AS paused
@@ -452,7 +452,7 @@ BEGIN
   )
   SELECT to_timestamp(min(greatest(f.run_at_ms, g.opens_at_ms,
       CASE WHEN g.key_rate_limit IS NOT NULL AND f.lane LIKE 'r:%' THEN opqueue_rate_opens_at(
-        (SELECT b.tat FROM rate_buckets b WHERE b.operation_id = f.operation_id AND b.rate_key = substr(f.lane, 3)),
+        (SELECT b.tat FROM rate_buckets b WHERE b.operation_id = f.operation_id AND b.rate_key = substr(f.lane, 3) COLLATE "default"),
         g.key_rate_limit, g.key_rate_period_ms, g.key_rate_burst) END)) / 1000)
   INTO v_next
   FROM first f

@@ -192,19 +192,19 @@ BEGIN
       row_number() OVER (PARTITION BY c.operation_id, c.lane ORDER BY c.priority DESC, c.turn, c.run_at, c.seq)
         AS in_lane
     FROM candidate c
-  ), operation_room AS (
+  ), operation_room AS MATERIALIZED (
     SELECT o.operation_id, CASE WHEN o.room IS NOT NULL AND o.operation_id = ANY (v_shared) THEN 0 ELSE o.room END
       AS room
     FROM (SELECT d.operation_id, opqueue_operation_room(d.operation_id, v_now_ms) AS room
           FROM (SELECT DISTINCT c.operation_id FROM candidate c) AS d) AS o
     WHERE v_controlled
-  ), lane_room AS (
+  ), lane_room AS MATERIALIZED (
     SELECT l.operation_id, l.lane, CASE WHEN l.operation_id = ANY (v_shared) THEN 0 ELSE opqueue_rate_allowance(
-      (SELECT b.tat FROM rate_buckets b WHERE b.operation_id = l.operation_id AND b.rate_key = substr(l.lane, 3)),
+      (SELECT b.tat FROM rate_buckets b WHERE b.operation_id = l.operation_id AND b.rate_key = substr(l.lane, 3) COLLATE "default"),
       v_now_ms, oc.key_rate_limit, oc.key_rate_period_ms, oc.key_rate_burst) END AS room
     FROM (SELECT DISTINCT c.operation_id, c.lane FROM candidate c WHERE c.lane LIKE 'r:%') AS l
     JOIN operation_controls oc ON oc.operation_id = l.operation_id AND oc.key_rate_limit IS NOT NULL
-  ), key_room AS (
+  ), key_room AS MATERIALIZED (
     SELECT k.key,
       (SELECT count(*) FROM job_state q WHERE q.concurrency_key = k.key AND q.status = 'running') AS running,
       EXISTS (SELECT 1 FROM paused_keys pk WHERE pk.concurrency_key = k.key) AS paused
