@@ -1,9 +1,11 @@
 /**
- * The SQLite claim (docs/flow-control.md, "The claim"). No `SKIP LOCKED`: SQLite has one writer, so a claim inside
- * `BEGIN IMMEDIATE` (the caller's transaction) cannot race another claim, and its gates cannot change under it.
+ * The SQLite claim (docs/flow-control.md, "What gates a claim" and "Fairness"). No `SKIP LOCKED`: SQLite has one
+ * writer, so a claim inside `BEGIN IMMEDIATE` (the caller's transaction) cannot race another claim, and its gates cannot
+ * change under it.
  *
- * Candidates are the head of the queue in claim order and, while a backlog lasts, the first job of each lane after
- * the cursor, so a lane with a long backlog cannot hold every slot. While an operation can take no job or a per-key
+ * Candidates are the head of the queue in claim order and, while a backlog lasts, the first job of each of the lanes
+ * after the cursor (as many as the head lacks to give each job of the claim a lane, at least an eighth of the claim),
+ * so a lane with a long backlog cannot hold every slot. While an operation can take no job or a per-key
  * rate is set, the head of the queue could be a long run of jobs nobody may take: candidates then come lane by lane,
  * the blocked operations' lanes skipped. The pick orders them by priority, then turn in their lane, then run time and
  * creation, and takes each that the gates let through.
@@ -40,6 +42,8 @@ export function claimMany(
     for (const row of rows) if (!candidates.has(row.seq)) candidates.set(row.seq, row);
   };
 
+  // Lanes of the candidates so far (operation and lane): the head of the queue's, while a backlog lasts.
+  const lanesSeen = new Set<string>();
   if (!byLane) {
     // Fewer due jobs than a page: that is all of them. While a backlog lasts (the last claim found a full page due),
     // that look is skipped: it would find a full page again.
@@ -50,25 +54,21 @@ export function claimMany(
       backlogged = true;
       const head = s.claimCandidates.all({ now, closed, limit: pageSize, offset: 0 });
       add(head);
+      for (const job of head) lanesSeen.add(laneId(job));
       if (head.length < pageSize) backlogged = false;
     }
   }
-  if (byLane || backlogged) {
-    cursor = visitLanes(s, { gates, closed, now, cursor, lanes: byLane ? pageSize : limit, perLane: byLane ? limit : 1, maxCandidates: pageSize, add });
+  if (byLane) {
+    cursor = visitLanes(s, { gates, closed, now, cursor, lanes: pageSize, perLane: limit, maxCandidates: pageSize, add, skip: new Set() });
+  } else if (backlogged) {
+    // As many lanes as the head lacks to fill the claim with a lane each, and at least an eighth of the claim, so lanes
+    // behind a head of many lanes still get their turn. A lane the head already has is represented by its first job.
+    const lanes = Math.max(limit - lanesSeen.size, Math.ceil(limit / 8));
+    cursor = visitLanes(s, { gates, closed, now, cursor, lanes, perLane: 1, maxCandidates: pageSize, add, skip: lanesSeen });
   }
 
-  const turns = new Map<string, number>();
-  const ordered = [...candidates.values()]
-    .sort((a, b) => b.priority - a.priority || a.run_at - b.run_at || a.seq - b.seq)
-    .map((job) => {
-      const lane = `${job.operation_id}\u0000${job.lane}`;
-      const turn = (turns.get(lane) ?? 0) + 1;
-      turns.set(lane, turn);
-      return { job, turn };
-    })
-    .sort((a, b) => b.job.priority - a.job.priority || a.turn - b.turn || a.job.run_at - b.job.run_at || a.job.seq - b.job.seq);
   const chosen: number[] = [];
-  for (const { job } of ordered) {
+  for (const job of inClaimOrder([...candidates.values()])) {
     if (chosen.length === limit) break;
     if (gates.take(job)) chosen.push(job.seq);
   }
@@ -80,6 +80,33 @@ export function claimMany(
   }
   gates.advanceBuckets();
   return { json: `[${claimed.join(",")}]`, backlogged, cursor };
+}
+
+/** A job's lane with its operation: the unit that takes turns. */
+function laneId(job: Candidate): string {
+  return `${job.operation_id}\u0000${job.lane}`;
+}
+
+/**
+ * Candidates in the order the pick takes them: priority, then turn within their lane (each lane's first job, then each
+ * lane's second, ...), then run time and creation. With one lane among them, that is the claim order.
+ */
+function inClaimOrder(candidates: Candidate[]): Candidate[] {
+  candidates.sort((a, b) => b.priority - a.priority || a.run_at - b.run_at || a.seq - b.seq);
+  const first = candidates[0];
+  if (first === undefined || candidates.every((job) => job.lane === first.lane && job.operation_id === first.operation_id)) {
+    return candidates;
+  }
+  const turns = new Map<string, number>();
+  return candidates
+    .map((job) => {
+      const lane = laneId(job);
+      const turn = (turns.get(lane) ?? 0) + 1;
+      turns.set(lane, turn);
+      return { job, turn };
+    })
+    .sort((a, b) => b.job.priority - a.job.priority || a.turn - b.turn || a.job.run_at - b.job.run_at || a.job.seq - b.job.seq)
+    .map(({ job }) => job);
 }
 
 /**
@@ -98,6 +125,8 @@ function visitLanes(
     perLane: number;
     maxCandidates: number;
     add: (rows: Candidate[]) => void;
+    /** Lanes (`laneId`) whose first job is a candidate already: visited, not read. */
+    skip: ReadonlySet<string>;
   },
 ): LaneCursor {
   const start = options.cursor;
@@ -106,7 +135,7 @@ function visitLanes(
   let visited = 0;
   let found = 0;
   while (visited < options.lanes && found < options.maxCandidates) {
-    const next = s.nextLane.get({ operation_id: at.operationId, lane: at.lane }) ?? s.nextOperationLane.get(at.operationId);
+    const next = s.nextLane.get({ operation_id: at.operationId, lane: at.lane });
     if (!next) {
       if (wrapped) break;
       wrapped = true;
@@ -121,6 +150,7 @@ function visitLanes(
     }
     at = lane;
     visited += 1;
+    if (options.skip.has(`${lane.operationId}\u0000${lane.lane}`)) continue;
     const perLane = Math.min(options.perLane, options.gates.roomInLane(lane.operationId, lane.lane));
     if (perLane <= 0) continue;
     // A lane's first job may already be a candidate (from the head of the queue): the lane is represented then.

@@ -107,7 +107,7 @@ export function prepareFlowStatements(db: Database.Database) {
     ),
     runningOfOperation: preparePluck<[string], number>(
       db,
-      "SELECT count(*) FROM jobs INDEXED BY jobs_running_operation WHERE operation_id = ? AND status = 'running'",
+      "SELECT count(*) FROM jobs INDEXED BY jobs_running_heartbeat WHERE status = 'running' AND operation_id = ?",
     ),
     bucket: preparePluck<[string, string], number>(db, "SELECT tat FROM rate_buckets WHERE operation_id = ? AND rate_key = ?"),
     setBucket: prepare<{ operation_id: string; rate_key: string; tat: number }>(
@@ -116,20 +116,21 @@ export function prepareFlowStatements(db: Database.Database) {
        ON CONFLICT (operation_id, rate_key) DO UPDATE SET tat = excluded.tat`,
     ),
     deleteBuckets: prepare<[number]>(db, "DELETE FROM rate_buckets WHERE tat < ?"),
-    // Lanes in (operation, lane) order, each a probe of jobs_lane: the next lane after a given one, the first lane of
-    // the operations after one, and a lane's first due jobs in claim order, closed keys stepped over.
-    // (operation, lane) > (a, b) as two probes: SQLite seeks a row value's first column only, and would walk every
-    // job of the last lane to find nothing after it (a drain of one user's jobs went at half speed).
+    // Lanes in (operation, lane) order, each found by probes of jobs_lane: the next lane after a given one (in its
+    // operation, else the first lane of the operations after it), and a lane's first due jobs in claim order, closed
+    // keys stepped over. (operation, lane) > (a, b) as two probes in one statement: SQLite seeks a row value's first
+    // column only, and would walk every job of the last lane to find nothing after it (a drain of one user's jobs went
+    // at half speed).
     nextLane: prepare<{ operation_id: string; lane: string }, { operation_id: string; lane: string }>(
       db,
-      `SELECT operation_id, lane FROM jobs INDEXED BY jobs_lane
-       WHERE status IN ('pending', 'retrying') AND operation_id = :operation_id AND lane > :lane
-       ORDER BY operation_id, lane LIMIT 1`,
-    ),
-    nextOperationLane: prepare<[string], { operation_id: string; lane: string }>(
-      db,
-      `SELECT operation_id, lane FROM jobs INDEXED BY jobs_lane
-       WHERE status IN ('pending', 'retrying') AND operation_id > ?
+      `SELECT operation_id, lane FROM (
+         SELECT * FROM (SELECT operation_id, lane FROM jobs INDEXED BY jobs_lane
+                        WHERE status IN ('pending', 'retrying') AND operation_id = :operation_id AND lane > :lane
+                        ORDER BY operation_id, lane LIMIT 1)
+         UNION ALL
+         SELECT * FROM (SELECT operation_id, lane FROM jobs INDEXED BY jobs_lane
+                        WHERE status IN ('pending', 'retrying') AND operation_id > :operation_id
+                        ORDER BY operation_id, lane LIMIT 1))
        ORDER BY operation_id, lane LIMIT 1`,
     ),
     laneHead: prepare<

@@ -2,8 +2,9 @@
 --
 -- Whether a job of operation p_operation_id with concurrency key p_key may start as far as its key is concerned: no
 -- key, or a key that is not paused and runs fewer jobs than the operation's concurrency_limit (1 by default). The
--- flags say whether any key is paused and whether any operation allows more than one per key, so that the usual case
--- costs one probe of job_state_running_concurrency_key, as before.
+-- flags say whether any key is paused and whether any operation allows more than one per key. The claim calls it only
+-- when one of them is set: otherwise it tests a key inline, one probe of job_state_running_concurrency_key, as before
+-- flow control (a call of this function per candidate row cost about 25 µs, most of a claim's time).
 CREATE OR REPLACE FUNCTION opqueue_key_open(p_key text, p_operation_id text, p_any_paused boolean,
     p_any_multi boolean) RETURNS boolean
 LANGUAGE sql STABLE AS $$
