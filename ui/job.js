@@ -122,6 +122,7 @@ export function jobView(container, id, ctx) {
       answers = await Promise.all([
         api(apiPath`/jobs/${id}`),
         api(apiPath`/jobs/${id}/history`),
+        api(apiPath`/jobs/${id}/extensions`),
       ]);
     } catch (error) {
       if (error instanceof ApiError && error.code === "job_not_found") {
@@ -136,13 +137,13 @@ export function jobView(container, id, ctx) {
       }
       throw error;
     }
-    const [{ job: fresh }, { events }] = answers;
+    const [{ job: fresh }, { events }, { extensions }] = answers;
     const chainPage = await api(`/jobs${query({ original_request_id: fresh.original_request_id, limit: CHAIN_LIMIT })}`);
     if (!ctx.isCurrent()) return;
     replaceContent(updated, "Updated ", time(new Date().toISOString()), ` · refreshes every ${REFRESH_MS / 1000} s`);
     // Running now is offered while the run time is ahead; it passes without the job changing.
     const waiting = (fresh.status === "pending" || fresh.status === "retrying") && new Date(fresh.run_at).getTime() > Date.now();
-    const text = JSON.stringify([fresh, events, chainPage, waiting]);
+    const text = JSON.stringify([fresh, events, extensions, chainPage, waiting]);
     if (text === lastData) return;
     lastData = text;
     job = fresh;
@@ -161,7 +162,7 @@ export function jobView(container, id, ctx) {
     buttons.push(h("button", { type: "button", class: "button button-danger", id: "action-cancel-chain", onclick: cancelChain, "data-focus-key": "cancel-chain" }, "Cancel chain…"));
     replaceContent(actions, buttons);
 
-    replaceContent(fields, fieldTable(job));
+    replaceContent(fields, fieldTable(job, extensions));
     replaceContent(result, resultBlock(job));
     replaceContent(payload, h("h3", {}, "request"), jsonBlock(job.request, "request"), h("h3", {}, "authority"), jsonBlock(job.authority, "authority"));
     replaceContent(chain, chainTree(job, chainPage));
@@ -171,8 +172,11 @@ export function jobView(container, id, ctx) {
   return { refresh, everyMs: REFRESH_MS };
 }
 
-/** Every scalar field of the wire form, by its wire name. */
-function fieldTable(job) {
+/**
+ * Every scalar field of the wire form, by its wire name, then what opqueue keeps beyond it (its rate key, expiry and
+ * trace context: GET /jobs/{id}/extensions), marked as such.
+ */
+function fieldTable(job, extensions) {
   const link = (href, text, key) => h("a", { href, "data-focus-key": key }, text);
   const code = (value) => (value === null ? h("span", { class: "muted" }, "null") : h("code", {}, value));
   const withRelative = (iso) => (iso === null ? time(null) : h("span", {}, time(iso), h("span", { class: "muted" }, ` (${relative(iso)})`)));
@@ -193,6 +197,9 @@ function fieldTable(job) {
     ["parent_job_id", job.parent_job_id === null ? code(null) : link(jobHash(job.parent_job_id), job.parent_job_id, "f-parent")],
     ["original_request_id", h("a", { href: listHash({ original_request_id: job.original_request_id }), class: "mono chain-id", "data-focus-key": "f-chain" }, job.original_request_id)],
     ["user_id", link(listHash({ user_id: job.user_id }), job.user_id, "f-user")],
+    ["rate_key (extension)", code(extensions.rate_key)],
+    ["expires_at (extension)", withRelative(extensions.expires_at)],
+    ["traceparent (extension)", code(extensions.traceparent)],
   ];
   return h(
     "table",

@@ -113,6 +113,24 @@ export type Job = Static<typeof Job>;
 /** `{ job }`, the answer of every operation that returns one job. */
 export const JobEnvelope = Type.Object({ job: Job }, { additionalProperties: false });
 
+/**
+ * What opqueue keeps of a job beyond the contract's wire form (`GET /jobs/{id}/extensions`): the fields its extensions
+ * added, which the job's wire form, fixed by the contract, does not carry.
+ */
+export const JobExtensions = Type.Object(
+  {
+    extensions: Type.Object(
+      {
+        rate_key: Type.Union([Type.String(), Type.Null()], { description: "The rate key it was enqueued with (flow-control.md)." }),
+        expires_at: Type.Union([DateTime, Type.Null()], { description: "Its expiry (api.md, \"Expiry\"), or null." }),
+        traceparent: Type.Union([Type.String(), Type.Null()], { description: "Its W3C trace context (tracing.md), or null." }),
+      },
+      { additionalProperties: false },
+    ),
+  },
+  { additionalProperties: false },
+);
+
 /** The answer to one item of `POST /jobs/batch`, in the item's place. */
 export const BatchEnqueueResult = Type.Union([
   Type.Object(

@@ -15,6 +15,7 @@ import { exportJWK, exportPKCS8, generateKeyPair, SignJWT, type CryptoKey } from
 import {
   ChainMismatchError,
   DedupeConflictError,
+  IdempotencyKeyReusedError,
   InvalidAssertionError,
   InvalidOnBehalfOfError,
   InvalidRequestError,
@@ -279,6 +280,41 @@ describe("enqueue", () => {
     assert.equal(again.job.id, first.job.id);
     assert.deepEqual(again.job.request, { path_params: { userId: "42" }, body: { second: true } });
     assert.equal((await s.service.store.jobList({ limit: 10 })).length, 1, "no second job was created");
+  });
+
+  test("enqueue with an idempotencyKey answers the same job again (replayed), and IdempotencyKeyReusedError for another request", async (t) => {
+    const s = await startLiveService(t);
+    const client = clientOf(s);
+    const first = await client.enqueue({ ...welcomeEmail(), caller: CALLER, idempotencyKey: "signup-1:welcome", ttlMs: 3_600_000 });
+    assert.deepEqual([first.created, first.replayed], [true, false]);
+    const again = await client.enqueue({ ...welcomeEmail(), caller: CALLER, idempotencyKey: "signup-1:welcome", ttlMs: 3_600_000 });
+    assert.deepEqual([again.created, again.replayed, again.job.id], [false, true, first.job.id]);
+    await assert.rejects(
+      client.enqueue({ ...welcomeEmail("43"), caller: CALLER, idempotencyKey: "signup-1:welcome" }),
+      IdempotencyKeyReusedError,
+    );
+    const extensions = await client.extensions(first.job.id);
+    assert.equal(extensions.rate_key, null);
+    assert.ok(extensions.expires_at !== null && Date.parse(extensions.expires_at) > Date.now());
+  });
+
+  test("enqueueBatch answers each item in order, a refused item as the typed error enqueue would throw", async (t) => {
+    const s = await startLiveService(t);
+    const client = clientOf(s);
+    const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    const results = await client.enqueueBatch(
+      [welcomeEmail("1"), { operationId: "noSuchOperation", request: {} }, welcomeEmail("2"), { ...welcomeEmail("3"), idempotencyKey: "k" }],
+      { caller: CALLER, traceparent },
+    );
+    assert.deepEqual(results.map((result) => result.ok), [true, false, true, true]);
+    const refused = results[1];
+    assert.ok(refused && !refused.ok && refused.error instanceof UnknownOperationError);
+    const created = results[0];
+    assert.ok(created?.ok && created.created && !created.replayed);
+    assert.equal((await client.extensions(created.job.id)).traceparent, traceparent);
+    const replay = await client.enqueueBatch([{ ...welcomeEmail("3"), idempotencyKey: "k" }], { caller: CALLER });
+    assert.ok(replay[0]?.ok && replay[0].replayed);
+    await assert.rejects(client.enqueueBatch([], { caller: CALLER }), /1 to 1000 items/);
   });
 
   test("enqueue sends the options as the contract's fields: delay_ms, run_at, concurrency_key, on_behalf_of", async (t) => {

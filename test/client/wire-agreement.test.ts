@@ -34,6 +34,7 @@ const typesAgree: Array<true> = [
   true satisfies Same<client.TerminalReason, service.TerminalReason>,
   true satisfies Same<client.JobAttempt, service.JobAttempt>,
   true satisfies Same<client.JobHistoryEvent, service.JobHistoryEvent>,
+  true satisfies Same<client.JobExtensions, Static<typeof service.JobExtensions>["extensions"]>,
   true satisfies Same<client.RateLimit, flow.RateLimitBody>,
   true satisfies Same<client.OperationLimits, Static<typeof flow.Limits>>,
   true satisfies Same<client.LimitsPatch, flow.LimitsPatch>,
@@ -47,7 +48,7 @@ const typesAgree: Array<true> = [
 
 describe("the client's wire agrees with the service's", () => {
   test("the wire types are the same shapes (checked at compile time)", () => {
-    assert.equal(typesAgree.length, 16);
+    assert.equal(typesAgree.length, 17);
   });
 
   test("job statuses and terminal reasons are the same lists, in the same order", () => {

@@ -230,3 +230,28 @@ describe("traceparent", () => {
     assert.equal((await s.service.store.jobGet({ id: child.id }))?.traceparent, traceparent);
   });
 });
+
+describe("GET /jobs/{id}/extensions", () => {
+  test("answers the rate key, expiry and trace context a job keeps beyond its wire form; site admins only", async (t) => {
+    const s = await startService(t);
+    const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    const res = await s.inject({
+      method: "POST",
+      url: "/jobs",
+      token: await s.assertion(),
+      payload: buildReport({ rate_key: "tenant-9", ttl_ms: 60_000 }),
+      headers: { traceparent },
+    });
+    const job = (res.json() as { job: Job }).job;
+    const extensions = await s.inject({ method: "GET", url: `/jobs/${job.id}/extensions`, token: await s.adminToken() });
+    assert.equal(extensions.statusCode, 200, extensions.body);
+    assert.deepEqual(extensions.json(), {
+      extensions: { rate_key: "tenant-9", expires_at: new Date(s.clock.now() + 60_000).toISOString(), traceparent },
+    });
+    const plain = await enqueue(s, buildReport());
+    const none = await s.inject({ method: "GET", url: `/jobs/${plain.id}/extensions`, token: await s.adminToken() });
+    assert.deepEqual(none.json(), { extensions: { rate_key: null, expires_at: null, traceparent: null } });
+    assertError(await s.inject({ method: "GET", url: "/jobs/nope1234/extensions", token: await s.adminToken() }), 404, "job_not_found");
+    assertError(await s.inject({ method: "GET", url: `/jobs/${job.id}/extensions`, token: await s.adminToken({ siteAdmin: false }) }), 403, "site_admin_required");
+  });
+});

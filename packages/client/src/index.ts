@@ -31,6 +31,7 @@ export { opqueueDeliveryMiddleware } from "./express.js";
 export type { DeliveryMiddlewareOptions } from "./express.js";
 export { ERROR_CODES, JOB_STATUSES, TERMINAL_REASONS } from "./wire.js";
 export type {
-  AdminAction, AdminStamp, Authority, ErrorCode, Job, JobAttempt, JobHistoryEvent, JobResult, JobStatus, LimitsPatch, OperationControl,
+  AdminAction, AdminStamp, Authority, ErrorCode, Job, JobAttempt, JobExtensions, JobHistoryEvent, JobResult, JobStatus, LimitsPatch,
+  OperationControl,
   OperationLimits, OperationSummary, PausedKey, RateLimit, RequestPayload, TerminalReason,
 } from "./wire.js";

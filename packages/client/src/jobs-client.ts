@@ -10,6 +10,7 @@ import type {
   Authority,
   Job,
   JobAttempt,
+  JobExtensions,
   JobHistoryEvent,
   JobStatus,
   LimitsPatch,
@@ -224,6 +225,8 @@ export interface JobsClient {
   attempts(id: string): Promise<JobAttempt[]>;
   /** The job's history, oldest first: its creation, every attempt, and every administrator's action with who did it. */
   history(id: string): Promise<JobHistoryEvent[]>;
+  /** What opqueue keeps of a job beyond its wire form: its rate key, expiry and trace context. */
+  extensions(id: string): Promise<JobExtensions>;
   /** The background operations a job can target, by operation_id, each with its pause and limits in force. */
   listOperations(): Promise<OperationSummary[]>;
   /** Pauses a background operation: no node claims its jobs until it is resumed (enqueues are still accepted). */
@@ -464,6 +467,10 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
     async history(id) {
       const path = `/jobs/${pathSegment(id, "history: id")}/history`;
       return (await call<{ events: JobHistoryEvent[] }>("GET", path, adminAuthorization)).body.events;
+    },
+    async extensions(id) {
+      const path = `/jobs/${pathSegment(id, "extensions: id")}/extensions`;
+      return (await call<{ extensions: JobExtensions }>("GET", path, adminAuthorization)).body.extensions;
     },
     async listOperations() {
       return (await call<{ operations: OperationSummary[] }>("GET", "/operations", adminAuthorization)).body.operations;

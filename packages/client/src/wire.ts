@@ -125,6 +125,16 @@ export type JobHistoryEvent =
   /** An administrator's change; `actor` is the admin token's `sub`. */
   | { type: "admin"; at: string; actor: string; action: AdminAction };
 
+/** What opqueue keeps of a job beyond its wire form (`GET /jobs/{id}/extensions`). */
+export interface JobExtensions {
+  /** The rate key it was enqueued with, or null. */
+  rate_key: string | null;
+  /** Its expiry (RFC 3339), or null. */
+  expires_at: string | null;
+  /** Its W3C trace context, or null. */
+  traceparent: string | null;
+}
+
 /** Who did an administrator's action (the admin token's `sub`), and when. */
 export interface AdminStamp {
   at: string;

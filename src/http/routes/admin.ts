@@ -10,7 +10,7 @@ import { retryDeadJobs, retryJob, type RetryDeps } from "../../admin/retry.js";
 import type { TokenVerifier } from "../../auth/tokens.js";
 import { jobHistory } from "../../admin/history.js";
 import { ApiError } from "../../errors.js";
-import { ErrorBody, JobAttempts, JobEnvelope, JobHistory, JobsEnvelope, RetryDeadBody } from "../../job/schemas.js";
+import { ErrorBody, JobAttempts, JobEnvelope, JobExtensions, JobHistory, JobsEnvelope, RetryDeadBody } from "../../job/schemas.js";
 import { formatTime, toWireJob } from "../../job/wire.js";
 import type { AdminAction } from "../../job/statuses.js";
 import { adminAuthHook } from "../auth.js";
@@ -263,6 +263,32 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       if (!row) throw jobNotFound(request.params.id);
       const [attempts, actions] = await Promise.all([store.jobAttemptList({ id: row.id }), store.adminActionList({ jobId: row.id })]);
       return { events: jobHistory({ job: row, attempts, actions }) };
+    },
+  );
+
+  app.get(
+    "/jobs/:id/extensions",
+    {
+      onRequest: adminOnly,
+      schema: {
+        operationId: "getJobExtensions",
+        summary: "What opqueue keeps of a job beyond the contract's wire form: its rate key, expiry and trace context",
+        tags: ["jobs"],
+        security: adminSecurity,
+        params: JobIdParams,
+        response: { 200: JobExtensions, ...errors(401, 403, 404, 503) },
+      },
+    },
+    async (request) => {
+      const row = await store.jobGet({ id: request.params.id });
+      if (!row) throw jobNotFound(request.params.id);
+      return {
+        extensions: {
+          rate_key: row.rateKey,
+          expires_at: row.expiresAt === null ? null : formatTime(row.expiresAt),
+          traceparent: row.traceparent,
+        },
+      };
     },
   );
 };
