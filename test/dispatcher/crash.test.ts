@@ -385,6 +385,50 @@ test(
 );
 
 test(
+  "kill -9 right after a batch was acknowledged: every item is in the file and delivered after a restart, and its idempotency keys still answer",
+  { timeout: 60_000 },
+  async (t) => {
+    const target = new Target(new Set());
+    await target.start(t);
+    const s = await setup(t, target.url);
+    const first = await startServe(t, s.configFile, s.port);
+    const token = await mintToken({ auth: s.config.auth, clock: systemClock, sub: "u1", op: "createUser", rid: "batch-crash" });
+    const post = (serve: Serve, jobs: unknown[]) =>
+      fetch(`${serve.url}/jobs/batch`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: JSON.stringify({ jobs }),
+      });
+    const items = Array.from({ length: 200 }, (_, i) => ({
+      operation_id: "sendWelcomeEmail",
+      request: { path_params: { userId: `batch-${i}` } },
+      delay_ms: 60_000,
+      idempotency_key: `batch-key-${i}`,
+    }));
+    const answer = await post(first, items);
+    assert.equal(answer.status, 200);
+    const results = ((await answer.json()) as { results: Array<{ status: number; job: Job }> }).results;
+    assert.ok(results.every((result) => result.status === 201));
+    first.child.kill("SIGKILL");
+    await first.exited;
+
+    const ids = results.map((result) => result.job.id);
+    const stored = await readJobsFromFile(s.databasePath, ids);
+    assert.ok(stored.every((job) => job?.status === "pending"), "every acknowledged item is in the file");
+
+    const second = await startServe(t, s.configFile, s.port);
+    const replay = await post(second, items.slice(0, 5));
+    const replayed = ((await replay.json()) as { results: Array<{ status: number; job: Job; replayed?: boolean }> }).results;
+    assert.deepEqual(replayed.map((result) => [result.status, result.replayed, result.job.id]), ids.slice(0, 5).map((id) => [200, true, id]));
+    const admin = await mintToken({ auth: s.config.auth, clock: systemClock, sub: "admin", siteAdmin: true });
+    await Promise.all(ids.slice(0, 20).map((id) => fetch(`${second.url}/jobs/${id}/run-now`, { method: "POST", headers: { authorization: `Bearer ${admin}` } })));
+    await waitForStatus(s, second, ids.slice(0, 20), "succeeded");
+    second.child.kill("SIGTERM");
+    assert.equal((await second.exited).code, 0);
+  },
+);
+
+test(
   "SIGTERM during a delivery stops accepting, lets the delivery finish within shutdown.grace_ms, and exits 0 with the job succeeded",
   { timeout: 60_000 },
   async (t) => {
