@@ -131,14 +131,17 @@ export const JobExtensions = Type.Object(
   { additionalProperties: false },
 );
 
-/** The answer to one item of `POST /jobs/batch`, in the item's place. */
+/**
+ * The answer to one item of `POST /jobs/batch`, in the item's place: the job's id, not the whole job (a thousand jobs
+ * on the wire would be most of the batch's cost; GET /jobs/{id} has the rest).
+ */
 export const BatchEnqueueResult = Type.Union([
   Type.Object(
     {
       status: Type.Union([Type.Literal(201), Type.Literal(200)], {
         description: "201 created; 200 a dedupe upsert, or the job the item's idempotency key already answered with.",
       }),
-      job: Job,
+      id: Type.String({ description: "The job's id." }),
       replayed: Type.Optional(Type.Literal(true, { description: "Present when the idempotency key answered." })),
     },
     { additionalProperties: false },

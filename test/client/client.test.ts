@@ -311,7 +311,7 @@ describe("enqueue", () => {
     assert.ok(refused && !refused.ok && refused.error instanceof UnknownOperationError);
     const created = results[0];
     assert.ok(created?.ok && created.created && !created.replayed);
-    assert.equal((await client.extensions(created.job.id)).traceparent, traceparent);
+    assert.equal((await client.extensions(created.id)).traceparent, traceparent);
     const replay = await client.enqueueBatch([{ ...welcomeEmail("3"), idempotencyKey: "k" }], { caller: CALLER });
     assert.ok(replay[0]?.ok && replay[0].replayed);
     await assert.rejects(client.enqueueBatch([], { caller: CALLER }), /1 to 1000 items/);

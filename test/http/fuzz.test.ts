@@ -762,8 +762,8 @@ function checkBatchBody(res: LightMyRequestResponse, items: number, where: strin
     const status = result["status"] as number;
     if (status === 200 || status === 201) {
       const keys = Object.keys(result).sort();
-      assert.ok(keys.join() === "job,status" || keys.join() === "job,replayed,status", `result keys ${keys.join()}: ${where}`);
-      checkJob(result["job"], where);
+      assert.ok(keys.join() === "id,status" || keys.join() === "id,replayed,status", `result keys ${keys.join()}: ${where}`);
+      assert.match(String(result["id"]), /^[0-9A-Za-z_-]{8,32}$/, `result id: ${where}`);
     } else {
       assert.deepEqual(Object.keys(result).sort(), ["code", "message", "status"], `result keys: ${where}`);
       const allowed = DOCUMENTED_CODES[status];

@@ -105,7 +105,7 @@ export type BatchItem = Omit<EnqueueOptions, "caller" | "traceparent">;
 
 /** What `enqueueBatch` answers for one item, in the item's place. */
 export type BatchItemResult =
-  | { ok: true; job: Job; created: boolean; replayed: boolean }
+  | { ok: true; id: string; created: boolean; replayed: boolean }
   | { ok: false; error: OpqueueError };
 
 /** Filters of `list`. */
@@ -167,7 +167,7 @@ function enqueueBody(enqueue: BatchItem): Record<string, unknown> {
 
 /** One result of `POST /jobs/batch` on the wire. */
 type BatchWireResult =
-  | { status: 200 | 201; job: Job; replayed?: true }
+  | { status: 200 | 201; id: string; replayed?: true }
   | { status: number; code: string; message: string };
 
 /** One page of the job list. */
@@ -409,8 +409,8 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
         traceHeaders(batchOptions.traceparent),
       );
       return answer.body.results.map((result): BatchItemResult =>
-        "job" in result
-          ? { ok: true, job: result.job, created: result.status === 201, replayed: result.replayed === true }
+        "id" in result
+          ? { ok: true, id: result.id, created: result.status === 201, replayed: result.replayed === true }
           : { ok: false, error: errorFor({ status: result.status, code: result.code, message: result.message }) },
       );
     },

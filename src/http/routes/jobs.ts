@@ -58,7 +58,7 @@ function batchResult(result: EnqueueResult | ApiError): Record<string, unknown> 
   if (result instanceof ApiError) return { status: result.statusCode, code: result.code, message: result.message };
   return {
     status: result.kind === "created" ? 201 : 200,
-    job: toWireJob(result.job),
+    id: result.job.id,
     ...(result.kind === "replayed" ? { replayed: true } : {}),
   };
 }
@@ -191,8 +191,8 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
       for (const result of results) {
         if (result instanceof ApiError) options.telemetry.emit("job:enqueue-refused", { code: result.code });
       }
-      // Serialized here, the schema's shape built by batchResult: a thousand jobs through the response schema's union
-      // (tried branch by branch) would cost more than the enqueue. Fastify sends a string as it is.
+      // Serialized here, the schema's shape built by batchResult: a thousand results through the response schema's union
+      // (tried branch by branch) would cost more than building them. Fastify sends a string as it is.
       const text = JSON.stringify({ results: results.map(batchResult) });
       return reply.code(200).type("application/json; charset=utf-8").send(text as unknown as Static<typeof BatchEnqueueAnswer>);
     },
