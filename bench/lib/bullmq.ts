@@ -5,6 +5,7 @@
  * schema. bench/peers/bullmq.ts takes the returned arguments.
  */
 import type { Context } from "./context.js";
+import type { CpuRoot } from "./cpu.js";
 import { dropSchema, freshSchema, PG_URL } from "./pg.js";
 import { redisVersion, startRedis } from "./redis.js";
 import type { ScenarioRecorder } from "./results.js";
@@ -16,7 +17,10 @@ export interface BullmqBackend {
   label: string;
   /** Arguments for bench/peers/bullmq.ts. */
   args: string[];
+  /** The Redis server's processes (its AOF rewrites fork), whose CPU is the row's database server's; null on PostgreSQL. */
+  redis: CpuRoot | null;
 }
+
 
 /**
  * Prepares every BullMQ backend this machine can run, in the run's temporary folder, adding each one's clean-up to
@@ -39,11 +43,12 @@ export async function prepareBullmqBackends(
         system: appendfsync === "always" ? "bullmq" : "bullmq-everysec",
         label: `Redis, AOF ${appendfsync}`,
         args: ["--redis-port", String(redis.port)],
+        redis: { pid: redis.pid, scope: "tree" },
       });
     }
   }
   const schema = freshSchema("bench_bmq");
   cleanups.push(() => dropSchema(schema));
-  backends.push({ system: "bullmq-postgres", label: "PostgreSQL", args: ["--database", PG_URL, "--schema", schema] });
+  backends.push({ system: "bullmq-postgres", label: "PostgreSQL", args: ["--database", PG_URL, "--schema", schema], redis: null });
   return backends;
 }

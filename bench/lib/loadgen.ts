@@ -5,7 +5,9 @@
  *
  * Two modes: for a duration (after a warm-up that is not counted) or for a fixed count. Bodies and bearer tokens
  * rotate through the lists given, so many distinct requests (and assertions) are sent. Answers with the number
- * of expected answers per second, the other answers by status, errors, and the latency percentiles.
+ * of expected answers per second, the other answers by status, errors, and the latency percentiles. The measured
+ * window's opening and closing are announced to the parent as they happen (progress `{window: "start" | "end"}`),
+ * so it can read the CPU of what is measured at the same moments.
  */
 import { Pool } from "undici";
 import { assertionMinter, type MintSpec } from "./assertions.js";
@@ -32,6 +34,9 @@ export interface LoadTask {
   /** The status that counts as success. */
   expectStatus: number;
 }
+
+/** An edge of the measured window. */
+export type LoadWindowEdge = "start" | "end";
 
 /** What a load run measured. */
 export interface LoadResult {
@@ -103,17 +108,21 @@ async function run(task: LoadTask): Promise<LoadResult> {
   let elapsedMs: number;
   if (task.count !== undefined) {
     windowStart = performance.now();
+    progress({ window: "start" });
     await Promise.all(clients);
     elapsedMs = performance.now() - windowStart;
+    progress({ window: "end" });
   } else {
     if (task.warmupMs) {
       await new Promise((resolve) => setTimeout(resolve, task.warmupMs));
       measuring = true;
     }
     windowStart = performance.now();
+    progress({ window: "start" });
     await new Promise((resolve) => setTimeout(resolve, task.durationMs ?? 3000));
     measuring = false;
     elapsedMs = performance.now() - windowStart;
+    progress({ window: "end" });
     stopped = true;
     await Promise.all(clients);
   }

@@ -57,6 +57,24 @@ const METHOD = `## How these figures are made
 - **Core (5).** The built store in its own process: \`jobInsert\` from 32 concurrent callers, then claim 64 /
   complete 64 until empty; peers: \`addJob\` / \`send\` / \`add\` 32 at a time, then no-op handlers until the queue
   is empty.
+- **CPU per job, all processes** (enqueue, drain). The CPU time (user + system, every thread) of every process
+  of a system, read from \`/proc/<pid>/stat\` (clock ticks of \`getconf CLK_TCK\`) when the measured window opens and
+  when it closes, divided by the jobs done in it, and split into the system's own processes and its database server.
+  Its own: the opqueue serve node, or the peer's route or worker process (tsx's esbuild helper, which only compiled
+  the peer's TypeScript, left out). Its database server: for a PostgreSQL row, every process of the local server
+  (the postmaster and every child of it; a backend that exits within the window still counts, through the time the
+  postmaster has reaped); for BullMQ on Redis, that row's own redis-server. opqueue on SQLite and the bare route have no
+  server. The load generator and the target are left out: they are the same for every system. Windows: enqueue, the
+  load generator's measured window, announced as it opens and closes, per job answered 201 within it;
+  drain, the rate's window, from the first arrival at the target to the last, announced by the target, so nobody's
+  start-up or first fetch before it, nor the last outcome writes after it, is counted. The node CPU and main
+  thread columns of the drain keep their own window (from the end of the warm-up until the target has every job).
+  The PostgreSQL server is shared, but systems are measured one at a time, so its CPU within a system's window is
+  that system's, with nothing subtracted: a little of it is other work (the idle processes of the other systems, such
+  as opqueue nodes polling once a second and pg-boss's maintenance, and anything else using the server). Its idle CPU
+  over a quiet window, read once per run, is given under "This run" to judge by. Each column is the median of its own
+  runs, so the two parts need not add up to the total. A tick is 10 ms and each process read may be off by one, so
+  over the quick mode's short windows (a fraction of a second for a fast peer's drain) these figures are coarse.
 - Each figure is the median of the runs, with (min–max). Ratios of the goals use medians of the same run.
   The enqueue and drain scenarios, whose ratios are goals, measure in turns: every system's first run, then every
   system's second, and so on (their servers and workers started once beforehand), so a change in the machine's
@@ -89,6 +107,14 @@ const METRIC_NAMES: Record<string, string> = {
   drain_peak_rss: "drain peak RSS",
   drain_cpu_per_job: "drain node CPU per job",
   drain_cpu_main_per_job: "drain main thread CPU per job",
+  cpu_all_per_job: "CPU per job, all processes",
+  cpu_system_per_job: "of which its own processes",
+  cpu_db_per_job: "of which its database server",
+};
+
+/** Where a scenario names a metric otherwise: an enqueue's CPU is per enqueued job. */
+const SCENARIO_METRIC_NAMES: Record<string, Record<string, string>> = {
+  enqueue: { cpu_all_per_job: "CPU per enqueued job, all processes" },
 };
 
 const TITLES: Record<string, string> = {
@@ -110,7 +136,8 @@ function scenarioTable(scenario: ScenarioResult): string {
     if (!row) rows.push((row = { label: figure.label, figures: [] }));
     row.figures.push(figure);
   }
-  const header = `| system | ${columns.map((c) => `${METRIC_NAMES[c.metric] ?? c.metric} (${c.unit})`).join(" | ")} |`;
+  const name = (metric: string) => SCENARIO_METRIC_NAMES[scenario.id]?.[metric] ?? METRIC_NAMES[metric] ?? metric;
+  const header = `| system | ${columns.map((c) => `${name(c.metric)} (${c.unit})`).join(" | ")} |`;
   const rule = `|---|${columns.map(() => "---:").join("|")}|`;
   const body = rows.map((row) => {
     const cells = columns.map((c) => formatSummary(row.figures.find((f) => f.metric === c.metric)?.summary));
@@ -129,6 +156,18 @@ function settingsList(settings: Record<string, string | number>): string {
 /** The core scenario's jobs per run; results files written before the peers had a number of their own say `enqueueJobs`. */
 function coreJobs(core: Sizes["core"] | { enqueueJobs: number }): string {
   return jobsPerRun("jobs" in core ? core : { jobs: core.enqueueJobs });
+}
+
+/** The "This run" line on the idle PostgreSQL server's CPU. */
+function idlePostgresLine(idle: NonNullable<Results["idlePostgres"]>): string {
+  if ("error" in idle) return `- **Idle PostgreSQL server:** not read (${idle.error}).`;
+  const percentOfCore = (idle.cpuMs / idle.windowMs) * 100;
+  return (
+    `- **Idle PostgreSQL server:** ${formatNumber(idle.cpuMs)} ms of CPU over a quiet ${formatNumber(idle.windowMs / 1000)} s ` +
+    `(${formatNumber(percentOfCore)} % of one core), read once before the first scenario counting CPU, with nothing of this run ` +
+    `running (${idle.busyCoresBefore.toFixed(2)} cores busy with other work just before). The CPU per job figures subtract nothing: ` +
+    "a PostgreSQL row's database part holds this idle share of its window too."
+  );
 }
 
 /** The whole BENCHMARKS.md for a results file. */
@@ -175,6 +214,7 @@ export function benchmarksMarkdown(results: Results, resultsFile: string): strin
       .join(", ")}.`,
     `- **opqueue settings:** ${Object.entries(results.settings).map(([k, value]) => `${k} ${value}`).join("; ")}.`,
   );
+  if (results.idlePostgres) lines.push(idlePostgresLine(results.idlePostgres));
   if (results.filters.only.length > 0 || results.filters.engines.length < 2) {
     lines.push(`- **Narrowed run:** scenarios ${results.filters.only.join(", ") || "all"}, engines ${results.filters.engines.join(", ")}.`);
   }

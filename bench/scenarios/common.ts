@@ -3,6 +3,7 @@ import { join } from "node:path";
 import type { MintSpec } from "../lib/assertions.js";
 import type { Context } from "../lib/context.js";
 import { waitUntil } from "../lib/context.js";
+import { CpuWindow, SystemCpu, type CpuPerJob, type CpuRoot } from "../lib/cpu.js";
 import {
   countPostgres,
   countSqlite,
@@ -114,15 +115,24 @@ export interface EnqueueAuth {
 }
 
 /**
- * One enqueue measurement run (number `run`, from 0) against `url`, 32 keep-alive clients: its rate and latencies.
- * Answers other than 201 are noted in `notes`.
+ * One enqueue measurement run (number `run`, from 0) against `url`, 32 keep-alive clients: its rate, latencies and,
+ * with `cpu`, the CPU per enqueued job of the system's processes over the measured window. Answers other than 201
+ * are noted in `notes`.
  */
 export async function measureEnqueueRun(
   ctx: Context,
-  options: EnqueueAuth & { url: string; run: number; progress: Progress; label: string; notes: string[] },
-): Promise<{ rate: number; p50: number; p99: number }> {
+  options: EnqueueAuth & {
+    url: string;
+    cpu?: SystemCpu;
+    run: number;
+    progress: Progress;
+    label: string;
+    notes: string[];
+  },
+): Promise<{ rate: number; p50: number; p99: number; cpu: CpuPerJob | null }> {
   const { sizes } = ctx;
   const { run } = options;
+  const window = new CpuWindow(options.cpu);
   const result = await ctx.load(
     {
       origin: options.url,
@@ -139,6 +149,7 @@ export async function measureEnqueueRun(
       expectStatus: 201,
     },
     (ok) => options.progress.update(`${options.label} run ${run + 1}/${sizes.runs}: ${ok} accepted`),
+    window.edge,
   );
   const refused = Object.values(result.other).reduce((a, b) => a + b, 0) + result.errors;
   if (refused > 0) {
@@ -147,7 +158,7 @@ export async function measureEnqueueRun(
     );
   }
   options.progress.update(`${options.label} run ${run + 1}/${sizes.runs}: ${Math.round(result.rate)}/s`, true);
-  return { rate: result.rate, p50: result.p50, p99: result.p99 };
+  return { rate: result.rate, p50: result.p50, p99: result.p99, cpu: window.perJob(result.ok) };
 }
 
 /** Every enqueue measurement run against `url`, one after another; rates and latencies per run. */
@@ -236,9 +247,22 @@ export function wallNow(): number {
 export async function opqueueDrainRun(
   ctx: Context,
   db: OpqueueDb,
-  options: { count: number; progress: Progress; label: string },
+  options: {
+    count: number;
+    progress: Progress;
+    label: string;
+    /** Read the CPU of the node and of `database` (its PostgreSQL server; null on SQLite) over the rate's window. */
+    cpu?: { database: CpuRoot | null };
+  },
 ): Promise<
-  DrainRun & { peakRssMb: number | null; succeeded: number; cpuUsPerJob: number | null; mainCpuUsPerJob: number | null }
+  DrainRun & {
+    peakRssMb: number | null;
+    succeeded: number;
+    cpuUsPerJob: number | null;
+    mainCpuUsPerJob: number | null;
+    /** CPU per job of every process of the system, first to last arrival; null unless asked for. */
+    cpuAll: CpuPerJob | null;
+  }
 > {
   const { warmupJobs, leadMs } = ctx.sizes.drain;
   // The first run on a database finds out how long insert, start-up and warm-up take (a backlog can make the
@@ -259,11 +283,13 @@ export async function opqueueDrainRun(
   const prepStarted = performance.now();
   const dueAt = Date.now() + Math.max(leadMs, Math.round((db.lastPrepMs ?? 0) * 1.3) + 500);
   await db.preinsert(options.count, dueAt);
-  const target = await ctx.target();
-  await target.call("reset");
+  // Reset before the node starts (its jobs may be due by the time it is ready); its processes join the window then.
+  const window = new CpuWindow();
+  await ctx.resetTarget(options.cpu ? { expect: options.count, onEdge: window.edge } : undefined);
   let serve: ServeProcess | undefined;
   try {
     serve = await ServeProcess.start({ setup: db.setup, nodeArgs: ctx.serveNodeArgs() });
+    if (options.cpu) window.attach(new SystemCpu({ system: [{ pid: serve.pid, scope: "process" }], database: options.cpu.database }));
     if (warmupJobs > 0) {
       options.progress.update(`${options.label}: warming up`, true);
       await warmUp(ctx, serve, warmupJobs);
@@ -282,11 +308,13 @@ export async function opqueueDrainRun(
       before === null || after === null || overrunMs > 0 ? null : ((after - before) * 1000) / options.count;
     const cpuUsPerJob = perJob(cpuBefore, cpuAfter);
     const mainCpuUsPerJob = perJob(mainCpuBefore, mainCpuAfter);
+    // Over the rate's window (first to last arrival), as the peers' is read; an overrun puts warm-up work in it.
+    const cpuAll = overrunMs > 0 ? null : window.perJob(options.count - 1);
     // A graceful stop writes the outcomes still queued in the node's completer.
     const peakRssMb = await serve.stop();
     serve = undefined;
     const succeeded = ((await db.counts())["succeeded"] ?? 0) - before - warmupJobs;
-    return { ...run, overrunMs, peakRssMb, succeeded, cpuUsPerJob, mainCpuUsPerJob };
+    return { ...run, overrunMs, peakRssMb, succeeded, cpuUsPerJob, mainCpuUsPerJob, cpuAll };
   } finally {
     await serve?.stop();
   }
