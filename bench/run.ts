@@ -6,7 +6,7 @@
  *
  * Options:
  *   --full                 the issue's sizes
- *   --only a,b             only these scenarios (enqueue, drain, latency, backlog, core)
+ *   --only a,b             only these scenarios (enqueue, drain, latency, backlog, core, batch)
  *   --engine sqlite|postgres  only this opqueue engine (references still run)
  *   --profile DIR          serve processes write CPU profiles (--cpu-prof) into DIR
  *   --skip-peers           measure opqueue only (no references)
@@ -33,6 +33,7 @@ import { benchmarksMarkdown } from "./lib/report.js";
 import { describeEnvironment, sampleBusyCores, SCENARIOS, type Engine, type Results, type ScenarioId, type ScenarioResult } from "./lib/results.js";
 import { formatSummary } from "./lib/stats.js";
 import { runBacklog } from "./scenarios/backlog.js";
+import { runBatch } from "./scenarios/batch.js";
 import { runCore } from "./scenarios/core.js";
 import { runDrain } from "./scenarios/drain.js";
 import { runEnqueue } from "./scenarios/enqueue.js";
@@ -44,10 +45,11 @@ const RUNNERS: Record<ScenarioId, (ctx: Context) => Promise<ScenarioResult>> = {
   latency: runLatency,
   backlog: runBacklog,
   core: runCore,
+  batch: runBatch,
 };
 
 /** The scenarios that report CPU per job of every process of a system (and so the idle server's CPU beside). */
-const CPU_SCENARIOS: ScenarioId[] = ["enqueue", "drain"];
+const CPU_SCENARIOS: ScenarioId[] = ["enqueue", "drain", "batch"];
 
 /** The PostgreSQL server's CPU over a quiet window as long as an enqueue run's (see Results.idlePostgres). */
 async function idlePostgres(ctx: Context, busyCoresBefore: number): Promise<NonNullable<Results["idlePostgres"]>> {

@@ -21,22 +21,26 @@ export interface BullmqBackend {
   redis: CpuRoot | null;
 }
 
+/** The backends a scenario may ask for: Redis with AOF always, Redis with AOF everysec, PostgreSQL. */
+export type BullmqBackendKind = "always" | "everysec" | "postgres";
 
 /**
- * Prepares every BullMQ backend this machine can run, in the run's temporary folder, adding each one's clean-up to
- * `cleanups` as soon as it exists (so a failure halfway still removes those already made). A missing redis-server
- * leaves the Redis rows out, with a note in the scenario's results.
+ * Prepares the BullMQ backends of `kinds` (all by default) this machine can run, in the run's temporary folder, adding
+ * each one's clean-up to `cleanups` as soon as it exists (so a failure halfway still removes those already made). A
+ * missing redis-server leaves the Redis rows out, with a note in the scenario's results.
  */
 export async function prepareBullmqBackends(
   ctx: Context,
   recorder: ScenarioRecorder,
   cleanups: Array<() => Promise<void>>,
+  kinds: BullmqBackendKind[] = ["always", "everysec", "postgres"],
 ): Promise<BullmqBackend[]> {
   const backends: BullmqBackend[] = [];
-  if (redisVersion() === null) {
+  const appendfsyncs = (["always", "everysec"] as const).filter((kind) => kinds.includes(kind));
+  if (appendfsyncs.length > 0 && redisVersion() === null) {
     recorder.note("BullMQ on Redis left out: no redis-server on this machine");
   } else {
-    for (const appendfsync of ["always", "everysec"] as const) {
+    for (const appendfsync of appendfsyncs) {
       const redis = await startRedis({ parentDir: ctx.tmp, appendfsync });
       cleanups.push(() => redis.stop());
       backends.push({
@@ -47,8 +51,10 @@ export async function prepareBullmqBackends(
       });
     }
   }
-  const schema = freshSchema("bench_bmq");
-  cleanups.push(() => dropSchema(schema));
-  backends.push({ system: "bullmq-postgres", label: "PostgreSQL", args: ["--database", PG_URL, "--schema", schema], redis: null });
+  if (kinds.includes("postgres")) {
+    const schema = freshSchema("bench_bmq");
+    cleanups.push(() => dropSchema(schema));
+    backends.push({ system: "bullmq-postgres", label: "PostgreSQL", args: ["--database", PG_URL, "--schema", schema], redis: null });
+  }
   return backends;
 }

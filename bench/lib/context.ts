@@ -27,6 +27,8 @@ export interface Sizes {
   backlog: { rows: number };
   /** `jobs` per run for opqueue's store, `peerJobs` for the peers (as in the drain). */
   core: { jobs: number; peerJobs: number };
+  /** Batch enqueue: `clients` connections each sending `jobsPerRequest` jobs per request, runs as in `enqueue`. */
+  batch: { durationMs: number; warmupMs: number; clients: number; jobsPerRequest: number };
 }
 
 export const SIZES: Record<"quick" | "full", Sizes> = {
@@ -37,6 +39,7 @@ export const SIZES: Record<"quick" | "full", Sizes> = {
     latency: { jobs: 150, rate: 100, warmup: 20 },
     backlog: { rows: 100_000 },
     core: { jobs: 4000, peerJobs: 1500 },
+    batch: { durationMs: 1500, warmupMs: 1000, clients: 8, jobsPerRequest: 500 },
   },
   full: {
     runs: 3,
@@ -45,6 +48,7 @@ export const SIZES: Record<"quick" | "full", Sizes> = {
     latency: { jobs: 1000, rate: 100, warmup: 50 },
     backlog: { rows: 1_000_000 },
     core: { jobs: 20_000, peerJobs: 20_000 },
+    batch: { durationMs: 10_000, warmupMs: 2000, clients: 8, jobsPerRequest: 500 },
   },
 };
 

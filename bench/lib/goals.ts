@@ -61,8 +61,22 @@ export function evaluateGoals(results: Results): GoalResult[] {
     add("backlog", engine, "enqueue with backlog ÷ empty", median(results, "backlog", me, "enqueue_rate") / enqueue, "×", 0.8, "≥");
     add("backlog", engine, "drain with backlog ÷ empty", median(results, "backlog", me, "drain_rate") / drain, "×", 0.8, "≥");
     add("backlog", engine, "peak RSS with backlog", median(results, "backlog", me, "peak_rss"), "MB", 200, "≤");
+    if (engine === "sqlite") {
+      const [single, bulk] = batchRatios(results, engine);
+      add("batch", engine, "batch enqueue ÷ single-job enqueue", single, "×", 4, "≥");
+      add("batch", engine, "batch enqueue ÷ Fastify + BullMQ addBulk", bulk, "×", 1.5, "≥");
+    }
   }
   return goals;
+}
+
+/**
+ * The batch scenario's ratios for one engine, from medians: batch enqueue ÷ opqueue's single-job enqueue of the same
+ * turns, and ÷ the BullMQ addBulk route. Goals on SQLite; reported beside on PostgreSQL.
+ */
+export function batchRatios(results: Results, engine: Engine): [number, number] {
+  const batch = median(results, "batch", `opqueue-${engine}-batch`, "rate");
+  return [batch / median(results, "batch", `opqueue-${engine}`, "rate"), batch / median(results, "batch", "bullmq-bulk-route", "rate")];
 }
 
 export function goalEngineLabel(engine: Engine): string {

@@ -8,6 +8,9 @@
  * of expected answers per second, the other answers by status, errors, and the latency percentiles. The measured
  * window's opening and closing are announced to the parent as they happen (progress `{window: "start" | "end"}`),
  * so it can read the CPU of what is measured at the same moments.
+ *
+ * For a batch endpoint (`items`), each expected answer is read: `{results: [{status, code?}, ...]}`, and the rate
+ * counts the items answered with the expected status, not the requests.
  */
 import { Pool } from "undici";
 import { assertionMinter, type MintSpec } from "./assertions.js";
@@ -33,6 +36,8 @@ export interface LoadTask {
   mint?: MintSpec;
   /** The status that counts as success. */
   expectStatus: number;
+  /** A batch endpoint: count the items of `results` answered with this status (the others by status and code). */
+  items?: { expectStatus: number };
 }
 
 /** An edge of the measured window. */
@@ -45,10 +50,17 @@ export interface LoadResult {
   errors: number;
   firstError: string | null;
   elapsedMs: number;
-  /** Expected answers per second over the measured window. */
+  /** Expected answers per second over the measured window (expected items, for a batch endpoint). */
   rate: number;
   p50: number;
   p99: number;
+  /** For a batch endpoint: items answered with the expected status, and the others by `status code`. */
+  items?: { ok: number; other: Record<string, number> };
+}
+
+/** What a batch endpoint answers per item; only the status (and an error's code) are read. */
+interface BatchAnswer {
+  results?: Array<{ status?: number; code?: string }>;
 }
 
 let progress: (value: unknown) => void = () => undefined;
@@ -67,6 +79,8 @@ async function run(task: LoadTask): Promise<LoadResult> {
   let errors = 0;
   let firstError: string | null = null;
   let seq = 0;
+  let okItems = 0;
+  const otherItems: Record<string, number> = {};
   let measuring = task.count !== undefined || !task.warmupMs;
   let stopped = false;
   let windowStart = performance.now();
@@ -87,11 +101,19 @@ async function run(task: LoadTask): Promise<LoadResult> {
       const counted = measuring;
       try {
         const response = await pool.request({ path: task.path, method: task.method, headers, body: body ?? null });
-        await response.body.dump();
+        const answer = task.items && response.statusCode === task.expectStatus ? ((await response.body.json()) as BatchAnswer) : null;
+        if (!answer) await response.body.dump();
         if (!counted || !measuring) continue;
         if (response.statusCode === task.expectStatus) {
           ok++;
           latencies.push(performance.now() - sentAt);
+          for (const item of answer?.results ?? []) {
+            if (item.status === task.items?.expectStatus) okItems++;
+            else {
+              const key = `${item.status ?? "?"}${item.code ? ` ${item.code}` : ""}`;
+              otherItems[key] = (otherItems[key] ?? 0) + 1;
+            }
+          }
         } else {
           other[response.statusCode] = (other[response.statusCode] ?? 0) + 1;
         }
@@ -135,9 +157,10 @@ async function run(task: LoadTask): Promise<LoadResult> {
     errors,
     firstError,
     elapsedMs,
-    rate: ok / (elapsedMs / 1000),
+    rate: (task.items ? okItems : ok) / (elapsedMs / 1000),
     p50: percentile(latencies, 50),
     p99: percentile(latencies, 99),
+    ...(task.items ? { items: { ok: okItems, other: otherItems } } : {}),
   };
 }
 

@@ -4,11 +4,11 @@
  * The generator owns the whole file, including the method section below. Section 6, flow control, is measured apart
  * (bench/flow.ts and bench/drain-compare.ts) and comes from the newest bench/results/flow-*.json.
  */
-import { evaluateGoals, goalEngineLabel } from "./goals.js";
+import { batchRatios, evaluateGoals, goalEngineLabel } from "./goals.js";
 import { jobsPerRun, SIZES, type Sizes } from "./context.js";
 import { newestFlowSection } from "./flow-report.js";
 import { ROOT } from "./ipc.js";
-import type { Figure, Results, ScenarioResult } from "./results.js";
+import type { Engine, Figure, Results, ScenarioResult } from "./results.js";
 import { formatNumber, formatSummary } from "./stats.js";
 
 const METHOD = `## How these figures are made
@@ -57,15 +57,23 @@ const METHOD = `## How these figures are made
 - **Core (5).** The built store in its own process: \`jobInsert\` from 32 concurrent callers, then claim 64 /
   complete 64 until empty; peers: \`addJob\` / \`send\` / \`add\` 32 at a time, then no-op handlers until the queue
   is empty.
-- **CPU per job, all processes** (enqueue, drain). The CPU time (user + system, every thread) of every process
+- **Batch enqueue (7).** 8 clients POST \`/jobs/batch\` with 500 jobs each (scenario 1's \`buildReport\` body, due in
+  an hour), one request in flight per connection, each request with a freshly minted assertion; opqueue answers 200
+  with one result per item, in order, and the rate counts the items answered 201, read from every answer. Measured in
+  turns with opqueue's single-job enqueue as in scenario 1 (32 clients, a database of its own), so the batch ÷
+  single-job ratio compares figures of the same turns, and with a Fastify route that validates the same batch body
+  (opqueue's enqueue schema per item, 1 to 1,000 items) and calls BullMQ's \`Queue.addBulk\` once with all of it, on
+  a Redis server of its own with AOF always. Latencies are per request. The goals are SQLite's; PostgreSQL's ratios
+  are shown beside.
+- **CPU per job, all processes** (enqueue, drain, batch). The CPU time (user + system, every thread) of every process
   of a system, read from \`/proc/<pid>/stat\` (clock ticks of \`getconf CLK_TCK\`) when the measured window opens and
   when it closes, divided by the jobs done in it, and split into the system's own processes and its database server.
   Its own: the opqueue serve node, or the peer's route or worker process (tsx's esbuild helper, which only compiled
   the peer's TypeScript, left out). Its database server: for a PostgreSQL row, every process of the local server
   (the postmaster and every child of it; a backend that exits within the window still counts, through the time the
   postmaster has reaped); for BullMQ on Redis, that row's own redis-server. opqueue on SQLite and the bare route have no
-  server. The load generator and the target are left out: they are the same for every system. Windows: enqueue, the
-  load generator's measured window, announced as it opens and closes, per job answered 201 within it;
+  server. The load generator and the target are left out: they are the same for every system. Windows: enqueue and
+  batch, the load generator's measured window, announced as it opens and closes, per job answered 201 within it;
   drain, the rate's window, from the first arrival at the target to the last, announced by the target, so nobody's
   start-up or first fetch before it, nor the last outcome writes after it, is counted. The node CPU and main
   thread columns of the drain keep their own window (from the end of the warm-up until the target has every job).
@@ -84,7 +92,7 @@ const METHOD = `## How these figures are made
 What bounds these figures on this machine, and the speed-ups tried that did not pay:
 [docs/performance.md](docs/performance.md).
 
-Reproduce: \`npm run bench\` (quick) or \`npm run bench -- --full\`; \`--only enqueue,drain\` and
+Reproduce: \`npm run bench\` (quick) or \`npm run bench -- --full\`; \`--only enqueue,drain,batch\` and
 \`--engine sqlite|postgres\` narrow a run (narrowed runs do not rewrite this file; \`--report FILE.json\` regenerates
 it and the chart from a results file).`;
 
@@ -115,6 +123,7 @@ const METRIC_NAMES: Record<string, string> = {
 /** Where a scenario names a metric otherwise: an enqueue's CPU is per enqueued job. */
 const SCENARIO_METRIC_NAMES: Record<string, Record<string, string>> = {
   enqueue: { cpu_all_per_job: "CPU per enqueued job, all processes" },
+  batch: { cpu_all_per_job: "CPU per enqueued job, all processes" },
 };
 
 const TITLES: Record<string, string> = {
@@ -123,7 +132,11 @@ const TITLES: Record<string, string> = {
   latency: "3. Enqueue-to-target latency",
   backlog: "4. Backlog",
   core: "5. Core: the store alone",
+  batch: "7. Batch enqueue over HTTP",
 };
+
+/** Section 6 (flow control) comes from its own results file and goes between these scenarios and the later ones. */
+const BEFORE_FLOW = new Set(["enqueue", "drain", "latency", "backlog", "core"]);
 
 function scenarioTable(scenario: ScenarioResult): string {
   const columns: Array<{ metric: string; unit: string }> = [];
@@ -170,6 +183,19 @@ function idlePostgresLine(idle: NonNullable<Results["idlePostgres"]>): string {
   );
 }
 
+/** The batch scenario's ratios per engine, as the goals compute them (SQLite's are goals; PostgreSQL's are not). */
+function batchRatioLines(results: Results): string[] {
+  return (["sqlite", "postgres"] as Engine[]).flatMap((engine) => {
+    const [single, bulk] = batchRatios(results, engine);
+    if (!Number.isFinite(single) && !Number.isFinite(bulk)) return [];
+    const ratio = (value: number) => (Number.isFinite(value) ? `${value.toFixed(2)} ×` : "–");
+    const goals = engine === "sqlite" ? " (goals in the table above)" : " (no goal)";
+    return [
+      `- ${goalEngineLabel(engine)}: batch ÷ single-job enqueue ${ratio(single)}, ÷ Fastify + BullMQ addBulk ${ratio(bulk)}${goals}; ratios of medians.`,
+    ];
+  });
+}
+
 /** The whole BENCHMARKS.md for a results file. */
 export function benchmarksMarkdown(results: Results, resultsFile: string): string {
   const goals = evaluateGoals(results);
@@ -200,10 +226,14 @@ export function benchmarksMarkdown(results: Results, resultsFile: string): strin
           `drain ${jobsPerRun(sizes.drain)} jobs (full: ${jobsPerRun(SIZES.full.drain)}); ` +
           `latency ${sizes.latency.jobs} jobs (full: ${SIZES.full.latency.jobs.toLocaleString("en-US")}); ` +
           `backlog ${sizes.backlog.rows.toLocaleString("en-US")} jobs (full: ${SIZES.full.backlog.rows.toLocaleString("en-US")}); ` +
-          `core ${coreJobs(sizes.core)} jobs (full: ${coreJobs(SIZES.full.core)}); ${sizes.runs} runs per figure.`
+          `core ${coreJobs(sizes.core)} jobs (full: ${coreJobs(SIZES.full.core)}); ` +
+          (sizes.batch ? `batch ${sizes.runs} runs × ${sizes.batch.durationMs / 1000} s (full: ${SIZES.full.batch.durationMs / 1000} s); ` : "") +
+          `${sizes.runs} runs per figure.`
       : `- **Sizes:** enqueue ${sizes.runs} runs × ${sizes.enqueue.durationMs / 1000} s; drain ${jobsPerRun(sizes.drain)} jobs; ` +
           `latency ${sizes.latency.jobs.toLocaleString("en-US")} jobs; backlog ${sizes.backlog.rows.toLocaleString("en-US")} jobs; ` +
-          `core ${coreJobs(sizes.core)} jobs; ${sizes.runs} runs per figure.`,
+          `core ${coreJobs(sizes.core)} jobs; ` +
+          (sizes.batch ? `batch ${sizes.runs} runs × ${sizes.batch.durationMs / 1000} s; ` : "") +
+          `${sizes.runs} runs per figure.`,
     `- **Machine:** ${m["nproc"]} vCPUs (${m["cpu"]}), ${m["memory_gib"]} GiB, Linux ${m["kernel"]}; load average at start ${m["loadavg_at_start"]}.`,
     `- **Versions:** Node ${v["node"]}, opqueue ${v["opqueue"]}, SQLite ${v["sqlite"]} (better-sqlite3 ${v["better-sqlite3"]}), ` +
       `PostgreSQL ${pgInfo["version"] ?? "?"} (pg ${v["pg"]}), Fastify ${v["fastify"]}, undici ${v["undici"]}, ` +
@@ -232,7 +262,7 @@ export function benchmarksMarkdown(results: Results, resultsFile: string): strin
     lines.push(`| ${goal.scenario} | ${goalEngineLabel(goal.engine)} | ${goal.goal} | ${measured} | ${goal.target} | ${met} |`);
   }
   lines.push("");
-  for (const scenario of results.scenarios) {
+  const section = (scenario: ScenarioResult) => {
     lines.push(`## ${TITLES[scenario.id] ?? scenario.title}`, "");
     const busy =
       scenario.busyCoresBefore !== undefined ? `${scenario.busyCoresBefore.toFixed(2)} cores busy with other work just before; ` : "";
@@ -244,13 +274,16 @@ export function benchmarksMarkdown(results: Results, resultsFile: string): strin
       "",
     );
     lines.push(scenarioTable(scenario), "");
+    if (scenario.id === "batch") lines.push(...batchRatioLines(results), "");
     if (scenario.notes.length > 0) {
       lines.push(...scenario.notes.map((note) => `- ${note}`), "");
     }
-  }
+  };
+  results.scenarios.filter((scenario) => BEFORE_FLOW.has(scenario.id)).forEach(section);
   // Measured by bench/flow.ts, not by this run: kept from the newest flow results file so a full run does not drop it.
   const flow = newestFlowSection(ROOT);
   if (flow) lines.push(flow.trimEnd(), "");
+  results.scenarios.filter((scenario) => !BEFORE_FLOW.has(scenario.id)).forEach(section);
   lines.push(METHOD, "");
   return lines.join("\n");
 }

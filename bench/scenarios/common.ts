@@ -1,7 +1,7 @@
 /** What the scenarios share: a fresh opqueue database per engine, and the enqueue and drain measurements. */
 import { join } from "node:path";
 import type { MintSpec } from "../lib/assertions.js";
-import type { Context } from "../lib/context.js";
+import type { Context, Sizes } from "../lib/context.js";
 import { waitUntil } from "../lib/context.js";
 import { CpuWindow, SystemCpu, type CpuPerJob, type CpuRoot } from "../lib/cpu.js";
 import {
@@ -101,11 +101,46 @@ export class OpqueueDb {
   }
 }
 
-/** The enqueue bodies: jobs for buildReport due in an hour (nothing is delivered during the measurement). */
+/** One enqueue body: a job for buildReport due in an hour (nothing is delivered during the measurement). */
+function enqueueBody(n: number): { operation_id: string; request: { body: unknown }; delay_ms: number } {
+  return { operation_id: "buildReport", request: { body: { report: "daily", n } }, delay_ms: 3_600_000 };
+}
+
+/** The enqueue bodies, `count` distinct ones. */
 export function enqueueBodies(count = 64): string[] {
-  return Array.from({ length: count }, (_, n) =>
-    JSON.stringify({ operation_id: "buildReport", request: { body: { report: "daily", n } }, delay_ms: 3_600_000 }),
+  return Array.from({ length: count }, (_, n) => JSON.stringify(enqueueBody(n)));
+}
+
+/** Batch bodies for POST /jobs/batch: `count` distinct ones of `size` enqueue bodies each. */
+export function batchBodies(size: number, count = 8): string[] {
+  return Array.from({ length: count }, (_, b) =>
+    JSON.stringify({ jobs: Array.from({ length: size }, (_, i) => enqueueBody(b * size + i)) }),
   );
+}
+
+/** How an enqueue run sends its jobs: one per POST /jobs, or many per POST /jobs/batch. */
+export interface EnqueueShape {
+  path: string;
+  clients: number;
+  durationMs: number;
+  warmupMs: number;
+  bodies: string[];
+  /** The answer expected of each request. */
+  expectStatus: number;
+  /** A batch: the status expected of each item; the rate counts items, not requests. */
+  itemStatus?: number;
+}
+
+/** Scenario 1's shape: 32 clients, one job per request, 201 each. */
+export function singleJobShape(sizes: Sizes): EnqueueShape {
+  const { clients, durationMs, warmupMs } = sizes.enqueue;
+  return { path: "/jobs", clients, durationMs, warmupMs, bodies: enqueueBodies(), expectStatus: 201 };
+}
+
+/** Scenario 7's shape: batches of `jobsPerRequest` jobs, 200 for the request and 201 for each item. */
+export function batchShape(sizes: Sizes): EnqueueShape {
+  const { clients, durationMs, warmupMs, jobsPerRequest } = sizes.batch;
+  return { path: "/jobs/batch", clients, durationMs, warmupMs, bodies: batchBodies(jobsPerRequest), expectStatus: 200, itemStatus: 201 };
 }
 
 /** What to send to an enqueue endpoint: fresh assertions minted as the load goes (opqueue), reused ones, or none. */
@@ -115,14 +150,15 @@ export interface EnqueueAuth {
 }
 
 /**
- * One enqueue measurement run (number `run`, from 0) against `url`, 32 keep-alive clients: its rate, latencies and,
- * with `cpu`, the CPU per enqueued job of the system's processes over the measured window. Answers other than 201
- * are noted in `notes`.
+ * One enqueue measurement run (number `run`, from 0) against `url` in `shape` (scenario 1's by default): its rate
+ * (jobs/s), request latencies, and, with `cpu`, the CPU per enqueued job of the system's processes over the measured
+ * window. Answers other than the expected ones are noted in `notes`.
  */
 export async function measureEnqueueRun(
   ctx: Context,
   options: EnqueueAuth & {
     url: string;
+    shape?: EnqueueShape;
     cpu?: SystemCpu;
     run: number;
     progress: Progress;
@@ -132,21 +168,23 @@ export async function measureEnqueueRun(
 ): Promise<{ rate: number; p50: number; p99: number; cpu: CpuPerJob | null }> {
   const { sizes } = ctx;
   const { run } = options;
+  const shape = options.shape ?? singleJobShape(sizes);
   const window = new CpuWindow(options.cpu);
   const result = await ctx.load(
     {
       origin: options.url,
-      path: "/jobs",
+      path: shape.path,
       method: "POST",
-      connections: sizes.enqueue.clients,
-      durationMs: sizes.enqueue.durationMs,
+      connections: shape.clients,
+      durationMs: shape.durationMs,
       // The first run warms connections and the JIT for longer.
-      warmupMs: run === 0 ? sizes.enqueue.warmupMs : 300,
+      warmupMs: run === 0 ? shape.warmupMs : 300,
       headers: { "content-type": "application/json" },
-      bodies: enqueueBodies(),
+      bodies: shape.bodies,
       ...(options.tokens ? { tokens: options.tokens } : {}),
       ...(options.mint ? { mint: { ...options.mint, ridPrefix: `${options.mint.ridPrefix}-r${run}` } } : {}),
-      expectStatus: 201,
+      expectStatus: shape.expectStatus,
+      ...(shape.itemStatus !== undefined ? { items: { expectStatus: shape.itemStatus } } : {}),
     },
     (ok) => options.progress.update(`${options.label} run ${run + 1}/${sizes.runs}: ${ok} accepted`),
     window.edge,
@@ -154,11 +192,16 @@ export async function measureEnqueueRun(
   const refused = Object.values(result.other).reduce((a, b) => a + b, 0) + result.errors;
   if (refused > 0) {
     options.notes.push(
-      `${options.label} run ${run + 1}: ${refused} requests not answered 201 (${JSON.stringify(result.other)}, ${result.errors} errors${result.firstError ? `: ${result.firstError}` : ""})`,
+      `${options.label} run ${run + 1}: ${refused} requests not answered ${shape.expectStatus} (${JSON.stringify(result.other)}, ${result.errors} errors${result.firstError ? `: ${result.firstError}` : ""})`,
     );
   }
+  const refusedItems = Object.values(result.items?.other ?? {}).reduce((a, b) => a + b, 0);
+  if (refusedItems > 0) {
+    options.notes.push(`${options.label} run ${run + 1}: ${refusedItems} items not answered ${shape.itemStatus} (${JSON.stringify(result.items?.other)})`);
+  }
   options.progress.update(`${options.label} run ${run + 1}/${sizes.runs}: ${Math.round(result.rate)}/s`, true);
-  return { rate: result.rate, p50: result.p50, p99: result.p99, cpu: window.perJob(result.ok) };
+  const jobs = result.items ? result.items.ok : result.ok;
+  return { rate: result.rate, p50: result.p50, p99: result.p99, cpu: window.perJob(jobs) };
 }
 
 /** Every enqueue measurement run against `url`, one after another; rates and latencies per run. */

@@ -16,7 +16,7 @@ import { mintAssertions, type ServeProcess } from "../lib/opqueue.js";
 import { freshSchema, dropSchema, PG_URL } from "../lib/pg.js";
 import { Progress } from "../lib/progress.js";
 import { ScenarioRecorder, type ScenarioResult } from "../lib/results.js";
-import { measureEnqueue, measureEnqueueRun, OpqueueDb, type EnqueueAuth } from "./common.js";
+import { measureEnqueue, measureEnqueueRun, OpqueueDb, type EnqueueAuth, type EnqueueShape } from "./common.js";
 
 /** Measures opqueue's enqueue on one engine (the database as it is: empty, or with a backlog). */
 export async function opqueueEnqueue(
@@ -54,6 +54,8 @@ export interface EnqueueSubject {
   engine: Engine | null;
   url: string;
   auth: EnqueueAuth;
+  /** How its rows send jobs (scenario 1's when absent). */
+  shape?: EnqueueShape;
   /** Every process of the system: its server process and its database server. */
   cpu: SystemCpu;
   /** Stops it; an opqueue node answers its peak RSS. */
@@ -71,20 +73,24 @@ export async function opqueueSubject(
     origin: string;
     assertions: "fresh" | "reused";
     postgres: CpuRoot | null;
+    system?: string;
+    label?: string;
+    shape?: EnqueueShape;
   },
 ): Promise<EnqueueSubject> {
   const { engine, assertions } = options;
-  const db = await OpqueueDb.create(ctx, engine, `enqueue-${assertions}`, options.origin);
+  const db = await OpqueueDb.create(ctx, engine, options.system ?? `enqueue-${assertions}`, options.origin);
   const serve = await db.start(ctx);
   const ridPrefix = `bench-enqueue-${Date.now().toString(36)}`;
   const auth = assertions === "fresh" ? { mint: { ridPrefix, users: 32 } } : { tokens: await mintAssertions(256, ridPrefix) };
   const reused = assertions === "reused" ? ", 256 reused assertions" : "";
   return {
-    system: `opqueue-${engine}${assertions === "reused" ? "-reused" : ""}`,
-    label: `opqueue (${ENGINE_LABEL[engine]})${reused}`,
+    system: options.system ?? `opqueue-${engine}${assertions === "reused" ? "-reused" : ""}`,
+    label: options.label ?? `opqueue (${ENGINE_LABEL[engine]})${reused}`,
     engine,
     url: serve.url ?? "",
     auth,
+    ...(options.shape ? { shape: options.shape } : {}),
     cpu: new SystemCpu({
       system: [{ pid: serve.pid, scope: "process" }],
       database: engine === "postgres" ? options.postgres : null,
@@ -104,6 +110,7 @@ export async function referenceSubject(options: {
   args?: string[];
   startApi?: boolean;
   database: CpuRoot | null;
+  shape?: EnqueueShape;
 }): Promise<EnqueueSubject> {
   const child = await Child.start({ name: options.system, file: options.file, args: options.args ?? [] });
   try {
@@ -116,6 +123,7 @@ export async function referenceSubject(options: {
       engine: null,
       url: `http://127.0.0.1:${port}`,
       auth: {},
+      ...(options.shape ? { shape: options.shape } : {}),
       cpu: new SystemCpu({ system: [{ pid: child.process.pid ?? 0, scope: "process" }], database: options.database }),
       stop: async () => {
         await child.stop();
@@ -144,6 +152,7 @@ export async function measureSubjectsInTurns(
       const result = await measureEnqueueRun(ctx, {
         url: subject.url,
         ...subject.auth,
+        ...(subject.shape ? { shape: subject.shape } : {}),
         cpu: subject.cpu,
         run,
         progress,
