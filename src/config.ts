@@ -191,7 +191,24 @@ export const ConfigSchema = Type.Object(
     ),
     operations: Type.Record(Type.String(), OperationOverride, { default: {} }),
     limits: Type.Object(
-      { spawn_cap: Type.Integer({ minimum: 1, default: 1000 }) },
+      {
+        spawn_cap: Type.Integer({ minimum: 1, default: 1000 }),
+        /**
+         * Largest body of a `POST /jobs/batch` (1,000 jobs whose payloads are each up to 16 KiB would fill 16 MiB);
+         * read only once the assertion checked out. Every other route keeps the 1 MiB limit.
+         */
+        batch_body_bytes: Type.Integer({ minimum: 1024, maximum: 1024 ** 3, default: 16 * 1024 * 1024 }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    /** How long an idempotency key is remembered after its first use (docs/api.md, "Idempotency"). */
+    idempotency: Type.Object(
+      { window_ms: Type.Integer({ minimum: 1, maximum: 366 * 24 * 3600 * 1000, default: 24 * 3600 * 1000 }) },
+      { additionalProperties: false, default: {} },
+    ),
+    /** How often waiting jobs past their expiry are ended (docs/api.md, "Expiry"); none is ever started late. */
+    expiry: Type.Object(
+      { check_ms: Type.Integer({ minimum: 1, default: 1000 }) },
       { additionalProperties: false, default: {} },
     ),
     retry: RetrySettings,

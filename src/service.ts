@@ -19,6 +19,7 @@ import { CLOCK_CHECK_INTERVAL_MS, checkClock } from "./maintenance/clock-check.j
 import { CronScheduler } from "./maintenance/cron.js";
 import { Periodic } from "./maintenance/periodic.js";
 import { rescueExpiredLeases } from "./maintenance/rescuer.js";
+import { expireJobs } from "./maintenance/expirer.js";
 import { checkConfigAgainstRegistry, OperationRegistry } from "./operations/registry.js";
 import { PerOperationSettings } from "./operations/settings.js";
 import { openStore } from "./store/open-store.js";
@@ -33,6 +34,7 @@ export interface Worker {
   cron: CronScheduler;
   rescuer: Periodic;
   cleaner: Periodic;
+  expirer: Periodic;
 }
 
 /** A service's parts. */
@@ -104,8 +106,16 @@ function createWorker(options: {
       if (deleted > 0) logger.info({ deleted }, "deleted terminal jobs past retention");
     },
   });
+  const expirer = new Periodic({
+    name: "expirer",
+    intervalMs: config.expiry.check_ms,
+    logger,
+    run: async () => {
+      await expireJobs({ store, telemetry });
+    },
+  });
   const cron = new CronScheduler({ config, settings, store, clock, notifier, telemetry, logger });
-  return { dispatcher, deliverer, cron, rescuer, cleaner };
+  return { dispatcher, deliverer, cron, rescuer, cleaner, expirer };
 }
 
 /** The limits the configuration gives each operation it limits. */
@@ -287,6 +297,7 @@ export async function createService(options: {
         worker.cron.start();
         worker.rescuer.start();
         worker.cleaner.start();
+        worker.expirer.start();
       },
       close(closeOptions = {}) {
         closing ??= (async () => {
@@ -301,6 +312,7 @@ export async function createService(options: {
                   worker.cron.stop(),
                   worker.rescuer.stop(),
                   worker.cleaner.stop(),
+                  worker.expirer.stop(),
                   worker.dispatcher.stop({ graceMs }),
                 ])
               : undefined,

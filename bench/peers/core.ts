@@ -56,6 +56,8 @@ async function enqueue(args: { count: number; concurrency: number; delayMs: numb
           authority: { kind: "request", request_id: rid, user_id: "bench", assertion: args.assertion },
           request: { body: { report: "daily", n } },
           spawnCap: 2_000_000_000,
+          traceparent: null,
+          expiry: null,
         });
         if (outcome.kind !== "created") throw new Error(`jobInsert answered ${outcome.kind}`);
       }

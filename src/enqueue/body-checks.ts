@@ -9,6 +9,9 @@
  *   400 missing_path_param   the target's path template needs a parameter the request lacks
  *   400 invalid_path_param   a path parameter whose text is empty, "." or ".." (another route once normalised)
  *
+ * and then opqueue's own (docs/api.md, "Expiry", "Idempotency"): 400 invalid_request for an expiry that is not after
+ * the job's run time, or an Idempotency-Key header that differs from the body's idempotency_key.
+ *
  * The schema is validated by the HTTP layer, which hands over its first problem instead of answering it: a problem
  * inside `on_behalf_of` has its own code, and comes after the payload checks.
  */
@@ -31,10 +34,14 @@ export interface SchemaProblem {
   pointer: string;
 }
 
-/** A body that passed step 2: typed, its run time, and its target when the OpenAPI document has it. */
+/** A body that passed step 2: typed, its run and expiry times, and its target when the OpenAPI document has it. */
 export interface CheckedEnqueueBody {
   body: EnqueueBody;
   runTime: RunTime;
+  /** When it expires unless started: null never. */
+  expiry: RunTime | null;
+  /** The producer's idempotency key (the header's or the body's), if any. */
+  idempotencyKey: string | undefined;
   /** Undefined for an operation the document lacks: step 3 answers that. */
   target: Operation | undefined;
 }
@@ -44,6 +51,10 @@ export function checkEnqueueBody(options: {
   body: unknown;
   schemaProblem: SchemaProblem | undefined;
   registry: OperationRegistry;
+  /** This node's clock, for an expiry and a run time one absolute and the other relative. */
+  now: number;
+  /** The Idempotency-Key header, already checked for its form. */
+  idempotencyHeader?: string | undefined;
 }): CheckedEnqueueBody {
   const { schemaProblem } = options;
   const inOnBehalfOf = schemaProblem !== undefined && schemaProblem.pointer.startsWith("/on_behalf_of");
@@ -60,7 +71,29 @@ export function checkEnqueueBody(options: {
   }
   const target = options.registry.get(body.operation_id);
   if (target) checkPathParams(target, body.request.path_params ?? {});
-  return { body, runTime, target };
+  const expiry = expiryOf(body, runTime, options.now);
+  const header = options.idempotencyHeader;
+  if (header !== undefined && body.idempotency_key !== undefined && header !== body.idempotency_key) {
+    throw new ApiError(400, "invalid_request", "the Idempotency-Key header and the body's idempotency_key differ");
+  }
+  return { body, runTime, expiry, idempotencyKey: header ?? body.idempotency_key, target };
+}
+
+/**
+ * `ttl_ms` wins over `expires_at`, as `delay_ms` over `run_at`; neither means never. An expiry at or before the job's
+ * run time would let it expire unrun: a producer's mistake, refused. Two relative times compare exactly; otherwise
+ * this node's clock places the relative one.
+ */
+function expiryOf(body: EnqueueBody, runTime: RunTime, now: number): RunTime | null {
+  let expiry: RunTime;
+  if (body.ttl_ms !== undefined) expiry = { delayMs: body.ttl_ms };
+  else if (body.expires_at !== undefined) expiry = { at: parseInstant("expires_at", body.expires_at) };
+  else return null;
+  const runs = "at" in runTime ? runTime.at : now + runTime.delayMs;
+  const expires = "at" in expiry ? expiry.at : now + expiry.delayMs;
+  const after = "delayMs" in runTime && "delayMs" in expiry ? expiry.delayMs > runTime.delayMs : expires > runs;
+  if (!after) throw new ApiError(400, "invalid_request", "the job would expire before it may run: its expiry must come after its run time");
+  return expiry;
 }
 
 /** Nesting, storable text and the payload's size. */
@@ -77,16 +110,19 @@ function checkPathParams(target: Operation, pathParams: Record<string, unknown>)
 /** `delay_ms` wins over `run_at`; neither means now. A delay runs from the store's clock, the database's on PostgreSQL. */
 function runTimeOf(body: EnqueueBody): RunTime {
   if (body.delay_ms !== undefined) return { delayMs: body.delay_ms };
-  if (body.run_at !== undefined) {
-    const runAt = Date.parse(body.run_at);
-    // The schema's date-time format admits a few strings Date cannot represent (a leap second, say).
-    if (Number.isNaN(runAt)) throw new ApiError(400, "invalid_request", `run_at "${body.run_at}" is not a usable date-time`);
-    // An offset can carry 0000-01-01 or 9999-12-31 out of the years RFC 3339 can write once in UTC.
-    if (runAt < MIN_RUN_AT_MS || runAt > MAX_RUN_AT_MS) {
-      throw new ApiError(400, "invalid_request", `run_at "${body.run_at}" falls outside years 0001-9999 in UTC`);
-    }
-    return { at: runAt };
-  }
+  if (body.run_at !== undefined) return { at: parseInstant("run_at", body.run_at) };
   return { delayMs: 0 };
+}
+
+/** An RFC 3339 date-time of the body as ms since the epoch, within what both engines can store. */
+function parseInstant(field: string, text: string): number {
+  const ms = Date.parse(text);
+  // The schema's date-time format admits a few strings Date cannot represent (a leap second, say).
+  if (Number.isNaN(ms)) throw new ApiError(400, "invalid_request", `${field} "${text}" is not a usable date-time`);
+  // An offset can carry 0000-01-01 or 9999-12-31 out of the years RFC 3339 can write once in UTC.
+  if (ms < MIN_RUN_AT_MS || ms > MAX_RUN_AT_MS) {
+    throw new ApiError(400, "invalid_request", `${field} "${text}" falls outside years 0001-9999 in UTC`);
+  }
+  return ms;
 }
 

@@ -5,10 +5,13 @@
  *
  *   3. 422 unknown target, or one without the `background` tag
  *   4. 403 trigger map, on_behalf_of, chain
- *   5–7.   dedupe upsert, spawn cap, insert: one atomic store call
+ *   5–7.   idempotency key, dedupe upsert, spawn cap, insert: one atomic store call
  *
- * It speaks in outcomes (`created`, `deduplicated`), not HTTP statuses: the route maps them to 201 and 200.
+ * `enqueueJobs` runs the same steps for every item of a batch (`POST /jobs/batch`), the store call for all of them at
+ * once: one commit. It speaks in outcomes (`created`, `deduplicated`, `replayed`), not HTTP statuses: the routes map
+ * them to 201 and 200.
  */
+import { createHash } from "node:crypto";
 import type { EnqueueAssertion } from "../auth/tokens.js";
 import type { Config } from "../config.js";
 import type { WorkNotifier } from "../dispatcher/notifier.js";
@@ -17,13 +20,13 @@ import type { JobRow, StoredAuthority } from "../job/job.js";
 import { newJobId } from "../job/job-id.js";
 import type { EnqueueBody } from "../job/schemas.js";
 import type { PerOperationSettings } from "../operations/settings.js";
-import type { Store } from "../store/store.js";
+import type { JobInsertOutcome, JobInsertParams, Store } from "../store/store.js";
 import type { Telemetry } from "../telemetry/events.js";
 import type { CheckedEnqueueBody } from "./body-checks.js";
 
 /** What enqueueing needs from the running service. */
 export interface EnqueueDeps {
-  config: Pick<Config, "triggers" | "on_behalf_of" | "limits">;
+  config: Pick<Config, "triggers" | "on_behalf_of" | "limits" | "idempotency">;
   settings: PerOperationSettings;
   store: Store;
   telemetry: Telemetry;
@@ -35,34 +38,84 @@ export interface EnqueueDeps {
 export interface EnqueueCaller {
   assertion: EnqueueAssertion;
   parent: JobRow | undefined;
+  /** The W3C trace context the call came with (docs/tracing.md), if valid. */
+  traceparent?: string | undefined;
 }
 
-/** An accepted enqueue: a new job (possibly created cancelled, its chain being cancelled), or a dedupe upsert. */
+/**
+ * An accepted enqueue: a new job (possibly created cancelled, its chain being cancelled), a dedupe upsert, or the job
+ * an idempotency key already answered with.
+ */
 export interface EnqueueResult {
-  kind: "created" | "deduplicated";
+  kind: "created" | "deduplicated" | "replayed";
   job: JobRow;
 }
 
 /** How an accepted enqueue ended, as metrics count it. */
-export type EnqueueOutcome = "created" | "deduplicated" | "cancelled-by-chain";
+export type EnqueueOutcome = "created" | "deduplicated" | "cancelled-by-chain" | "replayed";
 
 /** Runs steps 3 to 7; throws `ApiError` for every refusal. */
 export async function enqueueJob(deps: EnqueueDeps, caller: EnqueueCaller, checked: CheckedEnqueueBody): Promise<EnqueueResult> {
-  const result = await enqueue(deps, caller, checked);
-  const { job } = result;
-  if (job.status === "pending" || job.status === "retrying") deps.notifier.notify(job.runAt);
-  deps.telemetry.emit("job:enqueued", { operationId: job.operationId, outcome: enqueueOutcome(result), runAt: job.runAt });
+  const params = insertParams(deps, caller, checked);
+  const result = settle(deps, params, await deps.store.jobInsert(params));
+  announce(deps, result);
   return result;
+}
+
+/**
+ * Runs steps 3 to 7 for each item of a batch, in order, committing every insert together; an item answers its own
+ * result or refusal (`ApiError`), as `enqueueJob` would have one by one. An item given as an `ApiError` (its step 2
+ * failed) is answered with it.
+ */
+export async function enqueueJobs(
+  deps: EnqueueDeps,
+  caller: EnqueueCaller,
+  items: Array<CheckedEnqueueBody | ApiError>,
+): Promise<Array<EnqueueResult | ApiError>> {
+  const prepared = items.map((item): JobInsertParams | ApiError => {
+    if (item instanceof ApiError) return item;
+    try {
+      return insertParams(deps, caller, item);
+    } catch (error) {
+      if (error instanceof ApiError) return error;
+      throw error;
+    }
+  });
+  const inserts = prepared.filter((item): item is JobInsertParams => !(item instanceof ApiError));
+  const settled = inserts.length === 0 ? [] : await deps.store.jobInsertMany({ jobs: inserts });
+  let next = 0;
+  return prepared.map((item) => {
+    if (item instanceof ApiError) return item;
+    const answer = settled[next++];
+    if (!answer) throw new Error("the store answered fewer inserts than it was given");
+    if (!answer.ok) throw answer.error;
+    try {
+      const result = settle(deps, item, answer.value);
+      announce(deps, result);
+      return result;
+    } catch (error) {
+      if (error instanceof ApiError) return error;
+      throw error;
+    }
+  });
 }
 
 /** How an accepted enqueue ended, for telemetry. */
 export function enqueueOutcome(result: EnqueueResult): EnqueueOutcome {
-  if (result.kind === "deduplicated") return "deduplicated";
+  if (result.kind !== "created") return result.kind;
   return result.job.status === "cancelled" ? "cancelled-by-chain" : "created";
 }
 
-async function enqueue(deps: EnqueueDeps, caller: EnqueueCaller, checked: CheckedEnqueueBody): Promise<EnqueueResult> {
-  const { config, settings, store } = deps;
+/** Wakes a dispatcher for a job that may run, and reports the enqueue. */
+function announce(deps: EnqueueDeps, result: EnqueueResult): void {
+  const { job } = result;
+  if (result.kind !== "replayed" && (job.status === "pending" || job.status === "retrying")) deps.notifier.notify(job.runAt);
+  deps.telemetry.emit("job:enqueued", { operationId: job.operationId, outcome: enqueueOutcome(result), runAt: job.runAt });
+}
+
+/** Steps 3 and 4, then the insert the store is to make (steps 5 to 7); throws `ApiError` for a refusal. */
+function insertParams(deps: EnqueueDeps, caller: EnqueueCaller, checked: CheckedEnqueueBody): JobInsertParams {
+  const { config, settings } = deps;
   const { assertion, parent } = caller;
   const { body, runTime, target } = checked;
   const onBehalfOf = body.on_behalf_of;
@@ -110,13 +163,14 @@ async function enqueue(deps: EnqueueDeps, caller: EnqueueCaller, checked: Checke
     }
   }
 
-  // Steps 5–7, atomically in the store.
+  // Steps 5–7 are the store's, atomically.
   const chain = chainFields({ assertion, parent, onBehalfOf });
-  const outcome = await store.jobInsert({
+  return {
     id: newJobId(),
     operationId: target.operationId,
     priority: body.priority ?? 0,
     runTime,
+    expiry: checked.expiry,
     maxAttempts: settings.of(target.operationId).maxAttempts,
     dedupeKey: body.dedupe_key ?? null,
     concurrencyKey: body.concurrency_key ?? null,
@@ -124,16 +178,39 @@ async function enqueue(deps: EnqueueDeps, caller: EnqueueCaller, checked: Checke
     enqueuedByOperationId: assertion.op,
     request: body.request,
     spawnCap: config.limits.spawn_cap,
+    // A chained job carries its parent's trace context unless the call sends its own.
+    traceparent: caller.traceparent ?? parent?.traceparent ?? null,
+    idempotency:
+      checked.idempotencyKey === undefined
+        ? undefined
+        : {
+            scope: JSON.stringify([assertion.op, assertion.sub]),
+            key: checked.idempotencyKey,
+            fingerprint: fingerprintOf(body),
+            windowMs: config.idempotency.window_ms,
+          },
     ...chain,
-  });
+  };
+}
+
+/** What the store did with an insert, as the enqueue's result; throws `ApiError` for a refusal. */
+function settle(deps: EnqueueDeps, params: JobInsertParams, outcome: JobInsertOutcome): EnqueueResult {
   switch (outcome.kind) {
     case "created":
     case "deduplicated":
       return { kind: outcome.kind, job: outcome.job };
+    case "idempotent_replay":
+      return { kind: "replayed", job: outcome.job };
+    case "idempotency_conflict":
+      throw new ApiError(
+        422,
+        "idempotency_key_reused",
+        `idempotency key "${params.idempotency?.key ?? ""}" was used with another request (job ${outcome.job.id}) within its window`,
+      );
     case "dedupe_conflict": {
       const { holder } = outcome;
       const why =
-        holder.operationId !== target.operationId
+        holder.operationId !== params.operationId
           ? `of operation "${holder.operationId}"`
           : "that runs as another user or under another kind of authority (an upsert keeps the holder's authority)";
       throw new ApiError(409, "dedupe_conflict", `dedupe key is held by job ${holder.id} ${why}`);
@@ -142,9 +219,29 @@ async function enqueue(deps: EnqueueDeps, caller: EnqueueCaller, checked: Checke
       throw new ApiError(
         429,
         "spawn_cap_exceeded",
-        `chain "${chain.originalRequestId}" has already created ${config.limits.spawn_cap} jobs, the spawn cap`,
+        `chain "${params.originalRequestId}" has already created ${deps.config.limits.spawn_cap} jobs, the spawn cap`,
       );
   }
+}
+
+/**
+ * A digest of an enqueue body, its idempotency key aside, with object keys sorted: the same request sent again with
+ * its fields in another order is the same request.
+ */
+function fingerprintOf(body: EnqueueBody): string {
+  const { idempotency_key: _key, ...rest } = body;
+  return createHash("sha256").update(canonicalJson(rest)).digest("base64url");
+}
+
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  if (value !== null && typeof value === "object") {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, member]) => member !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([key, member]) => `${JSON.stringify(key)}:${canonicalJson(member)}`).join(",")}}`;
+  }
+  return JSON.stringify(value);
 }
 
 /** Who the job runs as, and in which chain: copied verbatim from the parent, or taken from this call. */

@@ -34,6 +34,10 @@ export interface JobRow {
   authority: StoredAuthority;
   request: RequestPayload;
   result: JobResult | null;
+  /** The W3C `traceparent` the producer sent with the enqueue (docs/tracing.md), or null. */
+  traceparent: string | null;
+  /** Past this instant the job is never started: it ends `cancelled`, `expired` (docs/api.md, "Expiry"). */
+  expiresAt: number | null;
 }
 
 /**

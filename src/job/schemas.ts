@@ -15,6 +15,7 @@ export const TERMINAL_REASONS = [
   "auth-unresolvable",
   "cancelled-by-admin",
   "cancelled-by-chain",
+  "expired",
 ] as const;
 /** A terminal reason. */
 export type TerminalReason = (typeof TERMINAL_REASONS)[number];
@@ -112,6 +113,31 @@ export type Job = Static<typeof Job>;
 /** `{ job }`, the answer of every operation that returns one job. */
 export const JobEnvelope = Type.Object({ job: Job }, { additionalProperties: false });
 
+/** The answer to one item of `POST /jobs/batch`, in the item's place. */
+export const BatchEnqueueResult = Type.Union([
+  Type.Object(
+    {
+      status: Type.Union([Type.Literal(201), Type.Literal(200)], {
+        description: "201 created; 200 a dedupe upsert, or the job the item's idempotency key already answered with.",
+      }),
+      job: Job,
+      replayed: Type.Optional(Type.Literal(true, { description: "Present when the idempotency key answered." })),
+    },
+    { additionalProperties: false },
+  ),
+  Type.Object(
+    {
+      status: Type.Integer({ minimum: 400, maximum: 499, description: "What POST /jobs would have answered for this item." }),
+      code: Type.String(),
+      message: Type.String(),
+    },
+    { additionalProperties: false },
+  ),
+]);
+
+/** The answer to `POST /jobs/batch`: one result per item, in order. */
+export const BatchEnqueueAnswer = Type.Object({ results: Type.Array(BatchEnqueueResult) }, { additionalProperties: false });
+
 /** `{ jobs }`, the answer of operations that return several. */
 export const JobsEnvelope = Type.Object({ jobs: Type.Array(Job) }, { additionalProperties: false });
 
@@ -166,11 +192,51 @@ export const EnqueueBody = Type.Object(
         { additionalProperties: false, description: "Explicit authority; the caller must be allowed to send it." },
       ),
     ),
+    ttl_ms: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: MAX_DELAY_MS,
+        description:
+          "Expiry, relative: a job not started within this many ms of the enqueue ends cancelled with terminal reason " +
+          "`expired`, never delivered. Wins over expires_at. Not part of the job's wire form.",
+      }),
+    ),
+    expires_at: Type.Optional(
+      Type.String({ format: "date-time", description: "Expiry, absolute (see ttl_ms); after the job's run time." }),
+    ),
+    idempotency_key: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 255,
+        pattern: "^[\\x21-\\x7E]+$",
+        description:
+          "Remembered per caller (calling operation and user) for idempotency.window_ms (24 h by default): the same " +
+          "key again answers 200 with the job it created, even after the job ran. Same as the Idempotency-Key header.",
+      }),
+    ),
   },
   { additionalProperties: false },
 );
 /** The body of `POST /jobs`. */
 export type EnqueueBody = Static<typeof EnqueueBody>;
+
+/** Most jobs in one `POST /jobs/batch`. */
+export const MAX_BATCH_JOBS = 1000;
+
+/** The body of `POST /jobs/batch`: jobs as `POST /jobs` takes them, each checked and answered on its own. */
+export const BatchEnqueueBody = Type.Object(
+  { jobs: Type.Array(EnqueueBody, { minItems: 1, maxItems: MAX_BATCH_JOBS }) },
+  { additionalProperties: false },
+);
+
+/**
+ * What the route validates of a batch before looking at its items: the envelope. Each item is then validated against
+ * `EnqueueBody` on its own, so one bad item is answered alone instead of refusing the batch.
+ */
+export const BatchEnqueueEnvelope = Type.Object(
+  { jobs: Type.Array(Type.Unknown(), { minItems: 1, maxItems: MAX_BATCH_JOBS }) },
+  { additionalProperties: false },
+);
 
 /** One finished delivery attempt on the wire. */
 export const JobAttempt = Type.Object(

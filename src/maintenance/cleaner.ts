@@ -1,7 +1,8 @@
 /**
  * The retention cleaner (docs/delivery.md, "Retention"): deletes terminal jobs whose `finished_at` is older than
- * `retention.terminal_days`, in bounded batches so no single statement holds the database for long, and forgets
- * cron ticks that can never fire again and the dashboard's attempt counts older than a day.
+ * `retention.terminal_days`, in bounded batches so no single statement holds the database for long (but none an
+ * idempotency key still answers with), and forgets cron ticks that can never fire again, the dashboard's attempt counts
+ * older than a day, and idempotency keys whose window has passed.
  */
 import type { Config } from "../config.js";
 import type { Store } from "../store/store.js";
@@ -22,6 +23,9 @@ export async function cleanFinishedJobs(options: { config: Config; store: Store 
   await store.cronTickDeleteMany({ olderThanMs: CRON_TICK_MEMORY_MS });
   await store.attemptCountDeleteMany({ olderThanMs: ATTEMPT_COUNT_MEMORY_MS });
   await store.rateBucketDeleteMany();
+  while ((await store.idempotencyKeyDeleteMany({ limit: CLEAN_BATCH })) === CLEAN_BATCH) {
+    await new Promise((resolve) => setImmediate(resolve));
+  }
   const days = config.retention.terminal_days;
   if (days === null) return 0;
   const olderThanMs = days * DAY_MS;

@@ -47,6 +47,8 @@ export function cronTickJob(options: {
     authority: { kind: "cron", cron_job_name: entry.name, user_id: entry.user_id },
     request: entry.request,
     spawnCap: config.limits.spawn_cap,
+    traceparent: null,
+    expiry: null,
   };
 }
 

@@ -9,9 +9,9 @@ import type { JobInsertParams } from "./store.js";
  */
 export function createdJobRow(
   params: JobInsertParams,
-  written: { seq: number; createdAt: number; runAt: number; chainCancelled: boolean },
+  written: { seq: number; createdAt: number; runAt: number; expiresAt: number | null; chainCancelled: boolean },
 ): JobRow {
-  const { seq, createdAt, runAt, chainCancelled } = written;
+  const { seq, createdAt, runAt, expiresAt, chainCancelled } = written;
   return {
     seq,
     id: params.id,
@@ -35,5 +35,7 @@ export function createdJobRow(
     authority: params.authority,
     request: params.request,
     result: chainCancelled ? { error_body: null, terminal_reason: "cancelled-by-chain" } : null,
+    traceparent: params.traceparent,
+    expiresAt,
   };
 }

@@ -9,6 +9,7 @@
 import type { JobAttempt, JobAttemptRow, JobOutcome, JobRow, LeaseLimits, RunTime } from "../job/job.js";
 import type { LimitsSource, OperationControl, OperationLimits, PausedKey } from "../flow/limits.js";
 import type { AdminAction, JobStatus } from "../job/statuses.js";
+import type { Settled } from "./group-commit.js";
 
 /** What a new job is made of; the store adds status, attempt and times. */
 export type JobInsertParams = Pick<
@@ -26,12 +27,31 @@ export type JobInsertParams = Pick<
   | "userId"
   | "authority"
   | "request"
+  | "traceparent"
 > & {
   /** When the job becomes claimable; also the new run time of the job a dedupe upsert refreshes. */
   runTime: RunTime;
+  /**
+   * When the job expires if not started by then: an instant, or a time after the store's now (`delayMs`); null never.
+   * A dedupe upsert gives the job it refreshes this expiry too.
+   */
+  expiry: RunTime | null;
   /** Most jobs one chain may ever create. */
   spawnCap: number;
+  /** The producer's idempotency key, remembered with the job it answered (docs/api.md, "Idempotency"). */
+  idempotency?: IdempotencyParams | undefined;
 };
+
+/** An idempotency key as the store keeps it: per caller, for a window, with the request it came with. */
+export interface IdempotencyParams {
+  /** Whose key it is: the calling operation and the user of the assertion. */
+  scope: string;
+  key: string;
+  /** A digest of the enqueue body: the same key with another body is refused, not answered. */
+  fingerprint: string;
+  /** How long the key is remembered after its first use. */
+  windowMs: number;
+}
 
 /** The result of `jobInsert`, decided atomically with the write (docs/api.md, "Enqueue, step by step", steps 5 to 7). */
 export type JobInsertOutcome =
@@ -45,7 +65,11 @@ export type JobInsertOutcome =
    */
   | { kind: "dedupe_conflict"; holder: JobRow }
   /** The chain has already created `spawnCap` jobs; nothing changed. */
-  | { kind: "spawn_cap_exceeded" };
+  | { kind: "spawn_cap_exceeded" }
+  /** The idempotency key was used within its window with the same body: the job that call answered, as it is now. */
+  | { kind: "idempotent_replay"; job: JobRow }
+  /** The idempotency key was used within its window with another body; nothing changed. */
+  | { kind: "idempotency_conflict"; job: JobRow };
 
 /** The result of `jobCancel`. */
 export type JobCancelOutcome =
@@ -160,6 +184,11 @@ export interface Store {
   ping(): Promise<void>;
   /** Inserts a job or upserts the claimable job holding its dedupe key; concurrent calls are committed together. */
   jobInsert(params: JobInsertParams): Promise<JobInsertOutcome>;
+  /**
+   * Inserts a batch as `jobInsert` would each of its items, in order, committed together (one transaction, one
+   * fsync); each item settles on its own, so one failing item fails only itself.
+   */
+  jobInsertMany(params: { jobs: JobInsertParams[] }): Promise<Array<Settled<JobInsertOutcome>>>;
   /** One job by id. */
   jobGet(params: { id: string }): Promise<JobRow | undefined>;
   /** Jobs matching the filters, newest first, at most `limit`. */
@@ -222,8 +251,18 @@ export interface Store {
   cronTickInsert(params: { name: string; tickAt: number; job: JobInsertParams }): Promise<
     JobInsertOutcome | { kind: "already_enqueued" }
   >;
-  /** Deletes up to `limit` terminal jobs that finished more than `olderThanMs` ago; returns how many. */
+  /**
+   * Deletes up to `limit` terminal jobs that finished more than `olderThanMs` ago, but none an unexpired idempotency
+   * key still answers with; returns how many.
+   */
   jobDeleteFinishedMany(params: { olderThanMs: number; limit: number }): Promise<number>;
+  /**
+   * Ends up to `limit` waiting jobs (`pending`/`retrying`) whose expiry has passed: `cancelled`, terminal reason
+   * `expired`, keeping the last attempt's status code and error body. Returns them.
+   */
+  jobExpireMany(params: { limit: number }): Promise<JobRow[]>;
+  /** Forgets up to `limit` idempotency keys whose window has passed; returns how many. */
+  idempotencyKeyDeleteMany(params: { limit: number }): Promise<number>;
   /** Forgets cron ticks more than `olderThanMs` old (they can never fire again); returns how many. */
   cronTickDeleteMany(params: { olderThanMs: number }): Promise<number>;
   /**

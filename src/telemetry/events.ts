@@ -6,10 +6,13 @@ import { EventEmitter } from "node:events";
 
 /** Every event opqueue emits, with its payload. */
 export interface OpqueueEvents {
-  /** A `POST /jobs` was answered with a job: created, created already cancelled (chain), or deduplicated. */
+  /**
+   * An enqueue (`POST /jobs`, an item of `POST /jobs/batch`, a cron tick) was answered with a job: created, created
+   * already cancelled (chain), deduplicated, or the job an idempotency key already answered with (replayed).
+   */
   "job:enqueued": {
     operationId: string;
-    outcome: "created" | "deduplicated" | "cancelled-by-chain";
+    outcome: "created" | "deduplicated" | "cancelled-by-chain" | "replayed";
     /** When the job becomes claimable. */
     runAt: number;
   };
@@ -35,6 +38,8 @@ export interface OpqueueEvents {
   };
   /** A running job whose lease expired was recovered. */
   "lease:rescued": { jobId: string; attempt: number; operationId: string; outcome: "retrying" | "dead" };
+  /** A waiting job passed its expiry unstarted and ended cancelled/expired. */
+  "job:expired": { jobId: string; operationId: string };
   /** A cron tick enqueued its job (or found it enqueued already). */
   "cron:tick": { name: string; tickAt: number; outcome: string };
   /** This node's clock was compared with the database's: how far the database's is ahead (ms; negative: behind). */

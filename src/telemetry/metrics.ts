@@ -151,5 +151,12 @@ export function createMetrics(options: {
     duration.observe({ operation_id: operationId }, durationMs / 1000);
   });
   telemetry.on("lease:rescued", ({ outcome }) => rescued.inc({ outcome }));
+  const expired = new Counter({
+    name: "opqueue_jobs_expired_total",
+    help: "Waiting jobs that passed their expiry unstarted and ended cancelled/expired, by target operation.",
+    labelNames: ["operation_id"] as const,
+    registers,
+  });
+  telemetry.on("job:expired", ({ operationId }) => expired.inc({ operation_id: operationId }));
   return { registry };
 }

@@ -49,6 +49,8 @@ async function insertStoredJob(s: TestService, pathParams: Record<string, unknow
     authority: { kind: "request", request_id: "req-old", user_id: "u1" },
     request: { path_params: pathParams },
     spawnCap: 1000,
+    traceparent: null,
+    expiry: null,
   };
   const outcome = await s.service.store.jobInsert(params);
   assert.equal(outcome.kind, "created");

@@ -30,7 +30,7 @@ const DOCUMENTED_CODES: Readonly<Record<number, readonly string[]>> = {
   409: ["job_running", "job_not_cancellable", "job_not_retryable", "dedupe_conflict", "job_not_waiting"],
   413: ["body_too_large"],
   415: ["unsupported_media_type"],
-  422: ["unknown_operation", "operation_not_background"],
+  422: ["unknown_operation", "operation_not_background", "idempotency_key_reused"],
   429: ["spawn_cap_exceeded"],
 };
 
@@ -424,6 +424,18 @@ const shapedBody = fc.record({
   dedupe_key: keyArb,
   concurrency_key: keyArb,
   on_behalf_of: fc.oneof({ weight: 5, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: onBehalfOfArb }),
+  // opqueue's own fields (docs/api.md, "Expiry", "Idempotency"), mostly absent.
+  ttl_ms: field(fc.integer({ min: 1, max: MAX_DELAY_MS }), numberLike, 4),
+  expires_at: field(
+    fc.date({ min: new Date(MIN_RFC3339_MS), max: new Date(MAX_RFC3339_MS), noInvalidDate: true }).map((d) => d.toISOString()),
+    runAtArb,
+    4,
+  ),
+  idempotency_key: fc.oneof(
+    { weight: 6, arbitrary: fc.constant(undefined) },
+    { weight: 2, arbitrary: fc.constantFrom("k-1", "k-2", "k-3") },
+    { weight: 1, arbitrary: wildString },
+  ),
 }) as fc.Arbitrary<Record<string, unknown>>;
 
 type Mutation =
@@ -431,7 +443,19 @@ type Mutation =
   | { kind: "replace"; field: string; value: unknown }
   | { kind: "delete"; field: string }
   | { kind: "extra"; extra: Record<string, unknown> };
-const FIELDS = ["operation_id", "request", "priority", "delay_ms", "run_at", "dedupe_key", "concurrency_key", "on_behalf_of"];
+const FIELDS = [
+  "operation_id",
+  "request",
+  "priority",
+  "delay_ms",
+  "run_at",
+  "dedupe_key",
+  "concurrency_key",
+  "on_behalf_of",
+  "ttl_ms",
+  "expires_at",
+  "idempotency_key",
+];
 const mutationArb: fc.Arbitrary<Mutation> = fc.oneof(
   { weight: 6, arbitrary: fc.constant<Mutation>({ kind: "none" }) },
   fc.record({
@@ -719,6 +743,75 @@ test("fuzz: POST /jobs with a valid assertion and random JSON bodies never answe
   report(t, tally);
   // The generators must reach the end of the enqueue path, not only its refusals.
   assert.ok(created > 10, `only ${created} runs enqueued a job`);
+});
+
+// ---------------------------------------------------------------------------------------------------------
+// Property 1a: POST /jobs/batch with a valid assertion and random batches
+// ---------------------------------------------------------------------------------------------------------
+
+/** A batch's 200 body: one result per item, each a job (200/201) or a 4xx with a documented code. */
+function checkBatchBody(res: LightMyRequestResponse, items: number, where: string): Array<Record<string, unknown>> {
+  const body: unknown = JSON.parse(res.body);
+  assert.ok(isObject(body), `batch body is not an object: ${where}`);
+  assert.deepEqual(Object.keys(body), ["results"], `batch body keys: ${where}`);
+  const results = body["results"];
+  assert.ok(Array.isArray(results), `results is not an array: ${where}`);
+  assert.equal(results.length, items, `one result per item: ${where}`);
+  for (const result of results as unknown[]) {
+    assert.ok(isObject(result), `a result is not an object: ${where}`);
+    const status = result["status"] as number;
+    if (status === 200 || status === 201) {
+      const keys = Object.keys(result).sort();
+      assert.ok(keys.join() === "job,status" || keys.join() === "job,replayed,status", `result keys ${keys.join()}: ${where}`);
+      checkJob(result["job"], where);
+    } else {
+      assert.deepEqual(Object.keys(result).sort(), ["code", "message", "status"], `result keys: ${where}`);
+      const allowed = DOCUMENTED_CODES[status];
+      assert.ok(allowed?.includes(result["code"] as string), `code ${String(result["code"])} for ${status}: ${where}`);
+      assert.ok(typeof result["message"] === "string" && result["message"].length > 0, `message: ${where}`);
+    }
+  }
+  return results as Array<Record<string, unknown>>;
+}
+
+test("fuzz: POST /jobs/batch with a valid assertion and random batches never answers 5xx", async (t) => {
+  const s = await startTestService({
+    configure: (raw) => {
+      raw["limits"] = { spawn_cap: 20 };
+    },
+  });
+  t.after(() => s.close());
+  const itemArb = fc.oneof(
+    { weight: 10, arbitrary: fc.tuple(shapedBody, mutationArb).map(([body, mutation]) => applyMutation(body, mutation) as unknown) },
+    { weight: 1, arbitrary: fc.jsonValue() as fc.Arbitrary<unknown> },
+  );
+  const bodyArb = fc.oneof(
+    { weight: 8, arbitrary: fc.array(itemArb, { minLength: 1, maxLength: 8 }).map((jobs) => JSON.stringify({ jobs })) },
+    { weight: 1, arbitrary: fc.array(itemArb, { maxLength: 3 }).map((jobs) => JSON.stringify({ jobs, extra: 1 })) },
+    { weight: 1, arbitrary: fc.constantFrom('{"jobs":[]}', "{}", "[]", '{"jobs":{}}', '{"jobs":null}', "null", '"x"') },
+    { weight: 1, arbitrary: fc.jsonValue().map((value) => JSON.stringify(value)) },
+  );
+  let enqueued = 0;
+  const tally: Tally = new Map();
+  await fc.assert(
+    fc.asyncProperty(fc.constantFrom(...CALLERS), fc.uuid(), bodyArb, async (op, rid, payload) => {
+      const options: InjectOptions = {
+        method: "POST",
+        url: "/jobs/batch",
+        headers: { authorization: `Bearer ${await s.assertion({ op, rid })}`, "content-type": "application/json" },
+        payload,
+      };
+      const res = await send(s, options, tally);
+      if (res.statusCode !== 200) return;
+      const where = `${describe(options)} -> ${res.statusCode} ${res.body.slice(0, 300)}`;
+      const sent = JSON.parse(payload) as { jobs: unknown[] };
+      const results = checkBatchBody(res, sent.jobs.length, where);
+      enqueued += results.filter((result) => result["status"] === 201 || result["status"] === 200).length;
+    }),
+    runOptions(),
+  );
+  report(t, tally);
+  assert.ok(enqueued > 10, `only ${enqueued} items were enqueued`);
 });
 
 // ---------------------------------------------------------------------------------------------------------

@@ -212,12 +212,15 @@ describe("the service's OpenAPI document", () => {
       "concurrency_key",
       "dedupe_key",
       "delay_ms",
+      "expires_at",
+      "idempotency_key",
       "on_behalf_of",
       "operation_id",
       "priority",
       "rate_key",
       "request",
       "run_at",
+      "ttl_ms",
     ]);
     assert.deepEqual([...body.required].sort(), ["operation_id", "request"]);
     assert.equal(body.additionalProperties, false);
@@ -230,6 +233,20 @@ describe("the service's OpenAPI document", () => {
       const schema = jsonSchema(enqueueJob, status) as { properties: Record<string, unknown> };
       assert.deepEqual(Object.keys(schema.properties).sort(), ["code", "message"], status);
     }
+  });
+
+  test("documents the batch enqueue: each item an enqueueJob body, one result per item", async (t) => {
+    const s = await startService(t);
+    const doc = await fetchDocument(s);
+    const batch = doc.paths["/jobs/batch"]?.["post"];
+    assert.ok(batch);
+    const body = batch.requestBody?.content["application/json"]?.schema as {
+      properties: { jobs: { items: { properties: Record<string, unknown> }; maxItems: number } };
+    };
+    assert.ok(body.properties.jobs.items.properties["operation_id"]);
+    assert.equal(body.properties.jobs.maxItems, 1000);
+    const answer = jsonSchema(batch, "200") as { properties: Record<string, unknown> };
+    assert.deepEqual(Object.keys(answer.properties), ["results"]);
   });
 
   test("documents the admin routes' parameters and responses", async (t) => {

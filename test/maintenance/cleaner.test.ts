@@ -42,6 +42,8 @@ function jobParams(s: TestService, rid: string, extra: Partial<JobInsertParams> 
     authority: { kind: "request", request_id: rid, user_id: "u1" },
     request: { body: {} },
     spawnCap: 100_000,
+    traceparent: null,
+    expiry: null,
     ...extra,
   };
 }

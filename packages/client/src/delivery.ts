@@ -39,6 +39,11 @@ export interface DeliveryContext {
    * sees only headers, so with it make one with `deliveryAbortSignal(res)`.
    */
   signal?: AbortSignal;
+  /**
+   * The delivery's W3C trace context (its `traceparent` header), when the job has one: enqueues made inside the
+   * delivery continue that trace unless they give their own.
+   */
+  traceparent?: string;
 }
 
 /** One HS256 delivery key as the service's `auth.delivery_key` lists it: its `kid` and its secret. */
@@ -331,6 +336,7 @@ export function createDeliveryVerifier(options: DeliveryVerifierOptions): Delive
         throw new DeliveryTokenError("invalid delivery token: malformed claims");
       }
       checkBinding(headers, { op, job, att }, operationId);
+      const traceparent = header(headers, "traceparent");
       return {
         jobId: job,
         attempt: att,
@@ -338,6 +344,7 @@ export function createDeliveryVerifier(options: DeliveryVerifierOptions): Delive
         operationId: op,
         originalRequestId: rid,
         authority: authority as Authority,
+        ...(traceparent === undefined ? {} : { traceparent }),
       };
     },
   };

@@ -75,6 +75,8 @@ export const UnsupportedMediaTypeError = define("UnsupportedMediaTypeError");
 export const UnknownOperationError = define("UnknownOperationError");
 /** 422 operation_not_background. */
 export const OperationNotBackgroundError = define("OperationNotBackgroundError");
+/** 422 idempotency_key_reused: the idempotency key was used, within its window, with another request. */
+export const IdempotencyKeyReusedError = define("IdempotencyKeyReusedError");
 /** 429 spawn_cap_exceeded. */
 export const SpawnCapExceededError = define("SpawnCapExceededError");
 /** 500 internal: the service failed; its log says why. */
@@ -107,6 +109,7 @@ const BY_CODE: Record<ErrorCode, typeof OpqueueError> = {
   unsupported_media_type: UnsupportedMediaTypeError,
   unknown_operation: UnknownOperationError,
   operation_not_background: OperationNotBackgroundError,
+  idempotency_key_reused: IdempotencyKeyReusedError,
   spawn_cap_exceeded: SpawnCapExceededError,
   internal: InternalError,
   unavailable: UnavailableError,

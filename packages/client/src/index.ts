@@ -2,7 +2,8 @@
  * `@opqueue/client` (also served by the `opqueue` package as `opqueue/client`): what product code uses to talk to
  * opqueue. It needs nothing of the service: its own wire types, and jose.
  * - Calling operations: `createJobsClient({ baseUrl, sign })` and its `enqueue` (a root call's `caller.requestId`
- *   is 1..255 characters of visible ASCII, neither `.` nor `..`).
+ *   is 1..255 characters of visible ASCII, neither `.` nor `..`; `idempotencyKey`, `ttlMs`/`expiresAt` and
+ *   `traceparent` as docs/api.md says) and `enqueueBatch` (up to 1,000 jobs in one request, each answered on its own).
  * - Target operations: `createDeliveryVerifier(options).verifyDelivery(headers, { operationId })` /
  *   `verifyDelivery(headers, { ...options, operationId })`, the Fastify plugin `opqueueDelivery` (each route declares
  *   `schema: { operationId }` or `config: { operationId }`), the Express middleware `opqueueDeliveryMiddleware`
@@ -22,7 +23,8 @@ export * from "./errors.js";
 export * from "./delivery.js";
 export { createJobsClient, PER_PROCESS_REQUEST_ID_WARNING } from "./jobs-client.js";
 export type {
-  AssertionClaims, AssertionSigner, CancelJobsFilter, CancelOptions, EnqueueOptions, JobPage, JobsClient, JobsClientOptions, ListOptions,
+  AssertionClaims, AssertionSigner, BatchItem, BatchItemResult, CancelJobsFilter, CancelOptions, EnqueueOptions, JobPage, JobsClient,
+  JobsClientOptions, ListOptions,
 } from "./jobs-client.js";
 export { opqueueDelivery } from "./fastify.js";
 export { opqueueDeliveryMiddleware } from "./express.js";

@@ -73,6 +73,24 @@ export interface EnqueueOptions {
   rateKey?: string | null;
   onBehalfOf?: { userId: string; authority: Authority };
   /**
+   * Expiry: a job not started within this many ms of the enqueue ends cancelled (`expired`), never delivered. Wins
+   * over `expiresAt`. Not part of the job's wire form.
+   */
+  ttlMs?: number;
+  /** Expiry as an instant (see `ttlMs`); it must come after the job's run time. */
+  expiresAt?: Date | string;
+  /**
+   * Makes the enqueue safe to retry: the service remembers the key, per calling operation and user, for its
+   * idempotency window (24 h by default), and answers the same key again with the job it created, even after the job
+   * ran (`replayed` is true). The same key with another request is `IdempotencyKeyReusedError`.
+   */
+  idempotencyKey?: string;
+  /**
+   * A W3C `traceparent` to continue (docs/tracing.md): its deliveries carry the trace. Inside a delivery it defaults
+   * to the delivery's own trace context.
+   */
+  traceparent?: string;
+  /**
    * Who calls, for a root enqueue: the acting user, the calling operation and the request id. Inside a delivery
    * (a handler behind `opqueueDelivery`), leave it out: the call is chained to the job being delivered.
    * `requestId` must be 1..255 characters of visible ASCII, and neither `.` nor `..` (docs/tokens.md): it travels in
@@ -80,6 +98,14 @@ export interface EnqueueOptions {
    */
   caller?: { userId: string; operationId: string; requestId: string };
 }
+
+/** An item of `enqueueBatch`: an enqueue, its caller given once for the whole batch. */
+export type BatchItem = Omit<EnqueueOptions, "caller" | "traceparent">;
+
+/** What `enqueueBatch` answers for one item, in the item's place. */
+export type BatchItemResult =
+  | { ok: true; job: Job; created: boolean; replayed: boolean }
+  | { ok: false; error: OpqueueError };
 
 /** Filters of `list`. */
 export interface ListOptions {
@@ -117,6 +143,32 @@ export interface CancelOptions {
   abort?: boolean;
 }
 
+/** An enqueue's options as the wire's body (docs/api.md, "Enqueue"). */
+function enqueueBody(enqueue: BatchItem): Record<string, unknown> {
+  const time = (value: Date | string) => (value instanceof Date ? value.toISOString() : value);
+  return {
+    operation_id: enqueue.operationId,
+    request: enqueue.request,
+    ...(enqueue.priority === undefined ? {} : { priority: enqueue.priority }),
+    ...(enqueue.delayMs === undefined ? {} : { delay_ms: enqueue.delayMs }),
+    ...(enqueue.runAt === undefined ? {} : { run_at: time(enqueue.runAt) }),
+    ...(enqueue.dedupeKey === undefined ? {} : { dedupe_key: enqueue.dedupeKey }),
+    ...(enqueue.concurrencyKey === undefined ? {} : { concurrency_key: enqueue.concurrencyKey }),
+    ...(enqueue.rateKey === undefined ? {} : { rate_key: enqueue.rateKey }),
+    ...(enqueue.onBehalfOf === undefined
+      ? {}
+      : { on_behalf_of: { user_id: enqueue.onBehalfOf.userId, authority: enqueue.onBehalfOf.authority } }),
+    ...(enqueue.ttlMs === undefined ? {} : { ttl_ms: enqueue.ttlMs }),
+    ...(enqueue.expiresAt === undefined ? {} : { expires_at: time(enqueue.expiresAt) }),
+    ...(enqueue.idempotencyKey === undefined ? {} : { idempotency_key: enqueue.idempotencyKey }),
+  };
+}
+
+/** One result of `POST /jobs/batch` on the wire. */
+type BatchWireResult =
+  | { status: 200 | 201; job: Job; replayed?: true }
+  | { status: number; code: string; message: string };
+
 /** One page of the job list. */
 export interface JobPage {
   jobs: Job[];
@@ -139,8 +191,17 @@ function pathSegment(value: string, what: string): string {
 
 /** The client. */
 export interface JobsClient {
-  /** Enqueues a job; `created` is false when an existing job was deduplicated (200). */
-  enqueue(options: EnqueueOptions): Promise<{ job: Job; created: boolean }>;
+  /**
+   * Enqueues a job; `created` is false when an existing job was deduplicated (200), or when `idempotencyKey` answered
+   * with the job it created before (`replayed`).
+   */
+  enqueue(options: EnqueueOptions): Promise<{ job: Job; created: boolean; replayed: boolean }>;
+  /**
+   * Enqueues up to 1,000 jobs in one request (`POST /jobs/batch`), committed together, under one caller (as `enqueue`:
+   * `caller` outside a delivery). Each item is answered on its own, in order: a refused item is `ok: false` with the
+   * typed error `enqueue` would have thrown, and takes nothing back from the others.
+   */
+  enqueueBatch(items: BatchItem[], options?: { caller?: EnqueueOptions["caller"]; traceparent?: string }): Promise<BatchItemResult[]>;
   /** One job by id (every id the client puts in a path is percent-encoded, so any text reaches its route). */
   get(id: string): Promise<Job>;
   /** One page of jobs, newest first. */
@@ -211,9 +272,16 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
   }
 
   /** One call, retrying 503 `unavailable` with backoff (or its Retry-After). */
-  async function call<T>(method: string, path: string, authorization: () => Promise<string>, body?: unknown): Promise<{
+  async function call<T>(
+    method: string,
+    path: string,
+    authorization: () => Promise<string>,
+    body?: unknown,
+    extraHeaders: Record<string, string> = {},
+  ): Promise<{
     status: number;
     body: T;
+    headers: Headers;
   }> {
     for (let attempt = 0; ; attempt++) {
       // Outside the try: a missing `sign`/`adminToken` or a failing token function is not a network error.
@@ -225,6 +293,7 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
           headers: {
             authorization: authorizationHeader,
             ...(body === undefined ? {} : { "content-type": "application/json" }),
+            ...extraHeaders,
           },
           ...(body === undefined ? {} : { body: JSON.stringify(body) }),
         });
@@ -238,7 +307,7 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
       } catch {
         parsed = undefined;
       }
-      if (response.ok) return { status: response.status, body: parsed as T };
+      if (response.ok) return { status: response.status, body: parsed as T, headers: response.headers };
       const { code, message } = (parsed ?? {}) as { code?: string; message?: string };
       // Number(null) and Number("") are 0: an absent or empty header must not read as "Retry-After: 0".
       const retryAfterText = response.headers.get("retry-after")?.trim();
@@ -289,40 +358,58 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
     );
   }
 
+  /** The assertion claims of an enqueue: the given caller's, else the delivery being handled's (a chained call). */
+  function callerClaims(caller: EnqueueOptions["caller"]): AssertionClaims {
+    if (caller) {
+      // The service would answer 401 invalid_assertion; saying which field is wrong helps more.
+      if (typeof caller.requestId !== "string" || !isValidRequestId(caller.requestId)) {
+        const given = JSON.stringify(String(caller.requestId).slice(0, 64));
+        throw new Error(`enqueue: caller.requestId must be ${REQUEST_ID_RULE}; got ${given}`);
+      }
+      warnOfPerProcessRequestId(caller.requestId);
+      return { sub: caller.userId, op: caller.operationId, rid: caller.requestId };
+    }
+    const delivery = currentDelivery();
+    if (delivery) return { sub: delivery.userId, op: delivery.operationId, job: delivery.jobId };
+    throw new Error("enqueue: give `caller` ({userId, operationId, requestId}) outside a delivery");
+  }
+
+  /** The `traceparent` header of an enqueue: the one given, else the delivery being handled's. */
+  function traceHeaders(traceparent: string | undefined): Record<string, string> {
+    const context = traceparent ?? currentDelivery()?.traceparent;
+    return context === undefined ? {} : { traceparent: context };
+  }
+
   const client: JobsClient = {
     async enqueue(enqueue) {
-      const delivery = currentDelivery();
-      let claims: AssertionClaims;
-      if (enqueue.caller) {
-        // The service would answer 401 invalid_assertion; saying which field is wrong helps more.
-        if (typeof enqueue.caller.requestId !== "string" || !isValidRequestId(enqueue.caller.requestId)) {
-          const given = JSON.stringify(String(enqueue.caller.requestId).slice(0, 64));
-          throw new Error(`enqueue: caller.requestId must be ${REQUEST_ID_RULE}; got ${given}`);
-        }
-        warnOfPerProcessRequestId(enqueue.caller.requestId);
-        claims = { sub: enqueue.caller.userId, op: enqueue.caller.operationId, rid: enqueue.caller.requestId };
-      } else if (delivery) {
-        claims = { sub: delivery.userId, op: delivery.operationId, job: delivery.jobId };
-      } else {
-        throw new Error("enqueue: give `caller` ({userId, operationId, requestId}) outside a delivery");
+      const claims = callerClaims(enqueue.caller);
+      const answer = await call<{ job: Job }>(
+        "POST",
+        "/jobs",
+        async () => `Bearer ${await assertionFor(claims)}`,
+        enqueueBody(enqueue),
+        traceHeaders(enqueue.traceparent),
+      );
+      const replayed = answer.headers.get("idempotent-replayed") === "true";
+      return { job: answer.body.job, created: answer.status === 201, replayed };
+    },
+    async enqueueBatch(items, batchOptions = {}) {
+      if (!Array.isArray(items) || items.length < 1 || items.length > 1000) {
+        throw new Error(`enqueueBatch: give 1 to 1000 items; got ${Array.isArray(items) ? items.length : typeof items}`);
       }
-      const body = {
-        operation_id: enqueue.operationId,
-        request: enqueue.request,
-        ...(enqueue.priority === undefined ? {} : { priority: enqueue.priority }),
-        ...(enqueue.delayMs === undefined ? {} : { delay_ms: enqueue.delayMs }),
-        ...(enqueue.runAt === undefined
-          ? {}
-          : { run_at: enqueue.runAt instanceof Date ? enqueue.runAt.toISOString() : enqueue.runAt }),
-        ...(enqueue.dedupeKey === undefined ? {} : { dedupe_key: enqueue.dedupeKey }),
-        ...(enqueue.concurrencyKey === undefined ? {} : { concurrency_key: enqueue.concurrencyKey }),
-        ...(enqueue.rateKey === undefined ? {} : { rate_key: enqueue.rateKey }),
-        ...(enqueue.onBehalfOf === undefined
-          ? {}
-          : { on_behalf_of: { user_id: enqueue.onBehalfOf.userId, authority: enqueue.onBehalfOf.authority } }),
-      };
-      const answer = await call<{ job: Job }>("POST", "/jobs", async () => `Bearer ${await assertionFor(claims)}`, body);
-      return { job: answer.body.job, created: answer.status === 201 };
+      const claims = callerClaims(batchOptions.caller);
+      const answer = await call<{ results: BatchWireResult[] }>(
+        "POST",
+        "/jobs/batch",
+        async () => `Bearer ${await assertionFor(claims)}`,
+        { jobs: items.map(enqueueBody) },
+        traceHeaders(batchOptions.traceparent),
+      );
+      return answer.body.results.map((result): BatchItemResult =>
+        "job" in result
+          ? { ok: true, job: result.job, created: result.status === 201, replayed: result.replayed === true }
+          : { ok: false, error: errorFor({ status: result.status, code: result.code, message: result.message }) },
+      );
     },
     async get(id) {
       return (await call<{ job: Job }>("GET", `/jobs/${pathSegment(id, "get: id")}`, adminAuthorization)).body.job;

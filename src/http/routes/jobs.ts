@@ -1,11 +1,18 @@
-/** The job API of docs/api.md: enqueue, and the administrators' list (their other routes are in admin.ts). */
+/**
+ * The job API of docs/api.md: enqueue (one job, or a batch), and the administrators' list (their other routes are in
+ * admin.ts).
+ */
 import { Type, type Static } from "@sinclair/typebox";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { ApiError } from "../../errors.js";
-import { checkEnqueueBody } from "../../enqueue/body-checks.js";
-import { enqueueJob, type EnqueueDeps } from "../../enqueue/enqueue.js";
+import { checkEnqueueBody, type CheckedEnqueueBody } from "../../enqueue/body-checks.js";
+import { enqueueJob, enqueueJobs, type EnqueueDeps, type EnqueueResult } from "../../enqueue/enqueue.js";
+import { parseTraceparent, formatTraceparent } from "../../enqueue/trace-context.js";
 import type { OperationRegistry } from "../../operations/registry.js";
 import {
+  BatchEnqueueAnswer,
+  BatchEnqueueBody,
+  BatchEnqueueEnvelope,
   EnqueueBody,
   ErrorBody,
   JOB_STATUSES,
@@ -16,11 +23,44 @@ import { toWireJob } from "../../job/wire.js";
 import type { TokenVerifier } from "../../auth/tokens.js";
 import { adminAuthHook, enqueueAuthHook } from "../auth.js";
 import { toApiError } from "../error-handler.js";
+import { compileBodyValidator } from "../validation.js";
+import type { Clock } from "../../clock.js";
+import type { Config } from "../../config.js";
 
 /** What the job routes need. */
 export interface JobRoutesOptions extends EnqueueDeps {
+  config: EnqueueDeps["config"] & Pick<Config, "limits">;
   registry: OperationRegistry;
   verifier: TokenVerifier;
+  clock: Clock;
+}
+
+/** An Idempotency-Key header: the body field's form, 1 to 255 visible ASCII characters. */
+const IDEMPOTENCY_KEY = /^[\x21-\x7E]{1,255}$/;
+
+/** The Idempotency-Key header, if any; a malformed one is refused (step 2). */
+function idempotencyHeader(value: string | string[] | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== "string" || !IDEMPOTENCY_KEY.test(value)) {
+    throw new ApiError(400, "invalid_request", "Idempotency-Key must be one header of 1 to 255 visible ASCII characters");
+  }
+  return value;
+}
+
+/** The caller's trace context, kept only if it parses (docs/tracing.md). */
+function traceparentOf(header: string | string[] | undefined): string | undefined {
+  const context = parseTraceparent(header);
+  return context === undefined ? undefined : formatTraceparent(context);
+}
+
+/** A batch item's answer on the wire. */
+function batchResult(result: EnqueueResult | ApiError): Record<string, unknown> {
+  if (result instanceof ApiError) return { status: result.statusCode, code: result.code, message: result.message };
+  return {
+    status: result.kind === "created" ? 201 : 200,
+    job: toWireJob(result.job),
+    ...(result.kind === "replayed" ? { replayed: true } : {}),
+  };
 }
 
 const errors = (...statuses: number[]) =>
@@ -59,6 +99,8 @@ function decodeCursor(cursor: string): number {
 /** Registers the job routes. */
 export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app, options) => {
   const { store, verifier } = options;
+  const validateItem = compileBodyValidator(EnqueueBody);
+  const envelopeValidator = compileBodyValidator(BatchEnqueueEnvelope);
   const adminOnly = adminAuthHook({ verifier });
   const adminSecurity = [{ adminToken: [] }];
 
@@ -91,9 +133,68 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
           ? { message: request.validationError.message, pointer: problem?.instancePath ?? "" }
           : undefined,
         registry: options.registry,
+        now: options.clock.now(),
+        idempotencyHeader: idempotencyHeader(request.headers["idempotency-key"]),
       });
-      const result = await enqueueJob(options, caller, checked);
+      const result = await enqueueJob(options, { ...caller, traceparent: traceparentOf(request.headers.traceparent) }, checked);
+      if (result.kind === "replayed") void reply.header("idempotent-replayed", "true");
       return reply.code(result.kind === "created" ? 201 : 200).send({ job: toWireJob(result.job) });
+    },
+  );
+
+  app.post(
+    "/jobs/batch",
+    {
+      onRequest: enqueueAuthHook({ verifier, store }),
+      onError: async (_request, _reply, error) => {
+        options.telemetry.emit("job:enqueue-refused", { code: toApiError(error)?.code ?? "internal" });
+      },
+      bodyLimit: options.config.limits.batch_body_bytes,
+      // The envelope is validated here; each item against EnqueueBody on its own, so one bad item is answered alone.
+      validatorCompiler: () => envelopeValidator,
+      schema: {
+        operationId: "enqueueJobs",
+        summary: "Enqueue up to 1,000 jobs at once, each answered on its own",
+        description:
+          "Each item is an enqueueJob body, checked and enqueued as POST /jobs would one by one, under the one assertion; " +
+          "every insert is committed together. The answer has one result per item, in order: 201 or 200 with the job, " +
+          "or the status and code POST /jobs would have refused it with. Items do not wait on each other's fate: a " +
+          "refused item takes nothing back from the others.",
+        tags: ["jobs"],
+        security: [{ enqueueAssertion: [] }],
+        body: BatchEnqueueBody,
+        response: { 200: BatchEnqueueAnswer, ...errors(400, 401, 413, 415, 503) },
+      },
+    },
+    async (request, reply) => {
+      const caller = request.enqueueCaller;
+      if (!caller) throw new Error("enqueue route reached without its auth hook");
+      const now = options.clock.now();
+      const items = (request.body as { jobs: unknown[] }).jobs.map((item, index): CheckedEnqueueBody | ApiError => {
+        try {
+          const valid = validateItem(item);
+          const problem = valid ? undefined : validateItem.errors?.[0];
+          return checkEnqueueBody({
+            body: item,
+            schemaProblem: problem
+              ? { message: `jobs/${index}${problem.instancePath} ${problem.message ?? "is invalid"}`, pointer: problem.instancePath }
+              : undefined,
+            registry: options.registry,
+            now,
+          });
+        } catch (error) {
+          if (error instanceof ApiError) return error;
+          throw error;
+        }
+      });
+      const results = await enqueueJobs(options, { ...caller, traceparent: traceparentOf(request.headers.traceparent) }, items);
+      for (const result of results) {
+        if (result instanceof ApiError) options.telemetry.emit("job:enqueue-refused", { code: result.code });
+      }
+      // Serialized here, the schema's shape built by batchResult: a thousand jobs through the response schema's union
+      // (tried branch by branch) would cost more than the enqueue. Fastify sends a string as it is.
+      const text = JSON.stringify({ results: results.map(batchResult) });
+      return reply.code(200).type("application/json; charset=utf-8").send(text as unknown as Static<typeof BatchEnqueueAnswer>);
     },
   );
 

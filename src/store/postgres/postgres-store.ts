@@ -68,6 +68,8 @@ import {
   DELETE_ATTEMPTS,
   DELETE_EMPTY_CHAINS,
   DELETE_FINISHED,
+  EXPIRE_MANY,
+  IDEMPOTENCY_KEY_DELETE,
   OLDEST_DUE,
   SCHEMA_VERSION,
 } from "./sql/maintenance.js";
@@ -196,6 +198,13 @@ export class PostgresStore implements Store {
   jobInsert(params: JobInsertParams): Promise<JobInsertOutcome> {
     if (this.db.isClosed) return Promise.reject(new StoreUnavailableError("the store is closed"));
     return this.inserts.add(params);
+  }
+
+  async jobInsertMany(params: { jobs: JobInsertParams[] }): Promise<Array<Settled<JobInsertOutcome>>> {
+    if (this.db.isClosed) throw new StoreUnavailableError("the store is closed");
+    if (params.jobs.length === 0) return [];
+    // A producer's batch is a batch of its own: one statement, one commit, beside the group commit of single inserts.
+    return this.sendInserts(params.jobs);
   }
 
   /** One batch of inserts; when it fails with the database up, one bad item must fail only itself: one by one. */
@@ -375,6 +384,16 @@ export class PostgresStore implements Store {
       if (rids.length > 0) await client.query(DELETE_EMPTY_CHAINS, [rids]);
       return deleted.rowCount ?? 0;
     });
+  }
+
+  async jobExpireMany(params: { limit: number }): Promise<JobRow[]> {
+    const rows = await this.db.query(EXPIRE_MANY, [this.statementNow(), Math.max(0, params.limit)], "opqueue_expire_many");
+    return rows.map(toJobRow);
+  }
+
+  async idempotencyKeyDeleteMany(params: { limit: number }): Promise<number> {
+    const rows = await this.db.query(IDEMPOTENCY_KEY_DELETE, [this.statementNow(), Math.max(0, params.limit)]);
+    return rows.length;
   }
 
   async jobStats(params: { byOperation?: boolean } = {}): Promise<JobStats> {

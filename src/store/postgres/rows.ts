@@ -47,6 +47,8 @@ export function toJobRow(row: PgRow): JobRow {
     authority: row["authority"] as JobRow["authority"],
     request: row["request"] as JobRow["request"],
     result: (row["result"] as JobResult | null) ?? null,
+    traceparent: (row["traceparent"] as string | null | undefined) ?? null,
+    expiresAt: toMs(row["expires_at"] ?? null),
   };
 }
 
@@ -70,6 +72,22 @@ export function insertArgument(params: JobInsertParams): object {
     authority: params.authority,
     request: params.request,
     spawn_cap: params.spawnCap,
+    traceparent: params.traceparent,
+    ...(params.expiry === null
+      ? {}
+      : "at" in params.expiry
+        ? { expires_at: new Date(params.expiry.at).toISOString() }
+        : { expires_in_ms: params.expiry.delayMs }),
+    ...(params.idempotency
+      ? {
+          idempotency: {
+            scope: params.idempotency.scope,
+            key: params.idempotency.key,
+            fingerprint: params.idempotency.fingerprint,
+            window_ms: params.idempotency.windowMs,
+          },
+        }
+      : {}),
   };
 }
 
@@ -82,6 +100,7 @@ export interface InsertAnswer {
   seq?: number;
   created_at?: number;
   run_at?: number;
+  expires_at?: number | null;
   chain_cancelled?: boolean;
   job?: PgRow;
 }
@@ -96,6 +115,7 @@ export function toInsertOutcome(answer: InsertAnswer, params: JobInsertParams): 
           seq: Number(answer.seq),
           createdAt: Number(answer.created_at),
           runAt: Number(answer.run_at),
+          expiresAt: answer.expires_at === null || answer.expires_at === undefined ? null : Number(answer.expires_at),
           chainCancelled: answer.chain_cancelled === true,
         }),
       };
@@ -105,6 +125,10 @@ export function toInsertOutcome(answer: InsertAnswer, params: JobInsertParams): 
       return { kind: "dedupe_conflict", holder: toJobRow(answer.job ?? {}) };
     case "spawn_cap_exceeded":
       return { kind: "spawn_cap_exceeded" };
+    case "idempotent_replay":
+      return { kind: "idempotent_replay", job: toJobRow(answer.job ?? {}) };
+    case "idempotency_conflict":
+      return { kind: "idempotency_conflict", job: toJobRow(answer.job ?? {}) };
     default:
       throw new Error(`opqueue_insert_job answered an unknown kind "${answer.kind}"`);
   }

@@ -140,6 +140,7 @@ export function prepareFlowStatements(db: Database.Database) {
       db,
       `SELECT ${CANDIDATE_COLUMNS} FROM jobs INDEXED BY jobs_lane
        WHERE status IN ('pending', 'retrying') AND operation_id = :operation_id AND lane = :lane AND run_at <= :now
+         AND (expires_at IS NULL OR expires_at > :now)
          AND (concurrency_key IS NULL OR concurrency_key NOT IN (SELECT value FROM json_each(:closed)))
        ORDER BY priority DESC, run_at, seq LIMIT :limit`,
     ),
@@ -148,6 +149,7 @@ export function prepareFlowStatements(db: Database.Database) {
       db,
       `SELECT ${CANDIDATE_COLUMNS} FROM jobs INDEXED BY jobs_claim
        WHERE status IN ('pending', 'retrying') AND run_at <= :now
+         AND (expires_at IS NULL OR expires_at > :now)
          AND (concurrency_key IS NULL OR concurrency_key NOT IN (SELECT value FROM json_each(:closed)))
        ORDER BY priority DESC, run_at, seq LIMIT :limit OFFSET :offset`,
     ),
@@ -155,14 +157,15 @@ export function prepareFlowStatements(db: Database.Database) {
       db,
       `SELECT ${CANDIDATE_COLUMNS} FROM jobs INDEXED BY jobs_run_at
        WHERE status IN ('pending', 'retrying') AND run_at <= :now
+         AND (expires_at IS NULL OR expires_at > :now)
          AND (concurrency_key IS NULL OR concurrency_key NOT IN (SELECT value FROM json_each(:closed)))
        ORDER BY run_at LIMIT :limit`,
     ),
     // The first claimable jobs by run time, for when the next claim may find something (bounded; see Gates).
-    firstClaimable: prepare<[number], Candidate & { rate_key: string | null }>(
+    firstClaimable: prepare<{ now: number; limit: number }, Candidate & { rate_key: string | null }>(
       db,
       `SELECT ${CANDIDATE_COLUMNS}, rate_key FROM jobs INDEXED BY jobs_run_at
-       WHERE status IN ('pending', 'retrying') ORDER BY run_at LIMIT ?`,
+       WHERE status IN ('pending', 'retrying') AND (expires_at IS NULL OR expires_at > :now) ORDER BY run_at LIMIT :limit`,
     ),
   };
 }
@@ -310,7 +313,7 @@ export class Gates {
    */
   nextOpenAt(): number | null {
     let next: number | null = null;
-    for (const job of this.s.firstClaimable.all(NEXT_RUN_LOOKAHEAD)) {
+    for (const job of this.s.firstClaimable.all({ now: this.now, limit: NEXT_RUN_LOOKAHEAD })) {
       const control = this.controls.get(job.operation_id);
       if (control?.paused) continue;
       const limits = control?.limits ?? NO_LIMITS;

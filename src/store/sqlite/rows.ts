@@ -28,6 +28,8 @@ export interface SqliteJobRow {
   authority: string;
   request: string;
   result: string | null;
+  traceparent: string | null;
+  expires_at: number | null;
 }
 
 /** A row of `job_attempts` as better-sqlite3 returns it. */
@@ -77,6 +79,8 @@ export function toJobRow(row: SqliteJobRow): JobRow {
     authority: JSON.parse(row.authority) as JobRow["authority"],
     request: JSON.parse(row.request) as JobRow["request"],
     result: row.result === null ? null : (JSON.parse(row.result) as JobResult),
+    traceparent: row.traceparent,
+    expiresAt: row.expires_at,
   };
 }
 

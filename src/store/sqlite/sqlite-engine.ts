@@ -186,7 +186,36 @@ export class SqliteEngine {
     return settled;
   }
 
+  /**
+   * One insert behind its idempotency key when it has one (docs/api.md, "Idempotency"): a live key answers with the
+   * job it holds; a created or upserted job takes the key; a refused insert leaves it untouched.
+   */
   private insertOne(params: JobInsertParams, now: number): JobInsertOutcome {
+    const s = this.statements;
+    const idempotency = params.idempotency;
+    if (idempotency === undefined) return this.insertUnkeyed(params, now);
+    const held = s.idempotencyKey.get({ scope: idempotency.scope, key: idempotency.key, now });
+    const holder = held === undefined ? undefined : s.getById.get(held.job_id);
+    if (held !== undefined && holder !== undefined) {
+      const kind = held.fingerprint === idempotency.fingerprint ? "idempotent_replay" : "idempotency_conflict";
+      return { kind, job: toJobRow(holder) };
+    }
+    const outcome = this.insertUnkeyed(params, now);
+    if (outcome.kind === "created" || outcome.kind === "deduplicated") {
+      s.takeIdempotencyKey.run({
+        scope: idempotency.scope,
+        key: idempotency.key,
+        fingerprint: idempotency.fingerprint,
+        job_id: outcome.job.id,
+        now,
+        expires_at: now + idempotency.windowMs,
+      });
+    }
+    return outcome;
+  }
+
+  /** The dedupe upsert, the spawn cap and the insert (docs/api.md, steps 5 to 7). */
+  private insertUnkeyed(params: JobInsertParams, now: number): JobInsertOutcome {
     const s = this.statements;
     if (params.dedupeKey !== null) {
       const holder = s.dedupeHolder.get(params.dedupeKey);
@@ -196,6 +225,7 @@ export class SqliteEngine {
           id: holder.id,
           run_at: runTimeAt(params.runTime, now),
           request: JSON.stringify(params.request),
+          expires_at: params.expiry === null ? null : runTimeAt(params.expiry, now),
         });
         if (!refreshed) throw new Error(`dedupe holder ${holder.id} vanished inside its transaction`);
         return { kind: "deduplicated", job: toJobRow(refreshed) };
@@ -204,7 +234,13 @@ export class SqliteEngine {
     const chain = s.chargeChain.get({ rid: params.originalRequestId, cap: params.spawnCap });
     if (!chain) return { kind: "spawn_cap_exceeded" };
     const chainCancelled = chain.cancelled_at !== null;
-    const job = createdJobRow(params, { seq: 0, createdAt: now, runAt: runTimeAt(params.runTime, now), chainCancelled });
+    const job = createdJobRow(params, {
+      seq: 0,
+      createdAt: now,
+      runAt: runTimeAt(params.runTime, now),
+      expiresAt: params.expiry === null ? null : runTimeAt(params.expiry, now),
+      chainCancelled,
+    });
     // The row is built from what was written rather than read back (RETURNING * would cost a third of the insert).
     const info = s.insertJob.run({
       id: params.id,
@@ -225,6 +261,8 @@ export class SqliteEngine {
       authority: JSON.stringify(params.authority),
       request: JSON.stringify(params.request),
       result: job.result === null ? null : JSON.stringify(job.result),
+      traceparent: params.traceparent,
+      expires_at: job.expiresAt,
     });
     job.seq = Number(info.lastInsertRowid);
     return { kind: "created", job };
@@ -361,7 +399,7 @@ export class SqliteEngine {
   jobNextRunAt(): number | null {
     return this.read(() => {
       const gates = new Gates(this.statements, this.clock.now());
-      return gates.gated ? gates.nextOpenAt() : (this.statements.nextRunAt.get() ?? null);
+      return gates.gated ? gates.nextOpenAt() : (this.statements.nextRunAt.get({ now: this.clock.now() }) ?? null);
     });
   }
 
@@ -393,10 +431,18 @@ export class SqliteEngine {
     );
   }
 
+  jobExpireMany(params: { limit: number }): JobRow[] {
+    return this.write(() => this.statements.expire.all({ now: this.clock.now(), limit: params.limit }).map(toJobRow));
+  }
+
+  idempotencyKeyDeleteMany(params: { limit: number }): number {
+    return this.writeLazily(() => this.statements.deleteIdempotencyKeys.run({ now: this.clock.now(), limit: params.limit }).changes);
+  }
+
   jobDeleteFinishedMany(params: { olderThanMs: number; limit: number }): number {
     return this.write(() => {
       const before = this.clock.now() - params.olderThanMs;
-      const deleted = this.statements.deleteFinished.all({ before, limit: params.limit });
+      const deleted = this.statements.deleteFinished.all({ before, now: this.clock.now(), limit: params.limit });
       for (const row of deleted) {
         this.statements.deleteAttempts.run(row.id);
         this.statements.deleteActions.run(row.id);

@@ -162,6 +162,14 @@ export class SqliteStore implements Store, OnlineBackup {
     return this.inserts.add(params);
   }
 
+  async jobInsertMany(params: { jobs: JobInsertParams[] }): Promise<Array<Settled<JobInsertOutcome>>> {
+    if (this.closing !== null) throw new StoreUnavailableError("the store is closed");
+    if (this.stopped) throw this.stopped;
+    if (params.jobs.length === 0) return [];
+    // One message: the thread commits a call's inserts in one transaction, however many (see sqlite-thread.ts).
+    return this.sendInserts(params.jobs);
+  }
+
   /** One batch to the thread; a created job is rebuilt here from what the thread answered of it. */
   private async sendInserts(batch: JobInsertParams[]): Promise<Array<Settled<JobInsertOutcome>>> {
     const answers = await this.send<InsertAnswer[]>("jobInsertMany", [batch]);
@@ -205,6 +213,8 @@ export class SqliteStore implements Store, OnlineBackup {
   readonly cronTickDeleteMany = this.forward("cronTickDeleteMany");
   readonly attemptCountDeleteMany = this.forward("attemptCountDeleteMany");
   readonly jobDeleteFinishedMany = this.forward("jobDeleteFinishedMany");
+  readonly jobExpireMany = this.forward("jobExpireMany");
+  readonly idempotencyKeyDeleteMany = this.forward("idempotencyKeyDeleteMany");
   readonly jobStats = this.forward("jobStats");
   readonly jobAttemptList = this.forward("jobAttemptList");
   async attemptBuckets(params: { since: number; bucketMs: number }): Promise<AttemptBucket[]> {

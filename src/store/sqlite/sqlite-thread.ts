@@ -43,8 +43,8 @@ let insertsScheduled = false;
 function answerOf(settled: ReturnType<SqliteEngine["jobInsertMany"]>[number]): InsertAnswer {
   if (!settled.ok) return { ok: false, error: serializeError(settled.error) };
   if (settled.value.kind !== "created") return settled;
-  const { seq, createdAt, runAt, status } = settled.value.job;
-  return { ok: true, created: { seq, createdAt, runAt, chainCancelled: status === "cancelled" } };
+  const { seq, createdAt, runAt, expiresAt, status } = settled.value.job;
+  return { ok: true, created: { seq, createdAt, runAt, expiresAt, chainCancelled: status === "cancelled" } };
 }
 
 /** Commits the waiting insert calls, as few transactions as the cap allows, and answers each call. */

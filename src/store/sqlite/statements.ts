@@ -27,9 +27,10 @@ export function prepareStatements(db: Database.Database) {
       db,
       `SELECT * FROM jobs WHERE dedupe_key = ? AND ${CLAIMABLE}`,
     ),
-    refreshDeduped: prepare<{ id: string; run_at: number; request: string }, SqliteJobRow>(
+    refreshDeduped: prepare<{ id: string; run_at: number; request: string; expires_at: number | null }, SqliteJobRow>(
       db,
-      `UPDATE jobs SET run_at = :run_at, request = :request WHERE id = :id AND ${CLAIMABLE} RETURNING *`,
+      `UPDATE jobs SET run_at = :run_at, request = :request, expires_at = :expires_at
+       WHERE id = :id AND ${CLAIMABLE} RETURNING *`,
     ),
     // Counts the job against its chain in the same statement that checks the cap: no row back means the
     // chain is full. A new chain starts at 1.
@@ -44,10 +45,10 @@ export function prepareStatements(db: Database.Database) {
       db,
       `INSERT INTO jobs (id, operation_id, status, attempt, max_attempts, priority, run_at, created_at,
          finished_at, dedupe_key, concurrency_key, rate_key, enqueued_by_operation_id, parent_job_id,
-         original_request_id, user_id, authority, request, result)
+         original_request_id, user_id, authority, request, result, traceparent, expires_at)
        VALUES (:id, :operation_id, :status, 0, :max_attempts, :priority, :run_at, :created_at,
          :finished_at, :dedupe_key, :concurrency_key, :rate_key, :enqueued_by_operation_id, :parent_job_id,
-         :original_request_id, :user_id, :authority, :request, :result)`,
+         :original_request_id, :user_id, :authority, :request, :result, :traceparent, :expires_at)`,
     ),
     cancel: prepare<{ id: string; now: number }, SqliteJobRow>(
       db,
@@ -84,7 +85,7 @@ export function prepareStatements(db: Database.Database) {
     retry: prepare<{ id: string; now: number }, SqliteJobRow>(
       db,
       `UPDATE jobs SET status = 'pending', attempt = 0, result = NULL, started_at = NULL, finished_at = NULL,
-         heartbeat_at = NULL, run_at = :now
+         heartbeat_at = NULL, run_at = :now, expires_at = NULL
        WHERE id = :id AND status IN ('dead', 'cancelled') RETURNING *`,
     ),
     markChainCancelled: prepare<{ rid: string; now: number; actor: string }>(
@@ -128,7 +129,8 @@ export function prepareStatements(db: Database.Database) {
            'startedAt', started_at, 'finishedAt', finished_at, 'heartbeatAt', heartbeat_at, 'dedupeKey', dedupe_key,
            'concurrencyKey', concurrency_key, 'rateKey', rate_key, 'enqueuedByOperationId', enqueued_by_operation_id,
            'parentJobId', parent_job_id, 'originalRequestId', original_request_id, 'userId', user_id,
-           'authority', json(authority), 'request', json(request), 'result', json(result))
+           'authority', json(authority), 'request', json(request), 'result', json(result),
+           'traceparent', traceparent, 'expiresAt', expires_at)
          FROM jobs WHERE seq = ?`,
       ),
     finish: prepare<{ id: string; attempt: number; started_at: number | null; status: string; result: string; now: number }>(
@@ -176,10 +178,11 @@ export function prepareStatements(db: Database.Database) {
     // Jobs whose key is running are not claimable (docs/delivery.md, "Dispatch"), so they do not count: were they
     // counted, a due job behind a busy key would make the dispatcher's timer fire at once, again and again, until the
     // key is free. The delivery that frees the key wakes the dispatcher instead.
-    nextRunAt: preparePluck<[], number | null>(
+    nextRunAt: preparePluck<{ now: number }, number | null>(
         db,
         // ORDER BY ... LIMIT 1 walks the jobs_run_at index and stops at the first unblocked job.
         `SELECT run_at FROM jobs INDEXED BY jobs_run_at WHERE ${CLAIMABLE}
+           AND (expires_at IS NULL OR expires_at > :now)
            AND (concurrency_key IS NULL OR concurrency_key NOT IN (
              ${RUNNING_KEYS}))
          ORDER BY run_at LIMIT 1`,
@@ -193,11 +196,12 @@ export function prepareStatements(db: Database.Database) {
       "UPDATE cron_ticks SET job_id = :job_id WHERE name = :name AND tick_at = :tick_at",
     ),
     deleteTicks: prepare<{ before: number }>(db, "DELETE FROM cron_ticks WHERE tick_at < :before"),
-    deleteFinished: prepare<{ before: number; limit: number }, { id: string; original_request_id: string }>(
+    deleteFinished: prepare<{ before: number; now: number; limit: number }, { id: string; original_request_id: string }>(
       db,
       `DELETE FROM jobs WHERE seq IN (
          SELECT seq FROM jobs INDEXED BY jobs_finished_at
          WHERE finished_at < :before AND finished_at IS NOT NULL AND status IN ('succeeded', 'dead', 'cancelled')
+           AND NOT EXISTS (SELECT 1 FROM idempotency_keys k WHERE k.job_id = jobs.id AND k.expires_at > :now)
          LIMIT :limit)
        RETURNING id, original_request_id`,
     ),
@@ -251,6 +255,35 @@ export function prepareStatements(db: Database.Database) {
          AND (:original_request_id IS NULL OR original_request_id = :original_request_id)
          AND (:user_id IS NULL OR user_id = :user_id)
        ORDER BY seq DESC LIMIT :limit`,
+    ),
+    // Waiting jobs past their expiry (docs/api.md, "Expiry"), through their partial index: jobs without one are not in it.
+    expire: prepare<{ now: number; limit: number }, SqliteJobRow>(
+      db,
+      `UPDATE jobs SET status = 'cancelled', finished_at = :now, heartbeat_at = NULL,
+         result = json_set(coalesce(result, '{"error_body":null}'), '$.terminal_reason', 'expired')
+       WHERE seq IN (
+         SELECT seq FROM jobs INDEXED BY jobs_expiring
+         WHERE expires_at <= :now AND expires_at IS NOT NULL AND ${CLAIMABLE}
+         ORDER BY expires_at LIMIT :limit)
+       RETURNING *`,
+    ),
+    // Idempotency keys (migration 0005): a live one, taking one, pointing one at the job it answers, giving one back.
+    idempotencyKey: prepare<{ scope: string; key: string; now: number }, { fingerprint: string; job_id: string }>(
+      db,
+      "SELECT fingerprint, job_id FROM idempotency_keys WHERE scope = :scope AND key = :key AND expires_at > :now",
+    ),
+    takeIdempotencyKey: prepare<Record<string, unknown>>(
+      db,
+      `INSERT INTO idempotency_keys (scope, key, fingerprint, job_id, created_at, expires_at)
+       VALUES (:scope, :key, :fingerprint, :job_id, :now, :expires_at)
+       ON CONFLICT (scope, key) DO UPDATE SET fingerprint = excluded.fingerprint, job_id = excluded.job_id,
+         created_at = excluded.created_at, expires_at = excluded.expires_at`,
+    ),
+    deleteIdempotencyKeys: prepare<{ now: number; limit: number }>(
+      db,
+      `DELETE FROM idempotency_keys WHERE (scope, key) IN (
+         SELECT scope, key FROM idempotency_keys INDEXED BY idempotency_keys_expires_at
+         WHERE expires_at <= :now LIMIT :limit)`,
     ),
     schemaVersion: preparePluck<[], number>(db, "PRAGMA user_version"),
   };

@@ -34,7 +34,7 @@ export type FromThread =
  * (`createdJobRow`), so the job's payload does not cross the boundary twice.
  */
 export type InsertAnswer =
-  | { ok: true; created: { seq: number; createdAt: number; runAt: number; chainCancelled: boolean } }
+  | { ok: true; created: { seq: number; createdAt: number; runAt: number; expiresAt: number | null; chainCancelled: boolean } }
   | { ok: true; value: JobInsertOutcome }
   | { ok: false; error: SerializedError };
 

@@ -89,6 +89,8 @@ export function jobParams(overrides: JobOverrides = {}): JobInsertParams {
     authority: { kind: "request", request_id: "req-1", user_id: "u1", assertion: "header.payload.signature" },
     request: { path_params: { userId: "42" }, body: { hello: "world" } },
     spawnCap: 1000,
+    traceparent: null,
+    expiry: null,
     ...fields,
     runTime: runAt !== undefined ? { at: runAt } : (fields.runTime ?? { at: T0 }),
   };

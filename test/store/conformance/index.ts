@@ -12,6 +12,7 @@ import { flowCases } from "./flow.js";
 import { Suite, type StoreConformanceOptions } from "./harness.js";
 import { insertCases } from "./insert.js";
 import { listCases } from "./list.js";
+import { producerCases } from "./producers.js";
 import { maintenanceCases } from "./maintenance.js";
 import { propertyCases } from "./properties.js";
 
@@ -26,6 +27,7 @@ export function runStoreConformance(options: StoreConformanceOptions): void {
     claimCases(suite);
     completeCases(suite);
     flowCases(suite);
+    producerCases(suite);
     listCases(suite);
     maintenanceCases(suite);
     propertyCases(suite);

@@ -62,6 +62,8 @@ export function insertCases(suite: Suite): void {
         authority: params.authority,
         request: params.request,
         result: null,
+        traceparent: null,
+        expiresAt: null,
       };
       const { seq, ...rest } = job;
       assert.equal(typeof seq, "number");

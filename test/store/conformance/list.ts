@@ -141,6 +141,9 @@ export function listCases(suite: Suite): void {
       const calls: { [K in Exclude<keyof Store, "engine" | "close" | "now" | "clockOffset">]: () => Promise<unknown> } = {
         ping: () => store.ping(),
         jobInsert: () => store.jobInsert(jobParams()),
+        jobInsertMany: () => store.jobInsertMany({ jobs: [jobParams()] }),
+        jobExpireMany: () => store.jobExpireMany({ limit: 10 }),
+        idempotencyKeyDeleteMany: () => store.idempotencyKeyDeleteMany({ limit: 10 }),
         jobGet: () => store.jobGet({ id: job.id }),
         jobList: () => store.jobList({ limit: 10 }),
         jobCancel: () => store.jobCancel({ id: job.id, actor: "admin" }),

@@ -1,5 +1,5 @@
-/** Retention, the figures metrics and the dashboard read, and the engine's own checks. */
-import { CLAIMABLE } from "./common.js";
+/** Retention, expiry, the figures metrics and the dashboard read, and the engine's own checks. */
+import { CLAIMABLE, JOB_COLUMNS } from "./common.js";
 
 /** Forgets cron ticks older than $2 ms before $1 (now). */
 export const CRON_TICK_DELETE = "DELETE FROM cron_ticks WHERE tick_at < $1::timestamptz - $2 * interval '1 millisecond' RETURNING 1";
@@ -11,9 +11,11 @@ export const ATTEMPT_COUNT_DELETE =
 /** Deletes up to $2 terminal jobs finished more than $3 ms before $1 (now), both of their rows. */
 export const DELETE_FINISHED = `WITH gone AS (
     DELETE FROM job_state WHERE seq IN (
-      SELECT seq FROM job_state
-      WHERE finished_at < $1::timestamptz - $3 * interval '1 millisecond'
-        AND status IN ('succeeded', 'dead', 'cancelled')
+      SELECT s.seq FROM job_state s
+      WHERE s.finished_at < $1::timestamptz - $3 * interval '1 millisecond'
+        AND s.status IN ('succeeded', 'dead', 'cancelled')
+        AND NOT EXISTS (SELECT 1 FROM job_specs j JOIN idempotency_keys k ON k.job_id = j.id
+                        WHERE j.seq = s.seq AND k.expires_at > $1::timestamptz)
       LIMIT $2)
     RETURNING seq)
   DELETE FROM job_specs j USING gone WHERE j.seq = gone.seq
@@ -48,3 +50,25 @@ export const SCHEMA_VERSION = "SELECT max(version) AS version FROM schema_migrat
 
 /** The database's clock, read as late as possible in the statement (clock_timestamp, not the transaction's now). */
 export const DATABASE_CLOCK = "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::float8 AS now";
+
+/**
+ * Waiting jobs whose expiry has passed → `cancelled`, terminal reason `expired`, the last attempt's status code and
+ * error body kept (docs/api.md, "Expiry"). A claim holding one of them locked is left to win: it filtered expired
+ * jobs out already, so what it holds was not expired when it read it. $1 now, $2 limit.
+ */
+export const EXPIRE_MANY = `WITH expired AS (
+    SELECT seq FROM job_state
+    WHERE expires_at <= $1::timestamptz AND expires_at IS NOT NULL AND status IN ('pending', 'retrying')
+    ORDER BY expires_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+  )
+  UPDATE job_state s SET status = 'cancelled', finished_at = $1::timestamptz, heartbeat_at = NULL,
+    result = (coalesce(s.result::jsonb, '{"error_body":null}'::jsonb) || '{"terminal_reason":"expired"}'::jsonb)::json
+  FROM expired, job_specs j
+  WHERE s.seq = expired.seq AND j.seq = s.seq AND s.status IN ('pending', 'retrying')
+  RETURNING ${JOB_COLUMNS}`;
+
+/** Idempotency keys whose window has passed. $1 now, $2 limit. */
+export const IDEMPOTENCY_KEY_DELETE = `DELETE FROM idempotency_keys WHERE ctid IN (
+    SELECT ctid FROM idempotency_keys WHERE expires_at <= $1::timestamptz LIMIT $2) RETURNING 1`;

@@ -1,4 +1,4 @@
--- opqueue_claim: its current text. Migrations hold its history (0003, 0004, 0007, 0010); this file is what a migrated
+-- opqueue_claim: its current text. Migrations hold its history (0003, 0004, 0007, 0010, 0011); this file is what a migrated
 -- database holds now, checked by test/store/postgres-sql.test.ts. A change to it is a new migration that restates it.
 --
 -- Claims up to p_limit due jobs and answers each as the JSON of a JobRow, then one last row {"cursor": [op, lane]}
@@ -80,6 +80,7 @@ BEGIN
     SELECT coalesce(array_agg(c.seq), '{}') INTO v_candidates FROM (
       SELECT s.seq FROM job_state s
       WHERE s.status IN ('pending', 'retrying') AND s.run_at <= p_now
+        AND (s.expires_at IS NULL OR s.expires_at > p_now)
         AND (s.concurrency_key IS NULL
           OR (NOT v_any_paused AND NOT v_any_multi AND NOT EXISTS (
             SELECT 1 FROM job_state r WHERE r.concurrency_key = s.concurrency_key AND r.status = 'running'))
@@ -95,6 +96,7 @@ BEGIN
     FROM (
       SELECT s.seq, s.operation_id, s.lane FROM job_state s
       WHERE s.status IN ('pending', 'retrying') AND s.run_at <= p_now
+        AND (s.expires_at IS NULL OR s.expires_at > p_now)
         AND (s.concurrency_key IS NULL
           OR (NOT v_any_paused AND NOT v_any_multi AND NOT EXISTS (
             SELECT 1 FROM job_state r WHERE r.concurrency_key = s.concurrency_key AND r.status = 'running'))
@@ -141,6 +143,7 @@ BEGIN
         SELECT s.seq FROM job_state s
         WHERE s.status IN ('pending', 'retrying') AND s.operation_id = v_op AND s.lane = v_lane
           AND s.run_at <= p_now
+          AND (s.expires_at IS NULL OR s.expires_at > p_now)
           AND (s.concurrency_key IS NULL
             OR (NOT v_any_paused AND NOT v_any_multi AND NOT EXISTS (
               SELECT 1 FROM job_state r WHERE r.concurrency_key = s.concurrency_key AND r.status = 'running'))
@@ -222,6 +225,7 @@ BEGIN
       WHERE NOT (v.operation_id || chr(1) || v.lane = ANY (v_head_lanes))
         AND s.status IN ('pending', 'retrying') AND s.operation_id = v.operation_id AND s.lane = v.lane
         AND s.run_at <= p_now
+        AND (s.expires_at IS NULL OR s.expires_at > p_now)
         AND (s.concurrency_key IS NULL
           OR (NOT v_any_paused AND NOT v_any_multi AND NOT EXISTS (
             SELECT 1 FROM job_state r WHERE r.concurrency_key = s.concurrency_key AND r.status = 'running'))
@@ -391,7 +395,8 @@ BEGIN
       'dedupeKey', s.dedupe_key, 'concurrencyKey', s.concurrency_key, 'rateKey', j.rate_key,
       'enqueuedByOperationId', j.enqueued_by_operation_id, 'parentJobId', j.parent_job_id,
       'originalRequestId', j.original_request_id, 'userId', j.user_id, 'authority', j.authority,
-      'request', j.request, 'result', s.result)
+      'request', j.request, 'result', s.result, 'traceparent', j.traceparent,
+      'expiresAt', floor(extract(epoch FROM s.expires_at) * 1000)::bigint)
     FROM job_state s JOIN job_specs j ON j.seq = s.seq
     WHERE s.seq = ANY (v_claimed);
   END IF;

@@ -1,4 +1,4 @@
--- opqueue_create_job: its current text. Migrations hold its history (0002, 0004, 0008, 0010); this file is what a migrated database
+-- opqueue_create_job: its current text. Migrations hold its history (0002, 0004, 0008, 0010, 0011); this file is what a migrated database
 -- holds now, checked by test/store/postgres-sql.test.ts. A change to it is a new migration that restates it.
 
 CREATE OR REPLACE FUNCTION opqueue_create_job(p json, b jsonb, p_now timestamptz) RETURNS json
@@ -7,6 +7,7 @@ DECLARE
   v_seq bigint;
   v_cancelled_at timestamptz;
   v_run_at timestamptz := opqueue_run_time(b, p_now);
+  v_expires_at timestamptz := opqueue_expiry_time(b, p_now);
 BEGIN
   INSERT INTO chains AS c (original_request_id, jobs_created) VALUES (b->>'original_request_id', 1)
     ON CONFLICT (original_request_id) DO UPDATE SET jobs_created = c.jobs_created + 1
@@ -17,21 +18,23 @@ BEGIN
     RETURN json_build_object('kind', 'spawn_cap_exceeded');
   END IF;
   INSERT INTO job_specs (id, operation_id, max_attempts, created_at, enqueued_by_operation_id, parent_job_id,
-      original_request_id, user_id, authority, request, rate_key)
+      original_request_id, user_id, authority, request, rate_key, traceparent)
     VALUES (b->>'id', b->>'operation_id', (b->>'max_attempts')::integer, p_now, b->>'enqueued_by_operation_id',
-      b->>'parent_job_id', b->>'original_request_id', b->>'user_id', p->'authority', p->'request', b->>'rate_key')
+      b->>'parent_job_id', b->>'original_request_id', b->>'user_id', p->'authority', p->'request', b->>'rate_key',
+      b->>'traceparent')
     RETURNING seq INTO v_seq;
   INSERT INTO job_state (seq, status, attempt, priority, run_at, finished_at, dedupe_key, concurrency_key, result,
-      operation_id, lane)
+      operation_id, lane, expires_at)
     VALUES (v_seq, CASE WHEN v_cancelled_at IS NULL THEN 'pending' ELSE 'cancelled' END, 0,
       (b->>'priority')::integer, v_run_at, CASE WHEN v_cancelled_at IS NULL THEN NULL ELSE p_now END,
       b->>'dedupe_key', b->>'concurrency_key',
       CASE WHEN v_cancelled_at IS NULL THEN NULL
         ELSE '{"error_body":null,"terminal_reason":"cancelled-by-chain"}'::json END,
       b->>'operation_id',
-      CASE WHEN b->>'rate_key' IS NULL THEN 'u:' || (b->>'user_id') ELSE 'r:' || (b->>'rate_key') END);
+      CASE WHEN b->>'rate_key' IS NULL THEN 'u:' || (b->>'user_id') ELSE 'r:' || (b->>'rate_key') END, v_expires_at);
   RETURN json_build_object('kind', 'created', 'seq', v_seq, 'chain_cancelled', v_cancelled_at IS NOT NULL,
     'created_at', floor(extract(epoch FROM p_now) * 1000)::bigint,
-    'run_at', floor(extract(epoch FROM v_run_at) * 1000)::bigint);
+    'run_at', floor(extract(epoch FROM v_run_at) * 1000)::bigint,
+    'expires_at', floor(extract(epoch FROM v_expires_at) * 1000)::bigint);
 END
 $$;

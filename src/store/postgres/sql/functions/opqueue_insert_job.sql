@@ -1,45 +1,52 @@
--- opqueue_insert_job: its current text. Migrations hold its history (0001, 0002, 0004, 0008); this file is what a migrated database
--- holds now, checked by test/store/postgres-sql.test.ts. A change to it is a new migration that restates it.
+-- opqueue_insert_job: its current text. Migrations hold its history (0001, 0002, 0004, 0008, 0011); this file is what
+-- a migrated database holds now, checked by test/store/postgres-sql.test.ts. A change to it is a new migration that
+-- restates it.
+--
+-- One enqueue's steps 5 to 7 (docs/api.md), behind its idempotency key when it has one ("Idempotency"): a live key
+-- answers with the job it holds (idempotent_replay, or idempotency_conflict for another body); a refused insert (spawn
+-- cap, dedupe conflict) gives the key back. The steps themselves are opqueue_insert_unkeyed's.
 
 CREATE OR REPLACE FUNCTION opqueue_insert_job(p json, p_now timestamptz) RETURNS json
 LANGUAGE plpgsql AS $$
 DECLARE
   -- The scalars are read from a jsonb copy, parsed once: each ->> on a json value parses its text again.
   b jsonb := p::jsonb;
-  v_seq bigint;
   v_job jobs;
-  v_constraint text;
+  v_key jsonb := b->'idempotency';
+  v_held idempotency_keys;
+  v_outcome json;
 BEGIN
-  IF b->>'dedupe_key' IS NULL THEN
-    RETURN opqueue_create_job(p, b, p_now);
+  IF v_key IS NULL THEN
+    RETURN opqueue_insert_unkeyed(p, b, p_now);
   END IF;
-  -- With a dedupe key: two transactions may race for it; the loser's INSERT meets the unique index, and the loop
-  -- goes round once more, now finding the winner's job to upsert. The chain charge sits inside the same sub-block
-  -- as the insert, so a lost race never charges the chain.
-  FOR i IN 1..5 LOOP
-    SELECT seq INTO v_seq FROM job_state
-      WHERE dedupe_key = b->>'dedupe_key' AND status IN ('pending', 'retrying')
-      FOR UPDATE;
+  -- An idempotency key: take it (a new key, or one whose window passed), or answer with the job it holds. A
+  -- concurrent call with the same key waits here for the first to commit, then finds its key taken.
+  INSERT INTO idempotency_keys AS k (scope, key, fingerprint, job_id, created_at, expires_at)
+    VALUES (v_key->>'scope', v_key->>'key', v_key->>'fingerprint', b->>'id', p_now,
+      p_now + (v_key->>'window_ms')::bigint * interval '1 millisecond')
+    ON CONFLICT (scope, key) DO UPDATE SET fingerprint = excluded.fingerprint, job_id = excluded.job_id,
+        created_at = excluded.created_at, expires_at = excluded.expires_at
+      WHERE k.expires_at <= p_now;
+  IF NOT FOUND THEN
+    SELECT * INTO v_held FROM idempotency_keys WHERE scope = v_key->>'scope' AND key = v_key->>'key';
+    SELECT * INTO v_job FROM jobs WHERE id = v_held.job_id;
     IF FOUND THEN
-      SELECT * INTO v_job FROM jobs WHERE seq = v_seq;
-      IF v_job.operation_id <> b->>'operation_id' OR v_job.user_id <> b->>'user_id'
-          OR v_job.authority->>'kind' IS DISTINCT FROM b->'authority'->>'kind' THEN
-        RETURN json_build_object('kind', 'dedupe_conflict', 'job', row_to_json(v_job));
-      END IF;
-      UPDATE job_state SET run_at = opqueue_run_time(b, p_now) WHERE seq = v_seq;
-      UPDATE job_specs SET request = p->'request' WHERE seq = v_seq;
-      SELECT * INTO v_job FROM jobs WHERE seq = v_seq;
-      RETURN json_build_object('kind', 'deduplicated', 'job', row_to_json(v_job));
+      RETURN json_build_object('kind',
+        CASE WHEN v_held.fingerprint = v_key->>'fingerprint' THEN 'idempotent_replay' ELSE 'idempotency_conflict' END,
+        'job', row_to_json(v_job));
     END IF;
-    BEGIN
-      RETURN opqueue_create_job(p, b, p_now);
-    EXCEPTION WHEN unique_violation THEN
-      GET STACKED DIAGNOSTICS v_constraint = CONSTRAINT_NAME;
-      IF v_constraint IS DISTINCT FROM 'job_state_dedupe_key' THEN
-        RAISE;
-      END IF;
-    END;
-  END LOOP;
-  RAISE EXCEPTION 'opqueue_insert_job: dedupe key % kept changing hands', b->>'dedupe_key';
+    -- The job it answered with is gone (deleted by hand): the key answers for this call's job instead.
+    UPDATE idempotency_keys SET fingerprint = v_key->>'fingerprint', job_id = b->>'id', created_at = p_now,
+        expires_at = p_now + (v_key->>'window_ms')::bigint * interval '1 millisecond'
+      WHERE scope = v_key->>'scope' AND key = v_key->>'key';
+  END IF;
+  v_outcome := opqueue_insert_unkeyed(p, b, p_now);
+  IF v_outcome->>'kind' = 'deduplicated' THEN
+    UPDATE idempotency_keys SET job_id = v_outcome->'job'->>'id' WHERE scope = v_key->>'scope' AND key = v_key->>'key';
+  ELSIF v_outcome->>'kind' <> 'created' THEN
+    -- Refused: the key is not used up.
+    DELETE FROM idempotency_keys WHERE scope = v_key->>'scope' AND key = v_key->>'key';
+  END IF;
+  RETURN v_outcome;
 END
 $$;

@@ -1,4 +1,4 @@
--- opqueue_next_run_at: its current text (migration 0010). Checked by test/store/postgres-sql.test.ts.
+-- opqueue_next_run_at: its current text (migrations 0010, 0011). Checked by test/store/postgres-sql.test.ts.
 --
 -- When a claim may next find a job: the earliest run time of a claimable job whose gates are open, or the time a rate
 -- limit will let it start if that is later; NULL when nothing waits that a claim could take (a node then sleeps until
@@ -19,7 +19,7 @@ BEGIN
                    OR key_rate_limit IS NOT NULL OR max_concurrency IS NOT NULL OR concurrency_limit > 1)
       AND NOT EXISTS (SELECT 1 FROM paused_keys) THEN
     SELECT s.run_at INTO v_next FROM job_state s
-    WHERE s.status IN ('pending', 'retrying')
+    WHERE s.status IN ('pending', 'retrying') AND (s.expires_at IS NULL OR s.expires_at > p_now)
       AND (s.concurrency_key IS NULL OR NOT EXISTS (
         SELECT 1 FROM job_state r WHERE r.concurrency_key = s.concurrency_key AND r.status = 'running'))
     ORDER BY s.run_at
@@ -30,7 +30,7 @@ BEGIN
   WITH first AS (
     SELECT s.operation_id, s.lane, s.concurrency_key, extract(epoch FROM s.run_at) * 1000 AS run_at_ms
     FROM job_state s
-    WHERE s.status IN ('pending', 'retrying')
+    WHERE s.status IN ('pending', 'retrying') AND (s.expires_at IS NULL OR s.expires_at > p_now)
     ORDER BY s.run_at
     LIMIT 1000
   ), operation_gate AS MATERIALIZED (

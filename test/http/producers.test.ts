@@ -1,0 +1,232 @@
+/**
+ * What producers send beyond the contract, over HTTP (docs/api.md, "Batch enqueue", "Idempotency", "Expiry";
+ * docs/tracing.md): POST /jobs/batch answering each item in order, Idempotency-Key on POST /jobs, ttl_ms and
+ * expires_at, and the traceparent a job keeps. One fresh service per test, on SQLite and then PostgreSQL.
+ */
+import { describe, test } from "node:test";
+import assert from "node:assert/strict";
+import type { Job } from "../../src/job/schemas.js";
+import type { TestService } from "../helpers/service.js";
+import { assertError, buildReport, driveTo, enqueue, getJob, JOB_FIELDS, postJob, startService, welcomeEmail } from "../helpers/jobs.js";
+
+interface BatchResult {
+  status: number;
+  job?: Job;
+  replayed?: true;
+  code?: string;
+  message?: string;
+}
+
+/** POST /jobs/batch with `jobs` (and optional headers); the response. */
+async function postBatch(
+  s: TestService,
+  jobs: unknown[],
+  options: { claims?: Parameters<TestService["assertion"]>[0]; headers?: Record<string, string>; payload?: unknown } = {},
+) {
+  return s.inject({
+    method: "POST",
+    url: "/jobs/batch",
+    token: await s.assertion(options.claims ?? {}),
+    payload: (options.payload ?? { jobs }) as object,
+    ...(options.headers ? { headers: options.headers } : {}),
+  });
+}
+
+/** POST /jobs/batch that must answer 200; its results. */
+async function batch(s: TestService, jobs: unknown[], claims: Parameters<TestService["assertion"]>[0] = {}): Promise<BatchResult[]> {
+  const res = await postBatch(s, jobs, { claims });
+  assert.equal(res.statusCode, 200, res.body);
+  return (res.json() as { results: BatchResult[] }).results;
+}
+
+describe("POST /jobs/batch", () => {
+  test("answers each item in order: created, deduplicated, and each refusal with the status and code POST /jobs would give", async (t) => {
+    const s = await startService(t, { configure: (raw) => void (raw["limits"] = { spawn_cap: 3 }) });
+    const holder = await enqueue(s, welcomeEmail({ dedupe_key: "dk" }), { rid: "other-chain" });
+    const results = await batch(s, [
+      buildReport(),
+      welcomeEmail({ dedupe_key: "dk" }),
+      { operation_id: "buildReport", request: {}, bogus: 1 },
+      buildReport({ operation_id: "noSuchOperation" }),
+      { operation_id: "recordEmailSent", request: { path_params: { emailId: "1" } } },
+      welcomeEmail({ request: { path_params: {} } }),
+      buildReport({ request: { body: "x".repeat(17_000) } }),
+      buildReport(),
+      buildReport(),
+      buildReport(),
+      buildReport({ ttl_ms: 1000, delay_ms: 5000 }),
+    ]);
+    assert.deepEqual(
+      results.map((result) => [result.status, result.code ?? null]),
+      [
+        [201, null],
+        [200, null],
+        [400, "invalid_request"],
+        [422, "unknown_operation"],
+        [403, "trigger_not_allowed"],
+        [400, "missing_path_param"],
+        [400, "payload_too_large"],
+        [201, null],
+        [201, null],
+        [429, "spawn_cap_exceeded"],
+        [400, "invalid_request"],
+      ],
+    );
+    assert.equal(results[1]?.job?.id, holder.id, "the upsert answers with the job holding the key");
+    assert.match(results[2]?.message ?? "", /^jobs\/2/, "an item's schema problem names the item");
+    for (const result of results.filter((r) => r.job)) assert.deepEqual(Object.keys(result.job as Job).sort(), [...JOB_FIELDS]);
+    const created = results.filter((r) => r.status === 201).map((r) => r.job?.id as string);
+    for (const id of created) assert.equal((await getJob(s, id)).status, "pending");
+    // The chain's cap (3) counted the batch's items one by one: three created in it, the fourth refused.
+    assert.equal(created.length, 3);
+  });
+
+  test("refuses the whole request only for what is not a batch: 401 without an assertion, 400 for a bad envelope", async (t) => {
+    const s = await startService(t);
+    const noToken = await s.inject({ method: "POST", url: "/jobs/batch", payload: { jobs: [buildReport()] } });
+    assertError(noToken, 401, "invalid_assertion");
+    for (const payload of [{ jobs: [] }, {}, { jobs: {} }, { jobs: [buildReport()], extra: true }, []]) {
+      assertError(await postBatch(s, [], { payload }), 400, "invalid_request");
+    }
+    assertError(await postBatch(s, [], { payload: { jobs: Array.from({ length: 1001 }, () => buildReport()) } }), 400, "invalid_request");
+    const notJson = await s.inject({
+      method: "POST",
+      url: "/jobs/batch",
+      token: await s.assertion(),
+      payload: "{",
+      headers: { "content-type": "application/json" },
+    });
+    assertError(notJson, 400, "invalid_request");
+    assert.equal((await s.service.store.jobList({ limit: 10 })).length, 0);
+  });
+
+  test("a batch body over limits.batch_body_bytes is 413 body_too_large; a larger batch than POST /jobs takes is accepted", async (t) => {
+    const s = await startService(t, {
+      configure: (raw) => void (raw["limits"] = { batch_body_bytes: 4096 }),
+    });
+    const big = Array.from({ length: 60 }, () => buildReport({ request: { body: { pad: "x".repeat(40) } } }));
+    assertError(await postBatch(s, big), 413, "body_too_large");
+    assert.equal((await batch(s, big.slice(0, 10))).filter((r) => r.status === 201).length, 10);
+  });
+
+  test("a thousand jobs in one batch are all created, under the assertion's caller", async (t) => {
+    const s = await startService(t);
+    const results = await batch(s, Array.from({ length: 1000 }, (_, i) => buildReport({ request: { body: { i } } })), { sub: "u7", rid: "bulk-1" });
+    assert.equal(results.filter((r) => r.status === 201).length, 1000);
+    const job = results[999]?.job as Job;
+    assert.equal(job.user_id, "u7");
+    assert.equal(job.original_request_id, "bulk-1");
+    assert.deepEqual(job.request, { body: { i: 999 } });
+  });
+});
+
+describe("Idempotency-Key", () => {
+  test("the same key again answers 200 with the job it created, marked replayed, even after the job ran", async (t) => {
+    const s = await startService(t);
+    const first = await s.inject({ method: "POST", url: "/jobs", token: await s.assertion(), payload: buildReport(), headers: { "idempotency-key": "order-17" } });
+    assert.equal(first.statusCode, 201, first.body);
+    assert.equal(first.headers["idempotent-replayed"], undefined);
+    const job = (first.json() as { job: Job }).job;
+    await driveTo(s, job.id, "succeeded");
+    const again = await s.inject({ method: "POST", url: "/jobs", token: await s.assertion({ rid: "req-2" }), payload: buildReport(), headers: { "idempotency-key": "order-17" } });
+    assert.equal(again.statusCode, 200, again.body);
+    assert.equal(again.headers["idempotent-replayed"], "true");
+    assert.equal((again.json() as { job: Job }).job.id, job.id);
+    assert.equal((again.json() as { job: Job }).job.status, "succeeded");
+    assert.equal((await s.service.store.jobList({ limit: 10 })).length, 1);
+  });
+
+  test("the body's idempotency_key works as the header does, in batches too; a key is the caller's own", async (t) => {
+    const s = await startService(t);
+    const job = await enqueue(s, buildReport({ idempotency_key: "k1" }));
+    const replay = await postJob(s, buildReport({ idempotency_key: "k1" }));
+    assert.equal(replay.statusCode, 200);
+    assert.equal((replay.json() as { job: Job }).job.id, job.id);
+    const results = await batch(s, [buildReport({ idempotency_key: "k1" }), buildReport({ idempotency_key: "k2" })]);
+    assert.deepEqual(results.map((r) => [r.status, r.replayed ?? false]), [[200, true], [201, false]]);
+    assert.equal(results[0]?.job?.id, job.id);
+    const otherUser = await enqueue(s, buildReport({ idempotency_key: "k1" }), { sub: "u2" });
+    assert.notEqual(otherUser.id, job.id, "another user's key of the same name is another key");
+  });
+
+  test("the same key with another request is 422 idempotency_key_reused; header and body must agree; a malformed key is 400", async (t) => {
+    const s = await startService(t);
+    await enqueue(s, buildReport({ idempotency_key: "k1" }));
+    assertError(await postJob(s, buildReport({ idempotency_key: "k1", priority: 5 })), 422, "idempotency_key_reused");
+    const mismatch = await s.inject({ method: "POST", url: "/jobs", token: await s.assertion(), payload: buildReport({ idempotency_key: "a" }), headers: { "idempotency-key": "b" } });
+    assertError(mismatch, 400, "invalid_request");
+    const malformed = await s.inject({ method: "POST", url: "/jobs", token: await s.assertion(), payload: buildReport(), headers: { "idempotency-key": "has space" } });
+    assertError(malformed, 400, "invalid_request");
+    assertError(await postJob(s, buildReport({ idempotency_key: "" })), 400, "invalid_request");
+  });
+
+  test("a refused enqueue does not use its key up", async (t) => {
+    const s = await startService(t);
+    assertError(await postJob(s, welcomeEmail({ idempotency_key: "k1" }), { op: "cron:nightly" }), 403, "trigger_not_allowed");
+    assert.equal((await postJob(s, welcomeEmail({ idempotency_key: "k1" }))).statusCode, 201);
+  });
+});
+
+describe("expiry", () => {
+  test("ttl_ms and expires_at set when a job expires; the wire form keeps the contract's fields", async (t) => {
+    const s = await startService(t);
+    const now = s.clock.now();
+    const relative = await enqueue(s, buildReport({ ttl_ms: 60_000 }));
+    const absolute = await enqueue(s, buildReport({ expires_at: new Date(now + 120_000).toISOString() }));
+    assert.deepEqual(Object.keys(relative).sort(), [...JOB_FIELDS]);
+    assert.equal((await s.service.store.jobGet({ id: relative.id }))?.expiresAt, now + 60_000);
+    assert.equal((await s.service.store.jobGet({ id: absolute.id }))?.expiresAt, now + 120_000);
+  });
+
+  test("an expiry at or before the job's run time is 400 invalid_request", async (t) => {
+    const s = await startService(t);
+    const now = s.clock.now();
+    assertError(await postJob(s, buildReport({ ttl_ms: 1000, delay_ms: 1000 })), 400, "invalid_request");
+    assertError(await postJob(s, buildReport({ expires_at: new Date(now).toISOString() })), 400, "invalid_request");
+    assertError(
+      await postJob(s, buildReport({ run_at: new Date(now + 10_000).toISOString(), expires_at: new Date(now + 5000).toISOString() })),
+      400,
+      "invalid_request",
+    );
+    assertError(await postJob(s, buildReport({ ttl_ms: 0 })), 400, "invalid_request");
+    assert.equal((await postJob(s, buildReport({ ttl_ms: 2000, delay_ms: 1000 }))).statusCode, 201);
+  });
+
+  test("a job past its expiry ends cancelled with terminal reason expired, never delivered", async (t) => {
+    const s = await startService(t);
+    const job = await enqueue(s, buildReport({ ttl_ms: 1000, delay_ms: 500 }));
+    s.clock.advance(1000);
+    assert.deepEqual(await s.service.store.jobClaimMany({ limit: 10 }), []);
+    await s.service.store.jobExpireMany({ limit: 10 });
+    const expired = await getJob(s, job.id);
+    assert.equal(expired.status, "cancelled");
+    assert.deepEqual(expired.result, { error_body: null, terminal_reason: "expired" });
+    assert.equal(expired.attempt, 0);
+  });
+});
+
+describe("traceparent", () => {
+  test("a valid traceparent is kept with the job; an invalid one is ignored and the enqueue goes on", async (t) => {
+    const s = await startService(t);
+    const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    const kept = await s.inject({ method: "POST", url: "/jobs", token: await s.assertion(), payload: buildReport(), headers: { traceparent } });
+    assert.equal(kept.statusCode, 201);
+    const keptJob = (kept.json() as { job: Job }).job;
+    assert.equal((await s.service.store.jobGet({ id: keptJob.id }))?.traceparent, traceparent);
+    for (const bad of ["00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01", "ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "junk"]) {
+      const res = await s.inject({ method: "POST", url: "/jobs", token: await s.assertion(), payload: buildReport(), headers: { traceparent: bad } });
+      assert.equal(res.statusCode, 201);
+      assert.equal((await s.service.store.jobGet({ id: (res.json() as { job: Job }).job.id }))?.traceparent, null);
+    }
+  });
+
+  test("a chained job carries its parent's trace context unless the call sends its own", async (t) => {
+    const s = await startService(t);
+    const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    const parentRes = await s.inject({ method: "POST", url: "/jobs", token: await s.assertion(), payload: welcomeEmail(), headers: { traceparent } });
+    const parent = (parentRes.json() as { job: Job }).job;
+    await driveTo(s, parent.id, "running");
+    const child = await enqueue(s, { operation_id: "recordEmailSent", request: { path_params: { emailId: "42" } } }, { op: "sendWelcomeEmail", job: parent.id });
+    assert.equal((await s.service.store.jobGet({ id: child.id }))?.traceparent, traceparent);
+  });
+});
