@@ -27,7 +27,7 @@ export interface Sizes {
   backlog: { rows: number };
   /** `jobs` per run for opqueue's store, `peerJobs` for the peers (as in the drain). */
   core: { jobs: number; peerJobs: number };
-  /** Batch enqueue: `clients` connections each sending `jobsPerRequest` jobs per request, runs as in `enqueue`. */
+  /** Batch enqueue: `clients` connections each sending `jobsPerRequest` jobs per request, each run after `warmupMs`. */
   batch: { durationMs: number; warmupMs: number; clients: number; jobsPerRequest: number };
 }
 
@@ -39,7 +39,7 @@ export const SIZES: Record<"quick" | "full", Sizes> = {
     latency: { jobs: 150, rate: 100, warmup: 20 },
     backlog: { rows: 100_000 },
     core: { jobs: 4000, peerJobs: 1500 },
-    batch: { durationMs: 1500, warmupMs: 1000, clients: 8, jobsPerRequest: 500 },
+    batch: { durationMs: 1500, warmupMs: 800, clients: 8, jobsPerRequest: 500 },
   },
   full: {
     runs: 3,

@@ -206,10 +206,11 @@ export class CpuSeries {
     if (perJob.databaseUs !== null) this.database.push(perJob.databaseUs);
   }
 
+  /** Adds the three figures; a system without a database server gets an empty one ("–"), so every table has the same columns. */
   record(recorder: ScenarioRecorder, common: { system: string; label: string; engine: Engine | null }): void {
     if (this.all.length === 0) return;
     recorder.add({ ...common, metric: CPU_METRICS.all, unit: "µs", values: this.all });
     recorder.add({ ...common, metric: CPU_METRICS.system, unit: "µs", values: this.system });
-    if (this.database.length > 0) recorder.add({ ...common, metric: CPU_METRICS.database, unit: "µs", values: this.database });
+    recorder.add({ ...common, metric: CPU_METRICS.database, unit: "µs", values: this.database });
   }
 }

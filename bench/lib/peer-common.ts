@@ -1,23 +1,13 @@
 /**
- * What the reference servers and workers share: the enqueue body they accept (opqueue's own schema, so every
- * route validates the same thing), the listening Fastify app, and the delivery they make (the same POST opqueue
- * makes to `buildReport`, over an undici keep-alive pool of 64 connections).
+ * What the reference servers and workers share: the enqueue body and the batch of them they accept (opqueue's own
+ * schemas, so every route validates the same thing), the listening Fastify app, and the delivery they make (the same
+ * POST opqueue makes to `buildReport`, over an undici keep-alive pool of 64 connections).
  */
-import { Type } from "@sinclair/typebox";
 import Fastify, { type FastifyInstance } from "fastify";
 import { Agent } from "undici";
-import { EnqueueBody } from "../../src/job/schemas.js";
+import { BatchEnqueueBody, EnqueueBody } from "../../src/job/schemas.js";
 
-export { EnqueueBody };
-
-/** Most items a batch may hold (opqueue's `POST /jobs/batch` takes 1 to 1,000). */
-export const MAX_BATCH_ITEMS = 1000;
-
-/** The body of a batch enqueue, as opqueue's `POST /jobs/batch` takes it: `{jobs: [enqueue body, ...]}`. */
-export const EnqueueBatchBody = Type.Object(
-  { jobs: Type.Array(EnqueueBody, { minItems: 1, maxItems: MAX_BATCH_ITEMS }) },
-  { additionalProperties: false },
-);
+export { BatchEnqueueBody, EnqueueBody };
 
 /** What a peer job carries: the parts of the enqueue body a delivery needs. */
 export interface PeerPayload {

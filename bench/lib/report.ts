@@ -59,12 +59,13 @@ const METHOD = `## How these figures are made
   is empty.
 - **Batch enqueue (7).** 8 clients POST \`/jobs/batch\` with 500 jobs each (scenario 1's \`buildReport\` body, due in
   an hour), one request in flight per connection, each request with a freshly minted assertion; opqueue answers 200
-  with one result per item, in order, and the rate counts the items answered 201, read from every answer. Measured in
-  turns with opqueue's single-job enqueue as in scenario 1 (32 clients, a database of its own), so the batch ÷
-  single-job ratio compares figures of the same turns, and with a Fastify route that validates the same batch body
-  (opqueue's enqueue schema per item, 1 to 1,000 items) and calls BullMQ's \`Queue.addBulk\` once with all of it, on
-  a Redis server of its own with AOF always. Latencies are per request. The goals are SQLite's; PostgreSQL's ratios
-  are shown beside.
+  with one result per item, in order. The rate counts the items answered 201, read from every answer arriving within
+  the measured window (every enqueue rate counts the answers arriving in it); each run gets the whole warm-up, since
+  one batch can take a good part of a second on a loaded machine. Latencies are per request. Measured in turns with
+  opqueue's single-job enqueue as in scenario 1 (32 clients, a database of its own), so the batch ÷ single-job ratio
+  compares figures of the same turns, and with a Fastify route that validates the same body (opqueue's own
+  \`BatchEnqueueBody\` schema: 1 to 1,000 enqueue bodies) and calls BullMQ's \`Queue.addBulk\` once with all of
+  it, on a Redis server of its own with AOF always. The goals are SQLite's; PostgreSQL's ratios are shown beside.
 - **CPU per job, all processes** (enqueue, drain, batch). The CPU time (user + system, every thread) of every process
   of a system, read from \`/proc/<pid>/stat\` (clock ticks of \`getconf CLK_TCK\`) when the measured window opens and
   when it closes, divided by the jobs done in it, and split into the system's own processes and its database server.

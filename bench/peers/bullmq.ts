@@ -19,7 +19,7 @@ import { createPostgresBackend, Queue, Worker } from "bullmq";
 import { serveCommands } from "../lib/ipc.js";
 import {
   addConcurrently,
-  EnqueueBatchBody,
+  BatchEnqueueBody,
   EnqueueBody,
   listenApp,
   PeerDeliverer,
@@ -144,7 +144,7 @@ async function startApi(): Promise<{ port: number }> {
       );
       return reply.code(201).send({ job: { id: job.id, operation_id: body.operation_id } });
     });
-    app.post("/jobs/batch", { schema: { body: EnqueueBatchBody } }, async (request, reply) => {
+    app.post("/jobs/batch", { schema: { body: BatchEnqueueBody } }, async (request, reply) => {
       const items = (request.body as { jobs: Array<PeerPayload & { delay_ms?: number; run_at?: string }> }).jobs;
       const jobs = await queue.addBulk(
         items.map((body) => ({

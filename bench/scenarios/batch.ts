@@ -20,8 +20,8 @@ export async function runBatch(ctx: Context): Promise<ScenarioResult> {
   const recorder = new ScenarioRecorder("batch", "Batch enqueue over HTTP", {
     batches: `${jobsPerRequest} jobs per POST /jobs/batch (buildReport, delay_ms 3,600,000: nothing delivered), ${clients} keep-alive connections, one request in flight each, a fresh assertion per request`,
     "single-job rows": `scenario 1's POST /jobs from ${sizes.enqueue.clients} connections, on a database of their own, measured in the same turns`,
-    runs: `${sizes.runs} × ${durationMs / 1000} s (after ${warmupMs / 1000} s warm-up), in turns: every system's first run, then every system's second, and so on`,
-    rate: "jobs answered 201 per second, a batch's items counted one by one",
+    runs: `${sizes.runs} × ${durationMs / 1000} s, each after ${warmupMs / 1000} s of warm-up, in turns: every system's first run, then every system's second, and so on`,
+    rate: "jobs answered 201 per second within the window, a batch's items counted one by one",
     latency: "per request",
   });
   const progress = new Progress("batch");
