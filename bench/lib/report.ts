@@ -82,8 +82,9 @@ const METHOD = `## How these figures are made
   that system's, with nothing subtracted: a little of it is other work (the idle processes of the other systems, such
   as opqueue nodes polling once a second and pg-boss's maintenance, and anything else using the server). Its idle CPU
   over a quiet window, read once per run, is given under "This run" to judge by. Each column is the median of its own
-  runs, so the two parts need not add up to the total. A tick is 10 ms and each process read may be off by one, so
-  over the quick mode's short windows (a fraction of a second for a fast peer's drain) these figures are coarse.
+  runs, so the two parts need not add up to the total. A tick is 10 ms (CLK_TCK 100, as usual) and each process
+  read may be off by one, so over the quick mode's short windows (a fraction of a second for a fast peer's drain)
+  these figures are coarse.
 - Each figure is the median of the runs, with (min–max). Ratios of the goals use medians of the same run.
   The enqueue and drain scenarios, whose ratios are goals, measure in turns: every system's first run, then every
   system's second, and so on (their servers and workers started once beforehand), so a change in the machine's
