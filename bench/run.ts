@@ -6,7 +6,7 @@
  *
  * Options:
  *   --full                 the issue's sizes
- *   --only a,b             only these scenarios (enqueue, drain, latency, backlog, core)
+ *   --only a,b             only these scenarios (enqueue, drain, latency, backlog, core, batch)
  *   --engine sqlite|postgres  only this opqueue engine (references still run)
  *   --profile DIR          serve processes write CPU profiles (--cpu-prof) into DIR
  *   --skip-peers           measure opqueue only (no references)
@@ -25,6 +25,7 @@ import { join, relative } from "node:path";
 import { parseArgs } from "node:util";
 import { throughputSvg } from "./lib/chart.js";
 import { Context, ENGINE_LABEL, SIZES } from "./lib/context.js";
+import { idleCpuMs } from "./lib/cpu.js";
 import { evaluateGoals } from "./lib/goals.js";
 import { ROOT } from "./lib/ipc.js";
 import { checkpoint, dropLeftoverSchemas } from "./lib/pg.js";
@@ -32,6 +33,7 @@ import { benchmarksMarkdown } from "./lib/report.js";
 import { describeEnvironment, sampleBusyCores, SCENARIOS, type Engine, type Results, type ScenarioId, type ScenarioResult } from "./lib/results.js";
 import { formatSummary } from "./lib/stats.js";
 import { runBacklog } from "./scenarios/backlog.js";
+import { runBatch } from "./scenarios/batch.js";
 import { runCore } from "./scenarios/core.js";
 import { runDrain } from "./scenarios/drain.js";
 import { runEnqueue } from "./scenarios/enqueue.js";
@@ -43,7 +45,19 @@ const RUNNERS: Record<ScenarioId, (ctx: Context) => Promise<ScenarioResult>> = {
   latency: runLatency,
   backlog: runBacklog,
   core: runCore,
+  batch: runBatch,
 };
+
+/** The scenarios that report CPU per job of every process of a system (and so the idle server's CPU beside). */
+const CPU_SCENARIOS: ScenarioId[] = ["enqueue", "drain", "batch"];
+
+/** The PostgreSQL server's CPU over a quiet window as long as an enqueue run's (see Results.idlePostgres). */
+async function idlePostgres(ctx: Context, busyCoresBefore: number): Promise<NonNullable<Results["idlePostgres"]>> {
+  const server = await ctx.postgresServer();
+  if (server.root === null) return { error: server.reason };
+  const windowMs = ctx.sizes.enqueue.durationMs;
+  return { windowMs, cpuMs: await idleCpuMs(server.root, windowMs), busyCoresBefore };
+}
 
 const { values } = parseArgs({
   options: {
@@ -120,6 +134,15 @@ function printSummary(results: Results): void {
     }
     for (const note of scenario.notes) out.push(`  note: ${note}`);
   }
+  const idle = results.idlePostgres;
+  if (idle) {
+    out.push(
+      "",
+      "error" in idle
+        ? `Idle PostgreSQL server: not read (${idle.error})`
+        : `Idle PostgreSQL server: ${idle.cpuMs.toFixed(0)} ms of CPU over a quiet ${(idle.windowMs / 1000).toFixed(1)} s`,
+    );
+  }
   const goals = evaluateGoals(results);
   const unmeasured = goals.filter((goal) => goal.met === null).length;
   out.push("", `Goals${unmeasured > 0 ? ` (${unmeasured} not measured in this run, not shown)` : ""}:`);
@@ -168,6 +191,7 @@ async function main(): Promise<void> {
   const command = `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(" ")}` : ""}`;
   process.stderr.write(`${command}: ${mode} mode, engines ${ctx.engines.join(", ")}, load average ${environment.machine["loadavg_at_start"]}\n`);
   const scenarios: ScenarioResult[] = [];
+  let idle: Results["idlePostgres"];
   try {
     for (const id of SCENARIOS) {
       if (only.length > 0 && !only.includes(id)) continue;
@@ -177,6 +201,10 @@ async function main(): Promise<void> {
       while (busy > 0.5 && performance.now() < quietUntil) {
         process.stderr.write(`${id}: waiting for the machine to settle (${busy.toFixed(2)} cores busy elsewhere)\r`);
         busy = await sampleBusyCores(2000);
+      }
+      if (idle === undefined && CPU_SCENARIOS.includes(id)) {
+        process.stderr.write(`${id}: reading the idle PostgreSQL server's CPU (${ctx.sizes.enqueue.durationMs / 1000} s)\n`);
+        idle = await idlePostgres(ctx, busy);
       }
       try {
         scenarios.push(await RUNNERS[id](ctx));
@@ -214,6 +242,7 @@ async function main(): Promise<void> {
       "limits.spawn_cap": "2,000,000,000",
       "log level": "warn",
     },
+    ...(idle ? { idlePostgres: idle } : {}),
     scenarios,
     totalSeconds: Math.round((performance.now() - started) / 100) / 10,
   };

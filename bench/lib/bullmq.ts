@@ -5,6 +5,7 @@
  * schema. bench/peers/bullmq.ts takes the returned arguments.
  */
 import type { Context } from "./context.js";
+import type { CpuRoot } from "./cpu.js";
 import { dropSchema, freshSchema, PG_URL } from "./pg.js";
 import { redisVersion, startRedis } from "./redis.js";
 import type { ScenarioRecorder } from "./results.js";
@@ -16,34 +17,44 @@ export interface BullmqBackend {
   label: string;
   /** Arguments for bench/peers/bullmq.ts. */
   args: string[];
+  /** The Redis server's processes (its AOF rewrites fork), whose CPU is the row's database server's; null on PostgreSQL. */
+  redis: CpuRoot | null;
 }
 
+/** The backends a scenario may ask for: Redis with AOF always, Redis with AOF everysec, PostgreSQL. */
+export type BullmqBackendKind = "always" | "everysec" | "postgres";
+
 /**
- * Prepares every BullMQ backend this machine can run, in the run's temporary folder, adding each one's clean-up to
- * `cleanups` as soon as it exists (so a failure halfway still removes those already made). A missing redis-server
- * leaves the Redis rows out, with a note in the scenario's results.
+ * Prepares the BullMQ backends of `kinds` (all by default) this machine can run, in the run's temporary folder, adding
+ * each one's clean-up to `cleanups` as soon as it exists (so a failure halfway still removes those already made). A
+ * missing redis-server leaves the Redis rows out, with a note in the scenario's results.
  */
 export async function prepareBullmqBackends(
   ctx: Context,
   recorder: ScenarioRecorder,
   cleanups: Array<() => Promise<void>>,
+  kinds: BullmqBackendKind[] = ["always", "everysec", "postgres"],
 ): Promise<BullmqBackend[]> {
   const backends: BullmqBackend[] = [];
-  if (redisVersion() === null) {
+  const appendfsyncs = (["always", "everysec"] as const).filter((kind) => kinds.includes(kind));
+  if (appendfsyncs.length > 0 && redisVersion() === null) {
     recorder.note("BullMQ on Redis left out: no redis-server on this machine");
   } else {
-    for (const appendfsync of ["always", "everysec"] as const) {
+    for (const appendfsync of appendfsyncs) {
       const redis = await startRedis({ parentDir: ctx.tmp, appendfsync });
       cleanups.push(() => redis.stop());
       backends.push({
         system: appendfsync === "always" ? "bullmq" : "bullmq-everysec",
         label: `Redis, AOF ${appendfsync}`,
         args: ["--redis-port", String(redis.port)],
+        redis: { pid: redis.pid, scope: "tree" },
       });
     }
   }
-  const schema = freshSchema("bench_bmq");
-  cleanups.push(() => dropSchema(schema));
-  backends.push({ system: "bullmq-postgres", label: "PostgreSQL", args: ["--database", PG_URL, "--schema", schema] });
+  if (kinds.includes("postgres")) {
+    const schema = freshSchema("bench_bmq");
+    cleanups.push(() => dropSchema(schema));
+    backends.push({ system: "bullmq-postgres", label: "PostgreSQL", args: ["--database", PG_URL, "--schema", schema], redis: null });
+  }
   return backends;
 }

@@ -5,8 +5,10 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { CpuRoot } from "./cpu.js";
 import { Child } from "./ipc.js";
-import type { LoadResult, LoadTask } from "./loadgen.js";
+import type { LoadResult, LoadTask, LoadWindowEdge } from "./loadgen.js";
+import { postgresServer } from "./pg.js";
 import type { Engine } from "./results.js";
 
 /** How big and how often, per mode. */
@@ -25,6 +27,8 @@ export interface Sizes {
   backlog: { rows: number };
   /** `jobs` per run for opqueue's store, `peerJobs` for the peers (as in the drain). */
   core: { jobs: number; peerJobs: number };
+  /** Batch enqueue: `clients` connections each sending `jobsPerRequest` jobs per request, each run after `warmupMs`. */
+  batch: { durationMs: number; warmupMs: number; clients: number; jobsPerRequest: number };
 }
 
 export const SIZES: Record<"quick" | "full", Sizes> = {
@@ -35,6 +39,7 @@ export const SIZES: Record<"quick" | "full", Sizes> = {
     latency: { jobs: 150, rate: 100, warmup: 20 },
     backlog: { rows: 100_000 },
     core: { jobs: 4000, peerJobs: 1500 },
+    batch: { durationMs: 1500, warmupMs: 800, clients: 8, jobsPerRequest: 500 },
   },
   full: {
     runs: 3,
@@ -43,6 +48,7 @@ export const SIZES: Record<"quick" | "full", Sizes> = {
     latency: { jobs: 1000, rate: 100, warmup: 50 },
     backlog: { rows: 1_000_000 },
     core: { jobs: 20_000, peerJobs: 20_000 },
+    batch: { durationMs: 10_000, warmupMs: 2000, clients: 8, jobsPerRequest: 500 },
   },
 };
 
@@ -69,6 +75,7 @@ export class Context {
   readonly tmp = mkdtempSync(join(tmpdir(), "opqueue-bench-"));
   private targetChild: Promise<Child> | undefined;
   private loadgenChild: Promise<Child> | undefined;
+  private postgresServerRoot: ReturnType<typeof postgresServer> | undefined;
   private readonly cleanups: Array<() => Promise<unknown>> = [];
 
   constructor(
@@ -96,16 +103,49 @@ export class Context {
     return (await this.target()).call<TargetStats>("stats");
   }
 
+  /**
+   * Zeroes the target's counters. With `watch`, the target announces the first measured arrival after the reset
+   * ("start") and the `expect`th ("end"): a drain's measured window, whose edges `watch.onEdge` hears as they happen.
+   */
+  async resetTarget(watch?: { expect: number; onEdge: (edge: LoadWindowEdge) => void }): Promise<void> {
+    const target = await this.target();
+    target.onProgress = (value) => {
+      const edge = (value as { arrival?: LoadWindowEdge }).arrival;
+      if (edge) watch?.onEdge(edge);
+    };
+    await target.call("reset", { expect: watch?.expect ?? null });
+  }
+
+  /** The local PostgreSQL server's processes (asked once), or null and why when their CPU cannot be read. */
+  postgresServer(): ReturnType<typeof postgresServer> {
+    this.postgresServerRoot ??= postgresServer();
+    return this.postgresServerRoot;
+  }
+
+  /** The server's processes as a database part of a system's CPU; when they cannot be read, `note` hears why. */
+  async postgresCpuRoot(note: (text: string) => void): Promise<CpuRoot | null> {
+    const server = await this.postgresServer();
+    if (server.root === null) note(`PostgreSQL server CPU not counted: ${server.reason}`);
+    return server.root;
+  }
+
   /** The shared load generator (started on first use). */
   loadgen(): Promise<Child> {
     this.loadgenChild ??= Child.start({ name: "loadgen", file: "bench/lib/loadgen.ts" });
     return this.loadgenChild;
   }
 
-  /** Runs one load task in the load generator, reporting its progress. */
-  async load(task: LoadTask, onProgress?: (ok: number) => void): Promise<LoadResult> {
+  /**
+   * Runs one load task in the load generator, reporting its progress; `onWindow` hears the measured window open and
+   * close as the load generator announces it.
+   */
+  async load(task: LoadTask, onProgress?: (ok: number) => void, onWindow?: (edge: LoadWindowEdge) => void): Promise<LoadResult> {
     const loadgen = await this.loadgen();
-    loadgen.onProgress = (value) => onProgress?.((value as { ok: number }).ok);
+    loadgen.onProgress = (value) => {
+      const { ok, window } = value as { ok?: number; window?: LoadWindowEdge };
+      if (window) onWindow?.(window);
+      else if (ok !== undefined) onProgress?.(ok);
+    };
     try {
       return await loadgen.call<LoadResult>("run", task);
     } finally {

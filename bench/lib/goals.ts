@@ -1,5 +1,6 @@
 /** The goals of the issue, as ratios and bounds over the medians of one run. */
 import { ENGINE_LABEL } from "./context.js";
+import { CPU_METRICS } from "./cpu.js";
 import { findFigure, type Engine, type Results, type ScenarioId } from "./results.js";
 
 /** One goal, evaluated: `met` is null when a figure it needs was not measured. */
@@ -26,9 +27,10 @@ export function evaluateGoals(results: Results): GoalResult[] {
     value: number,
     unit: GoalResult["unit"],
     bound: number,
-    direction: "≥" | "≤",
+    direction: "≥" | "≤" | "<",
   ) => {
-    const met = Number.isFinite(value) ? (direction === "≥" ? value >= bound : value <= bound) : null;
+    const holds = { "≥": value >= bound, "≤": value <= bound, "<": value < bound }[direction];
+    const met = Number.isFinite(value) ? holds : null;
     goals.push({ scenario, engine, goal, value, unit, target: `${direction} ${bound}${unit === "×" ? " ×" : ` ${unit}`}`, met });
   };
   for (const engine of ["sqlite", "postgres"] as Engine[]) {
@@ -43,6 +45,14 @@ export function evaluateGoals(results: Results): GoalResult[] {
     add("drain", engine, "drain ÷ graphile-worker (default)", drain / median(results, "drain", "graphile-default", "rate"), "×", 3, "≥");
     add("drain", engine, "drain ÷ pg-boss", drain / median(results, "drain", "pgboss", "rate"), "×", 10, "≥");
     add("drain", engine, "drain ÷ target alone", drain / median(results, "drain", "target", "rate"), "×", 0.5, "≥");
+    // CPU per delivered job, summed over every process of each system (its own and its database server's).
+    const cpu = (system: string) => median(results, "drain", system, CPU_METRICS.all);
+    if (engine === "postgres") {
+      add("drain", engine, "CPU per job, all processes ÷ graphile-worker (batched)", cpu(me) / cpu("graphile-batched"), "×", 0.8, "≤");
+      add("drain", engine, "CPU per job, all processes ÷ BullMQ (Redis, AOF always)", cpu(me) / cpu("bullmq"), "×", 1, "≤");
+    } else {
+      add("drain", engine, "CPU per job, all processes ÷ opqueue (PostgreSQL)", cpu(me) / cpu("opqueue-postgres"), "×", 1, "<");
+    }
     add("latency", engine, "latency p50, one node", median(results, "latency", me, "p50"), "ms", 5, "≤");
     add("latency", engine, "latency p99, one node", median(results, "latency", me, "p99"), "ms", 25, "≤");
     if (engine === "postgres") {
@@ -51,8 +61,22 @@ export function evaluateGoals(results: Results): GoalResult[] {
     add("backlog", engine, "enqueue with backlog ÷ empty", median(results, "backlog", me, "enqueue_rate") / enqueue, "×", 0.8, "≥");
     add("backlog", engine, "drain with backlog ÷ empty", median(results, "backlog", me, "drain_rate") / drain, "×", 0.8, "≥");
     add("backlog", engine, "peak RSS with backlog", median(results, "backlog", me, "peak_rss"), "MB", 200, "≤");
+    if (engine === "sqlite") {
+      const [single, bulk] = batchRatios(results, engine);
+      add("batch", engine, "batch enqueue ÷ single-job enqueue", single, "×", 4, "≥");
+      add("batch", engine, "batch enqueue ÷ Fastify + BullMQ addBulk", bulk, "×", 1.5, "≥");
+    }
   }
   return goals;
+}
+
+/**
+ * The batch scenario's ratios for one engine, from medians: batch enqueue ÷ opqueue's single-job enqueue of the same
+ * turns, and ÷ the BullMQ addBulk route. Goals on SQLite; reported beside on PostgreSQL.
+ */
+export function batchRatios(results: Results, engine: Engine): [number, number] {
+  const batch = median(results, "batch", `opqueue-${engine}-batch`, "rate");
+  return [batch / median(results, "batch", `opqueue-${engine}`, "rate"), batch / median(results, "batch", "bullmq-bulk-route", "rate")];
 }
 
 export function goalEngineLabel(engine: Engine): string {

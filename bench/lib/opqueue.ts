@@ -17,10 +17,8 @@ import { mintToken } from "../../src/auth/tokens.js";
 import { systemClock } from "../../src/clock.js";
 import { parseConfig } from "../../src/config.js";
 import { AUTH } from "./assertions.js";
+import { clockTicksPerSecond, readProcStat } from "./cpu.js";
 import { ROOT } from "./ipc.js";
-
-/** Linux reports process CPU times in clock ticks of 1/100 s (`getconf CLK_TCK`). */
-const CLOCK_TICKS_PER_SECOND = 100;
 
 /**
  * The product the benchmarks enqueue for: `createUser` may enqueue the background operations `buildReport` (what
@@ -203,15 +201,8 @@ export class ServeProcess {
    * and the deliveries. SQLite's own thread and V8's helper threads make up the rest.
    */
   cpuMs(thread: "all" | "main" = "all"): number | null {
-    const path = thread === "main" ? `/proc/${this.pid}/task/${this.pid}/stat` : `/proc/${this.pid}/stat`;
-    try {
-      const stat = readFileSync(path, "utf8");
-      // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th, in ticks.
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_SECOND;
-    } catch {
-      return null;
-    }
+    const stat = readProcStat(thread === "main" ? `/proc/${this.pid}/task/${this.pid}/stat` : `/proc/${this.pid}/stat`);
+    return stat ? (stat.ownTicks * 1000) / clockTicksPerSecond() : null;
   }
 
   /** Graceful stop (SIGTERM, as an orchestrator would), SIGKILL after 30 s. Returns the peak RSS in MB. */

@@ -1,13 +1,13 @@
 /**
- * What the reference servers and workers share: the enqueue body they accept (opqueue's own schema, so every
- * route validates the same thing), the listening Fastify app, and the delivery they make (the same POST opqueue
- * makes to `buildReport`, over an undici keep-alive pool of 64 connections).
+ * What the reference servers and workers share: the enqueue body and the batch of them they accept (opqueue's own
+ * schemas, so every route validates the same thing), the listening Fastify app, and the delivery they make (the same
+ * POST opqueue makes to `buildReport`, over an undici keep-alive pool of 64 connections).
  */
 import Fastify, { type FastifyInstance } from "fastify";
 import { Agent } from "undici";
-import { EnqueueBody } from "../../src/job/schemas.js";
+import { BatchEnqueueBody, EnqueueBody } from "../../src/job/schemas.js";
 
-export { EnqueueBody };
+export { BatchEnqueueBody, EnqueueBody };
 
 /** What a peer job carries: the parts of the enqueue body a delivery needs. */
 export interface PeerPayload {

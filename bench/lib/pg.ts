@@ -1,6 +1,7 @@
 /** The local PostgreSQL server the benchmarks use: fresh schemas, clean-up, and what to record about the server. */
 import { randomBytes } from "node:crypto";
 import pg from "pg";
+import { readProcStat, type CpuRoot } from "./cpu.js";
 
 /** The database every PostgreSQL scenario uses (each system in a fresh schema). */
 export const PG_URL = process.env["BENCH_DATABASE_URL"] ?? "postgres://postgres@127.0.0.1:5432/postgres";
@@ -97,6 +98,26 @@ export async function waitForApplication(applicationName: string, timeoutMs = 30
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
     throw new Error(`no connection named ${applicationName} within ${timeoutMs} ms`);
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * The local server's processes, for reading their CPU: the postmaster (the parent of this connection's backend) and
+ * every process under it. Null, with the reason, when the server is not a process of this machine (or /proc does not
+ * show it): its CPU cannot be read here.
+ */
+export async function postgresServer(): Promise<{ root: CpuRoot } | { root: null; reason: string }> {
+  const client = await adminClient();
+  try {
+    const { rows } = await client.query<{ pid: number }>("SELECT pg_backend_pid() AS pid");
+    const backend = readProcStat(`/proc/${rows[0]?.pid ?? 0}/stat`);
+    const postmaster = backend ? readProcStat(`/proc/${backend.ppid}/stat`) : null;
+    if (!backend || backend.comm !== "postgres" || !postmaster || postmaster.comm !== "postgres") {
+      return { root: null, reason: `the PostgreSQL server at ${new URL(PG_URL).host} is not a process this machine's /proc shows` };
+    }
+    return { root: { pid: backend.ppid, scope: "tree" } };
   } finally {
     await client.end();
   }

@@ -18,6 +18,8 @@ export type AppendFsync = "always" | "everysec";
 
 export interface RedisServer {
   port: number;
+  /** The redis-server process (whose CPU a BullMQ row counts as its database server's). */
+  pid: number;
   stop(): Promise<void>;
 }
 
@@ -79,6 +81,7 @@ export async function startRedis(options: { parentDir: string; appendfsync: Appe
   }
   return {
     port,
+    pid: child.pid ?? 0,
     async stop() {
       if (child.exitCode === null) {
         const exited = once(child, "exit");

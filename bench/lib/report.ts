@@ -4,11 +4,11 @@
  * The generator owns the whole file, including the method section below. Section 6, flow control, is measured apart
  * (bench/flow.ts and bench/drain-compare.ts) and comes from the newest bench/results/flow-*.json.
  */
-import { evaluateGoals, goalEngineLabel } from "./goals.js";
+import { batchRatios, evaluateGoals, goalEngineLabel } from "./goals.js";
 import { jobsPerRun, SIZES, type Sizes } from "./context.js";
 import { newestFlowSection } from "./flow-report.js";
 import { ROOT } from "./ipc.js";
-import type { Figure, Results, ScenarioResult } from "./results.js";
+import type { Engine, Figure, Results, ScenarioResult } from "./results.js";
 import { formatNumber, formatSummary } from "./stats.js";
 
 const METHOD = `## How these figures are made
@@ -57,6 +57,34 @@ const METHOD = `## How these figures are made
 - **Core (5).** The built store in its own process: \`jobInsert\` from 32 concurrent callers, then claim 64 /
   complete 64 until empty; peers: \`addJob\` / \`send\` / \`add\` 32 at a time, then no-op handlers until the queue
   is empty.
+- **Batch enqueue (7).** 8 clients POST \`/jobs/batch\` with 500 jobs each (scenario 1's \`buildReport\` body, due in
+  an hour), one request in flight per connection, each request with a freshly minted assertion; opqueue answers 200
+  with one result per item, in order. The rate counts the items answered 201, read from every answer arriving within
+  the measured window (every enqueue rate counts the answers arriving in it); each run gets the whole warm-up, since
+  one batch can take a good part of a second on a loaded machine. Latencies are per request. Measured in turns with
+  opqueue's single-job enqueue as in scenario 1 (32 clients, a database of its own), so the batch ÷ single-job ratio
+  compares figures of the same turns, and with a Fastify route that validates the same body (opqueue's own
+  \`BatchEnqueueBody\` schema: 1 to 1,000 enqueue bodies) and calls BullMQ's \`Queue.addBulk\` once with all of
+  it, on a Redis server of its own with AOF always. The goals are SQLite's; PostgreSQL's ratios are shown beside.
+- **CPU per job, all processes** (enqueue, drain, batch). The CPU time (user + system, every thread) of every process
+  of a system, read from \`/proc/<pid>/stat\` (clock ticks of \`getconf CLK_TCK\`) when the measured window opens and
+  when it closes, divided by the jobs done in it, and split into the system's own processes and its database server.
+  Its own: the opqueue serve node, or the peer's route or worker process (tsx's esbuild helper, which only compiled
+  the peer's TypeScript, left out). Its database server: for a PostgreSQL row, every process of the local server
+  (the postmaster and every child of it; a backend that exits within the window still counts, through the time the
+  postmaster has reaped); for BullMQ on Redis, that row's own redis-server. opqueue on SQLite and the bare route have no
+  server. The load generator and the target are left out: they are the same for every system. Windows: enqueue and
+  batch, the load generator's measured window, announced as it opens and closes, per job answered 201 within it;
+  drain, the rate's window, from the first arrival at the target to the last, announced by the target, so nobody's
+  start-up or first fetch before it, nor the last outcome writes after it, is counted. The node CPU and main
+  thread columns of the drain keep their own window (from the end of the warm-up until the target has every job).
+  The PostgreSQL server is shared, but systems are measured one at a time, so its CPU within a system's window is
+  that system's, with nothing subtracted: a little of it is other work (the idle processes of the other systems, such
+  as opqueue nodes polling once a second and pg-boss's maintenance, and anything else using the server). Its idle CPU
+  over a quiet window, read once per run, is given under "This run" to judge by. Each column is the median of its own
+  runs, so the two parts need not add up to the total. A tick is 10 ms (CLK_TCK 100, as usual) and each process
+  read may be off by one, so over the quick mode's short windows (a fraction of a second for a fast peer's drain)
+  these figures are coarse.
 - Each figure is the median of the runs, with (min–max). Ratios of the goals use medians of the same run.
   The enqueue and drain scenarios, whose ratios are goals, measure in turns: every system's first run, then every
   system's second, and so on (their servers and workers started once beforehand), so a change in the machine's
@@ -66,7 +94,7 @@ const METHOD = `## How these figures are made
 What bounds these figures on this machine, and the speed-ups tried that did not pay:
 [docs/performance.md](docs/performance.md).
 
-Reproduce: \`npm run bench\` (quick) or \`npm run bench -- --full\`; \`--only enqueue,drain\` and
+Reproduce: \`npm run bench\` (quick) or \`npm run bench -- --full\`; \`--only enqueue,drain,batch\` and
 \`--engine sqlite|postgres\` narrow a run (narrowed runs do not rewrite this file; \`--report FILE.json\` regenerates
 it and the chart from a results file).`;
 
@@ -89,6 +117,15 @@ const METRIC_NAMES: Record<string, string> = {
   drain_peak_rss: "drain peak RSS",
   drain_cpu_per_job: "drain node CPU per job",
   drain_cpu_main_per_job: "drain main thread CPU per job",
+  cpu_all_per_job: "CPU per job, all processes",
+  cpu_system_per_job: "of which its own processes",
+  cpu_db_per_job: "of which its database server",
+};
+
+/** Where a scenario names a metric otherwise: an enqueue's CPU is per enqueued job. */
+const SCENARIO_METRIC_NAMES: Record<string, Record<string, string>> = {
+  enqueue: { cpu_all_per_job: "CPU per enqueued job, all processes" },
+  batch: { cpu_all_per_job: "CPU per enqueued job, all processes" },
 };
 
 const TITLES: Record<string, string> = {
@@ -97,7 +134,11 @@ const TITLES: Record<string, string> = {
   latency: "3. Enqueue-to-target latency",
   backlog: "4. Backlog",
   core: "5. Core: the store alone",
+  batch: "7. Batch enqueue over HTTP",
 };
+
+/** Section 6 (flow control) comes from its own results file and goes between these scenarios and the later ones. */
+const BEFORE_FLOW = new Set(["enqueue", "drain", "latency", "backlog", "core"]);
 
 function scenarioTable(scenario: ScenarioResult): string {
   const columns: Array<{ metric: string; unit: string }> = [];
@@ -110,7 +151,8 @@ function scenarioTable(scenario: ScenarioResult): string {
     if (!row) rows.push((row = { label: figure.label, figures: [] }));
     row.figures.push(figure);
   }
-  const header = `| system | ${columns.map((c) => `${METRIC_NAMES[c.metric] ?? c.metric} (${c.unit})`).join(" | ")} |`;
+  const name = (metric: string) => SCENARIO_METRIC_NAMES[scenario.id]?.[metric] ?? METRIC_NAMES[metric] ?? metric;
+  const header = `| system | ${columns.map((c) => `${name(c.metric)} (${c.unit})`).join(" | ")} |`;
   const rule = `|---|${columns.map(() => "---:").join("|")}|`;
   const body = rows.map((row) => {
     const cells = columns.map((c) => formatSummary(row.figures.find((f) => f.metric === c.metric)?.summary));
@@ -129,6 +171,31 @@ function settingsList(settings: Record<string, string | number>): string {
 /** The core scenario's jobs per run; results files written before the peers had a number of their own say `enqueueJobs`. */
 function coreJobs(core: Sizes["core"] | { enqueueJobs: number }): string {
   return jobsPerRun("jobs" in core ? core : { jobs: core.enqueueJobs });
+}
+
+/** The "This run" line on the idle PostgreSQL server's CPU. */
+function idlePostgresLine(idle: NonNullable<Results["idlePostgres"]>): string {
+  if ("error" in idle) return `- **Idle PostgreSQL server:** not read (${idle.error}).`;
+  const percentOfCore = (idle.cpuMs / idle.windowMs) * 100;
+  return (
+    `- **Idle PostgreSQL server:** ${formatNumber(idle.cpuMs)} ms of CPU over a quiet ${formatNumber(idle.windowMs / 1000)} s ` +
+    `(${formatNumber(percentOfCore)} % of one core), read once before the first scenario counting CPU, with nothing of this run ` +
+    `running (${idle.busyCoresBefore.toFixed(2)} cores busy with other work just before). The CPU per job figures subtract nothing: ` +
+    "a PostgreSQL row's database part holds this idle share of its window too."
+  );
+}
+
+/** The batch scenario's ratios per engine, as the goals compute them (SQLite's are goals; PostgreSQL's are not). */
+function batchRatioLines(results: Results): string[] {
+  return (["sqlite", "postgres"] as Engine[]).flatMap((engine) => {
+    const [single, bulk] = batchRatios(results, engine);
+    if (!Number.isFinite(single) && !Number.isFinite(bulk)) return [];
+    const ratio = (value: number) => (Number.isFinite(value) ? `${value.toFixed(2)} ×` : "–");
+    const goals = engine === "sqlite" ? " (goals in the table above)" : " (no goal)";
+    return [
+      `- ${goalEngineLabel(engine)}: batch ÷ single-job enqueue ${ratio(single)}, ÷ Fastify + BullMQ addBulk ${ratio(bulk)}${goals}; ratios of medians.`,
+    ];
+  });
 }
 
 /** The whole BENCHMARKS.md for a results file. */
@@ -161,10 +228,14 @@ export function benchmarksMarkdown(results: Results, resultsFile: string): strin
           `drain ${jobsPerRun(sizes.drain)} jobs (full: ${jobsPerRun(SIZES.full.drain)}); ` +
           `latency ${sizes.latency.jobs} jobs (full: ${SIZES.full.latency.jobs.toLocaleString("en-US")}); ` +
           `backlog ${sizes.backlog.rows.toLocaleString("en-US")} jobs (full: ${SIZES.full.backlog.rows.toLocaleString("en-US")}); ` +
-          `core ${coreJobs(sizes.core)} jobs (full: ${coreJobs(SIZES.full.core)}); ${sizes.runs} runs per figure.`
+          `core ${coreJobs(sizes.core)} jobs (full: ${coreJobs(SIZES.full.core)}); ` +
+          (sizes.batch ? `batch ${sizes.runs} runs × ${sizes.batch.durationMs / 1000} s (full: ${SIZES.full.batch.durationMs / 1000} s); ` : "") +
+          `${sizes.runs} runs per figure.`
       : `- **Sizes:** enqueue ${sizes.runs} runs × ${sizes.enqueue.durationMs / 1000} s; drain ${jobsPerRun(sizes.drain)} jobs; ` +
           `latency ${sizes.latency.jobs.toLocaleString("en-US")} jobs; backlog ${sizes.backlog.rows.toLocaleString("en-US")} jobs; ` +
-          `core ${coreJobs(sizes.core)} jobs; ${sizes.runs} runs per figure.`,
+          `core ${coreJobs(sizes.core)} jobs; ` +
+          (sizes.batch ? `batch ${sizes.runs} runs × ${sizes.batch.durationMs / 1000} s; ` : "") +
+          `${sizes.runs} runs per figure.`,
     `- **Machine:** ${m["nproc"]} vCPUs (${m["cpu"]}), ${m["memory_gib"]} GiB, Linux ${m["kernel"]}; load average at start ${m["loadavg_at_start"]}.`,
     `- **Versions:** Node ${v["node"]}, opqueue ${v["opqueue"]}, SQLite ${v["sqlite"]} (better-sqlite3 ${v["better-sqlite3"]}), ` +
       `PostgreSQL ${pgInfo["version"] ?? "?"} (pg ${v["pg"]}), Fastify ${v["fastify"]}, undici ${v["undici"]}, ` +
@@ -175,6 +246,7 @@ export function benchmarksMarkdown(results: Results, resultsFile: string): strin
       .join(", ")}.`,
     `- **opqueue settings:** ${Object.entries(results.settings).map(([k, value]) => `${k} ${value}`).join("; ")}.`,
   );
+  if (results.idlePostgres) lines.push(idlePostgresLine(results.idlePostgres));
   if (results.filters.only.length > 0 || results.filters.engines.length < 2) {
     lines.push(`- **Narrowed run:** scenarios ${results.filters.only.join(", ") || "all"}, engines ${results.filters.engines.join(", ")}.`);
   }
@@ -192,7 +264,7 @@ export function benchmarksMarkdown(results: Results, resultsFile: string): strin
     lines.push(`| ${goal.scenario} | ${goalEngineLabel(goal.engine)} | ${goal.goal} | ${measured} | ${goal.target} | ${met} |`);
   }
   lines.push("");
-  for (const scenario of results.scenarios) {
+  const section = (scenario: ScenarioResult) => {
     lines.push(`## ${TITLES[scenario.id] ?? scenario.title}`, "");
     const busy =
       scenario.busyCoresBefore !== undefined ? `${scenario.busyCoresBefore.toFixed(2)} cores busy with other work just before; ` : "";
@@ -204,13 +276,16 @@ export function benchmarksMarkdown(results: Results, resultsFile: string): strin
       "",
     );
     lines.push(scenarioTable(scenario), "");
+    if (scenario.id === "batch") lines.push(...batchRatioLines(results), "");
     if (scenario.notes.length > 0) {
       lines.push(...scenario.notes.map((note) => `- ${note}`), "");
     }
-  }
+  };
+  results.scenarios.filter((scenario) => BEFORE_FLOW.has(scenario.id)).forEach(section);
   // Measured by bench/flow.ts, not by this run: kept from the newest flow results file so a full run does not drop it.
   const flow = newestFlowSection(ROOT);
   if (flow) lines.push(flow.trimEnd(), "");
+  results.scenarios.filter((scenario) => !BEFORE_FLOW.has(scenario.id)).forEach(section);
   lines.push(METHOD, "");
   return lines.join("\n");
 }

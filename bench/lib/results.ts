@@ -15,7 +15,7 @@ import { redisVersion } from "./redis.js";
 import { summarize, type Summary } from "./stats.js";
 
 /** Scenario ids, in the order of the issue. */
-export const SCENARIOS = ["enqueue", "drain", "latency", "backlog", "core"] as const;
+export const SCENARIOS = ["enqueue", "drain", "latency", "backlog", "core", "batch"] as const;
 export type ScenarioId = (typeof SCENARIOS)[number];
 export type Engine = "sqlite" | "postgres";
 
@@ -65,6 +65,12 @@ export interface Results {
   versions: Record<string, string>;
   postgres: Record<string, string>;
   settings: Record<string, string>;
+  /**
+   * The local PostgreSQL server's CPU over a quiet window (nothing of this run's running) as long as an enqueue
+   * run's, read once before the first scenario that counts CPU per job; the figures subtract nothing, this is for
+   * readers to judge them by. `error` says why it could not be read.
+   */
+  idlePostgres?: { windowMs: number; cpuMs: number; busyCoresBefore: number } | { error: string };
   scenarios: ScenarioResult[];
   totalSeconds: number;
   /** Narrowed runs merged in afterwards (`--merge-into`), by command. */

@@ -1,5 +1,7 @@
 /**
- * BullMQ as a reference: a Fastify route that validates opqueue's enqueue body and calls `Queue.add`, and a Worker
+ * BullMQ as a reference: a Fastify route that validates opqueue's enqueue body and calls `Queue.add` (`POST /jobs`),
+ * one that validates a batch of them as opqueue's `POST /jobs/batch` takes it and calls `Queue.addBulk` once with
+ * every job (`POST /jobs/batch`, answering each item 201 in order, as opqueue does), and a Worker
  * whose processor POSTs each job's request to the target. Its backend is one of bench/lib/bullmq.ts's: a Redis
  * server of the harness's own (bench/lib/redis.ts) with the settings of BullMQ's production guide (AOF on,
  * `maxmemory-policy noeviction`, `maxRetriesPerRequest: null`), or BullMQ 6's PostgreSQL backend in a fresh schema
@@ -17,6 +19,7 @@ import { createPostgresBackend, Queue, Worker } from "bullmq";
 import { serveCommands } from "../lib/ipc.js";
 import {
   addConcurrently,
+  BatchEnqueueBody,
   EnqueueBody,
   listenApp,
   PeerDeliverer,
@@ -42,7 +45,7 @@ const { values } = parseArgs({
 /** What this file uses of a BullMQ Queue, whichever its backend. */
 interface BenchQueue {
   add(name: string, data: PeerPayload, opts?: { delay?: number }): Promise<{ id?: string }>;
-  addBulk(jobs: Array<{ name: string; data: PeerPayload; opts?: { delay?: number } }>): Promise<unknown>;
+  addBulk(jobs: Array<{ name: string; data: PeerPayload; opts?: { delay?: number } }>): Promise<Array<{ id?: string }>>;
   getJobCounts(...states: string[]): Promise<Record<string, number>>;
   close(): Promise<void>;
 }
@@ -140,6 +143,18 @@ async function startApi(): Promise<{ port: number }> {
         { delay: delayUntil(runAtOf(body)) },
       );
       return reply.code(201).send({ job: { id: job.id, operation_id: body.operation_id } });
+    });
+    app.post("/jobs/batch", { schema: { body: BatchEnqueueBody } }, async (request, reply) => {
+      const items = (request.body as { jobs: Array<PeerPayload & { delay_ms?: number; run_at?: string }> }).jobs;
+      const jobs = await queue.addBulk(
+        items.map((body) => ({
+          name: body.operation_id,
+          data: { operation_id: body.operation_id, request: body.request },
+          opts: { delay: delayUntil(runAtOf(body)) },
+        })),
+      );
+      const results = jobs.map((job, i) => ({ status: 201, job: { id: job.id, operation_id: items[i]?.operation_id } }));
+      return reply.code(200).send({ results });
     });
   });
   return { port: api.port };

@@ -3,8 +3,10 @@
  * It counts the requests to `/reports` (what drains deliver), the distinct `idempotency-key`s among them (a repeated
  * delivery shows as requests > distinct), and the arrival times of the first and the last, so a drain's rate is
  * read where the work arrives. Requests to any other path (warm-up jobs) are answered and counted apart.
+ * `reset {expect}` also has it announce the first arrival (progress `{arrival: "start"}`) and the `expect`th
+ * (`{arrival: "end"}`) as they happen: a drain's measured window, at whose edges the harness reads CPU.
  *
- * Commands: `reset`, `stats`. Ready info: `{port}`.
+ * Commands: `reset {expect?}`, `stats`. Ready info: `{port}`.
  */
 import { once } from "node:events";
 import { createServer } from "node:http";
@@ -14,7 +16,10 @@ let requests = 0;
 let others = 0;
 let firstAt = 0;
 let lastAt = 0;
+/** The arrival to announce as the window's end, when asked to (null: announce nothing). */
+let expect: number | null = null;
 const keys = new Set<string>();
+let progress: (value: unknown) => void = () => undefined;
 
 const server = createServer({ keepAliveTimeout: 60_000 }, (req, res) => {
   req.on("data", () => undefined);
@@ -28,6 +33,8 @@ const server = createServer({ keepAliveTimeout: 60_000 }, (req, res) => {
     if (requests === 0) firstAt = now;
     lastAt = now;
     requests++;
+    if (expect !== null && requests === 1) progress({ arrival: "start" });
+    if (expect !== null && requests === expect) progress({ arrival: "end" });
     const key = req.headers["idempotency-key"];
     if (typeof key === "string") keys.add(key);
     res.writeHead(204).end();
@@ -39,9 +46,10 @@ await once(server, "listening");
 const address = server.address();
 const port = typeof address === "object" && address ? address.port : 0;
 
-serveCommands(
+({ progress } = serveCommands(
   {
-    reset: () => {
+    reset: (args: { expect?: number | null }) => {
+      expect = args.expect ?? null;
       requests = 0;
       others = 0;
       firstAt = 0;
@@ -62,4 +70,4 @@ serveCommands(
   },
   { port },
   () => new Promise<void>((resolve) => server.close(() => resolve())),
-);
+));

@@ -1,8 +1,9 @@
 /** What the scenarios share: a fresh opqueue database per engine, and the enqueue and drain measurements. */
 import { join } from "node:path";
 import type { MintSpec } from "../lib/assertions.js";
-import type { Context } from "../lib/context.js";
+import type { Context, Sizes } from "../lib/context.js";
 import { waitUntil } from "../lib/context.js";
+import { CpuWindow, SystemCpu, type CpuPerJob, type CpuRoot } from "../lib/cpu.js";
 import {
   countPostgres,
   countSqlite,
@@ -100,11 +101,53 @@ export class OpqueueDb {
   }
 }
 
-/** The enqueue bodies: jobs for buildReport due in an hour (nothing is delivered during the measurement). */
+/** One enqueue body: a job for buildReport due in an hour (nothing is delivered during the measurement). */
+function enqueueBody(n: number): { operation_id: string; request: { body: unknown }; delay_ms: number } {
+  return { operation_id: "buildReport", request: { body: { report: "daily", n } }, delay_ms: 3_600_000 };
+}
+
+/** The enqueue bodies, `count` distinct ones. */
 export function enqueueBodies(count = 64): string[] {
-  return Array.from({ length: count }, (_, n) =>
-    JSON.stringify({ operation_id: "buildReport", request: { body: { report: "daily", n } }, delay_ms: 3_600_000 }),
+  return Array.from({ length: count }, (_, n) => JSON.stringify(enqueueBody(n)));
+}
+
+/** Batch bodies for POST /jobs/batch: `count` distinct ones of `size` enqueue bodies each. */
+export function batchBodies(size: number, count = 8): string[] {
+  return Array.from({ length: count }, (_, b) =>
+    JSON.stringify({ jobs: Array.from({ length: size }, (_, i) => enqueueBody(b * size + i)) }),
   );
+}
+
+/** How an enqueue run sends its jobs: one per POST /jobs, or many per POST /jobs/batch. */
+export interface EnqueueShape {
+  path: string;
+  clients: number;
+  durationMs: number;
+  /** Warm-up before the first run, which warms connections and the JIT; `rewarmMs` before each later one. */
+  warmupMs: number;
+  rewarmMs: number;
+  bodies: string[];
+  /** The answer expected of each request. */
+  expectStatus: number;
+  /** A batch: the status expected of each item; the rate counts items, not requests. */
+  itemStatus?: number;
+}
+
+/** Scenario 1's shape: 32 clients, one job per request, 201 each. */
+export function singleJobShape(sizes: Sizes): EnqueueShape {
+  const { clients, durationMs, warmupMs } = sizes.enqueue;
+  return { path: "/jobs", clients, durationMs, warmupMs, rewarmMs: 300, bodies: enqueueBodies(), expectStatus: 201 };
+}
+
+/**
+ * Scenario 7's shape: batches of `jobsPerRequest` jobs, 200 for the request and 201 for each item. A batch takes
+ * hundreds of ms on a loaded machine, so every run gets the whole warm-up: the window opens on connections that each
+ * have had a request answered, as in the steady state.
+ */
+export function batchShape(sizes: Sizes): EnqueueShape {
+  const { clients, durationMs, warmupMs, jobsPerRequest } = sizes.batch;
+  const bodies = batchBodies(jobsPerRequest);
+  return { path: "/jobs/batch", clients, durationMs, warmupMs, rewarmMs: warmupMs, bodies, expectStatus: 200, itemStatus: 201 };
 }
 
 /** What to send to an enqueue endpoint: fresh assertions minted as the load goes (opqueue), reused ones, or none. */
@@ -114,40 +157,57 @@ export interface EnqueueAuth {
 }
 
 /**
- * One enqueue measurement run (number `run`, from 0) against `url`, 32 keep-alive clients: its rate and latencies.
- * Answers other than 201 are noted in `notes`.
+ * One enqueue measurement run (number `run`, from 0) against `url` in `shape` (scenario 1's by default): its rate
+ * (jobs/s), request latencies, and, with `cpu`, the CPU per enqueued job of the system's processes over the measured
+ * window. Answers other than the expected ones are noted in `notes`.
  */
 export async function measureEnqueueRun(
   ctx: Context,
-  options: EnqueueAuth & { url: string; run: number; progress: Progress; label: string; notes: string[] },
-): Promise<{ rate: number; p50: number; p99: number }> {
+  options: EnqueueAuth & {
+    url: string;
+    shape?: EnqueueShape;
+    cpu?: SystemCpu;
+    run: number;
+    progress: Progress;
+    label: string;
+    notes: string[];
+  },
+): Promise<{ rate: number; p50: number; p99: number; cpu: CpuPerJob | null }> {
   const { sizes } = ctx;
   const { run } = options;
+  const shape = options.shape ?? singleJobShape(sizes);
+  const window = new CpuWindow(options.cpu);
   const result = await ctx.load(
     {
       origin: options.url,
-      path: "/jobs",
+      path: shape.path,
       method: "POST",
-      connections: sizes.enqueue.clients,
-      durationMs: sizes.enqueue.durationMs,
-      // The first run warms connections and the JIT for longer.
-      warmupMs: run === 0 ? sizes.enqueue.warmupMs : 300,
+      connections: shape.clients,
+      durationMs: shape.durationMs,
+      warmupMs: run === 0 ? shape.warmupMs : shape.rewarmMs,
       headers: { "content-type": "application/json" },
-      bodies: enqueueBodies(),
+      bodies: shape.bodies,
       ...(options.tokens ? { tokens: options.tokens } : {}),
       ...(options.mint ? { mint: { ...options.mint, ridPrefix: `${options.mint.ridPrefix}-r${run}` } } : {}),
-      expectStatus: 201,
+      expectStatus: shape.expectStatus,
+      ...(shape.itemStatus !== undefined ? { items: { expectStatus: shape.itemStatus } } : {}),
     },
     (ok) => options.progress.update(`${options.label} run ${run + 1}/${sizes.runs}: ${ok} accepted`),
+    window.edge,
   );
   const refused = Object.values(result.other).reduce((a, b) => a + b, 0) + result.errors;
   if (refused > 0) {
     options.notes.push(
-      `${options.label} run ${run + 1}: ${refused} requests not answered 201 (${JSON.stringify(result.other)}, ${result.errors} errors${result.firstError ? `: ${result.firstError}` : ""})`,
+      `${options.label} run ${run + 1}: ${refused} requests not answered ${shape.expectStatus} (${JSON.stringify(result.other)}, ${result.errors} errors${result.firstError ? `: ${result.firstError}` : ""})`,
     );
   }
+  const refusedItems = Object.values(result.items?.other ?? {}).reduce((a, b) => a + b, 0);
+  if (refusedItems > 0) {
+    options.notes.push(`${options.label} run ${run + 1}: ${refusedItems} items not answered ${shape.itemStatus} (${JSON.stringify(result.items?.other)})`);
+  }
   options.progress.update(`${options.label} run ${run + 1}/${sizes.runs}: ${Math.round(result.rate)}/s`, true);
-  return { rate: result.rate, p50: result.p50, p99: result.p99 };
+  const jobs = result.items ? result.items.ok : result.ok;
+  return { rate: result.rate, p50: result.p50, p99: result.p99, cpu: window.perJob(jobs) };
 }
 
 /** Every enqueue measurement run against `url`, one after another; rates and latencies per run. */
@@ -236,9 +296,22 @@ export function wallNow(): number {
 export async function opqueueDrainRun(
   ctx: Context,
   db: OpqueueDb,
-  options: { count: number; progress: Progress; label: string },
+  options: {
+    count: number;
+    progress: Progress;
+    label: string;
+    /** Read the CPU of the node and of `database` (its PostgreSQL server; null on SQLite) over the rate's window. */
+    cpu?: { database: CpuRoot | null };
+  },
 ): Promise<
-  DrainRun & { peakRssMb: number | null; succeeded: number; cpuUsPerJob: number | null; mainCpuUsPerJob: number | null }
+  DrainRun & {
+    peakRssMb: number | null;
+    succeeded: number;
+    cpuUsPerJob: number | null;
+    mainCpuUsPerJob: number | null;
+    /** CPU per job of every process of the system, first to last arrival; null unless asked for. */
+    cpuAll: CpuPerJob | null;
+  }
 > {
   const { warmupJobs, leadMs } = ctx.sizes.drain;
   // The first run on a database finds out how long insert, start-up and warm-up take (a backlog can make the
@@ -259,11 +332,13 @@ export async function opqueueDrainRun(
   const prepStarted = performance.now();
   const dueAt = Date.now() + Math.max(leadMs, Math.round((db.lastPrepMs ?? 0) * 1.3) + 500);
   await db.preinsert(options.count, dueAt);
-  const target = await ctx.target();
-  await target.call("reset");
+  // Reset before the node starts (its jobs may be due by the time it is ready); its processes join the window then.
+  const window = new CpuWindow();
+  await ctx.resetTarget(options.cpu ? { expect: options.count, onEdge: window.edge } : undefined);
   let serve: ServeProcess | undefined;
   try {
     serve = await ServeProcess.start({ setup: db.setup, nodeArgs: ctx.serveNodeArgs() });
+    if (options.cpu) window.attach(new SystemCpu({ system: [{ pid: serve.pid, scope: "process" }], database: options.cpu.database }));
     if (warmupJobs > 0) {
       options.progress.update(`${options.label}: warming up`, true);
       await warmUp(ctx, serve, warmupJobs);
@@ -282,11 +357,13 @@ export async function opqueueDrainRun(
       before === null || after === null || overrunMs > 0 ? null : ((after - before) * 1000) / options.count;
     const cpuUsPerJob = perJob(cpuBefore, cpuAfter);
     const mainCpuUsPerJob = perJob(mainCpuBefore, mainCpuAfter);
+    // Over the rate's window (first to last arrival), as the peers' is read; an overrun puts warm-up work in it.
+    const cpuAll = overrunMs > 0 ? null : window.perJob(options.count - 1);
     // A graceful stop writes the outcomes still queued in the node's completer.
     const peakRssMb = await serve.stop();
     serve = undefined;
     const succeeded = ((await db.counts())["succeeded"] ?? 0) - before - warmupJobs;
-    return { ...run, overrunMs, peakRssMb, succeeded, cpuUsPerJob, mainCpuUsPerJob };
+    return { ...run, overrunMs, peakRssMb, succeeded, cpuUsPerJob, mainCpuUsPerJob, cpuAll };
   } finally {
     await serve?.stop();
   }

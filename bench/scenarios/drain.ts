@@ -7,6 +7,7 @@
  */
 import { prepareBullmqBackends } from "../lib/bullmq.js";
 import { ENGINE_LABEL, jobsPerRun, type Context } from "../lib/context.js";
+import { CpuSeries, CpuWindow, SystemCpu, type CpuRoot } from "../lib/cpu.js";
 import { Child } from "../lib/ipc.js";
 import { freshSchema, dropSchema, PG_URL } from "../lib/pg.js";
 import { Progress } from "../lib/progress.js";
@@ -14,13 +15,17 @@ import { ScenarioRecorder, type ScenarioResult } from "../lib/results.js";
 import { OpqueueDb, opqueueDrainRun, waitForDrain, wallNow, type DrainRun } from "./common.js";
 import { summaryLine } from "./enqueue.js";
 
-/** Drain runs of opqueue on one database (empty, or holding a backlog), one at a time; `record` adds their figures. */
+/**
+ * Drain runs of opqueue on one database (empty, or holding a backlog), one at a time; `record` adds their figures.
+ * With `allCpu`, the CPU per job of every process of the system is read too: the node, and `allCpu.database`.
+ */
 class OpqueueDrainSeries {
   private readonly rates: number[] = [];
   private readonly fromStart: number[] = [];
   private readonly rss: number[] = [];
   private readonly cpu: number[] = [];
   private readonly mainCpu: number[] = [];
+  private readonly allCpu = new CpuSeries();
 
   constructor(
     private readonly ctx: Context,
@@ -29,13 +34,20 @@ class OpqueueDrainSeries {
     private readonly progress: Progress,
     readonly system: string,
     readonly label: string,
+    private readonly allCpuOf?: { database: CpuRoot | null },
   ) {}
 
   async run(run: number): Promise<void> {
     const { sizes } = this.ctx;
     const label = `${this.label} run ${run + 1}/${sizes.runs}`;
-    const result = await opqueueDrainRun(this.ctx, this.db, { count: sizes.drain.jobs, progress: this.progress, label });
+    const result = await opqueueDrainRun(this.ctx, this.db, {
+      count: sizes.drain.jobs,
+      progress: this.progress,
+      label,
+      ...(this.allCpuOf ? { cpu: this.allCpuOf } : {}),
+    });
     this.rates.push(result.rate);
+    this.allCpu.push(result.cpuAll);
     this.fromStart.push(result.rateFromStart);
     if (result.peakRssMb !== null) this.rss.push(result.peakRssMb);
     if (result.cpuUsPerJob !== null) this.cpu.push(result.cpuUsPerJob);
@@ -57,6 +69,7 @@ class OpqueueDrainSeries {
     if (this.mainCpu.length > 0) {
       this.recorder.add({ ...common, metric: "cpu_main_per_job", unit: "µs", values: this.mainCpu });
     }
+    this.allCpu.record(this.recorder, common);
   }
 }
 
@@ -76,18 +89,23 @@ export async function opqueueDrain(
 
 /**
  * Drain runs of a peer worker (a graphile-worker, pg-boss or BullMQ child) that inserts its own jobs, one at a time.
- * `warmUp` drains `warmupJobs` unmeasured, as opqueue's nodes get a warm-up.
+ * `warmUp` drains `warmupJobs` unmeasured, as opqueue's nodes get a warm-up. The CPU per job of the peer's process
+ * and of its `database` server is read over the rate's window (first to last arrival).
  */
 class PeerDrainSeries {
   private readonly rates: number[] = [];
   private readonly fromStart: number[] = [];
+  private readonly allCpu = new CpuSeries();
+  private readonly cpu: SystemCpu;
 
   constructor(
     private readonly ctx: Context,
     private readonly recorder: ScenarioRecorder,
     private readonly progress: Progress,
-    readonly options: { system: string; label: string; child: Child; startArgs: unknown },
-  ) {}
+    readonly options: { system: string; label: string; child: Child; startArgs: unknown; database: CpuRoot | null },
+  ) {
+    this.cpu = new SystemCpu({ system: [{ pid: options.child.process.pid ?? 0, scope: "process" }], database: options.database });
+  }
 
   async warmUp(): Promise<void> {
     const count = this.ctx.sizes.drain.warmupJobs;
@@ -97,18 +115,20 @@ class PeerDrainSeries {
   async run(run: number): Promise<void> {
     const { sizes } = this.ctx;
     const label = `${this.options.label} run ${run + 1}/${sizes.runs}`;
-    const result = await this.drain(sizes.drain.peerJobs, label);
+    const window = new CpuWindow(this.cpu);
+    const result = await this.drain(sizes.drain.peerJobs, label, window);
     this.rates.push(result.rate);
     this.fromStart.push(result.rateFromStart);
+    this.allCpu.push(window.perJob(sizes.drain.peerJobs - 1));
     if (result.duplicates > 0) this.recorder.note(`${label}: ${result.duplicates} repeated deliveries`);
     this.progress.update(`${label}: ${Math.round(result.rate)}/s`, true);
   }
 
-  private async drain(count: number, label: string): Promise<DrainRun> {
+  private async drain(count: number, label: string, window?: CpuWindow): Promise<DrainRun> {
     const { child, startArgs } = this.options;
     this.progress.update(`${label}: inserting ${count} due jobs`, true);
     await child.call("insert", { count, delayMs: 0 });
-    await (await this.ctx.target()).call("reset");
+    await this.ctx.resetTarget(window ? { expect: count, onEdge: window.edge } : undefined);
     const fromWall = wallNow();
     await child.call("startWorker", startArgs);
     const result = await waitForDrain(this.ctx, { count, fromWall, progress: this.progress, label });
@@ -120,6 +140,7 @@ class PeerDrainSeries {
     const common = { system: this.options.system, label: this.options.label, engine: null };
     this.recorder.add({ ...common, metric: "rate", unit: "jobs/s", values: this.rates });
     this.recorder.add({ ...common, metric: "rate_from_start", unit: "jobs/s", values: this.fromStart });
+    this.allCpu.record(this.recorder, common);
   }
 }
 
@@ -178,10 +199,14 @@ export async function runDrain(ctx: Context): Promise<ScenarioResult> {
   });
   const progress = new Progress("drain");
   const origin = await ctx.targetOrigin();
+  const postgres = await ctx.postgresCpuRoot((text) => recorder.note(text));
   const series: Array<{ run: (run: number) => Promise<void>; record: () => void }> = [];
   for (const engine of ctx.engines) {
     const db = await OpqueueDb.create(ctx, engine, "drain", origin);
-    series.push(new OpqueueDrainSeries(ctx, db, recorder, progress, `opqueue-${engine}`, `opqueue (${ENGINE_LABEL[engine]})`));
+    const database = engine === "postgres" ? postgres : null;
+    series.push(
+      new OpqueueDrainSeries(ctx, db, recorder, progress, `opqueue-${engine}`, `opqueue (${ENGINE_LABEL[engine]})`, { database }),
+    );
   }
   const children: Child[] = [];
   const schemas: string[] = [];
@@ -205,16 +230,22 @@ export async function runDrain(ctx: Context): Promise<ScenarioResult> {
       });
       children.push(boss);
       const peerOptions = [
-        { system: "graphile-default", label: "graphile-worker (default)", child: graphile, startArgs: { batched: false } },
-        { system: "graphile-batched", label: "graphile-worker (batched local queue)", child: graphile, startArgs: { batched: true } },
-        { system: "pgboss", label: "pg-boss", child: boss, startArgs: {} },
+        { system: "graphile-default", label: "graphile-worker (default)", child: graphile, startArgs: { batched: false }, database: postgres },
+        {
+          system: "graphile-batched",
+          label: "graphile-worker (batched local queue)",
+          child: graphile,
+          startArgs: { batched: true },
+          database: postgres,
+        },
+        { system: "pgboss", label: "pg-boss", child: boss, startArgs: {}, database: postgres },
       ];
       const bullmq = await prepareBullmqBackends(ctx, recorder, cleanups);
       for (const backend of bullmq) {
         const label = `BullMQ (${backend.label})`;
         const child = await Child.start({ name: label, file: "bench/peers/bullmq.ts", args: [...backend.args, "--target", origin] });
         children.push(child);
-        peerOptions.push({ system: backend.system, label, child, startArgs: {} });
+        peerOptions.push({ system: backend.system, label, child, startArgs: {}, database: backend.redis ?? postgres });
       }
       const peers = peerOptions.map((options) => new PeerDrainSeries(ctx, recorder, progress, options));
       for (const peer of peers) await peer.warmUp();

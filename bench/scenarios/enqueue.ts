@@ -4,9 +4,11 @@
  * enqueues a job would send; in the full mode also with 256 assertions reused in turn (which opqueue's cache of
  * verified tokens serves). References in the same run: a bare Fastify route that parses the same body and answers
  * 201 (the HTTP limit), and Fastify routes that validate the same body and call graphile-worker's `addJob`,
- * pg-boss's `send` or BullMQ's `Queue.add` (what a user would build instead).
+ * pg-boss's `send` or BullMQ's `Queue.add` (what a user would build instead). Each row also gets the CPU per enqueued
+ * job of every process of that system over the measured window: its server process and its database server.
  */
 import { prepareBullmqBackends } from "../lib/bullmq.js";
+import { CpuSeries, SystemCpu, type CpuRoot } from "../lib/cpu.js";
 import { Child } from "../lib/ipc.js";
 import { ENGINE_LABEL, type Context } from "../lib/context.js";
 import type { Engine } from "../lib/results.js";
@@ -14,7 +16,7 @@ import { mintAssertions, type ServeProcess } from "../lib/opqueue.js";
 import { freshSchema, dropSchema, PG_URL } from "../lib/pg.js";
 import { Progress } from "../lib/progress.js";
 import { ScenarioRecorder, type ScenarioResult } from "../lib/results.js";
-import { measureEnqueue, measureEnqueueRun, OpqueueDb, type EnqueueAuth } from "./common.js";
+import { measureEnqueue, measureEnqueueRun, OpqueueDb, type EnqueueAuth, type EnqueueShape } from "./common.js";
 
 /** Measures opqueue's enqueue on one engine (the database as it is: empty, or with a backlog). */
 export async function opqueueEnqueue(
@@ -45,46 +47,70 @@ export async function opqueueEnqueue(
   }
 }
 
-/** A server taking POST /jobs, measured run by run in turn with the others. */
-interface EnqueueSubject {
+/** A server taking enqueues, measured run by run in turn with the others. */
+export interface EnqueueSubject {
   system: string;
   label: string;
   engine: Engine | null;
   url: string;
   auth: EnqueueAuth;
+  /** How its rows send jobs (scenario 1's when absent). */
+  shape?: EnqueueShape;
+  /** Every process of the system: its server process and its database server. */
+  cpu: SystemCpu;
   /** Stops it; an opqueue node answers its peak RSS. */
   stop: () => Promise<number | null>;
 }
 
-/** Starts an opqueue node on a fresh database of `engine` (one per subject: a SQLite file takes one node). */
-async function opqueueSubject(
+/**
+ * Starts an opqueue node on a fresh database of `engine` (one per subject: a SQLite file takes one node). `postgres`
+ * is the PostgreSQL server's processes, counted with a PostgreSQL node's.
+ */
+export async function opqueueSubject(
   ctx: Context,
-  engine: Engine,
-  origin: string,
-  assertions: "fresh" | "reused",
+  options: {
+    engine: Engine;
+    origin: string;
+    assertions: "fresh" | "reused";
+    postgres: CpuRoot | null;
+    system?: string;
+    label?: string;
+    shape?: EnqueueShape;
+  },
 ): Promise<EnqueueSubject> {
-  const db = await OpqueueDb.create(ctx, engine, `enqueue-${assertions}`, origin);
+  const { engine, assertions } = options;
+  const db = await OpqueueDb.create(ctx, engine, options.system ?? `enqueue-${assertions}`, options.origin);
   const serve = await db.start(ctx);
   const ridPrefix = `bench-enqueue-${Date.now().toString(36)}`;
   const auth = assertions === "fresh" ? { mint: { ridPrefix, users: 32 } } : { tokens: await mintAssertions(256, ridPrefix) };
   const reused = assertions === "reused" ? ", 256 reused assertions" : "";
   return {
-    system: `opqueue-${engine}${assertions === "reused" ? "-reused" : ""}`,
-    label: `opqueue (${ENGINE_LABEL[engine]})${reused}`,
+    system: options.system ?? `opqueue-${engine}${assertions === "reused" ? "-reused" : ""}`,
+    label: options.label ?? `opqueue (${ENGINE_LABEL[engine]})${reused}`,
     engine,
     url: serve.url ?? "",
     auth,
+    ...(options.shape ? { shape: options.shape } : {}),
+    cpu: new SystemCpu({
+      system: [{ pid: serve.pid, scope: "process" }],
+      database: engine === "postgres" ? options.postgres : null,
+    }),
     stop: () => serve.stop(),
   };
 }
 
-/** Starts a reference server: a child process answering POST /jobs on the port of its ready info or `startApi`. */
-async function referenceSubject(options: {
+/**
+ * Starts a reference server: a child process answering enqueues on the port of its ready info or `startApi`;
+ * `database` is its database server's processes (null for none).
+ */
+export async function referenceSubject(options: {
   system: string;
   label: string;
   file: string;
   args?: string[];
   startApi?: boolean;
+  database: CpuRoot | null;
+  shape?: EnqueueShape;
 }): Promise<EnqueueSubject> {
   const child = await Child.start({ name: options.system, file: options.file, args: options.args ?? [] });
   try {
@@ -97,6 +123,8 @@ async function referenceSubject(options: {
       engine: null,
       url: `http://127.0.0.1:${port}`,
       auth: {},
+      ...(options.shape ? { shape: options.shape } : {}),
+      cpu: new SystemCpu({ system: [{ pid: child.process.pid ?? 0, scope: "process" }], database: options.database }),
       stop: async () => {
         await child.stop();
         return null;
@@ -106,6 +134,49 @@ async function referenceSubject(options: {
     await child.stop();
     throw error;
   }
+}
+
+/**
+ * Measures `subjects` in turns (every subject's first run, then every subject's second, and so on), records their
+ * rate, latencies, CPU per enqueued job and (opqueue) peak RSS, and stops each. Stopped subjects leave the list, so
+ * the caller's clean-up stops only what is left.
+ */
+export async function measureSubjectsInTurns(
+  ctx: Context,
+  options: { subjects: EnqueueSubject[]; recorder: ScenarioRecorder; progress: Progress },
+): Promise<void> {
+  const { subjects, recorder, progress } = options;
+  const measured = subjects.map(() => ({ rates: [] as number[], p50: [] as number[], p99: [] as number[], cpu: new CpuSeries() }));
+  for (let run = 0; run < ctx.sizes.runs; run++) {
+    for (const [index, subject] of subjects.entries()) {
+      const result = await measureEnqueueRun(ctx, {
+        url: subject.url,
+        ...subject.auth,
+        ...(subject.shape ? { shape: subject.shape } : {}),
+        cpu: subject.cpu,
+        run,
+        progress,
+        label: subject.label,
+        notes: recorder.result.notes,
+      });
+      measured[index]?.rates.push(result.rate);
+      measured[index]?.p50.push(result.p50);
+      measured[index]?.p99.push(result.p99);
+      measured[index]?.cpu.push(result.cpu);
+    }
+  }
+  for (const [index, subject] of subjects.entries()) {
+    const figures = measured[index];
+    if (!figures) continue;
+    const common = { system: subject.system, label: subject.label, engine: subject.engine };
+    recorder.add({ ...common, metric: "rate", unit: "jobs/s", values: figures.rates });
+    recorder.add({ ...common, metric: "p50", unit: "ms", values: figures.p50 });
+    recorder.add({ ...common, metric: "p99", unit: "ms", values: figures.p99 });
+    figures.cpu.record(recorder, common);
+    const peakRssMb = await subject.stop();
+    if (peakRssMb !== null) recorder.add({ ...common, metric: "peak_rss", unit: "MB", values: [peakRssMb] });
+  }
+  subjects.length = 0;
 }
 
 export async function runEnqueue(ctx: Context): Promise<ScenarioResult> {
@@ -121,16 +192,19 @@ export async function runEnqueue(ctx: Context): Promise<ScenarioResult> {
   });
   const progress = new Progress("enqueue");
   const origin = await ctx.targetOrigin();
+  const postgres = await ctx.postgresCpuRoot((text) => recorder.note(text));
   const subjects: EnqueueSubject[] = [];
   const schemas: string[] = [];
   const cleanups: Array<() => Promise<void>> = [];
   try {
     for (const engine of ctx.engines) {
-      subjects.push(await opqueueSubject(ctx, engine, origin, "fresh"));
-      if (ctx.mode === "full") subjects.push(await opqueueSubject(ctx, engine, origin, "reused"));
+      subjects.push(await opqueueSubject(ctx, { engine, origin, assertions: "fresh", postgres }));
+      if (ctx.mode === "full") subjects.push(await opqueueSubject(ctx, { engine, origin, assertions: "reused", postgres }));
     }
     if (ctx.peers) {
-      subjects.push(await referenceSubject({ system: "bare", label: "bare Fastify route", file: "bench/peers/bare.ts" }));
+      subjects.push(
+        await referenceSubject({ system: "bare", label: "bare Fastify route", file: "bench/peers/bare.ts", database: null }),
+      );
       // The routes a user would build instead, each library in a fresh schema of its own.
       const routes = [
         {
@@ -143,7 +217,9 @@ export async function runEnqueue(ctx: Context): Promise<ScenarioResult> {
       ];
       for (const { schema, ...route } of routes) {
         schemas.push(schema);
-        subjects.push(await referenceSubject({ ...route, args: ["--database", PG_URL, "--schema", schema], startApi: true }));
+        subjects.push(
+          await referenceSubject({ ...route, args: ["--database", PG_URL, "--schema", schema], startApi: true, database: postgres }),
+        );
       }
       const bullmq = await prepareBullmqBackends(ctx, recorder, cleanups);
       for (const backend of bullmq) {
@@ -154,37 +230,12 @@ export async function runEnqueue(ctx: Context): Promise<ScenarioResult> {
             file: "bench/peers/bullmq.ts",
             args: backend.args,
             startApi: true,
+            database: backend.redis ?? postgres,
           }),
         );
       }
     }
-    const measured = subjects.map(() => ({ rates: [] as number[], p50: [] as number[], p99: [] as number[] }));
-    for (let run = 0; run < sizes.runs; run++) {
-      for (const [index, subject] of subjects.entries()) {
-        const result = await measureEnqueueRun(ctx, {
-          url: subject.url,
-          ...subject.auth,
-          run,
-          progress,
-          label: subject.label,
-          notes: recorder.result.notes,
-        });
-        measured[index]?.rates.push(result.rate);
-        measured[index]?.p50.push(result.p50);
-        measured[index]?.p99.push(result.p99);
-      }
-    }
-    for (const [index, subject] of subjects.entries()) {
-      const figures = measured[index];
-      if (!figures) continue;
-      const common = { system: subject.system, label: subject.label, engine: subject.engine };
-      recorder.add({ ...common, metric: "rate", unit: "jobs/s", values: figures.rates });
-      recorder.add({ ...common, metric: "p50", unit: "ms", values: figures.p50 });
-      recorder.add({ ...common, metric: "p99", unit: "ms", values: figures.p99 });
-      const peakRssMb = await subject.stop();
-      if (peakRssMb !== null) recorder.add({ ...common, metric: "peak_rss", unit: "MB", values: [peakRssMb] });
-    }
-    subjects.length = 0;
+    await measureSubjectsInTurns(ctx, { subjects, recorder, progress });
   } finally {
     for (const subject of subjects) await subject.stop().catch(() => null);
     for (const schema of schemas) await dropSchema(schema);
