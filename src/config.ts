@@ -92,6 +92,8 @@ const OperationOverride = Type.Object(
     rate_per_key: Type.Optional(RateLimit),
     max_concurrency: Type.Optional(Type.Integer({ minimum: 1, maximum: 2_147_483_647 })),
     concurrency_limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 2_147_483_647 })),
+    /** Keep the target's 2xx body (up to 8 KiB) in the job's result (docs/chains.md, "Stored results"). */
+    store_result: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
 );
@@ -204,6 +206,11 @@ export const ConfigSchema = Type.Object(
     /** How long an idempotency key is remembered after its first use (docs/api.md, "Idempotency"). */
     idempotency: Type.Object(
       { window_ms: Type.Integer({ minimum: 1, maximum: 366 * 24 * 3600 * 1000, default: 24 * 3600 * 1000 }) },
+      { additionalProperties: false, default: {} },
+    ),
+    /** How often each worker node enqueues the callbacks that are due and looks for chains that settled (docs/chains.md). */
+    chains: Type.Object(
+      { check_ms: Type.Integer({ minimum: 1, default: 500 }) },
       { additionalProperties: false, default: {} },
     ),
     /** How often waiting jobs past their expiry are ended (docs/api.md, "Expiry"); none is ever started late. */

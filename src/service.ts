@@ -20,6 +20,7 @@ import { CronScheduler } from "./maintenance/cron.js";
 import { Periodic } from "./maintenance/periodic.js";
 import { rescueExpiredLeases } from "./maintenance/rescuer.js";
 import { expireJobs } from "./maintenance/expirer.js";
+import { sweepChains } from "./chains/callbacks.js";
 import { checkConfigAgainstRegistry, OperationRegistry } from "./operations/registry.js";
 import { PerOperationSettings } from "./operations/settings.js";
 import { openStore } from "./store/open-store.js";
@@ -35,6 +36,7 @@ export interface Worker {
   rescuer: Periodic;
   cleaner: Periodic;
   expirer: Periodic;
+  chainSweeper: Periodic;
 }
 
 /** A service's parts. */
@@ -114,8 +116,14 @@ function createWorker(options: {
       await expireJobs({ store, telemetry });
     },
   });
+  const chainSweeper = new Periodic({
+    name: "chain sweeper",
+    intervalMs: config.chains.check_ms,
+    logger,
+    run: () => sweepChains({ config, settings, store, telemetry, notifier }),
+  });
   const cron = new CronScheduler({ config, settings, store, clock, notifier, telemetry, logger });
-  return { dispatcher, deliverer, cron, rescuer, cleaner, expirer };
+  return { dispatcher, deliverer, cron, rescuer, cleaner, expirer, chainSweeper };
 }
 
 /** The limits the configuration gives each operation it limits. */
@@ -298,6 +306,7 @@ export async function createService(options: {
         worker.rescuer.start();
         worker.cleaner.start();
         worker.expirer.start();
+        worker.chainSweeper.start();
       },
       close(closeOptions = {}) {
         closing ??= (async () => {
@@ -313,6 +322,7 @@ export async function createService(options: {
                   worker.rescuer.stop(),
                   worker.cleaner.stop(),
                   worker.expirer.stop(),
+                  worker.chainSweeper.stop(),
                   worker.dispatcher.stop({ graceMs }),
                 ])
               : undefined,

@@ -58,6 +58,7 @@ async function enqueue(args: { count: number; concurrency: number; delayMs: numb
           spawnCap: 2_000_000_000,
           traceparent: null,
           expiry: null,
+          callbacks: null,
         });
         if (outcome.kind !== "created") throw new Error(`jobInsert answered ${outcome.kind}`);
       }

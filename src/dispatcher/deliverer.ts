@@ -136,13 +136,15 @@ class Exchange implements Dispatcher.DispatchHandler {
   private aborted = false;
   private settled = false;
   private response: { statusCode: number; jobRetry: string | undefined; retryAfter: string | undefined } | null = null;
-  /** The failure body so far (null for a success, whose body is not kept). */
+  /** The body so far: a failure's, or a success's when it is kept; null when it is discarded. */
   private chunks: Buffer[] | null = null;
   private size = 0;
 
   constructor(
     private readonly timeoutMs: number,
     private readonly resolve: (result: DeliveryResult) => void,
+    /** Keep a success's body too (the operation stores its results), up to the same cap. */
+    private readonly keepSuccessBody = false,
   ) {
     this.timer = setTimeout(() => {
       this.timedOut = true;
@@ -190,7 +192,7 @@ class Exchange implements Dispatcher.DispatchHandler {
       return Array.isArray(value) ? value[0] : value;
     };
     this.response = { statusCode, jobRetry: header("x-job-retry")?.trim().toLowerCase(), retryAfter: header("retry-after") };
-    if (statusCode >= 300) this.chunks = [];
+    if (statusCode >= 300 || this.keepSuccessBody) this.chunks = [];
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
@@ -295,10 +297,14 @@ export class Deliverer {
       return { kind: "no-response", error: describeFailure(error, timeoutMs, false) };
     }
     return new Promise<DeliveryResult>((resolve) => {
-      const exchange = new Exchange(timeoutMs, (result) => {
-        if (this.exchanges.get(job.id) === exchange) this.exchanges.delete(job.id);
-        resolve(result);
-      });
+      const exchange = new Exchange(
+        timeoutMs,
+        (result) => {
+          if (this.exchanges.get(job.id) === exchange) this.exchanges.delete(job.id);
+          resolve(result);
+        },
+        this.settings.of(job.operationId).storeResult,
+      );
       this.exchanges.set(job.id, exchange);
       this.agent.dispatch(
         {

@@ -17,7 +17,7 @@
  */
 import { ApiError } from "../errors.js";
 import type { RunTime } from "../job/job.js";
-import type { EnqueueBody } from "../job/schemas.js";
+import { CALLBACK_FIELDS, type EnqueueBody } from "../job/schemas.js";
 import { pathParamsProblem, payloadProblem } from "../job/payload-rules.js";
 import type { Operation, OperationRegistry } from "../operations/registry.js";
 
@@ -44,7 +44,12 @@ export interface CheckedEnqueueBody {
   idempotencyKey: string | undefined;
   /** Undefined for an operation the document lacks: step 3 answers that. */
   target: Operation | undefined;
+  /** The targets of its callbacks, by field; undefined for one the document lacks (step 3 answers that too). */
+  callbackTargets: Partial<Record<CallbackField, Operation | undefined>>;
 }
+
+/** A callback field of the body. */
+export type CallbackField = (typeof CALLBACK_FIELDS)[number];
 
 /** Runs step 2; throws the `ApiError` of the first check that fails. */
 export function checkEnqueueBody(options: {
@@ -71,12 +76,20 @@ export function checkEnqueueBody(options: {
   }
   const target = options.registry.get(body.operation_id);
   if (target) checkPathParams(target, body.request.path_params ?? {});
+  const callbackTargets: CheckedEnqueueBody["callbackTargets"] = {};
+  for (const field of CALLBACK_FIELDS) {
+    const callback = body[field];
+    if (callback === undefined) continue;
+    const callbackTarget = options.registry.get(callback.operation_id);
+    callbackTargets[field] = callbackTarget;
+    if (callbackTarget) checkPathParams(callbackTarget, callback.request?.path_params ?? {}, field);
+  }
   const expiry = expiryOf(body, runTime, options.now);
   const header = options.idempotencyHeader;
   if (header !== undefined && body.idempotency_key !== undefined && header !== body.idempotency_key) {
     throw new ApiError(400, "invalid_request", "the Idempotency-Key header and the body's idempotency_key differ");
   }
-  return { body, runTime, expiry, idempotencyKey: header ?? body.idempotency_key, target };
+  return { body, runTime, expiry, idempotencyKey: header ?? body.idempotency_key, target, callbackTargets };
 }
 
 /**
@@ -102,9 +115,9 @@ function checkPayload(body: EnqueueBody): void {
   if (problem) throw new ApiError(400, problem.code, problem.message);
 }
 
-function checkPathParams(target: Operation, pathParams: Record<string, unknown>): void {
+function checkPathParams(target: Operation, pathParams: Record<string, unknown>, callback?: CallbackField): void {
   const problem = pathParamsProblem({ path: `${target.method} ${target.path}`, names: target.pathParams, pathParams });
-  if (problem) throw new ApiError(400, problem.code, problem.message);
+  if (problem) throw new ApiError(400, problem.code, callback === undefined ? problem.message : `${callback}: ${problem.message}`);
 }
 
 /** `delay_ms` wins over `run_at`; neither means now. A delay runs from the store's clock, the database's on PostgreSQL. */

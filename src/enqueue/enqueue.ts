@@ -18,7 +18,7 @@ import type { WorkNotifier } from "../dispatcher/notifier.js";
 import { ApiError } from "../errors.js";
 import type { JobRow, StoredAuthority } from "../job/job.js";
 import { newJobId } from "../job/job-id.js";
-import type { EnqueueBody } from "../job/schemas.js";
+import { CALLBACK_FIELDS, type EnqueueBody } from "../job/schemas.js";
 import type { PerOperationSettings } from "../operations/settings.js";
 import type { JobInsertOutcome, JobInsertParams, Store } from "../store/store.js";
 import type { Telemetry } from "../telemetry/events.js";
@@ -163,6 +163,8 @@ function insertParams(deps: EnqueueDeps, caller: EnqueueCaller, checked: Checked
     }
   }
 
+  checkCallbacks(config, checked, { chained: parent !== undefined });
+
   // Steps 5–7 are the store's, atomically.
   const chain = chainFields({ assertion, parent, onBehalfOf });
   return {
@@ -180,6 +182,11 @@ function insertParams(deps: EnqueueDeps, caller: EnqueueCaller, checked: Checked
     spawnCap: config.limits.spawn_cap,
     // A chained job carries its parent's trace context unless the call sends its own.
     traceparent: caller.traceparent ?? parent?.traceparent ?? null,
+    callbacks:
+      body.on_complete === undefined && body.on_dead === undefined
+        ? null
+        : { ...(body.on_complete ? { on_complete: body.on_complete } : {}), ...(body.on_dead ? { on_dead: body.on_dead } : {}) },
+    onSettled: body.on_settled,
     idempotency:
       checked.idempotencyKey === undefined
         ? undefined
@@ -221,6 +228,41 @@ function settle(deps: EnqueueDeps, params: JobInsertParams, outcome: JobInsertOu
         "spawn_cap_exceeded",
         `chain "${params.originalRequestId}" has already created ${deps.config.limits.spawn_cap} jobs, the spawn cap`,
       );
+    case "chain_exists":
+      throw new ApiError(
+        409,
+        "chain_exists",
+        `chain "${params.originalRequestId}" has jobs already: on_settled comes with a chain's first job`,
+      );
+  }
+}
+
+/**
+ * Steps 3 and 4 for the job's callbacks (docs/chains.md, "Callbacks"): each names a background operation that the
+ * job's own operation may enqueue (the callback is a chained job of it), and on_settled comes with a root call.
+ */
+function checkCallbacks(config: EnqueueDeps["config"], checked: CheckedEnqueueBody, options: { chained: boolean }): void {
+  const { body, callbackTargets } = checked;
+  const caller = body.operation_id;
+  for (const field of CALLBACK_FIELDS) {
+    const callback = body[field];
+    if (callback === undefined) continue;
+    const target = callbackTargets[field];
+    if (!target) throw new ApiError(422, "unknown_operation", `${field}: operation "${callback.operation_id}" is not in the product's OpenAPI document`);
+    if (!target.background) {
+      throw new ApiError(422, "operation_not_background", `${field}: operation "${callback.operation_id}" does not carry the "background" tag`);
+    }
+    const allowed = Object.hasOwn(config.triggers, caller) ? config.triggers[caller] : undefined;
+    if (!(allowed ?? []).includes(target.operationId)) {
+      throw new ApiError(
+        403,
+        "trigger_not_allowed",
+        `${field}: the trigger map does not let "${caller}" enqueue "${target.operationId}" (a callback is a chained job of the job it follows)`,
+      );
+    }
+  }
+  if (body.on_settled !== undefined && options.chained) {
+    throw new ApiError(400, "invalid_request", "on_settled comes with a chain's first job, from a root call; this call is chained");
   }
 }
 

@@ -16,6 +16,7 @@ import type { Metrics } from "../telemetry/metrics.js";
 import { adminAuthHook } from "./auth.js";
 import { collectOpenApi } from "./openapi.js";
 import { adminRoutes } from "./routes/admin.js";
+import { chainRoutes } from "./routes/chains.js";
 import { adminBackupRoutes } from "./routes/admin-backup.js";
 import { jobRoutes } from "./routes/jobs.js";
 import { operationRoutes } from "./routes/operations.js";
@@ -71,10 +72,12 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   app.decorateRequest("enqueueCaller", null);
   app.decorateRequest("admin", null);
+  app.decorateRequest("producer", null);
 
   const openApiDocument = collectOpenApi(app);
   await app.register(jobRoutes, options);
   await app.register(adminRoutes, options);
+  await app.register(chainRoutes, { store: options.store, verifier: options.verifier, config: options.config });
   await app.register(operationRoutes, {
     registry: options.registry,
     settings: options.settings,

@@ -3,7 +3,7 @@
  * learns nothing else about its request (docs/api.md, "Enqueue, step by step": step 1 answers first).
  */
 import type { FastifyReply, FastifyRequest } from "fastify";
-import { TokenError, type AdminIdentity, type TokenVerifier } from "../auth/tokens.js";
+import { TokenError, type AdminIdentity, type EnqueueAssertion, type TokenVerifier } from "../auth/tokens.js";
 import { ApiError } from "../errors.js";
 import { hasUnstorableText } from "../job/payload-rules.js";
 import type { EnqueueCaller } from "../enqueue/enqueue.js";
@@ -15,6 +15,8 @@ declare module "fastify" {
     enqueueCaller: EnqueueCaller | null;
     /** Set on admin routes once the admin token checked out. */
     admin: AdminIdentity | null;
+    /** Set on `GET /jobs/{id}` when a producer reads with an enqueue assertion instead of an admin token. */
+    producer: EnqueueAssertion | null;
   }
 }
 
@@ -51,6 +53,27 @@ export function enqueueAuthHook(options: { verifier: TokenVerifier; store: Store
       }
     }
     request.enqueueCaller = { assertion, parent };
+  };
+}
+
+/**
+ * The `onRequest` hook of `GET /jobs/{id}`: a site administrator's token, or a producer's enqueue assertion (which may
+ * read only the jobs it enqueued: the route checks). Anything else answers as the admin hook would.
+ */
+export function jobReaderAuthHook(options: { verifier: TokenVerifier }) {
+  const adminOnly = adminAuthHook(options);
+  return async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+    const token = bearerToken(request);
+    if (token !== undefined) {
+      try {
+        // An assertion also reads as an admin token without site_admin: try it as an assertion first.
+        request.producer = await options.verifier.verifyAssertion(token);
+        return;
+      } catch (error) {
+        if (!(error instanceof TokenError)) throw error;
+      }
+    }
+    await adminOnly(request, reply);
   };
 }
 

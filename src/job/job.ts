@@ -38,6 +38,24 @@ export interface JobRow {
   traceparent: string | null;
   /** Past this instant the job is never started: it ends `cancelled`, `expired` (docs/api.md, "Expiry"). */
   expiresAt: number | null;
+  /** What is enqueued when the job succeeds or dies (docs/chains.md, "Callbacks"), or null. */
+  callbacks: JobCallbacks | null;
+}
+
+/**
+ * A callback: a background operation enqueued as a chained job of the job (or chain) it follows when that reaches a
+ * terminal state, its body the outcome (docs/chains.md, "Callbacks").
+ */
+export interface CallbackSpec {
+  operation_id: string;
+  /** The callback's path parameters and query; its body is the outcome. */
+  request?: { path_params?: Record<string, unknown> | undefined; query?: Record<string, unknown> | undefined } | undefined;
+}
+
+/** A job's callbacks: one for `succeeded`, one for `dead`. */
+export interface JobCallbacks {
+  on_complete?: CallbackSpec | undefined;
+  on_dead?: CallbackSpec | undefined;
 }
 
 /**

@@ -109,7 +109,9 @@ export function decideAttempt(options: {
   const statusCode = result.kind === "response" ? { status_code: result.statusCode } : {};
   const errorBody = result.kind === "response" ? (result.body ?? "") : result.error;
   if (verdict.kind === "success") {
-    return { status: "succeeded", result: { ...statusCode, error_body: null, terminal_reason: null } };
+    // A success's body is read only for an operation that stores its results.
+    const body = result.kind === "response" && result.body !== null ? { body: result.body } : {};
+    return { status: "succeeded", result: { ...statusCode, error_body: null, terminal_reason: null, ...body } };
   }
   if (verdict.kind === "dead") {
     return { status: "dead", result: { ...statusCode, error_body: errorBody, terminal_reason: verdict.reason } };

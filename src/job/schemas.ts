@@ -73,6 +73,12 @@ export const JobResult = Type.Object(
     status_code: Type.Optional(Type.Integer()),
     error_body: Type.Union([Type.String(), Type.Null()]),
     terminal_reason: Type.Union([...TERMINAL_REASONS.map((reason) => Type.Literal(reason)), Type.Null()]),
+    body: Type.Optional(
+      Type.String({
+        description:
+          "The target's 2xx body, cut at 8,192 bytes, for an operation with store_result (docs/chains.md); absent otherwise.",
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -225,6 +231,11 @@ export const EnqueueBody = Type.Object(
     expires_at: Type.Optional(
       Type.String({ format: "date-time", description: "Expiry, absolute (see ttl_ms); after the job's run time." }),
     ),
+    on_complete: Type.Optional(CallbackSpecSchema("when the job succeeds")),
+    on_dead: Type.Optional(CallbackSpecSchema("when the job ends dead")),
+    on_settled: Type.Optional(
+      CallbackSpecSchema("when the whole chain settles (no job pending, running or retrying); with the chain's first job only"),
+    ),
     idempotency_key: Type.Optional(
       Type.String({
         minLength: 1,
@@ -240,6 +251,31 @@ export const EnqueueBody = Type.Object(
 );
 /** The body of `POST /jobs`. */
 export type EnqueueBody = Static<typeof EnqueueBody>;
+
+/** The callbacks an enqueue may name (docs/chains.md, "Callbacks"). */
+export const CALLBACK_FIELDS = ["on_complete", "on_dead", "on_settled"] as const;
+
+/**
+ * A callback on the wire: a background operation enqueued as a chained job, once, when the job (or chain) reaches the
+ * named state; its body is the outcome, its path parameters and query these.
+ */
+function CallbackSpecSchema(when: string) {
+  return Type.Object(
+    {
+      operation_id: Type.String({ minLength: 1 }),
+      request: Type.Optional(
+        Type.Object(
+          {
+            path_params: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+            query: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+          },
+          { additionalProperties: false },
+        ),
+      ),
+    },
+    { additionalProperties: false, description: `A callback enqueued ${when} (docs/chains.md).` },
+  );
+}
 
 /** Most jobs in one `POST /jobs/batch`. */
 export const MAX_BATCH_JOBS = 1000;

@@ -49,6 +49,7 @@ export function cronTickJob(options: {
     spawnCap: config.limits.spawn_cap,
     traceparent: null,
     expiry: null,
+    callbacks: null,
   };
 }
 

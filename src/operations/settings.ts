@@ -23,6 +23,8 @@ export interface OperationSettings {
   target: { origin: string; basePath: string };
   /** How long a running job may go without a heartbeat before its lease has expired: timeout plus lease grace. */
   leaseMs: number;
+  /** Whether a 2xx body is kept in the job's result (`operations.X.store_result`). */
+  storeResult: boolean;
 }
 
 /** The settings of every operation, resolved on first use and kept (a config never changes once parsed). */
@@ -57,6 +59,7 @@ export class PerOperationSettings {
       retry: Object.freeze({ ...config.retry, ...override?.retry }),
       target: Object.freeze({ origin: base.origin, basePath: base.pathname.replace(/\/+$/, "") }),
       leaseMs: timeoutMs + config.lease.grace_ms,
+      storeResult: override?.store_result ?? false,
     });
   }
 

@@ -37,5 +37,6 @@ export function createdJobRow(
     result: chainCancelled ? { error_body: null, terminal_reason: "cancelled-by-chain" } : null,
     traceparent: params.traceparent,
     expiresAt,
+    callbacks: params.callbacks,
   };
 }

@@ -6,7 +6,7 @@
  *
  * Every state change names the state it expects to leave, so a write that lost a race changes nothing.
  */
-import type { JobAttempt, JobAttemptRow, JobOutcome, JobRow, LeaseLimits, RunTime } from "../job/job.js";
+import type { CallbackSpec, JobAttempt, JobAttemptRow, JobOutcome, JobRow, LeaseLimits, RunTime } from "../job/job.js";
 import type { LimitsSource, OperationControl, OperationLimits, PausedKey } from "../flow/limits.js";
 import type { AdminAction, JobStatus } from "../job/statuses.js";
 import type { Settled } from "./group-commit.js";
@@ -28,6 +28,7 @@ export type JobInsertParams = Pick<
   | "authority"
   | "request"
   | "traceparent"
+  | "callbacks"
 > & {
   /** When the job becomes claimable; also the new run time of the job a dedupe upsert refreshes. */
   runTime: RunTime;
@@ -40,6 +41,11 @@ export type JobInsertParams = Pick<
   spawnCap: number;
   /** The producer's idempotency key, remembered with the job it answered (docs/api.md, "Idempotency"). */
   idempotency?: IdempotencyParams | undefined;
+  /**
+   * The chain's on_settled callback, with the id of the job setting it: only with the chain's first job (otherwise the
+   * insert answers `chain_exists` and changes nothing).
+   */
+  onSettled?: CallbackSpec | undefined;
 };
 
 /** An idempotency key as the store keeps it: per caller, for a window, with the request it came with. */
@@ -69,7 +75,9 @@ export type JobInsertOutcome =
   /** The idempotency key was used within its window with the same body: the job that call answered, as it is now. */
   | { kind: "idempotent_replay"; job: JobRow }
   /** The idempotency key was used within its window with another body; nothing changed. */
-  | { kind: "idempotency_conflict"; job: JobRow };
+  | { kind: "idempotency_conflict"; job: JobRow }
+  /** `onSettled` was given for a chain that already has jobs; nothing changed. */
+  | { kind: "chain_exists" };
 
 /** The result of `jobCancel`. */
 export type JobCancelOutcome =
@@ -134,6 +142,22 @@ export type AttemptRefund =
   | "if-last"
   /** opqueue's own process could not send it (no file descriptor, no memory): the attempt never happened. */
   | "always";
+
+/** A chain as the store keeps it (docs/chains.md). Times are ms since the epoch. */
+export interface ChainRow {
+  originalRequestId: string;
+  /** Jobs ever created in it, cancelled or not (the spawn cap's count). */
+  jobsCreated: number;
+  /** When its first job was enqueued; null for chains older than version 6 of the schema. */
+  createdAt: number | null;
+  /** When it was last seen settled by the chain sweeper (null: not since its last job was enqueued). */
+  settledAt: number | null;
+  cancelledAt: number | null;
+  cancelledBy: string | null;
+  /** Its on_settled callback with the job that set it, or null. */
+  onSettled: (CallbackSpec & { job_id: string }) | null;
+  onSettledFiredAt: number | null;
+}
 
 /** Filters of a bulk cancel; every given one must match, and at least one besides `statuses` is given. */
 export interface JobCancelFilter {
@@ -263,6 +287,34 @@ export interface Store {
   jobExpireMany(params: { limit: number }): Promise<JobRow[]>;
   /** Forgets up to `limit` idempotency keys whose window has passed; returns how many. */
   idempotencyKeyDeleteMany(params: { limit: number }): Promise<number>;
+  /** Finished jobs (`succeeded`, `dead`) whose callback for that state is still to be enqueued, oldest first. */
+  jobCallbackDueList(params: { limit: number }): Promise<JobRow[]>;
+  /**
+   * Enqueues the callback job of job `jobId` for its terminal `status`, once: the job's pending callback is cleared
+   * and `insert` inserted in one transaction, only if the job is still in `status` with its callback pending.
+   * `skipped` when that is no longer so (another node fired it, or an administrator retried the job meanwhile). With
+   * `insert` null (the job has no callback for that state) the pending callback is only cleared (`cleared`).
+   */
+  jobCallbackEnqueue(params: { jobId: string; status: "succeeded" | "dead"; insert: JobInsertParams | null }): Promise<
+    JobInsertOutcome | { kind: "skipped" } | { kind: "cleared" }
+  >;
+  /** Chains whose on_settled callback is still to fire and that have settled (no job pending, running or retrying). */
+  chainSettledDueList(params: { limit: number }): Promise<ChainRow[]>;
+  /**
+   * Fires a settled chain's on_settled once: records it fired and inserts `insert`, in one transaction, only if it
+   * has not fired and the chain still has no waiting or running job. `skipped` otherwise.
+   */
+  chainOnSettledEnqueue(params: { originalRequestId: string; insert: JobInsertParams }): Promise<JobInsertOutcome | { kind: "skipped" }>;
+  /**
+   * The chains that settled among those with a job finished since the sweep named `cursor` last read (its first read
+   * starts at the store's now), each once per settling: their start and settle times. Records how far it read. On
+   * PostgreSQL one node at a time reads (the others answer `[]`).
+   */
+  chainSettledSince(params: { cursor: string; limit: number }): Promise<Array<{ originalRequestId: string; startedAt: number; settledAt: number }>>;
+  /** A chain's row, or undefined when it has none (no job was ever enqueued into it, and it was never cancelled). */
+  chainGet(params: { originalRequestId: string }): Promise<ChainRow | undefined>;
+  /** The finished attempts of several jobs, by job id, each oldest first. */
+  jobAttemptListMany(params: { ids: string[] }): Promise<Map<string, JobAttemptRow[]>>;
   /** Forgets cron ticks more than `olderThanMs` old (they can never fire again); returns how many. */
   cronTickDeleteMany(params: { olderThanMs: number }): Promise<number>;
   /**

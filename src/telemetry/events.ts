@@ -40,6 +40,18 @@ export interface OpqueueEvents {
   "lease:rescued": { jobId: string; attempt: number; operationId: string; outcome: "retrying" | "dead" };
   /** A waiting job passed its expiry unstarted and ended cancelled/expired. */
   "job:expired": { jobId: string; operationId: string };
+  /** A callback job was enqueued (docs/chains.md, "Callbacks"): of job `of` (or chain, for on_settled). */
+  "callback:enqueued": {
+    kind: "on_complete" | "on_dead" | "on_settled";
+    of: string;
+    jobId: string;
+    operationId: string;
+    outcome: "created" | "cancelled-by-chain";
+  };
+  /** A callback was due but refused (the chain at its spawn cap): no callback job. */
+  "callback:refused": { kind: "on_complete" | "on_dead" | "on_settled"; of: string; reason: string };
+  /** A chain settled: no job of it pending, running or retrying; `seconds` since its first job was enqueued. */
+  "chain:settled": { originalRequestId: string; seconds: number };
   /** A cron tick enqueued its job (or found it enqueued already). */
   "cron:tick": { name: string; tickAt: number; outcome: string };
   /** This node's clock was compared with the database's: how far the database's is ahead (ms; negative: behind). */
@@ -48,11 +60,13 @@ export interface OpqueueEvents {
 
 /** A typed event bus. */
 export class Telemetry {
-  private readonly emitter = new EventEmitter();
+  // Many subscribers are fine: one per request waiting for a job (GET /jobs/{id}?wait_ms), each gone when it answers.
+  private readonly emitter = new EventEmitter().setMaxListeners(0);
 
-  /** Subscribes to one event. */
-  on<E extends keyof OpqueueEvents>(event: E, listener: (payload: OpqueueEvents[E]) => void): void {
+  /** Subscribes to one event; returns the function that unsubscribes. */
+  on<E extends keyof OpqueueEvents>(event: E, listener: (payload: OpqueueEvents[E]) => void): () => void {
     this.emitter.on(event, listener);
+    return () => this.emitter.off(event, listener);
   }
 
   /** Emits one event to its subscribers. */

@@ -34,4 +34,10 @@ export function logJobEvents(options: { telemetry: Telemetry; logger: Logger; cl
       event.outcome === "dead" ? "lease expired on the last attempt; job dead" : "lease expired; job will retry",
     );
   });
+  telemetry.on("callback:enqueued", (event) => {
+    logger.info({ kind: event.kind, of: event.of, jobId: event.jobId, operationId: event.operationId }, "callback enqueued");
+  });
+  telemetry.on("callback:refused", (event) => {
+    logger.warn({ kind: event.kind, of: event.of, reason: event.reason }, "callback due but refused; none enqueued");
+  });
 }

@@ -158,5 +158,20 @@ export function createMetrics(options: {
     registers,
   });
   telemetry.on("job:expired", ({ operationId }) => expired.inc({ operation_id: operationId }));
+  const callbacks = new Counter({
+    name: "opqueue_callbacks_total",
+    help: "Callbacks due (docs/chains.md): enqueued (created, or cancelled-by-chain) or refused (spawn cap), by kind.",
+    labelNames: ["kind", "outcome"] as const,
+    registers,
+  });
+  telemetry.on("callback:enqueued", ({ kind, outcome }) => callbacks.inc({ kind, outcome }));
+  telemetry.on("callback:refused", ({ kind, reason }) => callbacks.inc({ kind, outcome: reason }));
+  const settle = new Histogram({
+    name: "opqueue_chain_settle_seconds",
+    help: "From a chain's first enqueue to its settling (no job pending, running or retrying), as the chain sweeper sees it.",
+    buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 21600, 86400],
+    registers,
+  });
+  telemetry.on("chain:settled", ({ seconds }) => settle.observe(Math.max(0, seconds)));
   return { registry };
 }

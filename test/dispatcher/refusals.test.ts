@@ -51,6 +51,7 @@ async function insertStoredJob(s: TestService, pathParams: Record<string, unknow
     spawnCap: 1000,
     traceparent: null,
     expiry: null,
+    callbacks: null,
   };
   const outcome = await s.service.store.jobInsert(params);
   assert.equal(outcome.kind, "created");

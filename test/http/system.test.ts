@@ -215,6 +215,9 @@ describe("the service's OpenAPI document", () => {
       "expires_at",
       "idempotency_key",
       "on_behalf_of",
+      "on_complete",
+      "on_dead",
+      "on_settled",
       "operation_id",
       "priority",
       "rate_key",
@@ -357,7 +360,7 @@ describe("HTTP edges", () => {
       ["PUT", "/jobs"],
       ["PATCH", "/healthz"],
       ["POST", "/readyz"],
-      ["GET", "/chains/req-1"],
+      ["GET", "/chains/req-1/explode"],
     ] as const) {
       assertContractError(await s.inject({ method, url, token: admin }), 404, "not_found");
     }

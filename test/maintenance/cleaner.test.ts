@@ -44,6 +44,7 @@ function jobParams(s: TestService, rid: string, extra: Partial<JobInsertParams> 
     spawnCap: 100_000,
     traceparent: null,
     expiry: null,
+    callbacks: null,
     ...extra,
   };
 }

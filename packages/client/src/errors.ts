@@ -57,6 +57,8 @@ export const JobNotFoundError = define("JobNotFoundError");
 export const NotFoundError = define("NotFoundError");
 /** 404 operation_not_found: no background operation has that operationId (flow control calls). */
 export const OperationNotFoundError = define("OperationNotFoundError");
+/** 404 chain_not_found: no job was ever enqueued into that chain. */
+export const ChainNotFoundError = define("ChainNotFoundError");
 /** 409 job_running: cancel a running job with `{ abort: true }`. */
 export const JobRunningError = define("JobRunningError");
 /** 409 job_not_cancellable. */
@@ -67,6 +69,8 @@ export const JobNotRetryableError = define("JobNotRetryableError");
 export const DedupeConflictError = define("DedupeConflictError");
 /** 409 job_not_waiting. */
 export const JobNotWaitingError = define("JobNotWaitingError");
+/** 409 chain_exists: on_settled comes with a chain's first job. */
+export const ChainExistsError = define("ChainExistsError");
 /** 413 body_too_large. */
 export const BodyTooLargeError = define("BodyTooLargeError");
 /** 415 unsupported_media_type. */
@@ -100,11 +104,13 @@ const BY_CODE: Record<ErrorCode, typeof OpqueueError> = {
   job_not_found: JobNotFoundError,
   not_found: NotFoundError,
   operation_not_found: OperationNotFoundError,
+  chain_not_found: ChainNotFoundError,
   job_running: JobRunningError,
   job_not_cancellable: JobNotCancellableError,
   job_not_retryable: JobNotRetryableError,
   dedupe_conflict: DedupeConflictError,
   job_not_waiting: JobNotWaitingError,
+  chain_exists: ChainExistsError,
   body_too_large: BodyTooLargeError,
   unsupported_media_type: UnsupportedMediaTypeError,
   unknown_operation: UnknownOperationError,

@@ -29,8 +29,8 @@ export const ERROR_CODES = {
   400: ["invalid_request", "payload_too_large", "invalid_on_behalf_of", "missing_path_param", "invalid_path_param"],
   401: ["invalid_assertion", "unauthenticated"],
   403: ["trigger_not_allowed", "on_behalf_of_not_allowed", "chain_mismatch", "site_admin_required"],
-  404: ["job_not_found", "not_found", "operation_not_found"],
-  409: ["job_running", "job_not_cancellable", "job_not_retryable", "dedupe_conflict", "job_not_waiting"],
+  404: ["job_not_found", "not_found", "operation_not_found", "chain_not_found"],
+  409: ["job_running", "job_not_cancellable", "job_not_retryable", "dedupe_conflict", "job_not_waiting", "chain_exists"],
   413: ["body_too_large"],
   415: ["unsupported_media_type"],
   422: ["unknown_operation", "operation_not_background", "idempotency_key_reused"],
@@ -63,6 +63,8 @@ export interface JobResult {
   status_code?: number;
   error_body: string | null;
   terminal_reason: TerminalReason | null;
+  /** The target's 2xx body (up to 8 KiB), for an operation with `store_result`; absent otherwise. */
+  body?: string;
 }
 
 /** A job on the wire; times are ISO 8601 strings. */

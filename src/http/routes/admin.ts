@@ -13,11 +13,38 @@ import { ApiError } from "../../errors.js";
 import { ErrorBody, JobAttempts, JobEnvelope, JobExtensions, JobHistory, JobsEnvelope, RetryDeadBody } from "../../job/schemas.js";
 import { formatTime, toWireJob } from "../../job/wire.js";
 import type { AdminAction } from "../../job/statuses.js";
-import { adminAuthHook } from "../auth.js";
+import { adminAuthHook, jobReaderAuthHook } from "../auth.js";
+import type { Config } from "../../config.js";
+import type { JobRow } from "../../job/job.js";
+import type { Telemetry } from "../../telemetry/events.js";
 
 /** What the admin routes need. */
 export interface AdminRoutesOptions extends RetryDeps {
   verifier: TokenVerifier;
+  telemetry: Telemetry;
+  config: Pick<Config, "listen">;
+}
+
+/** Longest `wait_ms` of `GET /jobs/{id}`; a request also never waits past `listen.request_timeout_ms` less a second. */
+export const MAX_WAIT_MS = 30_000;
+const TERMINAL = new Set(["succeeded", "dead", "cancelled"]);
+
+/**
+ * Resolves when job `id` may have changed: one of this node's deliveries of it ended, or `ms` passed (a job delivered
+ * by another node is seen at the next look).
+ */
+function changed(telemetry: Telemetry, id: string, ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      off();
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    const off = telemetry.on("delivery:finished", (event) => {
+      if (event.jobId === id) done();
+    });
+  });
 }
 
 const errors = (...statuses: number[]) =>
@@ -49,19 +76,41 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
   app.get(
     "/jobs/:id",
     {
-      onRequest: adminOnly,
+      onRequest: jobReaderAuthHook({ verifier }),
       schema: {
         operationId: "getJob",
-        summary: "Get one job",
+        summary: "Get one job; with wait_ms, once it is terminal (or the wait is over)",
+        description:
+          "A site administrator reads any job; a producer, with an enqueue assertion, the jobs its calling operation " +
+          "enqueued for its user (docs/chains.md, \"Waiting for a job\"). wait_ms (at most 30,000) holds the answer until the " +
+          "job is succeeded, dead or cancelled, or the time has passed; the job is answered as it then is.",
         tags: ["jobs"],
-        security: adminSecurity,
+        security: [...adminSecurity, { enqueueAssertion: [] }],
         params: JobIdParams,
-        response: { 200: JobEnvelope, ...errors(401, 403, 404, 503) },
+        querystring: Type.Object(
+          { wait_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_WAIT_MS })) },
+          { additionalProperties: false },
+        ),
+        response: { 200: JobEnvelope, ...errors(400, 401, 403, 404, 503) },
       },
     },
     async (request) => {
-      const row = await store.jobGet({ id: request.params.id });
-      if (!row) throw jobNotFound(request.params.id);
+      const { id } = request.params;
+      const producer = request.producer;
+      const visible = (row: JobRow | undefined): row is JobRow =>
+        row !== undefined && (producer === null || (row.enqueuedByOperationId === producer.op && row.userId === producer.sub));
+      let row = await store.jobGet({ id });
+      if (!visible(row)) throw jobNotFound(id);
+      const waitMs = Math.min(request.query.wait_ms ?? 0, options.config.listen.request_timeout_ms - 1000);
+      const deadline = Date.now() + waitMs;
+      // Looks again at growing intervals (a job delivered on another node is seen by looking), at once when this
+      // node ends one of its deliveries.
+      for (let interval = 25; !TERMINAL.has(row.status) && Date.now() < deadline; interval = Math.min(interval * 2, 250)) {
+        await changed(options.telemetry, id, Math.min(interval, deadline - Date.now()));
+        const fresh = await store.jobGet({ id });
+        if (!visible(fresh)) break;
+        row = fresh;
+      }
       return { job: toWireJob(row) };
     },
   );

@@ -23,6 +23,7 @@
  *   delivered delayed jobs early and stole running ones). Tests that move time by hand open the store with
  *   `databaseTime: false`, and the same parameter then carries their clock's time: one SQL text either way.
  */
+import type pg from "pg";
 import type { Clock } from "../../clock.js";
 import type { JobAttempt, JobAttemptRow, JobOutcome, JobRow, LeaseLimits } from "../../job/job.js";
 import type { JobResult } from "../../job/schemas.js";
@@ -44,6 +45,7 @@ import {
   type JobStats,
   type AdminActionRow,
   type Store,
+  type ChainRow,
 } from "../store.js";
 import type { LimitsSource, OperationControl, OperationLimits, PausedKey } from "../../flow/limits.js";
 import { adminActionList, cancelChain, cancelJob, cancelMany, retryDeadMany, retryJob, runNow } from "./admin.js";
@@ -52,11 +54,11 @@ import { connectionSettings, defaultSchema, PgConnection } from "./connection.js
 import { isUniqueViolation, mapError, unstorable } from "./errors.js";
 import { NotificationListener } from "./listener.js";
 import { migrate } from "./migrate.js";
-import { insertArgument, toAttemptRow, toInsertOutcome, toJobRow, toMs, type InsertAnswer, type PgRow } from "./rows.js";
+import { insertArgument, toAttemptRow, toChainRow, toInsertOutcome, toJobRow, toMs, type InsertAnswer, type PgRow } from "./rows.js";
 import { CLAIM, claimCandidates, NEXT_RUN_AT } from "./sql/claim.js";
 import { DELETE_BUCKETS } from "./sql/flow.js";
 import { CRON_TICK_RECORD, CRON_TICK_SET_JOB, INSERT_JOB, INSERT_JOBS } from "./sql/insert.js";
-import { ATTEMPT_LIST, JOB_GET, jobListQuery } from "./sql/jobs.js";
+import { ATTEMPT_LIST, JOB_GET, jobListQuery, NOTIFY } from "./sql/jobs.js";
 import {
   ATTEMPT_BUCKETS,
   ATTEMPT_COUNT_DELETE,
@@ -70,6 +72,17 @@ import {
   DELETE_FINISHED,
   EXPIRE_MANY,
   IDEMPOTENCY_KEY_DELETE,
+  ATTEMPT_LIST_MANY,
+  CALLBACKS_DUE,
+  CHAIN_GET,
+  CHAIN_SWEEP_LOCK,
+  CLEAR_CALLBACK,
+  CURSOR_GET,
+  CURSOR_SET,
+  FIRE_ON_SETTLED,
+  LOCK_CHAIN,
+  SETTLED_DUE,
+  SETTLED_SINCE,
   OLDEST_DUE,
   SCHEMA_VERSION,
 } from "./sql/maintenance.js";
@@ -80,6 +93,8 @@ import { HEARTBEAT_MANY, LIST_EXPIRED } from "./sql/outcomes.js";
 const MAX_INSERT_BATCH = 512;
 /** Insert batches in flight at once; later arrivals wait and form the next, larger batch. */
 const MAX_INSERT_FLIGHTS = 4;
+/** How far behind now the chain sweeper reads finished jobs: outcomes still committing may carry earlier times. */
+const SETTLE_READ_LAG_MS = 2000;
 /** Claim attempts when a concurrency key race makes the unique index refuse one. */
 const CLAIM_TRIES = 3;
 
@@ -389,6 +404,79 @@ export class PostgresStore implements Store {
   async jobExpireMany(params: { limit: number }): Promise<JobRow[]> {
     const rows = await this.db.query(EXPIRE_MANY, [this.statementNow(), Math.max(0, params.limit)], "opqueue_expire_many");
     return rows.map(toJobRow);
+  }
+
+  async jobCallbackDueList(params: { limit: number }): Promise<JobRow[]> {
+    return (await this.db.query(CALLBACKS_DUE, [Math.max(0, params.limit)], "opqueue_callbacks_due")).map(toJobRow);
+  }
+
+  async jobCallbackEnqueue(params: { jobId: string; status: "succeeded" | "dead"; insert: JobInsertParams | null }): Promise<
+    JobInsertOutcome | { kind: "skipped" } | { kind: "cleared" }
+  > {
+    return this.db.transaction(async (client) => {
+      if ((await client.query(CLEAR_CALLBACK, [params.jobId, params.status])).rowCount === 0) return { kind: "skipped" } as const;
+      return params.insert === null ? ({ kind: "cleared" } as const) : this.insertInTransaction(client, params.insert);
+    });
+  }
+
+  async chainSettledDueList(params: { limit: number }): Promise<ChainRow[]> {
+    return (await this.db.query(SETTLED_DUE, [Math.max(0, params.limit)])).map(toChainRow);
+  }
+
+  async chainOnSettledEnqueue(params: { originalRequestId: string; insert: JobInsertParams }): Promise<JobInsertOutcome | { kind: "skipped" }> {
+    return this.db.transaction(async (client) => {
+      await client.query(LOCK_CHAIN, [params.originalRequestId]);
+      if ((await client.query(FIRE_ON_SETTLED, [params.originalRequestId, this.statementNow()])).rowCount === 0) {
+        return { kind: "skipped" } as const;
+      }
+      return this.insertInTransaction(client, params.insert);
+    });
+  }
+
+  /** One insert inside a transaction of the caller's, announced to the listening nodes when it makes a job claimable. */
+  private async insertInTransaction(client: pg.PoolClient, insert: JobInsertParams): Promise<JobInsertOutcome> {
+    const answer = await client.query<PgRow>(INSERT_JOB, [JSON.stringify(insertArgument(insert)), this.statementNow()]);
+    const outcome = toInsertOutcome(answer.rows[0]?.["outcome"] as InsertAnswer, insert);
+    if ((outcome.kind === "created" || outcome.kind === "deduplicated") && outcome.job.status === "pending") {
+      await client.query(NOTIFY, [new Date(outcome.job.runAt)]);
+    }
+    return outcome;
+  }
+
+  async chainSettledSince(params: { cursor: string; limit: number }): Promise<
+    Array<{ originalRequestId: string; startedAt: number; settledAt: number }>
+  > {
+    return this.db.transaction(async (client) => {
+      const locked = await client.query<{ locked: boolean }>(CHAIN_SWEEP_LOCK);
+      if (!locked.rows[0]?.locked) return [];
+      const now = this.options.databaseTime ? Date.now() + this.offsetMs : this.options.clock.now();
+      const cursor = (await client.query<{ at: Date; seq: string }>(CURSOR_GET, [params.cursor])).rows[0];
+      const from = cursor ? { at: cursor.at, seq: Number(cursor.seq) } : { at: new Date(now), seq: 0 };
+      // Outcomes still committing may carry an earlier finished_at than this read: it stops a few seconds back.
+      const rows = await client.query<PgRow>(SETTLED_SINCE, [from.at, from.seq, new Date(now - SETTLE_READ_LAG_MS), Math.max(1, params.limit)]);
+      const settled: Array<{ originalRequestId: string; startedAt: number; settledAt: number }> = [];
+      let next = from;
+      for (const row of rows.rows) {
+        if (row["kind"] === "cursor") next = { at: new Date(Number(row["settled_at"])), seq: Number(row["seq"]) };
+        else settled.push({ originalRequestId: row["original_request_id"] as string, startedAt: Number(row["started_at"]), settledAt: Number(row["settled_at"]) });
+      }
+      await client.query(CURSOR_SET, [params.cursor, next.at, next.seq]);
+      return settled;
+    });
+  }
+
+  async chainGet(params: { originalRequestId: string }): Promise<ChainRow | undefined> {
+    if (unstorable(params.originalRequestId)) return this.assertOpen(undefined);
+    const rows = await this.db.query(CHAIN_GET, [params.originalRequestId]);
+    return rows[0] ? toChainRow(rows[0]) : undefined;
+  }
+
+  async jobAttemptListMany(params: { ids: string[] }): Promise<Map<string, JobAttemptRow[]>> {
+    const attempts = new Map<string, JobAttemptRow[]>(params.ids.map((id) => [id, []]));
+    const ids = params.ids.filter((id) => !unstorable(id));
+    if (ids.length === 0) return this.assertOpen(attempts);
+    for (const row of await this.db.query(ATTEMPT_LIST_MANY, [ids])) attempts.get(row["job_id"] as string)?.push(toAttemptRow(row));
+    return attempts;
   }
 
   async idempotencyKeyDeleteMany(params: { limit: number }): Promise<number> {

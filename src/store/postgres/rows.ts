@@ -3,7 +3,7 @@ import type { JobAttemptRow, JobRow } from "../../job/job.js";
 import type { JobResult } from "../../job/schemas.js";
 import type { JobStatus } from "../../job/statuses.js";
 import { createdJobRow } from "../created-row.js";
-import type { JobInsertOutcome, JobInsertParams } from "../store.js";
+import type { ChainRow, JobInsertOutcome, JobInsertParams } from "../store.js";
 
 /** A timestamptz (or its ISO text) as ms since the epoch; null stays null. */
 export function toMs(value: unknown): number | null {
@@ -49,6 +49,21 @@ export function toJobRow(row: PgRow): JobRow {
     result: (row["result"] as JobResult | null) ?? null,
     traceparent: (row["traceparent"] as string | null | undefined) ?? null,
     expiresAt: toMs(row["expires_at"] ?? null),
+    callbacks: (row["callbacks"] as JobRow["callbacks"] | undefined) ?? null,
+  };
+}
+
+/** A row of `chains` as a ChainRow. */
+export function toChainRow(row: PgRow): ChainRow {
+  return {
+    originalRequestId: row["original_request_id"] as string,
+    jobsCreated: Number(row["jobs_created"]),
+    createdAt: toMs(row["created_at"] ?? null),
+    settledAt: toMs(row["settled_at"] ?? null),
+    cancelledAt: toMs(row["cancelled_at"] ?? null),
+    cancelledBy: (row["cancelled_by"] as string | null | undefined) ?? null,
+    onSettled: (row["on_settled"] as ChainRow["onSettled"] | undefined) ?? null,
+    onSettledFiredAt: toMs(row["on_settled_fired_at"] ?? null),
   };
 }
 
@@ -73,6 +88,8 @@ export function insertArgument(params: JobInsertParams): object {
     request: params.request,
     spawn_cap: params.spawnCap,
     traceparent: params.traceparent,
+    ...(params.callbacks === null ? {} : { callbacks: params.callbacks }),
+    ...(params.onSettled === undefined ? {} : { on_settled: { ...params.onSettled, job_id: params.id } }),
     ...(params.expiry === null
       ? {}
       : "at" in params.expiry
@@ -129,6 +146,8 @@ export function toInsertOutcome(answer: InsertAnswer, params: JobInsertParams): 
       return { kind: "idempotent_replay", job: toJobRow(answer.job ?? {}) };
     case "idempotency_conflict":
       return { kind: "idempotency_conflict", job: toJobRow(answer.job ?? {}) };
+    case "chain_exists":
+      return { kind: "chain_exists" };
     default:
       throw new Error(`opqueue_insert_job answered an unknown kind "${answer.kind}"`);
   }

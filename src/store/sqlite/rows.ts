@@ -2,7 +2,7 @@
 import type { JobAttemptRow, JobRow } from "../../job/job.js";
 import type { JobResult } from "../../job/schemas.js";
 import type { JobStatus } from "../../job/statuses.js";
-import type { JobInsertParams } from "../store.js";
+import type { ChainRow, JobInsertParams } from "../store.js";
 
 /** A row of `jobs` as better-sqlite3 returns it. */
 export interface SqliteJobRow {
@@ -30,6 +30,34 @@ export interface SqliteJobRow {
   result: string | null;
   traceparent: string | null;
   expires_at: number | null;
+  callbacks: string | null;
+  callbacks_pending: number;
+}
+
+/** A row of `chains` as better-sqlite3 returns it. */
+export interface SqliteChainRow {
+  original_request_id: string;
+  jobs_created: number;
+  cancelled_at: number | null;
+  cancelled_by: string | null;
+  created_at: number | null;
+  settled_at: number | null;
+  on_settled: string | null;
+  on_settled_fired_at: number | null;
+}
+
+/** A row of `chains` as a ChainRow. */
+export function toChainRow(row: SqliteChainRow): ChainRow {
+  return {
+    originalRequestId: row.original_request_id,
+    jobsCreated: row.jobs_created,
+    createdAt: row.created_at,
+    settledAt: row.settled_at,
+    cancelledAt: row.cancelled_at,
+    cancelledBy: row.cancelled_by,
+    onSettled: row.on_settled === null ? null : (JSON.parse(row.on_settled) as ChainRow["onSettled"]),
+    onSettledFiredAt: row.on_settled_fired_at,
+  };
 }
 
 /** A row of `job_attempts` as better-sqlite3 returns it. */
@@ -81,6 +109,7 @@ export function toJobRow(row: SqliteJobRow): JobRow {
     result: row.result === null ? null : (JSON.parse(row.result) as JobResult),
     traceparent: row.traceparent,
     expiresAt: row.expires_at,
+    callbacks: row.callbacks === null ? null : (JSON.parse(row.callbacks) as JobRow["callbacks"]),
   };
 }
 

@@ -40,10 +40,11 @@ import {
   type JobRunNowOutcome,
   type JobStats,
   type AdminActionRow,
+  type ChainRow,
 } from "../store.js";
 import { lockedError, mapError } from "./errors.js";
 import { migrate } from "./migrate.js";
-import { mayUpsert, toAttemptRow, toJobRow, type SqliteJobRow } from "./rows.js";
+import { mayUpsert, toAttemptRow, toChainRow, toJobRow, type SqliteJobRow } from "./rows.js";
 import { AdminWrites } from "./admin.js";
 import { claimMany, type LaneCursor } from "./claim.js";
 import { FlowWrites, Gates } from "./flow.js";
@@ -231,8 +232,14 @@ export class SqliteEngine {
         return { kind: "deduplicated", job: toJobRow(refreshed) };
       }
     }
-    const chain = s.chargeChain.get({ rid: params.originalRequestId, cap: params.spawnCap });
-    if (!chain) return { kind: "spawn_cap_exceeded" };
+    let chain: { cancelled_at: number | null } | undefined;
+    if (params.onSettled !== undefined) {
+      chain = s.startChainWithCallback.get({ rid: params.originalRequestId, now, on_settled: JSON.stringify({ ...params.onSettled, job_id: params.id }) });
+      if (!chain) return { kind: "chain_exists" };
+    } else {
+      chain = s.chargeChain.get({ rid: params.originalRequestId, cap: params.spawnCap, now });
+      if (!chain) return { kind: "spawn_cap_exceeded" };
+    }
     const chainCancelled = chain.cancelled_at !== null;
     const job = createdJobRow(params, {
       seq: 0,
@@ -263,6 +270,7 @@ export class SqliteEngine {
       result: job.result === null ? null : JSON.stringify(job.result),
       traceparent: params.traceparent,
       expires_at: job.expiresAt,
+      callbacks: params.callbacks === null ? null : JSON.stringify(params.callbacks),
     });
     job.seq = Number(info.lastInsertRowid);
     return { kind: "created", job };
@@ -468,6 +476,65 @@ export class SqliteEngine {
 
   jobAttemptList(params: { id: string }): JobAttemptRow[] {
     return this.read(() => this.statements.attemptsOf.all(params.id).map(toAttemptRow));
+  }
+
+  jobAttemptListMany(params: { ids: string[] }): Map<string, JobAttemptRow[]> {
+    const attempts = new Map<string, JobAttemptRow[]>(params.ids.map((id) => [id, []]));
+    for (const row of this.read(() => this.statements.attemptsOfMany.all(JSON.stringify(params.ids)))) {
+      attempts.get(row.job_id)?.push(toAttemptRow(row));
+    }
+    return attempts;
+  }
+
+  jobCallbackDueList(params: { limit: number }): JobRow[] {
+    return this.read(() => this.statements.callbacksDue.all(Math.max(0, params.limit)).map(toJobRow));
+  }
+
+  jobCallbackEnqueue(params: { jobId: string; status: "succeeded" | "dead"; insert: JobInsertParams | null }):
+    | JobInsertOutcome
+    | { kind: "skipped" }
+    | { kind: "cleared" } {
+    return this.write(() => {
+      if (this.statements.clearCallback.run({ id: params.jobId, status: params.status }).changes === 0) return { kind: "skipped" };
+      return params.insert === null ? { kind: "cleared" } : this.insertOne(params.insert, this.clock.now());
+    });
+  }
+
+  chainSettledDueList(params: { limit: number }): ChainRow[] {
+    return this.read(() => this.statements.settledDue.all(Math.max(0, params.limit)).map(toChainRow));
+  }
+
+  chainOnSettledEnqueue(params: { originalRequestId: string; insert: JobInsertParams }): JobInsertOutcome | { kind: "skipped" } {
+    return this.write(() => {
+      const now = this.clock.now();
+      if (this.statements.fireOnSettled.run({ rid: params.originalRequestId, now }).changes === 0) return { kind: "skipped" };
+      return this.insertOne(params.insert, now);
+    });
+  }
+
+  chainSettledSince(params: { cursor: string; limit: number }): Array<{ originalRequestId: string; startedAt: number; settledAt: number }> {
+    return this.writeLazily(() => {
+      const s = this.statements;
+      const from = s.cursor.get(params.cursor) ?? { at: this.clock.now(), seq: 0 };
+      const finished = s.finishedSince.all({ at: from.at, seq: from.seq, limit: Math.max(1, params.limit) });
+      const last = finished.at(-1);
+      s.setCursor.run({ name: params.cursor, at: last?.finished_at ?? from.at, seq: last?.seq ?? from.seq });
+      const settled: Array<{ originalRequestId: string; startedAt: number; settledAt: number }> = [];
+      for (const rid of new Set(finished.map((row) => row.original_request_id))) {
+        const chain = s.chainIfSettled.get(rid);
+        if (!chain) continue;
+        // A chain of one job settles with it; a longer one is reported once per settling (its settled_at, cleared
+        // by the next job it gains, says whether it was).
+        if (chain.jobs_created > 1 && s.markSettled.run({ rid, at: chain.last_finished_at }).changes === 0) continue;
+        settled.push({ originalRequestId: rid, startedAt: chain.started_at, settledAt: chain.last_finished_at });
+      }
+      return settled;
+    });
+  }
+
+  chainGet(params: { originalRequestId: string }): ChainRow | undefined {
+    const row = this.read(() => this.statements.chain.get(params.originalRequestId));
+    return row ? toChainRow(row) : undefined;
   }
 
   attemptBuckets(params: { since: number; bucketMs: number }): AttemptBucket[] {

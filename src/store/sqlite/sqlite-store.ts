@@ -214,6 +214,13 @@ export class SqliteStore implements Store, OnlineBackup {
   readonly attemptCountDeleteMany = this.forward("attemptCountDeleteMany");
   readonly jobDeleteFinishedMany = this.forward("jobDeleteFinishedMany");
   readonly jobExpireMany = this.forward("jobExpireMany");
+  readonly jobAttemptListMany = this.forward("jobAttemptListMany");
+  readonly jobCallbackDueList = this.forward("jobCallbackDueList");
+  readonly jobCallbackEnqueue = this.forward("jobCallbackEnqueue");
+  readonly chainSettledDueList = this.forward("chainSettledDueList");
+  readonly chainOnSettledEnqueue = this.forward("chainOnSettledEnqueue");
+  readonly chainSettledSince = this.forward("chainSettledSince");
+  readonly chainGet = this.forward("chainGet");
   readonly idempotencyKeyDeleteMany = this.forward("idempotencyKeyDeleteMany");
   readonly jobStats = this.forward("jobStats");
   readonly jobAttemptList = this.forward("jobAttemptList");

@@ -9,7 +9,7 @@ import type { JobStatus } from "../../job/statuses.js";
 import type { AdminAction } from "../../job/statuses.js";
 import { prepareFlowStatements } from "./flow.js";
 import { prepare, preparePluck } from "./prepared.js";
-import type { SqliteAttemptRow, SqliteJobRow } from "./rows.js";
+import type { SqliteAttemptRow, SqliteChainRow, SqliteJobRow } from "./rows.js";
 
 /** The statuses a job can be claimed in (and holds its dedupe key in). */
 export const CLAIMABLE = "status IN ('pending', 'retrying')";
@@ -34,21 +34,31 @@ export function prepareStatements(db: Database.Database) {
     ),
     // Counts the job against its chain in the same statement that checks the cap: no row back means the
     // chain is full. A new chain starts at 1.
-    chargeChain: prepare<{ rid: string; cap: number }, { cancelled_at: number | null }>(
+    // A new job of the chain also makes it unsettled again (settled_at is the last settling the sweeper saw).
+    chargeChain: prepare<{ rid: string; cap: number; now: number }, { cancelled_at: number | null }>(
       db,
-      `INSERT INTO chains (original_request_id, jobs_created) VALUES (:rid, 1)
-       ON CONFLICT (original_request_id) DO UPDATE SET jobs_created = jobs_created + 1
+      `INSERT INTO chains (original_request_id, jobs_created, created_at) VALUES (:rid, 1, :now)
+       ON CONFLICT (original_request_id) DO UPDATE SET jobs_created = jobs_created + 1, settled_at = NULL
          WHERE jobs_created < :cap
+       RETURNING cancelled_at`,
+    ),
+    // A chain's first job with its on_settled: no row back means the chain exists already.
+    startChainWithCallback: prepare<{ rid: string; now: number; on_settled: string }, { cancelled_at: number | null }>(
+      db,
+      `INSERT INTO chains (original_request_id, jobs_created, created_at, on_settled) VALUES (:rid, 1, :now, :on_settled)
+       ON CONFLICT (original_request_id) DO NOTHING
        RETURNING cancelled_at`,
     ),
     insertJob: prepare<Record<string, unknown>>(
       db,
       `INSERT INTO jobs (id, operation_id, status, attempt, max_attempts, priority, run_at, created_at,
          finished_at, dedupe_key, concurrency_key, rate_key, enqueued_by_operation_id, parent_job_id,
-         original_request_id, user_id, authority, request, result, traceparent, expires_at)
+         original_request_id, user_id, authority, request, result, traceparent, expires_at, callbacks,
+         callbacks_pending)
        VALUES (:id, :operation_id, :status, 0, :max_attempts, :priority, :run_at, :created_at,
          :finished_at, :dedupe_key, :concurrency_key, :rate_key, :enqueued_by_operation_id, :parent_job_id,
-         :original_request_id, :user_id, :authority, :request, :result, :traceparent, :expires_at)`,
+         :original_request_id, :user_id, :authority, :request, :result, :traceparent, :expires_at, :callbacks,
+         :callbacks IS NOT NULL)`,
     ),
     cancel: prepare<{ id: string; now: number }, SqliteJobRow>(
       db,
@@ -85,7 +95,7 @@ export function prepareStatements(db: Database.Database) {
     retry: prepare<{ id: string; now: number }, SqliteJobRow>(
       db,
       `UPDATE jobs SET status = 'pending', attempt = 0, result = NULL, started_at = NULL, finished_at = NULL,
-         heartbeat_at = NULL, run_at = :now, expires_at = NULL
+         heartbeat_at = NULL, run_at = :now, expires_at = NULL, callbacks_pending = callbacks IS NOT NULL
        WHERE id = :id AND status IN ('dead', 'cancelled') RETURNING *`,
     ),
     markChainCancelled: prepare<{ rid: string; now: number; actor: string }>(
@@ -130,7 +140,7 @@ export function prepareStatements(db: Database.Database) {
            'concurrencyKey', concurrency_key, 'rateKey', rate_key, 'enqueuedByOperationId', enqueued_by_operation_id,
            'parentJobId', parent_job_id, 'originalRequestId', original_request_id, 'userId', user_id,
            'authority', json(authority), 'request', json(request), 'result', json(result),
-           'traceparent', traceparent, 'expiresAt', expires_at)
+           'traceparent', traceparent, 'expiresAt', expires_at, 'callbacks', json(callbacks))
          FROM jobs WHERE seq = ?`,
       ),
     finish: prepare<{ id: string; attempt: number; started_at: number | null; status: string; result: string; now: number }>(
@@ -284,6 +294,64 @@ export function prepareStatements(db: Database.Database) {
       `DELETE FROM idempotency_keys WHERE (scope, key) IN (
          SELECT scope, key FROM idempotency_keys INDEXED BY idempotency_keys_expires_at
          WHERE expires_at <= :now LIMIT :limit)`,
+    ),
+    // Callbacks and chains (migration 0006, docs/chains.md).
+    callbacksDue: prepare<[number], SqliteJobRow>(
+      db,
+      `SELECT * FROM jobs INDEXED BY jobs_callbacks_due
+       WHERE callbacks_pending = 1 AND status IN ('succeeded', 'dead') ORDER BY seq LIMIT ?`,
+    ),
+    clearCallback: prepare<{ id: string; status: string }>(
+      db,
+      "UPDATE jobs SET callbacks_pending = 0 WHERE id = :id AND status = :status AND callbacks_pending = 1",
+    ),
+    chain: prepare<[string], SqliteChainRow>(db, "SELECT * FROM chains WHERE original_request_id = ?"),
+    settledDue: prepare<[number], SqliteChainRow>(
+      db,
+      `SELECT c.* FROM chains c INDEXED BY chains_on_settled_due
+       WHERE c.on_settled IS NOT NULL AND c.on_settled_fired_at IS NULL
+         AND NOT EXISTS (SELECT 1 FROM jobs j INDEXED BY jobs_chain_seq
+                         WHERE j.original_request_id = c.original_request_id AND j.status IN ('pending', 'running', 'retrying'))
+       LIMIT ?`,
+    ),
+    fireOnSettled: prepare<{ rid: string; now: number }>(
+      db,
+      `UPDATE chains SET on_settled_fired_at = :now, settled_at = coalesce(settled_at, :now)
+       WHERE original_request_id = :rid AND on_settled IS NOT NULL AND on_settled_fired_at IS NULL
+         AND NOT EXISTS (SELECT 1 FROM jobs j INDEXED BY jobs_chain_seq
+                         WHERE j.original_request_id = :rid AND j.status IN ('pending', 'running', 'retrying'))`,
+    ),
+    cursor: prepare<[string], { at: number; seq: number }>(db, "SELECT at, seq FROM maintenance_cursors WHERE name = ?"),
+    setCursor: prepare<{ name: string; at: number; seq: number }>(
+      db,
+      `INSERT INTO maintenance_cursors (name, at, seq) VALUES (:name, :at, :seq)
+       ON CONFLICT (name) DO UPDATE SET at = excluded.at, seq = excluded.seq`,
+    ),
+    // Jobs finished after the cursor (finished_at, then seq), in that order.
+    finishedSince: prepare<{ at: number; seq: number; limit: number }, { seq: number; original_request_id: string; finished_at: number }>(
+      db,
+      `SELECT seq, original_request_id, finished_at FROM jobs INDEXED BY jobs_finished_at
+       WHERE finished_at IS NOT NULL AND (finished_at > :at OR (finished_at = :at AND seq > :seq))
+       ORDER BY finished_at, seq LIMIT :limit`,
+    ),
+    // A chain whose jobs are all finished: when it began and when its last job finished.
+    chainIfSettled: prepare<[string], { jobs_created: number; started_at: number; last_finished_at: number; settled_at: number | null }>(
+      db,
+      `SELECT c.jobs_created, coalesce(c.created_at, min(j.created_at)) AS started_at,
+         max(j.finished_at) AS last_finished_at, c.settled_at
+       FROM chains c JOIN jobs j INDEXED BY jobs_chain_seq ON j.original_request_id = c.original_request_id
+       WHERE c.original_request_id = ?
+       GROUP BY c.original_request_id
+       HAVING sum(j.status IN ('pending', 'running', 'retrying')) = 0`,
+    ),
+    markSettled: prepare<{ rid: string; at: number }>(
+      db,
+      "UPDATE chains SET settled_at = :at WHERE original_request_id = :rid AND settled_at IS NULL",
+    ),
+    attemptsOfMany: prepare<[string], SqliteAttemptRow & { job_id: string }>(
+      db,
+      `SELECT job_id, attempt, started_at, finished_at, outcome, status_code, error_body FROM job_attempts
+       WHERE job_id IN (SELECT value FROM json_each(?)) ORDER BY id`,
     ),
     schemaVersion: preparePluck<[], number>(db, "PRAGMA user_version"),
   };

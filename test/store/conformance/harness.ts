@@ -91,6 +91,7 @@ export function jobParams(overrides: JobOverrides = {}): JobInsertParams {
     spawnCap: 1000,
     traceparent: null,
     expiry: null,
+    callbacks: null,
     ...fields,
     runTime: runAt !== undefined ? { at: runAt } : (fields.runTime ?? { at: T0 }),
   };

@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { adminCases } from "./admin.js";
+import { chainCases } from "./chains.js";
 import { claimCases } from "./claim.js";
 import { completeCases } from "./complete.js";
 import { flowCases } from "./flow.js";
@@ -28,6 +29,7 @@ export function runStoreConformance(options: StoreConformanceOptions): void {
     completeCases(suite);
     flowCases(suite);
     producerCases(suite);
+    chainCases(suite);
     listCases(suite);
     maintenanceCases(suite);
     propertyCases(suite);

@@ -64,6 +64,7 @@ export function insertCases(suite: Suite): void {
         result: null,
         traceparent: null,
         expiresAt: null,
+        callbacks: null,
       };
       const { seq, ...rest } = job;
       assert.equal(typeof seq, "number");

@@ -1,5 +1,5 @@
 /** Retention, expiry, the figures metrics and the dashboard read, and the engine's own checks. */
-import { CLAIMABLE, JOB_COLUMNS } from "./common.js";
+import { CLAIMABLE, epochMs, JOB_COLUMNS } from "./common.js";
 
 /** Forgets cron ticks older than $2 ms before $1 (now). */
 export const CRON_TICK_DELETE = "DELETE FROM cron_ticks WHERE tick_at < $1::timestamptz - $2 * interval '1 millisecond' RETURNING 1";
@@ -72,3 +72,79 @@ export const EXPIRE_MANY = `WITH expired AS (
 /** Idempotency keys whose window has passed. $1 now, $2 limit. */
 export const IDEMPOTENCY_KEY_DELETE = `DELETE FROM idempotency_keys WHERE ctid IN (
     SELECT ctid FROM idempotency_keys WHERE expires_at <= $1::timestamptz LIMIT $2) RETURNING 1`;
+
+// Callbacks and chains (migration 0012, docs/chains.md).
+
+/** Finished jobs whose callback for that state is still to be enqueued, oldest first. $1 limit. */
+export const CALLBACKS_DUE = `SELECT ${JOB_COLUMNS} FROM job_state s JOIN job_specs j ON j.seq = s.seq
+  WHERE s.callbacks_pending AND s.status IN ('succeeded', 'dead') ORDER BY s.seq LIMIT $1`;
+
+/** Clears a job's pending callback, if it is still in status $2 with one pending. $1 job id. */
+export const CLEAR_CALLBACK = `UPDATE job_state s SET callbacks_pending = false FROM job_specs j
+  WHERE j.id = $1 AND s.seq = j.seq AND s.status = $2 AND s.callbacks_pending RETURNING 1`;
+
+/** A chain's row. $1 original request id. */
+export const CHAIN_GET = "SELECT * FROM chains WHERE original_request_id = $1";
+
+/** The jobs of a chain still waiting or running: none means it has settled. */
+function ACTIVE_IN_CHAIN(rid: string): string {
+  return `EXISTS (SELECT 1 FROM job_specs j JOIN job_state s ON s.seq = j.seq
+    WHERE j.original_request_id = ${rid} AND s.status IN ('pending', 'running', 'retrying'))`;
+}
+
+/** Chains whose on_settled is still to fire and that have settled. $1 limit. */
+export const SETTLED_DUE = `SELECT c.* FROM chains c
+  WHERE c.on_settled IS NOT NULL AND c.on_settled_fired_at IS NULL AND NOT ${ACTIVE_IN_CHAIN("c.original_request_id")}
+  LIMIT $1`;
+
+/**
+ * Fires a chain's on_settled once: its row locked first, so two nodes finishing its last jobs at once see each other's
+ * commit before the check, which is a statement of its own (a fresh snapshot) after the lock. $1 original request id.
+ */
+export const LOCK_CHAIN = "SELECT 1 FROM chains WHERE original_request_id = $1 FOR UPDATE";
+export const FIRE_ON_SETTLED = `UPDATE chains c SET on_settled_fired_at = $2::timestamptz, settled_at = coalesce(c.settled_at, $2::timestamptz)
+  WHERE c.original_request_id = $1 AND c.on_settled IS NOT NULL AND c.on_settled_fired_at IS NULL
+    AND NOT ${ACTIVE_IN_CHAIN("$1")}
+  RETURNING 1`;
+
+/** Only one node reads the finished jobs at a time; the others skip the pass. */
+export const CHAIN_SWEEP_LOCK = "SELECT pg_try_advisory_xact_lock(hashtext('opqueue.chain-sweep:' || current_schema())) AS locked";
+export const CURSOR_GET = "SELECT at, seq FROM maintenance_cursors WHERE name = $1";
+export const CURSOR_SET = `INSERT INTO maintenance_cursors (name, at, seq) VALUES ($1, $2, $3)
+  ON CONFLICT (name) DO UPDATE SET at = excluded.at, seq = excluded.seq`;
+
+/**
+ * The chains that settled among those of the jobs finished after ($1, $2) (finished_at, then seq) and up to $3 (now
+ * less a few seconds: an outcome's finished_at is its transaction's start, so one still committing may carry an
+ * earlier time than a later commit), at most $4 jobs: each chain once per settling (a chain of one job settles with
+ * it; a longer one's settled_at, cleared by the next job it gains, says whether it was reported). Answers the chains,
+ * and the last job read as the next cursor.
+ */
+export const SETTLED_SINCE = `WITH f AS MATERIALIZED (
+    SELECT s.seq, s.finished_at FROM job_state s
+    WHERE s.finished_at >= $1::timestamptz AND (s.finished_at > $1::timestamptz OR s.seq > $2)
+      AND s.finished_at <= $3::timestamptz
+    ORDER BY s.finished_at, s.seq LIMIT $4
+  ), rids AS (
+    SELECT DISTINCT j.original_request_id AS rid FROM f JOIN job_specs j ON j.seq = f.seq
+  ), settled AS (
+    SELECT c.original_request_id, c.jobs_created, coalesce(c.created_at, min(j.created_at)) AS started_at,
+      max(s.finished_at) AS settled_at
+    FROM rids JOIN chains c ON c.original_request_id = rids.rid
+    JOIN job_specs j ON j.original_request_id = c.original_request_id JOIN job_state s ON s.seq = j.seq
+    GROUP BY c.original_request_id, c.jobs_created, c.created_at
+    HAVING bool_and(s.status NOT IN ('pending', 'running', 'retrying'))
+  ), marked AS (
+    UPDATE chains c SET settled_at = st.settled_at FROM settled st
+    WHERE c.original_request_id = st.original_request_id AND st.jobs_created > 1 AND c.settled_at IS NULL
+    RETURNING c.original_request_id
+  )
+  SELECT 'chain' AS kind, st.original_request_id, ${epochMs("st.started_at")} AS started_at,
+    ${epochMs("st.settled_at")} AS settled_at, NULL::bigint AS seq
+  FROM settled st WHERE st.jobs_created = 1 OR st.original_request_id IN (SELECT original_request_id FROM marked)
+  UNION ALL
+  SELECT 'cursor', NULL, NULL, ${epochMs("f.finished_at")}, f.seq FROM (SELECT * FROM f ORDER BY finished_at DESC, seq DESC LIMIT 1) f`;
+
+/** The finished attempts of several jobs, oldest first. $1 job ids. */
+export const ATTEMPT_LIST_MANY = `SELECT job_id, attempt, started_at, finished_at, outcome, status_code, error_body
+  FROM job_attempts WHERE job_id = ANY($1::text[]) ORDER BY id`;

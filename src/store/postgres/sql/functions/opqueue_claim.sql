@@ -1,4 +1,4 @@
--- opqueue_claim: its current text. Migrations hold its history (0003, 0004, 0007, 0010, 0011); this file is what a migrated
+-- opqueue_claim: its current text. Migrations hold its history (0003, 0004, 0007, 0010, 0011, 0012); this file is what a migrated
 -- database holds now, checked by test/store/postgres-sql.test.ts. A change to it is a new migration that restates it.
 --
 -- Claims up to p_limit due jobs and answers each as the JSON of a JobRow, then one last row {"cursor": [op, lane]}
@@ -396,7 +396,7 @@ BEGIN
       'enqueuedByOperationId', j.enqueued_by_operation_id, 'parentJobId', j.parent_job_id,
       'originalRequestId', j.original_request_id, 'userId', j.user_id, 'authority', j.authority,
       'request', j.request, 'result', s.result, 'traceparent', j.traceparent,
-      'expiresAt', floor(extract(epoch FROM s.expires_at) * 1000)::bigint)
+      'expiresAt', floor(extract(epoch FROM s.expires_at) * 1000)::bigint, 'callbacks', j.callbacks)
     FROM job_state s JOIN job_specs j ON j.seq = s.seq
     WHERE s.seq = ANY (v_claimed);
   END IF;
