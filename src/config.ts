@@ -92,6 +92,8 @@ const OperationOverride = Type.Object(
     rate_per_key: Type.Optional(RateLimit),
     max_concurrency: Type.Optional(Type.Integer({ minimum: 1, maximum: 2_147_483_647 })),
     concurrency_limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 2_147_483_647 })),
+    /** Check enqueued requests against the operation's own schemas (docs/api.md, step 4a); `defaults.validate_request`. */
+    validate_request: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
 );
@@ -186,6 +188,7 @@ export const ConfigSchema = Type.Object(
       {
         max_attempts: Type.Integer({ minimum: 1, default: 5 }),
         timeout_ms: Type.Integer({ minimum: 1, default: 30_000 }),
+        validate_request: Type.Boolean({ default: true }),
       },
       { additionalProperties: false, default: {} },
     ),

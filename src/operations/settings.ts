@@ -23,6 +23,8 @@ export interface OperationSettings {
   target: { origin: string; basePath: string };
   /** How long a running job may go without a heartbeat before its lease has expired: timeout plus lease grace. */
   leaseMs: number;
+  /** Whether enqueue checks a request against the operation's own schemas (docs/api.md, step 4a). */
+  validateRequest: boolean;
 }
 
 /** The settings of every operation, resolved on first use and kept (a config never changes once parsed). */
@@ -57,6 +59,7 @@ export class PerOperationSettings {
       retry: Object.freeze({ ...config.retry, ...override?.retry }),
       target: Object.freeze({ origin: base.origin, basePath: base.pathname.replace(/\/+$/, "") }),
       leaseMs: timeoutMs + config.lease.grace_ms,
+      validateRequest: override?.validate_request ?? config.defaults.validate_request,
     });
   }
 

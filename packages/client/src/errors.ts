@@ -75,6 +75,8 @@ export const UnsupportedMediaTypeError = define("UnsupportedMediaTypeError");
 export const UnknownOperationError = define("UnknownOperationError");
 /** 422 operation_not_background. */
 export const OperationNotBackgroundError = define("OperationNotBackgroundError");
+/** 422 request_schema_mismatch: the request breaks the target operation's own schemas; the message names where. */
+export const RequestSchemaMismatchError = define("RequestSchemaMismatchError");
 /** 429 spawn_cap_exceeded. */
 export const SpawnCapExceededError = define("SpawnCapExceededError");
 /** 500 internal: the service failed; its log says why. */
@@ -107,6 +109,7 @@ const BY_CODE: Record<ErrorCode, typeof OpqueueError> = {
   unsupported_media_type: UnsupportedMediaTypeError,
   unknown_operation: UnknownOperationError,
   operation_not_background: OperationNotBackgroundError,
+  request_schema_mismatch: RequestSchemaMismatchError,
   spawn_cap_exceeded: SpawnCapExceededError,
   internal: InternalError,
   unavailable: UnavailableError,
