@@ -20,6 +20,7 @@ import { CronScheduler } from "./maintenance/cron.js";
 import { Periodic } from "./maintenance/periodic.js";
 import { rescueExpiredLeases } from "./maintenance/rescuer.js";
 import { checkConfigAgainstRegistry, OperationRegistry } from "./operations/registry.js";
+import { cronRequestWarnings, RequestSchemas } from "./operations/request-schemas.js";
 import { PerOperationSettings } from "./operations/settings.js";
 import { openStore } from "./store/open-store.js";
 import type { Store } from "./store/store.js";
@@ -175,7 +176,12 @@ export async function createService(options: {
   const notifier = new WorkNotifier();
   const logger = options.logger ?? pino({ level: "silent" });
   const registry = OperationRegistry.fromFile(config.openapi);
-  const { warnings } = checkConfigAgainstRegistry({ config, registry });
+  const requestSchemas = RequestSchemas.compile({ registry, settings });
+  const warnings = [
+    ...checkConfigAgainstRegistry({ config, registry }).warnings,
+    ...requestSchemas.warnings,
+    ...cronRequestWarnings({ config, requestSchemas }),
+  ];
   // Tokens are signed and checked on this node's clock, as their issuers' and verifiers' are.
   const verifier = await TokenVerifier.create({ auth: config.auth, clock: nodeClock });
   const signer = await DeliverySigner.create({
@@ -218,6 +224,7 @@ export async function createService(options: {
     const app = await buildApp({
       config,
       registry,
+      requestSchemas,
       settings,
       notifier,
       store,

@@ -17,6 +17,7 @@ import type { RunTime } from "../job/job.js";
 import type { EnqueueBody } from "../job/schemas.js";
 import { pathParamsProblem, payloadProblem } from "../job/payload-rules.js";
 import type { Operation, OperationRegistry } from "../operations/registry.js";
+import type { RequestSchema, RequestSchemas } from "../operations/request-schemas.js";
 
 /**
  * 0001-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z: the instants an RFC 3339 UTC date can write, less year
@@ -37,6 +38,11 @@ export interface CheckedEnqueueBody {
   runTime: RunTime;
   /** Undefined for an operation the document lacks: step 3 answers that. */
   target: Operation | undefined;
+  /**
+   * The target's own request schemas, which step 4a checks once the caller is known to be allowed (it must not learn
+   * them otherwise); undefined when there is nothing to check.
+   */
+  requestSchema: RequestSchema | undefined;
 }
 
 /** Runs step 2; throws the `ApiError` of the first check that fails. */
@@ -44,6 +50,7 @@ export function checkEnqueueBody(options: {
   body: unknown;
   schemaProblem: SchemaProblem | undefined;
   registry: OperationRegistry;
+  requestSchemas: RequestSchemas;
 }): CheckedEnqueueBody {
   const { schemaProblem } = options;
   const inOnBehalfOf = schemaProblem !== undefined && schemaProblem.pointer.startsWith("/on_behalf_of");
@@ -60,7 +67,7 @@ export function checkEnqueueBody(options: {
   }
   const target = options.registry.get(body.operation_id);
   if (target) checkPathParams(target, body.request.path_params ?? {});
-  return { body, runTime, target };
+  return { body, runTime, target, requestSchema: options.requestSchemas.get(body.operation_id) };
 }
 
 /** Nesting, storable text and the payload's size. */

@@ -110,6 +110,9 @@ async function enqueue(deps: EnqueueDeps, caller: EnqueueCaller, checked: Checke
     }
   }
 
+  // Step 4a: the target's own schemas, checked only now that the caller may enqueue it (docs/api.md).
+  checked.requestSchema?.check(body.request);
+
   // Steps 5–7, atomically in the store.
   const chain = chainFields({ assertion, parent, onBehalfOf });
   const outcome = await store.jobInsert({

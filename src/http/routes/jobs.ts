@@ -5,6 +5,7 @@ import { ApiError } from "../../errors.js";
 import { checkEnqueueBody } from "../../enqueue/body-checks.js";
 import { enqueueJob, type EnqueueDeps } from "../../enqueue/enqueue.js";
 import type { OperationRegistry } from "../../operations/registry.js";
+import type { RequestSchemas } from "../../operations/request-schemas.js";
 import {
   EnqueueBody,
   ErrorBody,
@@ -20,6 +21,7 @@ import { toApiError } from "../error-handler.js";
 /** What the job routes need. */
 export interface JobRoutesOptions extends EnqueueDeps {
   registry: OperationRegistry;
+  requestSchemas: RequestSchemas;
   verifier: TokenVerifier;
 }
 
@@ -91,6 +93,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
           ? { message: request.validationError.message, pointer: problem?.instancePath ?? "" }
           : undefined,
         registry: options.registry,
+        requestSchemas: options.requestSchemas,
       });
       const result = await enqueueJob(options, caller, checked);
       return reply.code(result.kind === "created" ? 201 : 200).send({ job: toWireJob(result.job) });
