@@ -176,9 +176,10 @@ export async function createService(options: {
   const notifier = new WorkNotifier();
   const logger = options.logger ?? pino({ level: "silent" });
   const registry = OperationRegistry.fromFile(config.openapi);
+  const configWarnings = checkConfigAgainstRegistry({ config, registry }).warnings;
   const requestSchemas = RequestSchemas.compile({ registry, settings });
   const warnings = [
-    ...checkConfigAgainstRegistry({ config, registry }).warnings,
+    ...configWarnings,
     ...requestSchemas.warnings,
     ...cronRequestWarnings({ config, requestSchemas }),
   ];

@@ -32,7 +32,7 @@ export interface SchemaProblem {
   pointer: string;
 }
 
-/** A body that passed step 2: typed, its run time, and its target when the OpenAPI document has it. */
+/** A body that passed step 2: typed, its run time, its target when the OpenAPI document has it, and its checks. */
 export interface CheckedEnqueueBody {
   body: EnqueueBody;
   runTime: RunTime;

@@ -264,7 +264,8 @@ export class RequestSchemas {
         parameters: documentValidator({ document, version: registry.version, coerceTypes: "array" }),
       };
     } catch (error) {
-      for (const operationId of shapes.keys()) unchecked(operationId, `the document cannot be read as JSON Schema: ${(error as Error).message}`);
+      const why = `the document cannot be read as JSON Schema: ${excerpt((error as Error).message, MAX_WARNING_DETAIL_CHARS)}`;
+      for (const operationId of shapes.keys()) unchecked(operationId, why);
       return new RequestSchemas(new Map(), warnings);
     }
     const byOperation = new Map<string, RequestSchema>();

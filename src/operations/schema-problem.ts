@@ -75,8 +75,10 @@ function described(error: ErrorObject, data: unknown): SchemaProblem {
       return { pointer: named("additionalProperty"), problem: "is not allowed: the schema admits no other properties" };
     case "unevaluatedProperties":
       return { pointer: named("unevaluatedProperty"), problem: "is not allowed: the schema admits no other properties" };
-    case "type":
-      return { pointer, problem: `must be ${String(params["type"]).replaceAll(",", " or ")}, got ${describeValue(valueAt(data, pointer))}` };
+    case "type": {
+      const types = String(params["type"]).replaceAll(",", " or ");
+      return { pointer, problem: `must be ${types}, got ${describeValue(valueAt(data, pointer))}` };
+    }
     case "enum":
       return { pointer, problem: `must be one of ${listed(params["allowedValues"])}` };
     case "const":

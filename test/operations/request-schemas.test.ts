@@ -101,7 +101,10 @@ paths:
       parameters: [{ name: q, in: query, required: true, schema: { type: string } }]
 `);
     assert.equal(schemas.warnings.length, 2, schemas.warnings.join("\n"));
-    assert.match(schemas.warnings[0] ?? "", /^openapi: operation "fileUpload": requests are not checked against its schemas: cannot compile #\/paths\/~1a\/post\/requestBody/);
+    assert.match(
+      schemas.warnings[0] ?? "",
+      /^openapi: operation "fileUpload": requests are not checked against its schemas: cannot compile #\/paths\/~1a\/post\/requestBody/,
+    );
     assert.match(schemas.warnings[1] ?? "", /operation "badPattern"/);
     assert.equal(schemas.get("fileUpload"), undefined);
     assert.ok(schemaOf(schemas, "fine").problem({}));
