@@ -94,6 +94,8 @@ const OperationOverride = Type.Object(
     concurrency_limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 2_147_483_647 })),
     /** Keep the target's 2xx body (up to 8 KiB) in the job's result (docs/chains.md, "Stored results"). */
     store_result: Type.Optional(Type.Boolean()),
+    /** Check enqueued requests against the operation's own schemas (docs/api.md, step 4a); `defaults.validate_request`. */
+    validate_request: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
 );
@@ -188,6 +190,7 @@ export const ConfigSchema = Type.Object(
       {
         max_attempts: Type.Integer({ minimum: 1, default: 5 }),
         timeout_ms: Type.Integer({ minimum: 1, default: 30_000 }),
+        validate_request: Type.Boolean({ default: true }),
       },
       { additionalProperties: false, default: {} },
     ),

@@ -22,6 +22,7 @@ import { rescueExpiredLeases } from "./maintenance/rescuer.js";
 import { expireJobs } from "./maintenance/expirer.js";
 import { sweepChains } from "./chains/callbacks.js";
 import { checkConfigAgainstRegistry, OperationRegistry } from "./operations/registry.js";
+import { cronRequestWarnings, RequestSchemas } from "./operations/request-schemas.js";
 import { PerOperationSettings } from "./operations/settings.js";
 import { openStore } from "./store/open-store.js";
 import type { Store } from "./store/store.js";
@@ -193,7 +194,13 @@ export async function createService(options: {
   const notifier = new WorkNotifier();
   const logger = options.logger ?? pino({ level: "silent" });
   const registry = OperationRegistry.fromFile(config.openapi);
-  const { warnings } = checkConfigAgainstRegistry({ config, registry });
+  const configWarnings = checkConfigAgainstRegistry({ config, registry }).warnings;
+  const requestSchemas = RequestSchemas.compile({ registry, settings });
+  const warnings = [
+    ...configWarnings,
+    ...requestSchemas.warnings,
+    ...cronRequestWarnings({ config, requestSchemas }),
+  ];
   // Tokens are signed and checked on this node's clock, as their issuers' and verifiers' are.
   const verifier = await TokenVerifier.create({ auth: config.auth, clock: nodeClock });
   const signer = await DeliverySigner.create({
@@ -236,6 +243,7 @@ export async function createService(options: {
     const app = await buildApp({
       config,
       registry,
+      requestSchemas,
       settings,
       notifier,
       store,

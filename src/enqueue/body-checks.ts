@@ -20,6 +20,7 @@ import type { RunTime } from "../job/job.js";
 import { CALLBACK_FIELDS, type EnqueueBody } from "../job/schemas.js";
 import { pathParamsProblem, payloadProblem } from "../job/payload-rules.js";
 import type { Operation, OperationRegistry } from "../operations/registry.js";
+import type { RequestSchema, RequestSchemas } from "../operations/request-schemas.js";
 
 /**
  * 0001-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z: the instants an RFC 3339 UTC date can write, less year
@@ -34,7 +35,7 @@ export interface SchemaProblem {
   pointer: string;
 }
 
-/** A body that passed step 2: typed, its run and expiry times, and its target when the OpenAPI document has it. */
+/** A body that passed step 2: typed, its run and expiry times, its target when the OpenAPI document has it, and its checks. */
 export interface CheckedEnqueueBody {
   body: EnqueueBody;
   runTime: RunTime;
@@ -46,6 +47,11 @@ export interface CheckedEnqueueBody {
   target: Operation | undefined;
   /** The targets of its callbacks, by field; undefined for one the document lacks (step 3 answers that too). */
   callbackTargets: Partial<Record<CallbackField, Operation | undefined>>;
+  /**
+   * The target's own request schemas, which step 4a checks once the caller is known to be allowed (it must not learn
+   * them otherwise); undefined when there is nothing to check.
+   */
+  requestSchema: RequestSchema | undefined;
 }
 
 /** A callback field of the body. */
@@ -60,6 +66,7 @@ export function checkEnqueueBody(options: {
   now: number;
   /** The Idempotency-Key header, already checked for its form. */
   idempotencyHeader?: string | undefined;
+  requestSchemas: RequestSchemas;
 }): CheckedEnqueueBody {
   const { schemaProblem } = options;
   const inOnBehalfOf = schemaProblem !== undefined && schemaProblem.pointer.startsWith("/on_behalf_of");
@@ -89,7 +96,15 @@ export function checkEnqueueBody(options: {
   if (header !== undefined && body.idempotency_key !== undefined && header !== body.idempotency_key) {
     throw new ApiError(400, "invalid_request", "the Idempotency-Key header and the body's idempotency_key differ");
   }
-  return { body, runTime, expiry, idempotencyKey: header ?? body.idempotency_key, target, callbackTargets };
+  return {
+    body,
+    runTime,
+    expiry,
+    idempotencyKey: header ?? body.idempotency_key,
+    target,
+    callbackTargets,
+    requestSchema: options.requestSchemas.get(body.operation_id),
+  };
 }
 
 /**

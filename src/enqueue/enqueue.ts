@@ -165,6 +165,9 @@ function insertParams(deps: EnqueueDeps, caller: EnqueueCaller, checked: Checked
 
   checkCallbacks(config, checked, { chained: parent !== undefined });
 
+  // Step 4a: the target's own schemas, checked only now that the caller may enqueue it (docs/api.md).
+  checked.requestSchema?.check(body.request);
+
   // Steps 5–7 are the store's, atomically.
   const chain = chainFields({ assertion, parent, onBehalfOf });
   return {

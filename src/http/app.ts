@@ -9,6 +9,7 @@ import type { Config } from "../config.js";
 import type { WorkNotifier } from "../dispatcher/notifier.js";
 import { ApiError } from "../errors.js";
 import type { OperationRegistry } from "../operations/registry.js";
+import type { RequestSchemas } from "../operations/request-schemas.js";
 import type { PerOperationSettings } from "../operations/settings.js";
 import type { Store } from "../store/store.js";
 import type { Telemetry } from "../telemetry/events.js";
@@ -31,6 +32,8 @@ import { createServer } from "./server.js";
 export interface AppOptions {
   config: Config;
   registry: OperationRegistry;
+  /** The target operations' own request schemas, checked at enqueue (docs/api.md, step 4a). */
+  requestSchemas: RequestSchemas;
   settings: PerOperationSettings;
   notifier: WorkNotifier;
   store: Store;

@@ -5,6 +5,8 @@
  * `$ref`s are followed only where the registry reads: path items, operations and their parameters. The rest of
  * the document (schemas above all) is never walked, so a legitimately recursive schema is not mistaken for a
  * broken ref cycle, and a document that is valid OpenAPI loads even if opqueue could not resolve every ref in it.
+ * The request schemas (`request-schemas.ts`) read the schemas later, from the document kept here, and a schema they
+ * cannot use only goes unchecked.
  */
 import { readFileSync } from "node:fs";
 import { resolve as resolvePath } from "node:path";
@@ -12,6 +14,7 @@ import { Cron } from "croner";
 import { parse as parseYaml } from "yaml";
 import { ConfigError, cronCaller, type Config, type CronConfig } from "../config.js";
 import { pathParamsProblem, payloadProblem } from "../job/payload-rules.js";
+import { childOf, formatPointer, refSegments } from "./json-pointer.js";
 
 /** One operation of the product's API. */
 export interface Operation {
@@ -26,6 +29,18 @@ export interface Operation {
   /** The tags include "background": only such operations may be enqueued. */
   background: boolean;
 }
+
+/**
+ * What the document says of one operation, refs followed: its operation object and the path item holding it (whose
+ * `parameters` apply to it too). The request schemas read its request from them (`request-shape.ts`).
+ */
+export interface OperationDefinition {
+  operation: Readonly<Record<string, unknown>>;
+  pathItem: Readonly<Record<string, unknown>>;
+}
+
+/** The OpenAPI versions opqueue reads; their schemas differ in dialect (JSON Schema 2020-12 from 3.1 on). */
+export type OpenApiVersion = "3.0" | "3.1";
 
 /** The tag that marks an operation as a target opqueue may enqueue. */
 const BACKGROUND_TAG = "background";
@@ -50,36 +65,6 @@ function pathParamsOf(path: string): string[] {
   return [...path.matchAll(/\{([^{}/]+)\}/g)].map((match) => match[1] ?? "");
 }
 
-/** The decoded segments of a local JSON-pointer `$ref` (RFC 6901 in a URI fragment). */
-function pointerSegments(ref: string): string[] | { problem: string } {
-  if (!ref.startsWith("#")) {
-    return {
-      problem:
-        `$ref "${ref}" points outside this document; only local refs ("#/components/...") are supported, ` +
-        "so bundle the document into one file first",
-    };
-  }
-  let pointer: string;
-  try {
-    pointer = decodeURIComponent(ref.slice(1));
-  } catch {
-    return { problem: `$ref "${ref}" is not a valid URI fragment` };
-  }
-  if (pointer === "") return [];
-  if (!pointer.startsWith("/")) return { problem: `$ref "${ref}" is not a JSON pointer (it must start with "#/")` };
-  // Order matters (RFC 6901 §4): "~01" must become "~1", not "/".
-  return pointer
-    .slice(1)
-    .split("/")
-    .map((segment) => segment.replaceAll("~1", "/").replaceAll("~0", "~"));
-}
-
-/** One step down a JSON pointer; own properties only, so "constructor" or "__proto__" never resolve by accident. */
-function childOf(node: unknown, segment: string): unknown {
-  if (Array.isArray(node)) return /^(0|[1-9]\d*)$/.test(segment) ? node[Number(segment)] : undefined;
-  return isObject(node) && Object.hasOwn(node, segment) ? node[segment] : undefined;
-}
-
 /** A `$ref` already being followed, to detect cycles whatever spelling of the pointer they use. */
 interface RefVisit {
   key: string;
@@ -89,20 +74,21 @@ interface RefVisit {
 /** Reads one parsed document into operations; every problem becomes a `ConfigError` naming the source. */
 class DocumentReader {
   private readonly operations = new Map<string, Operation>();
+  private readonly definitions = new Map<string, OperationDefinition>();
 
   constructor(
     private readonly root: unknown,
     private readonly source: string,
   ) {}
 
-  read(): Map<string, Operation> {
-    const paths = this.checkHeader();
+  read(): { operations: Map<string, Operation>; definitions: Map<string, OperationDefinition>; version: OpenApiVersion } {
+    const { paths, version } = this.checkHeader();
     for (const [path, item] of Object.entries(paths)) {
       // Specification extensions ("x-...") may sit beside the paths; they are not paths.
       if (path.startsWith("x-")) continue;
       this.readPathItem(path, item);
     }
-    return this.operations;
+    return { operations: this.operations, definitions: this.definitions, version };
   }
 
   private fail(where: string, problem: string): ConfigError {
@@ -110,27 +96,30 @@ class DocumentReader {
     return new ConfigError(`config: openapi: ${this.source}: ${at}${problem}`);
   }
 
-  private checkHeader(): JsonObject {
+  private checkHeader(): { paths: JsonObject; version: OpenApiVersion } {
     const doc = this.root;
     if (!isObject(doc)) throw this.fail("", `is not an OpenAPI document (it holds ${describeValue(doc)}, not an object)`);
     if (doc["swagger"] !== undefined) {
       throw this.fail("", "is a Swagger 2.0 document; convert it to OpenAPI 3.0 or 3.1");
     }
-    this.checkVersion(doc["openapi"]);
+    const version = this.checkVersion(doc["openapi"]);
     const paths = doc["paths"];
     if (!isObject(paths)) throw this.fail("paths", `must be an object of path items (got ${describeValue(paths)})`);
-    return paths;
+    return { paths, version };
   }
 
-  private checkVersion(version: unknown): void {
+  private checkVersion(version: unknown): OpenApiVersion {
     if (version === undefined) throw this.fail("", 'is not an OpenAPI document (no "openapi" version field)');
     if (typeof version === "number") {
       // YAML reads `openapi: 3.1` as a number, which the OpenAPI schema rejects; say how to fix it.
       throw this.fail("openapi", `must be a version string such as "3.1.0", not the number ${version} (quote it in YAML)`);
     }
-    if (typeof version !== "string" || !SUPPORTED_VERSIONS.some((v) => version === v || version.startsWith(`${v}.`))) {
+    const supported =
+      typeof version === "string" ? SUPPORTED_VERSIONS.find((v) => version === v || version.startsWith(`${v}.`)) : undefined;
+    if (supported === undefined) {
       throw this.fail("openapi", `version ${JSON.stringify(version)} is not supported (need 3.0.x or 3.1.x)`);
     }
+    return supported;
   }
 
   private readPathItem(path: string, value: unknown): void {
@@ -141,12 +130,17 @@ class DocumentReader {
     this.checkParameters(item["parameters"], `${where}.parameters`);
     for (const method of HTTP_METHODS) {
       if (item[method] === undefined) continue;
-      const operation = this.readOperation({ path, method, value: item[method], where: `${where}.${method}` });
-      if (operation) this.add(operation, `${where}.${method}.operationId`);
+      const read = this.readOperation({ path, method, value: item[method], where: `${where}.${method}` });
+      if (read) this.add(read.operation, `${where}.${method}.operationId`, { operation: read.definition, pathItem: item });
     }
   }
 
-  private readOperation(options: { path: string; method: string; value: unknown; where: string }): Operation | undefined {
+  private readOperation(options: {
+    path: string;
+    method: string;
+    value: unknown;
+    where: string;
+  }): { operation: Operation; definition: JsonObject } | undefined {
     const { path, method, where } = options;
     const op = this.resolve(options.value, where);
     if (!isObject(op)) throw this.fail(where, `must be an operation object (got ${describeValue(op)})`);
@@ -158,7 +152,7 @@ class DocumentReader {
       throw this.fail(`${where}.operationId`, `must be a non-empty string (got ${describeValue(operationId)})`);
     }
     const tags = this.readTags(op["tags"], `${where}.tags`);
-    return {
+    const operation = {
       operationId,
       method: method.toUpperCase(),
       path,
@@ -166,6 +160,7 @@ class DocumentReader {
       tags,
       background: tags.includes(BACKGROUND_TAG),
     };
+    return { operation, definition: op };
   }
 
   private readTags(value: unknown, where: string): string[] {
@@ -188,7 +183,7 @@ class DocumentReader {
     });
   }
 
-  private add(operation: Operation, where: string): void {
+  private add(operation: Operation, where: string, definition: OperationDefinition): void {
     const existing = this.operations.get(operation.operationId);
     if (existing) {
       throw this.fail(
@@ -198,6 +193,7 @@ class DocumentReader {
       );
     }
     this.operations.set(operation.operationId, operation);
+    this.definitions.set(operation.operationId, definition);
   }
 
   /**
@@ -208,7 +204,7 @@ class DocumentReader {
     if (!isObject(value) || !Object.hasOwn(value, "$ref")) return value;
     const { $ref: ref, ...siblings } = value;
     if (typeof ref !== "string") throw this.fail(where, `$ref must be a string (got ${describeValue(ref)})`);
-    const segments = pointerSegments(ref);
+    const segments = refSegments(ref);
     if (!Array.isArray(segments)) throw this.fail(where, segments.problem);
     const key = JSON.stringify(segments);
     if (visiting.some((visit) => visit.key === key)) {
@@ -224,8 +220,8 @@ class DocumentReader {
     for (const [index, segment] of segments.entries()) {
       node = childOf(node, segment);
       if (node === undefined) {
-        const parent = segments.slice(0, index).map((s) => `/${s.replaceAll("~", "~0").replaceAll("/", "~1")}`);
-        throw this.fail(where, `$ref "${ref}" does not resolve: there is no "${segment}" in #${parent.join("")}`);
+        const parent = formatPointer(segments.slice(0, index));
+        throw this.fail(where, `$ref "${ref}" does not resolve: there is no "${segment}" in #${parent}`);
       }
     }
     return node;
@@ -234,7 +230,14 @@ class DocumentReader {
 
 /** The operations of the product's OpenAPI document, indexed by operationId. */
 export class OperationRegistry {
-  private constructor(private readonly byId: ReadonlyMap<string, Operation>) {}
+  private constructor(
+    private readonly byId: ReadonlyMap<string, Operation>,
+    private readonly definitions: ReadonlyMap<string, OperationDefinition>,
+    /** The parsed document, as read: the request schemas compile from it (`request-schemas.ts`). */
+    readonly document: unknown,
+    /** The document's OpenAPI version, which says its schemas' dialect. */
+    readonly version: OpenApiVersion,
+  ) {}
 
   /** Reads a YAML or JSON OpenAPI 3.0/3.1 file; throws `ConfigError` naming the file on any problem. */
   static fromFile(path: string): OperationRegistry {
@@ -257,12 +260,18 @@ export class OperationRegistry {
 
   /** Builds the registry from a parsed document; `source` names it in error messages. Throws `ConfigError`. */
   static fromDocument(doc: unknown, source = "OpenAPI document"): OperationRegistry {
-    return new OperationRegistry(new DocumentReader(doc, source).read());
+    const { operations, definitions, version } = new DocumentReader(doc, source).read();
+    return new OperationRegistry(operations, definitions, doc, version);
   }
 
   /** The operation with this operationId, if the document has one. */
   get(operationId: string): Operation | undefined {
     return this.byId.get(operationId);
+  }
+
+  /** What the document says of the operation with this operationId, refs followed. */
+  definitionOf(operationId: string): OperationDefinition | undefined {
+    return this.definitions.get(operationId);
   }
 
   /** Every operation with an operationId, in document order. */

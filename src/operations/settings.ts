@@ -25,6 +25,8 @@ export interface OperationSettings {
   leaseMs: number;
   /** Whether a 2xx body is kept in the job's result (`operations.X.store_result`). */
   storeResult: boolean;
+  /** Whether enqueue checks a request against the operation's own schemas (docs/api.md, step 4a). */
+  validateRequest: boolean;
 }
 
 /** The settings of every operation, resolved on first use and kept (a config never changes once parsed). */
@@ -60,6 +62,7 @@ export class PerOperationSettings {
       target: Object.freeze({ origin: base.origin, basePath: base.pathname.replace(/\/+$/, "") }),
       leaseMs: timeoutMs + config.lease.grace_ms,
       storeResult: override?.store_result ?? false,
+      validateRequest: override?.validate_request ?? config.defaults.validate_request,
     });
   }
 

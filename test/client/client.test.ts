@@ -10,6 +10,7 @@ import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
 import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { fileURLToPath } from "node:url";
 import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
 import { exportJWK, exportPKCS8, generateKeyPair, SignJWT, type CryptoKey } from "jose";
 import {
@@ -32,6 +33,7 @@ import {
   OpqueueError,
   PayloadTooLargeError,
   PER_PROCESS_REQUEST_ID_WARNING,
+  RequestSchemaMismatchError,
   SiteAdminRequiredError,
   SpawnCapExceededError,
   TriggerNotAllowedError,
@@ -536,6 +538,20 @@ describe("typed errors of enqueue", () => {
       status: 422,
       code: "operation_not_background",
       run: (_s, client) => client.enqueue({ operationId: "getUser", request: { path_params: { userId: "42" } }, caller: CALLER }),
+    },
+    {
+      when: "the request breaks the target's own schemas",
+      ErrorClass: RequestSchemaMismatchError,
+      status: 422,
+      code: "request_schema_mismatch",
+      configure: (raw) => {
+        raw["openapi"] = fileURLToPath(new URL("../fixtures/request-schemas.openapi.yaml", import.meta.url));
+        raw["triggers"] = { createUser: ["listReports"] };
+        raw["on_behalf_of"] = [];
+        raw["operations"] = {};
+        raw["cron"] = [];
+      },
+      run: (_s, client) => client.enqueue({ operationId: "listReports", request: { query: { limit: "many" } }, caller: CALLER }),
     },
     {
       when: "a pending job of another operation holds the dedupe key",

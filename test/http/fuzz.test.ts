@@ -30,7 +30,7 @@ const DOCUMENTED_CODES: Readonly<Record<number, readonly string[]>> = {
   409: ["job_running", "job_not_cancellable", "job_not_retryable", "dedupe_conflict", "job_not_waiting", "chain_exists"],
   413: ["body_too_large"],
   415: ["unsupported_media_type"],
-  422: ["unknown_operation", "operation_not_background", "idempotency_key_reused"],
+  422: ["unknown_operation", "operation_not_background", "request_schema_mismatch", "idempotency_key_reused"],
   429: ["spawn_cap_exceeded"],
 };
 

@@ -81,6 +81,8 @@ export const UnknownOperationError = define("UnknownOperationError");
 export const OperationNotBackgroundError = define("OperationNotBackgroundError");
 /** 422 idempotency_key_reused: the idempotency key was used, within its window, with another request. */
 export const IdempotencyKeyReusedError = define("IdempotencyKeyReusedError");
+/** 422 request_schema_mismatch: the request breaks the target operation's own schemas; the message names where. */
+export const RequestSchemaMismatchError = define("RequestSchemaMismatchError");
 /** 429 spawn_cap_exceeded. */
 export const SpawnCapExceededError = define("SpawnCapExceededError");
 /** 500 internal: the service failed; its log says why. */
@@ -116,6 +118,7 @@ const BY_CODE: Record<ErrorCode, typeof OpqueueError> = {
   unknown_operation: UnknownOperationError,
   operation_not_background: OperationNotBackgroundError,
   idempotency_key_reused: IdempotencyKeyReusedError,
+  request_schema_mismatch: RequestSchemaMismatchError,
   spawn_cap_exceeded: SpawnCapExceededError,
   internal: InternalError,
   unavailable: UnavailableError,

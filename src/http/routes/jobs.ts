@@ -9,6 +9,7 @@ import { checkEnqueueBody, type CheckedEnqueueBody } from "../../enqueue/body-ch
 import { enqueueJob, enqueueJobs, type EnqueueDeps, type EnqueueResult } from "../../enqueue/enqueue.js";
 import { parseTraceparent, formatTraceparent } from "../../enqueue/trace-context.js";
 import type { OperationRegistry } from "../../operations/registry.js";
+import type { RequestSchemas } from "../../operations/request-schemas.js";
 import {
   BatchEnqueueAnswer,
   BatchEnqueueBody,
@@ -31,6 +32,7 @@ import type { Config } from "../../config.js";
 export interface JobRoutesOptions extends EnqueueDeps {
   config: EnqueueDeps["config"] & Pick<Config, "limits">;
   registry: OperationRegistry;
+  requestSchemas: RequestSchemas;
   verifier: TokenVerifier;
   clock: Clock;
 }
@@ -135,6 +137,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
         registry: options.registry,
         now: options.clock.now(),
         idempotencyHeader: idempotencyHeader(request.headers["idempotency-key"]),
+        requestSchemas: options.requestSchemas,
       });
       const result = await enqueueJob(options, { ...caller, traceparent: traceparentOf(request.headers.traceparent) }, checked);
       if (result.kind === "replayed") void reply.header("idempotent-replayed", "true");
@@ -180,6 +183,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
               ? { message: `jobs/${index}${problem.instancePath} ${problem.message ?? "is invalid"}`, pointer: problem.instancePath }
               : undefined,
             registry: options.registry,
+            requestSchemas: options.requestSchemas,
             now,
           });
         } catch (error) {
