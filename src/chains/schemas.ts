@@ -3,6 +3,7 @@ import { Type, type Static } from "@sinclair/typebox";
 import { Job, JobAttempt, JOB_STATUSES } from "../job/schemas.js";
 
 const DateTime = Type.String({ format: "date-time" });
+const Count = Type.Integer({ minimum: 0 });
 
 /** A job of a chain with its attempts and the jobs it enqueued (its children, oldest first). */
 export const ChainNode = Type.Recursive(
@@ -27,9 +28,17 @@ export const Chain = Type.Object(
     settled_at: Type.Union([DateTime, Type.Null()], { description: "When its last job finished, once settled." }),
     cancelled_at: Type.Union([DateTime, Type.Null()]),
     cancelled_by: Type.Union([Type.String(), Type.Null()]),
-    counts: Type.Object(Object.fromEntries(JOB_STATUSES.map((status) => [status, Type.Integer({ minimum: 0 })])), {
-      additionalProperties: false,
-    }),
+    counts: Type.Object(
+      {
+        pending: Count,
+        running: Count,
+        retrying: Count,
+        succeeded: Count,
+        dead: Count,
+        cancelled: Count,
+      } satisfies Record<(typeof JOB_STATUSES)[number], typeof Count>,
+      { additionalProperties: false, description: "Its jobs by status." },
+    ),
     spawn_cap: Type.Object(
       {
         used: Type.Integer({ minimum: 0, description: "Jobs ever created in the chain, cancelled or not." }),

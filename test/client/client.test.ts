@@ -780,6 +780,39 @@ describe("admin calls", () => {
   });
 });
 
+describe("chains: callbacks, waiting, the chain as a unit", () => {
+  test("onComplete enqueues its callback; wait answers the finished job to a producer; getChain answers the tree", async (t) => {
+    const paths: string[] = [];
+    const targetUrl = await startHttpTarget(t, (req, res) => {
+      paths.push(req.url ?? "");
+      res.writeHead(204).end();
+    });
+    const s = await startDeliveringService(t, targetUrl, (raw) => {
+      raw["chains"] = { check_ms: 20 };
+      raw["triggers"] = { createUser: ["sendWelcomeEmail"], sendWelcomeEmail: ["recordEmailSent"], "cron:nightly": ["buildReport"] };
+    });
+    const client = clientOf(s);
+    const caller = { userId: "u1", operationId: "createUser", requestId: "signup-chain-1" };
+    const { job } = await client.enqueue({
+      ...welcomeEmail(),
+      caller,
+      onComplete: { operationId: "recordEmailSent", pathParams: { emailId: "welcome-42" } },
+    });
+    const done = await client.wait(job.id, { waitMs: 10_000, caller });
+    assert.equal(done.status, "succeeded");
+    const chain = await (async () => {
+      for (;;) {
+        const read = await client.getChain("signup-chain-1");
+        if (read.settled && read.counts.succeeded === 2) return read;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    })();
+    assert.equal(chain.jobs[0]?.job.id, job.id);
+    assert.equal(chain.jobs[0]?.children[0]?.job.operation_id, "recordEmailSent");
+    assert.ok(paths.includes("/emails/welcome-42/record"));
+  });
+});
+
 describe("admin calls: run now, attempts and history", () => {
   test("runNow makes a delayed job due now; history names every administrator's action with the token's sub; attempts lists none yet", async (t) => {
     const s = await startLiveService(t);

@@ -16,6 +16,7 @@ import {
 import { isCanonicalSegment, isValidRequestId, REQUEST_ID_RULE } from "../../src/auth/hs256.js";
 import { ERROR_CODES } from "../../src/errors.js";
 import * as service from "../../src/job/schemas.js";
+import type * as chains from "../../src/chains/schemas.js";
 import type * as flow from "../../src/flow/schemas.js";
 import type { OperationList } from "../../src/http/routes/operations.js";
 
@@ -35,6 +36,7 @@ const typesAgree: Array<true> = [
   true satisfies Same<client.JobAttempt, service.JobAttempt>,
   true satisfies Same<client.JobHistoryEvent, service.JobHistoryEvent>,
   true satisfies Same<client.JobExtensions, Static<typeof service.JobExtensions>["extensions"]>,
+  true satisfies Same<client.Chain, chains.ChainBody>,
   true satisfies Same<client.RateLimit, flow.RateLimitBody>,
   true satisfies Same<client.OperationLimits, Static<typeof flow.Limits>>,
   true satisfies Same<client.LimitsPatch, flow.LimitsPatch>,
@@ -48,7 +50,7 @@ const typesAgree: Array<true> = [
 
 describe("the client's wire agrees with the service's", () => {
   test("the wire types are the same shapes (checked at compile time)", () => {
-    assert.equal(typesAgree.length, 17);
+    assert.equal(typesAgree.length, 18);
   });
 
   test("job statuses and terminal reasons are the same lists, in the same order", () => {

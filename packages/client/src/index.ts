@@ -23,7 +23,7 @@ export * from "./errors.js";
 export * from "./delivery.js";
 export { createJobsClient, PER_PROCESS_REQUEST_ID_WARNING } from "./jobs-client.js";
 export type {
-  AssertionClaims, AssertionSigner, BatchItem, BatchItemResult, CancelJobsFilter, CancelOptions, EnqueueOptions, JobPage, JobsClient,
+  AssertionClaims, AssertionSigner, BatchItem, BatchItemResult, Callback, CancelJobsFilter, CancelOptions, EnqueueOptions, JobPage, JobsClient,
   JobsClientOptions, ListOptions,
 } from "./jobs-client.js";
 export { opqueueDelivery } from "./fastify.js";
@@ -31,7 +31,7 @@ export { opqueueDeliveryMiddleware } from "./express.js";
 export type { DeliveryMiddlewareOptions } from "./express.js";
 export { ERROR_CODES, JOB_STATUSES, TERMINAL_REASONS } from "./wire.js";
 export type {
-  AdminAction, AdminStamp, Authority, ErrorCode, Job, JobAttempt, JobExtensions, JobHistoryEvent, JobResult, JobStatus, LimitsPatch,
+  AdminAction, AdminStamp, Authority, Chain, ChainNode, ErrorCode, Job, JobAttempt, JobExtensions, JobHistoryEvent, JobResult, JobStatus, LimitsPatch,
   OperationControl,
   OperationLimits, OperationSummary, PausedKey, RateLimit, RequestPayload, TerminalReason,
 } from "./wire.js";

@@ -10,6 +10,7 @@ import type {
   Authority,
   Job,
   JobAttempt,
+  Chain,
   JobExtensions,
   JobHistoryEvent,
   JobStatus,
@@ -80,6 +81,12 @@ export interface EnqueueOptions {
   ttlMs?: number;
   /** Expiry as an instant (see `ttlMs`); it must come after the job's run time. */
   expiresAt?: Date | string;
+  /** Enqueued as a chained job, once, when the job succeeds; its body the outcome (docs/chains.md). */
+  onComplete?: Callback;
+  /** Enqueued as a chained job, once, when the job ends dead. */
+  onDead?: Callback;
+  /** Enqueued as a chained job, once, when the whole chain settles; only with a chain's first job. */
+  onSettled?: Callback;
   /**
    * Makes the enqueue safe to retry: the service remembers the key, per calling operation and user, for its
    * idempotency window (24 h by default), and answers the same key again with the job it created, even after the job
@@ -98,6 +105,22 @@ export interface EnqueueOptions {
    * headers and URL paths. Anything else throws before a request is sent.
    */
   caller?: { userId: string; operationId: string; requestId: string };
+}
+
+/** A callback: the background operation enqueued, with its path parameters and query (its body is the outcome). */
+export interface Callback {
+  operationId: string;
+  pathParams?: Record<string, unknown>;
+  query?: Record<string, unknown>;
+}
+
+/** A callback on the wire. */
+function callbackBody(callback: Callback): Record<string, unknown> {
+  const request = {
+    ...(callback.pathParams === undefined ? {} : { path_params: callback.pathParams }),
+    ...(callback.query === undefined ? {} : { query: callback.query }),
+  };
+  return { operation_id: callback.operationId, ...(Object.keys(request).length === 0 ? {} : { request }) };
 }
 
 /** An item of `enqueueBatch`: an enqueue, its caller given once for the whole batch. */
@@ -162,6 +185,9 @@ function enqueueBody(enqueue: BatchItem): Record<string, unknown> {
     ...(enqueue.ttlMs === undefined ? {} : { ttl_ms: enqueue.ttlMs }),
     ...(enqueue.expiresAt === undefined ? {} : { expires_at: time(enqueue.expiresAt) }),
     ...(enqueue.idempotencyKey === undefined ? {} : { idempotency_key: enqueue.idempotencyKey }),
+    ...(enqueue.onComplete === undefined ? {} : { on_complete: callbackBody(enqueue.onComplete) }),
+    ...(enqueue.onDead === undefined ? {} : { on_dead: callbackBody(enqueue.onDead) }),
+    ...(enqueue.onSettled === undefined ? {} : { on_settled: callbackBody(enqueue.onSettled) }),
   };
 }
 
@@ -205,6 +231,14 @@ export interface JobsClient {
   enqueueBatch(items: BatchItem[], options?: { caller?: EnqueueOptions["caller"]; traceparent?: string }): Promise<BatchItemResult[]>;
   /** One job by id (every id the client puts in a path is percent-encoded, so any text reaches its route). */
   get(id: string): Promise<Job>;
+  /**
+   * Waits (up to `waitMs`, at most 30,000) for a job to be succeeded, dead or cancelled, and answers it as it then is
+   * (`GET /jobs/{id}?wait_ms=`). With `caller`, as a producer: its enqueue assertion reads the jobs its operation
+   * enqueued for its user; without, as an administrator.
+   */
+  wait(id: string, options: { waitMs: number; caller?: EnqueueOptions["caller"] }): Promise<Job>;
+  /** A chain as a unit: its jobs as a tree with their attempts, counts, settling and spawn cap use. */
+  getChain(originalRequestId: string): Promise<Chain>;
   /** One page of jobs, newest first. */
   listPage(options?: ListOptions & { cursor?: string }): Promise<JobPage>;
   /** Every page of jobs matching the filters, newest first, fetched as you iterate. */
@@ -416,6 +450,16 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
     },
     async get(id) {
       return (await call<{ job: Job }>("GET", `/jobs/${pathSegment(id, "get: id")}`, adminAuthorization)).body.job;
+    },
+    async wait(id, waitOptions) {
+      const path = `/jobs/${pathSegment(id, "wait: id")}?wait_ms=${Math.max(0, Math.min(30_000, Math.floor(waitOptions.waitMs)))}`;
+      const caller = waitOptions.caller;
+      const authorization = caller === undefined ? adminAuthorization : async () => `Bearer ${await assertionFor(callerClaims(caller))}`;
+      return (await call<{ job: Job }>("GET", path, authorization)).body.job;
+    },
+    async getChain(originalRequestId) {
+      const path = `/chains/${pathSegment(originalRequestId, "getChain: originalRequestId")}`;
+      return (await call<{ chain: Chain }>("GET", path, adminAuthorization)).body.chain;
     },
     async listPage(listOptions = {}) {
       const answer = await call<{ jobs: Job[]; next_cursor: string | null }>("GET", `/jobs${query(listOptions)}`, adminAuthorization);

@@ -197,3 +197,25 @@ export interface PausedKey {
   concurrency_key: string;
   paused: AdminStamp;
 }
+
+/** A job of a chain with its attempts and the jobs it enqueued (`GET /chains/{original_request_id}`). */
+export interface ChainNode {
+  job: Job;
+  attempts: JobAttempt[];
+  children: ChainNode[];
+}
+
+/** A chain as a unit (docs/chains.md). */
+export interface Chain {
+  original_request_id: string;
+  started_at: string | null;
+  settled: boolean;
+  settled_at: string | null;
+  cancelled_at: string | null;
+  cancelled_by: string | null;
+  counts: Record<JobStatus, number>;
+  spawn_cap: { used: number; limit: number };
+  on_settled: { operation_id: string; job_id: string; fired_at: string | null } | null;
+  jobs: ChainNode[];
+  truncated: boolean;
+}
