@@ -193,14 +193,17 @@ export function producerCases(suite: Suite): void {
       clock.set(T0 + 1000);
       const expire = store.jobExpireMany({ limit: 100 });
       const [claimed, expired] = await Promise.all([claim, expire]);
+      // On PostgreSQL the expirer skips the rows the claim holds locked (its candidates, more than it takes): the next
+      // pass ends those it left.
+      const later = await store.jobExpireMany({ limit: 100 });
       const claimedIds = new Set(claimed.map((job) => job.id));
-      for (const job of expired) assert.ok(!claimedIds.has(job.id), `job ${job.id} was both claimed and expired`);
+      for (const job of [...expired, ...later]) assert.ok(!claimedIds.has(job.id), `job ${job.id} was both claimed and expired`);
       for (const job of jobs) {
         const now = await mustGet(store, job.id);
         if (claimedIds.has(job.id)) assert.equal(now.status, "running");
         else assert.equal(now.status, "cancelled");
       }
-      assert.equal(claimed.length + expired.length, jobs.length);
+      assert.equal(claimed.length + expired.length + later.length, jobs.length);
     });
 
     suite.case("a job keeps the trace context it was enqueued with; claims, reads and dedupe upserts carry it", async ({ store }) => {
