@@ -7,7 +7,7 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { ApiError } from "../../errors.js";
 import { checkEnqueueBody, type CheckedEnqueueBody } from "../../enqueue/body-checks.js";
 import { enqueueJob, enqueueJobs, type EnqueueDeps, type EnqueueResult } from "../../enqueue/enqueue.js";
-import { parseTraceparent, formatTraceparent } from "../../enqueue/trace-context.js";
+import { parseTraceparent, formatTraceparent } from "../../telemetry/trace-context.js";
 import type { OperationRegistry } from "../../operations/registry.js";
 import {
   BatchEnqueueAnswer,
