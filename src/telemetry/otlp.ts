@@ -54,7 +54,7 @@ import { formatTraceparent, newSpanId, newTraceId, parseTraceparent, sampledFlag
 import type { Tracing } from "./tracing.js";
 
 /** opqueue's own span attributes (the HTTP ones follow OpenTelemetry's semantic conventions). */
-export const SPAN_ATTRIBUTES = {
+const SPAN_ATTRIBUTES = {
   jobId: "opqueue.job.id",
   attempt: "opqueue.job.attempt",
   operationId: "opqueue.operation_id",
