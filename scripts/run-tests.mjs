@@ -24,6 +24,7 @@ const PLACES = {
   "test/dispatcher/": { engines: "both" },
   "test/maintenance/": { engines: "both" },
   "test/telemetry/": { engines: "both" },
+  "test/telemetry/trace-context.test.ts": { engines: "none" },
   "test/client/": { engines: "both" },
   "test/client/wire-agreement.test.ts": { engines: "none" },
   "test/client/package.test.ts": {

@@ -123,6 +123,31 @@ const CronEntry = Type.Object(
 );
 
 /**
+ * `telemetry.otlp`: where spans are exported (docs/tracing.md). Absent, opqueue makes no spans and never loads the
+ * OpenTelemetry SDK.
+ */
+const OtlpExport = Type.Object(
+  {
+    /** The collector's OTLP/HTTP traces URL, whole (`http://collector:4318/v1/traces`): nothing is appended to it. */
+    endpoint: Type.String({ format: "uri", pattern: "^https?://" }),
+    /**
+     * Headers sent with every export (a vendor's API key, say). A secret is better given by the standard
+     * OTEL_EXPORTER_OTLP_TRACES_HEADERS variable, which the exporter reads too; a header given here wins over it.
+     */
+    headers: Type.Record(Type.String(), Type.String({ pattern: "^[^\\r\\n\\u0000]*$" }), {
+      // A header's name is an HTTP token (RFC 9110); its value holds no line break.
+      propertyNames: { pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$" },
+      default: {},
+    }),
+    /** The `service.name` of every span's resource. */
+    service_name: Type.String({ minLength: 1, default: "opqueue" }),
+    /** The longest one export request may take (and how long shutdown waits for the last one). */
+    timeout_ms: Type.Integer({ minimum: 1, maximum: 600_000, default: 10_000 }),
+  },
+  { additionalProperties: false },
+);
+
+/**
  * The longest `listen.*_timeout_ms`: one day, far above any useful value and far below the 2^31 - 1 ms past which
  * Node's timers fire after 1 ms instead.
  */
@@ -246,6 +271,11 @@ export const ConfigSchema = Type.Object(
       { additionalProperties: false, default: {} },
     ),
     cron: Type.Array(CronEntry, { default: [] }),
+    /** What opqueue tells about itself beyond logs and /metrics: spans over OTLP (docs/tracing.md). */
+    telemetry: Type.Object(
+      { otlp: Type.Optional(OtlpExport) },
+      { additionalProperties: false, default: {} },
+    ),
   },
   { additionalProperties: false },
 );
@@ -260,6 +290,8 @@ export type DeliveryKeyConfig = Static<typeof DeliveryKey>;
 export type DeliveryKeysConfig = Config["auth"]["delivery_key"];
 /** One entry of `cron`. */
 export type CronConfig = Config["cron"][number];
+/** `telemetry.otlp`: where spans are exported. */
+export type OtlpConfig = Static<typeof OtlpExport>;
 
 /**
  * The keys of `auth.delivery_key` in order (the first signs), each with the name messages give it: `auth.delivery_key`

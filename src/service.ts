@@ -28,6 +28,7 @@ import { openStore } from "./store/open-store.js";
 import type { Store } from "./store/store.js";
 import { Telemetry } from "./telemetry/events.js";
 import { createMetrics, type Metrics } from "./telemetry/metrics.js";
+import { startTracing, type Tracing } from "./telemetry/tracing.js";
 
 /** The worker side of a service: everything that runs without a request. */
 export interface Worker {
@@ -53,6 +54,8 @@ export interface Service {
   signer: DeliverySigner;
   telemetry: Telemetry;
   metrics: Metrics;
+  /** The OTLP tracer (docs/tracing.md); null unless `telemetry.otlp` is configured. */
+  tracing: Tracing | null;
   app: FastifyInstance;
   /** The ops listener: /healthz, /readyz and /metrics alone (for `--no-api` nodes and `listen.ops_port`). */
   ops: FastifyInstance;
@@ -64,7 +67,7 @@ export interface Service {
   start(): void;
   /**
    * Graceful stop: the API stops accepting, the dispatcher stops claiming and gives in-flight deliveries up to
-   * `shutdown.grace_ms` (or `graceMs`), then the store closes.
+   * `shutdown.grace_ms` (or `graceMs`), then the store closes and the last spans are exported.
    */
   close(options?: { graceMs?: number }): Promise<void>;
 }
@@ -78,13 +81,15 @@ function createWorker(options: {
   notifier: WorkNotifier;
   signer: DeliverySigner;
   telemetry: Telemetry;
+  tracing: Tracing | null;
   logger: Logger;
   random?: () => number;
 }): Worker {
   const { config, settings, store, clock, notifier, telemetry, logger } = options;
   const random = options.random ? { random: options.random } : {};
   const deliverer = new Deliverer({ settings, registry: options.registry, signer: options.signer });
-  const dispatcher = new Dispatcher({ config, settings, store, deliverer, clock, telemetry, logger, ...random });
+  const tracer = options.tracing?.delivery;
+  const dispatcher = new Dispatcher({ config, settings, store, deliverer, clock, telemetry, logger, tracer, ...random });
   const rescuer = new Periodic({
     name: "lease rescuer",
     intervalMs: config.lease.check_ms,
@@ -209,6 +214,8 @@ export async function createService(options: {
     clock: nodeClock,
   });
   const telemetry = new Telemetry();
+  // Before anything emits: the tracer subscribes to the events its spans are made of. Off, nothing is loaded.
+  const tracing = (await startTracing({ config, telemetry, logger })) ?? null;
   const store = await openStore({
     url: config.database,
     clock: nodeClock,
@@ -216,6 +223,9 @@ export async function createService(options: {
     poolSize: options.poolSize ?? config.database_pool_size,
     onPoolError: (error) => logger.warn({ err: error }, "database connection error"),
     onWarning: (message) => logger.warn(message),
+  }).catch(async (error: unknown) => {
+    await tracing?.shutdown();
+    throw error;
   });
   // Timers (when the next job is due, the next cron tick) and figures (queue lag) read the database's clock as this
   // node knows it, so a node whose clock is off neither wakes at the wrong time nor reports the wrong lag.
@@ -273,6 +283,7 @@ export async function createService(options: {
             notifier,
             signer,
             telemetry,
+            tracing,
             logger,
             ...(options.random ? { random: options.random } : {}),
           });
@@ -298,6 +309,7 @@ export async function createService(options: {
       signer,
       telemetry,
       metrics,
+      tracing,
       app,
       ops,
       worker,
@@ -335,13 +347,14 @@ export async function createService(options: {
                 ])
               : undefined,
           ]);
-          await store.close();
+          // The dispatcher has ended its deliveries' spans and the API answered its last enqueue: export what is left.
+          await Promise.all([store.close(), tracing?.shutdown()]);
         })();
         return closing;
       },
     };
   } catch (error) {
-    await store.close();
+    await Promise.all([store.close(), tracing?.shutdown()]);
     throw error;
   }
 }

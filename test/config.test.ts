@@ -126,7 +126,37 @@ test("a config with only the required keys gets every default docs/configuration
     shutdown: { grace_ms: 30000 },
     retention: { terminal_days: 30 },
     cron: [],
+    telemetry: {},
   });
+});
+
+test("telemetry.otlp is off unless given; given, its endpoint is required and the rest takes defaults", () => {
+  assert.equal(parseChanged(() => undefined).telemetry.otlp, undefined);
+  const config = parseChanged((raw) => {
+    raw["telemetry"] = { otlp: { endpoint: "http://collector:4318/v1/traces" } };
+  });
+  assert.deepEqual(config.telemetry, {
+    otlp: { endpoint: "http://collector:4318/v1/traces", headers: {}, service_name: "opqueue", timeout_ms: 10_000 },
+  });
+  const given = {
+    endpoint: "https://otlp.example.com/v1/traces",
+    headers: { "x-api-key": "k" },
+    service_name: "opqueue-eu",
+    timeout_ms: 2000,
+  };
+  assert.deepEqual(parseChanged((raw) => void (raw["telemetry"] = { otlp: { ...given } })).telemetry, { otlp: given });
+  assertConfigError(() => parseChanged((raw) => void (raw["telemetry"] = { otlp: {} })), /telemetry\.otlp\.endpoint: is required/);
+});
+
+test("a telemetry.otlp endpoint that is not an http(s) URL, or a header that could not be sent, is refused, naming its key", () => {
+  const otlp = (extra: Record<string, unknown>) => (raw: Record<string, unknown>) =>
+    void (raw["telemetry"] = { otlp: { endpoint: "http://collector:4318/v1/traces", ...extra } });
+  assertConfigError(() => parseChanged(otlp({ endpoint: "collector:4318" })), /telemetry\.otlp\.endpoint/);
+  assertConfigError(() => parseChanged(otlp({ endpoint: "grpc://collector:4317" })), /telemetry\.otlp\.endpoint/);
+  assertConfigError(() => parseChanged(otlp({ headers: { "x-key": "a\r\nb: c" } })), /telemetry\.otlp\.headers\.x-key/);
+  assertConfigError(() => parseChanged(otlp({ headers: { "bad name": "v" } })), /telemetry\.otlp\.headers/);
+  assertConfigError(() => parseChanged(otlp({ timeout_ms: 0 })), /telemetry\.otlp\.timeout_ms/);
+  assertConfigError(() => parseChanged(otlp({ protocol: "grpc" })), /telemetry\.otlp/, /unknown key "protocol"/);
 });
 
 test("a partly given section keeps the given values and fills the rest from the defaults", () => {
@@ -291,6 +321,7 @@ test("the full docs/configuration.md example YAML loads from a file and passes t
         request: { body: {} },
       },
     ],
+    telemetry: {},
   });
   const registry = OperationRegistry.fromFile(config.openapi);
   assert.deepEqual(checkConfigAgainstRegistry({ config, registry }), { warnings: [] });

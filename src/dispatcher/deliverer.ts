@@ -16,6 +16,7 @@ import type { Operation, OperationRegistry } from "../operations/registry.js";
 import type { PerOperationSettings } from "../operations/settings.js";
 import type { JobRow } from "../job/job.js";
 import { VERSION } from "../version.js";
+import { deliveryTraceparent, type DeliverySpan } from "./delivery-trace.js";
 
 /** Most bytes of a failure body kept in `result.error_body`. */
 export const MAX_ERROR_BODY_BYTES = 8192;
@@ -250,8 +251,11 @@ export class Deliverer {
     });
   }
 
-  /** The request a job turns into, with a freshly signed delivery token. */
-  async buildRequest(job: JobRow, operation: Operation): Promise<DeliveryRequest> {
+  /**
+   * The request a job turns into, with a freshly signed delivery token, and the `traceparent` of `span` (or, with no
+   * tracer, one made for this attempt) when the job has a trace context (docs/tracing.md).
+   */
+  async buildRequest(job: JobRow, operation: Operation, span?: DeliverySpan): Promise<DeliveryRequest> {
     const { target, timeoutMs } = this.settings.of(operation.operationId);
     const token = await this.signer.sign({
       sub: job.userId,
@@ -272,6 +276,9 @@ export class Deliverer {
       "user-agent": `opqueue/${VERSION}`,
     };
     if (hasBody) headers["content-type"] = "application/json";
+    // An extension of the contract's headers (docs/delivery.md): only for jobs that have a trace context.
+    const traceparent = span === undefined ? deliveryTraceparent(job) : span.traceparent;
+    if (traceparent !== undefined) headers["traceparent"] = traceparent;
     return {
       origin: target.origin,
       path: target.basePath + buildPath(operation.path, job.request.path_params) + buildQueryString(job.request.query),
@@ -281,8 +288,11 @@ export class Deliverer {
     };
   }
 
-  /** Delivers one attempt of a claimed job. Never throws. */
-  async deliver(job: JobRow): Promise<DeliveryResult> {
+  /**
+   * Delivers one attempt of a claimed job. Never throws. `span`, given while OTLP export is on, names the attempt's
+   * span in its `traceparent` and is told the request's method and URL; its caller ends it.
+   */
+  async deliver(job: JobRow, span?: DeliverySpan): Promise<DeliveryResult> {
     const operation = this.registry.get(job.operationId);
     if (!operation) {
       return { kind: "undeliverable", error: `operation "${job.operationId}" is no longer in the OpenAPI document` };
@@ -292,10 +302,11 @@ export class Deliverer {
     const { timeoutMs } = this.settings.of(job.operationId);
     let request: DeliveryRequest;
     try {
-      request = await this.buildRequest(job, operation);
+      request = await this.buildRequest(job, operation, span);
     } catch (error) {
       return { kind: "no-response", error: describeFailure(error, timeoutMs, false) };
     }
+    span?.sending(request.method, request.origin + request.path);
     return new Promise<DeliveryResult>((resolve) => {
       const exchange = new Exchange(
         timeoutMs,

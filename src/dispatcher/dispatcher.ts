@@ -22,6 +22,9 @@
  * In-flight jobs are heartbeated every `lease.heartbeat_ms` in one statement, one heartbeat at a time. Outcomes go
  * through the completer, whose writes are conditional on (id, running, attempt, started_at), so a rescue or a cancel
  * that came first wins; `delivery:finished` is emitted for the outcomes it wrote.
+ *
+ * With OTLP export on, each delivery attempt is wrapped in a span (`tracer`): started before the request, ended with
+ * the attempt's outcome. Claims are reported by `claim:finished`, which the tracer alone subscribes to.
  */
 import type { Logger } from "pino";
 import type { Clock } from "../clock.js";
@@ -30,9 +33,10 @@ import { decideAttempt, type AttemptDecision } from "../job/retry-policy.js";
 import type { PerOperationSettings } from "../operations/settings.js";
 import type { Store } from "../store/store.js";
 import type { JobAttempt, JobRow } from "../job/job.js";
-import type { OpqueueEvents, Telemetry } from "../telemetry/events.js";
+import { wallClockMs, type OpqueueEvents, type Telemetry } from "../telemetry/events.js";
 import { Completer, type PendingOutcome } from "./completer.js";
 import type { Deliverer } from "./deliverer.js";
+import type { DeliverySpan, DeliveryTracer } from "./delivery-trace.js";
 
 type State = "idle" | "running" | "paused" | "stopping" | "stopped";
 
@@ -91,6 +95,8 @@ export class Dispatcher {
       logger: Logger;
       /** Jitter source; `Math.random` by default. */
       random?: () => number;
+      /** Spans around delivery attempts, while OTLP export is on (docs/tracing.md); none otherwise. */
+      tracer?: DeliveryTracer | undefined;
     },
   ) {
     this.random = options.random ?? Math.random;
@@ -178,17 +184,22 @@ export class Dispatcher {
   }
 
   private async claim(limit: number): Promise<void> {
-    const { store, config } = this.options;
+    const { store, config, telemetry } = this.options;
+    // Read only for the tracer's claim span: no clock read, and no payload, without one.
+    const traced = telemetry.observes("claim:finished");
+    const startTime = traced ? wallClockMs() : 0;
     let jobs: JobRow[];
     try {
       jobs = await store.jobClaimMany({ limit });
     } catch (error) {
+      if (traced) telemetry.emit("claim:finished", { startTime, endTime: wallClockMs(), limit, jobs: 0, error: String(error) });
       this.pause(error, "claim failed");
       return;
     } finally {
       this.claimsInFlight -= 1;
       this.reservedSlots -= limit;
     }
+    if (traced) telemetry.emit("claim:finished", { startTime, endTime: wallClockMs(), limit, jobs: jobs.length, error: undefined });
     // Claimed jobs are delivered even if a stop began (or another claim failed) meanwhile: they are running in the
     // database now, and a stop waits for the claims on their way back, then for (or requeues) whatever is in flight.
     for (const job of jobs) {
@@ -244,11 +255,13 @@ export class Dispatcher {
 
   private startDelivery(job: JobRow): void {
     const startedAt = performance.now();
+    const span: DeliverySpan | undefined = this.options.tracer?.start(job);
     const done = this.options.deliverer
-      .deliver(job)
+      .deliver(job, span)
       .then(async (result) => {
         const durationMs = performance.now() - startedAt;
         if (result.kind === "local-failure") {
+          span?.end({ outcome: "not-sent", statusCode: undefined, error: result.error, terminalReason: null });
           await this.giveBack(job, result.error);
           return;
         }
@@ -265,6 +278,12 @@ export class Dispatcher {
                 random: this.random(),
               });
         this.averageDeliveryMs += (durationMs - this.averageDeliveryMs) * DURATION_AVERAGE_WEIGHT;
+        span?.end({
+          outcome: decision.status,
+          statusCode: decision.result.status_code,
+          error: decision.result.error_body,
+          terminalReason: decision.result.terminal_reason,
+        });
         if (this.state === "stopped") return;
         this.completer.add({
           outcome: { ...attemptOf(job), ...decision },

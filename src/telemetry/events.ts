@@ -1,6 +1,7 @@
 /**
- * Typed events from the core. The core emits; metrics and logs subscribe. Emitting with no listener costs a
- * map lookup, so the hot paths may emit freely.
+ * Typed events from the core. The core emits; metrics, logs and the OTLP tracer subscribe. Emitting with no listener
+ * costs a map lookup, so the hot paths may emit freely; an event whose payload is worth building only for a listener
+ * (the tracer's) is emitted behind `observes`, so that a node without one allocates nothing for it.
  */
 import { EventEmitter } from "node:events";
 
@@ -16,12 +17,45 @@ export interface OpqueueEvents {
     /** When the job becomes claimable. */
     runAt: number;
   };
+  /**
+   * A `POST /jobs` or `POST /jobs/batch` request was answered, accepted or refused (emitted behind `observes`: only the
+   * OTLP tracer reads it, as the enqueue span).
+   */
+  "enqueue:answered": {
+    route: "/jobs" | "/jobs/batch";
+    /** The request's `traceparent` header as received; whoever reads it validates it. */
+    traceparent: string | string[] | undefined;
+    /** When the request arrived, in milliseconds since the epoch (`wallClockMs`). */
+    startTime: number;
+    /** When it was answered, likewise. */
+    endTime: number;
+    statusCode: number;
+    /** The error code of a request refused whole. */
+    code: string | undefined;
+    /** The jobs it answered with, in order (a batch's refused items aside). */
+    jobs: Array<{ jobId: string; operationId: string; outcome: "created" | "deduplicated" | "cancelled-by-chain" | "replayed" }>;
+    /** A batch's items refused on their own. */
+    refused: number;
+  };
   /** A `POST /jobs` was refused with an error code. */
   "job:enqueue-refused": { code: string };
   /** A job became claimable by other means than enqueue (an admin retry). */
   "job:retried": { operationId: string; runAt: number };
   /** A job claimed `waitMs` after its run time (what gates and a busy queue kept it waiting). */
   "job:claimed": { operationId: string; waitMs: number };
+  /**
+   * A claim came back from the database, with `jobs` of the `limit` it asked for, or failed (emitted behind `observes`:
+   * only the OTLP tracer reads it, as the claim span).
+   */
+  "claim:finished": {
+    /** When the claim was sent and when it came back, in milliseconds since the epoch (`wallClockMs`). */
+    startTime: number;
+    endTime: number;
+    limit: number;
+    jobs: number;
+    /** Why it failed; undefined when it did not. */
+    error: string | undefined;
+  };
   /** A delivery attempt ended and its outcome was written (one someone else had decided first is not reported). */
   "delivery:finished": {
     jobId: string;
@@ -69,8 +103,21 @@ export class Telemetry {
     return () => this.emitter.off(event, listener);
   }
 
+  /** Whether anything subscribes to `event`: a hot path builds a payload only a subscriber reads behind this. */
+  observes<E extends keyof OpqueueEvents>(event: E): boolean {
+    return this.emitter.listenerCount(event) > 0;
+  }
+
   /** Emits one event to its subscribers. */
   emit<E extends keyof OpqueueEvents>(event: E, payload: OpqueueEvents[E]): void {
     this.emitter.emit(event, payload);
   }
+}
+
+/**
+ * Now, in milliseconds since the epoch with a fraction: the times events give spans. Read from the monotonic clock
+ * (as OpenTelemetry's SDK reads its own), so a span's duration is right even while the system clock is stepped.
+ */
+export function wallClockMs(): number {
+  return performance.timeOrigin + performance.now();
 }

@@ -4,10 +4,12 @@
  */
 import { Type, type Static } from "@sinclair/typebox";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import type { FastifyReply, FastifyRequest } from "fastify";
 import { ApiError } from "../../errors.js";
 import { checkEnqueueBody, type CheckedEnqueueBody } from "../../enqueue/body-checks.js";
-import { enqueueJob, enqueueJobs, type EnqueueDeps, type EnqueueResult } from "../../enqueue/enqueue.js";
-import { parseTraceparent, formatTraceparent } from "../../enqueue/trace-context.js";
+import { enqueueJob, enqueueJobs, enqueueOutcome, type EnqueueDeps, type EnqueueResult } from "../../enqueue/enqueue.js";
+import { wallClockMs, type OpqueueEvents } from "../../telemetry/events.js";
+import { parseTraceparent, formatTraceparent } from "../../telemetry/trace-context.js";
 import type { OperationRegistry } from "../../operations/registry.js";
 import type { RequestSchemas } from "../../operations/request-schemas.js";
 import {
@@ -55,6 +57,38 @@ function traceparentOf(header: string | string[] | undefined): string | undefine
   return context === undefined ? undefined : formatTraceparent(context);
 }
 
+/**
+ * An answered enqueue request as `enqueue:answered` reports it (the OTLP tracer's enqueue span). Built only behind
+ * `telemetry.observes`: a node without the tracer spends nothing on it.
+ */
+function answeredEvent(options: {
+  route: "/jobs" | "/jobs/batch";
+  request: FastifyRequest;
+  reply: FastifyReply;
+  statusCode: number;
+  code?: string;
+  results: ReadonlyArray<EnqueueResult | ApiError>;
+}): OpqueueEvents["enqueue:answered"] {
+  const endTime = wallClockMs();
+  const jobs: OpqueueEvents["enqueue:answered"]["jobs"] = [];
+  let refused = 0;
+  for (const result of options.results) {
+    if (result instanceof ApiError) refused += 1;
+    else jobs.push({ jobId: result.job.id, operationId: result.job.operationId, outcome: enqueueOutcome(result) });
+  }
+  return {
+    route: options.route,
+    traceparent: options.request.headers.traceparent,
+    // Fastify times the request from its arrival.
+    startTime: endTime - options.reply.elapsedTime,
+    endTime,
+    statusCode: options.statusCode,
+    code: options.code,
+    jobs,
+    refused,
+  };
+}
+
 /** A batch item's answer on the wire. */
 function batchResult(result: EnqueueResult | ApiError): Record<string, unknown> {
   if (result instanceof ApiError) return { status: result.statusCode, code: result.code, message: result.message };
@@ -100,7 +134,17 @@ function decodeCursor(cursor: string): number {
 
 /** Registers the job routes. */
 export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app, options) => {
-  const { store, verifier } = options;
+  const { store, verifier, telemetry } = options;
+  /** Reports a request refused whole (the auth hook's, the framework's, or enqueue's own). */
+  const refusedWhole = (route: "/jobs" | "/jobs/batch", request: FastifyRequest, reply: FastifyReply, error: Error) => {
+    const apiError = toApiError(error);
+    const code = apiError?.code ?? "internal";
+    telemetry.emit("job:enqueue-refused", { code });
+    if (telemetry.observes("enqueue:answered")) {
+      const statusCode = apiError?.statusCode ?? 500;
+      telemetry.emit("enqueue:answered", answeredEvent({ route, request, reply, statusCode, code, results: [] }));
+    }
+  };
   const validateItem = compileBodyValidator(EnqueueBody);
   const envelopeValidator = compileBodyValidator(BatchEnqueueEnvelope);
   const adminOnly = adminAuthHook({ verifier });
@@ -111,9 +155,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
     {
       onRequest: enqueueAuthHook({ verifier, store }),
       // Every refusal counts: the auth hook's 401 and the framework's 400/413/415 as much as enqueueJob's own.
-      onError: async (_request, _reply, error) => {
-        options.telemetry.emit("job:enqueue-refused", { code: toApiError(error)?.code ?? "internal" });
-      },
+      onError: async (request, reply, error) => refusedWhole("/jobs", request, reply, error),
       // The schema's problem is handed to step 2 (checkEnqueueBody), which answers it in the contract's order.
       attachValidation: true,
       schema: {
@@ -141,7 +183,11 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
       });
       const result = await enqueueJob(options, { ...caller, traceparent: traceparentOf(request.headers.traceparent) }, checked);
       if (result.kind === "replayed") void reply.header("idempotent-replayed", "true");
-      return reply.code(result.kind === "created" ? 201 : 200).send({ job: toWireJob(result.job) });
+      const statusCode = result.kind === "created" ? 201 : 200;
+      if (telemetry.observes("enqueue:answered")) {
+        telemetry.emit("enqueue:answered", answeredEvent({ route: "/jobs", request, reply, statusCode, results: [result] }));
+      }
+      return reply.code(statusCode).send({ job: toWireJob(result.job) });
     },
   );
 
@@ -149,9 +195,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
     "/jobs/batch",
     {
       onRequest: enqueueAuthHook({ verifier, store }),
-      onError: async (_request, _reply, error) => {
-        options.telemetry.emit("job:enqueue-refused", { code: toApiError(error)?.code ?? "internal" });
-      },
+      onError: async (request, reply, error) => refusedWhole("/jobs/batch", request, reply, error),
       bodyLimit: options.config.limits.batch_body_bytes,
       // The envelope is validated here; each item against EnqueueBody on its own, so one bad item is answered alone.
       validatorCompiler: () => envelopeValidator,
@@ -193,7 +237,10 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
       });
       const results = await enqueueJobs(options, { ...caller, traceparent: traceparentOf(request.headers.traceparent) }, items);
       for (const result of results) {
-        if (result instanceof ApiError) options.telemetry.emit("job:enqueue-refused", { code: result.code });
+        if (result instanceof ApiError) telemetry.emit("job:enqueue-refused", { code: result.code });
+      }
+      if (telemetry.observes("enqueue:answered")) {
+        telemetry.emit("enqueue:answered", answeredEvent({ route: "/jobs/batch", request, reply, statusCode: 200, results }));
       }
       // Serialized here, the schema's shape built by batchResult: a thousand results through the response schema's union
       // (tried branch by branch) would cost more than building them. Fastify sends a string as it is.
