@@ -180,8 +180,8 @@ describe("spans exported over OTLP", () => {
       traceparent: producerTraceparent(),
     });
     assert.equal(batch.status, 200);
-    const [created] = batch.json["results"] as Array<{ job?: { id: string } }>;
-    assert.ok(created?.job);
+    const [created] = batch.json["results"] as Array<{ id?: string }>;
+    assert.ok(created?.id);
     const refused = await fetch(`${setupDone.apiUrl}/jobs`, {
       method: "POST",
       headers: { "content-type": "application/json", traceparent: producerTraceparent() },
@@ -196,7 +196,7 @@ describe("spans exported over OTLP", () => {
 
     const batchSpan = only(spans, (span) => span.name === "POST /jobs/batch", "batch span");
     assert.equal(batchSpan.parentSpanId, PRODUCER.spanId);
-    assert.deepEqual(batchSpan.attributes["opqueue.job.ids"], [created.job.id]);
+    assert.deepEqual(batchSpan.attributes["opqueue.job.ids"], [created.id]);
     assert.deepEqual(batchSpan.attributes["opqueue.operation_ids"], ["buildReport"]);
     assert.deepEqual(batchSpan.attributes["opqueue.enqueue.outcomes"], ["created"]);
     assert.equal(batchSpan.attributes["opqueue.batch.refused"], 1);
