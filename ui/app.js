@@ -2,6 +2,7 @@
 // overview, the job list, a job's page and flow control, and the periodic refresh of the view on screen.
 import { api, ApiError, clearToken, getToken, onUnauthorized, setToken, tokenClaims } from "./api.js";
 import { announce, clearMessages, h, showError, timeShort, timeZoneLabel } from "./dom.js";
+import { chainView } from "./chain.js";
 import { flowView } from "./flow.js";
 import { jobView } from "./job.js";
 import { jobsView } from "./jobs.js";
@@ -20,6 +21,17 @@ function parseRoute(hash) {
   if (path === "" || path === "/") return { name: "overview", params };
   if (path === "/jobs" || path === "/jobs/") return { name: "jobs", params };
   if (path === "/flow" || path === "/flow/") return { name: "flow", params };
+  const chainMatch = /^\/chains\/([^/]+)$/.exec(path);
+  if (chainMatch) {
+    let rid;
+    try {
+      rid = decodeURIComponent(chainMatch[1]);
+    } catch {
+      return { name: "unknown", params };
+    }
+    if (rid === "." || rid === "..") return { name: "unknown", params };
+    return { name: "chain", rid, params };
+  }
   const match = /^\/jobs\/([^/]+)$/.exec(path);
   if (match) {
     let id;
@@ -81,7 +93,7 @@ async function route({ focus = true } = {}) {
   clearMessages();
   const generation = current.generation;
   for (const link of document.querySelectorAll("[data-nav]")) {
-    const active = link.dataset.nav === (target.name === "job" ? "jobs" : target.name);
+    const active = link.dataset.nav === (target.name === "job" || target.name === "chain" ? "jobs" : target.name);
     if (active) link.setAttribute("aria-current", "page");
     else link.removeAttribute("aria-current");
   }
@@ -108,6 +120,9 @@ async function route({ focus = true } = {}) {
       break;
     case "flow":
       view = flowView(container, ctx);
+      break;
+    case "chain":
+      view = chainView(container, target.rid, ctx);
       break;
     default:
       document.title = "Not found · opqueue";

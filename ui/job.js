@@ -3,6 +3,7 @@
 // cancel, retry, cancel the chain), each confirmed first. Cancelling a running job aborts its delivery (?abort=true).
 import { api, ApiError, apiPath, query } from "./api.js";
 import { ACTIVE_STATUSES, announce, confirmAction, duration, h, jsonBlock, relative, replaceContent, showError, statusBadge, time, timeShort } from "./dom.js";
+import { chainHash } from "./chain.js";
 import { jobHash, listHash } from "./jobs.js";
 
 /** How often a job's page refreshes itself. */
@@ -271,6 +272,8 @@ function chainTree(job, page) {
       h(
         "p",
         {},
+        h("a", { href: chainHash(job.original_request_id), "data-focus-key": "chain-page", id: "chain-page" }, "The chain's page (waterfall)"),
+        " · ",
         h("a", { href: listHash({ original_request_id: job.original_request_id }), "data-focus-key": "chain-list", id: "chain-list" }, `List the ${size} of this chain`),
         page.next_cursor ? h("span", { class: "muted" }, ` (the ${CHAIN_LIMIT} newest are drawn below)`) : null,
       ),

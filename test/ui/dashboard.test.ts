@@ -450,8 +450,17 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     assert.equal((await w.service.store.jobGet({ id: w.deadRecord.id }))?.status, "succeeded");
     await screenshot(page, "job.png", true);
 
-    // The chain id in full, and its link lists the chain.
+    // The chain id in full; its page draws the chain as a waterfall, settled, a row per job.
     assert.equal(await page.locator("#chain-id").innerText(), "signup-dora");
+    await page.locator("#chain-page").click();
+    await page.locator("#waterfall").waitFor();
+    assert.match(page.url(), /#\/chains\/signup-dora$/);
+    await until(async () => (await page.locator("#chain-settled").innerText()) === "yes", "the chain settled");
+    assert.equal(await page.locator("#waterfall tr.waterfall-row").count(), 3, "a row per job");
+    assert.ok((await page.locator("#waterfall rect.bar-dead").count()) >= 1, "the dead attempt drawn");
+    await screenshot(page, "chain.png", true);
+    await page.goBack();
+    // And its link lists the chain.
     await page.locator("#chain-list").click();
     await page.locator(".chain-line .chain-id").waitFor();
     assert.match(page.url(), /#\/jobs\?original_request_id=signup-dora$/);
