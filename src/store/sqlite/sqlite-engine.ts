@@ -519,14 +519,21 @@ export class SqliteEngine {
       const finished = s.finishedSince.all({ at: from.at, seq: from.seq, limit: Math.max(1, params.limit) });
       const last = finished.at(-1);
       s.setCursor.run({ name: params.cursor, at: last?.finished_at ?? from.at, seq: last?.seq ?? from.seq });
+      // The chains of the jobs read, each with its latest finish among them: if it settled, that was its last job.
+      const lastFinished = new Map<string, number>();
+      for (const row of finished) {
+        lastFinished.set(row.original_request_id, Math.max(lastFinished.get(row.original_request_id) ?? 0, row.finished_at));
+      }
       const settled: Array<{ originalRequestId: string; startedAt: number; settledAt: number }> = [];
-      for (const rid of new Set(finished.map((row) => row.original_request_id))) {
-        const chain = s.chainIfSettled.get(rid);
+      for (const [rid, settledAt] of lastFinished) {
+        if (s.chainActive.get(rid) !== undefined) continue;
+        const chain = s.chain.get(rid);
         if (!chain) continue;
         // A chain of one job settles with it; a longer one is reported once per settling (its settled_at, cleared
         // by the next job it gains, says whether it was).
-        if (chain.jobs_created > 1 && s.markSettled.run({ rid, at: chain.last_finished_at }).changes === 0) continue;
-        settled.push({ originalRequestId: rid, startedAt: chain.started_at, settledAt: chain.last_finished_at });
+        if (chain.jobs_created > 1 && s.markSettled.run({ rid, at: settledAt }).changes === 0) continue;
+        const startedAt = chain.created_at ?? s.chainFirstCreated.get(rid) ?? settledAt;
+        settled.push({ originalRequestId: rid, startedAt, settledAt });
       }
       return settled;
     });

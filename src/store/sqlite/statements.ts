@@ -334,15 +334,16 @@ export function prepareStatements(db: Database.Database) {
        WHERE finished_at IS NOT NULL AND (finished_at > :at OR (finished_at = :at AND seq > :seq))
        ORDER BY finished_at, seq LIMIT :limit`,
     ),
-    // A chain whose jobs are all finished: when it began and when its last job finished.
-    chainIfSettled: prepare<[string], { jobs_created: number; started_at: number; last_finished_at: number; settled_at: number | null }>(
+    // Whether a chain has a job waiting or running, newest first: a chain being drained has them at its end, so the
+    // walk stops at once; only a settled chain is read whole, once.
+    chainActive: preparePluck<[string], number>(
       db,
-      `SELECT c.jobs_created, coalesce(c.created_at, min(j.created_at)) AS started_at,
-         max(j.finished_at) AS last_finished_at, c.settled_at
-       FROM chains c JOIN jobs j INDEXED BY jobs_chain_seq ON j.original_request_id = c.original_request_id
-       WHERE c.original_request_id = ?
-       GROUP BY c.original_request_id
-       HAVING sum(j.status IN ('pending', 'running', 'retrying')) = 0`,
+      `SELECT 1 FROM jobs INDEXED BY jobs_chain_seq
+       WHERE original_request_id = ? AND status IN ('pending', 'running', 'retrying') ORDER BY seq DESC LIMIT 1`,
+    ),
+    chainFirstCreated: preparePluck<[string], number>(
+      db,
+      "SELECT created_at FROM jobs INDEXED BY jobs_chain_seq WHERE original_request_id = ? ORDER BY seq LIMIT 1",
     ),
     markSettled: prepare<{ rid: string; at: number }>(
       db,

@@ -126,14 +126,20 @@ export const SETTLED_SINCE = `WITH f AS MATERIALIZED (
       AND s.finished_at <= $3::timestamptz
     ORDER BY s.finished_at, s.seq LIMIT $4
   ), rids AS (
-    SELECT DISTINCT j.original_request_id AS rid FROM f JOIN job_specs j ON j.seq = f.seq
+    -- Each chain with its latest finish among the jobs read: if it settled, that was its last job.
+    SELECT j.original_request_id AS rid, max(f.finished_at) AS last FROM f JOIN job_specs j ON j.seq = f.seq GROUP BY 1
   ), settled AS (
-    SELECT c.original_request_id, c.jobs_created, coalesce(c.created_at, min(j.created_at)) AS started_at,
-      max(s.finished_at) AS settled_at
-    FROM rids JOIN chains c ON c.original_request_id = rids.rid
-    JOIN job_specs j ON j.original_request_id = c.original_request_id JOIN job_state s ON s.seq = j.seq
-    GROUP BY c.original_request_id, c.jobs_created, c.created_at
-    HAVING bool_and(s.status NOT IN ('pending', 'running', 'retrying'))
+    SELECT c.original_request_id, c.jobs_created, coalesce(c.created_at, (
+        SELECT j.created_at FROM job_specs j WHERE j.original_request_id = c.original_request_id ORDER BY j.seq LIMIT 1
+      )) AS started_at, r.last AS settled_at
+    FROM rids r JOIN chains c ON c.original_request_id = r.rid
+    -- A job waiting or running, newest first: a chain being drained has them at its end, so the walk stops at once.
+    LEFT JOIN LATERAL (
+      SELECT 1 AS active FROM job_specs j JOIN job_state s ON s.seq = j.seq
+      WHERE j.original_request_id = r.rid AND s.status IN ('pending', 'running', 'retrying')
+      ORDER BY j.seq DESC LIMIT 1
+    ) AS a ON true
+    WHERE a.active IS NULL
   ), marked AS (
     UPDATE chains c SET settled_at = st.settled_at FROM settled st
     WHERE c.original_request_id = st.original_request_id AND st.jobs_created > 1 AND c.settled_at IS NULL
