@@ -1,7 +1,8 @@
 -- opqueue schema for PostgreSQL, version 12: chains as a unit (docs/chains.md): callbacks, stored results, settling.
 --
--- Rolling upgrade: yes for reads and deliveries; version 11's nodes neither write callbacks nor fire them, so upgrade
--- every node before producers use on_complete, on_dead or on_settled.
+-- Rolling upgrade: yes. Version 11's nodes keep claiming and delivering against this schema (the claim's JSON gains a
+-- field they ignore); they neither write callbacks nor fire them, so upgrade every node before producers use
+-- on_complete, on_dead or on_settled.
 --
 -- 1. job_specs.callbacks: a job's on_complete / on_dead (JSON); job_state.callbacks_pending: one is still to be
 --    enqueued for the job's current terminal state (set at insert and by an administrator's retry, cleared when the
