@@ -282,10 +282,11 @@ if (!POSTGRES_SKIP) {
       const opened = await openPostgresStore(clock, { schema });
       t.after(() => opened.store.close());
       const { store } = opened;
-      // Later versions add columns to the view (version 10: rate_key; 11: traceparent, expires_at; null for these
-      // jobs); the rest reads as before.
+      // Later versions add columns to the view (version 10: rate_key; 11: traceparent, expires_at; 12: callbacks;
+      // null for these jobs); the rest reads as before.
       const withoutLaterColumns = (rows: Array<{ job: Record<string, unknown> }>) =>
-        rows.map(({ job: { rate_key: _rateKey, traceparent: _traceparent, expires_at: _expiresAt, ...job } }) => ({ job }));
+        rows.map(({ job: { rate_key: _rateKey, traceparent: _traceparent, expires_at: _expiresAt, callbacks: _callbacks, ...job } }) =>
+          ({ job }));
       assert.deepEqual(withoutLaterColumns(await rowsOf()), before, "the view answers every job as the table did");
       const specs = await db.query("SELECT count(*)::int AS n FROM job_specs");
       assert.equal(specs.rows[0]?.n, items.length);
