@@ -82,17 +82,21 @@ export async function fireSettledCallbacks(deps: ChainSweepDeps): Promise<number
   return fired;
 }
 
+/** Most reads of settled chains in one pass: a pass ends even if jobs finish faster than it reads them. */
+const SETTLE_READS = 20;
+
 /** Reports the chains that settled since the last pass (their time from first enqueue to settling). */
 export async function observeSettledChains(deps: ChainSweepDeps): Promise<number> {
   let seen = 0;
-  for (;;) {
+  for (let read = 0; read < SETTLE_READS; read++) {
     const settled = await deps.store.chainSettledSince({ cursor: SETTLE_CURSOR, limit: 1000 });
     for (const chain of settled) {
       deps.telemetry.emit("chain:settled", { originalRequestId: chain.originalRequestId, seconds: (chain.settledAt - chain.startedAt) / 1000 });
     }
     seen += settled.length;
-    if (settled.length === 0) return seen;
+    if (settled.length === 0) break;
   }
+  return seen;
 }
 
 /** Reports an enqueued (or refused) callback; true when a job was enqueued. */

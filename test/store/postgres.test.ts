@@ -310,3 +310,25 @@ if (!POSTGRES_SKIP) {
     });
   });
 }
+
+if (!POSTGRES_SKIP) {
+  describe("PostgreSQL chain settling", () => {
+    test("a chain whose last job finished at a time with microseconds is reported once (the cursor keeps them)", async (t) => {
+      const clock = new ManualClock(T0);
+      const opened = await openPostgresStore(clock);
+      t.after(() => opened.cleanup());
+      const { store, schema } = opened;
+      const db = await schemaClient(t, schema);
+      assert.deepEqual(await store.chainSettledSince({ cursor: "t", limit: 100 }), [], "the first read starts now");
+      const job = (await store.jobInsert(jobParams({ originalRequestId: "solo" }))).job;
+      const [running] = await store.jobClaimMany({ limit: 1 });
+      assert.equal(running?.id, job.id);
+      await store.jobSetStateIfRunningMany({ outcomes: [{ id: job.id, attempt: 1, status: "succeeded", result: SUCCESS }] });
+      // A node on the database's clock stamps now(), which has microseconds; a millisecond cursor fell before them.
+      await db.query("UPDATE job_state SET finished_at = finished_at + interval '123 microseconds' WHERE status = 'succeeded'");
+      clock.advance(10_000);
+      assert.deepEqual((await store.chainSettledSince({ cursor: "t", limit: 100 })).map((chain) => chain.originalRequestId), ["solo"]);
+      assert.deepEqual(await store.chainSettledSince({ cursor: "t", limit: 100 }), [], "once");
+    });
+  });
+}

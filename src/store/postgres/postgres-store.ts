@@ -450,14 +450,16 @@ export class PostgresStore implements Store {
       const locked = await client.query<{ locked: boolean }>(CHAIN_SWEEP_LOCK);
       if (!locked.rows[0]?.locked) return [];
       const now = this.options.databaseTime ? Date.now() + this.offsetMs : this.options.clock.now();
-      const cursor = (await client.query<{ at: Date; seq: string }>(CURSOR_GET, [params.cursor])).rows[0];
-      const from = cursor ? { at: cursor.at, seq: Number(cursor.seq) } : { at: new Date(now), seq: 0 };
+      // The cursor's time stays text end to end: finished_at has microseconds, and a cursor cut to milliseconds would
+      // read its own last job again, forever.
+      const cursor = (await client.query<{ at: string; seq: string }>(CURSOR_GET, [params.cursor])).rows[0];
+      const from = cursor ? { at: cursor.at, seq: Number(cursor.seq) } : { at: new Date(now).toISOString(), seq: 0 };
       // Outcomes still committing may carry an earlier finished_at than this read: it stops a few seconds back.
       const rows = await client.query<PgRow>(SETTLED_SINCE, [from.at, from.seq, new Date(now - SETTLE_READ_LAG_MS), Math.max(1, params.limit)]);
       const settled: Array<{ originalRequestId: string; startedAt: number; settledAt: number }> = [];
       let next = from;
       for (const row of rows.rows) {
-        if (row["kind"] === "cursor") next = { at: new Date(Number(row["settled_at"])), seq: Number(row["seq"]) };
+        if (row["kind"] === "cursor") next = { at: row["settled_at"] as string, seq: Number(row["seq"]) };
         else settled.push({ originalRequestId: row["original_request_id"] as string, startedAt: Number(row["started_at"]), settledAt: Number(row["settled_at"]) });
       }
       await client.query(CURSOR_SET, [params.cursor, next.at, next.seq]);

@@ -109,7 +109,8 @@ export const FIRE_ON_SETTLED = `UPDATE chains c SET on_settled_fired_at = $2::ti
 
 /** Only one node reads the finished jobs at a time; the others skip the pass. */
 export const CHAIN_SWEEP_LOCK = "SELECT pg_try_advisory_xact_lock(hashtext('opqueue.chain-sweep:' || current_schema())) AS locked";
-export const CURSOR_GET = "SELECT at, seq FROM maintenance_cursors WHERE name = $1";
+/** A cursor's place; its time as text, so that the microseconds a Date would drop survive the round trip. */
+export const CURSOR_GET = "SELECT at::text AS at, seq FROM maintenance_cursors WHERE name = $1";
 export const CURSOR_SET = `INSERT INTO maintenance_cursors (name, at, seq) VALUES ($1, $2, $3)
   ON CONFLICT (name) DO UPDATE SET at = excluded.at, seq = excluded.seq`;
 
@@ -146,10 +147,10 @@ export const SETTLED_SINCE = `WITH f AS MATERIALIZED (
     RETURNING c.original_request_id
   )
   SELECT 'chain' AS kind, st.original_request_id, ${epochMs("st.started_at")} AS started_at,
-    ${epochMs("st.settled_at")} AS settled_at, NULL::bigint AS seq
+    (${epochMs("st.settled_at")})::text AS settled_at, NULL::bigint AS seq
   FROM settled st WHERE st.jobs_created = 1 OR st.original_request_id IN (SELECT original_request_id FROM marked)
   UNION ALL
-  SELECT 'cursor', NULL, NULL, ${epochMs("f.finished_at")}, f.seq FROM (SELECT * FROM f ORDER BY finished_at DESC, seq DESC LIMIT 1) f`;
+  SELECT 'cursor', NULL, NULL, f.finished_at::text, f.seq FROM (SELECT * FROM f ORDER BY finished_at DESC, seq DESC LIMIT 1) f`;
 
 /** The finished attempts of several jobs, oldest first. $1 job ids. */
 export const ATTEMPT_LIST_MANY = `SELECT job_id, attempt, started_at, finished_at, outcome, status_code, error_body
