@@ -320,7 +320,9 @@ if (!POSTGRES_SKIP) {
       const { store, schema } = opened;
       const db = await schemaClient(t, schema);
       assert.deepEqual(await store.chainSettledSince({ cursor: "t", limit: 100 }), [], "the first read starts now");
-      const job = (await store.jobInsert(jobParams({ originalRequestId: "solo" }))).job;
+      const inserted = await store.jobInsert(jobParams({ originalRequestId: "solo" }));
+      assert.ok(inserted.kind === "created");
+      const job = inserted.job;
       const [running] = await store.jobClaimMany({ limit: 1 });
       assert.equal(running?.id, job.id);
       await store.jobSetStateIfRunningMany({ outcomes: [{ id: job.id, attempt: 1, status: "succeeded", result: SUCCESS }] });
