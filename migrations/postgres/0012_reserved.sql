@@ -1,0 +1,5 @@
+-- opqueue schema for PostgreSQL, version 12: reserved. Another branch adds its migration under this number; this
+-- empty placeholder only keeps the numbering whole (the migration reader refuses a gap) until the branches are merged,
+-- when it is dropped for the real 0012.
+--
+-- Rolling upgrade: yes. It changes nothing.

@@ -1,0 +1,3 @@
+-- opqueue schema for SQLite, version 6: reserved. Another branch adds its migration under this number; this empty
+-- placeholder only keeps the numbering whole (the migration reader refuses a gap) until the branches are merged, when
+-- it is dropped for the real 0006.
