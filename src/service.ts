@@ -21,6 +21,7 @@ import { Periodic } from "./maintenance/periodic.js";
 import { rescueExpiredLeases } from "./maintenance/rescuer.js";
 import { expireJobs } from "./maintenance/expirer.js";
 import { checkConfigAgainstRegistry, OperationRegistry } from "./operations/registry.js";
+import { checkCronEntriesAgainstSchedules } from "./schedules/checks.js";
 import { PerOperationSettings } from "./operations/settings.js";
 import { openStore } from "./store/open-store.js";
 import type { Store } from "./store/store.js";
@@ -114,7 +115,7 @@ function createWorker(options: {
       await expireJobs({ store, telemetry });
     },
   });
-  const cron = new CronScheduler({ config, settings, store, clock, notifier, telemetry, logger });
+  const cron = new CronScheduler({ config, registry: options.registry, settings, store, clock, notifier, telemetry, logger });
   return { dispatcher, deliverer, cron, rescuer, cleaner, expirer };
 }
 
@@ -223,6 +224,7 @@ export async function createService(options: {
     },
   });
   try {
+    await checkCronEntriesAgainstSchedules({ config, store });
     // Every node writes the configuration's limits when it starts; an administrator's stay (docs/flow-control.md).
     await store.operationLimitsConfigure({ limits: configuredLimits(config) });
     const app = await buildApp({

@@ -57,6 +57,8 @@ export const JobNotFoundError = define("JobNotFoundError");
 export const NotFoundError = define("NotFoundError");
 /** 404 operation_not_found: no background operation has that operationId (flow control calls). */
 export const OperationNotFoundError = define("OperationNotFoundError");
+/** 404 schedule_not_found: no schedule (nor config entry) has that name. */
+export const ScheduleNotFoundError = define("ScheduleNotFoundError");
 /** 409 job_running: cancel a running job with `{ abort: true }`. */
 export const JobRunningError = define("JobRunningError");
 /** 409 job_not_cancellable. */
@@ -67,6 +69,10 @@ export const JobNotRetryableError = define("JobNotRetryableError");
 export const DedupeConflictError = define("DedupeConflictError");
 /** 409 job_not_waiting. */
 export const JobNotWaitingError = define("JobNotWaitingError");
+/** 409 schedule_exists: a schedule or a config entry already has that name. */
+export const ScheduleExistsError = define("ScheduleExistsError");
+/** 409 schedule_read_only: a config entry cannot be changed, paused, resumed or deleted through the API. */
+export const ScheduleReadOnlyError = define("ScheduleReadOnlyError");
 /** 413 body_too_large. */
 export const BodyTooLargeError = define("BodyTooLargeError");
 /** 415 unsupported_media_type. */
@@ -100,11 +106,14 @@ const BY_CODE: Record<ErrorCode, typeof OpqueueError> = {
   job_not_found: JobNotFoundError,
   not_found: NotFoundError,
   operation_not_found: OperationNotFoundError,
+  schedule_not_found: ScheduleNotFoundError,
   job_running: JobRunningError,
   job_not_cancellable: JobNotCancellableError,
   job_not_retryable: JobNotRetryableError,
   dedupe_conflict: DedupeConflictError,
   job_not_waiting: JobNotWaitingError,
+  schedule_exists: ScheduleExistsError,
+  schedule_read_only: ScheduleReadOnlyError,
   body_too_large: BodyTooLargeError,
   unsupported_media_type: UnsupportedMediaTypeError,
   unknown_operation: UnknownOperationError,
