@@ -203,3 +203,55 @@ export interface PausedKey {
   concurrency_key: string;
   paused: AdminStamp;
 }
+
+/** What a schedule enqueues and when (docs/schedules.md): the fields of `POST /schedules`, defaults noted. */
+export interface ScheduleDefinition {
+  /** Letters, digits, `_`, `-` and `.` (not first), at most 200; unique, config entries included. */
+  name: string;
+  /** A cron expression of 5 fields (minute hour day-of-month month day-of-week) or 6 (seconds first). */
+  schedule: string;
+  /** The IANA time zone the expression is read in (default `UTC`). */
+  timezone?: string;
+  /** The background operation each tick enqueues a job of (the trigger map's `cron:*` must list it). */
+  operation_id: string;
+  /** The user the jobs run as. */
+  user_id: string;
+  /** The jobs' request (default `{}`). */
+  request?: RequestPayload;
+  /** The jobs' priority (default 0). */
+  priority?: number;
+  /** The jobs' dedupe key (default `cron:{name}`: a tick refreshes a job still waiting); null: none. */
+  dedupe_key?: string | null;
+  /** The jobs' concurrency key (default none). */
+  concurrency_key?: string | null;
+}
+
+/** The body of `PATCH /schedules/{name}`: the fields to change (null removes a key); the others are kept. */
+export type SchedulePatch = Partial<Required<Omit<ScheduleDefinition, "name">>>;
+
+/** A schedule as the service answers it: its definition, where it comes from, and its next and last runs. */
+export interface Schedule {
+  name: string;
+  /** `config`: a cron entry of the config file, read-only through the API; `api`: created through the API. */
+  source: "config" | "api";
+  schedule: string;
+  timezone: string;
+  operation_id: string;
+  user_id: string;
+  request: RequestPayload;
+  priority: number;
+  dedupe_key: string | null;
+  concurrency_key: string | null;
+  /** Who paused it, and when; null while it runs. */
+  paused: AdminStamp | null;
+  /** Who created it, and when; null for a config entry. */
+  created: AdminStamp | null;
+  /** Who last changed its definition, and when; null for a config entry. */
+  updated: AdminStamp | null;
+  /** Its next tick; null while paused, or when the expression never fires again. */
+  next_run_at: string | null;
+  /** Its last recorded tick. */
+  last_run_at: string | null;
+  /** The job the last tick enqueued (or refreshed); null when it enqueued none. */
+  last_job_id: string | null;
+}
