@@ -370,8 +370,8 @@ describe("access", () => {
       },
     });
     const s = await startService(t, { configure: allowSchedules, logger: pino({ level: "info" }, sink) });
-    await schedule(s, "POST", "/schedules", { status: 201, body: hourly("report"), sub: "alice" });
-    await schedule(s, "PATCH", "/schedules/report", { body: { priority: 1 }, sub: "bob" });
+    await schedule(s, "POST", "/schedules", { status: 201, body: hourly("report", { request: { body: { secret: "s3cr3t" } } }), sub: "alice" });
+    await schedule(s, "PATCH", "/schedules/report", { body: { priority: 1, request: { body: { secret: "t0p" } } }, sub: "bob" });
     await schedule(s, "POST", "/schedules/report/pause", { sub: "carol" });
     await schedule(s, "POST", "/schedules/report/resume", { sub: "dave" });
     assert.equal((await call(s, "POST", "/schedules/report/run-now", { sub: "erin" })).statusCode, 201);
@@ -385,6 +385,12 @@ describe("access", () => {
       ["run-schedule-now", "erin", "report"],
       ["delete-schedule", "frank", "report"],
     ]);
+    const changes = lines.filter((line) => line["msg"] === "admin action").slice(0, 2).map((line) => line["definition"] ?? line["changes"]);
+    assert.deepEqual(changes, [
+      { name: "report", schedule: "0 * * * *", operation_id: "buildReport", user_id: "system", request: "(given)" },
+      { priority: 1, request: "(given)" },
+    ]);
+    assert.ok(!lines.some((line) => JSON.stringify(line).includes("s3cr3t") || JSON.stringify(line).includes("t0p")), "the jobs' request is not logged");
   });
 
   test("the served OpenAPI document describes every schedule route", async (t) => {
