@@ -10,6 +10,9 @@ import { pino } from "pino";
 import type { Job } from "../../src/job/schemas.js";
 import type { ScheduleBody } from "../../src/schedules/schemas.js";
 import { cronEntryOf } from "../../src/schedules/schedule.js";
+import { Schedules } from "../../src/schedules/schedules.js";
+import { patchFields } from "../../src/schedules/schemas.js";
+import type { Store } from "../../src/store/store.js";
 import { assertError, iso, startService } from "../helpers/jobs.js";
 import type { TestService } from "../helpers/service.js";
 
@@ -248,6 +251,30 @@ describe("changing a schedule", () => {
     assert.equal(changed.operation_id, "sendWelcomeEmail");
     assertError(await call(s, "PATCH", "/schedules/nope", { body: { priority: 1 } }), 404, "schedule_not_found");
     assertError(await call(s, "PATCH", "/schedules/nightly", { body: { priority: 1 } }), 409, "schedule_read_only");
+  });
+
+  test("a change racing another is made again from the other's result, never written over it", async (t) => {
+    const s = await start(t);
+    await schedule(s, "POST", "/schedules", { status: 201, body: hourly("report") });
+    // The service's store, on which bob changes the priority between this change's read and its write, once.
+    const real = s.service.store;
+    let raced = false;
+    const store: Store = Object.assign(Object.create(real) as Store, {
+      scheduleUpdate: async (params: Parameters<Store["scheduleUpdate"]>[0]) => {
+        if (!raced) {
+          raced = true;
+          const current = await real.scheduleGet({ name: "report" });
+          assert.ok(current);
+          await real.scheduleUpdate({ schedule: { ...current, priority: 7 }, ifRevision: current.revision, revision: "bobs", actor: "bob" });
+        }
+        return real.scheduleUpdate(params);
+      },
+    });
+    const { config, registry, settings, telemetry, notifier, clock } = s.service;
+    const schedules = new Schedules({ config, registry, settings, store, telemetry, notifier, clock });
+    const view = await schedules.update("report", (current) => patchFields(current, { timezone: "Asia/Tokyo" }), "alice");
+    assert.equal(raced, true);
+    assert.deepEqual([view.fields.timezone, view.fields.priority, view.row?.updated.by], ["Asia/Tokyo", 7, "alice"], "bob's priority and alice's zone");
   });
 
   test("pause stamps who and when and clears the next run; a second pause keeps the first; resume clears the stamp and the next run is the next tick after now", async (t) => {
