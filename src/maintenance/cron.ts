@@ -23,7 +23,7 @@ import type { PerOperationSettings } from "../operations/settings.js";
 import { scheduleTargetError } from "../schedules/checks.js";
 import { nextTickAfter } from "../schedules/expression.js";
 import { cronTickJob } from "../schedules/schedule-jobs.js";
-import { cronEntryOf } from "../schedules/schedule.js";
+import { cronEntryOf, type ScheduleRow } from "../schedules/schedule.js";
 import { StoreUnavailableError, type Store } from "../store/store.js";
 import type { Telemetry } from "../telemetry/events.js";
 import { Periodic } from "./periodic.js";
@@ -133,7 +133,7 @@ export class CronScheduler {
 
   private async syncOnce(): Promise<void> {
     const { store, config, logger } = this.options;
-    let rows;
+    let rows: ScheduleRow[];
     try {
       rows = await store.scheduleList();
     } catch (error) {
@@ -143,7 +143,7 @@ export class CronScheduler {
     }
     if (this.stopped) return;
     const configNames = new Set(config.cron.map((entry) => entry.name));
-    const wanted = new Map<string, (typeof rows)[number]>();
+    const wanted = new Map<string, ScheduleRow>();
     for (const row of rows) {
       if (configNames.has(row.name)) {
         // Start-up refuses this (docs/schedules.md); another node may have created it since. The config entry wins here.
