@@ -18,6 +18,12 @@ export function cronCaller(name: string): string {
   return `cron:${name}`;
 }
 
+/**
+ * The trigger-map key whose targets schedules created through the API may enqueue (docs/schedules.md, "Who may
+ * schedule what"): every such schedule calls as `cron:{name}`, and this one key speaks for all of them.
+ */
+export const SCHEDULE_TRIGGER_KEY = "cron:*";
+
 /** A problem with the configuration; the CLI prints its message and exits with code 2. */
 export class ConfigError extends Error {
   override readonly name = "ConfigError";

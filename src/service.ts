@@ -23,6 +23,7 @@ import { expireJobs } from "./maintenance/expirer.js";
 import { sweepChains } from "./chains/callbacks.js";
 import { checkConfigAgainstRegistry, OperationRegistry } from "./operations/registry.js";
 import { cronRequestWarnings, RequestSchemas } from "./operations/request-schemas.js";
+import { checkCronEntriesAgainstSchedules } from "./schedules/checks.js";
 import { PerOperationSettings } from "./operations/settings.js";
 import { openStore } from "./store/open-store.js";
 import type { Store } from "./store/store.js";
@@ -128,7 +129,7 @@ function createWorker(options: {
     logger,
     run: () => sweepChains({ config, settings, store, telemetry, notifier }),
   });
-  const cron = new CronScheduler({ config, settings, store, clock, notifier, telemetry, logger });
+  const cron = new CronScheduler({ config, registry: options.registry, settings, store, clock, notifier, telemetry, logger });
   return { dispatcher, deliverer, cron, rescuer, cleaner, expirer, chainSweeper };
 }
 
@@ -248,6 +249,7 @@ export async function createService(options: {
     },
   });
   try {
+    await checkCronEntriesAgainstSchedules({ config, store });
     // Every node writes the configuration's limits when it starts; an administrator's stay (docs/flow-control.md).
     await store.operationLimitsConfigure({ limits: configuredLimits(config) });
     const app = await buildApp({

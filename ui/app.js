@@ -1,5 +1,5 @@
 // The dashboard's shell: sign-in (a `#token=` link or the form), the session line, hash routing between the
-// overview, the job list, a job's page and flow control, and the periodic refresh of the view on screen.
+// overview, the job list, a job's page, flow control and schedules, and the periodic refresh of the view on screen.
 import { api, ApiError, clearToken, getToken, onUnauthorized, setToken, tokenClaims } from "./api.js";
 import { announce, clearMessages, h, showError, timeShort, timeZoneLabel } from "./dom.js";
 import { chainView } from "./chain.js";
@@ -7,12 +7,13 @@ import { flowView } from "./flow.js";
 import { jobView } from "./job.js";
 import { jobsView } from "./jobs.js";
 import { overviewView } from "./overview.js";
+import { schedulesView } from "./schedules.js";
 
 const NOT_ADMIN_MESSAGE = "This token is not a site administrator's (site_admin: true is required).";
 
 const viewRoot = () => document.getElementById("view");
 
-/** The route named by the address bar's fragment: `#/`, `#/jobs?filters`, `#/jobs/{id}`, `#/flow`. */
+/** The route named by the address bar's fragment: `#/`, `#/jobs?filters`, `#/jobs/{id}`, `#/flow`, `#/schedules`. */
 function parseRoute(hash) {
   const raw = hash.replace(/^#/, "");
   const mark = raw.indexOf("?");
@@ -32,6 +33,7 @@ function parseRoute(hash) {
     if (rid === "." || rid === "..") return { name: "unknown", params };
     return { name: "chain", rid, params };
   }
+  if (path === "/schedules" || path === "/schedules/") return { name: "schedules", params };
   const match = /^\/jobs\/([^/]+)$/.exec(path);
   if (match) {
     let id;
@@ -123,6 +125,9 @@ async function route({ focus = true } = {}) {
       break;
     case "chain":
       view = chainView(container, target.rid, ctx);
+      break;
+    case "schedules":
+      view = schedulesView(container, ctx);
       break;
     default:
       document.title = "Not found · opqueue";

@@ -63,6 +63,16 @@ export async function enqueueJob(deps: EnqueueDeps, caller: EnqueueCaller, check
 }
 
 /**
+ * Steps 5 to 7 for a job opqueue builds itself (a schedule's run now, docs/schedules.md), its target and authority
+ * already checked: the insert, its refusals as `ApiError`, and the wake-up.
+ */
+export async function enqueuePrepared(deps: EnqueueDeps, params: JobInsertParams): Promise<EnqueueResult> {
+  const result = settle(deps, params, await deps.store.jobInsert(params));
+  announce(deps, result);
+  return result;
+}
+
+/**
  * Runs steps 3 to 7 for each item of a batch, in order, committing every insert together; an item answers its own
  * result or refusal (`ApiError`), as `enqueueJob` would have one by one. An item given as an `ApiError` (its step 2
  * failed) is answered with it.

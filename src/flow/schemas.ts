@@ -41,7 +41,8 @@ export const Limits = Type.Object(
 export const LimitsPatch = Type.Partial(Limits, { additionalProperties: false, minProperties: 1 });
 export type LimitsPatch = Static<typeof LimitsPatch>;
 
-const WireStamp = Type.Object(
+/** Who did an administrator's action (the admin token's `sub`), and when. */
+export const WireStamp = Type.Object(
   { at: Type.String({ format: "date-time" }), by: Type.String({ description: "The admin token's `sub`." }) },
   { additionalProperties: false },
 );
@@ -103,7 +104,8 @@ export function rateFromWire(rate: RateLimitBody | null): RateLimitValue | null 
   return rate === null ? null : { limit: rate.limit, periodMs: rate.period_ms, burst: rate.burst ?? rate.limit };
 }
 
-function wireStamp(stamp: Stamp | null): { at: string; by: string } | null {
+/** A stamp's wire form; null stays null. */
+export function wireStamp(stamp: Stamp | null): { at: string; by: string } | null {
   return stamp === null ? null : { at: formatTime(stamp.at), by: stamp.by };
 }
 

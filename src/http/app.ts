@@ -22,6 +22,8 @@ import { adminBackupRoutes } from "./routes/admin-backup.js";
 import { jobRoutes } from "./routes/jobs.js";
 import { operationRoutes } from "./routes/operations.js";
 import { flowRoutes } from "./routes/flow.js";
+import { scheduleRoutes } from "./routes/schedules.js";
+import { Schedules } from "../schedules/schedules.js";
 import { limitsFromConfig } from "../flow/limits.js";
 import { opsRoutes } from "./routes/ops.js";
 import { systemRoutes } from "./routes/system.js";
@@ -93,6 +95,18 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     notifier: options.notifier,
     verifier: options.verifier,
     configuredLimits: (operationId) => limitsFromConfig(options.config.operations[operationId]),
+  });
+  await app.register(scheduleRoutes, {
+    schedules: new Schedules({
+      config: options.config,
+      registry: options.registry,
+      settings: options.settings,
+      store: options.store,
+      telemetry: options.telemetry,
+      notifier: options.notifier,
+      clock: options.clock,
+    }),
+    verifier: options.verifier,
   });
   await app.register(opsRoutes, { store: options.store, metrics: options.metrics, logger: options.logger });
   await app.register(systemRoutes, {

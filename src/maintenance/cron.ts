@@ -1,19 +1,32 @@
 /**
- * Cron (docs/delivery.md, "Cron"): each entry enqueues exactly one job per tick across all nodes. Every node runs the
- * schedule; the tick is recorded in the database in the same transaction as its job, so only the first node to
- * reach a tick enqueues it (and a restart cannot enqueue it again). Missed ticks are not backfilled: after a
- * restart, the schedule resumes from the next tick. croner only computes tick times; the timers are ours.
+ * Cron (docs/delivery.md, "Cron"; docs/schedules.md): each entry of the config file, and each schedule created through
+ * the API, enqueues exactly one job per tick across all nodes. Every node runs every schedule; the tick is recorded in
+ * the database in the same transaction as its job, so only the first node to reach a tick enqueues it (and a restart
+ * cannot enqueue it again). Missed ticks are not backfilled: after a restart or a resume, a schedule goes on from its
+ * next tick. croner only computes tick times; the timers are ours.
+ *
+ * What is armed: the config file's entries, from the start, unchanged for the process's life; and the stored schedules
+ * that are not paused, read at the start, again whenever the store announces a change (`scheduleChangeListen`: a
+ * NOTIFY on PostgreSQL, this process's own writes on SQLite), and every `SCHEDULE_SYNC_MS` in case an announcement was
+ * missed. Each read arms what is new, re-arms what changed (its revision: from now on, by its new definition) and
+ * disarms what was paused or deleted. A schedule's tick names the revision it was armed with, and the store records it
+ * only while that revision is in force and the schedule runs (`cronTickInsert`): a node that has not yet heard of a
+ * change, a pause or a delete enqueues nothing it should not, and is at worst late to start a new schedule.
  */
-import { Cron } from "croner";
 import type { Logger } from "pino";
 import type { Clock } from "../clock.js";
-import { cronCaller, type Config, type CronConfig } from "../config.js";
+import type { Config, CronConfig } from "../config.js";
 import type { WorkNotifier } from "../dispatcher/notifier.js";
 import { enqueueOutcome } from "../enqueue/enqueue.js";
-import { newJobId } from "../job/job-id.js";
+import type { OperationRegistry } from "../operations/registry.js";
 import type { PerOperationSettings } from "../operations/settings.js";
-import { StoreUnavailableError, type JobInsertParams, type Store } from "../store/store.js";
+import { scheduleTargetError } from "../schedules/checks.js";
+import { nextTickAfter } from "../schedules/expression.js";
+import { cronTickJob } from "../schedules/schedule-jobs.js";
+import { cronEntryOf, type ScheduleRow } from "../schedules/schedule.js";
+import { StoreUnavailableError, type Store } from "../store/store.js";
 import type { Telemetry } from "../telemetry/events.js";
+import { Periodic } from "./periodic.js";
 
 /** Longest delay a Node timer takes; longer waits are done in steps. */
 const MAX_TIMER_MS = 2 **31 - 1;
@@ -22,48 +35,42 @@ const MAX_TIMER_MS = 2 **31 - 1;
 const RETRY_FIRST_MS = 250;
 const RETRY_MAX_MS = 30_000;
 
-/** The job a tick enqueues. */
-export function cronTickJob(options: {
-  config: Pick<Config, "limits">;
-  settings: PerOperationSettings;
+/**
+ * How often the stored schedules are read again without being told of a change: the bound on how late a node starts a
+ * schedule created, changed or resumed while it was not listening (a lost connection, a NOTIFY sent as it reconnected).
+ */
+export const SCHEDULE_SYNC_MS = 5000;
+
+/** An entry whose timer runs: a config entry (no revision), or a stored schedule at one revision. */
+interface Armed {
   entry: CronConfig;
-  tickAt: number;
-}): JobInsertParams {
-  const { config, settings, entry, tickAt } = options;
-  const caller = cronCaller(entry.name);
-  return {
-    id: newJobId(),
-    operationId: entry.operation_id,
-    priority: entry.priority ?? 0,
-    runTime: { at: tickAt },
-    maxAttempts: settings.of(entry.operation_id).maxAttempts,
-    dedupeKey: entry.dedupe_key === undefined ? caller : entry.dedupe_key,
-    concurrencyKey: entry.concurrency_key ?? null,
-    rateKey: null,
-    enqueuedByOperationId: caller,
-    parentJobId: null,
-    originalRequestId: `${caller}:${new Date(tickAt).toISOString()}`,
-    userId: entry.user_id,
-    authority: { kind: "cron", cron_job_name: entry.name, user_id: entry.user_id },
-    request: entry.request,
-    spawnCap: config.limits.spawn_cap,
-    traceparent: null,
-    expiry: null,
-    callbacks: null,
-  };
+  /** The stored schedule's revision; null for a config entry. */
+  revision: string | null;
+  timer: NodeJS.Timeout | undefined;
+  /** The tick its timer waits for; null when the expression never fires again. */
+  nextTickAt: number | null;
 }
 
-/** Runs every cron entry of the config. */
+/** Runs every cron entry of the config and every stored schedule. */
 export class CronScheduler {
-  private readonly timers = new Map<string, NodeJS.Timeout>();
+  private readonly armed = new Map<string, Armed>();
   private readonly firing = new Set<Promise<void>>();
   /** Waits between tries of a tick, each with its way to end early when the scheduler stops. */
   private readonly retryWaits = new Map<NodeJS.Timeout, () => void>();
   private stopped = true;
+  /** The read of the schedules under way, and whether another was asked for meanwhile (it may miss a change). */
+  private syncing: Promise<void> | undefined;
+  private syncAgain = false;
+  private readonly poll: Periodic;
+  private listening: Promise<void> | undefined;
+  private stopListening: (() => Promise<void>) | undefined;
+  /** Stored schedules found under a config entry's name, warned of once each. */
+  private readonly shadowed = new Set<string>();
 
   constructor(
     private readonly options: {
-      config: Pick<Config, "cron" | "limits">;
+      config: Pick<Config, "cron" | "limits" | "triggers">;
+      registry: OperationRegistry;
       settings: PerOperationSettings;
       store: Store;
       /** The database's clock as this node knows it: ticks are due by it. */
@@ -72,45 +79,158 @@ export class CronScheduler {
       telemetry: Telemetry;
       logger: Logger;
     },
-  ) {}
+  ) {
+    this.poll = new Periodic({
+      name: "schedule sync",
+      intervalMs: SCHEDULE_SYNC_MS,
+      logger: options.logger,
+      run: async () => {
+        this.listen();
+        await this.sync();
+      },
+    });
+  }
 
-  /** Starts every schedule from now. */
+  /** Starts every config entry from now, then every stored schedule as soon as they are read. */
   start(): void {
     this.stopped = false;
-    for (const entry of this.options.config.cron) this.scheduleNext(entry, this.options.clock.now());
+    const now = this.options.clock.now();
+    for (const entry of this.options.config.cron) this.arm({ entry, revision: null }, now);
+    this.listen();
+    void this.sync();
+    this.poll.start();
   }
 
   /** The first tick strictly after `after`, or null if the expression never fires again. */
   nextTick(entry: CronConfig, after: number): number | null {
-    const next = new Cron(entry.schedule, { timezone: entry.timezone, paused: true }).nextRun(new Date(after));
-    return next ? next.getTime() : null;
+    return nextTickAfter({ schedule: entry.schedule, timezone: entry.timezone, after });
   }
 
-  private scheduleNext(entry: CronConfig, after: number): void {
+  /** The tick each armed entry's timer waits for, by name (null: it never fires again); for tests and diagnostics. */
+  nextTicks(): Map<string, number | null> {
+    return new Map([...this.armed].map(([name, armed]) => [name, armed.nextTickAt]));
+  }
+
+  /**
+   * Reads the stored schedules and arms, re-arms and disarms to match. Calls while a read is under way are answered
+   * by one more read after it, which sees every change committed before they were made.
+   */
+  sync(): Promise<void> {
+    if (this.syncing) {
+      this.syncAgain = true;
+      return this.syncing;
+    }
+    this.syncing = (async () => {
+      do {
+        this.syncAgain = false;
+        await this.syncOnce();
+      } while (this.syncAgain && !this.stopped);
+    })().finally(() => {
+      this.syncing = undefined;
+    });
+    return this.syncing;
+  }
+
+  private async syncOnce(): Promise<void> {
+    const { store, config, logger } = this.options;
+    let rows: ScheduleRow[];
+    try {
+      rows = await store.scheduleList();
+    } catch (error) {
+      // The armed schedules go on ticking as they were read last; a tick of a stale one is refused by the store.
+      logger.warn({ err: error }, "cannot read the schedules; keeping the ones read before");
+      return;
+    }
     if (this.stopped) return;
-    const tickAt = this.nextTick(entry, after);
-    if (tickAt === null) return;
-    this.armFor(entry, tickAt);
+    const configNames = new Set(config.cron.map((entry) => entry.name));
+    const wanted = new Map<string, ScheduleRow>();
+    for (const row of rows) {
+      if (configNames.has(row.name)) {
+        // Start-up refuses this (docs/schedules.md); another node may have created it since. The config entry wins here.
+        if (!this.shadowed.has(row.name)) {
+          this.shadowed.add(row.name);
+          logger.error({ cron: row.name }, "a schedule created through the API has a config entry's name; it is not run on this node");
+        }
+        continue;
+      }
+      if (row.paused === null) wanted.set(row.name, row);
+    }
+    for (const [name, armed] of this.armed) {
+      if (armed.revision === null) continue;
+      if (wanted.get(name)?.revision !== armed.revision) this.disarm(name);
+    }
+    const now = this.options.clock.now();
+    for (const [name, row] of wanted) {
+      if (!this.armed.has(name)) this.arm({ entry: cronEntryOf(row), revision: row.revision }, now);
+    }
   }
 
-  private armFor(entry: CronConfig, tickAt: number): void {
+  /** Listens for the store's announcements of changed schedules, unless already listening; the poll tries again. */
+  private listen(): void {
+    if (this.stopped || this.listening || this.stopListening) return;
+    this.listening = this.options.store.scheduleChangeListen(() => void this.sync()).then(
+      (stop) => {
+        this.listening = undefined;
+        if (this.stopped) return stop();
+        this.stopListening = stop;
+        // A change committed before the LISTEN took effect was announced to nobody here.
+        void this.sync();
+        return undefined;
+      },
+      (error: unknown) => {
+        this.listening = undefined;
+        this.options.logger.warn({ err: error }, "cannot listen for changes of the schedules yet; reading them every few seconds meanwhile");
+      },
+    );
+  }
+
+  private arm(spec: { entry: CronConfig; revision: string | null }, after: number): void {
+    const armed: Armed = { ...spec, timer: undefined, nextTickAt: null };
+    this.armed.set(spec.entry.name, armed);
+    this.scheduleNext(armed, after);
+  }
+
+  private disarm(name: string): void {
+    clearTimeout(this.armed.get(name)?.timer);
+    this.armed.delete(name);
+  }
+
+  /** Whether `armed` is still what runs under its name: a timer or a retry of a replaced one does nothing more. */
+  private isCurrent(armed: Armed): boolean {
+    return !this.stopped && this.armed.get(armed.entry.name) === armed;
+  }
+
+  private scheduleNext(armed: Armed, after: number): void {
+    if (!this.isCurrent(armed)) return;
+    let tickAt: number | null;
+    try {
+      tickAt = this.nextTick(armed.entry, after);
+    } catch (error) {
+      // A stored expression this node cannot read (a time zone its ICU lacks): the schedule does not run here.
+      this.options.logger.error({ err: error, cron: armed.entry.name }, "cannot compute the schedule's next tick; it does not run on this node");
+      tickAt = null;
+    }
+    armed.nextTickAt = tickAt;
+    if (tickAt !== null) this.armFor(armed, tickAt);
+  }
+
+  private armFor(armed: Armed, tickAt: number): void {
     const delay = tickAt - this.options.clock.now();
-    const timer = setTimeout(
+    armed.timer = setTimeout(
       () => {
-        if (this.stopped) return;
+        if (!this.isCurrent(armed)) return;
         if (tickAt > this.options.clock.now()) {
-          this.armFor(entry, tickAt);
+          this.armFor(armed, tickAt);
           return;
         }
-        const run = this.fireUntilDone(entry, tickAt).finally(() => {
+        const run = this.fireUntilDone(armed, tickAt).finally(() => {
           this.firing.delete(run);
-          this.scheduleNext(entry, Math.max(tickAt, this.options.clock.now()));
+          this.scheduleNext(armed, Math.max(tickAt, this.options.clock.now()));
         });
         this.firing.add(run);
       },
       Math.max(0, Math.min(delay, MAX_TIMER_MS)),
     );
-    this.timers.set(entry.name, timer);
   }
 
   /**
@@ -118,10 +238,12 @@ export class CronScheduler {
    * the next tick is due: only ticks missed while no node runs go unfired (docs/delivery.md, "Cron"). Another node may
    * enqueue the tick meanwhile; the tick's row in the database makes sure it is enqueued once.
    */
-  private async fireUntilDone(entry: CronConfig, tickAt: number): Promise<void> {
+  private async fireUntilDone(armed: Armed, tickAt: number): Promise<void> {
+    const { entry } = armed;
     const nextTick = this.nextTick(entry, tickAt);
+    const revision = armed.revision === null ? {} : { revision: armed.revision };
     for (let wait = RETRY_FIRST_MS; ; wait = Math.min(wait * 2, RETRY_MAX_MS)) {
-      if (await this.fire(entry, tickAt)) return;
+      if (await this.fire(entry, tickAt, revision)) return;
       if (nextTick !== null && this.options.clock.now() + wait >= nextTick) {
         this.options.logger.error(
           { cron: entry.name, tick: new Date(tickAt).toISOString() },
@@ -130,7 +252,7 @@ export class CronScheduler {
         return;
       }
       await this.retryWait(wait);
-      if (this.stopped) return;
+      if (!this.isCurrent(armed)) return;
     }
   }
 
@@ -145,14 +267,25 @@ export class CronScheduler {
   }
 
   /**
-   * Enqueues the job of one tick, unless some node already did. False when the database did not answer (worth
-   * trying again); true when the tick is settled, whatever its outcome.
+   * Enqueues the job of one tick, unless some node already did. `revision` makes it a stored schedule's tick: its
+   * target is checked against this node's trigger map and OpenAPI document first, and the store records it only for
+   * that revision, not paused. False when the database did not answer (worth trying again); true when the tick is
+   * settled, whatever its outcome.
    */
-  async fire(entry: CronConfig, tickAt: number): Promise<boolean> {
-    const { store, telemetry, logger, config, settings, notifier } = this.options;
+  async fire(entry: CronConfig, tickAt: number, options: { revision?: string } = {}): Promise<boolean> {
+    const { store, telemetry, logger, config, settings, notifier, registry } = this.options;
+    const { revision } = options;
+    if (revision !== undefined) {
+      const refusal = scheduleTargetError({ config, registry, source: "api", name: entry.name, operationId: entry.operation_id });
+      if (refusal) {
+        telemetry.emit("cron:tick", { name: entry.name, tickAt, outcome: refusal.code });
+        logger.error({ cron: entry.name, tick: new Date(tickAt).toISOString(), code: refusal.code }, `schedule tick not enqueued: ${refusal.message}`);
+        return true;
+      }
+    }
     try {
       const job = cronTickJob({ config, settings, entry, tickAt });
-      const outcome = await store.cronTickInsert({ name: entry.name, tickAt, job });
+      const outcome = await store.cronTickInsert({ name: entry.name, tickAt, job, scheduleRevision: revision });
       telemetry.emit("cron:tick", { name: entry.name, tickAt, outcome: outcome.kind });
       if (outcome.kind === "created" || outcome.kind === "deduplicated") {
         if (outcome.job.status === "pending" || outcome.job.status === "retrying") notifier.notify(outcome.job.runAt);
@@ -162,6 +295,10 @@ export class CronScheduler {
           runAt: outcome.job.runAt,
         });
         logger.info({ cron: entry.name, tick: new Date(tickAt).toISOString(), jobId: outcome.job.id, outcome: outcome.kind }, "cron tick enqueued");
+      } else if (outcome.kind === "schedule_changed") {
+        // This node missed the change (or it raced the tick): read the schedules again rather than wait for the poll.
+        logger.info({ cron: entry.name, tick: new Date(tickAt).toISOString() }, "schedule tick not enqueued: the schedule changed, was paused or was deleted");
+        void this.sync();
       } else if (outcome.kind !== "already_enqueued") {
         logger.warn({ cron: entry.name, outcome: outcome.kind }, "cron tick could not enqueue its job");
       }
@@ -173,16 +310,20 @@ export class CronScheduler {
     return true;
   }
 
-  /** Stops every schedule and waits for ticks being enqueued. */
+  /** Stops every schedule, stops listening, and waits for ticks being enqueued. */
   async stop(): Promise<void> {
     this.stopped = true;
-    for (const timer of this.timers.values()) clearTimeout(timer);
-    this.timers.clear();
+    for (const armed of this.armed.values()) clearTimeout(armed.timer);
+    this.armed.clear();
     for (const [timer, resolve] of this.retryWaits) {
       clearTimeout(timer);
       resolve();
     }
     this.retryWaits.clear();
-    await Promise.all(this.firing);
+    await this.poll.stop();
+    await this.listening;
+    await this.stopListening?.();
+    this.stopListening = undefined;
+    await Promise.all([...this.firing, this.syncing]);
   }
 }

@@ -10,11 +10,11 @@
  */
 import { readFileSync } from "node:fs";
 import { resolve as resolvePath } from "node:path";
-import { Cron } from "croner";
 import { parse as parseYaml } from "yaml";
-import { ConfigError, cronCaller, type Config, type CronConfig } from "../config.js";
+import { ConfigError, cronCaller, SCHEDULE_TRIGGER_KEY, type Config, type CronConfig } from "../config.js";
 import { pathParamsProblem, payloadProblem } from "../job/payload-rules.js";
 import { childOf, formatPointer, refSegments } from "./json-pointer.js";
+import { expressionProblem, timezoneProblem } from "../schedules/expression.js";
 
 /** One operation of the product's API. */
 export interface Operation {
@@ -309,32 +309,13 @@ function checkTriggerTargets(config: Config, registry: OperationRegistry): void 
 }
 
 function checkTimezone(entry: CronConfig, key: string): void {
-  const problem = `config: ${key}: "${entry.timezone}" is not a valid IANA time zone (e.g. "UTC", "Europe/Paris")`;
-  // Newer V8 accepts UTC offsets such as "+01:00"; they are not IANA zones and ignore DST, so refuse them everywhere.
-  if (/^[+-]\d/.test(entry.timezone)) throw new ConfigError(problem);
-  try {
-    // Checked apart from croner, which may take a zone it cannot honour and fail only when computing a tick.
-    new Intl.DateTimeFormat(undefined, { timeZone: entry.timezone });
-  } catch {
-    throw new ConfigError(problem);
-  }
+  const problem = timezoneProblem(entry.timezone);
+  if (problem) throw new ConfigError(`config: ${key}: ${problem}`);
 }
 
-/** Exactly 5 or 6 fields: croner also takes nicknames such as "@daily", which docs/delivery.md, "Cron" does not promise. */
 function checkSchedule(entry: CronConfig, key: string): void {
-  const fields = entry.schedule.trim().split(/\s+/).length;
-  if (fields !== 5 && fields !== 6) {
-    throw new ConfigError(
-      `config: ${key}: "${entry.schedule}" must have 5 or 6 space-separated fields ` +
-        `([seconds] minute hour day-of-month month day-of-week), got ${fields}`,
-    );
-  }
-  try {
-    // Paused and with no callback, croner only parses: no timer is started.
-    new Cron(entry.schedule, { paused: true, timezone: entry.timezone }).stop();
-  } catch (error) {
-    throw new ConfigError(`config: ${key}: "${entry.schedule}" is not a valid cron expression: ${(error as Error).message}`);
-  }
+  const problem = expressionProblem(entry.schedule, entry.timezone);
+  if (problem) throw new ConfigError(`config: ${key}: ${problem}`);
 }
 
 function checkCronTrigger(entry: CronConfig, index: number, config: Config): void {
@@ -395,13 +376,13 @@ function checkCronRequest(entry: CronConfig, index: number, registry: OperationR
 }
 
 function triggerKeyWarnings(config: Config, registry: OperationRegistry): string[] {
-  const cronCallers = new Set(config.cron.map((entry) => cronCaller(entry.name)));
+  const cronCallers = new Set([...config.cron.map((entry) => cronCaller(entry.name)), SCHEDULE_TRIGGER_KEY]);
   return Object.keys(config.triggers)
     .filter((caller) => registry.get(caller) === undefined && !cronCallers.has(caller))
     .map(
       (caller) =>
-        `config: triggers.${caller}: "${caller}" is neither an operation of the OpenAPI document ` +
-        "nor cron:{name} of a cron entry, so no caller can use this entry",
+        `config: triggers.${caller}: "${caller}" is neither an operation of the OpenAPI document, ` +
+        `nor cron:{name} of a cron entry, nor ${SCHEDULE_TRIGGER_KEY} (schedules), so no caller can use this entry`,
     );
 }
 

@@ -9,6 +9,7 @@
 import type { CallbackSpec, JobAttempt, JobAttemptRow, JobOutcome, JobRow, LeaseLimits, RunTime } from "../job/job.js";
 import type { LimitsSource, OperationControl, OperationLimits, PausedKey } from "../flow/limits.js";
 import type { AdminAction, JobStatus } from "../job/statuses.js";
+import type { CronTick, ScheduleFields, ScheduleRow } from "../schedules/schedule.js";
 import type { Settled } from "./group-commit.js";
 
 /** What a new job is made of; the store adds status, attempt and times. */
@@ -102,6 +103,31 @@ export type JobRunNowOutcome =
   /** Running or finished: nothing waits to be moved. */
   | { kind: "not_waiting"; job: JobRow };
 
+/** The result of `scheduleCreate`. */
+export type ScheduleCreateOutcome =
+  | { kind: "created"; schedule: ScheduleRow }
+  /** A schedule has that name: nothing changed. */
+  | { kind: "exists"; schedule: ScheduleRow };
+
+/** The result of `scheduleUpdate`. */
+export type ScheduleUpdateOutcome =
+  | { kind: "updated"; schedule: ScheduleRow }
+  | { kind: "not_found" }
+  /** Someone changed the schedule since it was read (its revision is another): nothing changed. */
+  | { kind: "revision_changed"; schedule: ScheduleRow };
+
+/** The result of `schedulePause`, `scheduleResume` and `scheduleDelete`: the schedule as the write left it. */
+export type ScheduleWriteOutcome<K extends "paused" | "resumed" | "deleted"> =
+  | { kind: K; schedule: ScheduleRow }
+  | { kind: "not_found" };
+
+/** The result of `cronTickInsert`. */
+export type CronTickOutcome =
+  | JobInsertOutcome
+  /** Some node recorded the tick already (before a restart, or another node): nothing written. */
+  | { kind: "already_enqueued" }
+  /** A schedule's tick for a revision that is no longer in force, or while it is paused or gone: nothing written. */
+  | { kind: "schedule_changed" };
 
 /** One administrator's action on one job. */
 export interface AdminActionRow {
@@ -272,9 +298,19 @@ export interface Store {
    * Records a cron tick and inserts its job in one transaction; a tick already recorded (by another node, or
    * before a restart) inserts nothing and answers `already_enqueued`.
    */
-  cronTickInsert(params: { name: string; tickAt: number; job: JobInsertParams }): Promise<
-    JobInsertOutcome | { kind: "already_enqueued" }
-  >;
+  cronTickInsert(params: {
+    name: string;
+    tickAt: number;
+    job: JobInsertParams;
+    /**
+     * For a schedule's tick (docs/schedules.md): the revision it was fired for. The tick is recorded only while the
+     * schedule `name` has this revision and is not paused, checked in the same transaction (which, on PostgreSQL,
+     * holds the schedule's row until it commits): otherwise `schedule_changed`. Left out for a config entry's tick.
+     */
+    scheduleRevision?: string | undefined;
+  }): Promise<CronTickOutcome>;
+  /** The newest recorded tick of each name that has one (a schedule's or a config entry's last run), in no order. */
+  cronTickLatestMany(params: { names: string[] }): Promise<CronTick[]>;
   /**
    * Deletes up to `limit` terminal jobs that finished more than `olderThanMs` ago, but none an unexpired idempotency
    * key still answers with; returns how many.
@@ -315,7 +351,10 @@ export interface Store {
   chainGet(params: { originalRequestId: string }): Promise<ChainRow | undefined>;
   /** The finished attempts of several jobs, by job id, each oldest first. */
   jobAttemptListMany(params: { ids: string[] }): Promise<Map<string, JobAttemptRow[]>>;
-  /** Forgets cron ticks more than `olderThanMs` old (they can never fire again); returns how many. */
+  /**
+   * Forgets cron ticks more than `olderThanMs` old (they can never fire again), but the newest of each name, which
+   * `cronTickLatestMany` answers as its last run; returns how many.
+   */
   cronTickDeleteMany(params: { olderThanMs: number }): Promise<number>;
   /**
    * Job counts by status and by operation, and the run time of the oldest due claimable job. With
@@ -372,6 +411,37 @@ export interface Store {
   pausedKeyList(): Promise<PausedKey[]>;
   /** Deletes the rate buckets whose time has passed (they say no more than a missing one); returns how many. */
   rateBucketDeleteMany(): Promise<number>;
+  /**
+   * Creates a schedule (docs/schedules.md), not paused, `actor` its creator and last changer; `exists` when a
+   * schedule has that name.
+   */
+  scheduleCreate(params: { schedule: ScheduleFields; revision: string; actor: string }): Promise<ScheduleCreateOutcome>;
+  /** One schedule by name. */
+  scheduleGet(params: { name: string }): Promise<ScheduleRow | undefined>;
+  /** Every schedule, by name. */
+  scheduleList(): Promise<ScheduleRow[]>;
+  /**
+   * Replaces a schedule's fields (its name aside) and gives it `revision`, if it still has `ifRevision`: a change
+   * made from what another change replaced is refused (`revision_changed`), never merged blindly.
+   */
+  scheduleUpdate(params: {
+    schedule: ScheduleFields;
+    ifRevision: string;
+    revision: string;
+    actor: string;
+  }): Promise<ScheduleUpdateOutcome>;
+  /** Pauses a schedule (kept as it was if already paused): its ticks enqueue nothing until it is resumed. */
+  schedulePause(params: { name: string; actor: string }): Promise<ScheduleWriteOutcome<"paused">>;
+  /** Resumes a paused schedule (a running one is answered as it is); it ticks again from its next tick. */
+  scheduleResume(params: { name: string }): Promise<ScheduleWriteOutcome<"resumed">>;
+  /** Deletes a schedule and its recorded ticks; answers it as it was. */
+  scheduleDelete(params: { name: string }): Promise<ScheduleWriteOutcome<"deleted">>;
+  /**
+   * Calls `onChange` after every committed change of the schedules, by any node (a create, an update, a pause, a
+   * resume, a delete), and after a reconnection (changes may have gone unheard). Resolves to a function that stops
+   * listening.
+   */
+  scheduleChangeListen(onChange: () => void): Promise<() => Promise<void>>;
   /** Closes the database; pending writes are finished first. */
   close(): Promise<void>;
 }

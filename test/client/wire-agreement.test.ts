@@ -1,7 +1,7 @@
 /**
  * `@opqueue/client` describes the wire with types and rules of its own, so that a product installs it without the
  * service. The service's schemas stay the one source of truth: these tests hold the client to them, so a status,
- * terminal reason or error code added to the service, a changed field of the job or of flow control's forms, or
+ * terminal reason or error code added to the service, a changed field of the job, of flow control's or of schedules' forms, or
  * another request-id rule fails here until the client says the same.
  */
 import assert from "node:assert/strict";
@@ -19,6 +19,7 @@ import * as service from "../../src/job/schemas.js";
 import type * as chains from "../../src/chains/schemas.js";
 import type * as flow from "../../src/flow/schemas.js";
 import type { OperationList } from "../../src/http/routes/operations.js";
+import type * as schedules from "../../src/schedules/schemas.js";
 
 /** True when A and B are assignable both ways: the same wire shape. */
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
@@ -46,11 +47,14 @@ const typesAgree: Array<true> = [
   // cancelJobs takes every filter of POST /jobs/cancel, by its camelCase name, and the same statuses.
   true satisfies Same<keyof client.CancelJobsFilter, Camel<keyof flow.CancelJobsBody>>,
   true satisfies Same<NonNullable<client.CancelJobsFilter["statuses"]>[number], NonNullable<flow.CancelJobsBody["statuses"]>[number]>,
+  true satisfies Same<client.Schedule, schedules.ScheduleBody>,
+  true satisfies Same<client.ScheduleDefinition, schedules.ScheduleCreateBody>,
+  true satisfies Same<client.SchedulePatch, schedules.SchedulePatchBody>,
 ];
 
 describe("the client's wire agrees with the service's", () => {
   test("the wire types are the same shapes (checked at compile time)", () => {
-    assert.equal(typesAgree.length, 18);
+    assert.equal(typesAgree.length, 21);
   });
 
   test("job statuses and terminal reasons are the same lists, in the same order", () => {

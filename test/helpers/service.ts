@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { InjectOptions, LightMyRequestResponse } from "fastify";
+import type { Logger } from "pino";
 import { mintToken } from "../../src/auth/tokens.js";
 import { ManualClock } from "../../src/clock.js";
 import { parseConfig, type Config } from "../../src/config.js";
@@ -73,6 +74,8 @@ export async function startTestService(
     clock?: ManualClock;
     /** Backoff jitter source (default Math.random). */
     random?: () => number;
+    /** The service's logger (default silent), for tests that read what it logs. */
+    logger?: Logger;
   } = {},
 ): Promise<TestService> {
   const dir = mkdtempSync(join(tmpdir(), "opqueue-test-"));
@@ -89,7 +92,12 @@ export async function startTestService(
   options.configure?.(raw);
   const config = parseConfig({ raw, baseDir: dir, env: {} });
   const clock = options.clock ?? new ManualClock(Date.UTC(2026, 10, 21, 12, 0, 0));
-  const service = await createService({ config, clock, ...(options.random ? { random: options.random } : {}) });
+  const service = await createService({
+    config,
+    clock,
+    ...(options.random ? { random: options.random } : {}),
+    ...(options.logger ? { logger: options.logger } : {}),
+  });
   return {
     service,
     config,

@@ -26,8 +26,17 @@ const DOCUMENTED_CODES: Readonly<Record<number, readonly string[]>> = {
   400: ["invalid_request", "payload_too_large", "invalid_on_behalf_of", "missing_path_param", "invalid_path_param"],
   401: ["invalid_assertion", "unauthenticated"],
   403: ["trigger_not_allowed", "on_behalf_of_not_allowed", "chain_mismatch", "site_admin_required"],
-  404: ["job_not_found", "not_found", "chain_not_found"],
-  409: ["job_running", "job_not_cancellable", "job_not_retryable", "dedupe_conflict", "job_not_waiting", "chain_exists"],
+  404: ["job_not_found", "not_found", "chain_not_found", "schedule_not_found"],
+  409: [
+    "job_running",
+    "job_not_cancellable",
+    "job_not_retryable",
+    "dedupe_conflict",
+    "job_not_waiting",
+    "chain_exists",
+    "schedule_exists",
+    "schedule_read_only",
+  ],
   413: ["body_too_large"],
   415: ["unsupported_media_type"],
   422: ["unknown_operation", "operation_not_background", "request_schema_mismatch", "idempotency_key_reused"],
@@ -119,13 +128,59 @@ function checkJob(job: unknown, where: string): Record<string, unknown> {
   return job;
 }
 
-/** Checks the 2xx body of an admin or enqueue route: `{job}`, `{jobs}` or `{jobs, next_cursor}`. */
+/** The fields of a schedule (docs/schedules.md), exactly. */
+const SCHEDULE_FIELDS = [
+  "concurrency_key",
+  "created",
+  "dedupe_key",
+  "last_job_id",
+  "last_run_at",
+  "name",
+  "next_run_at",
+  "operation_id",
+  "paused",
+  "priority",
+  "request",
+  "schedule",
+  "source",
+  "timezone",
+  "updated",
+  "user_id",
+];
+
+/** A schedule in the wire form of docs/schedules.md. */
+function checkSchedule(schedule: unknown, where: string): void {
+  assert.ok(isObject(schedule), `schedule is not an object: ${where}`);
+  assert.deepEqual(Object.keys(schedule).sort(), SCHEDULE_FIELDS, `schedule fields: ${where}`);
+  assert.ok(["config", "api"].includes(schedule["source"] as string), `schedule source: ${where}`);
+  for (const field of ["name", "schedule", "timezone", "operation_id", "user_id"]) {
+    assert.equal(typeof schedule[field], "string", `schedule ${field}: ${where}`);
+  }
+  assert.ok(Number.isInteger(schedule["priority"]), `schedule priority: ${where}`);
+  for (const field of ["next_run_at", "last_run_at"]) {
+    if (schedule[field] !== null) assert.match(String(schedule[field]), WIRE_DATE, `schedule ${field}: ${where}`);
+  }
+  for (const field of ["paused", "created", "updated"]) {
+    const stamp = schedule[field];
+    if (stamp === null) continue;
+    assert.ok(isObject(stamp) && typeof stamp["by"] === "string", `schedule ${field}: ${where}`);
+    assert.match(String(stamp["at"]), WIRE_DATE, `schedule ${field}.at: ${where}`);
+  }
+  assert.ok(isObject(schedule["request"]), `schedule request: ${where}`);
+}
+
+/** Checks the 2xx body of an admin or enqueue route: `{job}`, `{jobs}`, `{jobs, next_cursor}`, `{schedule}` or `{schedules}`. */
 function checkSuccessBody(res: LightMyRequestResponse, where: string): unknown {
   const body: unknown = JSON.parse(res.body);
   assert.ok(isObject(body), `2xx body is not an object: ${where}`);
   const keys = Object.keys(body).sort();
   if (keys.length === 1 && keys[0] === "job") {
     checkJob(body["job"], where);
+  } else if (keys.length === 1 && keys[0] === "schedule") {
+    checkSchedule(body["schedule"], where);
+  } else if (keys.length === 1 && keys[0] === "schedules") {
+    assert.ok(Array.isArray(body["schedules"]), `schedules is not an array: ${where}`);
+    for (const schedule of body["schedules"] as unknown[]) checkSchedule(schedule, where);
   } else if (keys.includes("jobs")) {
     assert.ok(
       (keys.length === 1 && keys[0] === "jobs") || (keys.length === 2 && keys[1] === "next_cursor"),
@@ -1060,8 +1115,35 @@ test("fuzz: POST /jobs with raw bodies, content types and Authorization headers 
 // Property 3: admin routes with random ids, query strings, tokens and bodies
 // ---------------------------------------------------------------------------------------------------------
 
+/** Bodies of the schedules' routes of the right shape, every field drawn from valid and (less often) invalid values. */
+const scheduleBodyArb = fc.record(
+  {
+    name: field(fc.constantFrom("sched-a", "sched.b", "nightly", "new-one", "x".repeat(200)), fc.oneof(wildString, fc.constantFrom("..", ".x", "x".repeat(201)))),
+    schedule: field(
+      fc.constantFrom("* * * * *", "0 3 * * *", "*/5 * * * * *", "0 0 29 2 *", "0 0 31 2 *", "59 59 23 31 12 *", "0 9 * * 1-5"),
+      fc.oneof(fc.constantFrom("61 * * * *", "@daily", "", "* * * *", "* * * * * * *", "0 0 0 0 0", "L W # ?"), wildString),
+    ),
+    timezone: field(
+      fc.constantFrom("UTC", "Europe/Paris", "Asia/Kolkata", "America/St_Johns", "Etc/GMT+12"),
+      fc.oneof(fc.constantFrom("Mars/Base", "+01:00", "utc", "", "Europe/Paris "), wildString),
+    ),
+    operation_id: operationIdArb,
+    user_id: field(userIdArb, numberLike),
+    request: field(requestArb, fc.anything()),
+    priority: field(fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }), numberLike),
+    dedupe_key: keyArb,
+    concurrency_key: keyArb,
+  },
+  { requiredKeys: [] },
+);
+
 test("fuzz: admin routes with random ids, queries, tokens and bodies never answer 5xx", async (t) => {
-  const s = await startTestService();
+  const s = await startTestService({
+    configure: (raw) => {
+      // Schedules may enqueue two of the product's operations, so some creates go through.
+      raw["triggers"] = { ...(raw["triggers"] as Record<string, string[]>), "cron:*": ["buildReport", "sendWelcomeEmail"] };
+    },
+  });
   t.after(() => s.close());
   const nowS = Math.floor(s.clock.now() / 1000);
   const admin = await s.adminToken();
@@ -1156,42 +1238,118 @@ test("fuzz: admin routes with random ids, queries, tokens and bodies never answe
       }),
     },
   );
-  const routeArb = fc.constantFrom("get", "cancel", "retry", "chain", "list", "list", "get-method-mismatch");
+  // Two schedules to find, change and delete; one paused.
+  for (const name of ["sched-a", "sched.b"]) {
+    const created = await send(s, {
+      method: "POST",
+      url: "/schedules",
+      headers: { authorization: `Bearer ${admin}` },
+      payload: { name, schedule: "*/5 * * * *", operation_id: "buildReport", user_id: "u1" },
+    });
+    assert.equal(created.statusCode, 201, created.body);
+  }
+  await send(s, { method: "POST", url: "/schedules/sched.b/pause", headers: { authorization: `Bearer ${admin}` } });
+  const scheduleNameArb = fc.oneof(
+    { weight: 3, arbitrary: fc.constantFrom("sched-a", "sched.b", "nightly", "sched%2Eb") },
+    { weight: 2, arbitrary: idArb(ids) },
+  );
+  const scheduleRequestArb = fc.oneof(
+    { weight: 3, arbitrary: scheduleBodyArb.map((value) => ({ payload: JSON.stringify(value), contentType: "application/json" })) },
+    { weight: 1, arbitrary: bodyArb },
+  );
+
+  const routeArb = fc.constantFrom(
+    "get",
+    "cancel",
+    "retry",
+    "chain",
+    "list",
+    "list",
+    "get-method-mismatch",
+    "schedule-list",
+    "schedule-get",
+    "schedule-create",
+    "schedule-create",
+    "schedule-patch",
+    "schedule-patch",
+    "schedule-pause",
+    "schedule-resume",
+    "schedule-delete",
+    "schedule-run-now",
+  );
 
   const tally: Tally = new Map();
   await fc.assert(
-    fc.asyncProperty(routeArb, idArb(ids), queryArb, tokenArb, bodyArb, async (route, id, query, authorization, body) => {
-      let method: InjectOptions["method"] = "POST";
-      let url: string;
-      switch (route) {
-        case "get":
-          method = "GET";
-          url = `/jobs/${id}`;
-          break;
-        case "cancel":
-          url = `/jobs/${id}/cancel`;
-          break;
-        case "retry":
-          url = `/jobs/${id}/retry`;
-          break;
-        case "chain":
-          url = `/chains/${id}/cancel`;
-          break;
-        case "list":
-          method = "GET";
-          url = `/jobs?${query}`;
-          break;
-        default:
-          method = "GET";
-          url = `/jobs/${id}/cancel?${query}`;
-      }
-      const headers: Record<string, string> = {};
-      if (authorization !== undefined) headers["authorization"] = authorization;
-      if (body.contentType !== undefined) headers["content-type"] = body.contentType;
-      const options: InjectOptions = { method, url, headers, ...(body.payload === undefined ? {} : { payload: body.payload }) };
-      const res = await send(s, options, tally);
-      if (res.statusCode < 300) checkSuccessBody(res, `${describe(options)} -> ${res.statusCode} ${res.body.slice(0, 300)}`);
-    }),
+    fc.asyncProperty(
+      routeArb,
+      idArb(ids),
+      queryArb,
+      tokenArb,
+      bodyArb,
+      scheduleNameArb,
+      scheduleRequestArb,
+      async (route, id, query, authorization, plainBody, scheduleName, scheduleBody) => {
+        let method: InjectOptions["method"] = "POST";
+        let url: string;
+        let body = plainBody;
+        switch (route) {
+          case "get":
+            method = "GET";
+            url = `/jobs/${id}`;
+            break;
+          case "cancel":
+            url = `/jobs/${id}/cancel`;
+            break;
+          case "retry":
+            url = `/jobs/${id}/retry`;
+            break;
+          case "chain":
+            url = `/chains/${id}/cancel`;
+            break;
+          case "list":
+            method = "GET";
+            url = `/jobs?${query}`;
+            break;
+          case "schedule-list":
+            method = "GET";
+            url = `/schedules?${query}`;
+            break;
+          case "schedule-get":
+            method = "GET";
+            url = `/schedules/${scheduleName}`;
+            break;
+          case "schedule-create":
+            url = "/schedules";
+            body = scheduleBody;
+            break;
+          case "schedule-patch":
+            method = "PATCH";
+            url = `/schedules/${scheduleName}`;
+            body = scheduleBody;
+            break;
+          case "schedule-pause":
+          case "schedule-resume":
+            url = `/schedules/${scheduleName}/${route.slice("schedule-".length)}`;
+            break;
+          case "schedule-delete":
+            method = "DELETE";
+            url = `/schedules/${scheduleName}`;
+            break;
+          case "schedule-run-now":
+            url = `/schedules/${scheduleName}/run-now`;
+            break;
+          default:
+            method = "GET";
+            url = `/jobs/${id}/cancel?${query}`;
+        }
+        const headers: Record<string, string> = {};
+        if (authorization !== undefined) headers["authorization"] = authorization;
+        if (body.contentType !== undefined) headers["content-type"] = body.contentType;
+        const options: InjectOptions = { method, url, headers, ...(body.payload === undefined ? {} : { payload: body.payload }) };
+        const res = await send(s, options, tally);
+        if (res.statusCode < 300) checkSuccessBody(res, `${describe(options)} -> ${res.statusCode} ${res.body.slice(0, 300)}`);
+      },
+    ),
     runOptions(),
   );
   report(t, tally);

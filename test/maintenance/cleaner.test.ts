@@ -7,7 +7,7 @@ import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import { ManualClock } from "../../src/clock.js";
 import { CLEAN_BATCH, CLEAN_INTERVAL_MS, cleanFinishedJobs } from "../../src/maintenance/cleaner.js";
-import { cronTickJob } from "../../src/maintenance/cron.js";
+import { cronTickJob } from "../../src/schedules/schedule-jobs.js";
 import type { JobInsertParams, Store } from "../../src/store/store.js";
 import type { JobRow } from "../../src/job/job.js";
 import { startTestService, type TestService } from "../helpers/service.js";

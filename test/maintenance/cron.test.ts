@@ -240,7 +240,17 @@ describe("a cron tick", () => {
     const ticks = recordTicks(service);
     const logger = pino({ level: "silent" });
     const [a, b] = [0, 1].map(
-      () => new CronScheduler({ config, settings: service.settings, store: service.store, clock, notifier: service.notifier, telemetry: service.telemetry, logger }),
+      () =>
+        new CronScheduler({
+          config,
+          registry: service.registry,
+          settings: service.settings,
+          store: service.store,
+          clock,
+          notifier: service.notifier,
+          telemetry: service.telemetry,
+          logger,
+        }),
     );
     assert.ok(a && b);
     // A dedupe key of its own would hide a double enqueue: use the entry without one.
@@ -332,6 +342,7 @@ describe("a cron tick", () => {
 describe("nextTick", () => {
   const cron = new CronScheduler({
     config: undefined as unknown as Config,
+    registry: undefined as never,
     settings: undefined as never,
     notifier: undefined as never,
     store: undefined as never,
@@ -444,6 +455,7 @@ test("a tick the database does not take at first is tried again, and enqueued on
   });
   const scheduler = new CronScheduler({
     config: { ...config, cron: [nightly] },
+    registry: service.registry,
     settings: service.settings,
     store,
     clock,

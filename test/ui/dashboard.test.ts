@@ -5,7 +5,8 @@
  * (operations from GET /operations), opens the dead job, retries it and sees the retry in its history between two
  * numbered attempts, runs a delayed job now, cancels a running job (aborting its delivery), cancels a chain, pauses and
  * resumes an operation (its waiting job counted and the operation shown throttled while paused) and a concurrency key
- * and changes and resets an operation's limits in the Flow control view, cancels the jobs matching a filter, lays every
+ * and changes and resets an operation's limits in the Flow control view, creates, edits, pauses, resumes, runs now and
+ * deletes a schedule in the Schedules view (its last run linking to its job), cancels the jobs matching a filter, lays every
  * page out at a phone's width, and is refused politely with a token that is not a site administrator's. The page runs
  * under the service's Content-Security-Policy: any violation, like any script error, fails the run. (The routes that
  * serve it are tested without a browser in test/http/ui.test.ts.)
@@ -28,6 +29,7 @@ import { dashboardUrl, signInLink } from "../../src/http/routes/ui.js";
 import type { Job } from "../../src/job/schemas.js";
 import { createService, type Service } from "../../src/service.js";
 import type { JobRow } from "../../src/job/job.js";
+import { cronEntryOf } from "../../src/schedules/schedule.js";
 import { rawTestConfig } from "../helpers/service.js";
 import type { ServerResponse } from "node:http";
 import { deferred, reply, startTarget, type Target, type TargetRequest } from "../helpers/target.js";
@@ -233,6 +235,8 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     const raw = rawTestConfig(dir);
     raw["target"] = { base_url: w.target.url, audience: "product" };
     raw["cron"] = [];
+    // Schedules created in the Schedules view may enqueue buildReport.
+    raw["triggers"] = { ...(raw["triggers"] as Record<string, string[]>), "cron:*": ["buildReport"] };
     raw["worker"] = { concurrency: 8, poll_ms: 50 };
     raw["retry"] = { base_ms: 600_000, factor: 2, max_ms: 3_600_000 };
     raw["shutdown"] = { grace_ms: 200 };
@@ -655,6 +659,104 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     assert.deepEqual(await paused.json(), { keys: [] });
   });
 
+  test("creates, edits, pauses, resumes, runs now and deletes a schedule in the Schedules view, with its next run and its last run's job", async () => {
+    const { page } = w;
+    /** A schedule as the service answers it; undefined once gone. */
+    const stored = async (name: string) => {
+      const answer = await fetch(`${w.base}/schedules/${name}`, { headers: { authorization: `Bearer ${await adminToken(w)}` } });
+      return answer.status === 404 ? undefined : ((await answer.json()) as { schedule: Record<string, unknown> & { next_run_at: string | null } }).schedule;
+    };
+    await page.getByRole("navigation", { name: "Dashboard" }).getByRole("link", { name: "Schedules" }).click();
+    await page.getByRole("heading", { level: 1, name: "Schedules" }).waitFor();
+    assert.match(page.url(), /#\/schedules$/);
+    await page.getByText("No schedule yet").waitFor();
+
+    // Create, through the form.
+    await page.getByLabel("Name", { exact: true }).fill("hourly-report");
+    await page.getByLabel("Cron expression").fill("0 * * * *");
+    await page.getByLabel("Time zone").fill("Europe/Paris");
+    await page.getByLabel("Operation", { exact: true }).selectOption("buildReport");
+    await page.getByLabel("Runs as user").fill("ops");
+    await page.getByLabel(/^Request/).fill('{"body": {"kind": "hourly"}}');
+    await page.getByRole("button", { name: "Create schedule" }).click();
+    await announced(page, /Schedule hourly-report is created/);
+    const row = page.locator('tr[data-schedule="hourly-report"]');
+    await row.waitFor();
+    assert.match(await row.innerText(), /0 \* \* \* \*\s+Europe\/Paris/);
+    assert.match(await row.innerText(), /buildReport\s+as ops/);
+    assert.match(await row.locator(".badge-active").innerText(), /active/);
+    const created = await stored("hourly-report");
+    assert.deepEqual([created?.["request"], (created?.["created"] as { by: string }).by, created?.["dedupe_key"]], [{ body: { kind: "hourly" } }, OPERATOR, "cron:hourly-report"]);
+    assert.equal(await row.locator("td.next-run time").getAttribute("datetime"), created?.next_run_at);
+    assert.equal(await page.getByLabel("Name", { exact: true }).inputValue(), "", "the form is empty again");
+
+    // Edit: the form shows the definition; the name cannot change.
+    await row.getByRole("button", { name: "Edit hourly-report" }).click();
+    await page.getByRole("heading", { level: 2, name: "Edit schedule hourly-report" }).waitFor();
+    assert.equal(await page.getByLabel("Name", { exact: true }).isDisabled(), true);
+    assert.equal(await page.getByLabel("Time zone").inputValue(), "Europe/Paris");
+    await page.getByLabel("Cron expression").fill("30 * * * *");
+    await page.getByLabel(/^No dedupe key/).check();
+    await page.getByRole("button", { name: "Save changes" }).click();
+    await announced(page, /Schedule hourly-report is changed/);
+    await until(async () => /30 \* \* \* \*/.test(await row.innerText()), "the new expression in the row");
+    const changed = await stored("hourly-report");
+    assert.deepEqual([changed?.["schedule"], changed?.["dedupe_key"], (changed?.["updated"] as { by: string }).by], ["30 * * * *", null, OPERATOR]);
+    assert.deepEqual(changed?.["request"], { body: { kind: "hourly" } }, "what the form showed is kept");
+
+    // Pause after a confirmation, then resume.
+    await row.getByRole("button", { name: "Pause hourly-report" }).click();
+    const dialog = page.getByRole("dialog");
+    assert.match(await dialog.innerText(), /No tick of hourly-report enqueues a job until it is resumed/);
+    await dialog.getByRole("button", { name: "Pause schedule" }).click();
+    await announced(page, /hourly-report is paused/);
+    await row.locator(".badge-paused").waitFor();
+    assert.match(await row.innerText(), /paused\s+by oncall@example\.com, \d{4}-\d\d-\d\d \d\d:\d\d:\d\d/);
+    assert.equal(await row.locator("td.next-run").innerText(), "—", "no next run while paused");
+    await row.getByRole("button", { name: "Resume hourly-report" }).click();
+    await announced(page, /hourly-report is resumed/);
+    await row.locator(".badge-active").waitFor();
+
+    // A tick: the row shows the last run and links to its job.
+    const schedule = await w.service.store.scheduleGet({ name: "hourly-report" });
+    assert.ok(schedule && w.service.worker);
+    const tickAt = Date.parse(String((await stored("hourly-report"))?.next_run_at)) - 3_600_000;
+    await w.service.worker.cron.fire(cronEntryOf(schedule), tickAt, { revision: schedule.revision });
+    const jobLink = row.locator("td.last-run a.last-job");
+    await jobLink.waitFor();
+    assert.equal(await row.locator("td.last-run time").getAttribute("datetime"), new Date(tickAt).toISOString());
+    const tickJob = await jobLink.innerText();
+    await jobLink.click();
+    await page.waitForURL(new RegExp(`#/jobs/${tickJob}$`));
+    await page.locator("ol.timeline li").first().waitFor();
+    await page.goBack();
+    await row.waitFor();
+
+    // Run now: a job of its own, announced.
+    await row.getByRole("button", { name: "Run hourly-report now" }).click();
+    const ran = await announced(page, /of hourly-report is enqueued to run now/);
+    const ranId = /^Job (\S+) of/.exec(ran)?.[1] ?? "";
+    assert.match((await w.service.store.jobGet({ id: ranId }))?.originalRequestId ?? "", /^cron:hourly-report:manual:/);
+
+    // Delete after a confirmation.
+    await row.getByRole("button", { name: "Delete hourly-report" }).click();
+    assert.match(await dialog.innerText(), /stops on every node at once/);
+    await dialog.getByRole("button", { name: "Delete schedule" }).click();
+    await announced(page, /hourly-report is deleted/);
+    await page.getByText("No schedule yet").waitFor();
+    assert.equal(await stored("hourly-report"), undefined);
+
+    // One left for the phone's layout.
+    const left = await fetch(`${w.base}/schedules`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${await adminToken(w)}`, "content-type": "application/json" },
+      body: JSON.stringify({ name: "nightly-digest-for-every-team-in-the-company", schedule: "0 3 * * *", operation_id: "buildReport", user_id: "ops" }),
+    });
+    assert.equal(left.status, 201);
+    await page.locator('tr[data-schedule="nightly-digest-for-every-team-in-the-company"]').waitFor();
+    await screenshot(page, "schedules.png", true);
+  });
+
   test("cancels the waiting jobs matching a filter in bulk", async () => {
     const { page } = w;
     const waiting = [await signUp(w, "zed", { delay_ms: 3_600_000 }), await signUp(w, "zed", { delay_ms: 3_600_000 })];
@@ -780,6 +882,13 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
       '[...document.querySelectorAll("table.flow-table tbody tr:first-child td")].map((td) => getComputedStyle(td, "::before").content)',
     );
     assert.deepEqual(flowLabels, ["State", "Jobs", "Limits", "Limits from", "Actions"].map((label) => `"${label}"`));
+    await page.goto(`${w.base}/ui/#/schedules`);
+    await page.locator("table.schedules-table tbody tr").first().waitFor();
+    await assertFits("the schedules view");
+    const scheduleLabels = await page.evaluate<string[]>(
+      '[...document.querySelectorAll("table.schedules-table tbody tr:first-child td")].map((td) => getComputedStyle(td, "::before").content)',
+    );
+    assert.deepEqual(scheduleLabels, ["When", "Job", "State", "Next run", "Last run", "Actions"].map((label) => `"${label}"`));
     await context.close();
   });
 

@@ -59,6 +59,8 @@ export const NotFoundError = define("NotFoundError");
 export const OperationNotFoundError = define("OperationNotFoundError");
 /** 404 chain_not_found: no job was ever enqueued into that chain. */
 export const ChainNotFoundError = define("ChainNotFoundError");
+/** 404 schedule_not_found: no schedule (nor config entry) has that name. */
+export const ScheduleNotFoundError = define("ScheduleNotFoundError");
 /** 409 job_running: cancel a running job with `{ abort: true }`. */
 export const JobRunningError = define("JobRunningError");
 /** 409 job_not_cancellable. */
@@ -71,6 +73,10 @@ export const DedupeConflictError = define("DedupeConflictError");
 export const JobNotWaitingError = define("JobNotWaitingError");
 /** 409 chain_exists: on_settled comes with a chain's first job. */
 export const ChainExistsError = define("ChainExistsError");
+/** 409 schedule_exists: a schedule or a config entry already has that name. */
+export const ScheduleExistsError = define("ScheduleExistsError");
+/** 409 schedule_read_only: a config entry cannot be changed, paused, resumed or deleted through the API. */
+export const ScheduleReadOnlyError = define("ScheduleReadOnlyError");
 /** 413 body_too_large. */
 export const BodyTooLargeError = define("BodyTooLargeError");
 /** 415 unsupported_media_type. */
@@ -107,12 +113,15 @@ const BY_CODE: Record<ErrorCode, typeof OpqueueError> = {
   not_found: NotFoundError,
   operation_not_found: OperationNotFoundError,
   chain_not_found: ChainNotFoundError,
+  schedule_not_found: ScheduleNotFoundError,
   job_running: JobRunningError,
   job_not_cancellable: JobNotCancellableError,
   job_not_retryable: JobNotRetryableError,
   dedupe_conflict: DedupeConflictError,
   job_not_waiting: JobNotWaitingError,
   chain_exists: ChainExistsError,
+  schedule_exists: ScheduleExistsError,
+  schedule_read_only: ScheduleReadOnlyError,
   body_too_large: BodyTooLargeError,
   unsupported_media_type: UnsupportedMediaTypeError,
   unknown_operation: UnknownOperationError,

@@ -17,7 +17,9 @@
  * - Administrators: `get`, `list`, `pages`, `cancel` (`{ abort: true }` for a running job), `cancelJobs`, `retry`,
  *   `cancelChain`, `runNow`, `attempts`, `history` of the same client (with `adminToken`), and flow control:
  *   `listOperations`, `pauseOperation`, `resumeOperation`, `setOperationLimits`, `resetOperationLimits`,
- *   `listPausedKeys`, `pauseConcurrencyKey`, `resumeConcurrencyKey`.
+ *   `listPausedKeys`, `pauseConcurrencyKey`, `resumeConcurrencyKey`; and schedules (docs/schedules.md):
+ *   `listSchedules`, `getSchedule`, `createSchedule`, `updateSchedule`, `pauseSchedule`, `resumeSchedule`,
+ *   `deleteSchedule`, `runScheduleNow`.
  */
 export * from "./errors.js";
 export * from "./delivery.js";
@@ -33,5 +35,6 @@ export { ERROR_CODES, JOB_STATUSES, TERMINAL_REASONS } from "./wire.js";
 export type {
   AdminAction, AdminStamp, Authority, Chain, ChainNode, ErrorCode, Job, JobAttempt, JobExtensions, JobHistoryEvent, JobResult, JobStatus, LimitsPatch,
   OperationControl,
-  OperationLimits, OperationSummary, PausedKey, RateLimit, RequestPayload, TerminalReason,
+  OperationLimits, OperationSummary, PausedKey, RateLimit, RequestPayload, Schedule, ScheduleDefinition, SchedulePatch,
+  TerminalReason,
 } from "./wire.js";

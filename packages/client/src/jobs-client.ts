@@ -1,8 +1,9 @@
 /**
  * The client for calling opqueue: enqueue (minting the assertion, chaining automatically inside a delivery,
  * retrying 503 `unavailable`), the administrator's get, list, cancel, cancelJobs, retry, cancelChain, runNow, attempts
- * and history, and flow control (docs/flow-control.md): listOperations, pause and resume an operation or a concurrency
- * key, set and reset an operation's limits. Errors are the typed classes of `./errors.ts`.
+ * and history, flow control (docs/flow-control.md): listOperations, pause and resume an operation or a concurrency
+ * key, set and reset an operation's limits, and schedules (docs/schedules.md): list, get, create, update, pause,
+ * resume, delete and run now. Errors are the typed classes of `./errors.ts`.
  */
 import { SignJWT } from "jose";
 import { isValidRequestId, REQUEST_ID_RULE } from "./token-rules.js";
@@ -19,6 +20,9 @@ import type {
   OperationSummary,
   PausedKey,
   RequestPayload,
+  Schedule,
+  ScheduleDefinition,
+  SchedulePatch,
 } from "./wire.js";
 import { currentDelivery } from "./delivery.js";
 import { OpqueueError, errorFor } from "./errors.js";
@@ -280,6 +284,28 @@ export interface JobsClient {
   pauseConcurrencyKey(key: string): Promise<PausedKey>;
   /** Resumes a paused concurrency key; false when it was not paused. */
   resumeConcurrencyKey(key: string): Promise<boolean>;
+  /** Every schedule, by name: the config file's cron entries (`source: "config"`) and those created through the API. */
+  listSchedules(): Promise<Schedule[]>;
+  /** One schedule, with its next and last runs (`ScheduleNotFoundError` when no schedule has the name). */
+  getSchedule(name: string): Promise<Schedule>;
+  /** Creates a schedule (`ScheduleExistsError` when a schedule or a config entry has its name). */
+  createSchedule(definition: ScheduleDefinition): Promise<Schedule>;
+  /**
+   * Changes some of a schedule's fields (null removes a key; the others are kept); it ticks by the new definition
+   * from its next tick. A config entry is `ScheduleReadOnlyError`, as for pause, resume and delete.
+   */
+  updateSchedule(name: string, patch: SchedulePatch): Promise<Schedule>;
+  /** Pauses a schedule: its ticks enqueue nothing until it is resumed. */
+  pauseSchedule(name: string): Promise<Schedule>;
+  /** Resumes a schedule: it ticks again from its next tick (the ticks it missed are not enqueued). */
+  resumeSchedule(name: string): Promise<Schedule>;
+  /** Deletes a schedule; returns it as it was (its jobs stay). */
+  deleteSchedule(name: string): Promise<Schedule>;
+  /**
+   * Enqueues one job of a schedule now (paused or not, config entry or not), in a chain of its own; not a tick.
+   * `created` is false when a job of it still waiting held its dedupe key and was refreshed instead.
+   */
+  runScheduleNow(name: string): Promise<{ job: Job; created: boolean }>;
 }
 
 /** Creates a client of one opqueue service. */
@@ -545,6 +571,37 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
     async resumeConcurrencyKey(key) {
       const path = `/concurrency-keys/${pathSegment(key, "resumeConcurrencyKey: key")}/resume`;
       return (await call<{ concurrency_key: string; resumed: boolean }>("POST", path, adminAuthorization)).body.resumed;
+    },
+    async listSchedules() {
+      return (await call<{ schedules: Schedule[] }>("GET", "/schedules", adminAuthorization)).body.schedules;
+    },
+    async getSchedule(name) {
+      const path = `/schedules/${pathSegment(name, "getSchedule: name")}`;
+      return (await call<{ schedule: Schedule }>("GET", path, adminAuthorization)).body.schedule;
+    },
+    async createSchedule(definition) {
+      return (await call<{ schedule: Schedule }>("POST", "/schedules", adminAuthorization, definition)).body.schedule;
+    },
+    async updateSchedule(name, patch) {
+      const path = `/schedules/${pathSegment(name, "updateSchedule: name")}`;
+      return (await call<{ schedule: Schedule }>("PATCH", path, adminAuthorization, patch)).body.schedule;
+    },
+    async pauseSchedule(name) {
+      const path = `/schedules/${pathSegment(name, "pauseSchedule: name")}/pause`;
+      return (await call<{ schedule: Schedule }>("POST", path, adminAuthorization)).body.schedule;
+    },
+    async resumeSchedule(name) {
+      const path = `/schedules/${pathSegment(name, "resumeSchedule: name")}/resume`;
+      return (await call<{ schedule: Schedule }>("POST", path, adminAuthorization)).body.schedule;
+    },
+    async deleteSchedule(name) {
+      const path = `/schedules/${pathSegment(name, "deleteSchedule: name")}`;
+      return (await call<{ schedule: Schedule }>("DELETE", path, adminAuthorization)).body.schedule;
+    },
+    async runScheduleNow(name) {
+      const path = `/schedules/${pathSegment(name, "runScheduleNow: name")}/run-now`;
+      const answer = await call<{ job: Job }>("POST", path, adminAuthorization);
+      return { job: answer.body.job, created: answer.status === 201 };
     },
   };
   return client;

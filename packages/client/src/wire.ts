@@ -29,8 +29,17 @@ export const ERROR_CODES = {
   400: ["invalid_request", "payload_too_large", "invalid_on_behalf_of", "missing_path_param", "invalid_path_param"],
   401: ["invalid_assertion", "unauthenticated"],
   403: ["trigger_not_allowed", "on_behalf_of_not_allowed", "chain_mismatch", "site_admin_required"],
-  404: ["job_not_found", "not_found", "operation_not_found", "chain_not_found"],
-  409: ["job_running", "job_not_cancellable", "job_not_retryable", "dedupe_conflict", "job_not_waiting", "chain_exists"],
+  404: ["job_not_found", "not_found", "operation_not_found", "chain_not_found", "schedule_not_found"],
+  409: [
+    "job_running",
+    "job_not_cancellable",
+    "job_not_retryable",
+    "dedupe_conflict",
+    "job_not_waiting",
+    "chain_exists",
+    "schedule_exists",
+    "schedule_read_only",
+  ],
   413: ["body_too_large"],
   415: ["unsupported_media_type"],
   422: ["unknown_operation", "operation_not_background", "request_schema_mismatch", "idempotency_key_reused"],
@@ -218,4 +227,56 @@ export interface Chain {
   on_settled: { operation_id: string; job_id: string; fired_at: string | null } | null;
   jobs: ChainNode[];
   truncated: boolean;
+}
+
+/** What a schedule enqueues and when (docs/schedules.md): the fields of `POST /schedules`, defaults noted. */
+export interface ScheduleDefinition {
+  /** Letters, digits, `_`, `-` and `.` (not first), at most 200; unique, config entries included. */
+  name: string;
+  /** A cron expression of 5 fields (minute hour day-of-month month day-of-week) or 6 (seconds first). */
+  schedule: string;
+  /** The IANA time zone the expression is read in (default `UTC`). */
+  timezone?: string;
+  /** The background operation each tick enqueues a job of (the trigger map's `cron:*` must list it). */
+  operation_id: string;
+  /** The user the jobs run as. */
+  user_id: string;
+  /** The jobs' request (default `{}`). */
+  request?: RequestPayload;
+  /** The jobs' priority (default 0). */
+  priority?: number;
+  /** The jobs' dedupe key (default `cron:{name}`: a tick refreshes a job still waiting); null: none. */
+  dedupe_key?: string | null;
+  /** The jobs' concurrency key (default none). */
+  concurrency_key?: string | null;
+}
+
+/** The body of `PATCH /schedules/{name}`: the fields to change (null removes a key); the others are kept. */
+export type SchedulePatch = Partial<Required<Omit<ScheduleDefinition, "name">>>;
+
+/** A schedule as the service answers it: its definition, where it comes from, and its next and last runs. */
+export interface Schedule {
+  name: string;
+  /** `config`: a cron entry of the config file, read-only through the API; `api`: created through the API. */
+  source: "config" | "api";
+  schedule: string;
+  timezone: string;
+  operation_id: string;
+  user_id: string;
+  request: RequestPayload;
+  priority: number;
+  dedupe_key: string | null;
+  concurrency_key: string | null;
+  /** Who paused it, and when; null while it runs. */
+  paused: AdminStamp | null;
+  /** Who created it, and when; null for a config entry. */
+  created: AdminStamp | null;
+  /** Who last changed its definition, and when; null for a config entry. */
+  updated: AdminStamp | null;
+  /** Its next tick; null while paused, or when the expression never fires again. */
+  next_run_at: string | null;
+  /** Its last recorded tick. */
+  last_run_at: string | null;
+  /** The job the last tick enqueued (or refreshed); null when it enqueued none. */
+  last_job_id: string | null;
 }

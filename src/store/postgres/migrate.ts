@@ -4,7 +4,7 @@ import { readMigrations } from "../migrations.js";
 import { StoreSetupError } from "../store.js";
 
 /** The tables (and the view) opqueue creates in its schema. */
-const OPQUEUE_RELATIONS = ["jobs", "job_specs", "job_state", "chains", "cron_ticks", "job_attempts", "attempt_counts"];
+const OPQUEUE_RELATIONS = ["jobs", "job_specs", "job_state", "chains", "cron_ticks", "job_attempts", "attempt_counts", "schedules"];
 
 /**
  * Refuses a schema that holds someone else's tables where opqueue's would go: a `schema_migrations` of another tool

@@ -44,10 +44,17 @@ import {
   type JobRunNowOutcome,
   type JobStats,
   type AdminActionRow,
+  type CronTickOutcome,
+  type ScheduleCreateOutcome,
+  type ScheduleUpdateOutcome,
+  type ScheduleWriteOutcome,
   type Store,
   type ChainRow,
 } from "../store.js";
 import type { LimitsSource, OperationControl, OperationLimits, PausedKey } from "../../flow/limits.js";
+import type { CronTick, ScheduleFields, ScheduleRow } from "../../schedules/schedule.js";
+import * as schedules from "./schedules.js";
+import { SCHEDULE_IN_FORCE } from "./sql/schedules.js";
 import { adminActionList, cancelChain, cancelJob, cancelMany, retryDeadMany, retryJob, runNow } from "./admin.js";
 import * as flow from "./flow.js";
 import { connectionSettings, defaultSchema, PgConnection } from "./connection.js";
@@ -138,8 +145,10 @@ export class PostgresStore implements Store {
       clock: Clock;
       databaseTime: boolean;
       schemaVersion: number;
-      /** The NOTIFY channel of this schema. */
+      /** The NOTIFY channel of this schema's jobs. */
       channel: string;
+      /** The NOTIFY channel of this schema's schedules (sql/schedules.ts, SCHEDULE_NOTIFY). */
+      scheduleChannel: string;
       onPoolError: ((error: Error) => void) | undefined;
     },
   ) {}
@@ -162,6 +171,7 @@ export class PostgresStore implements Store {
         databaseTime: options.databaseTime ?? true,
         schemaVersion,
         channel: `opqueue_jobs:${current ?? "public"}`,
+        scheduleChannel: `opqueue_schedules:${current ?? "public"}`,
         onPoolError: options.onPoolError,
       });
     } catch (error) {
@@ -364,8 +374,13 @@ export class PostgresStore implements Store {
     name: string;
     tickAt: number;
     job: JobInsertParams;
-  }): Promise<JobInsertOutcome | { kind: "already_enqueued" }> {
+    scheduleRevision?: string | undefined;
+  }): Promise<CronTickOutcome> {
     return this.db.transaction(async (client) => {
+      const revision = params.scheduleRevision;
+      if (revision !== undefined && (await client.query(SCHEDULE_IN_FORCE, [params.name, revision])).rowCount === 0) {
+        return { kind: "schedule_changed" } as const;
+      }
       const tick = await client.query(CRON_TICK_RECORD, [params.name, new Date(params.tickAt)]);
       if (tick.rowCount === 0) return { kind: "already_enqueued" } as const;
       const answer = await client.query<PgRow>(INSERT_JOB, [JSON.stringify(insertArgument(params.job)), this.statementNow()]);
@@ -375,6 +390,12 @@ export class PostgresStore implements Store {
       }
       return outcome;
     });
+  }
+
+  async cronTickLatestMany(params: { names: string[] }): Promise<CronTick[]> {
+    const names = params.names.filter((name) => !unstorable(name));
+    if (names.length === 0) return this.assertOpen([]);
+    return schedules.latestTicks(this.db, names);
   }
 
   async cronTickDeleteMany(params: { olderThanMs: number }): Promise<number> {
@@ -518,12 +539,7 @@ export class PostgresStore implements Store {
   }
 
   async jobAvailableListen(onAvailable: (runAt: number) => void, onAbort?: (jobId: string) => void): Promise<() => Promise<void>> {
-    this.db.assertOpen();
-    const { settings } = this.db;
-    const listener = new NotificationListener({
-      url: settings.url,
-      applicationName: `${settings.applicationName}-listener`,
-      connectionOptions: settings.options,
+    return this.listen({
       channel: this.options.channel,
       onNotify: (payload) => {
         // A running job cancelled (jobCancelRunningSql): the node delivering it aborts the exchange.
@@ -535,18 +551,7 @@ export class PostgresStore implements Store {
         onAvailable(Number.isFinite(runAt) ? runAt : this.now());
       },
       onReconnect: () => onAvailable(this.now()),
-      ...(this.options.onPoolError ? { onError: this.options.onPoolError } : {}),
     });
-    try {
-      await listener.start();
-    } catch (error) {
-      throw mapError(error);
-    }
-    this.listeners.add(listener);
-    return async () => {
-      this.listeners.delete(listener);
-      await listener.stop();
-    };
   }
 
   async operationLimitsConfigure(params: { limits: Array<{ operationId: string; limits: OperationLimits }> }): Promise<void> {
@@ -589,6 +594,74 @@ export class PostgresStore implements Store {
 
   async rateBucketDeleteMany(): Promise<number> {
     return (await this.db.query(`${DELETE_BUCKETS} RETURNING 1`, [this.statementNow()])).length;
+  }
+
+  async scheduleCreate(params: { schedule: ScheduleFields; revision: string; actor: string }): Promise<ScheduleCreateOutcome> {
+    return schedules.createSchedule(this.db, { ...params, now: this.statementNow() });
+  }
+
+  async scheduleGet(params: { name: string }): Promise<ScheduleRow | undefined> {
+    if (unstorable(params.name)) return this.assertOpen(undefined);
+    return schedules.getSchedule(this.db, params.name);
+  }
+
+  async scheduleList(): Promise<ScheduleRow[]> {
+    return schedules.listSchedules(this.db);
+  }
+
+  async scheduleUpdate(params: { schedule: ScheduleFields; ifRevision: string; revision: string; actor: string }): Promise<ScheduleUpdateOutcome> {
+    if (unstorable(params.schedule.name)) return this.assertOpen({ kind: "not_found" });
+    return schedules.updateSchedule(this.db, { ...params, now: this.statementNow() });
+  }
+
+  async schedulePause(params: { name: string; actor: string }): Promise<ScheduleWriteOutcome<"paused">> {
+    if (unstorable(params.name)) return this.assertOpen({ kind: "not_found" });
+    return schedules.pauseSchedule(this.db, { ...params, now: this.statementNow() });
+  }
+
+  async scheduleResume(params: { name: string }): Promise<ScheduleWriteOutcome<"resumed">> {
+    if (unstorable(params.name)) return this.assertOpen({ kind: "not_found" });
+    return schedules.resumeSchedule(this.db, params);
+  }
+
+  async scheduleDelete(params: { name: string }): Promise<ScheduleWriteOutcome<"deleted">> {
+    if (unstorable(params.name)) return this.assertOpen({ kind: "not_found" });
+    return schedules.deleteSchedule(this.db, params);
+  }
+
+  /**
+   * A LISTEN connection of its own on the schedules' channel: schedules change seldom, and a node that has not heard of
+   * a change fires nothing wrong meanwhile (a tick is checked against the schedule's revision), only late.
+   */
+  async scheduleChangeListen(onChange: () => void): Promise<() => Promise<void>> {
+    return this.listen({ channel: this.options.scheduleChannel, onNotify: () => onChange(), onReconnect: onChange });
+  }
+
+  /** Opens a LISTEN connection on `channel`, closed with the store; resolves to the function that closes it. */
+  private async listen(options: {
+    channel: string;
+    onNotify: (payload: string | undefined) => void;
+    onReconnect: () => void;
+  }): Promise<() => Promise<void>> {
+    this.db.assertOpen();
+    const { settings } = this.db;
+    const listener = new NotificationListener({
+      url: settings.url,
+      applicationName: `${settings.applicationName}-listener`,
+      connectionOptions: settings.options,
+      ...options,
+      ...(this.options.onPoolError ? { onError: this.options.onPoolError } : {}),
+    });
+    try {
+      await listener.start();
+    } catch (error) {
+      throw mapError(error);
+    }
+    this.listeners.add(listener);
+    return async () => {
+      this.listeners.delete(listener);
+      await listener.stop();
+    };
   }
 
   async close(): Promise<void> {

@@ -19,6 +19,7 @@ import { dirname } from "node:path";
 import Database from "better-sqlite3";
 import type { Clock } from "../../clock.js";
 import type { LimitsSource, OperationControl, OperationLimits, PausedKey } from "../../flow/limits.js";
+import type { CronTick, ScheduleFields, ScheduleRow } from "../../schedules/schedule.js";
 import { runTimeAt, type JobAttempt, type JobAttemptRow, type JobOutcome, type JobRow, type LeaseLimits } from "../../job/job.js";
 import type { JobResult } from "../../job/schemas.js";
 import { JOB_STATUSES, type JobStatus } from "../../job/statuses.js";
@@ -41,6 +42,10 @@ import {
   type JobStats,
   type AdminActionRow,
   type ChainRow,
+  type CronTickOutcome,
+  type ScheduleCreateOutcome,
+  type ScheduleUpdateOutcome,
+  type ScheduleWriteOutcome,
 } from "../store.js";
 import { lockedError, mapError } from "./errors.js";
 import { migrate } from "./migrate.js";
@@ -50,6 +55,7 @@ import { claimMany, type LaneCursor } from "./claim.js";
 import { FlowWrites, Gates } from "./flow.js";
 import { copyDatabase } from "./online-backup.js";
 import { OutcomeWrites } from "./outcomes.js";
+import { ScheduleWrites } from "./schedules.js";
 import { prepareStatements, type Statements } from "./statements.js";
 
 /** One insert of a batch: its outcome, or why it failed (the others are unaffected). */
@@ -64,6 +70,7 @@ export class SqliteEngine {
   private readonly outcomes: OutcomeWrites;
   private readonly admin: AdminWrites;
   private readonly flow: FlowWrites;
+  private readonly schedules: ScheduleWrites;
   /** Where the last claim stopped visiting lanes (claim.ts). */
   private laneCursor: LaneCursor = { operationId: "", lane: "" };
   private readonly listStatements = new Map<string, Database.Statement>();
@@ -81,6 +88,7 @@ export class SqliteEngine {
     this.outcomes = new OutcomeWrites(this.statements);
     this.admin = new AdminWrites(this.statements);
     this.flow = new FlowWrites(this.statements);
+    this.schedules = new ScheduleWrites(this.statements);
   }
 
   /**
@@ -411,13 +419,11 @@ export class SqliteEngine {
     });
   }
 
-  cronTickInsert(params: {
-    name: string;
-    tickAt: number;
-    job: JobInsertParams;
-  }): JobInsertOutcome | { kind: "already_enqueued" } {
+  cronTickInsert(params: { name: string; tickAt: number; job: JobInsertParams; scheduleRevision?: string | undefined }): CronTickOutcome {
     return this.write(() => {
       const s = this.statements;
+      const revision = params.scheduleRevision;
+      if (revision !== undefined && !this.schedules.inForce({ name: params.name, revision })) return { kind: "schedule_changed" };
       if (s.recordTick.run({ name: params.name, tick_at: params.tickAt }).changes === 0) {
         return { kind: "already_enqueued" };
       }
@@ -427,6 +433,11 @@ export class SqliteEngine {
       }
       return outcome;
     });
+  }
+
+  cronTickLatestMany(params: { names: string[] }): CronTick[] {
+    if (params.names.length === 0) return [];
+    return this.read(() => this.schedules.latestTicks(params.names));
   }
 
   cronTickDeleteMany(params: { olderThanMs: number }): number {
@@ -583,6 +594,34 @@ export class SqliteEngine {
 
   pausedKeyList(): PausedKey[] {
     return this.read(() => this.flow.pausedKeys());
+  }
+
+  scheduleCreate(params: { schedule: ScheduleFields; revision: string; actor: string }): ScheduleCreateOutcome {
+    return this.write(() => this.schedules.create({ ...params, now: this.clock.now() }));
+  }
+
+  scheduleGet(params: { name: string }): ScheduleRow | undefined {
+    return this.read(() => this.schedules.get(params.name));
+  }
+
+  scheduleList(): ScheduleRow[] {
+    return this.read(() => this.schedules.list());
+  }
+
+  scheduleUpdate(params: { schedule: ScheduleFields; ifRevision: string; revision: string; actor: string }): ScheduleUpdateOutcome {
+    return this.write(() => this.schedules.update({ ...params, now: this.clock.now() }));
+  }
+
+  schedulePause(params: { name: string; actor: string }): ScheduleWriteOutcome<"paused"> {
+    return this.write(() => this.schedules.pause({ ...params, now: this.clock.now() }));
+  }
+
+  scheduleResume(params: { name: string }): ScheduleWriteOutcome<"resumed"> {
+    return this.write(() => this.schedules.resume(params));
+  }
+
+  scheduleDelete(params: { name: string }): ScheduleWriteOutcome<"deleted"> {
+    return this.write(() => this.schedules.delete(params));
   }
 
   rateBucketDeleteMany(): number {

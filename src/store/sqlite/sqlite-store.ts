@@ -68,6 +68,11 @@ export class SqliteStore implements Store, OnlineBackup {
     // The thread commits whatever has arrived while it was busy: nothing is held back on this side.
     maxInFlight: Number.POSITIVE_INFINITY,
   });
+  /**
+   * Who `scheduleChangeListen` tells of a change of the schedules. This process is the file's only writer (SQLite
+   * serves one node), so its own writes are every change there is: told once each commits, nothing to listen to.
+   */
+  private readonly scheduleListeners = new Set<() => void>();
   /** Set once `close` starts: no new calls are taken. */
   private closing: Promise<void> | null = null;
   /** Why the thread is gone, once it is. */
@@ -241,6 +246,33 @@ export class SqliteStore implements Store, OnlineBackup {
   readonly concurrencyKeyResume = this.forward("concurrencyKeyResume");
   readonly pausedKeyList = this.forward("pausedKeyList");
   readonly rateBucketDeleteMany = this.forward("rateBucketDeleteMany");
+  readonly cronTickLatestMany = this.forward("cronTickLatestMany");
+  readonly scheduleGet = this.forward("scheduleGet");
+  readonly scheduleList = this.forward("scheduleList");
+  readonly scheduleCreate = this.announcing(this.forward("scheduleCreate"));
+  readonly scheduleUpdate = this.announcing(this.forward("scheduleUpdate"));
+  readonly schedulePause = this.announcing(this.forward("schedulePause"));
+  readonly scheduleResume = this.announcing(this.forward("scheduleResume"));
+  readonly scheduleDelete = this.announcing(this.forward("scheduleDelete"));
+
+  /** `write`, then (once it has committed) every `scheduleChangeListen` listener is told. */
+  private announcing<A extends unknown[], R>(write: (...args: A) => Promise<R>): (...args: A) => Promise<R> {
+    return async (...args) => {
+      const answer = await write(...args);
+      for (const listener of this.scheduleListeners) listener();
+      return answer;
+    };
+  }
+
+  async scheduleChangeListen(onChange: () => void): Promise<() => Promise<void>> {
+    if (this.closing !== null || this.stopped) throw new StoreUnavailableError("the store is closed");
+    // A set keeps one entry per function: each listening call gets its own.
+    const listener = () => onChange();
+    this.scheduleListeners.add(listener);
+    return async () => {
+      this.scheduleListeners.delete(listener);
+    };
+  }
   /**
    * Copies the database into a new file at `to` on the thread that owns the connection, which serves every other call
    * between the copy's batches (online-backup.ts): enqueues are committed while it runs.

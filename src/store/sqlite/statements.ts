@@ -10,6 +10,7 @@ import type { AdminAction } from "../../job/statuses.js";
 import { prepareFlowStatements } from "./flow.js";
 import { prepare, preparePluck } from "./prepared.js";
 import type { SqliteAttemptRow, SqliteChainRow, SqliteJobRow } from "./rows.js";
+import { prepareScheduleStatements } from "./schedules.js";
 
 /** The statuses a job can be claimed in (and holds its dedupe key in). */
 export const CLAIMABLE = "status IN ('pending', 'retrying')";
@@ -22,6 +23,7 @@ const RUNNING_KEYS =
 export function prepareStatements(db: Database.Database) {
   return {
     ...prepareFlowStatements(db),
+    ...prepareScheduleStatements(db),
     getById: prepare<[string], SqliteJobRow>(db, "SELECT * FROM jobs WHERE id = ?"),
     dedupeHolder: prepare<[string], SqliteJobRow>(
       db,
@@ -205,7 +207,12 @@ export function prepareStatements(db: Database.Database) {
       db,
       "UPDATE cron_ticks SET job_id = :job_id WHERE name = :name AND tick_at = :tick_at",
     ),
-    deleteTicks: prepare<{ before: number }>(db, "DELETE FROM cron_ticks WHERE tick_at < :before"),
+    // Each name's newest tick stays: it is the last run a schedule's answer shows, however long ago.
+    deleteTicks: prepare<{ before: number }>(
+      db,
+      `DELETE FROM cron_ticks WHERE tick_at < :before
+         AND tick_at < (SELECT max(n.tick_at) FROM cron_ticks n WHERE n.name = cron_ticks.name)`,
+    ),
     deleteFinished: prepare<{ before: number; now: number; limit: number }, { id: string; original_request_id: string }>(
       db,
       `DELETE FROM jobs WHERE seq IN (

@@ -9,6 +9,7 @@ import { newJobId } from "../../../src/job/job-id.js";
 import type { JobResult } from "../../../src/job/schemas.js";
 import type { JobInsertParams, Store } from "../../../src/store/store.js";
 import type { JobRow } from "../../../src/job/job.js";
+import type { ScheduleFields } from "../../../src/schedules/schedule.js";
 
 /** A store opened for one test, and how to get rid of it. */
 export interface OpenedStore {
@@ -180,4 +181,20 @@ export async function makeFinished(
 /** Every job of the store, newest first. */
 export function allJobs(store: Store): Promise<JobRow[]> {
   return store.jobList({ limit: 100_000 });
+}
+
+/** A schedule's fields (docs/schedules.md): every minute, its jobs for buildReport as user "system". */
+export function scheduleFields(name: string, overrides: Partial<Omit<ScheduleFields, "name">> = {}): ScheduleFields {
+  return {
+    name,
+    schedule: "* * * * *",
+    timezone: "UTC",
+    operationId: "buildReport",
+    userId: "system",
+    request: { body: { report: name } },
+    priority: 0,
+    dedupeKey: `cron:${name}`,
+    concurrencyKey: null,
+    ...overrides,
+  };
 }

@@ -16,6 +16,7 @@ import { listCases } from "./list.js";
 import { producerCases } from "./producers.js";
 import { maintenanceCases } from "./maintenance.js";
 import { propertyCases } from "./properties.js";
+import { scheduleCases } from "./schedules.js";
 
 export type { OpenedStore, StoreConformanceOptions } from "./harness.js";
 
@@ -32,6 +33,7 @@ export function runStoreConformance(options: StoreConformanceOptions): void {
     chainCases(suite);
     listCases(suite);
     maintenanceCases(suite);
+    scheduleCases(suite);
     propertyCases(suite);
 
     test("every skipped case names a case of the suite", () => {

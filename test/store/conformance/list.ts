@@ -8,7 +8,7 @@ import type { Store } from "../../../src/store/store.js";
 import type { JobRow } from "../../../src/job/job.js";
 import { StoreUnavailableError } from "../../../src/store/store.js";
 import { NO_LIMITS } from "../../../src/flow/limits.js";
-import { allJobs, insertCreated, jobParams, makeFinished, makeRetrying, makeRunning, T0, type Suite } from "./harness.js";
+import { allJobs, insertCreated, jobParams, makeFinished, makeRetrying, makeRunning, scheduleFields, T0, type Suite } from "./harness.js";
 
 const ids = (jobs: JobRow[]): string[] => jobs.map((job) => job.id);
 
@@ -188,6 +188,16 @@ export function listCases(suite: Suite): void {
         concurrencyKeyResume: () => store.concurrencyKeyResume({ key: "k" }),
         pausedKeyList: () => store.pausedKeyList(),
         rateBucketDeleteMany: () => store.rateBucketDeleteMany(),
+        cronTickLatestMany: () => store.cronTickLatestMany({ names: ["nightly"] }),
+        scheduleCreate: () => store.scheduleCreate({ schedule: scheduleFields("hourly"), revision: "r1", actor: "admin" }),
+        scheduleGet: () => store.scheduleGet({ name: "hourly" }),
+        scheduleList: () => store.scheduleList(),
+        scheduleUpdate: () =>
+          store.scheduleUpdate({ schedule: scheduleFields("hourly"), ifRevision: "r1", revision: "r2", actor: "admin" }),
+        schedulePause: () => store.schedulePause({ name: "hourly", actor: "admin" }),
+        scheduleResume: () => store.scheduleResume({ name: "hourly" }),
+        scheduleDelete: () => store.scheduleDelete({ name: "hourly" }),
+        scheduleChangeListen: () => store.scheduleChangeListen(() => undefined),
       };
       for (const [name, call] of Object.entries(calls)) {
         await assert.rejects(call, StoreUnavailableError, `${name} on a closed store`);

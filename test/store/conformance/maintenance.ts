@@ -591,7 +591,7 @@ export function maintenanceCases(suite: Suite): void {
   });
 
   describe("cronTickDeleteMany", () => {
-    suite.case("forgets ticks more than olderThanMs old by the store's clock, keeps later ones, and returns how many", async ({ store, clock }) => {
+    suite.case("forgets ticks more than olderThanMs old by the store's clock but each name's newest, keeps later ones, and returns how many", async ({ store, clock }) => {
       const tick = (name: string, tickAt: number) =>
         store.cronTickInsert({ name, tickAt, job: cronJob(name, tickAt, { dedupeKey: null }) });
       for (const [name, tickAt] of [
@@ -604,18 +604,24 @@ export function maintenanceCases(suite: Suite): void {
       }
       clock.set(T0 + 1_000_000);
       assert.equal(await store.cronTickDeleteMany({ olderThanMs: 1_000_000 }), 0, "a tick exactly that old is kept");
-      assert.equal(await store.cronTickDeleteMany({ olderThanMs: 999_000 }), 2);
+      assert.equal(await store.cronTickDeleteMany({ olderThanMs: 999_000 }), 1, "nightly's first; hourly's only tick is its newest");
       assert.equal(await store.cronTickDeleteMany({ olderThanMs: 999_000 }), 0, "already forgotten");
       // A forgotten tick can be inserted again; a remembered one cannot.
       assert.equal((await tick("nightly", T0)).kind, "created");
-      assert.equal((await tick("hourly", T0 + 500)).kind, "created");
+      assert.deepEqual(await tick("hourly", T0 + 500), { kind: "already_enqueued" }, "the newest tick of a name is remembered");
       assert.deepEqual(await tick("nightly", T0 + 1000), { kind: "already_enqueued" });
       assert.deepEqual(await tick("nightly", T0 + 2000), { kind: "already_enqueued" });
-      assert.equal(await store.cronTickDeleteMany({ olderThanMs: 0 }), 4);
+      assert.equal(await store.cronTickDeleteMany({ olderThanMs: 0 }), 2);
+      assert.deepEqual(
+        (await store.cronTickLatestMany({ names: ["nightly", "hourly"] })).map(({ name, tickAt }) => [name, tickAt]).sort(),
+        [["hourly", T0 + 500], ["nightly", T0 + 2000]],
+        "each name's newest tick stays, however old",
+      );
     });
 
     suite.case("forgetting ticks deletes no job", async ({ store, clock }) => {
       await store.cronTickInsert({ name: "nightly", tickAt: T0, job: cronJob("nightly", T0) });
+      await store.cronTickInsert({ name: "nightly", tickAt: T0 + 500, job: cronJob("nightly", T0 + 500) });
       const before = await allJobs(store);
       clock.advance(1000);
       assert.equal(await store.cronTickDeleteMany({ olderThanMs: 999 }), 1);

@@ -1,8 +1,13 @@
 /** Retention, expiry, the figures metrics and the dashboard read, and the engine's own checks. */
 import { CLAIMABLE, epochMs, JOB_COLUMNS } from "./common.js";
 
-/** Forgets cron ticks older than $2 ms before $1 (now). */
-export const CRON_TICK_DELETE = "DELETE FROM cron_ticks WHERE tick_at < $1::timestamptz - $2 * interval '1 millisecond' RETURNING 1";
+/**
+ * Forgets cron ticks older than $2 ms before $1 (now), but the newest of each name: the last run a schedule's answer
+ * shows, however long ago.
+ */
+export const CRON_TICK_DELETE = `DELETE FROM cron_ticks t WHERE t.tick_at < $1::timestamptz - $2 * interval '1 millisecond'
+  AND EXISTS (SELECT 1 FROM cron_ticks n WHERE n.name = t.name AND n.tick_at > t.tick_at)
+  RETURNING 1`;
 
 /** Forgets attempt counts of minutes older than $2 ms before $1 (now). */
 export const ATTEMPT_COUNT_DELETE =

@@ -1,0 +1,200 @@
+/**
+ * The schedules' routes (docs/schedules.md): list, get, create, update, pause, resume, delete and run now, for site
+ * administrators. The config file's entries are listed beside the schedules created here, read-only. Each change is
+ * logged as an "admin action" with the admin token's `sub`; every node's scheduler reads it from the database.
+ */
+import { Type } from "@sinclair/typebox";
+import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import type { FastifyRequest } from "fastify";
+import type { TokenVerifier } from "../../auth/tokens.js";
+import { ErrorBody, JobEnvelope } from "../../job/schemas.js";
+import { toWireJob } from "../../job/wire.js";
+import type { Schedules } from "../../schedules/schedules.js";
+import {
+  fieldsOfCreateBody,
+  patchFields,
+  ScheduleCreateBody,
+  ScheduleEnvelope,
+  ScheduleList,
+  SchedulePatchBody,
+  wireSchedule,
+} from "../../schedules/schemas.js";
+import { adminAuthHook } from "../auth.js";
+
+/** What the schedules' routes need. */
+export interface ScheduleRoutesOptions {
+  schedules: Schedules;
+  verifier: TokenVerifier;
+}
+
+const errors = (...statuses: number[]) =>
+  Object.fromEntries(statuses.map((status) => [status, ErrorBody])) as Record<number, typeof ErrorBody>;
+
+const NameParams = Type.Object({ name: Type.String({ minLength: 1, description: "The schedule's name." }) });
+
+/**
+ * A definition as the audit line shows it: every field but the jobs' `request`, which may carry a product's data and
+ * up to 16 KiB of it; its presence is said instead.
+ */
+function auditable(body: Record<string, unknown>): Record<string, unknown> {
+  const { request, ...rest } = body;
+  return request === undefined ? rest : { ...rest, request: "(given)" };
+}
+
+function actorOf(request: FastifyRequest): string {
+  if (!request.admin) throw new Error("admin route reached without its auth hook");
+  return request.admin.sub;
+}
+
+/** Registers the schedules' routes. */
+export const scheduleRoutes: FastifyPluginAsyncTypebox<ScheduleRoutesOptions> = async (app, options) => {
+  const { schedules } = options;
+  const adminOnly = adminAuthHook({ verifier: options.verifier });
+  const security = [{ adminToken: [] }];
+  const tags = ["schedules"];
+
+  app.get(
+    "/schedules",
+    {
+      onRequest: adminOnly,
+      schema: {
+        operationId: "listSchedules",
+        summary: "Every schedule, by name: the config file's cron entries (read-only) and those created through the API",
+        tags,
+        security,
+        response: { 200: ScheduleList, ...errors(401, 403, 503) },
+      },
+    },
+    async () => ({ schedules: (await schedules.list()).map(wireSchedule) }),
+  );
+
+  app.post(
+    "/schedules",
+    {
+      onRequest: adminOnly,
+      schema: {
+        operationId: "createSchedule",
+        summary: "Create a schedule: a job of a background operation enqueued at every tick of a cron expression",
+        tags,
+        security,
+        body: ScheduleCreateBody,
+        response: { 201: ScheduleEnvelope, ...errors(400, 401, 403, 409, 422, 503) },
+      },
+    },
+    async (request, reply) => {
+      const actor = actorOf(request);
+      const view = await schedules.create(fieldsOfCreateBody(request.body), actor);
+      request.log.info({ actor, action: "create-schedule", schedule: view.fields.name, definition: auditable(request.body) }, "admin action");
+      return reply.code(201).send({ schedule: wireSchedule(view) });
+    },
+  );
+
+  app.get(
+    "/schedules/:name",
+    {
+      onRequest: adminOnly,
+      schema: {
+        operationId: "getSchedule",
+        summary: "One schedule, with its next and last runs",
+        tags,
+        security,
+        params: NameParams,
+        response: { 200: ScheduleEnvelope, ...errors(401, 403, 404, 503) },
+      },
+    },
+    async (request) => ({ schedule: wireSchedule(await schedules.get(request.params.name)) }),
+  );
+
+  app.patch(
+    "/schedules/:name",
+    {
+      onRequest: adminOnly,
+      schema: {
+        operationId: "updateSchedule",
+        summary: "Change a schedule's definition (the fields given; null removes a key); it ticks by the new one from its next tick",
+        tags,
+        security,
+        params: NameParams,
+        body: SchedulePatchBody,
+        response: { 200: ScheduleEnvelope, ...errors(400, 401, 403, 404, 409, 422, 503) },
+      },
+    },
+    async (request) => {
+      const actor = actorOf(request);
+      const view = await schedules.update(request.params.name, (current) => patchFields(current, request.body), actor);
+      request.log.info({ actor, action: "update-schedule", schedule: view.fields.name, changes: auditable(request.body) }, "admin action");
+      return { schedule: wireSchedule(view) };
+    },
+  );
+
+  for (const action of ["pause", "resume"] as const) {
+    app.post(
+      `/schedules/:name/${action}`,
+      {
+        onRequest: adminOnly,
+        schema: {
+          operationId: action === "pause" ? "pauseSchedule" : "resumeSchedule",
+          summary:
+            action === "pause"
+              ? "Pause a schedule: its ticks enqueue nothing until it is resumed"
+              : "Resume a paused schedule: it ticks again from its next tick (the ticks it missed are not enqueued)",
+          tags,
+          security,
+          params: NameParams,
+          response: { 200: ScheduleEnvelope, ...errors(401, 403, 404, 409, 503) },
+        },
+      },
+      async (request) => {
+        const actor = actorOf(request);
+        const { name } = request.params;
+        const view = action === "pause" ? await schedules.pause(name, actor) : await schedules.resume(name);
+        request.log.info({ actor, action: `${action}-schedule`, schedule: name }, "admin action");
+        return { schedule: wireSchedule(view) };
+      },
+    );
+  }
+
+  app.delete(
+    "/schedules/:name",
+    {
+      onRequest: adminOnly,
+      schema: {
+        operationId: "deleteSchedule",
+        summary: "Delete a schedule; answers it as it was (its jobs stay)",
+        tags,
+        security,
+        params: NameParams,
+        response: { 200: ScheduleEnvelope, ...errors(401, 403, 404, 409, 503) },
+      },
+    },
+    async (request) => {
+      const actor = actorOf(request);
+      const view = await schedules.delete(request.params.name);
+      request.log.info({ actor, action: "delete-schedule", schedule: view.fields.name }, "admin action");
+      return { schedule: wireSchedule(view) };
+    },
+  );
+
+  app.post(
+    "/schedules/:name/run-now",
+    {
+      onRequest: adminOnly,
+      schema: {
+        operationId: "runScheduleNow",
+        summary:
+          "Enqueue one job of a schedule now (paused or not, config entry or not), in a chain of its own; not a tick",
+        tags,
+        security,
+        params: NameParams,
+        response: { 200: JobEnvelope, 201: JobEnvelope, ...errors(401, 403, 404, 409, 422, 429, 503) },
+      },
+    },
+    async (request, reply) => {
+      const actor = actorOf(request);
+      const { name } = request.params;
+      const result = await schedules.runNow(name);
+      request.log.info({ actor, action: "run-schedule-now", schedule: name, jobId: result.job.id, outcome: result.kind }, "admin action");
+      return reply.code(result.kind === "created" ? 201 : 200).send({ job: toWireJob(result.job) });
+    },
+  );
+};

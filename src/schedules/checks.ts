@@ -1,0 +1,106 @@
+/**
+ * The checks of a schedule's definition (docs/schedules.md, "Checks"), in the enqueue's order (docs/api.md, "Enqueue,
+ * step by step"), so a schedule is held to what an enqueue of its job would be; the first that fails answers:
+ *
+ *   400 invalid_request      an unknown time zone, an expression croner cannot read in it, or not 5 or 6 fields; a
+ *                            request nested too deep or holding text no engine can store (anywhere in the definition)
+ *   400 payload_too_large    more than 16,384 bytes of JSON in `request`
+ *   400 missing_path_param / invalid_path_param   the target's path template and `request.path_params`
+ *   422 unknown_operation / operation_not_background
+ *   403 trigger_not_allowed  the trigger map does not let the schedule's caller enqueue the target
+ *
+ * The target and trigger checks (`scheduleTargetError`) are made again by the scheduler at every tick of a schedule
+ * and by every run now, on the node that makes them: a target the trigger map stops allowing is no longer enqueued.
+ */
+import { ConfigError, cronCaller, SCHEDULE_TRIGGER_KEY, type Config } from "../config.js";
+import { ApiError } from "../errors.js";
+import { pathParamsProblem, payloadProblem } from "../job/payload-rules.js";
+import type { OperationRegistry } from "../operations/registry.js";
+import type { Store } from "../store/store.js";
+import { expressionProblem, timezoneProblem } from "./expression.js";
+import type { ScheduleFields } from "./schedule.js";
+
+/** Where a schedule's definition comes from: the config file, or the API. */
+export type ScheduleSource = "config" | "api";
+
+/**
+ * The trigger-map key that speaks for a schedule's caller: a config entry's own `cron:{name}` (start-up requires it),
+ * the one `cron:*` for every schedule created through the API.
+ */
+export function triggerKeyOf(options: { source: ScheduleSource; name: string }): string {
+  return options.source === "config" ? cronCaller(options.name) : SCHEDULE_TRIGGER_KEY;
+}
+
+/**
+ * Why this node would not enqueue a job of schedule `name` for `operationId`, as the error the API answers (422 for
+ * an operation the OpenAPI document lacks or that is not `background`, 403 `trigger_not_allowed`); undefined when
+ * it would.
+ */
+export function scheduleTargetError(options: {
+  config: Pick<Config, "triggers">;
+  registry: OperationRegistry;
+  source: ScheduleSource;
+  name: string;
+  operationId: string;
+}): ApiError | undefined {
+  const { config, registry, operationId } = options;
+  const target = registry.get(operationId);
+  if (!target) return new ApiError(422, "unknown_operation", `operation "${operationId}" is not in the product's OpenAPI document`);
+  if (!target.background) {
+    return new ApiError(
+      422,
+      "operation_not_background",
+      `operation "${operationId}" does not carry the "background" tag, so it cannot be enqueued`,
+    );
+  }
+  const key = triggerKeyOf(options);
+  // Own keys only, as the enqueue reads the map.
+  const allowed = Object.hasOwn(config.triggers, key) ? config.triggers[key] : undefined;
+  if (!(allowed ?? []).includes(operationId)) {
+    const hint = options.source === "api" ? ` (add it to triggers."${SCHEDULE_TRIGGER_KEY}" to let schedules enqueue it)` : "";
+    return new ApiError(403, "trigger_not_allowed", `the trigger map does not let "${key}" enqueue "${operationId}"${hint}`);
+  }
+  return undefined;
+}
+
+/** Runs every check of a schedule created or changed through the API; throws the `ApiError` of the first that fails. */
+export function checkScheduleFields(options: {
+  fields: ScheduleFields;
+  config: Pick<Config, "triggers">;
+  registry: OperationRegistry;
+}): void {
+  const { fields, registry } = options;
+  const zone = timezoneProblem(fields.timezone);
+  if (zone) throw new ApiError(400, "invalid_request", `timezone: ${zone}`);
+  const expression = expressionProblem(fields.schedule, fields.timezone);
+  if (expression) throw new ApiError(400, "invalid_request", `schedule: ${expression}`);
+  // Text no engine can store is refused wherever it is in the definition, as the enqueue refuses it anywhere in its body.
+  const payload = payloadProblem(fields.request, fields);
+  if (payload) throw new ApiError(400, payload.code, payload.message);
+  const target = registry.get(fields.operationId);
+  if (target) {
+    const path = pathParamsProblem({ path: `${target.method} ${target.path}`, names: target.pathParams, pathParams: fields.request.path_params ?? {} });
+    if (path) throw new ApiError(400, path.code, path.message);
+  }
+  const refusal = scheduleTargetError({ ...options, source: "api", name: fields.name, operationId: fields.operationId });
+  if (refusal) throw refusal;
+}
+
+/**
+ * Refuses to start with a config entry whose name a stored schedule has (created through a node whose config lacked the
+ * entry): names are unique, and which of the two `cron:{name}` would mean is for an operator to say. Throws
+ * `ConfigError` naming the entry.
+ */
+export async function checkCronEntriesAgainstSchedules(options: { config: Pick<Config, "cron">; store: Store }): Promise<void> {
+  const { config, store } = options;
+  if (config.cron.length === 0) return;
+  const stored = new Set((await store.scheduleList()).map((row) => row.name));
+  const index = config.cron.findIndex((entry) => stored.has(entry.name));
+  if (index === -1) return;
+  const name = config.cron[index]?.name ?? "";
+  throw new ConfigError(
+    `config: cron.${index}.name: "${name}" is also the name of a schedule created through the API (GET /schedules/${name}); ` +
+      `names are unique: rename the entry, or delete the schedule first (DELETE /schedules/${name} on a node whose ` +
+      "config lacks the entry)",
+  );
+}

@@ -1,0 +1,131 @@
+/**
+ * The PostgreSQL engine's schedules (docs/schedules.md): the administrators' writes, each announced on the schedules'
+ * channel in its own transaction (a NOTIFY is sent when it commits, and only then), and the reads of schedules and of
+ * their last ticks.
+ */
+import type pg from "pg";
+import type { CronTick, ScheduleFields, ScheduleRow } from "../../schedules/schedule.js";
+import { scheduleColumns, toScheduleRow, type ScheduleDbRow } from "../schedule-rows.js";
+import type { ScheduleCreateOutcome, ScheduleUpdateOutcome, ScheduleWriteOutcome } from "../store.js";
+import type { PgConnection } from "./connection.js";
+import type { PgRow } from "./rows.js";
+import {
+  CRON_TICK_LATEST,
+  SCHEDULE_DELETE,
+  SCHEDULE_GET,
+  SCHEDULE_INSERT,
+  SCHEDULE_LIST,
+  SCHEDULE_NOTIFY,
+  SCHEDULE_PAUSE,
+  SCHEDULE_RESUME,
+  SCHEDULE_TICKS_DELETE,
+  SCHEDULE_UPDATE,
+} from "./sql/schedules.js";
+
+type Now = Date | "now";
+
+function toRow(row: PgRow): ScheduleRow {
+  return toScheduleRow(row as unknown as ScheduleDbRow);
+}
+
+/** The values of $1–$9 of SCHEDULE_INSERT and SCHEDULE_UPDATE. */
+function fieldValues(fields: ScheduleFields): unknown[] {
+  const c = scheduleColumns(fields);
+  return [c.name, c.schedule, c.timezone, c.operation_id, c.user_id, c.request, c.priority, c.dedupe_key, c.concurrency_key];
+}
+
+/** A schedule as `client`'s transaction sees it. */
+async function getIn(client: pg.PoolClient, name: string): Promise<ScheduleRow | undefined> {
+  const row = (await client.query<PgRow>(SCHEDULE_GET, [name])).rows[0];
+  return row ? toRow(row) : undefined;
+}
+
+/** Runs a write and announces it, in one transaction. */
+function announced<T>(db: PgConnection, write: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  return db.transaction(async (client) => {
+    const answer = await write(client);
+    await client.query(SCHEDULE_NOTIFY);
+    return answer;
+  });
+}
+
+/** Creates a schedule unless one has its name; announced. */
+export function createSchedule(
+  db: PgConnection,
+  params: { schedule: ScheduleFields; revision: string; actor: string; now: Now },
+): Promise<ScheduleCreateOutcome> {
+  return announced(db, async (client) => {
+    const inserted = await client.query(SCHEDULE_INSERT, [...fieldValues(params.schedule), params.revision, params.now, params.actor]);
+    const schedule = await getIn(client, params.schedule.name);
+    if (!schedule) throw new Error(`schedule ${params.schedule.name} vanished inside its transaction`);
+    return { kind: inserted.rowCount === 1 ? "created" : "exists", schedule };
+  });
+}
+
+/** One schedule by name. */
+export async function getSchedule(db: PgConnection, name: string): Promise<ScheduleRow | undefined> {
+  const row = (await db.query(SCHEDULE_GET, [name]))[0];
+  return row ? toRow(row) : undefined;
+}
+
+/** Every schedule, by name. */
+export async function listSchedules(db: PgConnection): Promise<ScheduleRow[]> {
+  return (await db.query(SCHEDULE_LIST)).map(toRow);
+}
+
+/** Replaces a schedule's fields if it still has `ifRevision`; announced. */
+export function updateSchedule(
+  db: PgConnection,
+  params: { schedule: ScheduleFields; ifRevision: string; revision: string; actor: string; now: Now },
+): Promise<ScheduleUpdateOutcome> {
+  return announced(db, async (client) => {
+    const changed = await client.query(SCHEDULE_UPDATE, [
+      ...fieldValues(params.schedule),
+      params.revision,
+      params.now,
+      params.actor,
+      params.ifRevision,
+    ]);
+    const schedule = await getIn(client, params.schedule.name);
+    if (!schedule) return { kind: "not_found" };
+    return changed.rowCount === 1 ? { kind: "updated", schedule } : { kind: "revision_changed", schedule };
+  });
+}
+
+/** Pauses a schedule, kept as it was if already paused; announced. */
+export function pauseSchedule(db: PgConnection, params: { name: string; actor: string; now: Now }): Promise<ScheduleWriteOutcome<"paused">> {
+  return announced(db, async (client) => {
+    await client.query(SCHEDULE_PAUSE, [params.name, params.now, params.actor]);
+    const schedule = await getIn(client, params.name);
+    return schedule ? { kind: "paused", schedule } : { kind: "not_found" };
+  });
+}
+
+/** Resumes a schedule; announced. */
+export function resumeSchedule(db: PgConnection, params: { name: string }): Promise<ScheduleWriteOutcome<"resumed">> {
+  return announced(db, async (client) => {
+    await client.query(SCHEDULE_RESUME, [params.name]);
+    const schedule = await getIn(client, params.name);
+    return schedule ? { kind: "resumed", schedule } : { kind: "not_found" };
+  });
+}
+
+/** Deletes a schedule and its recorded ticks; announced. */
+export function deleteSchedule(db: PgConnection, params: { name: string }): Promise<ScheduleWriteOutcome<"deleted">> {
+  return announced(db, async (client) => {
+    const deleted = (await client.query<PgRow>(SCHEDULE_DELETE, [params.name])).rows[0];
+    if (!deleted) return { kind: "not_found" };
+    await client.query(SCHEDULE_TICKS_DELETE, [params.name]);
+    return { kind: "deleted", schedule: toRow(deleted) };
+  });
+}
+
+/** The newest recorded tick of each of `names` that has one. */
+export async function latestTicks(db: PgConnection, names: string[]): Promise<CronTick[]> {
+  const rows = await db.query(CRON_TICK_LATEST, [names]);
+  return rows.map((row) => ({
+    name: row["name"] as string,
+    tickAt: Number(row["tick_at"]),
+    jobId: (row["job_id"] as string | null) ?? null,
+  }));
+}
