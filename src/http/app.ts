@@ -100,6 +100,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     schedules: new Schedules({
       config: options.config,
       registry: options.registry,
+      requestSchemas: options.requestSchemas,
       settings: options.settings,
       store: options.store,
       telemetry: options.telemetry,

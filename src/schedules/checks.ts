@@ -8,6 +8,7 @@
  *   400 missing_path_param / invalid_path_param   the target's path template and `request.path_params`
  *   422 unknown_operation / operation_not_background
  *   403 trigger_not_allowed  the trigger map does not let the schedule's caller enqueue the target
+ *   422 request_schema_mismatch   `request` breaks the target's own schemas (docs/api.md, step 4a)
  *
  * The target and trigger checks (`scheduleTargetError`) are made again by the scheduler at every tick of a schedule
  * and by every run now, on the node that makes them: a target the trigger map stops allowing is no longer enqueued.
@@ -16,6 +17,7 @@ import { ConfigError, cronCaller, SCHEDULE_TRIGGER_KEY, type Config } from "../c
 import { ApiError } from "../errors.js";
 import { pathParamsProblem, payloadProblem } from "../job/payload-rules.js";
 import type { OperationRegistry } from "../operations/registry.js";
+import type { RequestSchemas } from "../operations/request-schemas.js";
 import type { Store } from "../store/store.js";
 import { expressionProblem, timezoneProblem } from "./expression.js";
 import type { ScheduleFields } from "./schedule.js";
@@ -68,6 +70,7 @@ export function checkScheduleFields(options: {
   fields: ScheduleFields;
   config: Pick<Config, "triggers">;
   registry: OperationRegistry;
+  requestSchemas: RequestSchemas;
 }): void {
   const { fields, registry } = options;
   const zone = timezoneProblem(fields.timezone);
@@ -84,6 +87,8 @@ export function checkScheduleFields(options: {
   }
   const refusal = scheduleTargetError({ ...options, source: "api", name: fields.name, operationId: fields.operationId });
   if (refusal) throw refusal;
+  // Step 4a, as the enqueue makes it: a request the target's schemas refuse would make every tick's job die.
+  options.requestSchemas.get(fields.operationId)?.check(fields.request);
 }
 
 /**

@@ -15,6 +15,7 @@ import type { Config, CronConfig } from "../config.js";
 import { enqueuePrepared, type EnqueueDeps, type EnqueueResult } from "../enqueue/enqueue.js";
 import { ApiError } from "../errors.js";
 import type { OperationRegistry } from "../operations/registry.js";
+import type { RequestSchemas } from "../operations/request-schemas.js";
 import { checkScheduleFields, scheduleTargetError, type ScheduleSource } from "./checks.js";
 import { nextTickAfter } from "./expression.js";
 import { cronRunNowJob } from "./schedule-jobs.js";
@@ -24,6 +25,7 @@ import { cronEntryOf, fieldsOfCronEntry, newRevision, type CronTick, type Schedu
 export interface ScheduleDeps extends EnqueueDeps {
   config: EnqueueDeps["config"] & Pick<Config, "cron">;
   registry: OperationRegistry;
+  requestSchemas: RequestSchemas;
   /** The database's clock as this node knows it: next runs and run-now times are read on it. */
   clock: Clock;
 }
@@ -69,7 +71,7 @@ export class Schedules {
   /** Creates a schedule from checked fields; 409 `schedule_exists` when the name is taken. */
   async create(fields: ScheduleFields, actor: string): Promise<ScheduleView> {
     if (this.configEntry(fields.name)) throw exists(fields.name, "a config entry");
-    checkScheduleFields({ fields, config: this.deps.config, registry: this.deps.registry });
+    checkScheduleFields({ fields, config: this.deps.config, registry: this.deps.registry, requestSchemas: this.deps.requestSchemas });
     const outcome = await this.deps.store.scheduleCreate({ schedule: fields, revision: newRevision(), actor });
     if (outcome.kind === "exists") throw exists(fields.name, "a schedule");
     return this.viewOf({ source: "api", row: outcome.schedule });
@@ -83,7 +85,7 @@ export class Schedules {
     for (let tries = 1; ; tries++) {
       const row = await this.findStored(name, "changed");
       const fields = { ...change(row), name: row.name };
-      checkScheduleFields({ fields, config: this.deps.config, registry: this.deps.registry });
+      checkScheduleFields({ fields, config: this.deps.config, registry: this.deps.registry, requestSchemas: this.deps.requestSchemas });
       const outcome = await this.deps.store.scheduleUpdate({ schedule: fields, ifRevision: row.revision, revision: newRevision(), actor });
       if (outcome.kind === "updated") return this.viewOf({ source: "api", row: outcome.schedule });
       if (outcome.kind === "not_found") throw notFound(name);

@@ -232,4 +232,17 @@ describe("opting out, and schemas opqueue cannot use", () => {
       s.service.warnings.join("\n"),
     );
   });
+
+  test("a schedule created or changed through the API with a request its target's schemas refuse gets 422, and none is stored", async (t) => {
+    const s = await schemaService(t, { configure: (raw) => (raw["triggers"] = { signUp: ["listReports"], "cron:*": ["listReports"] }) });
+    const token = await s.adminToken({ sub: "alice" });
+    const post = (payload: Record<string, unknown>) => s.inject({ method: "POST", url: "/schedules", token, payload });
+    const hourly = { name: "hourly", schedule: "0 * * * *", operation_id: "listReports", user_id: "system" };
+    assertMismatch(await post(hourly), "/request/query/limit");
+    assert.equal((await post({ ...hourly, request: { query: { limit: "10" } } })).statusCode, 201);
+    const patch = await s.inject({ method: "PATCH", url: "/schedules/hourly", token, payload: { request: {} } });
+    assertMismatch(patch, "/request/query/limit");
+    const stored = await s.inject({ method: "GET", url: "/schedules/hourly", token });
+    assert.deepEqual((stored.json() as { schedule: { request: unknown } }).schedule.request, { query: { limit: "10" } });
+  });
 });

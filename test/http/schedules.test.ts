@@ -11,6 +11,7 @@ import type { Job } from "../../src/job/schemas.js";
 import type { ScheduleBody } from "../../src/schedules/schemas.js";
 import { cronEntryOf } from "../../src/schedules/schedule.js";
 import { Schedules } from "../../src/schedules/schedules.js";
+import { RequestSchemas } from "../../src/operations/request-schemas.js";
 import { patchFields } from "../../src/schedules/schemas.js";
 import type { Store } from "../../src/store/store.js";
 import { assertError, iso, startService } from "../helpers/jobs.js";
@@ -271,7 +272,8 @@ describe("changing a schedule", () => {
       },
     });
     const { config, registry, settings, telemetry, notifier, clock } = s.service;
-    const schedules = new Schedules({ config, registry, settings, store, telemetry, notifier, clock });
+    const requestSchemas = RequestSchemas.compile({ registry, settings });
+    const schedules = new Schedules({ config, registry, requestSchemas, settings, store, telemetry, notifier, clock });
     const view = await schedules.update("report", (current) => patchFields(current, { timezone: "Asia/Tokyo" }), "alice");
     assert.equal(raced, true);
     assert.deepEqual([view.fields.timezone, view.fields.priority, view.row?.updated.by], ["Asia/Tokyo", 7, "alice"], "bob's priority and alice's zone");
