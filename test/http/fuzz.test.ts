@@ -796,8 +796,9 @@ test("fuzz: POST /jobs with a valid assertion and random JSON bodies never answe
     runOptions(),
   );
   report(t, tally);
-  // The generators must reach the end of the enqueue path, not only its refusals.
-  assert.ok(created > 10, `only ${created} runs enqueued a job`);
+  // The generators must reach the end of the enqueue path, not only its refusals: about one run in 25 does (10 to 16
+  // of 300 seen); a handful is the floor that still says so without failing on an unlucky seed.
+  assert.ok(created >= 3, `only ${created} runs enqueued a job`);
 });
 
 // ---------------------------------------------------------------------------------------------------------
