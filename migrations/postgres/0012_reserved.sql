@@ -1,0 +1,3 @@
+-- Reserved for a migration another branch adds in parallel; empty here, so the versions stay contiguous.
+--
+-- Rolling upgrade: yes. It changes nothing.

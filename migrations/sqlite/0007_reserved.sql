@@ -1,0 +1,1 @@
+-- Reserved for a migration another branch adds in parallel; empty here, so the versions stay contiguous.
