@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { adminCases } from "./admin.js";
+import { asyncJobCases } from "./async-jobs.js";
 import { claimCases } from "./claim.js";
 import { completeCases } from "./complete.js";
 import { flowCases } from "./flow.js";
@@ -30,6 +31,7 @@ export function runStoreConformance(options: StoreConformanceOptions): void {
     producerCases(suite);
     listCases(suite);
     maintenanceCases(suite);
+    asyncJobCases(suite);
     propertyCases(suite);
 
     test("every skipped case names a case of the suite", () => {
