@@ -23,6 +23,11 @@ export interface OperationSettings {
   target: { origin: string; basePath: string };
   /** How long a running job may go without a heartbeat before its lease has expired: timeout plus lease grace. */
   leaseMs: number;
+  /**
+   * The same for an attempt the target took asynchronously, whose heartbeats come from the target:
+   * `operations.<id>.async_lease_ms`, else `leaseMs`.
+   */
+  asyncLeaseMs: number;
 }
 
 /** The settings of every operation, resolved on first use and kept (a config never changes once parsed). */
@@ -57,14 +62,22 @@ export class PerOperationSettings {
       retry: Object.freeze({ ...config.retry, ...override?.retry }),
       target: Object.freeze({ origin: base.origin, basePath: base.pathname.replace(/\/+$/, "") }),
       leaseMs: timeoutMs + config.lease.grace_ms,
+      asyncLeaseMs: override?.async_lease_ms ?? timeoutMs + config.lease.grace_ms,
     });
   }
 
-  /** The lease of every operation with its own timeout, and the default for the rest (for the rescuer). */
+  /**
+   * The lease of every operation with its own timeout, and the default for the rest; and the asynchronous lease of
+   * every operation that sets one (for the rescuer).
+   */
   leaseLimits(): LeaseLimits {
     const byOperation: Record<string, number> = {};
-    for (const operationId of Object.keys(this.config.operations)) byOperation[operationId] = this.of(operationId).leaseMs;
-    return { defaultMs: this.config.defaults.timeout_ms + this.config.lease.grace_ms, byOperation };
+    const asyncByOperation: Record<string, number> = {};
+    for (const [operationId, override] of Object.entries(this.config.operations)) {
+      byOperation[operationId] = this.of(operationId).leaseMs;
+      if (override.async_lease_ms !== undefined) asyncByOperation[operationId] = override.async_lease_ms;
+    }
+    return { defaultMs: this.config.defaults.timeout_ms + this.config.lease.grace_ms, byOperation, asyncByOperation };
   }
 
   /** The distinct origins deliveries go to: `target.base_url` and every `operations.*.base_url`. */
