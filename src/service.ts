@@ -5,6 +5,7 @@
  */
 import type { FastifyBaseLogger, FastifyInstance } from "fastify";
 import { pino, type Logger } from "pino";
+import { DeliveryTokenVerifier } from "./auth/delivery-tokens.js";
 import { DeliverySigner, TokenVerifier } from "./auth/tokens.js";
 import { systemClock, type Clock } from "./clock.js";
 import type { Config } from "./config.js";
@@ -193,6 +194,11 @@ export async function createService(options: {
     audience: config.target.audience,
     clock: nodeClock,
   });
+  const deliveryVerifier = await DeliveryTokenVerifier.create({
+    deliveryKey: config.auth.delivery_key,
+    audience: config.target.audience,
+    clock: nodeClock,
+  });
   const telemetry = new Telemetry();
   const store = await openStore({
     url: config.database,
@@ -233,9 +239,11 @@ export async function createService(options: {
       store,
       clock,
       verifier,
+      deliveryVerifier,
       telemetry,
       metrics,
       jwks: signer.jwks(),
+      ...(options.random ? { random: options.random } : {}),
       ...(options.logger ? { logger: options.logger as FastifyBaseLogger } : {}),
     });
     const ops = await buildOpsApp({

@@ -27,10 +27,10 @@ export type TerminalReason = (typeof TERMINAL_REASONS)[number];
 /** Every `code` an error answer of the service can carry, by HTTP status. */
 export const ERROR_CODES = {
   400: ["invalid_request", "payload_too_large", "invalid_on_behalf_of", "missing_path_param", "invalid_path_param"],
-  401: ["invalid_assertion", "unauthenticated"],
+  401: ["invalid_assertion", "unauthenticated", "invalid_delivery_token"],
   403: ["trigger_not_allowed", "on_behalf_of_not_allowed", "chain_mismatch", "site_admin_required"],
   404: ["job_not_found", "not_found", "operation_not_found"],
-  409: ["job_running", "job_not_cancellable", "job_not_retryable", "dedupe_conflict", "job_not_waiting"],
+  409: ["job_running", "job_not_cancellable", "job_not_retryable", "dedupe_conflict", "job_not_waiting", "job_not_running"],
   413: ["body_too_large"],
   415: ["unsupported_media_type"],
   422: ["unknown_operation", "operation_not_background", "idempotency_key_reused"],
@@ -133,6 +133,10 @@ export interface JobExtensions {
   expires_at: string | null;
   /** Its W3C trace context, or null. */
   traceparent: string | null;
+  /** The latest attempt its target took asynchronously (202 with x-job-async: 1), and when; null if none was. */
+  async: { attempt: number; accepted_at: string } | null;
+  /** The latest progress a target's heartbeat reported: by which attempt, its JSON value, and when; null if none. */
+  progress: { attempt: number; value: unknown; reported_at: string } | null;
 }
 
 /** Who did an administrator's action (the admin token's `sub`), and when. */
