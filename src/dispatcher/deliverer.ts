@@ -9,6 +9,7 @@
  */
 import type { IncomingHttpHeaders } from "node:http";
 import { Agent, type Dispatcher } from "undici";
+import { deliveryTokenHash } from "../auth/delivery-tokens.js";
 import type { DeliverySigner } from "../auth/tokens.js";
 import type { AttemptResult } from "../job/retry-policy.js";
 import { wireAuthority } from "../job/wire.js";
@@ -29,7 +30,23 @@ export const MAX_ERROR_BODY_BYTES = 8192;
 export type DeliveryResult =
   | AttemptResult
   | { kind: "undeliverable"; error: string }
-  | { kind: "local-failure"; error: string };
+  | { kind: "local-failure"; error: string }
+  /**
+   * The target answered 202 with `x-job-async: 1`: it took the attempt asynchronously (docs/delivery.md, "Long jobs"),
+   * and will call back with the delivery token whose digest is `tokenHash`.
+   */
+  | { kind: "async"; tokenHash: string };
+
+/** How one exchange ended, before `deliver` adds what it alone knows (the token of an asynchronous attempt). */
+type ExchangeResult = Exclude<DeliveryResult, { kind: "async" }> | { kind: "async" };
+
+/**
+ * The answer that takes an attempt asynchronously: exactly 202 with `x-job-async: 1`. Any other 2xx, or a 202 without
+ * the header, is a success, as the contract reads it.
+ */
+function takesAsync(statusCode: number, jobAsync: string | undefined): boolean {
+  return statusCode === 202 && jobAsync === "1";
+}
 
 /** The HTTP request a job turns into. */
 export interface DeliveryRequest {
@@ -136,13 +153,15 @@ class Exchange implements Dispatcher.DispatchHandler {
   private aborted = false;
   private settled = false;
   private response: { statusCode: number; jobRetry: string | undefined; retryAfter: string | undefined } | null = null;
+  /** The answer took the attempt asynchronously (see `takesAsync`). */
+  private async = false;
   /** The failure body so far (null for a success, whose body is not kept). */
   private chunks: Buffer[] | null = null;
   private size = 0;
 
   constructor(
     private readonly timeoutMs: number,
-    private readonly resolve: (result: DeliveryResult) => void,
+    private readonly resolve: (result: ExchangeResult) => void,
   ) {
     this.timer = setTimeout(() => {
       this.timedOut = true;
@@ -152,15 +171,16 @@ class Exchange implements Dispatcher.DispatchHandler {
     }, timeoutMs);
   }
 
-  private settle(result: DeliveryResult): void {
+  private settle(result: ExchangeResult): void {
     if (this.settled) return;
     this.settled = true;
     this.resolve(result);
   }
 
-  private bodyResult(): DeliveryResult {
+  private bodyResult(): ExchangeResult {
     const response = this.response;
     if (!response) return { kind: "no-response", error: "the exchange ended without a response" };
+    if (this.async) return { kind: "async" };
     const body = this.chunks === null ? null : cutUtf8(Buffer.concat(this.chunks), MAX_ERROR_BODY_BYTES);
     return { kind: "response", ...response, body };
   }
@@ -190,6 +210,7 @@ class Exchange implements Dispatcher.DispatchHandler {
       return Array.isArray(value) ? value[0] : value;
     };
     this.response = { statusCode, jobRetry: header("x-job-retry")?.trim().toLowerCase(), retryAfter: header("retry-after") };
+    this.async = takesAsync(statusCode, header("x-job-async")?.trim());
     if (statusCode >= 300) this.chunks = [];
   }
 
@@ -297,7 +318,9 @@ export class Deliverer {
     return new Promise<DeliveryResult>((resolve) => {
       const exchange = new Exchange(timeoutMs, (result) => {
         if (this.exchanges.get(job.id) === exchange) this.exchanges.delete(job.id);
-        resolve(result);
+        // The attempt is bound to the token it was sent with: the target calls back with it, and with no other.
+        const token = request.headers["authorization"]?.slice("Bearer ".length) ?? "";
+        resolve(result.kind === "async" ? { kind: "async", tokenHash: deliveryTokenHash(token) } : result);
       });
       this.exchanges.set(job.id, exchange);
       this.agent.dispatch(
