@@ -17,6 +17,7 @@ import { isCanonicalSegment, isValidRequestId, REQUEST_ID_RULE } from "../../src
 import { ERROR_CODES } from "../../src/errors.js";
 import * as service from "../../src/job/schemas.js";
 import type * as flow from "../../src/flow/schemas.js";
+import type * as callbacks from "../../src/async-jobs/schemas.js";
 import type { OperationList } from "../../src/http/routes/operations.js";
 
 /** True when A and B are assignable both ways: the same wire shape. */
@@ -44,11 +45,16 @@ const typesAgree: Array<true> = [
   // cancelJobs takes every filter of POST /jobs/cancel, by its camelCase name, and the same statuses.
   true satisfies Same<keyof client.CancelJobsFilter, Camel<keyof flow.CancelJobsBody>>,
   true satisfies Same<NonNullable<client.CancelJobsFilter["statuses"]>[number], NonNullable<flow.CancelJobsBody["statuses"]>[number]>,
+  // A target's calls on its attempt: the answer to a heartbeat, and every field of complete and fail by its camelCase name.
+  true satisfies Same<client.HeartbeatAnswer, callbacks.HeartbeatAnswer>,
+  true satisfies Same<keyof client.CompleteOptions, Camel<keyof callbacks.CompleteBody>>,
+  true satisfies Same<keyof client.FailOptions, Camel<keyof callbacks.FailBody>>,
+  true satisfies Same<NonNullable<client.FailOptions["retry"]>, NonNullable<callbacks.FailBody["retry"]>>,
 ];
 
 describe("the client's wire agrees with the service's", () => {
   test("the wire types are the same shapes (checked at compile time)", () => {
-    assert.equal(typesAgree.length, 17);
+    assert.equal(typesAgree.length, 21);
   });
 
   test("job statuses and terminal reasons are the same lists, in the same order", () => {

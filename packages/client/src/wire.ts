@@ -139,6 +139,12 @@ export interface JobExtensions {
   progress: { attempt: number; value: unknown; reported_at: string } | null;
 }
 
+/** The answer to a heartbeat (`POST /jobs/{id}/heartbeat`). */
+export interface HeartbeatAnswer {
+  /** When the attempt is rescued (retried) unless another heartbeat, a complete or a fail comes first. */
+  lease_expires_at: string;
+}
+
 /** Who did an administrator's action (the admin token's `sub`), and when. */
 export interface AdminStamp {
   at: string;
