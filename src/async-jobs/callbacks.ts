@@ -12,7 +12,7 @@ import type { JobRow } from "../job/job.js";
 import type { AttemptDecision } from "../job/retry-policy.js";
 import type { PerOperationSettings } from "../operations/settings.js";
 import type { ExternalCallRefusal, Store } from "../store/store.js";
-import type { Telemetry } from "../telemetry/events.js";
+import type { OpqueueEvents, Telemetry } from "../telemetry/events.js";
 import { completeDecision, failDecision } from "./decisions.js";
 import type { CompleteBody, FailBody } from "./schemas.js";
 
@@ -120,12 +120,14 @@ async function endAttempt(
   if (outcome.kind !== "written") throw refusalError(outcome, caller);
   const ended = outcome.job;
   if (ended.status === "retrying") deps.notifier.notify(ended.runAt);
+  // A written outcome leaves the job succeeded, retrying or dead, or cancelled when its chain was (the store decides).
+  const endedStatus = ended.status as OpqueueEvents["async:finished"]["outcome"];
   deps.telemetry.emit("async:finished", {
     jobId: ended.id,
     attempt: caller.attempt,
     operationId: ended.operationId,
     via: options.via,
-    outcome: ended.status as "succeeded" | "retrying" | "dead" | "cancelled",
+    outcome: endedStatus,
     terminalReason: ended.result?.terminal_reason ?? null,
     statusCode: ended.result?.status_code,
     retryInMs: decision.status === "retrying" ? decision.delayMs : undefined,
