@@ -92,6 +92,11 @@ const OperationOverride = Type.Object(
   {
     max_attempts: Type.Optional(Type.Integer({ minimum: 1 })),
     timeout_ms: Type.Optional(Type.Integer({ minimum: 1 })),
+    /**
+     * How long an attempt the target took asynchronously (202 with x-job-async: 1) may go without a heartbeat from it
+     * before it is rescued; `timeout_ms` plus `lease.grace_ms` when not set (docs/delivery.md, "Long jobs").
+     */
+    async_lease_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 2_147_483_647 })),
     base_url: Type.Optional(Type.String({ format: "uri" })),
     retry: Type.Optional(RetryOverride),
     rate: Type.Optional(RateLimit),

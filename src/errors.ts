@@ -6,7 +6,7 @@
 /** Every `code` an error response can carry, by status. */
 export const ERROR_CODES = {
   400: ["invalid_request", "payload_too_large", "invalid_on_behalf_of", "missing_path_param", "invalid_path_param"],
-  401: ["invalid_assertion", "unauthenticated"],
+  401: ["invalid_assertion", "unauthenticated", "invalid_delivery_token"],
   403: ["trigger_not_allowed", "on_behalf_of_not_allowed", "chain_mismatch", "site_admin_required"],
   404: ["job_not_found", "not_found", "operation_not_found", "chain_not_found", "schedule_not_found"],
   409: [
@@ -18,6 +18,7 @@ export const ERROR_CODES = {
     "chain_exists",
     "schedule_exists",
     "schedule_read_only",
+    "job_not_running",
   ],
   413: ["body_too_large"],
   415: ["unsupported_media_type"],

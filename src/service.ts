@@ -5,6 +5,7 @@
  */
 import type { FastifyBaseLogger, FastifyInstance } from "fastify";
 import { pino, type Logger } from "pino";
+import { DeliveryTokenVerifier } from "./auth/delivery-tokens.js";
 import { DeliverySigner, TokenVerifier } from "./auth/tokens.js";
 import { systemClock, type Clock } from "./clock.js";
 import type { Config } from "./config.js";
@@ -214,6 +215,11 @@ export async function createService(options: {
     audience: config.target.audience,
     clock: nodeClock,
   });
+  const deliveryVerifier = await DeliveryTokenVerifier.create({
+    deliveryKey: config.auth.delivery_key,
+    audience: config.target.audience,
+    clock: nodeClock,
+  });
   const telemetry = new Telemetry();
   // Before anything emits: the tracer subscribes to the events its spans are made of. Off, nothing is loaded.
   const tracing = (await startTracing({ config, telemetry, logger })) ?? null;
@@ -261,9 +267,11 @@ export async function createService(options: {
       store,
       clock,
       verifier,
+      deliveryVerifier,
       telemetry,
       metrics,
       jwks: signer.jwks(),
+      ...(options.random ? { random: options.random } : {}),
       ...(options.logger ? { logger: options.logger as FastifyBaseLogger } : {}),
     });
     const ops = await buildOpsApp({

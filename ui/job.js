@@ -174,8 +174,9 @@ export function jobView(container, id, ctx) {
 }
 
 /**
- * Every scalar field of the wire form, by its wire name, then what opqueue keeps beyond it (its rate key, expiry and
- * trace context: GET /jobs/{id}/extensions), marked as such.
+ * Every scalar field of the wire form, by its wire name, then what opqueue keeps beyond it (its rate key, expiry, trace
+ * context, and the latest attempt its target took asynchronously with its progress: GET /jobs/{id}/extensions), marked
+ * as such.
  */
 function fieldTable(job, extensions) {
   const link = (href, text, key) => h("a", { href, "data-focus-key": key }, text);
@@ -201,12 +202,44 @@ function fieldTable(job, extensions) {
     ["rate_key (extension)", code(extensions.rate_key)],
     ["expires_at (extension)", withRelative(extensions.expires_at)],
     ["traceparent (extension)", code(extensions.traceparent)],
+    ["async (extension)", asyncCell(job, extensions.async)],
+    ["progress (extension)", progressCell(extensions.progress)],
   ];
   return h(
     "table",
     { class: "fields" },
     h("caption", { class: "visually-hidden" }, "Fields of the job"),
     h("tbody", {}, rows.map(([name, value]) => h("tr", {}, h("th", { scope: "row" }, name), h("td", {}, value)))),
+  );
+}
+
+/**
+ * The latest attempt the target took asynchronously (202 with x-job-async: 1): when, and whether the job is waiting on
+ * the target for it now (running that attempt), so an operator can tell a long job from a stuck delivery.
+ */
+function asyncCell(job, accepted) {
+  if (accepted === null) return h("span", { class: "muted" }, "null");
+  const waiting = job.status === "running" && job.attempt === accepted.attempt;
+  return h(
+    "span",
+    {},
+    `attempt ${accepted.attempt}, taken asynchronously `,
+    time(accepted.accepted_at),
+    h("span", { class: "muted" }, ` (${relative(accepted.accepted_at)})`),
+    waiting ? h("span", {}, "; running on the target's heartbeats") : "",
+  );
+}
+
+/** The latest progress a heartbeat reported: its JSON, by which attempt, and when. */
+function progressCell(progress) {
+  if (progress === null) return h("span", { class: "muted" }, "null");
+  return h(
+    "span",
+    {},
+    h("code", {}, JSON.stringify(progress.value)),
+    h("span", { class: "muted" }, ` from attempt ${progress.attempt}, `),
+    time(progress.reported_at),
+    h("span", { class: "muted" }, ` (${relative(progress.reported_at)})`),
   );
 }
 

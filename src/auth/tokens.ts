@@ -52,7 +52,7 @@ export const DELIVERY_TOKEN_GRACE_S = 60;
 const nowSeconds = (clock: Clock): number => Math.floor(clock.now() / 1000);
 
 /** Client-controlled text put in a message: quoted and cut, so an error never echoes a huge or odd value. */
-function quote(value: unknown): string {
+export function quote(value: unknown): string {
   const text = typeof value === "string" ? value : JSON.stringify(value) ?? String(value);
   return JSON.stringify(text.length > 64 ? `${text.slice(0, 64)}...` : text);
 }
@@ -63,12 +63,17 @@ const VERIFIED_CACHE_SIZE = 10_000;
 /** Most distinct token headers remembered; an issuer uses one per key, so a few suffice. */
 const HEADER_CACHE_SIZE = 64;
 
-type TokenHeader = { alg: string; kid: string | undefined; crit: unknown };
+/** What opqueue reads of a token's protected header. */
+export type TokenHeader = { alg: string; kid: string | undefined; crit: unknown };
 
 /** Decoded headers by their encoded segment: every token of one issuer and key carries the same one. */
 const headers = new Map<string, TokenHeader>();
 
-function readHeader(token: string): TokenHeader {
+/**
+ * The protected header of a compact JWS, after every segment's spelling checked out (see "One token, one spelling" in
+ * docs/tokens.md); throws `TokenError` for anything else.
+ */
+export function readHeader(token: string): TokenHeader {
   // Three dot-separated parts is the compact JWS form; a JWE (five parts) is not a token we accept.
   const firstDot = typeof token === "string" ? token.indexOf(".") : -1;
   const lastDot = firstDot < 0 ? -1 : token.lastIndexOf(".");
@@ -105,7 +110,7 @@ function readHeader(token: string): TokenHeader {
 }
 
 /** Maps a jose failure to a client-safe message; anything unexpected is still a refusal, never a 5xx. */
-function translateJoseError(error: unknown): TokenError {
+export function translateJoseError(error: unknown): TokenError {
   if (error instanceof errors.JWTExpired) return new TokenError("token expired");
   if (error instanceof errors.JWSSignatureVerificationFailed) return new TokenError("bad signature");
   if (error instanceof errors.JOSEAlgNotAllowed) return new TokenError("algorithm not allowed for this key");

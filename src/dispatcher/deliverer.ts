@@ -4,11 +4,13 @@
  * `AttemptResult`.
  *
  * One undici Agent holds a keep-alive pool per origin. The timeout covers the whole exchange (connect, headers,
- * body). Redirects are not followed. A success's body is discarded as it arrives; a failure body is kept up to 8192
+ * body). Redirects are not followed. A success's body is discarded as it arrives (kept like a failure's for an
+ * operation that stores its results, docs/chains.md); a failure body is kept up to 8192
  * bytes, cut on a UTF-8 boundary, and the rest is read and thrown away (up to 128 KiB) so the socket can be reused.
  */
 import type { IncomingHttpHeaders } from "node:http";
 import { Agent, type Dispatcher } from "undici";
+import { deliveryTokenHash } from "../auth/delivery-tokens.js";
 import type { DeliverySigner } from "../auth/tokens.js";
 import type { AttemptResult } from "../job/retry-policy.js";
 import { wireAuthority } from "../job/wire.js";
@@ -30,7 +32,23 @@ export const MAX_ERROR_BODY_BYTES = 8192;
 export type DeliveryResult =
   | AttemptResult
   | { kind: "undeliverable"; error: string }
-  | { kind: "local-failure"; error: string };
+  | { kind: "local-failure"; error: string }
+  /**
+   * The target answered 202 with `x-job-async: 1`: it took the attempt asynchronously (docs/delivery.md, "Long jobs"),
+   * and will call back with the delivery token whose digest is `tokenHash`.
+   */
+  | { kind: "async"; tokenHash: string };
+
+/** How one exchange ended, before `deliver` adds what it alone knows (the token of an asynchronous attempt). */
+type ExchangeResult = Exclude<DeliveryResult, { kind: "async" }> | { kind: "async" };
+
+/**
+ * The answer that takes an attempt asynchronously: exactly 202 with `x-job-async: 1`. Any other 2xx, or a 202 without
+ * the header, is a success, as the contract reads it.
+ */
+function takesAsync(statusCode: number, jobAsync: string | undefined): boolean {
+  return statusCode === 202 && jobAsync === "1";
+}
 
 /** The HTTP request a job turns into. */
 export interface DeliveryRequest {
@@ -126,7 +144,7 @@ export const ABORTED_BY_CANCEL = "aborted: the job was cancelled by an administr
 
 /**
  * One exchange, as undici's low-level handler: no response stream, no AbortSignal, one timer. A success's body is
- * discarded as it arrives. A failure's is kept up to `MAX_ERROR_BODY_BYTES`: the attempt is over once the cap is
+ * discarded as it arrives, unless its operation stores results. A failure's (or a kept success's) is kept up to `MAX_ERROR_BODY_BYTES`: the attempt is over once the cap is
  * passed, and the rest of the body is read and thrown away in the background (up to `DISCARDED_BYTES_MAX`, and
  * within the timeout) so the connection goes back to the pool.
  */
@@ -137,13 +155,15 @@ class Exchange implements Dispatcher.DispatchHandler {
   private aborted = false;
   private settled = false;
   private response: { statusCode: number; jobRetry: string | undefined; retryAfter: string | undefined } | null = null;
+  /** The answer took the attempt asynchronously (see `takesAsync`). */
+  private async = false;
   /** The body so far: a failure's, or a success's when it is kept; null when it is discarded. */
   private chunks: Buffer[] | null = null;
   private size = 0;
 
   constructor(
     private readonly timeoutMs: number,
-    private readonly resolve: (result: DeliveryResult) => void,
+    private readonly resolve: (result: ExchangeResult) => void,
     /** Keep a success's body too (the operation stores its results), up to the same cap. */
     private readonly keepSuccessBody = false,
   ) {
@@ -155,15 +175,16 @@ class Exchange implements Dispatcher.DispatchHandler {
     }, timeoutMs);
   }
 
-  private settle(result: DeliveryResult): void {
+  private settle(result: ExchangeResult): void {
     if (this.settled) return;
     this.settled = true;
     this.resolve(result);
   }
 
-  private bodyResult(): DeliveryResult {
+  private bodyResult(): ExchangeResult {
     const response = this.response;
     if (!response) return { kind: "no-response", error: "the exchange ended without a response" };
+    if (this.async) return { kind: "async" };
     const body = this.chunks === null ? null : cutUtf8(Buffer.concat(this.chunks), MAX_ERROR_BODY_BYTES);
     return { kind: "response", ...response, body };
   }
@@ -193,7 +214,8 @@ class Exchange implements Dispatcher.DispatchHandler {
       return Array.isArray(value) ? value[0] : value;
     };
     this.response = { statusCode, jobRetry: header("x-job-retry")?.trim().toLowerCase(), retryAfter: header("retry-after") };
-    if (statusCode >= 300 || this.keepSuccessBody) this.chunks = [];
+    this.async = takesAsync(statusCode, header("x-job-async")?.trim());
+    if (statusCode >= 300 || (this.keepSuccessBody && !this.async)) this.chunks = [];
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
@@ -312,7 +334,9 @@ export class Deliverer {
         timeoutMs,
         (result) => {
           if (this.exchanges.get(job.id) === exchange) this.exchanges.delete(job.id);
-          resolve(result);
+          // The attempt is bound to the token it was sent with: the target calls back with it, and with no other.
+          const token = request.headers["authorization"]?.slice("Bearer ".length) ?? "";
+          resolve(result.kind === "async" ? { kind: "async", tokenHash: deliveryTokenHash(token) } : result);
         },
         this.settings.of(job.operationId).storeResult,
       );

@@ -25,13 +25,20 @@
  *
  * With OTLP export on, each delivery attempt is wrapped in a span (`tracer`): started before the request, ended with
  * the attempt's outcome. Claims are reported by `claim:finished`, which the tracer alone subscribes to.
+ *
+ * A delivery answered 202 with `x-job-async: 1` ends differently (docs/delivery.md, "Long jobs"): the attempt goes on
+ * without this node. It is handed off, that is, marked asynchronous in the database (bound to the token it was sent
+ * with, its lease starting then), conditional like an outcome; until that write lands the job stays in flight here and
+ * is heartbeated, and once it has, this node forgets the job: its slot is free, and the target's own heartbeats,
+ * through any node, keep the lease. `delivery:async` is emitted once the mark was written and the slot freed.
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
 import type { Clock } from "../clock.js";
 import type { Config } from "../config.js";
 import { decideAttempt, type AttemptDecision } from "../job/retry-policy.js";
 import type { PerOperationSettings } from "../operations/settings.js";
-import type { Store } from "../store/store.js";
+import { StoreUnavailableError, type Store } from "../store/store.js";
 import type { JobAttempt, JobRow } from "../job/job.js";
 import { wallClockMs, type OpqueueEvents, type Telemetry } from "../telemetry/events.js";
 import { Completer, type PendingOutcome } from "./completer.js";
@@ -52,6 +59,9 @@ const CLAIM_AHEAD_MAX_DELIVERY_MS = 100;
 
 /** Weight of the latest delivery in the running average of delivery durations. */
 const DURATION_AVERAGE_WEIGHT = 0.05;
+
+/** Wait before writing a hand-off again while the database is unavailable, as the completer waits for outcomes. */
+const HAND_OFF_RETRY_MS = 500;
 
 /** Claims due jobs and delivers them. */
 export class Dispatcher {
@@ -256,6 +266,8 @@ export class Dispatcher {
   private startDelivery(job: JobRow): void {
     const startedAt = performance.now();
     const span: DeliverySpan | undefined = this.options.tracer?.start(job);
+    /** A hand-off to report once the slot is free: `delivery:async` says the node holds the job no more. */
+    let handedOff: OpqueueEvents["delivery:async"] | undefined;
     const done = this.options.deliverer
       .deliver(job, span)
       .then(async (result) => {
@@ -263,6 +275,13 @@ export class Dispatcher {
         if (result.kind === "local-failure") {
           span?.end({ outcome: "not-sent", statusCode: undefined, error: result.error, terminalReason: null });
           await this.giveBack(job, result.error);
+          return;
+        }
+        if (result.kind === "async") {
+          this.averageDeliveryMs += (durationMs - this.averageDeliveryMs) * DURATION_AVERAGE_WEIGHT;
+          if (await this.handOff(job, result.tokenHash)) {
+            handedOff = { jobId: job.id, attempt: job.attempt, operationId: job.operationId, durationMs };
+          }
           return;
         }
         const now = this.options.clock.now();
@@ -306,6 +325,7 @@ export class Dispatcher {
       })
       .finally(() => {
         this.inFlight.delete(deliveryKey(job));
+        if (handedOff) this.options.telemetry.emit("delivery:async", handedOff);
         const next = this.state === "stopped" ? undefined : this.ready.shift();
         if (next) this.startDelivery(next);
         this.wake();
@@ -373,6 +393,31 @@ export class Dispatcher {
       });
     } catch (writeError) {
       logger.error({ err: writeError, jobId: job.id }, "could not put back a job this process could not send; its lease will expire");
+    }
+  }
+
+  /**
+   * The target took the attempt asynchronously: marks it so (see the top of this file). The delivery, and so the slot
+   * and this node's heartbeats, last until the mark is written or found moot (the attempt ended first: a target's
+   * complete may well overtake its own 202). While the database is unavailable the mark is tried again; a mark the
+   * database refuses outright is dropped, and the lease, no longer renewed here, expires: the job is retried. Returns
+   * whether the mark was written.
+   */
+  private async handOff(job: JobRow, tokenHash: string): Promise<boolean> {
+    const { store, logger } = this.options;
+    for (;;) {
+      try {
+        return await store.jobMarkAsyncIfRunning({ job: attemptOf(job), tokenHash });
+      } catch (error) {
+        if (!(error instanceof StoreUnavailableError) || this.state === "stopped") {
+          logger.error(
+            { err: error, jobId: job.id, attempt: job.attempt },
+            "could not record that the target took the attempt asynchronously; its lease will expire and the job be retried",
+          );
+          return false;
+        }
+        await sleep(HAND_OFF_RETRY_MS);
+      }
     }
   }
 

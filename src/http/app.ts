@@ -3,6 +3,7 @@
  */
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import type { FastifyBaseLogger, FastifyInstance } from "fastify";
+import type { DeliveryTokenVerifier } from "../auth/delivery-tokens.js";
 import type { TokenVerifier } from "../auth/tokens.js";
 import type { Clock } from "../clock.js";
 import type { Config } from "../config.js";
@@ -19,6 +20,7 @@ import { collectOpenApi } from "./openapi.js";
 import { adminRoutes } from "./routes/admin.js";
 import { chainRoutes } from "./routes/chains.js";
 import { adminBackupRoutes } from "./routes/admin-backup.js";
+import { callbackRoutes } from "./routes/callbacks.js";
 import { jobRoutes } from "./routes/jobs.js";
 import { operationRoutes } from "./routes/operations.js";
 import { flowRoutes } from "./routes/flow.js";
@@ -41,12 +43,16 @@ export interface AppOptions {
   store: Store;
   clock: Clock;
   verifier: TokenVerifier;
+  /** Checks the delivery tokens targets call back with (heartbeat, complete, fail). */
+  deliveryVerifier: DeliveryTokenVerifier;
   telemetry: Telemetry;
   metrics: Metrics;
   /** The public delivery key set, for `/.well-known/jwks.json`; null when the delivery key is HS256. */
   jwks?: { keys: object[] } | null;
   /** A pino logger; none (silent) by default. */
   logger?: FastifyBaseLogger;
+  /** Jitter of the backoff a target's fail asks for; `Math.random` by default. */
+  random?: () => number;
 }
 
 /** Builds the API. Call `ready()` or `inject()`; `listen()` is the caller's business. */
@@ -78,11 +84,13 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   app.decorateRequest("enqueueCaller", null);
   app.decorateRequest("admin", null);
   app.decorateRequest("producer", null);
+  app.decorateRequest("deliveryCaller", null);
 
   const openApiDocument = collectOpenApi(app);
   await app.register(jobRoutes, options);
   await app.register(adminRoutes, options);
   await app.register(chainRoutes, { store: options.store, verifier: options.verifier, config: options.config });
+  await app.register(callbackRoutes, options);
   await app.register(operationRoutes, {
     registry: options.registry,
     settings: options.settings,

@@ -3,6 +3,7 @@
  * learns nothing else about its request (docs/api.md, "Enqueue, step by step": step 1 answers first).
  */
 import type { FastifyReply, FastifyRequest } from "fastify";
+import type { DeliveryCaller, DeliveryTokenVerifier } from "../auth/delivery-tokens.js";
 import { TokenError, type AdminIdentity, type EnqueueAssertion, type TokenVerifier } from "../auth/tokens.js";
 import { ApiError } from "../errors.js";
 import { hasUnstorableText } from "../job/payload-rules.js";
@@ -17,6 +18,8 @@ declare module "fastify" {
     admin: AdminIdentity | null;
     /** Set on `GET /jobs/{id}` when a producer reads with an enqueue assertion instead of an admin token. */
     producer: EnqueueAssertion | null;
+    /** Set on a target's calls on its attempt (heartbeat, complete, fail) once its delivery token checked out. */
+    deliveryCaller: DeliveryCaller | null;
   }
 }
 
@@ -95,5 +98,35 @@ export function adminAuthHook(options: { verifier: TokenVerifier }) {
       throw new ApiError(403, "site_admin_required", `"${admin.sub}" is not a site administrator (site_admin: true is required)`);
     }
     request.admin = admin;
+  };
+}
+
+/**
+ * The `onRequest` hook of a target's calls on its attempt (`/jobs/{id}/heartbeat`, `complete`, `fail`): the delivery
+ * token of that attempt, for the job the path names. Whether the token may still act on the attempt (its `exp`, the
+ * token an asynchronous attempt is bound to) is the store's to judge, with the job in hand.
+ */
+export function deliveryCallbackHook(options: { verifier: DeliveryTokenVerifier }) {
+  return async (request: FastifyRequest, _reply: FastifyReply): Promise<void> => {
+    const token = bearerToken(request);
+    if (token === undefined) {
+      throw new ApiError(
+        401,
+        "invalid_delivery_token",
+        "missing delivery token: send Authorization: Bearer <the delivery token the attempt was sent with>",
+      );
+    }
+    let caller;
+    try {
+      caller = await options.verifier.verify(token);
+    } catch (error) {
+      if (error instanceof TokenError) throw new ApiError(401, "invalid_delivery_token", `invalid delivery token: ${error.message}`);
+      throw error;
+    }
+    const pathId = (request.params as { id?: unknown }).id;
+    if (pathId !== caller.jobId) {
+      throw new ApiError(401, "invalid_delivery_token", `the delivery token is for job ${JSON.stringify(caller.jobId.slice(0, 64))}, not this one`);
+    }
+    request.deliveryCaller = caller;
   };
 }

@@ -123,6 +123,14 @@ function build(routes: RouteOptions[]): object {
             "Enqueue assertion: aud, exp, iat (lifetime ≤ 300 s), sub, op, rid unless job. rid is 1..255 characters of " +
             "visible ASCII (%x21-7E), neither . nor ..; every segment is canonical unpadded base64url.",
         },
+        deliveryToken: {
+          type: "http",
+          scheme: "bearer",
+          bearerFormat: "JWT",
+          description:
+            "The delivery token an attempt was sent with (iss opqueue, aud target.audience, job, att, jti), on a target's " +
+            "calls on that attempt: unexpired, or once the attempt was taken asynchronously, that very token even expired.",
+        },
         adminToken: {
           type: "http",
           scheme: "bearer",

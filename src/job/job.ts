@@ -111,4 +111,34 @@ export interface JobAttemptRow {
 export interface LeaseLimits {
   defaultMs: number;
   byOperation: Record<string, number>;
+  /**
+   * The operations whose attempts, once their target took them asynchronously, are held to a lease of their own
+   * (`operations.*.async_lease_ms`); an asynchronous attempt of any other operation keeps its operation's lease.
+   */
+  asyncByOperation?: Record<string, number>;
+}
+
+/**
+ * What a target's call on its attempt (heartbeat, complete, fail: docs/delivery.md, "Long jobs") proves with the
+ * delivery token it presents, once its signature checked out.
+ */
+export interface CallbackToken {
+  /** The token's digest (`deliveryTokenHash`), compared with the one an asynchronous attempt is bound to. */
+  hash: string;
+  /**
+   * Its `exp` has passed. Such a token still acts on an attempt taken asynchronously with it (a long job outlives its
+   * token), never on an attempt whose target has not answered yet.
+   */
+  expired: boolean;
+}
+
+/** What opqueue keeps of the asynchronous side of a job's attempts (docs/delivery.md, "Long jobs"). */
+export interface JobAsyncState {
+  /**
+   * The latest attempt whose target answered 202 with `x-job-async: 1`: its number, the start of its claim, and when
+   * the answer was recorded (the start of its lease); null if no attempt was ever taken asynchronously.
+   */
+  accepted: { attempt: number; startedAt: number; at: number } | null;
+  /** The latest progress a target's heartbeat reported: by which attempt, its JSON value, and when; null if none. */
+  progress: { attempt: number; value: unknown; at: number } | null;
 }

@@ -40,6 +40,30 @@ export function payloadProblem(
 }
 
 /**
+ * Why a JSON value a caller hands opqueue to keep (a heartbeat's progress, a complete's result) cannot be kept, or
+ * undefined: nested too deep, unstorable text, or more than `maxBytes` of JSON, in that order (as for a request).
+ */
+export function jsonValueProblem(options: {
+  value: unknown;
+  /** How the message names it. */
+  name: string;
+  maxBytes: number;
+}): { code: "invalid_request" | "payload_too_large"; message: string } | undefined {
+  const { value, name, maxBytes } = options;
+  if (nestsDeeperThan(value, MAX_PAYLOAD_DEPTH)) {
+    return { code: "invalid_request", message: `${name} is nested more than ${MAX_PAYLOAD_DEPTH} levels deep` };
+  }
+  if (hasUnstorableText(value)) {
+    return { code: "invalid_request", message: `a string in ${name} holds U+0000 or a lone UTF-16 surrogate, which cannot be stored` };
+  }
+  const bytes = Buffer.byteLength(JSON.stringify(value) ?? "null", "utf8");
+  if (bytes > maxBytes) {
+    return { code: "payload_too_large", message: `${name} is ${bytes} bytes of JSON; at most ${maxBytes} are allowed` };
+  }
+  return undefined;
+}
+
+/**
  * Why `pathParams` cannot fill the path template `path` (whose parameters are `names`), or undefined: a parameter is
  * missing (or null), or its text would make an empty or dot segment.
  */

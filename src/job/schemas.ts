@@ -130,6 +130,37 @@ export const JobExtensions = Type.Object(
         rate_key: Type.Union([Type.String(), Type.Null()], { description: "The rate key it was enqueued with (flow-control.md)." }),
         expires_at: Type.Union([DateTime, Type.Null()], { description: "Its expiry (api.md, \"Expiry\"), or null." }),
         traceparent: Type.Union([Type.String(), Type.Null()], { description: "Its W3C trace context (tracing.md), or null." }),
+        async: Type.Union(
+          [
+            Type.Object(
+              {
+                attempt: Type.Integer({ minimum: 1 }),
+                accepted_at: DateTime,
+              },
+              { additionalProperties: false },
+            ),
+            Type.Null(),
+          ],
+          {
+            description:
+              "The latest attempt its target took asynchronously (202 with x-job-async: 1), and when opqueue recorded it " +
+              '(delivery.md, "Long jobs"); null if none was.',
+          },
+        ),
+        progress: Type.Union(
+          [
+            Type.Object(
+              {
+                attempt: Type.Integer({ minimum: 1 }),
+                value: Type.Unknown({ description: "The JSON value the heartbeat carried, as given." }),
+                reported_at: DateTime,
+              },
+              { additionalProperties: false },
+            ),
+            Type.Null(),
+          ],
+          { description: "The latest progress a target's heartbeat reported, by which attempt and when; null if none." },
+        ),
       },
       { additionalProperties: false },
     ),

@@ -27,6 +27,11 @@ export interface OperationSettings {
   storeResult: boolean;
   /** Whether enqueue checks a request against the operation's own schemas (docs/api.md, step 4a). */
   validateRequest: boolean;
+  /**
+   * The same for an attempt the target took asynchronously, whose heartbeats come from the target:
+   * `operations.<id>.async_lease_ms`, else `leaseMs`.
+   */
+  asyncLeaseMs: number;
 }
 
 /** The settings of every operation, resolved on first use and kept (a config never changes once parsed). */
@@ -63,14 +68,22 @@ export class PerOperationSettings {
       leaseMs: timeoutMs + config.lease.grace_ms,
       storeResult: override?.store_result ?? false,
       validateRequest: override?.validate_request ?? config.defaults.validate_request,
+      asyncLeaseMs: override?.async_lease_ms ?? timeoutMs + config.lease.grace_ms,
     });
   }
 
-  /** The lease of every operation with its own timeout, and the default for the rest (for the rescuer). */
+  /**
+   * The lease of every operation with its own timeout, and the default for the rest; and the asynchronous lease of
+   * every operation that sets one (for the rescuer).
+   */
   leaseLimits(): LeaseLimits {
     const byOperation: Record<string, number> = {};
-    for (const operationId of Object.keys(this.config.operations)) byOperation[operationId] = this.of(operationId).leaseMs;
-    return { defaultMs: this.config.defaults.timeout_ms + this.config.lease.grace_ms, byOperation };
+    const asyncByOperation: Record<string, number> = {};
+    for (const [operationId, override] of Object.entries(this.config.operations)) {
+      byOperation[operationId] = this.of(operationId).leaseMs;
+      if (override.async_lease_ms !== undefined) asyncByOperation[operationId] = override.async_lease_ms;
+    }
+    return { defaultMs: this.config.defaults.timeout_ms + this.config.lease.grace_ms, byOperation, asyncByOperation };
   }
 
   /** The distinct origins deliveries go to: `target.base_url` and every `operations.*.base_url`. */

@@ -6,7 +6,17 @@
  *
  * Every state change names the state it expects to leave, so a write that lost a race changes nothing.
  */
-import type { CallbackSpec, JobAttempt, JobAttemptRow, JobOutcome, JobRow, LeaseLimits, RunTime } from "../job/job.js";
+import type {
+  CallbackSpec,
+  CallbackToken,
+  JobAsyncState,
+  JobAttempt,
+  JobAttemptRow,
+  JobOutcome,
+  JobRow,
+  LeaseLimits,
+  RunTime,
+} from "../job/job.js";
 import type { LimitsSource, OperationControl, OperationLimits, PausedKey } from "../flow/limits.js";
 import type { AdminAction, JobStatus } from "../job/statuses.js";
 import type { CronTick, ScheduleFields, ScheduleRow } from "../schedules/schedule.js";
@@ -128,6 +138,32 @@ export type CronTickOutcome =
   | { kind: "already_enqueued" }
   /** A schedule's tick for a revision that is no longer in force, or while it is paused or gone: nothing written. */
   | { kind: "schedule_changed" };
+
+/**
+ * Why a target's call on an attempt (`jobHeartbeatExternal`, `jobSetStateExternal`) changed nothing; decided in the
+ * call's own transaction, by `externalCallRefusal` on both engines.
+ */
+export type ExternalCallRefusal =
+  | { kind: "not_found" }
+  /** The job does not run that attempt (of that claim): it ended, was cancelled or rescued, or runs another one. */
+  | { kind: "not_running"; job: JobRow }
+  /**
+   * The attempt runs, but this token may not act on it: the attempt was taken asynchronously with another token
+   * (`other_token`), or the token expired while the attempt had not been taken asynchronously (`expired`).
+   */
+  | { kind: "token_refused"; job: JobRow; reason: "other_token" | "expired" };
+
+/** The result of `jobHeartbeatExternal`. */
+export type ExternalHeartbeatOutcome =
+  /** The lease was renewed at `heartbeatAt`; `async` says whether the attempt runs asynchronously (which lease holds). */
+  | { kind: "renewed"; heartbeatAt: number; async: boolean }
+  | ExternalCallRefusal;
+
+/** The result of `jobSetStateExternal`. */
+export type ExternalSetStateOutcome =
+  /** The outcome was written; the job as it is now. */
+  | { kind: "written"; job: JobRow }
+  | ExternalCallRefusal;
 
 /** One administrator's action on one job. */
 export interface AdminActionRow {
@@ -281,8 +317,36 @@ export interface Store {
   jobSetStateIfRunningMany(params: { outcomes: JobOutcome[] }): Promise<boolean[]>;
   /** Renews the lease of in-flight jobs (those still `running` with that attempt), in one statement. */
   jobHeartbeatMany(params: { jobs: JobAttempt[] }): Promise<void>;
-  /** Running jobs whose lease has expired by the database's clock (no heartbeat for their limit), oldest first. */
+  /**
+   * Running jobs whose lease has expired by the database's clock (no heartbeat for their limit, the asynchronous lease
+   * for an attempt taken asynchronously), oldest first.
+   */
   jobListExpired(params: { lease: LeaseLimits; limit: number }): Promise<JobRow[]>;
+  /**
+   * Records that the target took a running attempt asynchronously (202 with `x-job-async: 1`), if the job still runs
+   * that attempt of that claim: the attempt is bound to the delivery token it was sent with (`tokenHash`), and its lease
+   * starts now. Returns whether it was written (false: the attempt ended first, by a target's call, a cancel or a
+   * rescue).
+   */
+  jobMarkAsyncIfRunning(params: { job: JobAttempt; tokenHash: string }): Promise<boolean>;
+  /**
+   * A target's heartbeat on attempt `attempt` of job `id`: renews the lease, and replaces the job's progress with
+   * `progressJson` (JSON text) when given. Written only if the job runs that attempt and `token` may act on it (an
+   * attempt taken asynchronously: its own token, even expired; otherwise: an unexpired token).
+   */
+  jobHeartbeatExternal(params: {
+    id: string;
+    attempt: number;
+    token: CallbackToken;
+    progressJson?: string | undefined;
+  }): Promise<ExternalHeartbeatOutcome>;
+  /**
+   * A target's complete or fail: writes `outcome` as `jobSetStateIfRunningMany` would, under the same conditions as
+   * `jobHeartbeatExternal`, and durably (the target is answered once it is committed).
+   */
+  jobSetStateExternal(params: { outcome: JobOutcome; token: CallbackToken }): Promise<ExternalSetStateOutcome>;
+  /** The asynchronous side of job `id`'s attempts (its latest mark and progress); undefined if there is no such job. */
+  jobAsyncStateGet(params: { id: string }): Promise<JobAsyncState | undefined>;
   /**
    * Puts interrupted attempts back to `retrying`, due `delayMs` after the store's now, refunding the attempt as
    * `refund` says; a cancelled chain ends the job `cancelled-by-chain`. Returns how many were requeued.

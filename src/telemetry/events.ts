@@ -70,6 +70,26 @@ export interface OpqueueEvents {
     /** The start of the failure's `error_body` (at most 200 characters); null for a success. */
     error: string | null;
   };
+  /**
+   * The target took an attempt asynchronously (answered 202 with `x-job-async: 1`) and that was recorded: the exchange
+   * is over and its slot free; the attempt runs on, renewed by the target's heartbeats (docs/delivery.md, "Long jobs").
+   */
+  "delivery:async": { jobId: string; attempt: number; operationId: string; durationMs: number };
+  /** An attempt the target took asynchronously was ended by the target's complete or fail, and that was written. */
+  "async:finished": {
+    jobId: string;
+    attempt: number;
+    operationId: string;
+    via: "complete" | "fail";
+    /** The status the job was left in (`cancelled` for a failure in a cancelled chain). */
+    outcome: "succeeded" | "retrying" | "dead" | "cancelled";
+    terminalReason: string | null;
+    statusCode: number | undefined;
+    /** For a retry: how long until it is due. */
+    retryInMs: number | undefined;
+    /** The start of the failure's `error_body` (at most 200 characters); null for a success. */
+    error: string | null;
+  };
   /** A running job whose lease expired was recovered. */
   "lease:rescued": { jobId: string; attempt: number; operationId: string; outcome: "retrying" | "dead" };
   /** A waiting job passed its expiry unstarted and ended cancelled/expired. */

@@ -1,6 +1,7 @@
 /**
  * The log lines of what happens to jobs, fed by telemetry events like the metrics: one line per finished attempt
- * (`info`; `warn` when the job goes dead, with the reason), and one per lease rescue (`warn`). Examples of each are in
+ * (`info`; `warn` when the job goes dead, with the reason), one when a target takes an attempt asynchronously and one
+ * when it ends it, and one per lease rescue (`warn`). Examples of each are in
  * docs/deploying.md, "Logs".
  */
 import type { Logger } from "pino";
@@ -26,6 +27,28 @@ export function logJobEvents(options: { telemetry: Telemetry; logger: Logger; cl
       logger.info({ ...line, nextRunAt, error: event.error }, "attempt failed; will retry");
     } else {
       logger.info(line, "attempt succeeded");
+    }
+  });
+  telemetry.on("delivery:async", (event) => {
+    const line = { jobId: event.jobId, operationId: event.operationId, attempt: event.attempt, durationMs: Math.round(event.durationMs) };
+    logger.info(line, "attempt continues asynchronously");
+  });
+  telemetry.on("async:finished", (event) => {
+    const line = {
+      jobId: event.jobId,
+      operationId: event.operationId,
+      attempt: event.attempt,
+      statusCode: event.statusCode ?? null,
+      outcome: event.outcome,
+      via: event.via,
+    };
+    if (event.outcome === "dead" || event.outcome === "cancelled") {
+      logger.warn({ ...line, reason: event.terminalReason, error: event.error }, `asynchronous attempt ended; job ${event.outcome}`);
+    } else if (event.outcome === "retrying") {
+      const nextRunAt = new Date(clock.now() + (event.retryInMs ?? 0)).toISOString();
+      logger.info({ ...line, nextRunAt, error: event.error }, "asynchronous attempt failed; will retry");
+    } else {
+      logger.info(line, "asynchronous attempt succeeded");
     }
   });
   telemetry.on("lease:rescued", (event) => {

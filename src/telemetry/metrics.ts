@@ -54,7 +54,9 @@ export function createMetrics(options: {
   });
   const deliveries = new Counter({
     name: "opqueue_deliveries_total",
-    help: "Finished delivery attempts, by target operation and outcome (succeeded, retrying, dead).",
+    help:
+      "Finished delivery exchanges, by target operation and outcome (succeeded, retrying, dead; async: the target took " +
+      "the attempt asynchronously).",
     labelNames: ["operation_id", "outcome"] as const,
     registers,
   });
@@ -150,6 +152,19 @@ export function createMetrics(options: {
     deliveries.inc({ operation_id: operationId, outcome });
     duration.observe({ operation_id: operationId }, durationMs / 1000);
   });
+  telemetry.on("delivery:async", ({ operationId, durationMs }) => {
+    deliveries.inc({ operation_id: operationId, outcome: "async" });
+    duration.observe({ operation_id: operationId }, durationMs / 1000);
+  });
+  const asyncEnded = new Counter({
+    name: "opqueue_async_attempts_finished_total",
+    help:
+      "Attempts taken asynchronously that the target ended (complete or fail), by target operation and outcome " +
+      "(succeeded, retrying, dead, cancelled); those whose lease expired are in opqueue_leases_rescued_total.",
+    labelNames: ["operation_id", "outcome"] as const,
+    registers,
+  });
+  telemetry.on("async:finished", ({ operationId, outcome }) => asyncEnded.inc({ operation_id: operationId, outcome }));
   telemetry.on("lease:rescued", ({ outcome }) => rescued.inc({ outcome }));
   const expired = new Counter({
     name: "opqueue_jobs_expired_total",

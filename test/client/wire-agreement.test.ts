@@ -18,6 +18,7 @@ import { ERROR_CODES } from "../../src/errors.js";
 import * as service from "../../src/job/schemas.js";
 import type * as chains from "../../src/chains/schemas.js";
 import type * as flow from "../../src/flow/schemas.js";
+import type * as callbacks from "../../src/async-jobs/schemas.js";
 import type { OperationList } from "../../src/http/routes/operations.js";
 import type * as schedules from "../../src/schedules/schemas.js";
 
@@ -50,11 +51,16 @@ const typesAgree: Array<true> = [
   true satisfies Same<client.Schedule, schedules.ScheduleBody>,
   true satisfies Same<client.ScheduleDefinition, schedules.ScheduleCreateBody>,
   true satisfies Same<client.SchedulePatch, schedules.SchedulePatchBody>,
+  // A target's calls on its attempt: the answer to a heartbeat, and every field of complete and fail by its camelCase name.
+  true satisfies Same<client.HeartbeatAnswer, callbacks.HeartbeatAnswer>,
+  true satisfies Same<keyof client.CompleteOptions, Camel<keyof callbacks.CompleteBody>>,
+  true satisfies Same<keyof client.FailOptions, Camel<keyof callbacks.FailBody>>,
+  true satisfies Same<NonNullable<client.FailOptions["retry"]>, NonNullable<callbacks.FailBody["retry"]>>,
 ];
 
 describe("the client's wire agrees with the service's", () => {
   test("the wire types are the same shapes (checked at compile time)", () => {
-    assert.equal(typesAgree.length, 21);
+    assert.equal(typesAgree.length, 25);
   });
 
   test("job statuses and terminal reasons are the same lists, in the same order", () => {

@@ -9,6 +9,7 @@ import { describe, test } from "node:test";
 import { jwtVerify } from "jose";
 import { pino } from "pino";
 import { parse as parseYaml } from "yaml";
+import { deliveryTokenHash } from "../../src/auth/delivery-tokens.js";
 import { buildPath, buildQueryString, cutUtf8, Deliverer, MAX_ERROR_BODY_BYTES } from "../../src/dispatcher/deliverer.js";
 import { Dispatcher } from "../../src/dispatcher/dispatcher.js";
 import { OperationRegistry } from "../../src/operations/registry.js";
@@ -254,6 +255,18 @@ describe("the delivered request", () => {
 });
 
 describe("how an exchange ends", () => {
+  test("a 202 with x-job-async: 1 takes the attempt asynchronously, bound to the digest of the token it was sent with", async (t) => {
+    const { s, target } = await setup(t, { handler: (_request, res) => reply(res, 202, { headers: { "x-job-async": " 1 " } }) });
+    const { result } = await deliverOnce(s, welcome());
+    const token = (target.requests[0]?.headers["authorization"] ?? "").slice("Bearer ".length);
+    assert.deepEqual(result, { kind: "async", tokenHash: deliveryTokenHash(token) });
+    for (const [status, value] of [[202, "true"], [202, "0"], [200, "1"], [204, "1"]] as const) {
+      target.setHandler((_request, res) => reply(res, status, { headers: { "x-job-async": value } }));
+      const other = await deliverOnce(s, welcome());
+      assert.equal(other.result.kind, "response", `${status} with x-job-async: ${value} is an answer like any`);
+    }
+  });
+
   test("a redirect is not followed and ends the job dead permanent-status", async (t) => {
     const target = await startTarget(t, (request, res) => {
       if (request.path === "/elsewhere") reply(res, 204);

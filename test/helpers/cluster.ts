@@ -56,6 +56,8 @@ export interface Delivery {
   remotePort: number;
   /** When it arrived (Date.now()), for the tests that measure a rate. */
   at: number;
+  /** The delivery token it carried (a target calls back with it after taking the attempt asynchronously). */
+  token: string;
 }
 
 /** A delivery that arrived while others of its key were in flight. */
@@ -65,8 +67,8 @@ export interface Overlap {
   inFlight: Delivery[];
 }
 
-/** A status code for a delivery; 204 unless the test says otherwise. */
-export type Answer = (delivery: Delivery) => number;
+/** A status code for a delivery, or a status with headers (202 and x-job-async: 1); 204 unless the test says otherwise. */
+export type Answer = (delivery: Delivery) => number | { status: number; headers: Record<string, string> };
 
 export class RecordingTarget {
   readonly deliveries: Delivery[] = [];
@@ -110,6 +112,7 @@ export class RecordingTarget {
       aborted: false,
       remotePort: req.socket.remotePort ?? 0,
       at: Date.now(),
+      token: header("authorization").replace(/^Bearer /, ""),
     };
     this.deliveries.push(delivery);
     let running: Set<Delivery> | undefined;
@@ -129,7 +132,9 @@ export class RecordingTarget {
       if (delivery.aborted || delivery.answered) return;
       delivery.answered = true;
       running?.delete(delivery);
-      res.writeHead(this.answer(delivery));
+      const answer = this.answer(delivery);
+      if (typeof answer === "number") res.writeHead(answer);
+      else res.writeHead(answer.status, answer.headers);
       res.end();
     };
     // A tiny asynchronous delay: a second delivery of the same key arriving meanwhile would be counted above.

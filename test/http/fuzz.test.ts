@@ -14,8 +14,9 @@ import { connect } from "node:net";
 import fc from "fast-check";
 import type { InjectOptions, LightMyRequestResponse } from "fastify";
 import { parse as parseYaml } from "yaml";
+import { deliveryTokenHash } from "../../src/auth/delivery-tokens.js";
 import { mintToken } from "../../src/auth/tokens.js";
-import { startTestService, TEST_OPENAPI, TEST_SECRET, type TestService } from "../helpers/service.js";
+import { startTestService, TEST_DELIVERY_SECRET, TEST_OPENAPI, TEST_SECRET, type TestService } from "../helpers/service.js";
 
 // ---------------------------------------------------------------------------------------------------------
 // Oracles
@@ -24,7 +25,7 @@ import { startTestService, TEST_OPENAPI, TEST_SECRET, type TestService } from ".
 /** docs/api.md, "Errors", copied here rather than imported so the test does not trust the code it checks. */
 const DOCUMENTED_CODES: Readonly<Record<number, readonly string[]>> = {
   400: ["invalid_request", "payload_too_large", "invalid_on_behalf_of", "missing_path_param", "invalid_path_param"],
-  401: ["invalid_assertion", "unauthenticated"],
+  401: ["invalid_assertion", "unauthenticated", "invalid_delivery_token"],
   403: ["trigger_not_allowed", "on_behalf_of_not_allowed", "chain_mismatch", "site_admin_required"],
   404: ["job_not_found", "not_found", "chain_not_found", "schedule_not_found"],
   409: [
@@ -36,6 +37,7 @@ const DOCUMENTED_CODES: Readonly<Record<number, readonly string[]>> = {
     "chain_exists",
     "schedule_exists",
     "schedule_read_only",
+    "job_not_running",
   ],
   413: ["body_too_large"],
   415: ["unsupported_media_type"],
@@ -169,12 +171,17 @@ function checkSchedule(schedule: unknown, where: string): void {
   assert.ok(isObject(schedule["request"]), `schedule request: ${where}`);
 }
 
-/** Checks the 2xx body of an admin or enqueue route: `{job}`, `{jobs}`, `{jobs, next_cursor}`, `{schedule}` or `{schedules}`. */
+/**
+ * Checks the 2xx body of an admin, enqueue or callback route: `{job}`, `{jobs}`, `{jobs, next_cursor}`, `{schedule}`,
+ * `{schedules}` or a heartbeat's `{lease_expires_at}`.
+ */
 function checkSuccessBody(res: LightMyRequestResponse, where: string): unknown {
   const body: unknown = JSON.parse(res.body);
   assert.ok(isObject(body), `2xx body is not an object: ${where}`);
   const keys = Object.keys(body).sort();
-  if (keys.length === 1 && keys[0] === "job") {
+  if (keys.length === 1 && keys[0] === "lease_expires_at") {
+    assert.match(String(body["lease_expires_at"]), WIRE_DATE, `lease_expires_at: ${where}`);
+  } else if (keys.length === 1 && keys[0] === "job") {
     checkJob(body["job"], where);
   } else if (keys.length === 1 && keys[0] === "schedule") {
     checkSchedule(body["schedule"], where);
@@ -1347,6 +1354,166 @@ test("fuzz: admin routes with random ids, queries, tokens and bodies never answe
         if (authorization !== undefined) headers["authorization"] = authorization;
         if (body.contentType !== undefined) headers["content-type"] = body.contentType;
         const options: InjectOptions = { method, url, headers, ...(body.payload === undefined ? {} : { payload: body.payload }) };
+        const res = await send(s, options, tally);
+        if (res.statusCode < 300) checkSuccessBody(res, `${describe(options)} -> ${res.statusCode} ${res.body.slice(0, 300)}`);
+      },
+    ),
+    runOptions(),
+  );
+  report(t, tally);
+});
+
+// ---------------------------------------------------------------------------------------------------------
+// Property 3b: a target's calls on its attempt (heartbeat, complete, fail)
+// ---------------------------------------------------------------------------------------------------------
+
+test("fuzz: heartbeat, complete and fail with random delivery tokens, ids and bodies never answer 5xx", async (t) => {
+  const s = await startTestService();
+  t.after(() => s.close());
+  const store = s.service.store;
+  const nowS = Math.floor(s.clock.now() / 1000);
+
+  // Jobs running their first attempt, each with the token the deliverer would have signed; every other one marked as
+  // taken asynchronously with it. Calls that end one leave the rest running, so later runs still reach them.
+  const running: Array<{ id: string; token: string }> = [];
+  for (let i = 0; i < 12; i++) {
+    const created = await send(s, {
+      method: "POST",
+      url: "/jobs",
+      headers: { authorization: `Bearer ${await s.assertion()}` },
+      payload: { operation_id: "buildReport", request: { body: { i } } },
+    });
+    const id = (created.json() as { job: { id: string } }).job.id;
+    const [job] = await store.jobClaimMany({ limit: 1 });
+    assert.equal(job?.id, id);
+    const token = await s.service.signer.sign({
+      sub: job.userId,
+      op: job.operationId,
+      job: job.id,
+      att: job.attempt,
+      rid: job.originalRequestId,
+      authority: { kind: "request", request_id: job.originalRequestId, user_id: job.userId },
+      timeoutMs: 30_000,
+    });
+    if (i % 2 === 0) await store.jobMarkAsyncIfRunning({ job: { id, attempt: 1, startedAt: job.startedAt }, tokenHash: deliveryTokenHash(token) });
+    running.push({ id, token });
+  }
+  const ids = running.map((job) => job.id);
+
+  // Delivery tokens whose claims are fuzzed: each claim of a valid one kept, dropped or replaced, signed with the
+  // delivery secret (or, once in twenty, another).
+  const deliveryTokenArb = (job: string) => fc
+    .record({
+      claims: fc.dictionary(fc.constantFrom("iss", "aud", "op", "job", "att", "jti", "iat", "exp", "kid-header"), claimText, { maxKeys: 2 }),
+      drop: fc.subarray(["iss", "aud", "op", "att", "jti", "iat", "exp"], { maxLength: 2 }),
+      exp: fc.integer({ min: -400, max: 400 }),
+      wrongSecret: fc.nat(19).map((n) => n === 0),
+    })
+    .map(({ claims, drop, exp, wrongSecret }) => {
+      const payload: Record<string, string> = {
+        iss: '"opqueue"',
+        aud: '"product"',
+        sub: '"u1"',
+        op: '"buildReport"',
+        job: JSON.stringify(job),
+        att: "1",
+        rid: '"req-1"',
+        authority: '{"kind":"request","request_id":"req-1","user_id":"u1"}',
+        iat: String(nowS),
+        exp: String(nowS + exp),
+        jti: JSON.stringify(`${job}:1`),
+      };
+      for (const claim of drop) delete payload[claim];
+      const header = { alg: "HS256", kid: "q1", typ: "JWT" };
+      for (const [claim, text] of Object.entries(claims)) {
+        if (claim === "kid-header") Object.assign(header, { kid: JSON.parse(text) as unknown });
+        else payload[claim] = text;
+      }
+      const payloadText = `{${Object.entries(payload).map(([claim, text]) => `${JSON.stringify(claim)}:${text}`).join(",")}}`;
+      return signRaw(JSON.stringify(header), payloadText, wrongSecret ? "another-secret-that-is-also-32-bytes-long" : TEST_DELIVERY_SECRET);
+    });
+  const adminToken = await s.adminToken();
+  const assertion = await s.assertion();
+  // Mostly the job's own token on its own route, so the calls reach the store; else another's, fuzzed ones and junk.
+  const tokenArb = (own: { id: string; token: string }) => fc.oneof(
+    { weight: 8, arbitrary: fc.constant(`Bearer ${own.token}`) },
+    { weight: 1, arbitrary: fc.constantFrom(...running.map((job) => `Bearer ${job.token}`)) },
+    { weight: 3, arbitrary: deliveryTokenArb(own.id).map((token) => `Bearer ${token}`) },
+    {
+      weight: 1,
+      arbitrary: fc.constantFrom(
+        ...[undefined, `Bearer ${adminToken}`, `Bearer ${assertion}`, `Bearer ${own.token}x`],
+        ...["Bearer", "Basic YWRtaW46YWRtaW4="],
+      ),
+    },
+    { weight: 1, arbitrary: fc.oneof(jwtShapedJunk, headerJunk).map((junk) => `Bearer ${junk}`) },
+  );
+  const jsonish = fc.oneof(fc.jsonValue(), fc.anything(), hugeString);
+  // Deep values as text: JSON.stringify of them would overflow this test's own stack.
+  const deepField = fc
+    .tuple(fc.constantFrom("progress", "result"), fc.integer({ min: 100, max: 12_000 }))
+    .map(([field, depth]) => `{"${field}":${"[".repeat(depth)}${"]".repeat(depth)}}`);
+  const bodyArb = fc.oneof(
+    { weight: 2, arbitrary: fc.constant<{ payload?: string | Buffer; contentType?: string }>({}) },
+    {
+      // Bodies every route accepts, or nearly: the calls then go on to the store.
+      weight: 3,
+      arbitrary: fc
+        .oneof(
+          fc.record({ progress: fc.jsonValue({ maxDepth: 3 }) }, { requiredKeys: [] }),
+          fc.record(
+            { status_code: fc.integer({ min: 300, max: 599 }), retry: fc.constantFrom("never", "always"), error: wildString },
+            { requiredKeys: [] },
+          ),
+        )
+        .map((body) => ({ payload: JSON.stringify(body), contentType: "application/json" })),
+    },
+    {
+      weight: 4,
+      arbitrary: fc
+        .record(
+          {
+            progress: jsonish,
+            status_code: fc.oneof(fc.integer({ min: 100, max: 700 }), wildNumber, fc.constantFrom("500", null)),
+            result: jsonish,
+            retry: fc.oneof(fc.constantFrom("never", "always", "NEVER", "", null), wildString),
+            error: fc.oneof(wildString, hugeString, fc.constantFrom(null, 5)),
+            extra: fc.anything(),
+          },
+          { requiredKeys: [] },
+        )
+        .map((body) => ({ payload: JSON.stringify(body) ?? "{}", contentType: "application/json" })),
+    },
+    {
+      weight: 1,
+      arbitrary: fc.record({
+        payload: fc.oneof(fc.json(), fc.string({ unit: "binary" }), fc.constantFrom("", "{", "null", "[]", '{"__proto__":{}}'), deepBody),
+        contentType: contentTypeArb,
+      }),
+    },
+    { weight: 1, arbitrary: deepField.map((payload) => ({ payload, contentType: "application/json" })) },
+  );
+  const tally: Tally = new Map();
+  await fc.assert(
+    fc.asyncProperty(
+      fc.constantFrom("heartbeat", "heartbeat", "heartbeat", "heartbeat", "complete", "fail"),
+      fc
+        .constantFrom(...running)
+        .chain((own) => fc.tuple(fc.oneof({ weight: 6, arbitrary: fc.constant(own.id) }, { weight: 1, arbitrary: idArb(ids) }), tokenArb(own))),
+      bodyArb,
+      fc.nat(7),
+      async (action, [id, authorization], body, clockStep) => {
+        // Now and then time moves on past the tokens' exp: expired tokens keep acting on asynchronous attempts only.
+        if (clockStep === 0) s.clock.advance(30_000);
+        const headers: Record<string, string> = {};
+        if (authorization !== undefined) headers["authorization"] = authorization;
+        if (body.contentType !== undefined) headers["content-type"] = body.contentType;
+        const options: InjectOptions = {
+          method: "POST",
+          url: `/jobs/${id}/${action}`,
+          headers,
+          ...(body.payload === undefined ? {} : { payload: body.payload }),
+        };
         const res = await send(s, options, tally);
         if (res.statusCode < 300) checkSuccessBody(res, `${describe(options)} -> ${res.statusCode} ${res.body.slice(0, 300)}`);
       },

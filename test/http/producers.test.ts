@@ -246,11 +246,17 @@ describe("GET /jobs/{id}/extensions", () => {
     const extensions = await s.inject({ method: "GET", url: `/jobs/${job.id}/extensions`, token: await s.adminToken() });
     assert.equal(extensions.statusCode, 200, extensions.body);
     assert.deepEqual(extensions.json(), {
-      extensions: { rate_key: "tenant-9", expires_at: new Date(s.clock.now() + 60_000).toISOString(), traceparent },
+      extensions: {
+        rate_key: "tenant-9",
+        expires_at: new Date(s.clock.now() + 60_000).toISOString(),
+        traceparent,
+        async: null,
+        progress: null,
+      },
     });
     const plain = await enqueue(s, buildReport());
     const none = await s.inject({ method: "GET", url: `/jobs/${plain.id}/extensions`, token: await s.adminToken() });
-    assert.deepEqual(none.json(), { extensions: { rate_key: null, expires_at: null, traceparent: null } });
+    assert.deepEqual(none.json(), { extensions: { rate_key: null, expires_at: null, traceparent: null, async: null, progress: null } });
     assertError(await s.inject({ method: "GET", url: "/jobs/nope1234/extensions", token: await s.adminToken() }), 404, "job_not_found");
     assertError(await s.inject({ method: "GET", url: `/jobs/${job.id}/extensions`, token: await s.adminToken({ siteAdmin: false }) }), 403, "site_admin_required");
   });

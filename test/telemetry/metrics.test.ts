@@ -1,7 +1,8 @@
 /**
  * GET /metrics after real work: delivery counters and the duration histogram after real deliveries to a target
- * (one success, one 503 retry, one 400 dead), job gauges that match the store, the queue lag as the age of the
- * oldest due job, rescued leases, and a scrape while the database is gone.
+ * (one success, one 503 retry, one 400 dead), attempts taken asynchronously and ended by their target, job gauges that
+ * match the store, the queue lag as the age of the oldest due job, rescued leases, and a scrape while the database is
+ * gone.
  */
 import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
@@ -66,13 +67,18 @@ async function enqueueWelcome(s: TestService, userId: string): Promise<Job> {
   return (res.json() as { job: Job }).job;
 }
 
-/** A target answering `/users/{status}/welcome-email` with that status. */
-async function startTarget(t: TestContext): Promise<string> {
+/**
+ * A target answering `/users/{status}/welcome-email` with that status (a 202 with `x-job-async: 1`: it takes the
+ * attempt asynchronously); `delivered` gets each delivery's job id and token.
+ */
+async function startTarget(t: TestContext, delivered: (jobId: string, token: string) => void = () => {}): Promise<string> {
   const server = http.createServer((req, res) => {
     req.resume();
     req.on("end", () => {
       const status = Number(/^\/users\/(\d{3})\//.exec(req.url ?? "")?.[1] ?? 404);
-      res.writeHead(status, { "content-type": "text/plain" }).end(status >= 300 ? `status ${status}` : undefined);
+      delivered(String(req.headers["x-job-id"]), String(req.headers["authorization"]).slice("Bearer ".length));
+      const headers = { "content-type": "text/plain", ...(status === 202 ? { "x-job-async": "1" } : {}) };
+      res.writeHead(status, headers).end(status >= 300 ? `status ${status}` : undefined);
     });
   });
   server.listen(0, "127.0.0.1");
@@ -197,6 +203,39 @@ test("opqueue_leases_rescued_total counts running jobs recovered after their lea
   const metrics = await scrape(s);
   assert.equal(metrics.get('opqueue_leases_rescued_total{outcome="retrying"}'), 1);
   assert.equal(metrics.get('opqueue_leases_rescued_total{outcome="dead"}') ?? 0, 0);
+});
+
+test("asynchronous attempts: the hand-off counts as a delivery with outcome async, the target's end in opqueue_async_attempts_finished_total", async (t) => {
+  const tokens = new Map<string, string>();
+  const targetUrl = await startTarget(t, (jobId, token) => tokens.set(jobId, token));
+  const s = await start(t, (raw) => (raw["target"] = { base_url: targetUrl, audience: "product" }));
+  let handedOff = 0;
+  const bothHandedOff = new Promise<void>((resolve) =>
+    s.service.telemetry.on("delivery:async", () => {
+      if (++handedOff === 2) resolve();
+    }),
+  );
+  s.service.start();
+  const first = await enqueueWelcome(s, "202");
+  const second = await s.inject({
+    method: "POST",
+    url: "/jobs",
+    token: await s.assertion({ rid: "signup-202-again" }),
+    payload: { operation_id: "sendWelcomeEmail", request: { path_params: { userId: "202" } } },
+  });
+  const secondId = (second.json() as { job: Job }).job.id;
+  await bothHandedOff;
+  const call = (id: string, action: string, payload: object) =>
+    s.inject({ method: "POST", url: `/jobs/${id}/${action}`, token: tokens.get(id) ?? "", payload });
+  assert.equal((await call(first.id, "complete", {})).statusCode, 200);
+  assert.equal((await call(secondId, "fail", { status_code: 404 })).statusCode, 200);
+
+  const metrics = await scrape(s);
+  const op = 'operation_id="sendWelcomeEmail"';
+  assert.equal(metrics.get(`opqueue_deliveries_total{${op},outcome="async"}`), 2);
+  assert.equal(metrics.get(`opqueue_delivery_duration_seconds_count{${op}}`), 2);
+  assert.equal(metrics.get(`opqueue_async_attempts_finished_total{${op},outcome="succeeded"}`), 1);
+  assert.equal(metrics.get(`opqueue_async_attempts_finished_total{${op},outcome="dead"}`), 1);
 });
 
 test("/metrics still answers 200 once the store is closed, the job gauges keeping their last values", async (t) => {

@@ -135,6 +135,8 @@ function productHandler(world: () => World, release: Promise<void>) {
     }
     if (request.path === "/reports") {
       if (request.body.includes('"hold":true')) await release;
+      // A long report: taken asynchronously, the test then reports its progress with the delivery's token.
+      if (request.body.includes('"async":true')) return reply(res, 202, { headers: { "x-job-async": "1" } });
       return reply(res, 204);
     }
     return reply(res, 404, { body: "no such operation" });
@@ -890,6 +892,27 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     );
     assert.deepEqual(scheduleLabels, ["When", "Job", "State", "Next run", "Last run", "Actions"].map((label) => `"${label}"`));
     await context.close();
+  });
+
+  test("shows on a job's page the attempt its target took asynchronously, and the progress it reports", async () => {
+    const { page } = w;
+    const job = await enqueue(w, { operation_id: "buildReport", request: { body: { async: true } } }, { sub: "ops", op: "createUser", rid: "nightly-video" });
+    const delivery = await until(async () => w.target.requests.find((request) => request.headers["x-job-id"] === job.id), "its delivery");
+    await until(async () => (await w.service.store.jobAsyncStateGet({ id: job.id }))?.accepted ?? undefined, "the hand-off");
+    const beat = await fetch(`${w.base}/jobs/${job.id}/heartbeat`, {
+      method: "POST",
+      headers: { authorization: String(delivery.headers["authorization"]), "content-type": "application/json" },
+      body: JSON.stringify({ progress: { frames: 1200, of: 4800 } }),
+    });
+    assert.equal(beat.status, 200, await beat.text());
+    await page.goto(`${w.base}/ui/#/jobs/${job.id}`);
+    await page.getByRole("heading", { level: 1, name: `Job ${job.id}` }).waitFor();
+    const fields = page.locator("table.fields").first();
+    await until(async () => /running on the target's heartbeats/.test(await fields.innerText()), "the asynchronous attempt on the page");
+    assert.match(await fields.innerText(), /progress \(extension\)\s+\{"frames":1200,"of":4800\} from attempt 1/);
+    // Back to the list, where the next case expects the dashboard.
+    await page.goto(`${w.base}/ui/#/jobs`);
+    await page.getByRole("heading", { level: 1, name: "Jobs" }).waitFor();
   });
 
   test("goes back to the sign-in form with the service's message when the token is refused", async () => {

@@ -44,6 +44,24 @@ export interface DeliveryContext {
    * delivery continue that trace unless they give their own.
    */
   traceparent?: string;
+  /**
+   * The delivery token this attempt was sent with (set by the verifier, the plugin and the middleware). A target that
+   * takes the attempt asynchronously (`continueAsync`) keeps it with `jobId` and `attempt`: its later heartbeat,
+   * complete and fail present it, and opqueue accepts no other token for the attempt from then on, expired or not.
+   * It is a credential for this attempt: keep it out of logs.
+   */
+  token?: string;
+}
+
+/**
+ * What a target keeps of an attempt it took asynchronously, to call back about it (`JobsClient.heartbeat`, `complete`,
+ * `fail`): a `DeliveryContext` will do, or these three fields saved with the work (they are plain JSON).
+ */
+export interface AsyncAttempt {
+  jobId: string;
+  attempt: number;
+  /** The delivery token the attempt was sent with. */
+  token?: string | undefined;
 }
 
 /** One HS256 delivery key as the service's `auth.delivery_key` lists it: its `kid` and its secret. */
@@ -345,6 +363,7 @@ export function createDeliveryVerifier(options: DeliveryVerifierOptions): Delive
         originalRequestId: rid,
         authority: authority as Authority,
         ...(traceparent === undefined ? {} : { traceparent }),
+        token: match[1],
       };
     },
   };
@@ -389,6 +408,23 @@ export function neverRetry(response: HeaderTarget): void {
 export function alwaysRetry(response: HeaderTarget): void {
   if ("header" in response) response.header("x-job-retry", "always");
   else response.setHeader("x-job-retry", "always");
+}
+
+/** Something whose status can be set: a Fastify reply or a Node/Express response. */
+type StatusTarget = { code(statusCode: number): unknown } | { statusCode: number };
+
+/**
+ * Makes the answer say "this job continues asynchronously" (docs/delivery.md, "Long jobs"): status 202 and the header
+ * `x-job-async: 1`; send it with an empty body (`return reply.send()`, `res.end()`). The attempt then stays running
+ * without its HTTP exchange: keep `{ jobId, attempt, token }` of the delivery, send heartbeats within the operation's
+ * lease (`JobsClient.heartbeat`), and end it with `complete` or `fail`. A heartbeat answered `JobNotRunningError`
+ * means the attempt is over (cancelled, or rescued after a missed heartbeat): stop working on it.
+ */
+export function continueAsync(response: HeaderTarget & StatusTarget): void {
+  if ("code" in response) response.code(202);
+  else response.statusCode = 202;
+  if ("header" in response) response.header("x-job-async", "1");
+  else response.setHeader("x-job-async", "1");
 }
 
 /**

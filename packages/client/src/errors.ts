@@ -43,6 +43,11 @@ export const InvalidPathParamError = define("InvalidPathParamError");
 export const InvalidAssertionError = define("InvalidAssertionError");
 /** 401 unauthenticated. */
 export const UnauthenticatedError = define("UnauthenticatedError");
+/**
+ * 401 invalid_delivery_token: a target's heartbeat, complete or fail with a delivery token that is missing, invalid, for
+ * another job, expired before its attempt was taken asynchronously, or not the token its asynchronous attempt is bound to.
+ */
+export const InvalidDeliveryTokenError = define("InvalidDeliveryTokenError");
 /** 403 trigger_not_allowed. */
 export const TriggerNotAllowedError = define("TriggerNotAllowedError");
 /** 403 on_behalf_of_not_allowed. */
@@ -77,6 +82,11 @@ export const ChainExistsError = define("ChainExistsError");
 export const ScheduleExistsError = define("ScheduleExistsError");
 /** 409 schedule_read_only: a config entry cannot be changed, paused, resumed or deleted through the API. */
 export const ScheduleReadOnlyError = define("ScheduleReadOnlyError");
+/**
+ * 409 job_not_running: the attempt a heartbeat, complete or fail names is over (the job ended, was cancelled, or was
+ * rescued and runs another attempt): stop working on it.
+ */
+export const JobNotRunningError = define("JobNotRunningError");
 /** 413 body_too_large. */
 export const BodyTooLargeError = define("BodyTooLargeError");
 /** 415 unsupported_media_type. */
@@ -105,6 +115,7 @@ const BY_CODE: Record<ErrorCode, typeof OpqueueError> = {
   invalid_path_param: InvalidPathParamError,
   invalid_assertion: InvalidAssertionError,
   unauthenticated: UnauthenticatedError,
+  invalid_delivery_token: InvalidDeliveryTokenError,
   trigger_not_allowed: TriggerNotAllowedError,
   on_behalf_of_not_allowed: OnBehalfOfNotAllowedError,
   chain_mismatch: ChainMismatchError,
@@ -122,6 +133,7 @@ const BY_CODE: Record<ErrorCode, typeof OpqueueError> = {
   chain_exists: ChainExistsError,
   schedule_exists: ScheduleExistsError,
   schedule_read_only: ScheduleReadOnlyError,
+  job_not_running: JobNotRunningError,
   body_too_large: BodyTooLargeError,
   unsupported_media_type: UnsupportedMediaTypeError,
   unknown_operation: UnknownOperationError,

@@ -13,7 +13,9 @@
  *   or `jwksUrl` (`DeliveryKeyOptions`); with several, the token's kid picks the one that checks it.
  *   Behind the plugin or the middleware, `delivery.signal` aborts when opqueue aborts the delivery (the connection
  *   closes before the answer is sent: the attempt's timeout, an administrator's cancel with abort, a shutdown); with
- *   the bare verifier, `deliveryAbortSignal(res)` makes the same signal.
+ *   the bare verifier, `deliveryAbortSignal(res)` makes the same signal. A long job answers with `continueAsync(reply)`
+ *   (202 and `x-job-async: 1`) and calls back later with the delivery's `{ jobId, attempt, token }`: `heartbeat`,
+ *   `complete` and `fail` of the client.
  * - Administrators: `get`, `list`, `pages`, `cancel` (`{ abort: true }` for a running job), `cancelJobs`, `retry`,
  *   `cancelChain`, `runNow`, `attempts`, `history` of the same client (with `adminToken`), and flow control:
  *   `listOperations`, `pauseOperation`, `resumeOperation`, `setOperationLimits`, `resetOperationLimits`,
@@ -25,15 +27,16 @@ export * from "./errors.js";
 export * from "./delivery.js";
 export { createJobsClient, PER_PROCESS_REQUEST_ID_WARNING } from "./jobs-client.js";
 export type {
-  AssertionClaims, AssertionSigner, BatchItem, BatchItemResult, Callback, CancelJobsFilter, CancelOptions, EnqueueOptions, JobPage, JobsClient,
-  JobsClientOptions, ListOptions,
+  AssertionClaims, AssertionSigner, BatchItem, BatchItemResult, Callback, CancelJobsFilter, CancelOptions, CompleteOptions,
+  EnqueueOptions, FailOptions, HeartbeatOptions, JobPage, JobsClient, JobsClientOptions, ListOptions,
 } from "./jobs-client.js";
 export { opqueueDelivery } from "./fastify.js";
 export { opqueueDeliveryMiddleware } from "./express.js";
 export type { DeliveryMiddlewareOptions } from "./express.js";
 export { ERROR_CODES, JOB_STATUSES, TERMINAL_REASONS } from "./wire.js";
 export type {
-  AdminAction, AdminStamp, Authority, Chain, ChainNode, ErrorCode, Job, JobAttempt, JobExtensions, JobHistoryEvent, JobResult, JobStatus, LimitsPatch,
+  AdminAction, AdminStamp, Authority, Chain, ChainNode, ErrorCode, HeartbeatAnswer, Job, JobAttempt, JobExtensions, JobHistoryEvent,
+  JobResult, JobStatus, LimitsPatch,
   OperationControl,
   OperationLimits, OperationSummary, PausedKey, RateLimit, RequestPayload, Schedule, ScheduleDefinition, SchedulePatch,
   TerminalReason,

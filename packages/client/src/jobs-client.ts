@@ -3,12 +3,14 @@
  * retrying 503 `unavailable`), the administrator's get, list, cancel, cancelJobs, retry, cancelChain, runNow, attempts
  * and history, flow control (docs/flow-control.md): listOperations, pause and resume an operation or a concurrency
  * key, set and reset an operation's limits, and schedules (docs/schedules.md): list, get, create, update, pause,
- * resume, delete and run now. Errors are the typed classes of `./errors.ts`.
+ * resume, delete and run now; and a target's calls on an attempt it took asynchronously (docs/delivery.md, "Long
+ * jobs"): heartbeat, complete, fail. Errors are the typed classes of `./errors.ts`.
  */
 import { SignJWT } from "jose";
 import { isValidRequestId, REQUEST_ID_RULE } from "./token-rules.js";
 import type {
   Authority,
+  HeartbeatAnswer,
   Job,
   JobAttempt,
   Chain,
@@ -24,7 +26,7 @@ import type {
   ScheduleDefinition,
   SchedulePatch,
 } from "./wire.js";
-import { currentDelivery } from "./delivery.js";
+import { currentDelivery, type AsyncAttempt } from "./delivery.js";
 import { OpqueueError, errorFor } from "./errors.js";
 
 /** Fastify's default request ids: `req-` and a per-process counter in base 36. */
@@ -171,6 +173,33 @@ export interface CancelOptions {
   abort?: boolean;
 }
 
+/** Options of `heartbeat`. */
+export interface HeartbeatOptions {
+  /**
+   * Any JSON value (at most 4 KB of it), kept as the job's progress: GET /jobs/{id}/extensions and the dashboard show
+   * it. Left out, the last progress stays.
+   */
+  progress?: unknown;
+}
+
+/** Options of `complete`. */
+export interface CompleteOptions {
+  /** The 2xx the job's result records; 200 by default. */
+  statusCode?: number;
+  /** The job's result (any JSON value, at most 8 KB of it): its `result.body`, as JSON text, for an operation with store_result. */
+  result?: unknown;
+}
+
+/** Options of `fail`: the answer the attempt would have given, read by the rules of docs/delivery.md. */
+export interface FailOptions {
+  /** `never`: the job ends dead (`rejected-by-endpoint`); `always`: retried while attempts are left, whatever the status. */
+  retry?: "never" | "always";
+  /** A non-2xx status (300..599): 408, 425, 429 and 5xx are retried, others end the job. Without one, a retry. */
+  statusCode?: number;
+  /** What went wrong: the job's `error_body`, cut to 8,192 bytes. */
+  error?: string;
+}
+
 /** An enqueue's options as the wire's body (docs/api.md, "Enqueue"). */
 function enqueueBody(enqueue: BatchItem): Record<string, unknown> {
   const time = (value: Date | string) => (value instanceof Date ? value.toISOString() : value);
@@ -306,6 +335,20 @@ export interface JobsClient {
    * `created` is false when a job of it still waiting held its dedupe key and was refreshed instead.
    */
   runScheduleNow(name: string): Promise<{ job: Job; created: boolean }>;
+  /**
+   * Renews the lease of an attempt the target took asynchronously (`continueAsync`), reporting progress if given;
+   * answers when the lease now expires. Call it well within the operation's lease. `JobNotRunningError`: the attempt is
+   * over (cancelled, or rescued after a missed heartbeat), stop working on it. Authenticated by the attempt's own
+   * delivery token (`attempt.token`): no `sign` or `adminToken` is needed.
+   */
+  heartbeat(attempt: AsyncAttempt, options?: HeartbeatOptions): Promise<HeartbeatAnswer>;
+  /** Ends an attempt taken asynchronously as succeeded; answers the job. `JobNotRunningError` if it was over already. */
+  complete(attempt: AsyncAttempt, options?: CompleteOptions): Promise<Job>;
+  /**
+   * Ends an attempt taken asynchronously as failed: the job is retried with backoff or ends dead, as the answer
+   * `options` describes would have; answers the job. `JobNotRunningError` if it was over already.
+   */
+  fail(attempt: AsyncAttempt, options?: FailOptions): Promise<Job>;
 }
 
 /** Creates a client of one opqueue service. */
@@ -441,6 +484,21 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
   function traceHeaders(traceparent: string | undefined): Record<string, string> {
     const context = traceparent ?? currentDelivery()?.traceparent;
     return context === undefined ? {} : { traceparent: context };
+  }
+
+  /** The authorization of a target's call on its attempt: the delivery token the attempt was sent with. */
+  function attemptAuthorization(attempt: AsyncAttempt, call: string): () => Promise<string> {
+    if (typeof attempt?.token !== "string" || attempt.token === "") {
+      throw new Error(`${call}: the attempt has no token: keep the delivery's jobId, attempt and token when you continueAsync`);
+    }
+    return async () => `Bearer ${attempt.token}`;
+  }
+
+  /** POST /jobs/{id}/{action} as the target of `attempt`. */
+  async function callBack<T>(attempt: AsyncAttempt, action: "heartbeat" | "complete" | "fail", body: object): Promise<T> {
+    const authorization = attemptAuthorization(attempt, action);
+    const path = `/jobs/${pathSegment(attempt.jobId, `${action}: attempt.jobId`)}/${action}`;
+    return (await call<T>("POST", path, authorization, body)).body;
   }
 
   const client: JobsClient = {
@@ -602,6 +660,26 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
       const path = `/schedules/${pathSegment(name, "runScheduleNow: name")}/run-now`;
       const answer = await call<{ job: Job }>("POST", path, adminAuthorization);
       return { job: answer.body.job, created: answer.status === 201 };
+    },
+    async heartbeat(attempt, heartbeatOptions = {}) {
+      // `progress: undefined` is no progress, as JSON would drop it; null is a value.
+      const body = "progress" in heartbeatOptions && heartbeatOptions.progress !== undefined ? { progress: heartbeatOptions.progress } : {};
+      return callBack<HeartbeatAnswer>(attempt, "heartbeat", body);
+    },
+    async complete(attempt, completeOptions = {}) {
+      const body = {
+        ...(completeOptions.statusCode === undefined ? {} : { status_code: completeOptions.statusCode }),
+        ...(completeOptions.result === undefined ? {} : { result: completeOptions.result }),
+      };
+      return (await callBack<{ job: Job }>(attempt, "complete", body)).job;
+    },
+    async fail(attempt, failOptions = {}) {
+      const body = {
+        ...(failOptions.retry === undefined ? {} : { retry: failOptions.retry }),
+        ...(failOptions.statusCode === undefined ? {} : { status_code: failOptions.statusCode }),
+        ...(failOptions.error === undefined ? {} : { error: failOptions.error }),
+      };
+      return (await callBack<{ job: Job }>(attempt, "fail", body)).job;
     },
   };
   return client;

@@ -27,7 +27,7 @@ export type TerminalReason = (typeof TERMINAL_REASONS)[number];
 /** Every `code` an error answer of the service can carry, by HTTP status. */
 export const ERROR_CODES = {
   400: ["invalid_request", "payload_too_large", "invalid_on_behalf_of", "missing_path_param", "invalid_path_param"],
-  401: ["invalid_assertion", "unauthenticated"],
+  401: ["invalid_assertion", "unauthenticated", "invalid_delivery_token"],
   403: ["trigger_not_allowed", "on_behalf_of_not_allowed", "chain_mismatch", "site_admin_required"],
   404: ["job_not_found", "not_found", "operation_not_found", "chain_not_found", "schedule_not_found"],
   409: [
@@ -39,6 +39,7 @@ export const ERROR_CODES = {
     "chain_exists",
     "schedule_exists",
     "schedule_read_only",
+    "job_not_running",
   ],
   413: ["body_too_large"],
   415: ["unsupported_media_type"],
@@ -144,6 +145,16 @@ export interface JobExtensions {
   expires_at: string | null;
   /** Its W3C trace context, or null. */
   traceparent: string | null;
+  /** The latest attempt its target took asynchronously (202 with x-job-async: 1), and when; null if none was. */
+  async: { attempt: number; accepted_at: string } | null;
+  /** The latest progress a target's heartbeat reported: by which attempt, its JSON value, and when; null if none. */
+  progress: { attempt: number; value: unknown; reported_at: string } | null;
+}
+
+/** The answer to a heartbeat (`POST /jobs/{id}/heartbeat`). */
+export interface HeartbeatAnswer {
+  /** When the attempt is rescued (retried) unless another heartbeat, a complete or a fail comes first. */
+  lease_expires_at: string;
 }
 
 /** Who did an administrator's action (the admin token's `sub`), and when. */

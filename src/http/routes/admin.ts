@@ -321,7 +321,9 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       onRequest: adminOnly,
       schema: {
         operationId: "getJobExtensions",
-        summary: "What opqueue keeps of a job beyond the contract's wire form: its rate key, expiry and trace context",
+        summary:
+          "What opqueue keeps of a job beyond the contract's wire form: its rate key, expiry, trace context, and its " +
+          "latest asynchronous attempt and progress",
         tags: ["jobs"],
         security: adminSecurity,
         params: JobIdParams,
@@ -329,13 +331,21 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       },
     },
     async (request) => {
-      const row = await store.jobGet({ id: request.params.id });
+      const [row, asyncState] = await Promise.all([
+        store.jobGet({ id: request.params.id }),
+        store.jobAsyncStateGet({ id: request.params.id }),
+      ]);
       if (!row) throw jobNotFound(request.params.id);
+      const accepted = asyncState?.accepted ?? null;
+      const progress = asyncState?.progress ?? null;
       return {
         extensions: {
           rate_key: row.rateKey,
           expires_at: row.expiresAt === null ? null : formatTime(row.expiresAt),
           traceparent: row.traceparent,
+          async: accepted === null ? null : { attempt: accepted.attempt, accepted_at: formatTime(accepted.at) },
+          progress:
+            progress === null ? null : { attempt: progress.attempt, value: progress.value, reported_at: formatTime(progress.at) },
         },
       };
     },

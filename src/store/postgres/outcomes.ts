@@ -2,6 +2,7 @@
  * Outcome writes of the PostgreSQL engine: terminal outcomes in one statement, requeues in one transaction (their
  * chains locked first), each conditional on the job still running that attempt of that claim.
  */
+import type pg from "pg";
 import type { JobAttempt, JobOutcome } from "../../job/job.js";
 import type { JobResult } from "../../job/schemas.js";
 import type { AttemptRefund } from "../store.js";
@@ -67,19 +68,31 @@ export async function requeueMany(
   return db.transaction(async (client) => {
     if (params.lazy) await client.query("SET LOCAL synchronous_commit = off");
     await client.query(LOCK_CHAINS_OF_JOBS, [items.map((item) => item.id)]);
-    const rows = await client.query<PgRow>({
-      name: "opqueue_requeue_many",
-      text: REQUEUE_MANY,
-      values: [
-        items.map((item) => item.id),
-        items.map((item) => item.attempt),
-        items.map((item) => Math.round(item.delayMs)),
-        items.map((item) => JSON.stringify(item.result)),
-        params.refund,
-        params.now,
-        items.map((item) => item.startedAt ?? null),
-      ],
-    });
-    return rows.rows.map((row) => `${String(row["id"])}:${Number(row["old_attempt"])}`);
+    return requeueIn(client, params);
   });
+}
+
+/**
+ * The requeue statement of `requeueMany`, in the caller's transaction, which has locked the jobs' chains
+ * (`LOCK_CHAINS_OF_JOBS`) first. Returns the attempts written, as "id:attempt".
+ */
+export async function requeueIn(
+  client: pg.PoolClient,
+  params: { items: Array<JobAttempt & { delayMs: number; result: JobResult }>; refund: AttemptRefund | "none"; now: Date | "now" },
+): Promise<string[]> {
+  const { items } = params;
+  const rows = await client.query<PgRow>({
+    name: "opqueue_requeue_many",
+    text: REQUEUE_MANY,
+    values: [
+      items.map((item) => item.id),
+      items.map((item) => item.attempt),
+      items.map((item) => Math.round(item.delayMs)),
+      items.map((item) => JSON.stringify(item.result)),
+      params.refund,
+      params.now,
+      items.map((item) => item.startedAt ?? null),
+    ],
+  });
+  return rows.rows.map((row) => `${String(row["id"])}:${Number(row["old_attempt"])}`);
 }

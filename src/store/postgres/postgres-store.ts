@@ -25,7 +25,15 @@
  */
 import type pg from "pg";
 import type { Clock } from "../../clock.js";
-import type { JobAttempt, JobAttemptRow, JobOutcome, JobRow, LeaseLimits } from "../../job/job.js";
+import type {
+  CallbackToken,
+  JobAsyncState,
+  JobAttempt,
+  JobAttemptRow,
+  JobOutcome,
+  JobRow,
+  LeaseLimits,
+} from "../../job/job.js";
 import type { JobResult } from "../../job/schemas.js";
 import { JOB_STATUSES, type JobStatus } from "../../job/statuses.js";
 import { requireWholeMinutes, toBuckets } from "../attempt-buckets.js";
@@ -35,6 +43,8 @@ import {
   type AttemptBucket,
   type AttemptRefund,
   type DeadJobFilter,
+  type ExternalHeartbeatOutcome,
+  type ExternalSetStateOutcome,
   type JobCancelFilter,
   type JobCancelOutcome,
   type JobInsertOutcome,
@@ -55,6 +65,7 @@ import type { LimitsSource, OperationControl, OperationLimits, PausedKey } from 
 import type { CronTick, ScheduleFields, ScheduleRow } from "../../schedules/schedule.js";
 import * as schedules from "./schedules.js";
 import { SCHEDULE_IN_FORCE } from "./sql/schedules.js";
+import { asyncState, heartbeatExternal, markAsync, setStateExternal } from "./async.js";
 import { adminActionList, cancelChain, cancelJob, cancelMany, retryDeadMany, retryJob, runNow } from "./admin.js";
 import * as flow from "./flow.js";
 import { connectionSettings, defaultSchema, PgConnection } from "./connection.js";
@@ -343,14 +354,41 @@ export class PostgresStore implements Store {
 
   async jobListExpired(params: { lease: LeaseLimits; limit: number }): Promise<JobRow[]> {
     const operations = Object.entries(params.lease.byOperation);
+    const asyncOperations = Object.entries(params.lease.asyncByOperation ?? {});
     const rows = await this.db.query(LIST_EXPIRED, [
       this.statementNow(),
       params.lease.defaultMs,
       operations.map(([operationId]) => operationId),
       operations.map(([, leaseMs]) => leaseMs),
       Math.max(0, params.limit),
+      asyncOperations.map(([operationId]) => operationId),
+      asyncOperations.map(([, leaseMs]) => leaseMs),
     ]);
     return rows.map(toJobRow);
+  }
+
+  async jobMarkAsyncIfRunning(params: { job: JobAttempt; tokenHash: string }): Promise<boolean> {
+    return markAsync(this.db, { ...params, now: this.statementNow() });
+  }
+
+  async jobHeartbeatExternal(params: {
+    id: string;
+    attempt: number;
+    token: CallbackToken;
+    progressJson?: string | undefined;
+  }): Promise<ExternalHeartbeatOutcome> {
+    if (unstorable(params.id)) return this.assertOpen({ kind: "not_found" });
+    return heartbeatExternal(this.db, { ...params, now: this.statementNow() });
+  }
+
+  async jobSetStateExternal(params: { outcome: JobOutcome; token: CallbackToken }): Promise<ExternalSetStateOutcome> {
+    if (unstorable(params.outcome.id)) return this.assertOpen({ kind: "not_found" });
+    return setStateExternal(this.db, { ...params, now: this.statementNow() });
+  }
+
+  async jobAsyncStateGet(params: { id: string }): Promise<JobAsyncState | undefined> {
+    if (unstorable(params.id)) return this.assertOpen(undefined);
+    return asyncState(this.db, params);
   }
 
   async jobRequeueMany(params: { jobs: JobAttempt[]; delayMs: number; errorBody: string; refund: AttemptRefund }): Promise<number> {

@@ -1,5 +1,5 @@
 /** Rows as better-sqlite3 returns them, turned into the engine-independent shapes of the Store. */
-import type { JobAttemptRow, JobRow } from "../../job/job.js";
+import type { JobAsyncState, JobAttemptRow, JobRow } from "../../job/job.js";
 import type { JobResult } from "../../job/schemas.js";
 import type { JobStatus } from "../../job/statuses.js";
 import type { ChainRow, JobInsertParams } from "../store.js";
@@ -68,6 +68,30 @@ export interface SqliteAttemptRow {
   outcome: JobStatus;
   status_code: number | null;
   error_body: string | null;
+}
+
+/** The asynchronous side of a job (migration 0008) as better-sqlite3 returns it. */
+export interface SqliteAsyncRow {
+  async_attempt: number | null;
+  async_started_at: number | null;
+  async_at: number | null;
+  progress: string | null;
+  progress_at: number | null;
+  progress_attempt: number | null;
+}
+
+/** The asynchronous side of a job as the Store gives it. */
+export function toAsyncState(row: SqliteAsyncRow): JobAsyncState {
+  const { async_attempt: attempt, async_started_at: startedAt, async_at: at } = row;
+  const { progress_attempt: progressAttempt, progress_at: progressAt } = row;
+  return {
+    accepted: attempt === null || startedAt === null || at === null ? null : { attempt, startedAt, at },
+    // Never reported: the columns are NULL. A heartbeat's JSON null is stored as the text "null", a value like any.
+    progress:
+      progressAttempt === null || progressAt === null || row.progress === null
+        ? null
+        : { attempt: progressAttempt, value: JSON.parse(row.progress) as unknown, at: progressAt },
+  };
 }
 
 /** A row of `job_attempts`. */

@@ -20,11 +20,21 @@ import Database from "better-sqlite3";
 import type { Clock } from "../../clock.js";
 import type { LimitsSource, OperationControl, OperationLimits, PausedKey } from "../../flow/limits.js";
 import type { CronTick, ScheduleFields, ScheduleRow } from "../../schedules/schedule.js";
-import { runTimeAt, type JobAttempt, type JobAttemptRow, type JobOutcome, type JobRow, type LeaseLimits } from "../../job/job.js";
+import {
+  runTimeAt,
+  type CallbackToken,
+  type JobAsyncState,
+  type JobAttempt,
+  type JobAttemptRow,
+  type JobOutcome,
+  type JobRow,
+  type LeaseLimits,
+} from "../../job/job.js";
 import type { JobResult } from "../../job/schemas.js";
 import { JOB_STATUSES, type JobStatus } from "../../job/statuses.js";
 import { toBuckets } from "../attempt-buckets.js";
 import { createdJobRow } from "../created-row.js";
+import { externalCallRefusal, type ExternalCallTarget } from "../external-calls.js";
 import type { Settled } from "../group-commit.js";
 import {
   StoreUnavailableError,
@@ -32,6 +42,8 @@ import {
   type AttemptRefund,
   type DatabaseBackupSummary,
   type DeadJobFilter,
+  type ExternalHeartbeatOutcome,
+  type ExternalSetStateOutcome,
   type JobCancelFilter,
   type JobCancelOutcome,
   type JobInsertOutcome,
@@ -49,7 +61,7 @@ import {
 } from "../store.js";
 import { lockedError, mapError } from "./errors.js";
 import { migrate } from "./migrate.js";
-import { mayUpsert, toAttemptRow, toChainRow, toJobRow, type SqliteJobRow } from "./rows.js";
+import { mayUpsert, toAsyncState, toAttemptRow, toChainRow, toJobRow, type SqliteJobRow } from "./rows.js";
 import { AdminWrites } from "./admin.js";
 import { claimMany, type LaneCursor } from "./claim.js";
 import { FlowWrites, Gates } from "./flow.js";
@@ -395,11 +407,77 @@ export class SqliteEngine {
         .all({
           now: this.clock.now(),
           leases: JSON.stringify(lease.byOperation),
+          async_leases: JSON.stringify(lease.asyncByOperation ?? {}),
           default_ms: lease.defaultMs,
           limit: params.limit,
         })
         .map(toJobRow),
     );
+  }
+
+  jobMarkAsyncIfRunning(params: { job: JobAttempt; tokenHash: string }): boolean {
+    const { job } = params;
+    // Lazy like a heartbeat: a mark lost to a power cut leaves the attempt's lease to expire, and the job is retried.
+    return this.writeLazily(
+      () =>
+        this.statements.markAsync.run({
+          id: job.id,
+          attempt: job.attempt,
+          started_at: job.startedAt ?? null,
+          now: this.clock.now(),
+          token_hash: params.tokenHash,
+        }).changes > 0,
+    );
+  }
+
+  /** The job a target's call names, as `externalCallRefusal` judges it; undefined if there is none. */
+  private callTarget(id: string): ExternalCallTarget | undefined {
+    const row = this.statements.callTarget.get(id);
+    if (row === undefined) return undefined;
+    return { job: toJobRow(row), async: row.is_async === 1, asyncTokenHash: row.async_token_hash };
+  }
+
+  jobHeartbeatExternal(params: {
+    id: string;
+    attempt: number;
+    token: CallbackToken;
+    progressJson?: string | undefined;
+  }): ExternalHeartbeatOutcome {
+    return this.writeLazily(() => {
+      const target = this.callTarget(params.id);
+      const refusal = externalCallRefusal({ target, attempt: params.attempt, token: params.token });
+      if (refusal !== undefined || target === undefined) return refusal ?? { kind: "not_found" };
+      const now = this.clock.now();
+      this.statements.heartbeatExternal.run({
+        id: params.id,
+        attempt: params.attempt,
+        now,
+        has_progress: params.progressJson === undefined ? 0 : 1,
+        progress: params.progressJson ?? null,
+      });
+      return { kind: "renewed", heartbeatAt: now, async: target.async };
+    });
+  }
+
+  jobSetStateExternal(params: { outcome: JobOutcome; token: CallbackToken }): ExternalSetStateOutcome {
+    const { outcome, token } = params;
+    // Durable: the target is told its outcome is recorded, and may forget its work once it hears so.
+    return this.write(() => {
+      const target = this.callTarget(outcome.id);
+      const refusal = externalCallRefusal({ target, attempt: outcome.attempt, startedAt: outcome.startedAt, token });
+      if (refusal !== undefined) return refusal;
+      if (!this.outcomes.setStateIfRunning(outcome, this.clock.now())) {
+        throw new Error(`job ${outcome.id} changed inside the transaction of a target's call`);
+      }
+      const row = this.statements.getById.get(outcome.id);
+      if (!row) throw new Error(`job ${outcome.id} vanished inside the transaction of a target's call`);
+      return { kind: "written", job: toJobRow(row) };
+    });
+  }
+
+  jobAsyncStateGet(params: { id: string }): JobAsyncState | undefined {
+    const row = this.read(() => this.statements.asyncState.get(params.id));
+    return row === undefined ? undefined : toAsyncState(row);
   }
 
   jobRequeueMany(params: { jobs: JobAttempt[]; delayMs: number; errorBody: string; refund: AttemptRefund }): number {

@@ -208,6 +208,10 @@ export class SqliteStore implements Store, OnlineBackup {
   }
 
   readonly jobListExpired = this.forward("jobListExpired");
+  readonly jobMarkAsyncIfRunning = this.forward("jobMarkAsyncIfRunning");
+  readonly jobHeartbeatExternal = this.forward("jobHeartbeatExternal");
+  readonly jobSetStateExternal = this.forward("jobSetStateExternal");
+  readonly jobAsyncStateGet = this.forward("jobAsyncStateGet");
   jobRequeueMany(params: { jobs: JobAttempt[]; delayMs: number; errorBody: string; refund: AttemptRefund }): Promise<number> {
     if (params.jobs.length === 0) return Promise.resolve(0);
     return this.call("jobRequeueMany", params);

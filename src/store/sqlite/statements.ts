@@ -9,7 +9,7 @@ import type { JobStatus } from "../../job/statuses.js";
 import type { AdminAction } from "../../job/statuses.js";
 import { prepareFlowStatements } from "./flow.js";
 import { prepare, preparePluck } from "./prepared.js";
-import type { SqliteAttemptRow, SqliteChainRow, SqliteJobRow } from "./rows.js";
+import type { SqliteAsyncRow, SqliteAttemptRow, SqliteChainRow, SqliteJobRow } from "./rows.js";
 import { prepareScheduleStatements } from "./schedules.js";
 
 /** The statuses a job can be claimed in (and holds its dedupe key in). */
@@ -18,6 +18,12 @@ export const CLAIMABLE = "status IN ('pending', 'retrying')";
 /** The concurrency keys of running jobs, read through their partial index. */
 const RUNNING_KEYS =
   "SELECT concurrency_key FROM jobs INDEXED BY jobs_running_concurrency_key WHERE concurrency_key IS NOT NULL AND status = 'running'";
+
+/**
+ * The job's current attempt is the one its target took asynchronously: the mark names this attempt of this claim
+ * (migration 0008). Null, not false, for a job never marked.
+ */
+const TAKEN_ASYNC = "(jobs.async_attempt = jobs.attempt AND jobs.async_started_at = jobs.started_at)";
 
 /** Prepares the engine's statements on `db`. */
 export function prepareStatements(db: Database.Database) {
@@ -179,13 +185,45 @@ export function prepareStatements(db: Database.Database) {
       "UPDATE jobs SET heartbeat_at = :now WHERE id = :id AND status = 'running' AND attempt = :attempt",
     ),
     // Each job held to its own operation's lease (:leases, a JSON object by operation) before the limit, so jobs
-    // still within a longer lease never crowd expired ones out of the batch.
-    expired: prepare<{ now: number; leases: string; default_ms: number; limit: number }, SqliteJobRow>(
+    // still within a longer lease never crowd expired ones out of the batch; an attempt taken asynchronously to its
+    // operation's asynchronous lease (:async_leases) when it has one.
+    expired: prepare<{ now: number; leases: string; async_leases: string; default_ms: number; limit: number }, SqliteJobRow>(
       db,
       `SELECT jobs.* FROM jobs INDEXED BY jobs_running_heartbeat
          LEFT JOIN json_each(:leases) AS lease ON lease.key = jobs.operation_id
-       WHERE jobs.status = 'running' AND jobs.heartbeat_at < :now - coalesce(lease.value, :default_ms)
+         LEFT JOIN json_each(:async_leases) AS async_lease ON async_lease.key = jobs.operation_id
+           AND ${TAKEN_ASYNC}
+       WHERE jobs.status = 'running'
+         AND jobs.heartbeat_at < :now - coalesce(async_lease.value, lease.value, :default_ms)
        ORDER BY jobs.heartbeat_at LIMIT :limit`,
+    ),
+    // A target's call on an attempt (migration 0008): the job, whether its current attempt was taken asynchronously,
+    // and the token that attempt is bound to. Read in the call's write transaction, then judged (external-calls.ts).
+    callTarget: prepare<[string], SqliteJobRow & { is_async: number; async_token_hash: string | null }>(
+      db,
+      `SELECT *, coalesce(${TAKEN_ASYNC}, 0) AS is_async FROM jobs WHERE id = ?`,
+    ),
+    // The target answered 202 with x-job-async: 1: the attempt of this claim is marked, bound to its token, and its
+    // lease starts now.
+    markAsync: prepare<{ id: string; attempt: number; started_at: number | null; now: number; token_hash: string }>(
+      db,
+      `UPDATE jobs SET async_attempt = attempt, async_started_at = started_at, async_at = :now,
+         async_token_hash = :token_hash, heartbeat_at = :now
+       WHERE id = :id AND status = 'running' AND attempt = :attempt
+         AND (:started_at IS NULL OR started_at = :started_at)`,
+    ),
+    // A target's heartbeat: the lease renewed, and the progress replaced when the heartbeat carries one.
+    heartbeatExternal: prepare<{ id: string; attempt: number; now: number; has_progress: number; progress: string | null }>(
+      db,
+      `UPDATE jobs SET heartbeat_at = :now,
+         progress = CASE WHEN :has_progress THEN :progress ELSE progress END,
+         progress_at = CASE WHEN :has_progress THEN :now ELSE progress_at END,
+         progress_attempt = CASE WHEN :has_progress THEN attempt ELSE progress_attempt END
+       WHERE id = :id AND status = 'running' AND attempt = :attempt`,
+    ),
+    asyncState: prepare<[string], SqliteAsyncRow>(
+      db,
+      `SELECT async_attempt, async_started_at, async_at, progress, progress_at, progress_attempt FROM jobs WHERE id = ?`,
     ),
     // Jobs whose key is running are not claimable (docs/delivery.md, "Dispatch"), so they do not count: were they
     // counted, a due job behind a busy key would make the dispatcher's timer fire at once, again and again, until the

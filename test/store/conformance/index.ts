@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { adminCases } from "./admin.js";
 import { chainCases } from "./chains.js";
+import { asyncJobCases } from "./async-jobs.js";
 import { claimCases } from "./claim.js";
 import { completeCases } from "./complete.js";
 import { flowCases } from "./flow.js";
@@ -34,6 +35,7 @@ export function runStoreConformance(options: StoreConformanceOptions): void {
     listCases(suite);
     maintenanceCases(suite);
     scheduleCases(suite);
+    asyncJobCases(suite);
     propertyCases(suite);
 
     test("every skipped case names a case of the suite", () => {

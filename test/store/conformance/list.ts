@@ -165,6 +165,15 @@ export function listCases(suite: Suite): void {
           }),
         jobHeartbeatMany: () => store.jobHeartbeatMany({ jobs: [{ id: job.id, attempt: 1 }] }),
         jobListExpired: () => store.jobListExpired({ lease: { defaultMs: 0, byOperation: {} }, limit: 10 }),
+        jobMarkAsyncIfRunning: () => store.jobMarkAsyncIfRunning({ job: { id: job.id, attempt: 1 }, tokenHash: "h" }),
+        jobHeartbeatExternal: () =>
+          store.jobHeartbeatExternal({ id: job.id, attempt: 1, token: { hash: "h", expired: false }, progressJson: "1" }),
+        jobSetStateExternal: () =>
+          store.jobSetStateExternal({
+            outcome: { id: job.id, attempt: 1, status: "succeeded", result: { error_body: null, terminal_reason: null } },
+            token: { hash: "h", expired: false },
+          }),
+        jobAsyncStateGet: () => store.jobAsyncStateGet({ id: job.id }),
         jobRequeueMany: () =>
           store.jobRequeueMany({ jobs: [{ id: job.id, attempt: 1 }], delayMs: 0, errorBody: "shutdown", refund: "if-last" }),
         jobNextRunAt: () => store.jobNextRunAt(),

@@ -44,3 +44,9 @@ export function epochMs(column: string): string {
  */
 export const LAZY_COMMIT = "lazy_commit AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true))";
 
+
+/**
+ * The current attempt of the job_state row `s` is the one its target took asynchronously: the mark names this attempt
+ * of this claim (migration 0014). Null, not false, for a job never marked.
+ */
+export const TAKEN_ASYNC = "(s.async_attempt = s.attempt AND s.async_started_at = s.started_at)";

@@ -1,5 +1,5 @@
 /** Outcome writes, requeues, heartbeats and the rescuer's read: everything that ends or renews a running attempt. */
-import { BY_SEQ, CLAIMABLE, epochMs, LAZY_COMMIT } from "./common.js";
+import { BY_SEQ, CLAIMABLE, epochMs, JOB_COLUMNS, LAZY_COMMIT, TAKEN_ASYNC } from "./common.js";
 
 /** Records the attempts a CTE named `source` just wrote (id, attempt, started_at, status, result). */
 function LOG_ATTEMPTS_SQL(source: string, now: string, attemptColumn = "attempt"): string {
@@ -22,9 +22,11 @@ function COUNT_ATTEMPTS_SQL(source: string, now: string): string {
  * Terminal outcomes (succeeded, dead) of running attempts. $1 ids, $2 attempts, $3 statuses, $4 results (JSON text),
  * $5 now, $6 the claims' start times (ms, or null). A failure of a job whose chain was cancelled ends it
  * cancelled-by-chain; the chain is looked up for failures only. A chain cancel committing meanwhile finds the job
- * running and leaves it, as if the cancel came just after the outcome. Answers the attempts it wrote.
+ * running and leaves it, as if the cancel came just after the outcome. Answers the attempts it wrote. `lazy`: the
+ * commit does not wait for the WAL (see `LAZY_COMMIT`), for the outcomes no client waits on.
  */
-export const FINISH_MANY = `WITH ${LAZY_COMMIT},
+function finishManySql(options: { lazy: boolean }): string {
+  return `WITH ${options.lazy ? `${LAZY_COMMIT},` : ""}
   o AS MATERIALIZED (
     SELECT o.*, j.seq, CASE WHEN o.status = 'dead' THEN EXISTS (
         SELECT 1 FROM chains c WHERE c.original_request_id = j.original_request_id AND c.cancelled_at IS NOT NULL)
@@ -40,7 +42,14 @@ export const FINISH_MANY = `WITH ${LAZY_COMMIT},
       AND (o.started_ms IS NULL OR ${epochMs("s.started_at")} = o.started_ms)
     RETURNING o.id, s.attempt, s.started_at, s.status, s.result
   ), logged AS (${LOG_ATTEMPTS_SQL("done", "$5")}), counted AS (${COUNT_ATTEMPTS_SQL("done", "$5")})
-  SELECT id, attempt FROM done, lazy_commit`;
+  SELECT id, attempt FROM done${options.lazy ? ", lazy_commit" : ""}`;
+}
+
+/** `finishManySql` for the completer and the rescuer: committed lazily. */
+export const FINISH_MANY = finishManySql({ lazy: true });
+
+/** `finishManySql` for a target's complete or fail, which the target is told of: committed durably. */
+export const FINISH_MANY_DURABLY = finishManySql({ lazy: false });
 
 /**
  * The chain rows of jobs going back to the queue, read FOR SHARE before the requeue: a chain cancel running at the
@@ -107,10 +116,15 @@ export const HEARTBEAT_MANY = `WITH ${LAZY_COMMIT}, o AS ${BY_SEQ("unnest($1::te
 /**
  * Running jobs whose lease has expired, oldest heartbeat first. Reads every running job through job_state_status_seq
  * and sorts them here: no index reads heartbeat_at, so a heartbeat is a HOT update (migration 0005), and running jobs
- * are few. Each job is held to its operation's lease, on the database's clock. $1 now, $2 the default lease (ms),
- * $3 operations with a lease of their own, $4 their leases, $5 limit.
+ * are few. Each job is held to its operation's lease, on the database's clock, and an attempt its target took
+ * asynchronously to its operation's asynchronous lease when it has one (migration 0014). $1 now, $2 the default lease
+ * (ms), $3 operations with a lease of their own, $4 their leases, $5 limit, $6 operations with an asynchronous lease of
+ * their own, $7 those leases.
  */
-export const LIST_EXPIRED = `SELECT jobs.* FROM jobs LEFT JOIN unnest($3::text[], $4::bigint[]) AS l(operation_id, lease_ms) USING (operation_id)
-  WHERE status = 'running'
-    AND heartbeat_at < $1::timestamptz - coalesce(l.lease_ms, $2) * interval '1 millisecond'
-  ORDER BY heartbeat_at LIMIT $5`;
+export const LIST_EXPIRED = `SELECT ${JOB_COLUMNS} FROM job_state s JOIN job_specs j ON j.seq = s.seq
+  LEFT JOIN unnest($3::text[], $4::bigint[]) AS l(operation_id, lease_ms) ON l.operation_id = j.operation_id
+  LEFT JOIN unnest($6::text[], $7::bigint[]) AS a(operation_id, lease_ms) ON a.operation_id = j.operation_id
+    AND ${TAKEN_ASYNC}
+  WHERE s.status = 'running'
+    AND s.heartbeat_at < $1::timestamptz - coalesce(a.lease_ms, l.lease_ms, $2) * interval '1 millisecond'
+  ORDER BY s.heartbeat_at LIMIT $5`;

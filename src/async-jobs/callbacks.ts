@@ -1,0 +1,139 @@
+/**
+ * A target's calls on an attempt it took asynchronously (docs/delivery.md, "Long jobs"): heartbeat, complete, fail.
+ * The caller's delivery token was verified by the route's hook; the store judges, in the write's own transaction,
+ * whether that token may still act on that attempt, and writes. This turns the store's answers into the API's, wakes
+ * the dispatcher for a retry, and lets telemetry see each written end. Each refusal throws its `ApiError`.
+ */
+import type { DeliveryCaller } from "../auth/delivery-tokens.js";
+import type { Clock } from "../clock.js";
+import type { WorkNotifier } from "../dispatcher/notifier.js";
+import { ApiError } from "../errors.js";
+import type { JobRow } from "../job/job.js";
+import type { AttemptDecision } from "../job/retry-policy.js";
+import type { PerOperationSettings } from "../operations/settings.js";
+import type { ExternalCallRefusal, Store } from "../store/store.js";
+import type { OpqueueEvents, Telemetry } from "../telemetry/events.js";
+import { completeDecision, failDecision } from "./decisions.js";
+import type { CompleteBody, FailBody } from "./schemas.js";
+
+/** What the calls need from the running service. */
+export interface CallbackDeps {
+  store: Store;
+  settings: PerOperationSettings;
+  telemetry: Telemetry;
+  notifier: WorkNotifier;
+  /** The database's clock as this node knows it, against which a retry's Retry-After date would be read. */
+  clock: Clock;
+  /** Jitter of a retry's backoff; `Math.random` by default. */
+  random?: () => number;
+}
+
+/** The refusal of a call the store would not write, as the API answers it. */
+function refusalError(refusal: ExternalCallRefusal, caller: DeliveryCaller): ApiError {
+  const named = `attempt ${caller.attempt} of job "${caller.jobId}"`;
+  switch (refusal.kind) {
+    case "not_found":
+      return new ApiError(404, "job_not_found", `no job has id "${caller.jobId}" (it may have been deleted by retention)`);
+    case "not_running": {
+      const { job } = refusal;
+      const now =
+        job.status !== "running"
+          ? `the job is ${job.status}`
+          : job.attempt !== caller.attempt
+            ? `the job runs attempt ${job.attempt} now`
+            : "the job runs another claim of that attempt now";
+      return new ApiError(409, "job_not_running", `${named} is over: ${now}; stop working on it`);
+    }
+    case "token_refused":
+      return new ApiError(
+        401,
+        "invalid_delivery_token",
+        refusal.reason === "other_token"
+          ? `${named} was taken asynchronously with another delivery token; only that one acts on it`
+          : `token expired: a delivery token outlives its exp only once its target has taken the attempt asynchronously ` +
+            `(answered 202 with x-job-async: 1), and ${named} has not been`,
+      );
+  }
+}
+
+/** Renews the lease of the caller's attempt (and keeps its progress, if given); answers when the lease now expires. */
+export async function heartbeatAttempt(
+  deps: CallbackDeps,
+  options: { caller: DeliveryCaller; progress?: { value: unknown } },
+): Promise<{ leaseExpiresAt: number }> {
+  const { caller, progress } = options;
+  const outcome = await deps.store.jobHeartbeatExternal({
+    id: caller.jobId,
+    attempt: caller.attempt,
+    token: caller.token,
+    progressJson: progress === undefined ? undefined : JSON.stringify(progress.value),
+  });
+  if (outcome.kind !== "renewed") throw refusalError(outcome, caller);
+  const settings = deps.settings.of(caller.operationId);
+  return { leaseExpiresAt: outcome.heartbeatAt + (outcome.async ? settings.asyncLeaseMs : settings.leaseMs) };
+}
+
+/** Ends the caller's attempt as succeeded; answers the job as it now is. */
+export async function completeAttempt(deps: CallbackDeps, options: { caller: DeliveryCaller; body: CompleteBody }): Promise<JobRow> {
+  return endAttempt(deps, { caller: options.caller, via: "complete", decide: () =>
+    completeDecision(options.body, { storeResult: deps.settings.of(options.caller.operationId).storeResult }),
+  });
+}
+
+/** Ends the caller's attempt as failed (retried, or dead, by the rules of an answer); answers the job as it now is. */
+export async function failAttempt(deps: CallbackDeps, options: { caller: DeliveryCaller; body: FailBody }): Promise<JobRow> {
+  const random = deps.random ?? Math.random;
+  return endAttempt(deps, {
+    caller: options.caller,
+    via: "fail",
+    decide: (job) =>
+      failDecision({
+        body: options.body,
+        attempt: job.attempt,
+        maxAttempts: job.maxAttempts,
+        now: deps.clock.now(),
+        retry: deps.settings.of(job.operationId).retry,
+        random: random(),
+      }),
+  });
+}
+
+/**
+ * Reads the job (its attempts left and its claim), decides, and writes the decision under the store's judgement of
+ * the token, conditional on that very claim: between the read and the write, a cancel, a rescue or another call may
+ * come first, and then nothing is written.
+ */
+async function endAttempt(
+  deps: CallbackDeps,
+  options: { caller: DeliveryCaller; via: "complete" | "fail"; decide: (job: JobRow) => AttemptDecision },
+): Promise<JobRow> {
+  const { caller } = options;
+  const job = await deps.store.jobGet({ id: caller.jobId });
+  if (job === undefined) throw refusalError({ kind: "not_found" }, caller);
+  if (job.operationId !== caller.operationId) {
+    throw new ApiError(401, "invalid_delivery_token", `the token is for operation "${caller.operationId}", the job runs "${job.operationId}"`);
+  }
+  if (job.status !== "running" || job.attempt !== caller.attempt) throw refusalError({ kind: "not_running", job }, caller);
+  const decision = options.decide(job);
+  const outcome = await deps.store.jobSetStateExternal({
+    outcome: { id: job.id, attempt: job.attempt, startedAt: job.startedAt, ...decision },
+    token: caller.token,
+  });
+  if (outcome.kind !== "written") throw refusalError(outcome, caller);
+  const ended = outcome.job;
+  if (ended.status === "retrying") deps.notifier.notify(ended.runAt);
+  // A written outcome leaves the job succeeded, retrying or dead, or cancelled when its chain was (the store decides).
+  const endedStatus = ended.status as OpqueueEvents["async:finished"]["outcome"];
+  deps.telemetry.emit("async:finished", {
+    jobId: ended.id,
+    attempt: caller.attempt,
+    operationId: ended.operationId,
+    via: options.via,
+    outcome: endedStatus,
+    terminalReason: ended.result?.terminal_reason ?? null,
+    statusCode: ended.result?.status_code,
+    retryInMs: decision.status === "retrying" ? decision.delayMs : undefined,
+    error: ended.result?.error_body?.slice(0, 200) ?? null,
+  });
+  return ended;
+}

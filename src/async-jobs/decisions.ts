@@ -1,0 +1,50 @@
+/**
+ * What a target's complete or fail means for its job (docs/delivery.md, "Long jobs"): the decision an answer would
+ * have led to, by the same rules (docs/delivery.md, "How an attempt ends"). Pure: time and randomness come in as
+ * arguments.
+ */
+import { cutUtf8, MAX_ERROR_BODY_BYTES } from "../dispatcher/deliverer.js";
+import { decideAttempt, type AttemptDecision, type RetrySettings } from "../job/retry-policy.js";
+import type { CompleteBody, FailBody } from "./schemas.js";
+
+/** The `error_body` of a fail that gives neither an error nor a status code. */
+export const FAILED_WITHOUT_DETAILS = "the target reported a failure";
+
+/**
+ * A complete: succeeded, as the 2xx it names (200 by default) would have. Its `result`, as JSON, is the job's
+ * `result.body` when the operation stores its results, as a delivered 2xx body would be (docs/chains.md).
+ */
+export function completeDecision(body: CompleteBody, options: { storeResult: boolean }): AttemptDecision {
+  const kept = options.storeResult && body.result !== undefined ? { body: cutUtf8(Buffer.from(JSON.stringify(body.result)), MAX_ERROR_BODY_BYTES) } : {};
+  return { status: "succeeded", result: { status_code: body.status_code ?? 200, error_body: null, terminal_reason: null, ...kept } };
+}
+
+/**
+ * A fail. With a `status_code`, it is that answer, its `error` the body and its `retry` the `x-job-retry` header: the
+ * seven rules decide. Without one, `retry: "never"` ends the job dead (`rejected-by-endpoint`, as the header would),
+ * and otherwise the attempt is retried like one that got no answer: the target knows it failed, not why it
+ * might not again.
+ */
+export function failDecision(options: {
+  body: FailBody;
+  attempt: number;
+  maxAttempts: number;
+  now: number;
+  retry: RetrySettings;
+  /** A number in [0, 1). */
+  random: number;
+}): AttemptDecision {
+  const { body } = options;
+  // Cut like an answer's body, on a UTF-8 boundary; U+0000 and a lone surrogate become U+FFFD, which both engines store.
+  const error = body.error === undefined ? undefined : cutUtf8(Buffer.from(body.error, "utf8"), MAX_ERROR_BODY_BYTES);
+  const rules = { attempt: options.attempt, maxAttempts: options.maxAttempts, now: options.now, retry: options.retry, random: options.random };
+  if (body.status_code !== undefined) {
+    return decideAttempt({
+      ...rules,
+      result: { kind: "response", statusCode: body.status_code, jobRetry: body.retry, retryAfter: undefined, body: error ?? "" },
+    });
+  }
+  const errorBody = error ?? FAILED_WITHOUT_DETAILS;
+  if (body.retry === "never") return { status: "dead", result: { error_body: errorBody, terminal_reason: "rejected-by-endpoint" } };
+  return decideAttempt({ ...rules, result: { kind: "no-response", error: errorBody } });
+}
