@@ -1,6 +1,6 @@
 -- opqueue schema for PostgreSQL, version 14: attempts a target takes asynchronously (docs/delivery.md, "Long jobs").
 --
--- Rolling upgrade: yes. Columns are added, nothing else changes: version 11's nodes go on working beside it. They read
+-- Rolling upgrade: yes. Columns are added, nothing else changes: version 13's nodes go on working beside it. They read
 -- a 202 with x-job-async: 1 as a plain success and do not serve the callback routes, so no target should answer
 -- x-job-async: 1 before every node runs this version.
 --
