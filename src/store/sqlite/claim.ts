@@ -11,7 +11,7 @@
  * creation, and takes each that the gates let through.
  */
 import type { Statements } from "./statements.js";
-import { Gates, type Candidate } from "./flow.js";
+import { Gates, type Candidate, type NextLane } from "./flow.js";
 
 /** Where the last claim stopped visiting lanes: the next one starts after it. */
 export interface LaneCursor {
@@ -153,18 +153,31 @@ function visitLanes(
     if (options.skip.has(`${lane.operationId}\u0000${lane.lane}`)) continue;
     const perLane = Math.min(options.perLane, options.gates.roomInLane(lane.operationId, lane.lane));
     if (perLane <= 0) continue;
-    // A lane's first job may already be a candidate (from the head of the queue): the lane is represented then.
-    const head = s.laneHead.all({
-      operation_id: lane.operationId,
-      lane: lane.lane,
-      now: options.now,
-      closed: options.closed,
-      limit: perLane,
-    });
+    const head = laneHead(s, next, { now: options.now, closed: options.closed, limit: perLane });
     options.add(head);
     found += head.length;
   }
   return at;
+}
+
+/**
+ * A lane's first `limit` due jobs in claim order, read a priority at a time from the highest down, each priority's
+ * earliest run time known before its jobs are read: each read is an index range bounded by the run time, and each
+ * priority probed holds at least one of the lane's jobs, so this never reads more index entries than one walk of the
+ * lane in claim order would, and a lane with nothing due at one priority costs no statement beyond `nextLane`.
+ */
+function laneHead(s: Statements, lane: NextLane, options: { now: number; closed: string; limit: number }): Candidate[] {
+  const where = { operation_id: lane.operation_id, lane: lane.lane };
+  const head: Candidate[] = [];
+  let level: { priority: number; run_at: number } | undefined = lane;
+  while (level !== undefined && head.length < options.limit) {
+    if (level.run_at <= options.now) {
+      head.push(...s.laneHeadAt.all({ ...where, priority: level.priority, now: options.now, closed: options.closed, limit: options.limit - head.length }));
+    }
+    if (level.priority === lane.lowest) break;
+    level = s.lanePriorityBelow.get({ ...where, below: level.priority });
+  }
+  return head;
 }
 
 /** (operation, lane) order as SQLite's BINARY collation has it: by UTF-8 bytes, which is code point order. */

@@ -38,6 +38,16 @@ export interface Candidate {
 
 const CANDIDATE_COLUMNS = "seq, operation_id, lane, concurrency_key, priority, run_at";
 
+/** A lane found by `nextLane`: its first entry in claim order, and its lowest priority. */
+export interface NextLane {
+  operation_id: string;
+  lane: string;
+  /** The lane's highest priority, and the earliest run time of its jobs at it. */
+  priority: number;
+  run_at: number;
+  lowest: number;
+}
+
 /** Prepares the flow control statements on `db`. */
 export function prepareFlowStatements(db: Database.Database) {
   return {
@@ -117,32 +127,47 @@ export function prepareFlowStatements(db: Database.Database) {
     ),
     deleteBuckets: prepare<[number]>(db, "DELETE FROM rate_buckets WHERE tat < ?"),
     // Lanes in (operation, lane) order, each found by probes of jobs_lane: the next lane after a given one (in its
-    // operation, else the first lane of the operations after it), and a lane's first due jobs in claim order, closed
-    // keys stepped over. (operation, lane) > (a, b) as two probes in one statement: SQLite seeks a row value's first
-    // column only, and would walk every job of the last lane to find nothing after it (a drain of one user's jobs went
-    // at half speed).
-    nextLane: prepare<{ operation_id: string; lane: string }, { operation_id: string; lane: string }>(
+    // operation, else the first lane of the operations after it). (operation, lane) > (a, b) as two probes in one
+    // statement: SQLite seeks a row value's first column only, and would walk every job of the last lane to find nothing
+    // after it (a drain of one user's jobs went at half speed). With the lane come its first entry in claim order (its
+    // highest priority and that priority's earliest run time) and its lowest priority, so a lane with nothing due (all
+    // its jobs at one priority, none due) costs this statement alone.
+    nextLane: prepare<{ operation_id: string; lane: string }, NextLane>(
       db,
-      `SELECT operation_id, lane FROM (
-         SELECT * FROM (SELECT operation_id, lane FROM jobs INDEXED BY jobs_lane
+      `SELECT n.operation_id, n.lane, n.priority, n.run_at,
+         (SELECT j.priority FROM jobs j INDEXED BY jobs_lane
+          WHERE j.status IN ('pending', 'retrying') AND j.operation_id = n.operation_id AND j.lane = n.lane
+          ORDER BY j.priority LIMIT 1) AS lowest
+       FROM (
+         SELECT * FROM (SELECT operation_id, lane, priority, run_at FROM jobs INDEXED BY jobs_lane
                         WHERE status IN ('pending', 'retrying') AND operation_id = :operation_id AND lane > :lane
-                        ORDER BY operation_id, lane LIMIT 1)
+                        ORDER BY operation_id, lane, priority DESC, run_at LIMIT 1)
          UNION ALL
-         SELECT * FROM (SELECT operation_id, lane FROM jobs INDEXED BY jobs_lane
+         SELECT * FROM (SELECT operation_id, lane, priority, run_at FROM jobs INDEXED BY jobs_lane
                         WHERE status IN ('pending', 'retrying') AND operation_id > :operation_id
-                        ORDER BY operation_id, lane LIMIT 1))
-       ORDER BY operation_id, lane LIMIT 1`,
+                        ORDER BY operation_id, lane, priority DESC, run_at LIMIT 1)
+         ORDER BY operation_id, lane LIMIT 1) AS n`,
     ),
-    laneHead: prepare<
-      { operation_id: string; lane: string; now: number; closed: string; limit: number },
+    // A lane's head is read one priority at a time: with the priority fixed, run_at <= :now bounds the index range, so
+    // a lane of jobs not yet due costs a probe, not a walk of all of them (a drain beside a backlog of jobs due in an
+    // hour went at a tenth of its speed). The next priority down comes with its earliest run time, by one probe.
+    lanePriorityBelow: prepare<{ operation_id: string; lane: string; below: number }, { priority: number; run_at: number }>(
+      db,
+      `SELECT priority, run_at FROM jobs INDEXED BY jobs_lane
+       WHERE status IN ('pending', 'retrying') AND operation_id = :operation_id AND lane = :lane AND priority < :below
+       ORDER BY priority DESC, run_at LIMIT 1`,
+    ),
+    laneHeadAt: prepare<
+      { operation_id: string; lane: string; priority: number; now: number; closed: string; limit: number },
       Candidate
     >(
       db,
       `SELECT ${CANDIDATE_COLUMNS} FROM jobs INDEXED BY jobs_lane
-       WHERE status IN ('pending', 'retrying') AND operation_id = :operation_id AND lane = :lane AND run_at <= :now
+       WHERE status IN ('pending', 'retrying') AND operation_id = :operation_id AND lane = :lane
+         AND priority = :priority AND run_at <= :now
          AND (expires_at IS NULL OR expires_at > :now)
          AND (concurrency_key IS NULL OR concurrency_key NOT IN (SELECT value FROM json_each(:closed)))
-       ORDER BY priority DESC, run_at, seq LIMIT :limit`,
+       ORDER BY run_at, seq LIMIT :limit`,
     ),
     // The head of the queue: in claim order, and by run time when few are due (see claim.ts).
     claimCandidates: prepare<{ now: number; closed: string; limit: number; offset: number }, Candidate>(

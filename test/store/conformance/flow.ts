@@ -125,6 +125,28 @@ export function flowCases(suite: Suite): void {
       assert.ok(ids(first).includes(lone.id), `the lone job among ${JSON.stringify(first.map((job) => job.userId))}`);
     });
 
+    suite.case("fair claims find a lane's due job behind that lane's later jobs of higher priorities", async ({ store }) => {
+      await Promise.all(Array.from({ length: 300 }, () => insertCreated(store, { userId: "big" })));
+      for (const priority of [9, 5, 5]) await insertCreated(store, { userId: "small", priority, runAt: T0 + 3_600_000 });
+      const due = await insertCreated(store, { userId: "small", priority: 0 });
+      const first = await store.jobClaimMany({ limit: 4 });
+      assert.deepEqual(first.map((job) => [job.userId, job.priority]).sort(), [["big", 0], ["big", 0], ["big", 0], ["small", 0]]);
+      assert.ok(ids(first).includes(due.id));
+    });
+
+    suite.case("claims lane by lane (a per-key rate set) find a lane's due jobs behind its later jobs of higher priorities", async ({ store }) => {
+      await limit(store, "send", { ratePerKey: { limit: 100, periodMs: 1000, burst: 100 } });
+      await Promise.all(Array.from({ length: 50 }, () => insertCreated(store, { operationId: "send", rateKey: "busy" })));
+      for (const priority of [7, 3]) await insertCreated(store, { operationId: "send", rateKey: "quiet", priority, runAt: T0 + 3_600_000 });
+      const due = [
+        await insertCreated(store, { operationId: "send", rateKey: "quiet", priority: 3 }),
+        await insertCreated(store, { operationId: "send", rateKey: "quiet", priority: 0 }),
+      ];
+      const claimed = ids(await store.jobClaimMany({ limit: 8 }));
+      assert.equal(claimed.length, 8);
+      for (const job of due) assert.ok(claimed.includes(job.id), `${job.id} (priority ${job.priority}) among the claimed`);
+    });
+
     suite.case("fair claims never cross priorities: a higher priority's jobs go first whatever their lane", async ({ store }) => {
       const high = await Promise.all(Array.from({ length: 5 }, () => insertCreated(store, { userId: "big", priority: 5 })));
       const low = await insertCreated(store, { userId: "small", priority: 0 });

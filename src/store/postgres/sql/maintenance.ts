@@ -97,9 +97,19 @@ function ACTIVE_IN_CHAIN(rid: string): string {
     WHERE j.original_request_id = ${rid} AND s.status IN ('pending', 'running', 'retrying'))`;
 }
 
-/** Chains whose on_settled is still to fire and that have settled. $1 limit. */
+/**
+ * Chains whose on_settled is still to fire and that have settled. $1 limit. Each such chain is checked by a probe of its
+ * jobs, newest first (a LATERAL with a LIMIT, which the planner cannot turn into an anti-join): as NOT EXISTS, with the
+ * chains table's statistics behind a burst of enqueues, it was planned as a hash anti-join reading every job of the
+ * database on every pass of the sweeper.
+ */
 export const SETTLED_DUE = `SELECT c.* FROM chains c
-  WHERE c.on_settled IS NOT NULL AND c.on_settled_fired_at IS NULL AND NOT ${ACTIVE_IN_CHAIN("c.original_request_id")}
+  LEFT JOIN LATERAL (
+    SELECT 1 AS active FROM job_specs j JOIN job_state s ON s.seq = j.seq
+    WHERE j.original_request_id = c.original_request_id AND s.status IN ('pending', 'running', 'retrying')
+    ORDER BY j.seq DESC LIMIT 1
+  ) AS a ON true
+  WHERE c.on_settled IS NOT NULL AND c.on_settled_fired_at IS NULL AND a.active IS NULL
   LIMIT $1`;
 
 /**
@@ -138,7 +148,9 @@ export const SETTLED_SINCE = `WITH f AS MATERIALIZED (
     SELECT c.original_request_id, c.jobs_created, coalesce(c.created_at, (
         SELECT j.created_at FROM job_specs j WHERE j.original_request_id = c.original_request_id ORDER BY j.seq LIMIT 1
       )) AS started_at, r.last AS settled_at
-    FROM rids r JOIN chains c ON c.original_request_id = r.rid
+    -- Each chain by its key (a LATERAL with a LIMIT, never flattened into a join): planned as a join, a hash of the
+    -- few chains read here met a scan of every chain in the database, on every pass.
+    FROM rids r CROSS JOIN LATERAL (SELECT * FROM chains c WHERE c.original_request_id = r.rid LIMIT 1) AS c
     -- A job waiting or running, newest first: a chain being drained has them at its end, so the walk stops at once.
     LEFT JOIN LATERAL (
       SELECT 1 AS active FROM job_specs j JOIN job_state s ON s.seq = j.seq

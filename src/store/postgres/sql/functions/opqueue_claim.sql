@@ -1,4 +1,4 @@
--- opqueue_claim: its current text. Migrations hold its history (0003, 0004, 0007, 0010, 0011, 0012); this file is what a migrated
+-- opqueue_claim: its current text. Migrations hold its history (0003, 0004, 0007, 0010, 0011, 0012, 0015); this file is what a migrated
 -- database holds now, checked by test/store/postgres-sql.test.ts. A change to it is a new migration that restates it.
 --
 -- Claims up to p_limit due jobs and answers each as the JSON of a JobRow, then one last row {"cursor": [op, lane]}
@@ -33,6 +33,8 @@ DECLARE
   v_by_lane boolean;
   v_candidates bigint[] := '{}';
   v_found bigint[];
+  v_more bigint[];
+  v_priority integer;
   v_op text := coalesce(p_after_op, '');
   v_lane text := coalesce(p_after_lane, '');
   v_next_op text;
@@ -139,23 +141,36 @@ BEGIN
       INTO v_lane_room FROM operation_controls oc WHERE oc.operation_id = v_op;
       v_lane_limit := least(p_limit, coalesce(v_lane_room, p_limit));
       CONTINUE WHEN v_lane_limit <= 0;
-      SELECT array_agg(h.seq) INTO v_found FROM (
-        SELECT s.seq FROM job_state s
-        WHERE s.status IN ('pending', 'retrying') AND s.operation_id = v_op AND s.lane = v_lane
-          AND s.run_at <= p_now
-          AND (s.expires_at IS NULL OR s.expires_at > p_now)
-          AND (s.concurrency_key IS NULL
-            OR (NOT v_any_paused AND NOT v_any_multi AND NOT EXISTS (
-              SELECT 1 FROM job_state r WHERE r.concurrency_key = s.concurrency_key AND r.status = 'running'))
-            OR ((v_any_paused OR v_any_multi)
-              AND opqueue_key_open(s.concurrency_key, s.operation_id, v_any_paused, v_any_multi)))
-        ORDER BY s.priority DESC, s.run_at, s.seq
-        LIMIT v_lane_limit
-        FOR UPDATE SKIP LOCKED
-      ) AS h;
+      -- The lane's first due jobs, a priority at a time from the highest down: with the priority fixed, the run time
+      -- bounds the index range, so a lane of jobs not yet due costs a probe or two, not a walk of all of them.
+      v_found := '{}';
+      SELECT s.priority INTO v_priority FROM job_state s
+      WHERE s.status IN ('pending', 'retrying') AND s.operation_id = v_op AND s.lane = v_lane
+      ORDER BY s.priority DESC LIMIT 1;
+      WHILE v_priority IS NOT NULL AND cardinality(v_found) < v_lane_limit LOOP
+        SELECT coalesce(array_agg(h.seq), '{}') INTO v_more FROM (
+          SELECT s.seq FROM job_state s
+          WHERE s.status IN ('pending', 'retrying') AND s.operation_id = v_op AND s.lane = v_lane
+            AND s.priority = v_priority AND s.run_at <= p_now
+            AND (s.expires_at IS NULL OR s.expires_at > p_now)
+            AND (s.concurrency_key IS NULL
+              OR (NOT v_any_paused AND NOT v_any_multi AND NOT EXISTS (
+                SELECT 1 FROM job_state r WHERE r.concurrency_key = s.concurrency_key AND r.status = 'running'))
+              OR ((v_any_paused OR v_any_multi)
+                AND opqueue_key_open(s.concurrency_key, s.operation_id, v_any_paused, v_any_multi)))
+          ORDER BY s.run_at, s.seq
+          LIMIT v_lane_limit - cardinality(v_found)
+          FOR UPDATE SKIP LOCKED
+        ) AS h;
+        v_found := v_found || v_more;
+        v_priority := (SELECT s.priority FROM job_state s
+                       WHERE s.status IN ('pending', 'retrying') AND s.operation_id = v_op AND s.lane = v_lane
+                         AND s.priority < v_priority
+                       ORDER BY s.priority DESC LIMIT 1);
+      END LOOP;
       -- A lane's first job may already be a candidate (from the head of the queue): the lane is represented then.
-      v_candidates := v_candidates || coalesce(v_found, '{}');
-      v_lane_jobs := v_lane_jobs + coalesce(cardinality(v_found), 0);
+      v_candidates := v_candidates || v_found;
+      v_lane_jobs := v_lane_jobs + cardinality(v_found);
     END LOOP;
   ELSIF NOT v_all_due THEN
     -- A backlog, ungated: the first due job of each of the lanes after the cursor, as many lanes as the head of the
@@ -167,50 +182,50 @@ BEGIN
     -- the index still holds the entries of jobs claimed since the last vacuum, at the head of their lanes, and a probe
     -- that ran on into the cursor's lane would step through all of them.
     v_visits := greatest(p_limit - cardinality(v_head_lanes), (p_limit + 7) / 8);
-    WITH RECURSIVE lanes (n, operation_id, lane, wrapped) AS (
-      SELECT 1, f.operation_id, f.lane, f.wrapped FROM (
-        (SELECT s.operation_id, s.lane, false AS wrapped FROM job_state s
+    WITH RECURSIVE lanes (n, operation_id, lane, priority, run_at, wrapped) AS (
+      SELECT 1, f.operation_id, f.lane, f.priority, f.run_at, f.wrapped FROM (
+        (SELECT s.operation_id, s.lane, s.priority, s.run_at, false AS wrapped FROM job_state s
          WHERE s.status IN ('pending', 'retrying') AND (s.operation_id, s.lane) > (v_op, v_lane COLLATE "C")
-         ORDER BY s.operation_id, s.lane LIMIT 1)
+         ORDER BY s.operation_id, s.lane, s.priority DESC, s.run_at LIMIT 1)
         UNION ALL
-        (SELECT s.operation_id, s.lane, true FROM job_state s
+        (SELECT s.operation_id, s.lane, s.priority, s.run_at, true FROM job_state s
          WHERE s.status IN ('pending', 'retrying') AND s.operation_id < v_op
-         ORDER BY s.operation_id, s.lane LIMIT 1)
+         ORDER BY s.operation_id, s.lane, s.priority DESC, s.run_at LIMIT 1)
         UNION ALL
-        (SELECT s.operation_id, s.lane, true FROM job_state s
+        (SELECT s.operation_id, s.lane, s.priority, s.run_at, true FROM job_state s
          WHERE s.status IN ('pending', 'retrying') AND s.operation_id = v_op AND s.lane < v_lane COLLATE "C"
-         ORDER BY s.operation_id, s.lane LIMIT 1)
+         ORDER BY s.operation_id, s.lane, s.priority DESC, s.run_at LIMIT 1)
         LIMIT 1
       ) AS f
       UNION ALL
-      SELECT l.n + 1, f.operation_id, f.lane, f.wrapped FROM lanes l CROSS JOIN LATERAL (
+      SELECT l.n + 1, f.operation_id, f.lane, f.priority, f.run_at, f.wrapped FROM lanes l CROSS JOIN LATERAL (
         -- Before the wrap: the next lane, else the first lane before the cursor.
-        (SELECT s.operation_id, s.lane, false AS wrapped FROM job_state s
+        (SELECT s.operation_id, s.lane, s.priority, s.run_at, false AS wrapped FROM job_state s
          WHERE NOT l.wrapped AND s.status IN ('pending', 'retrying') AND (s.operation_id, s.lane) > (l.operation_id, l.lane)
-         ORDER BY s.operation_id, s.lane LIMIT 1)
+         ORDER BY s.operation_id, s.lane, s.priority DESC, s.run_at LIMIT 1)
         UNION ALL
-        (SELECT s.operation_id, s.lane, true FROM job_state s
+        (SELECT s.operation_id, s.lane, s.priority, s.run_at, true FROM job_state s
          WHERE NOT l.wrapped AND s.status IN ('pending', 'retrying') AND s.operation_id < v_op
-         ORDER BY s.operation_id, s.lane LIMIT 1)
+         ORDER BY s.operation_id, s.lane, s.priority DESC, s.run_at LIMIT 1)
         UNION ALL
-        (SELECT s.operation_id, s.lane, true FROM job_state s
+        (SELECT s.operation_id, s.lane, s.priority, s.run_at, true FROM job_state s
          WHERE NOT l.wrapped AND s.status IN ('pending', 'retrying') AND s.operation_id = v_op AND s.lane < v_lane COLLATE "C"
-         ORDER BY s.operation_id, s.lane LIMIT 1)
+         ORDER BY s.operation_id, s.lane, s.priority DESC, s.run_at LIMIT 1)
         -- After it: the next lane before the cursor.
         UNION ALL
-        (SELECT s.operation_id, s.lane, true FROM job_state s
+        (SELECT s.operation_id, s.lane, s.priority, s.run_at, true FROM job_state s
          WHERE l.wrapped AND l.operation_id < v_op AND s.status IN ('pending', 'retrying')
            AND (s.operation_id, s.lane) > (l.operation_id, l.lane) AND s.operation_id < v_op
-         ORDER BY s.operation_id, s.lane LIMIT 1)
+         ORDER BY s.operation_id, s.lane, s.priority DESC, s.run_at LIMIT 1)
         UNION ALL
-        (SELECT s.operation_id, s.lane, true FROM job_state s
+        (SELECT s.operation_id, s.lane, s.priority, s.run_at, true FROM job_state s
          WHERE l.wrapped AND l.operation_id < v_op AND s.status IN ('pending', 'retrying') AND s.operation_id = v_op AND s.lane < v_lane COLLATE "C"
-         ORDER BY s.operation_id, s.lane LIMIT 1)
+         ORDER BY s.operation_id, s.lane, s.priority DESC, s.run_at LIMIT 1)
         UNION ALL
-        (SELECT s.operation_id, s.lane, true FROM job_state s
+        (SELECT s.operation_id, s.lane, s.priority, s.run_at, true FROM job_state s
          WHERE l.wrapped AND l.operation_id = v_op AND s.status IN ('pending', 'retrying')
            AND s.operation_id = v_op AND s.lane > l.lane AND s.lane < v_lane COLLATE "C"
-         ORDER BY s.operation_id, s.lane LIMIT 1)
+         ORDER BY s.operation_id, s.lane, s.priority DESC, s.run_at LIMIT 1)
         LIMIT 1
       ) AS f
       WHERE l.n < v_visits
@@ -220,20 +235,37 @@ BEGIN
     INTO v_found, v_lanes, v_next_op, v_next_lane
     FROM lanes v
     LEFT JOIN LATERAL (
-      -- A lane the head of the queue has is represented by its first job already: not read again.
-      SELECT s.seq FROM job_state s
-      WHERE NOT (v.operation_id || chr(1) || v.lane = ANY (v_head_lanes))
-        AND s.status IN ('pending', 'retrying') AND s.operation_id = v.operation_id AND s.lane = v.lane
-        AND s.run_at <= p_now
-        AND (s.expires_at IS NULL OR s.expires_at > p_now)
-        AND (s.concurrency_key IS NULL
-          OR (NOT v_any_paused AND NOT v_any_multi AND NOT EXISTS (
-            SELECT 1 FROM job_state r WHERE r.concurrency_key = s.concurrency_key AND r.status = 'running'))
-          OR ((v_any_paused OR v_any_multi)
-            AND opqueue_key_open(s.concurrency_key, s.operation_id, v_any_paused, v_any_multi)))
-      ORDER BY s.priority DESC, s.run_at, s.seq
+      -- A lane's first due job, a priority at a time from the highest down (as in the gated walk above): the lane's
+      -- priorities with their earliest run times (the highest came with the lane), each below by a probe, then at each
+      -- with a job due the first due job by a range the run time bounds. A lane the head of the queue has is represented
+      -- by its first job already: not read again.
+      WITH RECURSIVE priorities (priority, run_at) AS (
+        SELECT v.priority, v.run_at WHERE NOT (v.operation_id || chr(1) || v.lane = ANY (v_head_lanes))
+        UNION ALL
+        SELECT b.priority, b.run_at FROM priorities p CROSS JOIN LATERAL (
+          SELECT s.priority, s.run_at FROM job_state s
+          WHERE s.status IN ('pending', 'retrying') AND s.operation_id = v.operation_id AND s.lane = v.lane
+            AND s.priority < p.priority
+          ORDER BY s.priority DESC, s.run_at LIMIT 1) AS b
+      )
+      SELECT d.seq
+      FROM (SELECT p.priority FROM priorities p WHERE p.run_at <= p_now ORDER BY p.priority DESC) AS p
+      CROSS JOIN LATERAL (
+        SELECT s.seq FROM job_state s
+        WHERE s.status IN ('pending', 'retrying') AND s.operation_id = v.operation_id AND s.lane = v.lane
+          AND s.priority = p.priority AND s.run_at <= p_now
+          AND (s.expires_at IS NULL OR s.expires_at > p_now)
+          AND (s.concurrency_key IS NULL
+            OR (NOT v_any_paused AND NOT v_any_multi AND NOT EXISTS (
+              SELECT 1 FROM job_state r WHERE r.concurrency_key = s.concurrency_key AND r.status = 'running'))
+            OR ((v_any_paused OR v_any_multi)
+              AND opqueue_key_open(s.concurrency_key, s.operation_id, v_any_paused, v_any_multi)))
+        ORDER BY s.run_at, s.seq
+        LIMIT 1
+        FOR UPDATE SKIP LOCKED
+      ) AS d
+      ORDER BY p.priority DESC
       LIMIT 1
-      FOR UPDATE SKIP LOCKED
     ) AS h ON true;
     v_candidates := v_candidates || v_found;
     IF v_lanes > 0 THEN
