@@ -181,7 +181,9 @@ function fairnessPart(results: FlowResults): string[] {
       "the resume starts the drain (no limits configured, concurrency 64); user B enqueues one job at a time when A's " +
       "deliveries reach 10, 25, 40, 55 and 70 % of the backlog. B's wait: from its enqueue answered (201) to its arrival " +
       "at the target. Strict FIFO (the contract's order before fair claims) would put every undelivered job of A ahead " +
-      "of it; its wait is estimated at A's measured drain rate.",
+      "of it; its wait is estimated at A's measured drain rate. The two clocks are one, but the answer and the arrival " +
+      "travel apart: a job delivered before its 201 is read shows a wait below zero (and A's deliveries meanwhile " +
+      "counted back from B's arrival).",
     "",
     "| engine | run | A's drain rate (jobs/s) | B enqueued at (A delivered) | B's wait (ms) | A's deliveries meanwhile | FIFO: A's jobs ahead | FIFO: wait (ms, est.) |",
     "|---|---:|---:|---:|---:|---:|---:|---:|",
