@@ -321,7 +321,7 @@ export class Deliverer {
     }
     const problem = pathShapeProblem(operation.path, buildPath(operation.path, job.request.path_params));
     if (problem !== undefined) return { kind: "undeliverable", error: `not sent: ${problem}` };
-    const { timeoutMs } = this.settings.of(job.operationId);
+    const { timeoutMs, storeResult } = this.settings.of(job.operationId);
     let request: DeliveryRequest;
     try {
       request = await this.buildRequest(job, operation, span);
@@ -334,11 +334,12 @@ export class Deliverer {
         timeoutMs,
         (result) => {
           if (this.exchanges.get(job.id) === exchange) this.exchanges.delete(job.id);
+          if (result.kind !== "async") return resolve(result);
           // The attempt is bound to the token it was sent with: the target calls back with it, and with no other.
           const token = request.headers["authorization"]?.slice("Bearer ".length) ?? "";
-          resolve(result.kind === "async" ? { kind: "async", tokenHash: deliveryTokenHash(token) } : result);
+          resolve({ kind: "async", tokenHash: deliveryTokenHash(token) });
         },
-        this.settings.of(job.operationId).storeResult,
+        storeResult,
       );
       this.exchanges.set(job.id, exchange);
       this.agent.dispatch(

@@ -56,10 +56,7 @@ export type EnqueueOutcome = "created" | "deduplicated" | "cancelled-by-chain" |
 
 /** Runs steps 3 to 7; throws `ApiError` for every refusal. */
 export async function enqueueJob(deps: EnqueueDeps, caller: EnqueueCaller, checked: CheckedEnqueueBody): Promise<EnqueueResult> {
-  const params = insertParams(deps, caller, checked);
-  const result = settle(deps, params, await deps.store.jobInsert(params));
-  announce(deps, result);
-  return result;
+  return enqueuePrepared(deps, insertParams(deps, caller, checked));
 }
 
 /**

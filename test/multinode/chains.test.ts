@@ -75,6 +75,8 @@ test("a chain of 50 jobs on three nodes settles once and fires on_settled once",
   const c = await createCluster(t, { change: chainsConfig });
   const nodes = await Promise.all(["c1", "c2", "c3"].map((name) => c.start(name)));
   const rid = "chain-of-50";
+  // Every answer held until the 50th job is enqueued: the chain cannot settle early, after its first jobs.
+  c.target.hold();
   const first = await enqueue(
     c,
     nodes[0] as Node,
@@ -84,6 +86,7 @@ test("a chain of 50 jobs on three nodes settles once and fires on_settled once",
   for (let n = 1; n < 50; n++) {
     await enqueue(c, nodes[n % 3] as Node, { operation_id: "buildReport", request: { body: { key: "chain", n } } }, rid);
   }
+  c.target.release();
   await until("the on_settled callback delivered", async () =>
     (await count(c, "SELECT count(*) AS n FROM jobs WHERE operation_id = 'recordEmailSent' AND status = 'succeeded'")) >= 1 ? true : undefined,
   );
@@ -91,10 +94,14 @@ test("a chain of 50 jobs on three nodes settles once and fires on_settled once",
   await until("sweeps after the callback", async () => ((await count(c, "SELECT count(*) AS n FROM chains WHERE on_settled_fired_at IS NOT NULL")) === 1 ? true : undefined));
   await new Promise((resolve) => setTimeout(resolve, 500));
   assert.equal(await count(c, "SELECT count(*) AS n FROM jobs WHERE operation_id = 'recordEmailSent'"), 1);
-  const callback = await c.db.query<{ parent_job_id: string; original_request_id: string }>(
-    "SELECT parent_job_id, original_request_id FROM jobs WHERE operation_id = 'recordEmailSent'",
+  const callback = await c.db.query<{ parent_job_id: string; original_request_id: string; request: { body: { jobs: number; counts: Record<string, number> } } }>(
+    "SELECT parent_job_id, original_request_id, request FROM jobs WHERE operation_id = 'recordEmailSent'",
   );
-  assert.deepEqual(callback.rows[0], { parent_job_id: first.id, original_request_id: rid });
+  const { request: sent, ...lineage } = callback.rows[0] ?? { request: undefined };
+  assert.deepEqual(lineage, { parent_job_id: first.id, original_request_id: rid });
+  // Fired when the whole chain had settled, not after its first jobs.
+  assert.equal(sent?.body.jobs, 50);
+  assert.equal(sent?.body.counts["succeeded"], 50);
   const delivered = c.target.deliveries.filter((d) => d.path === "/emails/settled/record");
   assert.equal(delivered.length, 1);
 });

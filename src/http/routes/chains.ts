@@ -21,7 +21,7 @@ export interface ChainRoutesOptions {
   config: Pick<Config, "limits">;
 }
 
-/** Most jobs one answer holds; a larger chain's tree has its oldest. */
+/** Most jobs one answer holds; a larger chain's tree has its newest (its counts and settling are of those). */
 const MAX_CHAIN_JOBS = 10_000;
 const ACTIVE = new Set(["pending", "running", "retrying"]);
 

@@ -164,17 +164,17 @@ function visitLanes(
  * A lane's first `limit` due jobs in claim order, read a priority at a time from the highest down, each priority's
  * earliest run time known before its jobs are read: each read is an index range bounded by the run time, and each
  * priority probed holds at least one of the lane's jobs, so this never reads more index entries than one walk of the
- * lane in claim order would, and a lane with nothing due at one priority costs no statement beyond `nextLane`.
+ * lane in claim order would, and a lane with nothing due at one priority costs one probe beyond `nextLane`.
  */
 function laneHead(s: Statements, lane: NextLane, options: { now: number; closed: string; limit: number }): Candidate[] {
   const where = { operation_id: lane.operation_id, lane: lane.lane };
   const head: Candidate[] = [];
   let level: { priority: number; run_at: number } | undefined = lane;
-  while (level !== undefined && head.length < options.limit) {
+  while (level !== undefined) {
     if (level.run_at <= options.now) {
       head.push(...s.laneHeadAt.all({ ...where, priority: level.priority, now: options.now, closed: options.closed, limit: options.limit - head.length }));
+      if (head.length >= options.limit) break;
     }
-    if (level.priority === lane.lowest) break;
     level = s.lanePriorityBelow.get({ ...where, below: level.priority });
   }
   return head;

@@ -38,14 +38,13 @@ export interface Candidate {
 
 const CANDIDATE_COLUMNS = "seq, operation_id, lane, concurrency_key, priority, run_at";
 
-/** A lane found by `nextLane`: its first entry in claim order, and its lowest priority. */
+/** A lane found by `nextLane`, with its first entry in claim order. */
 export interface NextLane {
   operation_id: string;
   lane: string;
   /** The lane's highest priority, and the earliest run time of its jobs at it. */
   priority: number;
   run_at: number;
-  lowest: number;
 }
 
 /** Prepares the flow control statements on `db`. */
@@ -129,16 +128,12 @@ export function prepareFlowStatements(db: Database.Database) {
     // Lanes in (operation, lane) order, each found by probes of jobs_lane: the next lane after a given one (in its
     // operation, else the first lane of the operations after it). (operation, lane) > (a, b) as two probes in one
     // statement: SQLite seeks a row value's first column only, and would walk every job of the last lane to find nothing
-    // after it (a drain of one user's jobs went at half speed). With the lane come its first entry in claim order (its
-    // highest priority and that priority's earliest run time) and its lowest priority, so a lane with nothing due (all
-    // its jobs at one priority, none due) costs this statement alone.
+    // after it (a drain of one user's jobs went at half speed). With the lane comes its first entry in claim order (its
+    // highest priority and that priority's earliest run time), so a lane with nothing due at that priority is read no
+    // further there.
     nextLane: prepare<{ operation_id: string; lane: string }, NextLane>(
       db,
-      `SELECT n.operation_id, n.lane, n.priority, n.run_at,
-         (SELECT j.priority FROM jobs j INDEXED BY jobs_lane
-          WHERE j.status IN ('pending', 'retrying') AND j.operation_id = n.operation_id AND j.lane = n.lane
-          ORDER BY j.priority LIMIT 1) AS lowest
-       FROM (
+      `SELECT n.operation_id, n.lane, n.priority, n.run_at FROM (
          SELECT * FROM (SELECT operation_id, lane, priority, run_at FROM jobs INDEXED BY jobs_lane
                         WHERE status IN ('pending', 'retrying') AND operation_id = :operation_id AND lane > :lane
                         ORDER BY operation_id, lane, priority DESC, run_at LIMIT 1)
