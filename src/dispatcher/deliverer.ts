@@ -13,6 +13,7 @@ import { Agent, type Dispatcher } from "undici";
 import { deliveryTokenHash } from "../auth/delivery-tokens.js";
 import type { DeliverySigner } from "../auth/tokens.js";
 import type { AttemptResult } from "../job/retry-policy.js";
+import { pathParamText } from "../job/payload-rules.js";
 import { wireAuthority } from "../job/wire.js";
 import type { Operation, OperationRegistry } from "../operations/registry.js";
 import type { PerOperationSettings } from "../operations/settings.js";
@@ -78,7 +79,7 @@ export function buildQueryString(query: Record<string, unknown> | undefined): st
 /** The target path with each `{name}` replaced by its encoded path parameter. */
 export function buildPath(template: string, pathParams: Record<string, unknown> | undefined): string {
   return template.replace(/\{([^}]+)\}/g, (_match, name: string) =>
-    encodeURIComponent(String(pathParams?.[name] ?? "")),
+    encodeURIComponent(pathParamText(pathParams, name)),
   );
 }
 

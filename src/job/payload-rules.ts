@@ -73,19 +73,21 @@ export function pathParamsProblem(options: {
   pathParams: Record<string, unknown>;
 }): { code: "missing_path_param" | "invalid_path_param"; message: string } | undefined {
   const { path, names, pathParams } = options;
-  const missing = names.filter((name) => pathParams[name] === undefined || pathParams[name] === null);
+  // Own members only: a template's {constructor} must not find Object.prototype's.
+  const valueOf = (name: string) => (Object.hasOwn(pathParams, name) ? pathParams[name] : undefined);
+  const missing = names.filter((name) => valueOf(name) === undefined || valueOf(name) === null);
   if (missing.length > 0) {
     return {
       code: "missing_path_param",
       message: `request.path_params lacks ${missing.map((name) => `"${name}"`).join(", ")}, needed by ${path}`,
     };
   }
-  const unsafe = names.find((name) => isUnsafePathValue(pathParams[name]));
+  const unsafe = names.find((name) => isUnsafePathValue(valueOf(name)));
   if (unsafe !== undefined) {
     return {
       code: "invalid_path_param",
       message:
-        `request.path_params.${unsafe} is ${JSON.stringify(String(pathParams[unsafe]))}: an empty, "." or ".." value ` +
+        `request.path_params.${unsafe} is ${JSON.stringify(jsonText(valueOf(unsafe)))}: an empty, "." or ".." value ` +
         `would make ${path} another route once the URL is normalised`,
     };
   }
@@ -98,8 +100,27 @@ export function pathParamsProblem(options: {
  * `/welcome`, another operation. Checked on the text that would be sent, so `[]` (text "") counts as empty.
  */
 export function isUnsafePathValue(value: unknown): boolean {
-  const text = String(value);
+  const text = jsonText(value);
   return text === "" || text === "." || text === "..";
+}
+
+/**
+ * The text of the path parameter `name` as delivery sends it (before `encodeURIComponent`): `String(value)` of the
+ * parameter's own value, "" when there is none.
+ */
+export function pathParamText(pathParams: Record<string, unknown> | undefined, name: string): string {
+  return pathParams !== undefined && Object.hasOwn(pathParams, name) ? jsonText(pathParams[name]) : "";
+}
+
+/**
+ * `String(value)` of a JSON value, read as data: an object is "[object Object]" and an array its items' texts joined
+ * by commas (null items empty), as `String` gives them, without calling anything the value holds. `String` itself
+ * would call an own `toString` or `valueOf` member, and a JSON object such as `{"toString": 1}` makes it throw.
+ */
+export function jsonText(value: unknown): string {
+  if (value === null || value === undefined) return String(value);
+  if (Array.isArray(value)) return value.map((item: unknown) => (item === null || item === undefined ? "" : jsonText(item))).join(",");
+  return typeof value === "object" ? "[object Object]" : String(value as string | number | boolean);
 }
 
 /** True when `value` nests arrays/objects deeper than `max` levels; iterative, so no depth can overflow the stack. */

@@ -22,6 +22,7 @@ import { Ajv2020 } from "ajv/dist/2020.js";
 import addFormatsModule from "ajv-formats";
 import type { Config } from "../config.js";
 import { ApiError } from "../errors.js";
+import { jsonText } from "../job/payload-rules.js";
 import type { RequestPayload } from "../job/schemas.js";
 import { escapeSegment, pointerIndex } from "./json-pointer.js";
 import type { OpenApiVersion, OperationRegistry } from "./registry.js";
@@ -86,7 +87,7 @@ export class RequestSchema {
       const value = pathParams !== undefined && Object.hasOwn(pathParams, name) ? pathParams[name] : undefined;
       // Absent or null: step 2 refuses it when the path template needs it.
       if (validate === undefined || value === undefined || value === null) continue;
-      const text = String(value);
+      const text = jsonText(value);
       const readings = text.includes(",") ? [text, text.split(",")] : [text];
       const problem = firstProblem(validate, readings);
       if (problem) return at(`/request/path_params/${escapeSegment(name)}`, problem, `path parameter "${excerpt(name)}"`);

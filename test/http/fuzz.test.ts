@@ -16,6 +16,7 @@ import type { InjectOptions, LightMyRequestResponse } from "fastify";
 import { parse as parseYaml } from "yaml";
 import { deliveryTokenHash } from "../../src/auth/delivery-tokens.js";
 import { mintToken } from "../../src/auth/tokens.js";
+import { buildPath } from "../../src/dispatcher/deliverer.js";
 import { startTestService, TEST_DELIVERY_SECRET, TEST_OPENAPI, TEST_SECRET, type TestService } from "../helpers/service.js";
 
 // ---------------------------------------------------------------------------------------------------------
@@ -435,10 +436,15 @@ function field<T, U>(valid: fc.Arbitrary<T>, invalid: fc.Arbitrary<U>, absentFre
   return fc.option(fc.oneof({ weight: 9, arbitrary: valid }, { weight: 1, arbitrary: invalid }), { nil: undefined, freq: absentFreq });
 }
 
+/** JSON objects whose keys are Object.prototype's members ({"toString": 1} makes `String(value)` throw), or arrays of them. */
+const prototypeKeyed = fc
+  .tuple(fc.dictionary(fc.constantFrom(...PROTOTYPE_KEYS), fc.jsonValue({ maxDepth: 1 }), { minKeys: 1, maxKeys: 3 }), fc.boolean())
+  .map(([object, inArray]) => (inArray ? [object] : object));
 const smallValue = fc.oneof(
   { weight: 4, arbitrary: fc.jsonValue({ maxDepth: 3 }) },
   { weight: 2, arbitrary: wildString },
   { weight: 1, arbitrary: wildNumber },
+  { weight: 1, arbitrary: prototypeKeyed },
 );
 /** Nested arrays/objects of a given depth, built without recursion; kept shallow enough for JSON.stringify here. */
 const nestedArb = fc
@@ -874,6 +880,7 @@ test("fuzz: POST /jobs/batch with a valid assertion and random batches never ans
     runOptions(),
   );
   report(t, tally);
+  t.diagnostic(`items enqueued: ${enqueued}`);
   assert.ok(enqueued > 10, `only ${enqueued} items were enqueued`);
 });
 
@@ -1631,6 +1638,28 @@ test("fuzz regressions: inputs the fuzzer found or that sit on a boundary", asyn
       const res = await enqueue('{"operation_id":"buildReport","request":{}}', bearer);
       expectError(res, 403, "trigger_not_allowed");
     }
+  });
+
+  await t.test("a path parameter holding an object with a toString or valueOf member is sent as [object Object], not a 500", async () => {
+    // CI found it: String({"toString": 1}) throws, and every reading of a path parameter's text went through String.
+    const batch = (payload: string) =>
+      send(s, { method: "POST", url: "/jobs/batch", headers: { ...json, authorization: `Bearer ${token}` }, payload });
+    const cases: Array<[unknown, string]> = [
+      [{ toString: 1 }, "[object Object]"],
+      [{ valueOf: "x", toString: null }, "[object Object]"],
+      [[{ toString: 1 }, 2, null], "[object Object],2,"],
+      [[[{ valueOf: {} }]], "[object Object]"],
+    ];
+    for (const [userId, text] of cases) {
+      const item = { operation_id: "sendWelcomeEmail", request: { path_params: { userId } } };
+      const res = await enqueue(JSON.stringify(item));
+      assert.equal(res.statusCode, 201, res.body);
+      const results = (await batch(JSON.stringify({ jobs: [item] }))).json() as { results: Array<{ status: number }> };
+      assert.equal(results.results[0]?.status, 201, JSON.stringify(results));
+      assert.equal(buildPath("/users/{userId}/welcome", { userId }), `/users/${encodeURIComponent(text)}/welcome`);
+    }
+    // A template's parameter named after an Object.prototype member is missing unless the job holds it.
+    assert.equal(buildPath("/x/{constructor}", {}), "/x/");
   });
 
   await t.test("deeply nested request payloads are refused with 400, not a stack overflow", async () => {
