@@ -8,7 +8,7 @@
  *   5–7.   idempotency key, dedupe upsert, spawn cap, insert: one atomic store call
  *
  * `enqueueJobs` runs the same steps for every item of a batch (`POST /jobs/batch`), the store call for all of them at
- * once: one commit. It speaks in outcomes (`created`, `deduplicated`, `replayed`), not HTTP statuses: the routes map
+ * once: one commit. An item the store failed to insert is answered alone (503 or 500); the others stand. It speaks in outcomes (`created`, `deduplicated`, `replayed`), not HTTP statuses: the routes map
  * them to 201 and 200.
  */
 import { createHash } from "node:crypto";
@@ -20,7 +20,7 @@ import type { JobRow, StoredAuthority } from "../job/job.js";
 import { newJobId } from "../job/job-id.js";
 import { CALLBACK_FIELDS, type EnqueueBody } from "../job/schemas.js";
 import type { PerOperationSettings } from "../operations/settings.js";
-import type { JobInsertOutcome, JobInsertParams, Store } from "../store/store.js";
+import { StoreUnavailableError, type JobInsertOutcome, type JobInsertParams, type Store } from "../store/store.js";
 import type { Telemetry } from "../telemetry/events.js";
 import type { CheckedEnqueueBody } from "./body-checks.js";
 
@@ -95,7 +95,7 @@ export async function enqueueJobs(
     if (item instanceof ApiError) return item;
     const answer = settled[next++];
     if (!answer) throw new Error("the store answered fewer inserts than it was given");
-    if (!answer.ok) throw answer.error;
+    if (!answer.ok) return failedInsert(answer.error);
     try {
       const result = settle(deps, item, answer.value);
       announce(deps, result);
@@ -105,6 +105,21 @@ export async function enqueueJobs(
       throw error;
     }
   });
+}
+
+/**
+ * The answer of a batch item whose insert failed for a reason of the service, not of the item. The other items may
+ * have been committed beside it (each insert has a savepoint of its own), so it is answered alone, as `POST /jobs`
+ * would have been: 503 `unavailable` when the database is, else 500 `internal`, its cause kept for the log.
+ */
+function failedInsert(error: unknown): ApiError {
+  if (error instanceof ApiError) return error;
+  if (error instanceof StoreUnavailableError) {
+    return new ApiError(503, "unavailable", "the database is unavailable; this item was not enqueued (try it again shortly)");
+  }
+  const failure = new ApiError(500, "internal", "internal error; this item was not enqueued; the service log has the details");
+  failure.cause = error;
+  return failure;
 }
 
 /** How an accepted enqueue ended, for telemetry. */

@@ -109,6 +109,23 @@ describe("POST /jobs/batch", () => {
     assert.equal((await batch(s, big.slice(0, 10))).filter((r) => r.status === 201).length, 10);
   });
 
+  test("an item the database fails to store is answered 500 alone, and the items beside it are stored", async (t) => {
+    const s = await startService(t);
+    // The real store, given a batch whose second job reuses the first one's id: the database refuses one of the two
+    // (on PostgreSQL, retried item by item, either may be the one), and nothing else.
+    const store = s.service.store;
+    const jobInsertMany = store.jobInsertMany.bind(store);
+    store.jobInsertMany = async ({ jobs }) => jobInsertMany({ jobs: jobs.map((job, i) => (i === 1 ? { ...job, id: jobs[0]?.id ?? job.id } : job)) });
+    const results = await batch(s, [buildReport({ request: { body: { i: 0 } } }), buildReport({ request: { body: { i: 1 } } }), buildReport()]);
+    const statuses = results.map((result) => result.status).sort();
+    assert.deepEqual(statuses, [201, 201, 500], JSON.stringify(results));
+    const failed = results.find((result) => result.status === 500);
+    assert.equal(failed?.code, "internal");
+    assert.match(failed?.message ?? "", /not enqueued/);
+    for (const result of results.filter((r) => r.status === 201)) assert.equal((await getJob(s, result.id as string)).status, "pending");
+    assert.equal((await store.jobList({ limit: 10 })).length, 2);
+  });
+
   test("a thousand jobs in one batch are all created, under the assertion's caller", async (t) => {
     const s = await startService(t);
     const results = await batch(s, Array.from({ length: 1000 }, (_, i) => buildReport({ request: { body: { i } } })), { sub: "u7", rid: "bulk-1" });

@@ -237,7 +237,10 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
       });
       const results = await enqueueJobs(options, { ...caller, traceparent: traceparentOf(request.headers.traceparent) }, items);
       for (const result of results) {
-        if (result instanceof ApiError) telemetry.emit("job:enqueue-refused", { code: result.code });
+        if (!(result instanceof ApiError)) continue;
+        telemetry.emit("job:enqueue-refused", { code: result.code });
+        if (result.statusCode === 503) request.log.warn({ err: result }, "database unavailable for a batch item");
+        if (result.statusCode === 500) request.log.error({ err: result.cause ?? result }, "unexpected error in a batch item");
       }
       if (telemetry.observes("enqueue:answered")) {
         telemetry.emit("enqueue:answered", answeredEvent({ route: "/jobs/batch", request, reply, statusCode: 200, results }));

@@ -67,6 +67,14 @@ export function producerCases(suite: Suite): void {
       assert.deepEqual(await store.jobInsertMany({ jobs: [] }), []);
     });
 
+    suite.case("a batch item the database refuses fails alone: the items before and after it are committed", async ({ store }) => {
+      const first = jobParams();
+      const settled = await store.jobInsertMany({ jobs: [first, jobParams({ id: first.id }), jobParams()] });
+      // Two jobs of one id: either may be the one refused (PostgreSQL retries a failed batch item by item, at once).
+      assert.deepEqual(settled.map((item) => item.ok).sort(), [false, true, true]);
+      assert.equal((await allJobs(store)).length, 2);
+    });
+
     suite.case("an idempotency key answers with the job it created, as the job is now, even after it ran", async ({ store, clock }) => {
       const created = jobOf(await insertKeyed(store, key("k1")));
       clock.advance(HOUR_MS);
