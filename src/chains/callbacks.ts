@@ -71,7 +71,15 @@ export async function fireSettledCallbacks(deps: ChainSweepDeps): Promise<number
     const spec = chain.onSettled;
     if (!spec) continue;
     const setter = await deps.store.jobGet({ id: spec.job_id });
-    if (!setter) continue;
+    if (!setter) {
+      // The job that set it, whose authority the callback runs under, was deleted by retention: nothing can be
+      // enqueued. Recorded as fired all the same, or the chain would stay due forever and crowd out the others.
+      const outcome = await deps.store.chainOnSettledEnqueue({ originalRequestId: chain.originalRequestId, insert: null });
+      if (outcome.kind === "cleared") {
+        deps.telemetry.emit("callback:refused", { kind: "on_settled", of: chain.originalRequestId, reason: "setter_deleted" });
+      }
+      continue;
+    }
     const jobs = await deps.store.jobList({ originalRequestId: chain.originalRequestId, limit: 100_000 });
     const outcome = await deps.store.chainOnSettledEnqueue({
       originalRequestId: chain.originalRequestId,

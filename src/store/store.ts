@@ -402,9 +402,13 @@ export interface Store {
   chainSettledDueList(params: { limit: number }): Promise<ChainRow[]>;
   /**
    * Fires a settled chain's on_settled once: records it fired and inserts `insert`, in one transaction, only if it
-   * has not fired and the chain still has no waiting or running job. `skipped` otherwise.
+   * has not fired and the chain still has no waiting or running job. `skipped` otherwise. With `insert` null (the
+   * callback cannot be built: the job that set it is gone), only records it fired: `cleared`.
    */
-  chainOnSettledEnqueue(params: { originalRequestId: string; insert: JobInsertParams }): Promise<JobInsertOutcome | { kind: "skipped" }>;
+  chainOnSettledEnqueue(params: {
+    originalRequestId: string;
+    insert: JobInsertParams | null;
+  }): Promise<JobInsertOutcome | { kind: "skipped" } | { kind: "cleared" }>;
   /**
    * The chains that settled among those with a job finished since the sweep named `cursor` last read (its first read
    * starts at the store's now), each once per settling: their start and settle times. Records how far it read. On

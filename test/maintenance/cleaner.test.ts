@@ -6,6 +6,7 @@
 import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import { ManualClock } from "../../src/clock.js";
+import { sweepChains } from "../../src/chains/callbacks.js";
 import { CLEAN_BATCH, CLEAN_INTERVAL_MS, cleanFinishedJobs } from "../../src/maintenance/cleaner.js";
 import { cronTickJob } from "../../src/schedules/schedule-jobs.js";
 import type { JobInsertParams, Store } from "../../src/store/store.js";
@@ -215,4 +216,32 @@ test("old cron ticks are forgotten while recent ones are still remembered", asyn
 test("the cleaner runs at least hourly", () => {
   assert.ok(CLEAN_INTERVAL_MS <= 3_600_000, `every ${CLEAN_INTERVAL_MS} ms`);
   assert.ok(CLEAN_BATCH > 0);
+});
+
+test("a chain that settles after retention deleted the job that named its on_settled gets no callback, and stops being due", async (t) => {
+  const s = await start(t, (raw) => (raw["retention"] = { terminal_days: 1 }));
+  const { store, settings, telemetry, notifier } = s.service;
+  const onSettled = { operation_id: "recordEmailSent", request: { path_params: { emailId: "1" } } };
+  const root = await insert(store, jobParams(s, "late", { onSettled }));
+  const child = await insert(store, jobParams(s, "late", { parentJobId: root.id, runTime: { delayMs: 2 * DAY } }));
+  const finish = async (id: string) => {
+    const [claimed] = await store.jobClaimMany({ limit: 1 });
+    assert.equal(claimed?.id, id);
+    const result = { status_code: 200, error_body: null, terminal_reason: null };
+    assert.deepEqual(await store.jobSetStateIfRunningMany({ outcomes: [{ id, attempt: 1, status: "succeeded", result }] }), [true]);
+  };
+  await finish(root.id);
+  s.clock.advance(DAY + 1);
+  assert.equal(await cleanFinishedJobs({ config: s.config, store }), 1, "the root is deleted; its chain still runs");
+  s.clock.advance(DAY);
+  await finish(child.id);
+  assert.deepEqual((await store.chainSettledDueList({ limit: 10 })).map((chain) => chain.originalRequestId), ["late"]);
+
+  const refused: unknown[] = [];
+  telemetry.on("callback:refused", (event) => refused.push(event));
+  await sweepChains({ config: s.config, settings, store, telemetry, notifier });
+  assert.deepEqual(refused, [{ kind: "on_settled", of: "late", reason: "setter_deleted" }]);
+  assert.deepEqual(await store.chainSettledDueList({ limit: 10 }), [], "recorded as fired: never due again");
+  assert.notEqual((await store.chainGet({ originalRequestId: "late" }))?.onSettledFiredAt, null);
+  assert.deepEqual((await store.jobList({ originalRequestId: "late", limit: 10 })).map((job) => job.id), [child.id], "no callback job");
 });

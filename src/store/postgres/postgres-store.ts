@@ -482,12 +482,16 @@ export class PostgresStore implements Store {
     return (await this.db.query(SETTLED_DUE, [Math.max(0, params.limit)])).map(toChainRow);
   }
 
-  async chainOnSettledEnqueue(params: { originalRequestId: string; insert: JobInsertParams }): Promise<JobInsertOutcome | { kind: "skipped" }> {
+  async chainOnSettledEnqueue(params: {
+    originalRequestId: string;
+    insert: JobInsertParams | null;
+  }): Promise<JobInsertOutcome | { kind: "skipped" } | { kind: "cleared" }> {
     return this.db.transaction(async (client) => {
       await client.query(LOCK_CHAIN, [params.originalRequestId]);
       if ((await client.query(FIRE_ON_SETTLED, [params.originalRequestId, this.statementNow()])).rowCount === 0) {
         return { kind: "skipped" } as const;
       }
+      if (params.insert === null) return { kind: "cleared" } as const;
       return this.insertInTransaction(client, params.insert);
     });
   }

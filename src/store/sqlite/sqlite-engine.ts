@@ -593,11 +593,14 @@ export class SqliteEngine {
     return this.read(() => this.statements.settledDue.all(Math.max(0, params.limit)).map(toChainRow));
   }
 
-  chainOnSettledEnqueue(params: { originalRequestId: string; insert: JobInsertParams }): JobInsertOutcome | { kind: "skipped" } {
+  chainOnSettledEnqueue(params: {
+    originalRequestId: string;
+    insert: JobInsertParams | null;
+  }): JobInsertOutcome | { kind: "skipped" } | { kind: "cleared" } {
     return this.write(() => {
       const now = this.clock.now();
       if (this.statements.fireOnSettled.run({ rid: params.originalRequestId, now }).changes === 0) return { kind: "skipped" };
-      return this.insertOne(params.insert, now);
+      return params.insert === null ? { kind: "cleared" } : this.insertOne(params.insert, now);
     });
   }
 

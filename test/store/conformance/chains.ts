@@ -109,6 +109,19 @@ export function chainCases(suite: Suite): void {
       assert.equal(fired?.jobsCreated, 3, "the callback counts in the chain");
     });
 
+    suite.case("on_settled with no insert is recorded fired (cleared) once the chain settles, and is never due again", async ({ store }) => {
+      const root = await insertCreated(store, { originalRequestId: "c2", onSettled: { operation_id: "buildReport" } });
+      assert.equal((await store.chainOnSettledEnqueue({ originalRequestId: "c2", insert: null })).kind, "skipped", "the chain still waits");
+      await finish(store, root.id);
+      const [a, b] = await Promise.all([
+        store.chainOnSettledEnqueue({ originalRequestId: "c2", insert: null }),
+        store.chainOnSettledEnqueue({ originalRequestId: "c2", insert: null }),
+      ]);
+      assert.deepEqual([a.kind, b.kind].sort(), ["cleared", "skipped"]);
+      assert.deepEqual(await store.chainSettledDueList({ limit: 10 }), []);
+      assert.equal((await store.chainGet({ originalRequestId: "c2" }))?.jobsCreated, 1, "no job was inserted");
+    });
+
     suite.case("chains that settled are reported once per settling, from the cursor on; a job joining a chain reopens it", async ({ store, clock }) => {
       assert.deepEqual(await store.chainSettledSince({ cursor: "t", limit: 100 }), [], "the first read starts now");
       const solo = await insertCreated(store, { originalRequestId: "solo" });
