@@ -23,6 +23,7 @@ import type { PerOperationSettings } from "../operations/settings.js";
 import { StoreUnavailableError, type JobInsertOutcome, type JobInsertParams, type Store } from "../store/store.js";
 import type { Telemetry } from "../telemetry/events.js";
 import type { CheckedEnqueueBody } from "./body-checks.js";
+import { checkTarget } from "./target.js";
 
 /** What enqueueing needs from the running service. */
 export interface EnqueueDeps {
@@ -139,31 +140,13 @@ function announce(deps: EnqueueDeps, result: EnqueueResult): void {
 function insertParams(deps: EnqueueDeps, caller: EnqueueCaller, checked: CheckedEnqueueBody): JobInsertParams {
   const { config, settings } = deps;
   const { assertion, parent } = caller;
-  const { body, runTime, target } = checked;
+  const { body, runTime } = checked;
   const onBehalfOf = body.on_behalf_of;
 
-  // Step 3.
-  if (!target) {
-    throw new ApiError(422, "unknown_operation", `operation "${body.operation_id}" is not in the product's OpenAPI document`);
-  }
-  if (!target.background) {
-    throw new ApiError(
-      422,
-      "operation_not_background",
-      `operation "${body.operation_id}" does not carry the "background" tag, so it cannot be enqueued`,
-    );
-  }
-
-  // Step 4.
-  // Own keys only: an op named "constructor" or "__proto__" must not find Object.prototype's members.
-  const allowedTargets = Object.hasOwn(config.triggers, assertion.op) ? config.triggers[assertion.op] : undefined;
-  if (!(allowedTargets ?? []).includes(target.operationId)) {
-    throw new ApiError(
-      403,
-      "trigger_not_allowed",
-      `the trigger map does not let "${assertion.op}" enqueue "${target.operationId}"`,
-    );
-  }
+  // Steps 3 and 4: the target, and the trigger map; then step 4's other checks.
+  const allowed = checkTarget({ target: checked.target, operationId: body.operation_id, triggers: config.triggers, caller: assertion.op });
+  if (!allowed.ok) throw allowed.error;
+  const { target } = allowed;
   if (onBehalfOf) {
     if (parent) {
       throw new ApiError(403, "on_behalf_of_not_allowed", "a chained enqueue inherits its chain's authority; on_behalf_of is refused");
@@ -272,19 +255,15 @@ function checkCallbacks(config: EnqueueDeps["config"], checked: CheckedEnqueueBo
   for (const field of CALLBACK_FIELDS) {
     const callback = body[field];
     if (callback === undefined) continue;
-    const target = callbackTargets[field];
-    if (!target) throw new ApiError(422, "unknown_operation", `${field}: operation "${callback.operation_id}" is not in the product's OpenAPI document`);
-    if (!target.background) {
-      throw new ApiError(422, "operation_not_background", `${field}: operation "${callback.operation_id}" does not carry the "background" tag`);
-    }
-    const allowed = Object.hasOwn(config.triggers, caller) ? config.triggers[caller] : undefined;
-    if (!(allowed ?? []).includes(target.operationId)) {
-      throw new ApiError(
-        403,
-        "trigger_not_allowed",
-        `${field}: the trigger map does not let "${caller}" enqueue "${target.operationId}" (a callback is a chained job of the job it follows)`,
-      );
-    }
+    const allowed = checkTarget({
+      target: callbackTargets[field],
+      operationId: callback.operation_id,
+      triggers: config.triggers,
+      caller,
+      prefix: `${field}: `,
+      triggerHint: " (a callback is a chained job of the job it follows)",
+    });
+    if (!allowed.ok) throw allowed.error;
   }
   if (body.on_settled !== undefined && options.chained) {
     throw new ApiError(400, "invalid_request", "on_settled comes with a chain's first job, from a root call; this call is chained");

@@ -14,6 +14,7 @@
  * and by every run now, on the node that makes them: a target the trigger map stops allowing is no longer enqueued.
  */
 import { ConfigError, cronCaller, SCHEDULE_TRIGGER_KEY, type Config } from "../config.js";
+import { checkTarget } from "../enqueue/target.js";
 import { ApiError } from "../errors.js";
 import { pathParamsProblem, payloadProblem } from "../job/payload-rules.js";
 import type { OperationRegistry } from "../operations/registry.js";
@@ -46,23 +47,14 @@ export function scheduleTargetError(options: {
   operationId: string;
 }): ApiError | undefined {
   const { config, registry, operationId } = options;
-  const target = registry.get(operationId);
-  if (!target) return new ApiError(422, "unknown_operation", `operation "${operationId}" is not in the product's OpenAPI document`);
-  if (!target.background) {
-    return new ApiError(
-      422,
-      "operation_not_background",
-      `operation "${operationId}" does not carry the "background" tag, so it cannot be enqueued`,
-    );
-  }
-  const key = triggerKeyOf(options);
-  // Own keys only, as the enqueue reads the map.
-  const allowed = Object.hasOwn(config.triggers, key) ? config.triggers[key] : undefined;
-  if (!(allowed ?? []).includes(operationId)) {
-    const hint = options.source === "api" ? ` (add it to triggers."${SCHEDULE_TRIGGER_KEY}" to let schedules enqueue it)` : "";
-    return new ApiError(403, "trigger_not_allowed", `the trigger map does not let "${key}" enqueue "${operationId}"${hint}`);
-  }
-  return undefined;
+  const allowed = checkTarget({
+    target: registry.get(operationId),
+    operationId,
+    triggers: config.triggers,
+    caller: triggerKeyOf(options),
+    triggerHint: options.source === "api" ? ` (add it to triggers."${SCHEDULE_TRIGGER_KEY}" to let schedules enqueue it)` : "",
+  });
+  return allowed.ok ? undefined : allowed.error;
 }
 
 /** Runs every check of a schedule created or changed through the API; throws the `ApiError` of the first that fails. */
