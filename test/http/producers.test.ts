@@ -177,10 +177,18 @@ describe("Idempotency-Key", () => {
     assertError(await postJob(s, buildReport({ idempotency_key: "" })), 400, "invalid_request");
   });
 
-  test("a refused enqueue does not use its key up", async (t) => {
-    const s = await startService(t);
-    assertError(await postJob(s, welcomeEmail({ idempotency_key: "k1" }), { op: "cron:nightly" }), 403, "trigger_not_allowed");
-    assert.equal((await postJob(s, welcomeEmail({ idempotency_key: "k1" }))).statusCode, 201);
+  test("a refused enqueue does not use its key up, whether the service or the store refused it", async (t) => {
+    const s = await startService(t, { configure: (raw) => void (raw["limits"] = { spawn_cap: 1 }) });
+    // Each refusal by the same caller (createUser, u1) as the enqueue after it, which sends another request under the
+    // key: had the refusal taken the key, that would be 422 idempotency_key_reused.
+    assertError(await postJob(s, { operation_id: "recordEmailSent", request: { path_params: { emailId: "1" } }, idempotency_key: "k1" }), 403, "trigger_not_allowed");
+    assert.equal((await postJob(s, welcomeEmail({ idempotency_key: "k1" }), { rid: "r-1" })).statusCode, 201);
+    // The store's refusals: a dedupe key held by a job of another operation, and a chain at its spawn cap.
+    assert.equal((await postJob(s, buildReport({ dedupe_key: "dk" }), { rid: "r-2" })).statusCode, 201);
+    assertError(await postJob(s, welcomeEmail({ dedupe_key: "dk", idempotency_key: "k2" }), { rid: "r-3" }), 409, "dedupe_conflict");
+    assertError(await postJob(s, buildReport({ idempotency_key: "k3" }), { rid: "r-1" }), 429, "spawn_cap_exceeded");
+    assert.equal((await postJob(s, buildReport({ request: { body: { n: 2 } }, idempotency_key: "k2" }), { rid: "r-4" })).statusCode, 201);
+    assert.equal((await postJob(s, buildReport({ request: { body: { n: 3 } }, idempotency_key: "k3" }), { rid: "r-5" })).statusCode, 201);
   });
 });
 
