@@ -176,6 +176,14 @@ export function claimCases(suite: Suite): void {
       );
     });
 
+    suite.case("a claim of many jobs whose first page is mostly one concurrency key takes the keyless jobs behind it", async ({ store }) => {
+      // 20 jobs of key k first in claim order, then 20 without a key: a claim of 20 takes one of k and 19 others.
+      const keyed = await insertAll(store, Array.from({ length: 20 }, () => ({ concurrencyKey: "k", priority: 1, spawnCap: 10_000 })));
+      const free = await insertAll(store, Array.from({ length: 20 }, () => ({ spawnCap: 10_000 })));
+      const claimed = (await store.jobClaimMany({ limit: 20 })).map((job) => job.id);
+      assert.deepEqual(claimed.sort(), [keyed[0]?.id, ...free.slice(0, 19).map((job) => job.id)].sort());
+    });
+
     // A claim looks at a bounded number of candidates: past that many due jobs it walks claim order, below it takes
     // every due one. Either way the order is the same, and future jobs ahead in claim order (higher priority) wait.
     suite.case("claims in claim order whether more or fewer jobs are due than a claim looks at", async ({ store, clock }) => {
