@@ -185,7 +185,13 @@ export const BatchEnqueueResult = Type.Union([
   ),
   Type.Object(
     {
-      status: Type.Integer({ minimum: 400, maximum: 499, description: "What POST /jobs would have answered for this item." }),
+      status: Type.Integer({
+        minimum: 400,
+        maximum: 599,
+        description:
+          "What POST /jobs would have answered for this item: its 4xx refusal, or 503 unavailable (500 internal) when the " +
+          "database failed to store this item while the others were stored.",
+      }),
       code: Type.String(),
       message: Type.String(),
     },
