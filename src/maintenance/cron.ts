@@ -78,11 +78,13 @@ export class CronScheduler {
       notifier: WorkNotifier;
       telemetry: Telemetry;
       logger: Logger;
+      /** How often the stored schedules are read whatever the announcements said; `SCHEDULE_SYNC_MS` by default. */
+      syncMs?: number;
     },
   ) {
     this.poll = new Periodic({
       name: "schedule sync",
-      intervalMs: SCHEDULE_SYNC_MS,
+      intervalMs: options.syncMs ?? SCHEDULE_SYNC_MS,
       logger: options.logger,
       run: async () => {
         this.listen();

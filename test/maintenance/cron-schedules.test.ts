@@ -7,6 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, test, type TestContext } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
 import { pino } from "pino";
 import { ManualClock } from "../../src/clock.js";
 import { ConfigError } from "../../src/config.js";
@@ -285,6 +286,31 @@ class RealTimeClock extends ManualClock {
   }
 }
 
+test("a schedule created through the API is armed by the store's announcement of the create, not by the next read", async (t) => {
+  const s = await startTestService({ clock: new ManualClock(START), configure: allowSchedules });
+  t.after(() => s.close());
+  // A scheduler that reads the schedules at its start and then once an hour: only an announcement can arm one now.
+  const cron = new CronScheduler({
+    config: s.config,
+    registry: s.service.registry,
+    settings: s.service.settings,
+    store: s.service.store,
+    clock: s.clock,
+    notifier: s.service.notifier,
+    telemetry: s.service.telemetry,
+    logger: pino({ level: "silent" }),
+    syncMs: 3_600_000,
+  });
+  cron.start();
+  t.after(() => cron.stop());
+  await cron.sync();
+  assert.deepEqual([...cron.nextTicks().keys()], ["nightly"]);
+  await create(s, { name: "digest", schedule: "0 9 * * *" });
+  // Waits for the read the announcement started (a call of sync() here would read the schedules itself).
+  for (let i = 0; i < 1000 && !cron.nextTicks().has("digest"); i++) await sleep(10);
+  assert.equal(cron.nextTicks().get("digest"), Date.UTC(2026, 10, 22, 9));
+});
+
 test("a started service runs a schedule created through the API on a real timer: an every-second schedule's tick is enqueued", async (t) => {
   const s = await startTestService({ clock: new RealTimeClock(), configure: allowSchedules });
   t.after(() => s.close());
@@ -299,7 +325,8 @@ test("a started service runs a schedule created through the API on a real timer:
   s.service.start();
   const createdAt = Date.now();
   await create(s, { name: "every-second", schedule: "* * * * * *", dedupe_key: null });
-  // Nothing here reads the schedules: the store's announcement of the create is what arms it.
+  // Nothing here reads the schedules: the store's announcement of the create arms it (the test above shows that alone
+  // does), or else the scheduler's read every 5 s.
   const tick = await firstTick;
   assert.equal(tick.tickAt % 1000, 0, "a whole second");
   assert.ok(tick.tickAt > createdAt - 1000, "a tick after the schedule was created, none before");
