@@ -16,7 +16,7 @@ import type { CallbackSpec, JobRow } from "../job/job.js";
 import type { JobStatus } from "../job/statuses.js";
 import { toWireJob } from "../job/wire.js";
 import type { PerOperationSettings } from "../operations/settings.js";
-import type { ChainRow, JobInsertOutcome, JobInsertParams, Store } from "../store/store.js";
+import type { ChainJobCounts, ChainRow, JobInsertOutcome, JobInsertParams, Store } from "../store/store.js";
 import type { Telemetry } from "../telemetry/events.js";
 
 /** What the sweeper needs of the running service. */
@@ -80,10 +80,10 @@ export async function fireSettledCallbacks(deps: ChainSweepDeps): Promise<number
       }
       continue;
     }
-    const jobs = await deps.store.jobList({ originalRequestId: chain.originalRequestId, limit: 100_000 });
+    const counts = await deps.store.chainJobCounts({ originalRequestId: chain.originalRequestId });
     const outcome = await deps.store.chainOnSettledEnqueue({
       originalRequestId: chain.originalRequestId,
-      insert: callbackInsert(deps, setter, spec, chainOutcomeBody(chain, jobs)),
+      insert: callbackInsert(deps, setter, spec, chainOutcomeBody(chain, counts)),
     });
     if (report(deps, { kind: "on_settled", of: chain.originalRequestId, outcome })) fired++;
   }
@@ -172,20 +172,13 @@ export function jobOutcomeBody(job: JobRow): unknown {
 }
 
 /** The body of a chain's on_settled: how its jobs ended, and when it began and settled. */
-export function chainOutcomeBody(chain: ChainRow, jobs: JobRow[]): unknown {
-  const counts: Record<string, number> = { succeeded: 0, dead: 0, cancelled: 0 };
-  let startedAt = chain.createdAt ?? Number.POSITIVE_INFINITY;
-  let settledAt = 0;
-  for (const job of jobs) {
-    counts[job.status] = (counts[job.status] ?? 0) + 1;
-    startedAt = Math.min(startedAt, job.createdAt);
-    settledAt = Math.max(settledAt, job.finishedAt ?? 0);
-  }
+export function chainOutcomeBody(chain: ChainRow, jobs: ChainJobCounts): unknown {
+  const startedAt = chain.createdAt ?? jobs.firstCreatedAt;
   return {
     original_request_id: chain.originalRequestId,
-    jobs: jobs.length,
-    counts,
-    started_at: Number.isFinite(startedAt) ? new Date(startedAt).toISOString() : null,
-    settled_at: settledAt > 0 ? new Date(settledAt).toISOString() : null,
+    jobs: jobs.jobs,
+    counts: { succeeded: 0, dead: 0, cancelled: 0, ...jobs.byStatus },
+    started_at: startedAt === null ? null : new Date(Math.min(startedAt, jobs.firstCreatedAt ?? startedAt)).toISOString(),
+    settled_at: jobs.lastFinishedAt === null ? null : new Date(jobs.lastFinishedAt).toISOString(),
   };
 }

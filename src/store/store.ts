@@ -205,6 +205,16 @@ export type AttemptRefund =
   /** opqueue's own process could not send it (no file descriptor, no memory): the attempt never happened. */
   | "always";
 
+/** How the jobs of a chain stand, counted by the database: however many, without reading them. */
+export interface ChainJobCounts {
+  jobs: number;
+  /** Jobs by status; a status no job has is absent. */
+  byStatus: Partial<Record<JobStatus, number>>;
+  /** When its first job was created, and its last finished job finished (null: none has). Ms since the epoch. */
+  firstCreatedAt: number | null;
+  lastFinishedAt: number | null;
+}
+
 /** A chain as the store keeps it (docs/chains.md). Times are ms since the epoch. */
 export interface ChainRow {
   originalRequestId: string;
@@ -417,6 +427,8 @@ export interface Store {
   chainSettledSince(params: { cursor: string; limit: number }): Promise<Array<{ originalRequestId: string; startedAt: number; settledAt: number }>>;
   /** A chain's row, or undefined when it has none (no job was ever enqueued into it, and it was never cancelled). */
   chainGet(params: { originalRequestId: string }): Promise<ChainRow | undefined>;
+  /** How the jobs of a chain stand (none: zero jobs), counted in the database. */
+  chainJobCounts(params: { originalRequestId: string }): Promise<ChainJobCounts>;
   /** The finished attempts of several jobs, by job id, each oldest first. */
   jobAttemptListMany(params: { ids: string[] }): Promise<Map<string, JobAttemptRow[]>>;
   /**

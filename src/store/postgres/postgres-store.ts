@@ -37,6 +37,7 @@ import type {
 import type { JobResult } from "../../job/schemas.js";
 import { JOB_STATUSES, type JobStatus } from "../../job/statuses.js";
 import { requireWholeMinutes, toBuckets } from "../attempt-buckets.js";
+import { chainJobCountsOf } from "../chain-counts.js";
 import { GroupCommit, type Settled } from "../group-commit.js";
 import {
   StoreUnavailableError,
@@ -59,6 +60,7 @@ import {
   type ScheduleUpdateOutcome,
   type ScheduleWriteOutcome,
   type Store,
+  type ChainJobCounts,
   type ChainRow,
 } from "../store.js";
 import type { LimitsSource, OperationControl, OperationLimits, PausedKey } from "../../flow/limits.js";
@@ -72,7 +74,17 @@ import { connectionSettings, defaultSchema, PgConnection } from "./connection.js
 import { isUniqueViolation, mapError, unstorable } from "./errors.js";
 import { NotificationListener } from "./listener.js";
 import { migrate } from "./migrate.js";
-import { insertArgument, toAttemptRow, toChainRow, toInsertOutcome, toJobRow, toMs, type InsertAnswer, type PgRow } from "./rows.js";
+import {
+  insertArgument,
+  requireMs,
+  toAttemptRow,
+  toChainRow,
+  toInsertOutcome,
+  toJobRow,
+  toMs,
+  type InsertAnswer,
+  type PgRow,
+} from "./rows.js";
 import { CLAIM, claimCandidates, NEXT_RUN_AT } from "./sql/claim.js";
 import { DELETE_BUCKETS } from "./sql/flow.js";
 import { CRON_TICK_RECORD, CRON_TICK_SET_JOB, INSERT_JOB, INSERT_JOBS } from "./sql/insert.js";
@@ -93,6 +105,7 @@ import {
   ATTEMPT_LIST_MANY,
   CALLBACKS_DUE,
   CHAIN_GET,
+  CHAIN_JOB_COUNTS,
   CHAIN_SWEEP_LOCK,
   CLEAR_CALLBACK,
   CURSOR_GET,
@@ -534,6 +547,19 @@ export class PostgresStore implements Store {
     if (unstorable(params.originalRequestId)) return this.assertOpen(undefined);
     const rows = await this.db.query(CHAIN_GET, [params.originalRequestId]);
     return rows[0] ? toChainRow(rows[0]) : undefined;
+  }
+
+  async chainJobCounts(params: { originalRequestId: string }): Promise<ChainJobCounts> {
+    if (unstorable(params.originalRequestId)) return this.assertOpen(chainJobCountsOf([]));
+    const rows = await this.db.query(CHAIN_JOB_COUNTS, [params.originalRequestId]);
+    return chainJobCountsOf(
+      rows.map((row) => ({
+        status: String(row["status"]),
+        jobs: Number(row["jobs"]),
+        firstCreatedAt: requireMs(row["first_created_at"]),
+        lastFinishedAt: toMs(row["last_finished_at"]),
+      })),
+    );
   }
 
   async jobAttemptListMany(params: { ids: string[] }): Promise<Map<string, JobAttemptRow[]>> {

@@ -33,6 +33,7 @@ import {
 import type { JobResult } from "../../job/schemas.js";
 import { JOB_STATUSES, type JobStatus } from "../../job/statuses.js";
 import { toBuckets } from "../attempt-buckets.js";
+import { chainJobCountsOf } from "../chain-counts.js";
 import { createdJobRow } from "../created-row.js";
 import { externalCallRefusal, type ExternalCallTarget } from "../external-calls.js";
 import type { Settled } from "../group-commit.js";
@@ -53,6 +54,7 @@ import {
   type JobRunNowOutcome,
   type JobStats,
   type AdminActionRow,
+  type ChainJobCounts,
   type ChainRow,
   type CronTickOutcome,
   type ScheduleCreateOutcome,
@@ -634,6 +636,13 @@ export class SqliteEngine {
   chainGet(params: { originalRequestId: string }): ChainRow | undefined {
     const row = this.read(() => this.statements.chain.get(params.originalRequestId));
     return row ? toChainRow(row) : undefined;
+  }
+
+  chainJobCounts(params: { originalRequestId: string }): ChainJobCounts {
+    const groups = this.read(() => this.statements.chainJobCounts.all(params.originalRequestId));
+    return chainJobCountsOf(
+      groups.map((group) => ({ status: group.status, jobs: group.jobs, firstCreatedAt: group.first_created_at, lastFinishedAt: group.last_finished_at })),
+    );
   }
 
   attemptBuckets(params: { since: number; bucketMs: number }): AttemptBucket[] {

@@ -230,6 +230,7 @@ export class SqliteStore implements Store, OnlineBackup {
   readonly chainOnSettledEnqueue = this.forward("chainOnSettledEnqueue");
   readonly chainSettledSince = this.forward("chainSettledSince");
   readonly chainGet = this.forward("chainGet");
+  readonly chainJobCounts = this.forward("chainJobCounts");
   readonly idempotencyKeyDeleteMany = this.forward("idempotencyKeyDeleteMany");
   readonly jobStats = this.forward("jobStats");
   readonly jobAttemptList = this.forward("jobAttemptList");

@@ -351,6 +351,11 @@ export function prepareStatements(db: Database.Database) {
       "UPDATE jobs SET callbacks_pending = 0 WHERE id = :id AND status = :status AND callbacks_pending = 1",
     ),
     chain: prepare<[string], SqliteChainRow>(db, "SELECT * FROM chains WHERE original_request_id = ?"),
+    chainJobCounts: prepare<[string], { status: string; jobs: number; first_created_at: number; last_finished_at: number | null }>(
+      db,
+      `SELECT status, count(*) AS jobs, min(created_at) AS first_created_at, max(finished_at) AS last_finished_at
+       FROM jobs INDEXED BY jobs_chain_seq WHERE original_request_id = ? GROUP BY status`,
+    ),
     settledDue: prepare<[number], SqliteChainRow>(
       db,
       `SELECT c.* FROM chains c INDEXED BY chains_on_settled_due

@@ -109,6 +109,25 @@ export function chainCases(suite: Suite): void {
       assert.equal(fired?.jobsCreated, 3, "the callback counts in the chain");
     });
 
+    suite.case("a chain's jobs are counted by status, with its first creation and last finish; a chain without jobs counts none", async ({ store, clock }) => {
+      assert.deepEqual(await store.chainJobCounts({ originalRequestId: "c3" }), { jobs: 0, byStatus: {}, firstCreatedAt: null, lastFinishedAt: null });
+      const first = await insertCreated(store, { originalRequestId: "c3" });
+      clock.advance(10);
+      const second = await insertCreated(store, { originalRequestId: "c3", runAt: T0 + 10 });
+      await insertCreated(store, { originalRequestId: "c3", runAt: T0 + 60_000 });
+      await insertCreated(store, { originalRequestId: "other", runAt: T0 + 60_000 });
+      clock.advance(5);
+      await finish(store, first.id);
+      clock.advance(5);
+      await finish(store, second.id, "dead");
+      assert.deepEqual(await store.chainJobCounts({ originalRequestId: "c3" }), {
+        jobs: 3,
+        byStatus: { succeeded: 1, dead: 1, pending: 1 },
+        firstCreatedAt: T0,
+        lastFinishedAt: T0 + 20,
+      });
+    });
+
     suite.case("on_settled with no insert is recorded fired (cleared) once the chain settles, and is never due again", async ({ store }) => {
       const root = await insertCreated(store, { originalRequestId: "c2", onSettled: { operation_id: "buildReport" } });
       assert.equal((await store.chainOnSettledEnqueue({ originalRequestId: "c2", insert: null })).kind, "skipped", "the chain still waits");

@@ -151,6 +151,7 @@ export function listCases(suite: Suite): void {
         chainOnSettledEnqueue: () => store.chainOnSettledEnqueue({ originalRequestId: "req-1", insert: jobParams() }),
         chainSettledSince: () => store.chainSettledSince({ cursor: "test", limit: 10 }),
         chainGet: () => store.chainGet({ originalRequestId: "req-1" }),
+        chainJobCounts: () => store.chainJobCounts({ originalRequestId: job.originalRequestId }),
         jobGet: () => store.jobGet({ id: job.id }),
         jobList: () => store.jobList({ limit: 10 }),
         jobCancel: () => store.jobCancel({ id: job.id, actor: "admin" }),

@@ -91,6 +91,11 @@ export const CLEAR_CALLBACK = `UPDATE job_state s SET callbacks_pending = false 
 /** A chain's row. $1 original request id. */
 export const CHAIN_GET = "SELECT * FROM chains WHERE original_request_id = $1";
 
+/** A chain's jobs grouped by status: how many, the first created, the last finished. $1 original request id. */
+export const CHAIN_JOB_COUNTS = `SELECT s.status, count(*)::int AS jobs, min(j.created_at) AS first_created_at,
+    max(s.finished_at) AS last_finished_at
+  FROM job_specs j JOIN job_state s ON s.seq = j.seq WHERE j.original_request_id = $1 GROUP BY s.status`;
+
 /** The jobs of a chain still waiting or running: none means it has settled. */
 function ACTIVE_IN_CHAIN(rid: string): string {
   return `EXISTS (SELECT 1 FROM job_specs j JOIN job_state s ON s.seq = j.seq
