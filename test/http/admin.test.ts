@@ -556,3 +556,28 @@ describe("job history", () => {
   });
 });
 
+
+describe("a chain", () => {
+  test("of more than 10,000 jobs answers the newest 10,000 in its tree, and counts and settles every job", async (t) => {
+    const s = await startService(t, { configure: (raw) => void (raw["limits"] = { spawn_cap: 20_000 }) });
+    const token = await s.assertion({ rid: "big" });
+    for (let batch = 0; batch < 11; batch++) {
+      const jobs = Array.from({ length: batch === 10 ? 2 : 1000 }, (_, i) => buildReport({ request: { body: { n: batch * 1000 + i } } }));
+      const res = await s.inject({ method: "POST", url: "/jobs/batch", token, payload: { jobs } });
+      assert.equal(res.statusCode, 200, res.body);
+    }
+    const [first] = (await s.service.store.jobList({ originalRequestId: "big", limit: 20_000 })).slice(-1);
+    assert.ok(first, "the chain's oldest job");
+    assert.equal((await admin(s, "POST", `/jobs/${first.id}/cancel`)).statusCode, 200);
+
+    const res = await admin(s, "GET", "/chains/big");
+    assert.equal(res.statusCode, 200, res.body);
+    const chain = (res.json() as { chain: { truncated: boolean; counts: Record<string, number>; settled: boolean; jobs: Array<{ job: Job }> } }).chain;
+    assert.equal(chain.truncated, true);
+    assert.equal(chain.jobs.length, 10_000, "the newest 10,000, each a root");
+    assert.ok(!chain.jobs.some((node) => node.job.id === first.id), "the oldest job is left out of the tree");
+    assert.equal(chain.counts["pending"], 10_001, "counted over every job");
+    assert.equal(chain.counts["cancelled"], 1, "the oldest job, outside the tree, is counted");
+    assert.equal(chain.settled, false);
+  });
+});

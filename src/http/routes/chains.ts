@@ -11,7 +11,7 @@ import { ApiError } from "../../errors.js";
 import type { JobAttemptRow, JobRow } from "../../job/job.js";
 import { ErrorBody, JOB_STATUSES } from "../../job/schemas.js";
 import { formatTime, toWireJob } from "../../job/wire.js";
-import type { Store } from "../../store/store.js";
+import type { ChainJobCounts, Store } from "../../store/store.js";
 import { adminAuthHook } from "../auth.js";
 
 /** What the chain routes need. */
@@ -23,7 +23,7 @@ export interface ChainRoutesOptions {
 
 /** Most jobs one answer holds; a larger chain's tree has its newest (its counts and settling are of those). */
 const MAX_CHAIN_JOBS = 10_000;
-const ACTIVE = new Set(["pending", "running", "retrying"]);
+const ACTIVE_STATUSES = ["pending", "running", "retrying"] as const;
 
 const errors = (...statuses: number[]) =>
   Object.fromEntries(statuses.map((status) => [status, ErrorBody])) as Record<number, typeof ErrorBody>;
@@ -46,9 +46,10 @@ export const chainRoutes: FastifyPluginAsyncTypebox<ChainRoutesOptions> = async 
     },
     async (request) => {
       const rid = request.params.original_request_id;
-      const [chain, newestFirst] = await Promise.all([
+      const [chain, newestFirst, counts] = await Promise.all([
         store.chainGet({ originalRequestId: rid }),
         store.jobList({ originalRequestId: rid, limit: MAX_CHAIN_JOBS + 1 }),
+        store.chainJobCounts({ originalRequestId: rid }),
       ]);
       if (!chain && newestFirst.length === 0) {
         throw new ApiError(404, "chain_not_found", `no job was ever enqueued into chain "${rid.slice(0, 64)}"`);
@@ -56,9 +57,9 @@ export const chainRoutes: FastifyPluginAsyncTypebox<ChainRoutesOptions> = async 
       const jobs = newestFirst.slice(0, MAX_CHAIN_JOBS).reverse();
       const attempts = await store.jobAttemptListMany({ ids: jobs.map((job) => job.id) });
       const body: ChainBody = {
-        ...standing(jobs),
+        ...standing(counts),
         original_request_id: rid,
-        started_at: formatOrNull(chain?.createdAt ?? jobs[0]?.createdAt ?? null),
+        started_at: formatOrNull(chain?.createdAt ?? counts.firstCreatedAt),
         cancelled_at: formatOrNull(chain?.cancelledAt ?? null),
         cancelled_by: chain?.cancelledBy ?? null,
         spawn_cap: { used: chain?.jobsCreated ?? jobs.length, limit: options.config.limits.spawn_cap },
@@ -77,16 +78,11 @@ function formatOrNull(ms: number | null): string | null {
   return ms === null ? null : formatTime(ms);
 }
 
-/** Counts by status, and whether (and when) the chain settled. */
-function standing(jobs: JobRow[]): Pick<ChainBody, "counts" | "settled" | "settled_at"> {
-  const counts = Object.fromEntries(JOB_STATUSES.map((status) => [status, 0])) as ChainBody["counts"];
-  let lastFinished = 0;
-  for (const job of jobs) {
-    counts[job.status] = (counts[job.status] ?? 0) + 1;
-    lastFinished = Math.max(lastFinished, job.finishedAt ?? 0);
-  }
-  const settled = jobs.every((job) => !ACTIVE.has(job.status));
-  return { counts, settled, settled_at: settled && lastFinished > 0 ? formatTime(lastFinished) : null };
+/** Counts by status of every job of the chain, and whether (and when) it settled. */
+function standing(jobs: ChainJobCounts): Pick<ChainBody, "counts" | "settled" | "settled_at"> {
+  const counts = Object.fromEntries(JOB_STATUSES.map((status) => [status, jobs.byStatus[status] ?? 0])) as ChainBody["counts"];
+  const settled = ACTIVE_STATUSES.every((status) => counts[status] === 0);
+  return { counts, settled, settled_at: settled && jobs.lastFinishedAt !== null ? formatTime(jobs.lastFinishedAt) : null };
 }
 
 /** The jobs as a forest: each job under its parent, roots those whose parent is not in the chain; oldest first. */
