@@ -116,6 +116,6 @@ function waterfallOf(chain) {
         }),
       ),
     ),
-    chain.truncated ? h("p", { class: "muted" }, "The chain has more than 10,000 jobs: the oldest are drawn.") : null,
+    chain.truncated ? h("p", { class: "muted" }, "The chain has more than 10,000 jobs: the newest 10,000 are drawn; the counts are of every job.") : null,
   ];
 }
