@@ -10,13 +10,14 @@ import { retryDeadJobs, retryJob, type RetryDeps } from "../../admin/retry.js";
 import type { TokenVerifier } from "../../auth/tokens.js";
 import { jobHistory } from "../../admin/history.js";
 import { ApiError } from "../../errors.js";
-import { ErrorBody, JobAttempts, JobEnvelope, JobExtensions, JobHistory, JobsEnvelope, RetryDeadBody } from "../../job/schemas.js";
+import { JobAttempts, JobEnvelope, JobExtensions, JobHistory, JobsEnvelope, RetryDeadBody } from "../../job/schemas.js";
 import { formatTime, toWireJob } from "../../job/wire.js";
 import type { AdminAction } from "../../job/statuses.js";
 import { adminAuthHook, jobReaderAuthHook } from "../auth.js";
 import type { Config } from "../../config.js";
 import type { JobRow } from "../../job/job.js";
 import type { Telemetry } from "../../telemetry/events.js";
+import { errorResponses } from "./error-responses.js";
 
 /** What the admin routes need. */
 export interface AdminRoutesOptions extends RetryDeps {
@@ -46,9 +47,6 @@ function changed(telemetry: Telemetry, id: string, ms: number): Promise<void> {
     });
   });
 }
-
-const errors = (...statuses: number[]) =>
-  Object.fromEntries(statuses.map((status) => [status, ErrorBody])) as Record<number, typeof ErrorBody>;
 
 const JobIdParams = Type.Object({ id: Type.String({ description: "Short id of the job." }) });
 
@@ -91,7 +89,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
           { wait_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_WAIT_MS })) },
           { additionalProperties: false },
         ),
-        response: { 200: JobEnvelope, ...errors(400, 401, 403, 404, 503) },
+        response: { 200: JobEnvelope, ...errorResponses(400, 401, 403, 404, 503) },
       },
     },
     async (request) => {
@@ -138,7 +136,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
           },
           { additionalProperties: false },
         ),
-        response: { 200: JobEnvelope, ...errors(401, 403, 404, 409, 503) },
+        response: { 200: JobEnvelope, ...errorResponses(401, 403, 404, 409, 503) },
       },
     },
     async (request) => {
@@ -169,7 +167,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
         tags: ["jobs"],
         security: adminSecurity,
         params: JobIdParams,
-        response: { 200: JobEnvelope, ...errors(401, 403, 404, 409, 503) },
+        response: { 200: JobEnvelope, ...errorResponses(401, 403, 404, 409, 503) },
       },
     },
     async (request) => {
@@ -198,7 +196,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
         tags: ["jobs"],
         security: adminSecurity,
         params: JobIdParams,
-        response: { 200: JobAttempts, ...errors(401, 403, 404, 503) },
+        response: { 200: JobAttempts, ...errorResponses(401, 403, 404, 503) },
       },
     },
     async (request) => {
@@ -232,7 +230,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
         tags: ["jobs"],
         security: adminSecurity,
         body: RetryDeadBody,
-        response: { 200: JobsEnvelope, ...errors(400, 401, 403, 415, 503) },
+        response: { 200: JobsEnvelope, ...errorResponses(400, 401, 403, 415, 503) },
       },
     },
     async (request) => {
@@ -257,7 +255,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
         tags: ["jobs"],
         security: adminSecurity,
         params: Type.Object({ original_request_id: Type.String({ minLength: 1 }) }),
-        response: { 200: JobsEnvelope, ...errors(400, 401, 403, 503) },
+        response: { 200: JobsEnvelope, ...errorResponses(400, 401, 403, 503) },
       },
     },
     async (request) => {
@@ -276,7 +274,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
         tags: ["jobs"],
         security: adminSecurity,
         params: JobIdParams,
-        response: { 200: JobEnvelope, ...errors(401, 403, 404, 409, 503) },
+        response: { 200: JobEnvelope, ...errorResponses(401, 403, 404, 409, 503) },
       },
     },
     async (request) => {
@@ -304,7 +302,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
         tags: ["jobs"],
         security: adminSecurity,
         params: JobIdParams,
-        response: { 200: JobHistory, ...errors(401, 403, 404, 503) },
+        response: { 200: JobHistory, ...errorResponses(401, 403, 404, 503) },
       },
     },
     async (request) => {
@@ -327,7 +325,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
         tags: ["jobs"],
         security: adminSecurity,
         params: JobIdParams,
-        response: { 200: JobExtensions, ...errors(401, 403, 404, 503) },
+        response: { 200: JobExtensions, ...errorResponses(401, 403, 404, 503) },
       },
     },
     async (request) => {

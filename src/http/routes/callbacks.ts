@@ -18,17 +18,15 @@ import {
 import type { DeliveryCaller, DeliveryTokenVerifier } from "../../auth/delivery-tokens.js";
 import { ApiError } from "../../errors.js";
 import { jsonValueProblem } from "../../job/payload-rules.js";
-import { ErrorBody, JobEnvelope } from "../../job/schemas.js";
+import { JobEnvelope } from "../../job/schemas.js";
 import { formatTime, toWireJob } from "../../job/wire.js";
 import { deliveryCallbackHook } from "../auth.js";
+import { errorResponses } from "./error-responses.js";
 
 /** What the callback routes need. */
 export interface CallbackRoutesOptions extends CallbackDeps {
   deliveryVerifier: DeliveryTokenVerifier;
 }
-
-const errors = (...statuses: number[]) =>
-  Object.fromEntries(statuses.map((status) => [status, ErrorBody])) as Record<number, typeof ErrorBody>;
 
 const JobIdParams = Type.Object({ id: Type.String({ description: "The job's id, as the delivery token's job claim names it." }) });
 
@@ -65,7 +63,7 @@ export const callbackRoutes: FastifyPluginAsyncTypebox<CallbackRoutesOptions> = 
         security,
         params: JobIdParams,
         body: HeartbeatBody,
-        response: { 200: HeartbeatAnswer, ...errors(400, 401, 404, 409, 413, 415, 503) },
+        response: { 200: HeartbeatAnswer, ...errorResponses(400, 401, 404, 409, 413, 415, 503) },
       },
     },
     async (request) => {
@@ -91,7 +89,7 @@ export const callbackRoutes: FastifyPluginAsyncTypebox<CallbackRoutesOptions> = 
         security,
         params: JobIdParams,
         body: CompleteBody,
-        response: { 200: JobEnvelope, ...errors(400, 401, 404, 409, 413, 415, 503) },
+        response: { 200: JobEnvelope, ...errorResponses(400, 401, 404, 409, 413, 415, 503) },
       },
     },
     async (request) => {
@@ -113,7 +111,7 @@ export const callbackRoutes: FastifyPluginAsyncTypebox<CallbackRoutesOptions> = 
         security,
         params: JobIdParams,
         body: FailBody,
-        response: { 200: JobEnvelope, ...errors(400, 401, 404, 409, 413, 415, 503) },
+        response: { 200: JobEnvelope, ...errorResponses(400, 401, 404, 409, 413, 415, 503) },
       },
     },
     async (request) => {

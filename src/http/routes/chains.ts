@@ -9,10 +9,11 @@ import { ChainEnvelope, type ChainBody, type ChainNodeBody } from "../../chains/
 import type { Config } from "../../config.js";
 import { ApiError } from "../../errors.js";
 import type { JobAttemptRow, JobRow } from "../../job/job.js";
-import { ErrorBody, JOB_STATUSES } from "../../job/schemas.js";
+import { JOB_STATUSES } from "../../job/schemas.js";
 import { formatTime, toWireJob } from "../../job/wire.js";
 import type { ChainJobCounts, Store } from "../../store/store.js";
 import { adminAuthHook } from "../auth.js";
+import { errorResponses } from "./error-responses.js";
 
 /** What the chain routes need. */
 export interface ChainRoutesOptions {
@@ -24,9 +25,6 @@ export interface ChainRoutesOptions {
 /** Most jobs one answer holds; a larger chain's tree has its newest (its counts and settling are of those). */
 const MAX_CHAIN_JOBS = 10_000;
 const ACTIVE_STATUSES = ["pending", "running", "retrying"] as const;
-
-const errors = (...statuses: number[]) =>
-  Object.fromEntries(statuses.map((status) => [status, ErrorBody])) as Record<number, typeof ErrorBody>;
 
 /** Registers the chain routes. */
 export const chainRoutes: FastifyPluginAsyncTypebox<ChainRoutesOptions> = async (app, options) => {
@@ -41,7 +39,7 @@ export const chainRoutes: FastifyPluginAsyncTypebox<ChainRoutesOptions> = async 
         tags: ["chains"],
         security: [{ adminToken: [] }],
         params: Type.Object({ original_request_id: Type.String() }),
-        response: { 200: ChainEnvelope, ...errors(401, 403, 404, 503) },
+        response: { 200: ChainEnvelope, ...errorResponses(401, 403, 404, 503) },
       },
     },
     async (request) => {

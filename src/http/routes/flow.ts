@@ -19,11 +19,12 @@ import {
   wireControl,
   wirePausedKey,
 } from "../../flow/schemas.js";
-import { ErrorBody, JobsEnvelope } from "../../job/schemas.js";
+import { JobsEnvelope } from "../../job/schemas.js";
 import { toWireJob } from "../../job/wire.js";
 import type { OperationRegistry } from "../../operations/registry.js";
 import type { Store } from "../../store/store.js";
 import { adminAuthHook } from "../auth.js";
+import { errorResponses } from "./error-responses.js";
 
 /** What the flow control routes need. */
 export interface FlowRoutesOptions {
@@ -34,9 +35,6 @@ export interface FlowRoutesOptions {
   /** The limits the configuration gives an operation (what a reset puts back). */
   configuredLimits: (operationId: string) => OperationLimits;
 }
-
-const errors = (...statuses: number[]) =>
-  Object.fromEntries(statuses.map((status) => [status, ErrorBody])) as Record<number, typeof ErrorBody>;
 
 const OperationParams = Type.Object({ id: Type.String({ description: "The operation's operationId." }) });
 const KeyParams = Type.Object({ key: Type.String({ minLength: 1, maxLength: 256, description: "The concurrency key." }) });
@@ -97,7 +95,7 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
           tags: ["flow control"],
           security,
           params: OperationParams,
-          response: { 200: OperationEnvelope, ...errors(401, 403, 404, 503) },
+          response: { 200: OperationEnvelope, ...errorResponses(401, 403, 404, 503) },
         },
       },
       async (request) => {
@@ -123,7 +121,7 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
         security,
         params: OperationParams,
         body: LimitsPatch,
-        response: { 200: OperationEnvelope, ...errors(400, 401, 403, 404, 503) },
+        response: { 200: OperationEnvelope, ...errorResponses(400, 401, 403, 404, 503) },
       },
     },
     async (request) => {
@@ -148,7 +146,7 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
         tags: ["flow control"],
         security,
         params: OperationParams,
-        response: { 200: OperationEnvelope, ...errors(401, 403, 404, 503) },
+        response: { 200: OperationEnvelope, ...errorResponses(401, 403, 404, 503) },
       },
     },
     async (request) => {
@@ -171,7 +169,7 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
         summary: "The paused concurrency keys, by key",
         tags: ["flow control"],
         security,
-        response: { 200: PausedKeyList, ...errors(401, 403, 503) },
+        response: { 200: PausedKeyList, ...errorResponses(401, 403, 503) },
       },
     },
     async () => ({ keys: (await store.pausedKeyList()).map(wirePausedKey) }),
@@ -187,7 +185,7 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
         tags: ["flow control"],
         security,
         params: KeyParams,
-        response: { 200: PausedKeyEnvelope, ...errors(400, 401, 403, 503) },
+        response: { 200: PausedKeyEnvelope, ...errorResponses(400, 401, 403, 503) },
       },
     },
     async (request) => {
@@ -209,7 +207,7 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
         tags: ["flow control"],
         security,
         params: KeyParams,
-        response: { 200: ResumedKey, ...errors(400, 401, 403, 503) },
+        response: { 200: ResumedKey, ...errorResponses(400, 401, 403, 503) },
       },
     },
     async (request) => {
@@ -231,7 +229,7 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
         tags: ["jobs"],
         security,
         body: CancelJobsBody,
-        response: { 200: JobsEnvelope, ...errors(400, 401, 403, 503) },
+        response: { 200: JobsEnvelope, ...errorResponses(400, 401, 403, 503) },
       },
     },
     async (request) => {

@@ -17,7 +17,6 @@ import {
   BatchEnqueueBody,
   BatchEnqueueEnvelope,
   EnqueueBody,
-  ErrorBody,
   JOB_STATUSES,
   JobEnvelope,
   JobPage,
@@ -29,6 +28,7 @@ import { toApiError } from "../error-handler.js";
 import { compileBodyValidator } from "../validation.js";
 import type { Clock } from "../../clock.js";
 import type { Config } from "../../config.js";
+import { errorResponses } from "./error-responses.js";
 
 /** What the job routes need. */
 export interface JobRoutesOptions extends EnqueueDeps {
@@ -99,9 +99,6 @@ function batchResult(result: EnqueueResult | ApiError): Record<string, unknown> 
   };
 }
 
-const errors = (...statuses: number[]) =>
-  Object.fromEntries(statuses.map((status) => [status, ErrorBody])) as Record<number, typeof ErrorBody>;
-
 const ListQuery = Type.Object(
   {
     status: Type.Optional(
@@ -164,7 +161,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
         tags: ["jobs"],
         security: [{ enqueueAssertion: [] }],
         body: EnqueueBody,
-        response: { 200: JobEnvelope, 201: JobEnvelope, ...errors(400, 401, 403, 409, 413, 415, 422, 429, 503) },
+        response: { 200: JobEnvelope, 201: JobEnvelope, ...errorResponses(400, 401, 403, 409, 413, 415, 422, 429, 503) },
       },
     },
     async (request, reply) => {
@@ -210,7 +207,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
         tags: ["jobs"],
         security: [{ enqueueAssertion: [] }],
         body: BatchEnqueueBody,
-        response: { 200: BatchEnqueueAnswer, ...errors(400, 401, 413, 415, 503) },
+        response: { 200: BatchEnqueueAnswer, ...errorResponses(400, 401, 413, 415, 503) },
       },
     },
     async (request, reply) => {
@@ -262,7 +259,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
         tags: ["jobs"],
         security: adminSecurity,
         querystring: ListQuery,
-        response: { 200: JobPage, ...errors(400, 401, 403, 503) },
+        response: { 200: JobPage, ...errorResponses(400, 401, 403, 503) },
       },
     },
     async (request) => {

@@ -7,7 +7,7 @@ import { Type } from "@sinclair/typebox";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { FastifyRequest } from "fastify";
 import type { TokenVerifier } from "../../auth/tokens.js";
-import { ErrorBody, JobEnvelope } from "../../job/schemas.js";
+import { JobEnvelope } from "../../job/schemas.js";
 import { toWireJob } from "../../job/wire.js";
 import type { Schedules } from "../../schedules/schedules.js";
 import {
@@ -20,15 +20,13 @@ import {
   wireSchedule,
 } from "../../schedules/schemas.js";
 import { adminAuthHook } from "../auth.js";
+import { errorResponses } from "./error-responses.js";
 
 /** What the schedules' routes need. */
 export interface ScheduleRoutesOptions {
   schedules: Schedules;
   verifier: TokenVerifier;
 }
-
-const errors = (...statuses: number[]) =>
-  Object.fromEntries(statuses.map((status) => [status, ErrorBody])) as Record<number, typeof ErrorBody>;
 
 const NameParams = Type.Object({ name: Type.String({ minLength: 1, description: "The schedule's name." }) });
 
@@ -62,7 +60,7 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<ScheduleRoutesOptions> = 
         summary: "Every schedule, by name: the config file's cron entries (read-only) and those created through the API",
         tags,
         security,
-        response: { 200: ScheduleList, ...errors(401, 403, 503) },
+        response: { 200: ScheduleList, ...errorResponses(401, 403, 503) },
       },
     },
     async () => ({ schedules: (await schedules.list()).map(wireSchedule) }),
@@ -78,7 +76,7 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<ScheduleRoutesOptions> = 
         tags,
         security,
         body: ScheduleCreateBody,
-        response: { 201: ScheduleEnvelope, ...errors(400, 401, 403, 409, 422, 503) },
+        response: { 201: ScheduleEnvelope, ...errorResponses(400, 401, 403, 409, 422, 503) },
       },
     },
     async (request, reply) => {
@@ -99,7 +97,7 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<ScheduleRoutesOptions> = 
         tags,
         security,
         params: NameParams,
-        response: { 200: ScheduleEnvelope, ...errors(401, 403, 404, 503) },
+        response: { 200: ScheduleEnvelope, ...errorResponses(401, 403, 404, 503) },
       },
     },
     async (request) => ({ schedule: wireSchedule(await schedules.get(request.params.name)) }),
@@ -116,7 +114,7 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<ScheduleRoutesOptions> = 
         security,
         params: NameParams,
         body: SchedulePatchBody,
-        response: { 200: ScheduleEnvelope, ...errors(400, 401, 403, 404, 409, 422, 503) },
+        response: { 200: ScheduleEnvelope, ...errorResponses(400, 401, 403, 404, 409, 422, 503) },
       },
     },
     async (request) => {
@@ -141,7 +139,7 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<ScheduleRoutesOptions> = 
           tags,
           security,
           params: NameParams,
-          response: { 200: ScheduleEnvelope, ...errors(401, 403, 404, 409, 503) },
+          response: { 200: ScheduleEnvelope, ...errorResponses(401, 403, 404, 409, 503) },
         },
       },
       async (request) => {
@@ -164,7 +162,7 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<ScheduleRoutesOptions> = 
         tags,
         security,
         params: NameParams,
-        response: { 200: ScheduleEnvelope, ...errors(401, 403, 404, 409, 503) },
+        response: { 200: ScheduleEnvelope, ...errorResponses(401, 403, 404, 409, 503) },
       },
     },
     async (request) => {
@@ -186,7 +184,7 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<ScheduleRoutesOptions> = 
         tags,
         security,
         params: NameParams,
-        response: { 200: JobEnvelope, 201: JobEnvelope, ...errors(401, 403, 404, 409, 422, 429, 503) },
+        response: { 200: JobEnvelope, 201: JobEnvelope, ...errorResponses(401, 403, 404, 409, 422, 429, 503) },
       },
     },
     async (request, reply) => {
