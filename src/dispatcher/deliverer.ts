@@ -320,7 +320,14 @@ export class Deliverer {
     if (!operation) {
       return { kind: "undeliverable", error: `operation "${job.operationId}" is no longer in the OpenAPI document` };
     }
-    const problem = pathShapeProblem(operation.path, buildPath(operation.path, job.request.path_params));
+    let path: string;
+    try {
+      path = buildPath(operation.path, job.request.path_params);
+    } catch (error) {
+      // A job stored before enqueue bounded its callbacks' nesting may hold a path parameter too deep to write out.
+      return { kind: "undeliverable", error: `not sent: its path parameters cannot be written into ${operation.path}: ${String(error)}` };
+    }
+    const problem = pathShapeProblem(operation.path, path);
     if (problem !== undefined) return { kind: "undeliverable", error: `not sent: ${problem}` };
     const { timeoutMs, storeResult } = this.settings.of(job.operationId);
     let request: DeliveryRequest;

@@ -18,7 +18,7 @@
 import { ApiError } from "../errors.js";
 import type { RunTime } from "../job/job.js";
 import { CALLBACK_FIELDS, type EnqueueBody } from "../job/schemas.js";
-import { pathParamsProblem, payloadProblem } from "../job/payload-rules.js";
+import { MAX_PAYLOAD_DEPTH, nestsDeeperThan, pathParamsProblem, payloadProblem } from "../job/payload-rules.js";
 import type { Operation, OperationRegistry } from "../operations/registry.js";
 import type { RequestSchema, RequestSchemas } from "../operations/request-schemas.js";
 
@@ -124,10 +124,16 @@ function expiryOf(body: EnqueueBody, runTime: RunTime, now: number): RunTime | n
   return expiry;
 }
 
-/** Nesting, storable text and the payload's size. */
+/** Nesting, storable text and the payload's size; a callback's request is held to the request's nesting. */
 function checkPayload(body: EnqueueBody): void {
   const problem = payloadProblem(body.request, body);
   if (problem) throw new ApiError(400, problem.code, problem.message);
+  for (const field of CALLBACK_FIELDS) {
+    const request = body[field]?.request;
+    if (request !== undefined && nestsDeeperThan(request, MAX_PAYLOAD_DEPTH)) {
+      throw new ApiError(400, "invalid_request", `${field}.request is nested more than ${MAX_PAYLOAD_DEPTH} levels deep`);
+    }
+  }
 }
 
 function checkPathParams(target: Operation, pathParams: Record<string, unknown>, callback?: CallbackField): void {

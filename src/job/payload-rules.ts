@@ -124,7 +124,7 @@ export function jsonText(value: unknown): string {
 }
 
 /** True when `value` nests arrays/objects deeper than `max` levels; iterative, so no depth can overflow the stack. */
-function nestsDeeperThan(value: unknown, max: number): boolean {
+export function nestsDeeperThan(value: unknown, max: number): boolean {
   const pending: Array<{ node: unknown; depth: number }> = [{ node: value, depth: 1 }];
   for (let item = pending.pop(); item !== undefined; item = pending.pop()) {
     if (typeof item.node !== "object" || item.node === null) continue;

@@ -1658,6 +1658,13 @@ test("fuzz regressions: inputs the fuzzer found or that sit on a boundary", asyn
       assert.equal(results.results[0]?.status, 201, JSON.stringify(results));
       assert.equal(buildPath("/users/{userId}/welcome", { userId }), `/users/${encodeURIComponent(text)}/welcome`);
     }
+    // A callback's path parameter nested deeper than a request may be: refused as the request's would be, not a 500
+    // (its text is read recursively, as String reads an array).
+    const deep = `${"[".repeat(3000)}1${"]".repeat(3000)}`;
+    const withDeepCallback = `{"operation_id":"buildReport","request":{},"on_complete":{"operation_id":"sendWelcomeEmail","request":{"path_params":{"userId":${deep}}}}}`;
+    expectError(await enqueue(withDeepCallback), 400, "invalid_request");
+    const deepBatch = (await batch(`{"jobs":[${withDeepCallback}]}`)).json() as { results: Array<{ status: number; code?: string }> };
+    assert.deepEqual(deepBatch.results.map((result) => [result.status, result.code]), [[400, "invalid_request"]]);
     // A template's parameter named after an Object.prototype member is missing unless the job holds it.
     assert.equal(buildPath("/x/{constructor}", {}), "/x/");
   });

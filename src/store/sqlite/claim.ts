@@ -25,50 +25,18 @@ const PAST_EVERY_LANE = "\u{10FFFF}";
 /**
  * Claims up to `limit` due jobs; answers the JSON text of their rows, whether a backlog lasts (the claim found a full
  * page due: the next one goes straight to the claim order), and the lane cursor.
- *
- * The head of the queue is read a page of `limit` jobs at first: most claims take every job of it (nothing gates them),
- * and a candidate row read costs about as much as claiming it. Only when the gates refused some of a full page is the
- * pick made again from a page of twice that.
  */
 export function claimMany(
   s: Statements,
   options: { limit: number; now: number; backlogged: boolean; cursor: LaneCursor },
 ): { json: string; backlogged: boolean; cursor: LaneCursor } {
   const { limit, now } = options;
-  let pick = pickJobs(s, { ...options, page: Math.max(16, limit) });
-  if (pick.chosen.length < limit && pick.refused > 0 && pick.pageFull) pick = pickJobs(s, { ...options, page: Math.max(16, limit * 2) });
-  const claimed: string[] = [];
-  for (const seq of pick.chosen) {
-    if (s.claimOne.run({ seq, now }).changes === 0) continue;
-    const row = s.claimedJson.get(seq);
-    if (row !== undefined) claimed.push(row);
-  }
-  pick.gates.advanceBuckets();
-  return { json: `[${claimed.join(",")}]`, backlogged: pick.backlogged, cursor: pick.cursor };
-}
-
-/** What a claim would take: the jobs chosen, and how the gates and the page read went. */
-interface Pick {
-  chosen: number[];
-  gates: Gates;
-  /** Candidates the gates refused. */
-  refused: number;
-  /** The head of the queue filled its page: more jobs may be due behind it. */
-  pageFull: boolean;
-  backlogged: boolean;
-  cursor: LaneCursor;
-}
-
-/** Chooses up to `limit` jobs, reading the head of the queue a `page` at a time (lane by lane: twice `limit`). */
-function pickJobs(s: Statements, options: { limit: number; now: number; backlogged: boolean; cursor: LaneCursor; page: number }): Pick {
-  const { limit, now } = options;
   let backlogged = options.backlogged;
   let cursor = options.cursor;
-  let pageFull = false;
   const gates = new Gates(s, now);
   const closed = gates.closedKeys();
   const byLane = gates.gated && gates.byLane;
-  const pageSize = byLane ? Math.max(16, limit * 2) : options.page;
+  const pageSize = Math.max(16, limit * 2);
   const candidates = new Map<number, Candidate>();
   const add = (rows: Candidate[]) => {
     for (const row of rows) if (!candidates.has(row.seq)) candidates.set(row.seq, row);
@@ -87,8 +55,7 @@ function pickJobs(s: Statements, options: { limit: number; now: number; backlogg
       const head = s.claimCandidates.all({ now, closed, limit: pageSize, offset: 0 });
       add(head);
       for (const job of head) lanesSeen.add(laneId(job));
-      pageFull = head.length === pageSize;
-      if (!pageFull) backlogged = false;
+      if (head.length < pageSize) backlogged = false;
     }
   }
   if (byLane) {
@@ -101,13 +68,18 @@ function pickJobs(s: Statements, options: { limit: number; now: number; backlogg
   }
 
   const chosen: number[] = [];
-  let refused = 0;
   for (const job of inClaimOrder([...candidates.values()])) {
     if (chosen.length === limit) break;
     if (gates.take(job)) chosen.push(job.seq);
-    else refused += 1;
   }
-  return { chosen, gates, refused, pageFull, backlogged, cursor };
+  const claimed: string[] = [];
+  for (const seq of chosen) {
+    if (s.claimOne.run({ seq, now }).changes === 0) continue;
+    const row = s.claimedJson.get(seq);
+    if (row !== undefined) claimed.push(row);
+  }
+  gates.advanceBuckets();
+  return { json: `[${claimed.join(",")}]`, backlogged, cursor };
 }
 
 /** A job's lane with its operation: the unit that takes turns. */

@@ -176,6 +176,25 @@ export function claimCases(suite: Suite): void {
       );
     });
 
+    suite.case("a claim whose head is held back by a concurrency key still takes higher priorities before other users' lower ones", async ({ store }) => {
+      const keyed = await insertAll(store, Array.from({ length: 4 }, () => ({ concurrencyKey: "k", priority: 5, spawnCap: 10_000 })));
+      const keyless = await insertAll(store, Array.from({ length: 16 }, () => ({ priority: 5, spawnCap: 10_000 })));
+      await insertAll(store, ["b", "c", "d", "e", "f"].map((userId) => ({ userId, priority: 0, spawnCap: 10_000 })));
+      const claimed = await store.jobClaimMany({ limit: 16 });
+      assert.deepEqual(claimed.map((job) => job.priority), Array.from({ length: 16 }, () => 5), "priorities are never crossed");
+      assert.deepEqual(claimed.map((job) => job.id).sort(), [keyed[0]?.id, ...keyless.slice(0, 15).map((job) => job.id)].sort());
+    });
+
+    suite.case("two users' backlogs of one priority share a claim by turns", async ({ store }) => {
+      await insertAll(store, Array.from({ length: 16 }, () => ({ userId: "a", spawnCap: 10_000 })));
+      await insertAll(store, Array.from({ length: 15 }, () => ({ userId: "b", spawnCap: 10_000 })));
+      const claimed = await store.jobClaimMany({ limit: 16 });
+      assert.deepEqual(
+        [claimed.filter((job) => job.userId === "a").length, claimed.filter((job) => job.userId === "b").length],
+        [8, 8],
+      );
+    });
+
     suite.case("a claim of many jobs whose first page is mostly one concurrency key takes the keyless jobs behind it", async ({ store }) => {
       // 20 jobs of key k first in claim order, then 20 without a key: a claim of 20 takes one of k and 19 others.
       const keyed = await insertAll(store, Array.from({ length: 20 }, () => ({ concurrencyKey: "k", priority: 1, spawnCap: 10_000 })));
