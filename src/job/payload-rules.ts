@@ -106,10 +106,11 @@ export function isUnsafePathValue(value: unknown): boolean {
 
 /**
  * The text of the path parameter `name` as delivery sends it (before `encodeURIComponent`): `String(value)` of the
- * parameter's own value, "" when there is none.
+ * parameter's own value, "" when there is none (or it is null).
  */
 export function pathParamText(pathParams: Record<string, unknown> | undefined, name: string): string {
-  return pathParams !== undefined && Object.hasOwn(pathParams, name) ? jsonText(pathParams[name]) : "";
+  const value = pathParams !== undefined && Object.hasOwn(pathParams, name) ? pathParams[name] : undefined;
+  return value === undefined || value === null ? "" : jsonText(value);
 }
 
 /**
