@@ -282,3 +282,31 @@ describe("job ids", () => {
     assert.equal(time(ids.at(-1) ?? ""), Date.UTC(2026, 0, 1) + 99);
   });
 });
+
+describe("a batch insert that fills the disk", () => {
+  test("is answered as it was stored: no item answered failed is kept, and none answered stored is lost", async (t) => {
+    const { SqliteEngine } = await import("../../src/store/sqlite/sqlite-engine.js");
+    const dir = mkdtempSync(join(tmpdir(), "opqueue-full-"));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    const engine = SqliteEngine.open({ path: join(dir, "full.db"), clock: new ManualClock(Date.UTC(2026, 10, 21, 12)) });
+    t.after(() => engine.close());
+    // The engine's own connection, reached into only to make its file "full" (max_page_count), as a full disk would.
+    const db = (engine as unknown as { db: Database.Database }).db;
+    db.pragma(`max_page_count = ${Number(db.pragma("page_count", { simple: true })) + 40}`);
+    const batch = Array.from({ length: 400 }, (_, n) => jobParams({ request: { body: { n, pad: "x".repeat(2000) } }, spawnCap: 10_000 }));
+    let settled: ReturnType<typeof engine.jobInsertMany> | undefined;
+    try {
+      settled = engine.jobInsertMany(batch);
+    } catch (error) {
+      assert.ok(error instanceof StoreUnavailableError, String(error));
+    }
+    db.pragma("max_page_count = 1073741823");
+    const stored = batch.map((params) => engine.jobGet({ id: params.id }) !== undefined);
+    if (settled === undefined) {
+      assert.deepEqual(stored.filter(Boolean), [], "a batch answered failed whole keeps nothing");
+    } else {
+      assert.ok(settled.some((item) => !item.ok), "the file did fill up");
+      assert.deepEqual(settled.map((item) => item.ok), stored, "each item stored exactly when it was answered stored");
+    }
+  });
+});

@@ -202,6 +202,9 @@ export class SqliteEngine {
         try {
           settled.push({ ok: true, value: insertOne(params, now) });
         } catch (error) {
+          // Some errors (a full disk, an I/O error) make SQLite roll the whole transaction back: the inserts before
+          // this one are gone too, and a later one would run, and commit, on its own. The batch fails whole.
+          if (!this.db.inTransaction) throw error;
           settled.push({ ok: false, error: mapError(error) });
         }
       }
