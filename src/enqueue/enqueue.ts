@@ -8,8 +8,9 @@
  *   5–7.   idempotency key, dedupe upsert, spawn cap, insert: one atomic store call
  *
  * `enqueueJobs` runs the same steps for every item of a batch (`POST /jobs/batch`), the store call for all of them at
- * once: one commit. An item the store failed to insert is answered alone (503 or 500); the others stand. It speaks in outcomes (`created`, `deduplicated`, `replayed`), not HTTP statuses: the routes map
- * them to 201 and 200.
+ * once: one commit. An item the store failed to insert is answered alone (503 or 500); the others stand.
+ *
+ * Both speak in outcomes (`created`, `deduplicated`, `replayed`), not HTTP statuses: the routes map them to 201 and 200.
  */
 import { createHash } from "node:crypto";
 import type { EnqueueAssertion } from "../auth/tokens.js";
