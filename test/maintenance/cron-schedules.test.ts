@@ -36,6 +36,21 @@ async function startScheduling(t: TestContext, configure: (raw: Record<string, u
   return { ...s, cron };
 }
 
+/** A second scheduler on `s`'s store and parts, not started; `options` replace its config or set its read interval. */
+function schedulerOf(s: TestService, options: { config?: TestService["config"]; syncMs?: number } = {}): CronScheduler {
+  return new CronScheduler({
+    config: options.config ?? s.config,
+    registry: s.service.registry,
+    settings: s.service.settings,
+    store: s.service.store,
+    clock: s.clock,
+    notifier: s.service.notifier,
+    telemetry: s.service.telemetry,
+    logger: pino({ level: "silent" }),
+    ...(options.syncMs === undefined ? {} : { syncMs: options.syncMs }),
+  });
+}
+
 /** `method url` as a site admin named `sub`, with a JSON body; the answer must have `status`. */
 async function admin(s: TestService, method: "GET" | "POST" | "PATCH" | "DELETE", url: string, options: { body?: object; status?: number; sub?: string } = {}) {
   const res = await s.inject({ method, url, token: await s.adminToken({ sub: options.sub ?? "alice" }), ...(options.body ? { payload: options.body } : {}) });
@@ -214,16 +229,7 @@ describe("a schedule's tick", () => {
     await create(s, { name: "report", schedule: "0 * * * *" });
     const row = await stored(s, "report");
     // A node whose config no longer lists buildReport under cron:*.
-    const stricter = new CronScheduler({
-      config: { ...s.config, triggers: { ...s.config.triggers, "cron:*": ["sendWelcomeEmail"] } },
-      registry: s.service.registry,
-      settings: s.service.settings,
-      store: s.service.store,
-      clock: s.clock,
-      notifier: s.service.notifier,
-      telemetry: s.service.telemetry,
-      logger: pino({ level: "silent" }),
-    });
+    const stricter = schedulerOf(s, { config: { ...s.config, triggers: { ...s.config.triggers, "cron:*": ["sendWelcomeEmail"] } } });
     const tickAt = Date.UTC(2026, 10, 21, 13);
     assert.equal(await stricter.fire(cronEntryOf(row), tickAt, { revision: row.revision }), true);
     assert.deepEqual(ticks, [{ name: "report", tickAt, outcome: "trigger_not_allowed" }]);
@@ -240,16 +246,7 @@ describe("a schedule's tick", () => {
     const row = await stored(s, "report");
     const [a, b] = [0, 1].map(
       () =>
-        new CronScheduler({
-          config: s.config,
-          registry: s.service.registry,
-          settings: s.service.settings,
-          store: s.service.store,
-          clock: s.clock,
-          notifier: s.service.notifier,
-          telemetry: s.service.telemetry,
-          logger: pino({ level: "silent" }),
-        }),
+        schedulerOf(s),
     );
     assert.ok(a && b);
     const tickAt = Date.UTC(2026, 10, 21, 13);
@@ -290,17 +287,7 @@ test("a schedule created through the API is armed by the store's announcement of
   const s = await startTestService({ clock: new ManualClock(START), configure: allowSchedules });
   t.after(() => s.close());
   // A scheduler that reads the schedules at its start and then once an hour: only an announcement can arm one now.
-  const cron = new CronScheduler({
-    config: s.config,
-    registry: s.service.registry,
-    settings: s.service.settings,
-    store: s.service.store,
-    clock: s.clock,
-    notifier: s.service.notifier,
-    telemetry: s.service.telemetry,
-    logger: pino({ level: "silent" }),
-    syncMs: 3_600_000,
-  });
+  const cron = schedulerOf(s, { syncMs: 3_600_000 });
   cron.start();
   t.after(() => cron.stop());
   await cron.sync();

@@ -103,17 +103,26 @@ function ACTIVE_IN_CHAIN(rid: string): string {
 }
 
 /**
+ * A job of chain `rid` waiting or running, newest first, joined as `a` (a.active is null when there is none): a LATERAL
+ * with a LIMIT, which the planner never turns into an anti-join or a hash over every job. A chain being drained has such
+ * jobs at its end, so the walk stops at once.
+ */
+function ACTIVE_JOB_PROBE(rid: string): string {
+  return `LEFT JOIN LATERAL (
+      SELECT 1 AS active FROM job_specs j JOIN job_state s ON s.seq = j.seq
+      WHERE j.original_request_id = ${rid} AND s.status IN ('pending', 'running', 'retrying')
+      ORDER BY j.seq DESC LIMIT 1
+    ) AS a ON true`;
+}
+
+/**
  * Chains whose on_settled is still to fire and that have settled. $1 limit. Each such chain is checked by a probe of its
  * jobs, newest first (a LATERAL with a LIMIT, which the planner cannot turn into an anti-join): as NOT EXISTS, with the
  * chains table's statistics behind a burst of enqueues, it was planned as a hash anti-join reading every job of the
  * database on every pass of the sweeper.
  */
 export const SETTLED_DUE = `SELECT c.* FROM chains c
-  LEFT JOIN LATERAL (
-    SELECT 1 AS active FROM job_specs j JOIN job_state s ON s.seq = j.seq
-    WHERE j.original_request_id = c.original_request_id AND s.status IN ('pending', 'running', 'retrying')
-    ORDER BY j.seq DESC LIMIT 1
-  ) AS a ON true
+  ${ACTIVE_JOB_PROBE("c.original_request_id")}
   WHERE c.on_settled IS NOT NULL AND c.on_settled_fired_at IS NULL AND a.active IS NULL
   LIMIT $1`;
 
@@ -156,12 +165,7 @@ export const SETTLED_SINCE = `WITH f AS MATERIALIZED (
     -- Each chain by its key (a LATERAL with a LIMIT, never flattened into a join): planned as a join, a hash of the
     -- few chains read here met a scan of every chain in the database, on every pass.
     FROM rids r CROSS JOIN LATERAL (SELECT * FROM chains c WHERE c.original_request_id = r.rid LIMIT 1) AS c
-    -- A job waiting or running, newest first: a chain being drained has them at its end, so the walk stops at once.
-    LEFT JOIN LATERAL (
-      SELECT 1 AS active FROM job_specs j JOIN job_state s ON s.seq = j.seq
-      WHERE j.original_request_id = r.rid AND s.status IN ('pending', 'running', 'retrying')
-      ORDER BY j.seq DESC LIMIT 1
-    ) AS a ON true
+    ${ACTIVE_JOB_PROBE("r.rid")}
     WHERE a.active IS NULL
   ), marked AS (
     UPDATE chains c SET settled_at = st.settled_at FROM settled st
