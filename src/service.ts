@@ -220,7 +220,9 @@ export async function createService(options: {
     audience: config.target.audience,
     clock: nodeClock,
   });
-  const telemetry = new Telemetry();
+  const telemetry = new Telemetry({
+    onListenerError: (event, error) => logger.error({ err: error, event }, "a telemetry subscriber failed; what it was told of stands"),
+  });
   // Before anything emits: the tracer subscribes to the events its spans are made of. Off, nothing is loaded.
   const tracing = (await startTracing({ config, telemetry, logger })) ?? null;
   const store = await openStore({

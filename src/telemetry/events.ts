@@ -112,15 +112,33 @@ export interface OpqueueEvents {
   "clock:measured": { offsetMs: number };
 }
 
-/** A typed event bus. */
+/**
+ * A typed event bus. A subscriber that throws is reported to `onListenerError` and never reaches the emitter: events
+ * report actions already taken (a batch committed, an outcome written), so an observer's bug must not turn them into
+ * a failure answered to a caller, nor keep the other subscribers from hearing of them.
+ */
 export class Telemetry {
   // Many subscribers are fine: one per request waiting for a job (GET /jobs/{id}?wait_ms), each gone when it answers.
   private readonly emitter = new EventEmitter().setMaxListeners(0);
+  private readonly onListenerError: (event: keyof OpqueueEvents, error: unknown) => void;
+
+  constructor(options: { onListenerError?: (event: keyof OpqueueEvents, error: unknown) => void } = {}) {
+    this.onListenerError = options.onListenerError ?? ((event, error) => {
+      process.emitWarning(`a telemetry subscriber to "${event}" threw: ${String(error)}`);
+    });
+  }
 
   /** Subscribes to one event; returns the function that unsubscribes. */
   on<E extends keyof OpqueueEvents>(event: E, listener: (payload: OpqueueEvents[E]) => void): () => void {
-    this.emitter.on(event, listener);
-    return () => this.emitter.off(event, listener);
+    const guarded = (payload: OpqueueEvents[E]) => {
+      try {
+        listener(payload);
+      } catch (error) {
+        this.onListenerError(event, error);
+      }
+    };
+    this.emitter.on(event, guarded);
+    return () => this.emitter.off(event, guarded);
   }
 
   /** Whether anything subscribes to `event`: a hot path builds a payload only a subscriber reads behind this. */
@@ -128,7 +146,7 @@ export class Telemetry {
     return this.emitter.listenerCount(event) > 0;
   }
 
-  /** Emits one event to its subscribers. */
+  /** Emits one event to its subscribers; never throws. */
   emit<E extends keyof OpqueueEvents>(event: E, payload: OpqueueEvents[E]): void {
     this.emitter.emit(event, payload);
   }

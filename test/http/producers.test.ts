@@ -126,6 +126,21 @@ describe("POST /jobs/batch", () => {
     assert.equal((await store.jobList({ limit: 10 })).length, 2);
   });
 
+  test("a telemetry subscriber that throws does not turn a committed batch or enqueue into a 500, nor silence the others", async (t) => {
+    const s = await startService(t);
+    s.service.telemetry.on("job:enqueued", () => {
+      throw new Error("a broken subscriber");
+    });
+    const heard: string[] = [];
+    s.service.telemetry.on("job:enqueued", (event) => heard.push(event.outcome));
+    const results = await batch(s, [buildReport(), buildReport()]);
+    assert.deepEqual(results.map((result) => result.status), [201, 201]);
+    const single = await postJob(s, buildReport());
+    assert.equal(single.statusCode, 201, single.body);
+    assert.deepEqual(heard, ["created", "created", "created"]);
+    assert.equal((await s.service.store.jobList({ limit: 10 })).length, 3);
+  });
+
   test("a thousand jobs in one batch are all created, under the assertion's caller", async (t) => {
     const s = await startService(t);
     const results = await batch(s, Array.from({ length: 1000 }, (_, i) => buildReport({ request: { body: { i } } })), { sub: "u7", rid: "bulk-1" });
