@@ -22,7 +22,7 @@ export interface ChainRoutesOptions {
   config: Pick<Config, "limits">;
 }
 
-/** Most jobs one answer holds; a larger chain's tree has its newest (its counts and settling are of those). */
+/** Most jobs one answer's tree holds; a larger chain's has its newest (its counts and settling are of every job). */
 const MAX_CHAIN_JOBS = 10_000;
 const ACTIVE_STATUSES = ["pending", "running", "retrying"] as const;
 
