@@ -370,7 +370,7 @@ async function main(): Promise<void> {
   process.stderr.write(`${command}: engines ${engines.join(", ")}, load average ${environment.machine["loadavg_at_start"]}\n`);
 
   // The sizes are unused here; the context gives the load generator, a temporary folder and clean-up.
-  const ctx = new Context("quick", SIZES.quick, engines, undefined, false);
+  const ctx = new Context("quick", SIZES.quick, engines, { peers: false });
   const stop = () => {
     process.stderr.write("\ninterrupted: cleaning up\n");
     void ctx.close().finally(() => process.exit(130));

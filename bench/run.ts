@@ -9,6 +9,9 @@
  *   --only a,b             only these scenarios (enqueue, drain, latency, backlog, core, batch)
  *   --engine sqlite|postgres  only this opqueue engine (references still run)
  *   --profile DIR          serve processes write CPU profiles (--cpu-prof) into DIR
+ *   --serve-node-args="A B"  more Node arguments for serve processes, say "--trace-gc-nvp" or "--require
+ *                          ./gc-watch.cjs" (for finding where a scenario's time goes; the figures are then not the
+ *                          code's alone)
  *   --skip-peers           measure opqueue only (no references)
  *   --quiet SECONDS        before each scenario, wait up to SECONDS for other work on the machine to settle
  *                          (under half a core busy over 1 s); PostgreSQL is checkpointed before each scenario either way
@@ -17,7 +20,7 @@
  *   --merge-into FILE.json after a narrowed run (say, one scenario rerun because other work disturbed it), replace
  *                          the figures it measured in FILE (same scenario, system and metric), note the rerun, and
  *                          regenerate BENCHMARKS.md and the chart from FILE
- * A narrowed run (--only, --engine, --profile or --skip-peers) never rewrites BENCHMARKS.md or the chart.
+ * A narrowed run (--only, --engine, --profile, --serve-node-args or --skip-peers) never rewrites BENCHMARKS.md or the chart.
  */
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -65,6 +68,7 @@ const { values } = parseArgs({
     only: { type: "string", multiple: true },
     engine: { type: "string", multiple: true },
     profile: { type: "string" },
+    "serve-node-args": { type: "string" },
     "skip-peers": { type: "boolean", default: false },
     quiet: { type: "string" },
     out: { type: "string" },
@@ -167,7 +171,7 @@ async function main(): Promise<void> {
   for (const id of only) if (!SCENARIOS.includes(id as ScenarioId)) throw new Error(`unknown scenario ${id} (${SCENARIOS.join(", ")})`);
   const engines = ((values.engine ?? []).flatMap((value) => value.split(",")).filter(Boolean) as Engine[]);
   for (const engine of engines) if (engine !== "sqlite" && engine !== "postgres") throw new Error(`unknown engine ${engine}`);
-  const narrowed = only.length > 0 || engines.length > 0 || values.profile !== undefined || values["skip-peers"];
+  const narrowed = only.length > 0 || engines.length > 0 || values.profile !== undefined || values["serve-node-args"] !== undefined || values["skip-peers"];
   const started = performance.now();
   // Read now, when dist/ was just built (`npm run bench` builds first): src/ edited while the run goes on does not
   // change the code measured.
@@ -180,7 +184,11 @@ async function main(): Promise<void> {
     throw new Error(`PostgreSQL is not durable (synchronous_commit=${environment.postgres["synchronous_commit"]}, fsync=${environment.postgres["fsync"]})`);
   }
   if (values.profile) mkdirSync(values.profile, { recursive: true });
-  const ctx = new Context(mode, SIZES[mode], engines.length > 0 ? engines : ["sqlite", "postgres"], values.profile, !values["skip-peers"]);
+  const ctx = new Context(mode, SIZES[mode], engines.length > 0 ? engines : ["sqlite", "postgres"], {
+    profileDir: values.profile,
+    serveNodeArgs: values["serve-node-args"]?.split(" ").filter((arg) => arg !== "") ?? [],
+    peers: !values["skip-peers"],
+  });
   const stop = () => {
     process.stderr.write("\ninterrupted: cleaning up\n");
     void ctx.close().finally(() => process.exit(130));

@@ -82,11 +82,20 @@ export class Context {
     readonly mode: "quick" | "full",
     readonly sizes: Sizes,
     readonly engines: Engine[],
-    /** Where serve processes write CPU profiles (`--cpu-prof`), when profiling. */
-    readonly profileDir: string | undefined,
-    /** False with --skip-peers: only opqueue is measured (for profiling and development). */
-    readonly peers = true,
+    private readonly options: {
+      /** Where serve processes write CPU profiles (`--cpu-prof`), when profiling. */
+      profileDir?: string | undefined;
+      /** More Node arguments for serve processes (--serve-node-args). */
+      serveNodeArgs?: string[];
+      /** False with --skip-peers: only opqueue is measured (for profiling and development). */
+      peers?: boolean;
+    } = {},
   ) {}
+
+  /** False with --skip-peers: only opqueue is measured (for profiling and development). */
+  get peers(): boolean {
+    return this.options.peers ?? true;
+  }
 
   /** The shared no-op target (started on first use). */
   target(): Promise<Child> {
@@ -158,9 +167,10 @@ export class Context {
     this.cleanups.push(cleanup);
   }
 
-  /** Node arguments for a serve process: CPU profiling when asked. */
+  /** Node arguments for a serve process: CPU profiling and --serve-node-args when asked. */
   serveNodeArgs(): string[] {
-    return this.profileDir ? ["--cpu-prof", "--cpu-prof-dir", this.profileDir] : [];
+    const { profileDir, serveNodeArgs = [] } = this.options;
+    return [...(profileDir ? ["--cpu-prof", "--cpu-prof-dir", profileDir] : []), ...serveNodeArgs];
   }
 
   async close(): Promise<void> {
