@@ -19,7 +19,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import type { DrainComparison, DrainSide, FlowResults } from "./lib/flow-report.js";
+import type { DrainComparison, ComparisonSide, FlowResults } from "./lib/flow-report.js";
 import type { Engine, Results } from "./lib/results.js";
 import { summarize } from "./lib/stats.js";
 
@@ -118,7 +118,7 @@ async function main(): Promise<void> {
   };
   let harnessSeconds = 0;
   for (const engine of engines) {
-    const sides = {} as Record<Side, DrainSide>;
+    const sides = {} as Record<Side, ComparisonSide>;
     for (const side of SIDES) {
       const rate: number[] = [];
       const cpu: number[] = [];

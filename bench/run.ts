@@ -13,6 +13,10 @@
  *                          ./gc-watch.cjs" (for finding where a scenario's time goes; the figures are then not the
  *                          code's alone)
  *   --skip-peers           measure opqueue only (no references)
+ *   --opqueue-dir DIR      opqueue's serve processes run DIR's build (DIR/dist/cli.js, built beforehand) instead of this
+ *                          checkout's: an older commit measured by this harness (bench/enqueue-compare.ts). Only with
+ *                          --only enqueue and --skip-peers, whose requests and config any build takes; results record
+ *                          DIR's commit
  *   --quiet SECONDS        before each scenario, wait up to SECONDS for other work on the machine to settle
  *                          (under half a core busy over 1 s); PostgreSQL is checkpointed before each scenario either way
  *   --out FILE             where a narrowed run writes its results (default: a file under /tmp)
@@ -20,17 +24,19 @@
  *   --merge-into FILE.json after a narrowed run (say, one scenario rerun because other work disturbed it), replace
  *                          the figures it measured in FILE (same scenario, system and metric), note the rerun, and
  *                          regenerate BENCHMARKS.md and the chart from FILE
- * A narrowed run (--only, --engine, --profile, --serve-node-args or --skip-peers) never rewrites BENCHMARKS.md or the chart.
+ * A narrowed run (--only, --engine, --profile, --serve-node-args, --opqueue-dir or --skip-peers) never rewrites
+ * BENCHMARKS.md or the chart.
  */
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { join, relative } from "node:path";
+import { join, relative, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { throughputSvg } from "./lib/chart.js";
 import { Context, ENGINE_LABEL, SIZES } from "./lib/context.js";
 import { idleCpuMs } from "./lib/cpu.js";
 import { evaluateGoals } from "./lib/goals.js";
 import { ROOT } from "./lib/ipc.js";
+import { useOpqueueBuild } from "./lib/opqueue.js";
 import { checkpoint, dropLeftoverSchemas } from "./lib/pg.js";
 import { benchmarksMarkdown } from "./lib/report.js";
 import { describeEnvironment, sampleBusyCores, SCENARIOS, type Engine, type Results, type ScenarioId, type ScenarioResult } from "./lib/results.js";
@@ -70,6 +76,7 @@ const { values } = parseArgs({
     profile: { type: "string" },
     "serve-node-args": { type: "string" },
     "skip-peers": { type: "boolean", default: false },
+    "opqueue-dir": { type: "string" },
     quiet: { type: "string" },
     out: { type: "string" },
     report: { type: "string" },
@@ -112,10 +119,10 @@ function mergeResults(base: Results, rerun: Results): Results {
   return base;
 }
 
-function gitState(): { commit: string; srcDirty: boolean } {
+function gitState(dir = ROOT): { commit: string; srcDirty: boolean } {
   try {
-    const commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: ROOT, encoding: "utf8" }).trim();
-    const dirty = execFileSync("git", ["status", "--porcelain", "--", "src", "migrations"], { cwd: ROOT, encoding: "utf8" }).trim();
+    const commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: dir, encoding: "utf8" }).trim();
+    const dirty = execFileSync("git", ["status", "--porcelain", "--", "src", "migrations"], { cwd: dir, encoding: "utf8" }).trim();
     return { commit, srcDirty: dirty !== "" };
   } catch {
     return { commit: "?", srcDirty: false };
@@ -171,11 +178,18 @@ async function main(): Promise<void> {
   for (const id of only) if (!SCENARIOS.includes(id as ScenarioId)) throw new Error(`unknown scenario ${id} (${SCENARIOS.join(", ")})`);
   const engines = ((values.engine ?? []).flatMap((value) => value.split(",")).filter(Boolean) as Engine[]);
   for (const engine of engines) if (engine !== "sqlite" && engine !== "postgres") throw new Error(`unknown engine ${engine}`);
-  const narrowed = only.length > 0 || engines.length > 0 || values.profile !== undefined || values["serve-node-args"] !== undefined || values["skip-peers"];
+  const opqueueDir = values["opqueue-dir"] === undefined ? undefined : resolve(values["opqueue-dir"]);
+  if (opqueueDir !== undefined) {
+    if (only.join() !== "enqueue" || !values["skip-peers"]) throw new Error("--opqueue-dir goes with --only enqueue --skip-peers");
+    if (!existsSync(join(opqueueDir, "dist/cli.js"))) throw new Error(`--opqueue-dir ${opqueueDir}: no dist/cli.js (build it first)`);
+    useOpqueueBuild(opqueueDir);
+  }
+  const narrowed =
+    only.length > 0 || engines.length > 0 || values.profile !== undefined || values["serve-node-args"] !== undefined || opqueueDir !== undefined || values["skip-peers"];
   const started = performance.now();
   // Read now, when dist/ was just built (`npm run bench` builds first): src/ edited while the run goes on does not
   // change the code measured.
-  const git = gitState();
+  const git = gitState(opqueueDir);
 
   const leftovers = await dropLeftoverSchemas();
   if (leftovers.length > 0) process.stderr.write(`dropped ${leftovers.length} schemas left by an earlier run\n`);

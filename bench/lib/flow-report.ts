@@ -1,6 +1,7 @@
 /**
  * Section 6 of BENCHMARKS.md, flow control, from a flow results file (bench/results/flow-<date>.json, written by
- * bench/flow.ts, with the drain regression check of bench/drain-compare.ts merged in as `drain`). bench/lib/report.ts
+ * bench/flow.ts, with the regression checks of bench/drain-compare.ts and bench/enqueue-compare.ts merged in as `drain`
+ * and `enqueue`). bench/lib/report.ts
  * emits it from the newest such file when it regenerates BENCHMARKS.md; `npx tsx bench/flow.ts --report FILE` puts it
  * in place without touching the rest of the file.
  */
@@ -12,8 +13,8 @@ import { formatNumber, formatSummary, type Summary } from "./stats.js";
 /** The heading of the section; the section runs to the next `## ` heading. */
 export const FLOW_HEADING = "## 6. Flow control";
 
-/** One side of the drain regression check: every drain run of that checkout. */
-export interface DrainSide {
+/** One side of a regression check: every run of that build. */
+export interface ComparisonSide {
   rate: Summary;
   cpuUsPerJob: Summary;
   /** The one-minute load average at the start of each harness run. */
@@ -27,13 +28,19 @@ export interface DrainComparison {
   mode: "quick" | "full";
   rounds: number;
   commits: { base: string; new: string };
-  engines: Partial<Record<Engine, { base: DrainSide; new: DrainSide; ratePct: number; cpuPct: number }>>;
+  engines: Partial<Record<Engine, { base: ComparisonSide; new: ComparisonSide; ratePct: number; cpuPct: number }>>;
   loadavgStart: number[];
   loadavgEnd: number[];
   seconds: number;
   /** Anything the reader should know: a change the harness needed, a rerun. */
   notes?: string[];
 }
+
+/**
+ * The single-job enqueue with none of the extensions used, baseline against the code under test, both measured by one
+ * harness (bench/enqueue-compare.ts).
+ */
+export type EnqueueComparison = DrainComparison & { date: string };
 
 /** One run of the per-key rate scenario. */
 export interface RateRun {
@@ -97,6 +104,7 @@ export interface FlowResults {
   fairness: Partial<Record<Engine, FairnessRun[]>>;
   seconds: number;
   drain?: DrainComparison;
+  enqueue?: EnqueueComparison;
 }
 
 const ENGINES: Engine[] = ["sqlite", "postgres"];
@@ -138,6 +146,40 @@ function drainPart(drain: DrainComparison): string[] {
     "",
   );
   if (drain.notes?.length) lines.push(...drain.notes.map((note) => `- ${note}`), "");
+  return lines;
+}
+
+function enqueuePart(enqueue: EnqueueComparison): string[] {
+  const lines = [
+    "### Single-job enqueue without the extensions (regression check)",
+    "",
+    `The enqueue scenario (1) with none of flow control, batches, idempotency keys, expiry or traces used (schema ` +
+      "checks at enqueue on, as by default, with nothing to check: the benchmark's `buildReport` declares no request " +
+      `schema), opqueue only, ${enqueue.mode} sizes, commit ${enqueue.commits.base} ` +
+      `(before both) against ${enqueue.commits.new}, both builds measured by the second one's harness, in alternation ` +
+      `(base, new, base, new, ...; ${enqueue.rounds} harness runs of 3 runs each per side and engine). Median (min–max) ` +
+      "over every run; the limit set is 5 %.",
+    "",
+    "| engine | rate, base (jobs/s) | rate, new (jobs/s) | rate Δ | CPU per enqueued job, all processes, base (µs) | new (µs) | CPU Δ |",
+    "|---|---:|---:|---:|---:|---:|---:|",
+  ];
+  for (const engine of ENGINES) {
+    const e = enqueue.engines[engine];
+    if (!e) continue;
+    lines.push(
+      `| ${LABEL[engine]} | ${formatSummary(e.base.rate)} | ${formatSummary(e.new.rate)} | ${pct(e.ratePct)} | ` +
+        `${formatSummary(e.base.cpuUsPerJob)} | ${formatSummary(e.new.cpuUsPerJob)} | ${pct(e.cpuPct)} |`,
+    );
+  }
+  lines.push(
+    "",
+    `*Run* on ${enqueue.date}; *load:* load average ${loads(enqueue.loadavgStart)} at the start, ${loads(enqueue.loadavgEnd)} at the end, ` +
+      `${enqueue.seconds} s.`,
+    "",
+    `Command: \`${enqueue.command}\`, each turn being \`${enqueue.harnessCommand}\`.`,
+    "",
+  );
+  if (enqueue.notes?.length) lines.push(...enqueue.notes.map((note) => `- ${note}`), "");
   return lines;
 }
 
@@ -207,7 +249,8 @@ export function flowSection(results: FlowResults, resultsFile: string): string {
   const lines = [
     FLOW_HEADING,
     "",
-    "Flow control (docs/flow-control.md): what it costs a drain that uses none of it, how exactly a per-key rate holds, " +
+    "Flow control (docs/flow-control.md): what it and the producers' extensions cost a drain and an enqueue that use none " +
+      "of them, how exactly a per-key rate holds, " +
       `and how long one user's job waits behind another user's backlog. Raw figures: [${resultsFile}](${resultsFile}).`,
     "",
     `*Run:* \`${results.command}\` on ${results.date}, opqueue built from commit ${results.git.commit}` +
@@ -218,6 +261,7 @@ export function flowSection(results: FlowResults, resultsFile: string): string {
     "",
   ];
   if (results.drain) lines.push(...drainPart(results.drain));
+  if (results.enqueue) lines.push(...enqueuePart(results.enqueue));
   lines.push(...ratePart(results), ...fairnessPart(results));
   const runLoads = ENGINES.flatMap((engine) => [
     ...(results.rate[engine] ?? []).map((run) => `rate ${LABEL[engine]} ${loads(run.loadavg)}`),

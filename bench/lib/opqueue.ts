@@ -107,9 +107,17 @@ export async function mintAssertions(count: number, ridPrefix = "bench"): Promis
   );
 }
 
+/** The opqueue build that serve and migrate processes run: this checkout's, unless `useOpqueueBuild` named another. */
+let opqueueCli = join(ROOT, "dist/cli.js");
+
+/** Serve and migrate processes run the build in `dir` (its `dist/cli.js`): an older build, measured by this harness. */
+export function useOpqueueBuild(dir: string): void {
+  opqueueCli = join(dir, "dist/cli.js");
+}
+
 /** Applies the schema migrations (`opqueue migrate`) so the database can be filled before a node starts. */
 export async function migrate(setup: OpqueueSetup): Promise<void> {
-  const child = spawn(process.execPath, [join(ROOT, "dist/cli.js"), "migrate", "--config", setup.configPath], {
+  const child = spawn(process.execPath, [opqueueCli, "migrate", "--config", setup.configPath], {
     stdio: ["ignore", "ignore", "pipe"],
   });
   let stderr = "";
@@ -148,7 +156,7 @@ export class ServeProcess {
     const flags = [...(api ? [] : ["--no-api"]), ...(options.worker === false ? ["--no-worker"] : [])];
     const child = spawn(
       process.execPath,
-      [...(options.nodeArgs ?? []), join(ROOT, "dist/cli.js"), "serve", "--config", options.setup.configPath, ...flags],
+      [...(options.nodeArgs ?? []), opqueueCli, "serve", "--config", options.setup.configPath, ...flags],
       {
         env: {
           ...process.env,
