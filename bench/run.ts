@@ -11,7 +11,8 @@
  *   --profile DIR          serve processes write CPU profiles (--cpu-prof) into DIR
  *   --serve-node-args="A B"  more Node arguments for serve processes, say "--trace-gc-nvp" or "--require
  *                          ./gc-watch.cjs" (for finding where a scenario's time goes; the figures are then not the
- *                          code's alone)
+ *                          code's alone); each serve process's standard output is kept in a file of a directory
+ *                          the run names on stderr
  *   --skip-peers           measure opqueue only (no references)
  *   --opqueue-dir DIR      opqueue's serve processes run DIR's build (DIR/dist/cli.js, built beforehand) instead of this
  *                          checkout's: an older commit measured by this harness (bench/enqueue-compare.ts). Only with
@@ -29,6 +30,7 @@
  */
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join, relative, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { throughputSvg } from "./lib/chart.js";
@@ -36,7 +38,7 @@ import { Context, ENGINE_LABEL, SIZES } from "./lib/context.js";
 import { idleCpuMs } from "./lib/cpu.js";
 import { evaluateGoals } from "./lib/goals.js";
 import { ROOT } from "./lib/ipc.js";
-import { useOpqueueBuild } from "./lib/opqueue.js";
+import { keepServeOutput, useOpqueueBuild } from "./lib/opqueue.js";
 import { checkpoint, dropLeftoverSchemas } from "./lib/pg.js";
 import { benchmarksMarkdown } from "./lib/report.js";
 import { describeEnvironment, sampleBusyCores, SCENARIOS, type Engine, type Results, type ScenarioId, type ScenarioResult } from "./lib/results.js";
@@ -178,6 +180,14 @@ async function main(): Promise<void> {
   for (const id of only) if (!SCENARIOS.includes(id as ScenarioId)) throw new Error(`unknown scenario ${id} (${SCENARIOS.join(", ")})`);
   const engines = ((values.engine ?? []).flatMap((value) => value.split(",")).filter(Boolean) as Engine[]);
   for (const engine of engines) if (engine !== "sqlite" && engine !== "postgres") throw new Error(`unknown engine ${engine}`);
+  if (values["merge-into"] !== undefined && (values["opqueue-dir"] !== undefined || values["serve-node-args"] !== undefined || values.profile !== undefined)) {
+    throw new Error("--merge-into takes a run of this checkout's code alone: not with --opqueue-dir, --serve-node-args or --profile");
+  }
+  if (values["serve-node-args"] !== undefined) {
+    const dir = join(tmpdir(), `opqueue-serve-output-${process.pid}`);
+    keepServeOutput(dir);
+    process.stderr.write(`serve processes' standard output: ${dir}\n`);
+  }
   const opqueueDir = values["opqueue-dir"] === undefined ? undefined : resolve(values["opqueue-dir"]);
   if (opqueueDir !== undefined) {
     if (only.join() !== "enqueue" || !values["skip-peers"]) throw new Error("--opqueue-dir goes with --only enqueue --skip-peers");

@@ -40,7 +40,12 @@ export interface DrainComparison {
  * The single-job enqueue with none of the extensions used, baseline against the code under test, both measured by one
  * harness (bench/enqueue-compare.ts).
  */
-export type EnqueueComparison = DrainComparison & { date: string };
+export type EnqueueComparison = DrainComparison & {
+  /** The day the turns ran (of the collect, with --collect). */
+  date: string;
+  /** The commit of the harness that measured both builds. */
+  harness: string;
+};
 
 /** One run of the per-key rate scenario. */
 export interface RateRun {
@@ -113,20 +118,26 @@ const LABEL: Record<Engine, string> = { sqlite: "SQLite", postgres: "PostgreSQL"
 const pct = (value: number) => `${value >= 0 ? "+" : "−"}${Math.abs(value).toFixed(1)} %`;
 const loads = (values: number[]) => values.map((x) => x.toFixed(2)).join(" ");
 
-function drainPart(drain: DrainComparison): string[] {
+/** Runs per harness run of a side: every run of its first engine over the rounds. */
+function runsPerTurn(comparison: DrainComparison): number {
+  const first = ENGINES.map((engine) => comparison.engines[engine]).find((e) => e !== undefined);
+  return first === undefined ? 0 : Math.round(first.base.rate.runs.length / comparison.rounds);
+}
+
+/** A regression check's table, load, command and notes, under its heading and introduction. */
+function comparisonPart(comparison: DrainComparison, options: { heading: string; intro: string; cpuHeader: string; when?: string }): string[] {
   const lines = [
-    "### Drain without flow control (regression check)",
+    options.heading,
     "",
-    `The drain scenario (2) with nothing of flow control configured, opqueue only, ${drain.mode} sizes, commit ` +
-      `${drain.commits.base} (before flow control) against ${drain.commits.new}, in alternation (base, new, base, new, ...; ` +
-      `${drain.rounds} harness runs of 3 drains each per side and engine). Median (min–max) over every drain; ` +
-      "the limit set for flow control is 5 %.",
+    `${options.intro}, ${comparison.mode} sizes, commit ${comparison.commits.base} against ${comparison.commits.new}, in ` +
+      `alternation (base, new, base, new, ...; ${comparison.rounds} harness runs of ${runsPerTurn(comparison)} each per side ` +
+      "and engine). Median (min–max) over every run; the limit set is 5 %.",
     "",
-    "| engine | rate, base (jobs/s) | rate, new (jobs/s) | rate Δ | node CPU per job, base (µs) | new (µs) | CPU Δ |",
+    `| engine | rate, base (jobs/s) | rate, new (jobs/s) | rate Δ | ${options.cpuHeader}, base (µs) | new (µs) | CPU Δ |`,
     "|---|---:|---:|---:|---:|---:|---:|",
   ];
   for (const engine of ENGINES) {
-    const e = drain.engines[engine];
+    const e = comparison.engines[engine];
     if (!e) continue;
     lines.push(
       `| ${LABEL[engine]} | ${formatSummary(e.base.rate)} | ${formatSummary(e.new.rate)} | ${pct(e.ratePct)} | ` +
@@ -135,52 +146,38 @@ function drainPart(drain: DrainComparison): string[] {
   }
   lines.push(
     "",
-    `*Load:* load average ${loads(drain.loadavgStart)} at the start, ${loads(drain.loadavgEnd)} at the end, ${drain.seconds} s; ` +
-      "one-minute load average at the start of the harness runs, base " +
-      ENGINES.filter((engine) => drain.engines[engine])
-        .map((engine) => `${LABEL[engine]} ${formatSummary(drain.engines[engine]?.base.loadavg1)}, new ${formatSummary(drain.engines[engine]?.new.loadavg1)}`)
+    `*Load:* ${options.when ?? ""}load average ${loads(comparison.loadavgStart)} at the start, ${loads(comparison.loadavgEnd)} at the end, ` +
+      `${comparison.seconds} s; one-minute load average at the start of the harness runs, base ` +
+      ENGINES.filter((engine) => comparison.engines[engine])
+        .map((engine) => `${LABEL[engine]} ${formatSummary(comparison.engines[engine]?.base.loadavg1)}, new ${formatSummary(comparison.engines[engine]?.new.loadavg1)}`)
         .join("; ") +
       ".",
     "",
-    `Command: \`${drain.command}\`, each turn being \`${drain.harnessCommand}\`.`,
+    `Command: \`${comparison.command}\`, each turn being \`${comparison.harnessCommand}\`.`,
     "",
   );
-  if (drain.notes?.length) lines.push(...drain.notes.map((note) => `- ${note}`), "");
+  if (comparison.notes?.length) lines.push(...comparison.notes.map((note) => `- ${note}`), "");
   return lines;
 }
 
+function drainPart(drain: DrainComparison): string[] {
+  return comparisonPart(drain, {
+    heading: "### Drain without flow control (regression check)",
+    intro: "The drain scenario (2) with nothing of flow control configured, opqueue only, each checkout run by its own harness",
+    cpuHeader: "node CPU per job",
+  });
+}
+
 function enqueuePart(enqueue: EnqueueComparison): string[] {
-  const lines = [
-    "### Single-job enqueue without the extensions (regression check)",
-    "",
-    `The enqueue scenario (1) with none of flow control, batches, idempotency keys, expiry or traces used (schema ` +
+  return comparisonPart(enqueue, {
+    heading: "### Single-job enqueue without the extensions (regression check)",
+    intro:
+      "The enqueue scenario (1) with none of flow control, batches, idempotency keys, expiry or traces used (schema " +
       "checks at enqueue on, as by default, with nothing to check: the benchmark's `buildReport` declares no request " +
-      `schema), opqueue only, ${enqueue.mode} sizes, commit ${enqueue.commits.base} ` +
-      `(before both) against ${enqueue.commits.new}, both builds measured by the second one's harness, in alternation ` +
-      `(base, new, base, new, ...; ${enqueue.rounds} harness runs of 3 runs each per side and engine). Median (min–max) ` +
-      "over every run; the limit set is 5 %.",
-    "",
-    "| engine | rate, base (jobs/s) | rate, new (jobs/s) | rate Δ | CPU per enqueued job, all processes, base (µs) | new (µs) | CPU Δ |",
-    "|---|---:|---:|---:|---:|---:|---:|",
-  ];
-  for (const engine of ENGINES) {
-    const e = enqueue.engines[engine];
-    if (!e) continue;
-    lines.push(
-      `| ${LABEL[engine]} | ${formatSummary(e.base.rate)} | ${formatSummary(e.new.rate)} | ${pct(e.ratePct)} | ` +
-        `${formatSummary(e.base.cpuUsPerJob)} | ${formatSummary(e.new.cpuUsPerJob)} | ${pct(e.cpuPct)} |`,
-    );
-  }
-  lines.push(
-    "",
-    `*Run* on ${enqueue.date}; *load:* load average ${loads(enqueue.loadavgStart)} at the start, ${loads(enqueue.loadavgEnd)} at the end, ` +
-      `${enqueue.seconds} s.`,
-    "",
-    `Command: \`${enqueue.command}\`, each turn being \`${enqueue.harnessCommand}\`.`,
-    "",
-  );
-  if (enqueue.notes?.length) lines.push(...enqueue.notes.map((note) => `- ${note}`), "");
-  return lines;
+      `schema), opqueue only, both builds measured by one harness (commit ${enqueue.harness})`,
+    cpuHeader: "CPU per enqueued job, all processes",
+    when: `on ${enqueue.date}, `,
+  });
 }
 
 function ratePart(results: FlowResults): string[] {

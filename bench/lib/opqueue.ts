@@ -7,7 +7,7 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import Database from "better-sqlite3";
@@ -115,6 +115,16 @@ export function useOpqueueBuild(dir: string): void {
   opqueueCli = join(dir, "dist/cli.js");
 }
 
+/** Where serve processes write their standard output (`serve-<n>.out`), or undefined: discarded. */
+let serveOutputDir: string | undefined;
+let serveOutputs = 0;
+
+/** Serve processes write their standard output (what `--trace-gc` and the like print) into files in `dir`. */
+export function keepServeOutput(dir: string): void {
+  mkdirSync(dir, { recursive: true });
+  serveOutputDir = dir;
+}
+
 /** Applies the schema migrations (`opqueue migrate`) so the database can be filled before a node starts. */
 export async function migrate(setup: OpqueueSetup): Promise<void> {
   const child = spawn(process.execPath, [opqueueCli, "migrate", "--config", setup.configPath], {
@@ -154,6 +164,7 @@ export class ServeProcess {
     const api = options.api ?? true;
     const port = options.port ?? (await freePort());
     const flags = [...(api ? [] : ["--no-api"]), ...(options.worker === false ? ["--no-worker"] : [])];
+    const stdout = serveOutputDir === undefined ? "ignore" : openSync(join(serveOutputDir, `serve-${++serveOutputs}.out`), "w");
     const child = spawn(
       process.execPath,
       [...(options.nodeArgs ?? []), opqueueCli, "serve", "--config", options.setup.configPath, ...flags],
@@ -164,9 +175,10 @@ export class ServeProcess {
           OPQUEUE_PORT: String(port),
           ...(options.database ? { OPQUEUE_DATABASE_URL: options.database } : {}),
         },
-        stdio: ["ignore", "ignore", "pipe"],
+        stdio: ["ignore", stdout, "pipe"],
       },
     );
+    if (typeof stdout === "number") closeSync(stdout);
     child.stderr?.on("data", (chunk: Buffer) => process.stderr.write(`\n[opqueue ${child.pid}] ${chunk.toString("utf8")}`));
     const url = api ? `http://127.0.0.1:${port}` : null;
     const serve = new ServeProcess(child, url);
