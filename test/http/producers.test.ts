@@ -5,6 +5,8 @@
  */
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
+import { Writable } from "node:stream";
+import { pino } from "pino";
 import type { Job } from "../../src/job/schemas.js";
 import type { TestService } from "../helpers/service.js";
 import { assertError, buildReport, driveTo, enqueue, getJob, JOB_FIELDS, postJob, startService, welcomeEmail } from "../helpers/jobs.js";
@@ -127,7 +129,14 @@ describe("POST /jobs/batch", () => {
   });
 
   test("a telemetry subscriber that throws does not turn a committed batch or enqueue into a 500, nor silence the others", async (t) => {
-    const s = await startService(t);
+    const logged: Array<Record<string, unknown>> = [];
+    const sink = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        for (const line of chunk.toString("utf8").split("\n")) if (line.trim() !== "") logged.push(JSON.parse(line) as Record<string, unknown>);
+        done();
+      },
+    });
+    const s = await startService(t, { logger: pino({ level: "error" }, sink) });
     s.service.telemetry.on("job:enqueued", () => {
       throw new Error("a broken subscriber");
     });
@@ -139,6 +148,9 @@ describe("POST /jobs/batch", () => {
     assert.equal(single.statusCode, 201, single.body);
     assert.deepEqual(heard, ["created", "created", "created"]);
     assert.equal((await s.service.store.jobList({ limit: 10 })).length, 3);
+    // Each throw is reported, naming the event.
+    const reports = logged.filter((line) => line["msg"] === "a telemetry subscriber failed; what it was told of stands");
+    assert.deepEqual(reports.map((line) => line["event"]), ["job:enqueued", "job:enqueued", "job:enqueued"]);
   });
 
   test("a thousand jobs in one batch are all created, under the assertion's caller", async (t) => {
