@@ -15,10 +15,9 @@
  */
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { existsSync, mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { commandLine, compareSides, report, SIDES, type Side } from "./lib/compare.js";
+import { commandLine, compareSides, report, type Side } from "./lib/compare.js";
 import type { Engine } from "./lib/results.js";
 
 const { values } = parseArgs({
@@ -48,20 +47,16 @@ async function harnessRun(options: { dir: string; engine: Engine; out: string })
 async function main(): Promise<void> {
   if (values.base === undefined || values.new === undefined) throw new Error("--base and --new are required");
   const dirs: Record<Side, string> = { base: resolve(values.base), new: resolve(values.new) };
-  for (const side of values.collect ? [] : SIDES) {
-    if (!existsSync(join(dirs[side], "dist/cli.js"))) throw new Error(`--${side} ${dirs[side]}: no dist/cli.js (build it first)`);
-  }
-  const outDir = resolve(values["out-dir"] ?? "");
-  mkdirSync(outDir, { recursive: true });
   const rounds = Number(values.rounds);
   const compared = await compareSides({
     scenario: "drain",
+    dirs,
     cpuMetric: "cpu_per_job",
     engines: (values.engine ?? "").split(",").filter(Boolean) as Engine[],
     rounds,
-    outDir,
+    outDir: resolve(values["out-dir"] ?? ""),
     collect: values.collect ?? false,
-    runTurn: ({ side, engine, out }) => harnessRun({ dir: dirs[side], engine, out }),
+    runTurn: harnessRun,
   });
   report(
     "drain",

@@ -4,7 +4,7 @@
  * run writing its results file (`<engine>-<side>-<round>.json` in the output directory); then the medians of each side
  * over every run, compared. How a turn runs is each script's own.
  */
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { join, resolve } from "node:path";
 import type { ComparisonSide, DrainComparison, FlowResults } from "./flow-report.js";
@@ -43,14 +43,21 @@ function runsOf(path: string, options: { scenario: string; cpuMetric: string; en
  */
 export async function compareSides(options: {
   scenario: "drain" | "enqueue";
+  /** Each side's checkout, whose build (dist/cli.js) must exist unless collecting. */
+  dirs: Record<Side, string>;
   cpuMetric: string;
   engines: Engine[];
   rounds: number;
   outDir: string;
   collect: boolean;
-  runTurn: (turn: { side: Side; engine: Engine; out: string }) => Promise<void>;
+  runTurn: (turn: { dir: string; engine: Engine; out: string }) => Promise<void>;
 }): Promise<Compared> {
   const { engines, rounds } = options;
+  for (const side of options.collect ? [] : SIDES) {
+    const dir = options.dirs[side];
+    if (!existsSync(join(dir, "dist/cli.js"))) throw new Error(`--${side} ${dir}: no dist/cli.js (build it first)`);
+  }
+  mkdirSync(options.outDir, { recursive: true });
   const file = (engine: Engine, side: Side, round: number) => join(options.outDir, `${engine}-${side}-${round + 1}.json`);
   const started = performance.now();
   const compared: Compared = { commits: { base: "", new: "" }, engines: {}, loadavgStart: loadavg(), loadavgEnd: [], seconds: 0 };
@@ -59,7 +66,7 @@ export async function compareSides(options: {
       for (let round = 0; round < rounds; round++) {
         for (const side of SIDES) {
           process.stderr.write(`${options.scenario} ${engine} ${side} round ${round + 1}/${rounds} (load ${loadavg()[0]?.toFixed(2)})\n`);
-          await options.runTurn({ side, engine, out: file(engine, side, round) });
+          await options.runTurn({ dir: options.dirs[side], engine, out: file(engine, side, round) });
         }
       }
     }

@@ -2,12 +2,11 @@
  * The completer against the test engine's real store: outcomes the database refuses must not hold back the others.
  */
 import assert from "node:assert/strict";
-import { Writable } from "node:stream";
 import { test } from "node:test";
-import { pino } from "pino";
 import { Completer } from "../../src/dispatcher/completer.js";
 import type { JobOutcome } from "../../src/job/job.js";
 import { buildReport, enqueue, startService } from "../helpers/jobs.js";
+import { capturedLogger } from "../helpers/logs.js";
 
 test("an outcome the database refuses is dropped and logged; the rest of its batch is written", async (t) => {
   const s = await startService(t);
@@ -16,15 +15,9 @@ test("an outcome the database refuses is dropped and logged; the rest of its bat
   const [refused, first, second] = await store.jobClaimMany({ limit: 3 });
   assert.ok(refused && first && second, "three running jobs");
 
-  const logged: Array<{ level: number; msg: string; jobId?: string }> = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      logged.push(JSON.parse(chunk.toString("utf8")) as { level: number; msg: string; jobId?: string });
-      done();
-    },
-  });
+  const { logger, lines: logged } = capturedLogger();
   let writes = 0;
-  const completer = new Completer({ store, logger: pino(sink), onWritten: () => writes++ });
+  const completer = new Completer({ store, logger, onWritten: () => writes++ });
   const succeeded = (job: { id: string; attempt: number }): JobOutcome => ({
     id: job.id,
     attempt: job.attempt,
@@ -42,6 +35,6 @@ test("an outcome the database refuses is dropped and logged; the rest of its bat
   assert.equal((await store.jobGet({ id: second.id }))?.status, "succeeded");
   assert.equal((await store.jobGet({ id: refused.id }))?.status, "running", "left to its lease and the rescuer");
   assert.ok(writes >= 1, "the dispatcher is told slots and keys are free");
-  const errors = logged.filter((line) => line.level >= 50);
-  assert.deepEqual(errors.map((line) => line.jobId), [refused.id], logged.map((line) => line.msg).join("\n"));
+  const errors = logged.filter((line) => Number(line["level"]) >= 50);
+  assert.deepEqual(errors.map((line) => line["jobId"]), [refused.id], logged.map((line) => line["msg"]).join("\n"));
 });

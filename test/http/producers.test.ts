@@ -5,10 +5,9 @@
  */
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { Writable } from "node:stream";
-import { pino } from "pino";
 import type { Job } from "../../src/job/schemas.js";
 import type { TestService } from "../helpers/service.js";
+import { capturedLogger } from "../helpers/logs.js";
 import { assertError, buildReport, driveTo, enqueue, getJob, JOB_FIELDS, postJob, startService, welcomeEmail } from "../helpers/jobs.js";
 
 interface BatchResult {
@@ -129,14 +128,8 @@ describe("POST /jobs/batch", () => {
   });
 
   test("a telemetry subscriber that throws does not turn a committed batch or enqueue into a 500, nor silence the others", async (t) => {
-    const logged: Array<Record<string, unknown>> = [];
-    const sink = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        for (const line of chunk.toString("utf8").split("\n")) if (line.trim() !== "") logged.push(JSON.parse(line) as Record<string, unknown>);
-        done();
-      },
-    });
-    const s = await startService(t, { logger: pino({ level: "error" }, sink) });
+    const { logger, lines: logged } = capturedLogger("error");
+    const s = await startService(t, { logger });
     s.service.telemetry.on("job:enqueued", () => {
       throw new Error("a broken subscriber");
     });

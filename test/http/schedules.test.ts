@@ -4,9 +4,7 @@
  * code; next and last runs; each change logged with the admin's `sub`. Run on the engine of OPQUEUE_TEST_ENGINE.
  */
 import assert from "node:assert/strict";
-import { Writable } from "node:stream";
 import { describe, test } from "node:test";
-import { pino } from "pino";
 import type { Job } from "../../src/job/schemas.js";
 import type { ScheduleBody } from "../../src/schedules/schemas.js";
 import { cronEntryOf } from "../../src/schedules/schedule.js";
@@ -15,6 +13,7 @@ import { RequestSchemas } from "../../src/operations/request-schemas.js";
 import { patchFields } from "../../src/schedules/schemas.js";
 import type { Store } from "../../src/store/store.js";
 import { assertError, iso, startService } from "../helpers/jobs.js";
+import { capturedLogger } from "../helpers/logs.js";
 import type { TestService } from "../helpers/service.js";
 
 /** Lets schedules created through the API enqueue buildReport and sendWelcomeEmail. */
@@ -391,14 +390,8 @@ describe("access", () => {
   });
 
   test("every change is logged as an admin action with the admin's sub", async (t) => {
-    const lines: Array<Record<string, unknown>> = [];
-    const sink = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        for (const line of chunk.toString("utf8").split("\n")) if (line.trim() !== "") lines.push(JSON.parse(line) as Record<string, unknown>);
-        done();
-      },
-    });
-    const s = await startService(t, { configure: allowSchedules, logger: pino({ level: "info" }, sink) });
+    const { logger, lines } = capturedLogger();
+    const s = await startService(t, { configure: allowSchedules, logger });
     await schedule(s, "POST", "/schedules", { status: 201, body: hourly("report", { request: { body: { secret: "s3cr3t" } } }), sub: "alice" });
     await schedule(s, "PATCH", "/schedules/report", { body: { priority: 1, request: { body: { secret: "t0p" } } }, sub: "bob" });
     await schedule(s, "POST", "/schedules/report/pause", { sub: "carol" });
