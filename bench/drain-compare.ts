@@ -16,24 +16,10 @@
 import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { join, resolve } from "node:path";
-import { parseArgs } from "node:util";
-import { commandLine, compareSides, report, type Side } from "./lib/compare.js";
+import { compareSides, comparisonArgs, report, type Side } from "./lib/compare.js";
 import type { Engine } from "./lib/results.js";
 
-const { values } = parseArgs({
-  options: {
-    base: { type: "string" },
-    new: { type: "string" },
-    rounds: { type: "string", default: "3" },
-    engine: { type: "string", default: "sqlite,postgres" },
-    full: { type: "boolean", default: false },
-    quiet: { type: "string", default: "0" },
-    "out-dir": { type: "string", default: "/tmp/opqueue-drain-compare" },
-    into: { type: "string" },
-    collect: { type: "boolean", default: false },
-    note: { type: "string", multiple: true },
-  },
-});
+const values = comparisonArgs("drain");
 
 /** One narrowed drain run of the harness in `dir`, its results written to `out`. */
 async function harnessRun(options: { dir: string; engine: Engine; out: string }): Promise<void> {
@@ -47,29 +33,10 @@ async function harnessRun(options: { dir: string; engine: Engine; out: string })
 async function main(): Promise<void> {
   if (values.base === undefined || values.new === undefined) throw new Error("--base and --new are required");
   const dirs: Record<Side, string> = { base: resolve(values.base), new: resolve(values.new) };
-  const rounds = Number(values.rounds);
-  const compared = await compareSides({
-    scenario: "drain",
-    dirs,
-    cpuMetric: "cpu_per_job",
-    engines: (values.engine ?? "").split(",").filter(Boolean) as Engine[],
-    rounds,
-    outDir: resolve(values["out-dir"] ?? ""),
-    collect: values.collect ?? false,
-    runTurn: harnessRun,
+  const compared = await compareSides(values, { scenario: "drain", dirs, cpuMetric: "cpu_per_job", runTurn: harnessRun });
+  report("drain", "bench/drain-compare.ts", values, compared, {
+    harnessCommand: `tsx bench/run.ts --only drain --skip-peers --engine <engine>${values.full ? " --full" : ""} --quiet ${values.quiet} (in each checkout, built beforehand)`,
   });
-  report(
-    "drain",
-    {
-      command: commandLine("bench/drain-compare.ts"),
-      harnessCommand: `tsx bench/run.ts --only drain --skip-peers --engine <engine>${values.full ? " --full" : ""} --quiet ${values.quiet} (in each checkout, built beforehand)`,
-      mode: values.full ? "full" : "quick",
-      rounds,
-      ...compared,
-      notes: values.note ?? [],
-    },
-    values.into,
-  );
 }
 
 main().then(

@@ -17,26 +17,12 @@
 import { execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";
 import { join, resolve } from "node:path";
-import { parseArgs } from "node:util";
-import { commandLine, compareSides, report, type Side } from "./lib/compare.js";
+import { compareSides, comparisonArgs, report, type Side } from "./lib/compare.js";
 import { CPU_METRICS } from "./lib/cpu.js";
 import { ROOT } from "./lib/ipc.js";
 import type { Engine } from "./lib/results.js";
 
-const { values } = parseArgs({
-  options: {
-    base: { type: "string" },
-    new: { type: "string" },
-    rounds: { type: "string", default: "3" },
-    engine: { type: "string", default: "sqlite,postgres" },
-    full: { type: "boolean", default: false },
-    quiet: { type: "string", default: "0" },
-    "out-dir": { type: "string", default: "/tmp/opqueue-enqueue-compare" },
-    into: { type: "string" },
-    collect: { type: "boolean", default: false },
-    note: { type: "string", multiple: true },
-  },
-});
+const values = comparisonArgs("enqueue");
 
 /** The harness's arguments for one turn: this checkout's enqueue scenario against the build in `dir`. */
 function harnessArgs(engine: string, dir: string, out: string): string[] {
@@ -57,31 +43,12 @@ async function harnessRun(options: { dir: string; engine: Engine; out: string })
 async function main(): Promise<void> {
   if (values.base === undefined) throw new Error("--base is required");
   const dirs: Record<Side, string> = { base: resolve(values.base), new: resolve(values.new ?? ROOT) };
-  const rounds = Number(values.rounds);
-  const compared = await compareSides({
-    scenario: "enqueue",
-    dirs,
-    cpuMetric: CPU_METRICS.all,
-    engines: (values.engine ?? "").split(",").filter(Boolean) as Engine[],
-    rounds,
-    outDir: resolve(values["out-dir"] ?? ""),
-    collect: values.collect ?? false,
-    runTurn: harnessRun,
+  const compared = await compareSides(values, { scenario: "enqueue", dirs, cpuMetric: CPU_METRICS.all, runTurn: harnessRun });
+  report("enqueue", "bench/enqueue-compare.ts", values, compared, {
+    harnessCommand: `tsx bench/run.ts ${harnessArgs("<engine>", "<side's build>", "<file>").slice(1).join(" ")}`,
+    harness: execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: ROOT, encoding: "utf8" }).trim(),
+    date: new Date().toISOString().slice(0, 10),
   });
-  report(
-    "enqueue",
-    {
-      command: commandLine("bench/enqueue-compare.ts"),
-      harnessCommand: `tsx bench/run.ts ${harnessArgs("<engine>", "<side's build>", "<file>").slice(1).join(" ")}`,
-      harness: execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: ROOT, encoding: "utf8" }).trim(),
-      date: new Date().toISOString().slice(0, 10),
-      mode: values.full ? "full" : "quick",
-      rounds,
-      ...compared,
-      notes: values.note ?? [],
-    },
-    values.into,
-  );
 }
 
 main().then(

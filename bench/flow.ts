@@ -37,7 +37,7 @@ import {
   type RateRun,
 } from "./lib/flow-report.js";
 import { Child, ROOT } from "./lib/ipc.js";
-import { migrate, ServeProcess, writeOpqueueConfig } from "./lib/opqueue.js";
+import { migrate, requireBuild, ServeProcess, writeOpqueueConfig } from "./lib/opqueue.js";
 import { dropSchema, freshSchema, opqueueUrl } from "./lib/pg.js";
 import { Progress } from "./lib/progress.js";
 import { describeEnvironment, sampleBusyCores, type Engine } from "./lib/results.js";
@@ -355,7 +355,7 @@ async function main(): Promise<void> {
     writeSection(resolve(values.report));
     return;
   }
-  if (!existsSync(join(ROOT, "dist/cli.js"))) throw new Error("dist/cli.js is missing: run `npm run build` first");
+  requireBuild(ROOT, "this checkout");
   const engines = (values.engine ?? "").split(",").filter(Boolean) as Engine[];
   for (const engine of engines) if (engine !== "sqlite" && engine !== "postgres") throw new Error(`unknown engine ${engine}`);
   const runs = Number(values.runs);

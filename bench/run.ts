@@ -29,7 +29,7 @@
  * BENCHMARKS.md or the chart.
  */
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative, resolve } from "node:path";
 import { parseArgs } from "node:util";
@@ -38,7 +38,7 @@ import { Context, ENGINE_LABEL, SIZES } from "./lib/context.js";
 import { idleCpuMs } from "./lib/cpu.js";
 import { evaluateGoals } from "./lib/goals.js";
 import { ROOT } from "./lib/ipc.js";
-import { keepServeOutput, useOpqueueBuild } from "./lib/opqueue.js";
+import { keepServeOutput, requireBuild, useOpqueueBuild } from "./lib/opqueue.js";
 import { checkpoint, dropLeftoverSchemas } from "./lib/pg.js";
 import { benchmarksMarkdown } from "./lib/report.js";
 import { describeEnvironment, sampleBusyCores, SCENARIOS, type Engine, type Results, type ScenarioId, type ScenarioResult } from "./lib/results.js";
@@ -174,7 +174,7 @@ async function main(): Promise<void> {
     printSummary(results);
     return;
   }
-  if (!existsSync(join(ROOT, "dist/cli.js"))) throw new Error("dist/cli.js is missing: run `npm run build` first");
+  requireBuild(ROOT, "this checkout");
   const mode = values.full ? "full" : "quick";
   const only = (values.only ?? []).flatMap((value) => value.split(",")).filter(Boolean);
   for (const id of only) if (!SCENARIOS.includes(id as ScenarioId)) throw new Error(`unknown scenario ${id} (${SCENARIOS.join(", ")})`);
@@ -191,7 +191,7 @@ async function main(): Promise<void> {
   const opqueueDir = values["opqueue-dir"] === undefined ? undefined : resolve(values["opqueue-dir"]);
   if (opqueueDir !== undefined) {
     if (only.join() !== "enqueue" || !values["skip-peers"]) throw new Error("--opqueue-dir goes with --only enqueue --skip-peers");
-    if (!existsSync(join(opqueueDir, "dist/cli.js"))) throw new Error(`--opqueue-dir ${opqueueDir}: no dist/cli.js (build it first)`);
+    requireBuild(opqueueDir, "--opqueue-dir");
     useOpqueueBuild(opqueueDir);
   }
   const narrowed =

@@ -7,12 +7,36 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { join, resolve } from "node:path";
+import { parseArgs } from "node:util";
 import type { ComparisonSide, DrainComparison, FlowResults } from "./flow-report.js";
+import { requireBuild } from "./opqueue.js";
 import type { Engine, Results } from "./results.js";
 import { summarize } from "./stats.js";
 
 export const SIDES = ["base", "new"] as const;
 export type Side = (typeof SIDES)[number];
+
+/**
+ * The options both checks take (their headers say what each means); the output directory defaults to
+ * /tmp/opqueue-<scenario>-compare.
+ */
+export function comparisonArgs(scenario: "drain" | "enqueue") {
+  return parseArgs({
+    options: {
+      base: { type: "string" },
+      new: { type: "string" },
+      rounds: { type: "string", default: "3" },
+      engine: { type: "string", default: "sqlite,postgres" },
+      full: { type: "boolean", default: false },
+      quiet: { type: "string", default: "0" },
+      "out-dir": { type: "string", default: `/tmp/opqueue-${scenario}-compare` },
+      into: { type: "string" },
+      collect: { type: "boolean", default: false },
+      note: { type: "string", multiple: true },
+    },
+  }).values;
+}
+export type ComparisonArgs = ReturnType<typeof comparisonArgs>;
 
 /** What the turns measured: every field of a comparison but how it was made. */
 export type Compared = Pick<DrainComparison, "commits" | "engines" | "loadavgStart" | "loadavgEnd" | "seconds">;
@@ -38,30 +62,29 @@ function runsOf(path: string, options: { scenario: string; cpuMetric: string; en
 }
 
 /**
- * Runs the turns (unless `collect`: the results files are already in `outDir`) and compares the sides. The commits are
- * those the results files recorded; every turn of a side must agree.
+ * Runs the turns (unless --collect: the results files are already in --out-dir) and compares the sides. The commits
+ * are those the results files recorded; every turn of a side must agree.
  */
-export async function compareSides(options: {
-  scenario: "drain" | "enqueue";
-  /** Each side's checkout, whose build (dist/cli.js) must exist unless collecting. */
-  dirs: Record<Side, string>;
-  cpuMetric: string;
-  engines: Engine[];
-  rounds: number;
-  outDir: string;
-  collect: boolean;
-  runTurn: (turn: { dir: string; engine: Engine; out: string }) => Promise<void>;
-}): Promise<Compared> {
-  const { engines, rounds } = options;
-  for (const side of options.collect ? [] : SIDES) {
-    const dir = options.dirs[side];
-    if (!existsSync(join(dir, "dist/cli.js"))) throw new Error(`--${side} ${dir}: no dist/cli.js (build it first)`);
-  }
-  mkdirSync(options.outDir, { recursive: true });
-  const file = (engine: Engine, side: Side, round: number) => join(options.outDir, `${engine}-${side}-${round + 1}.json`);
+export async function compareSides(
+  args: ComparisonArgs,
+  options: {
+    scenario: "drain" | "enqueue";
+    /** Each side's checkout, whose build (dist/cli.js) must exist unless collecting. */
+    dirs: Record<Side, string>;
+    cpuMetric: string;
+    runTurn: (turn: { dir: string; engine: Engine; out: string }) => Promise<void>;
+  },
+): Promise<Compared> {
+  const engines = (args.engine ?? "").split(",").filter(Boolean) as Engine[];
+  const rounds = Number(args.rounds);
+  const collect = args.collect ?? false;
+  const outDir = resolve(args["out-dir"] ?? "");
+  for (const side of collect ? [] : SIDES) requireBuild(options.dirs[side], `--${side}`);
+  mkdirSync(outDir, { recursive: true });
+  const file = (engine: Engine, side: Side, round: number) => join(outDir, `${engine}-${side}-${round + 1}.json`);
   const started = performance.now();
   const compared: Compared = { commits: { base: "", new: "" }, engines: {}, loadavgStart: loadavg(), loadavgEnd: [], seconds: 0 };
-  if (!options.collect) {
+  if (!collect) {
     for (const engine of engines) {
       for (let round = 0; round < rounds; round++) {
         for (const side of SIDES) {
@@ -86,8 +109,8 @@ export async function compareSides(options: {
         cpu.push(...runs.cpu);
         if (runs.loadavg[0] !== undefined) loads.push(runs.loadavg[0]);
         harnessSeconds += runs.seconds;
-        if (options.collect && engine === engines[0] && round === 0 && side === "base") compared.loadavgStart = runs.loadavg;
-        if (options.collect && engine === engines.at(-1) && round === rounds - 1 && side === "new") compared.loadavgEnd = runs.loadavgEnd;
+        if (collect && engine === engines[0] && round === 0 && side === "base") compared.loadavgStart = runs.loadavg;
+        if (collect && engine === engines.at(-1) && round === rounds - 1 && side === "new") compared.loadavgEnd = runs.loadavgEnd;
       }
       sides[side] = { rate: summarize(rate), cpuUsPerJob: summarize(cpu), loadavg1: summarize(loads) };
     }
@@ -97,7 +120,7 @@ export async function compareSides(options: {
       cpuPct: (sides.new.cpuUsPerJob.median / sides.base.cpuUsPerJob.median - 1) * 100,
     };
   }
-  if (options.collect) {
+  if (collect) {
     compared.seconds = Math.round(harnessSeconds);
   } else {
     compared.loadavgEnd = loadavg();
@@ -107,7 +130,7 @@ export async function compareSides(options: {
 }
 
 /** The script's command line as run, without the options that only say where figures are read or how they are noted. */
-export function commandLine(script: string): string {
+function commandLine(script: string): string {
   const args: string[] = [];
   for (let i = 2; i < process.argv.length; i++) {
     const arg = process.argv[i] ?? "";
@@ -118,11 +141,25 @@ export function commandLine(script: string): string {
   return `npx tsx ${script} ${args.join(" ")}`;
 }
 
-/** Prints a comparison, and writes it into the flow results file `into` (if given) under `key`. */
-export function report<K extends "drain" | "enqueue">(key: K, comparison: NonNullable<FlowResults[K]>, into: string | undefined): void {
+/** A comparison's fields that each check gives itself (the rest come from its arguments and its turns). */
+type OwnFields<K extends "drain" | "enqueue"> = Omit<NonNullable<FlowResults[K]>, keyof Compared | "command" | "mode" | "rounds" | "notes">;
+
+/**
+ * Prints the comparison of `script`'s turns, and writes it into the flow results file of --into (if given) under
+ * `key`.
+ */
+export function report<K extends "drain" | "enqueue">(key: K, script: string, args: ComparisonArgs, compared: Compared, own: OwnFields<K>): void {
+  const comparison = {
+    command: commandLine(script),
+    mode: args.full ? "full" : "quick",
+    rounds: Number(args.rounds),
+    ...compared,
+    notes: args.note ?? [],
+    ...own,
+  } as NonNullable<FlowResults[K]>;
   console.log(JSON.stringify(comparison, null, 2));
-  if (into === undefined) return;
-  const target = resolve(into);
+  if (args.into === undefined) return;
+  const target = resolve(args.into);
   const results = (existsSync(target) ? JSON.parse(readFileSync(target, "utf8")) : {}) as Partial<FlowResults>;
   results[key] = comparison;
   writeFileSync(target, `${JSON.stringify(results, null, 2)}\n`);

@@ -7,7 +7,7 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
-import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import Database from "better-sqlite3";
@@ -105,6 +105,11 @@ export async function mintAssertions(count: number, ridPrefix = "bench"): Promis
       mintToken({ auth: config.auth, clock: systemClock, sub: `user-${i % 32}`, op: "createUser", rid: `${ridPrefix}-${i}`, ttlSeconds: 300 }),
     ),
   );
+}
+
+/** Throws unless `dir` holds a build of opqueue (dist/cli.js); `what` names the directory in the message. */
+export function requireBuild(dir: string, what: string): void {
+  if (!existsSync(join(dir, "dist/cli.js"))) throw new Error(`${what} ${dir}: no dist/cli.js (run \`npm run build\` there first)`);
 }
 
 /** The opqueue build that serve and migrate processes run: this checkout's, unless `useOpqueueBuild` named another. */
