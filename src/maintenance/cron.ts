@@ -3,7 +3,8 @@
  * the API, enqueues exactly one job per tick across all nodes. Every node runs every schedule; the tick is recorded in
  * the database in the same transaction as its job, so only the first node to reach a tick enqueues it (and a restart
  * cannot enqueue it again). Missed ticks are not backfilled: after a restart or a resume, a schedule goes on from its
- * next tick. croner only computes tick times; the timers are ours.
+ * next tick. A tick that comes due while the node is still firing the one before is fired next, at most
+ * `CRON_CATCH_UP_MS` late. croner only computes tick times; the timers are ours.
  *
  * What is armed: the config file's entries, from the start, unchanged for the process's life; and the stored schedules
  * that are not paused, read at the start, again whenever the store announces a change (`scheduleChangeListen`: a
@@ -34,6 +35,14 @@ const MAX_TIMER_MS = 2 **31 - 1;
 /** First and longest wait before a tick is tried again while the database does not answer. */
 const RETRY_FIRST_MS = 250;
 const RETRY_MAX_MS = 30_000;
+
+/**
+ * How late a tick may still be enqueued when it came due while this node was busy with the tick before (a slow commit,
+ * a wait on another node's commit of the same tick) or while its timer was held up (a stalled event loop). Later ones
+ * are dropped, as ticks missed while no node runs are: a process suspended for an hour does not enqueue an hour of
+ * every-second ticks when it wakes.
+ */
+export const CRON_CATCH_UP_MS = 60_000;
 
 /**
  * How often the stored schedules are read again without being told of a change: the bound on how late a node starts a
@@ -227,7 +236,8 @@ export class CronScheduler {
         }
         const run = this.fireUntilDone(armed, tickAt).finally(() => {
           this.firing.delete(run);
-          this.scheduleNext(armed, Math.max(tickAt, this.options.clock.now()));
+          // From this tick, not from now: a tick that came due meanwhile is fired at once (unless it is too late).
+          this.scheduleNext(armed, Math.max(tickAt, this.options.clock.now() - CRON_CATCH_UP_MS));
         });
         this.firing.add(run);
       },

@@ -9,14 +9,16 @@ import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { pino } from "pino";
 import { ManualClock, systemClock, type Clock } from "../../src/clock.js";
 import { parseConfig, type Config, type CronConfig } from "../../src/config.js";
 import type { Job } from "../../src/job/schemas.js";
-import { CronScheduler } from "../../src/maintenance/cron.js";
+import { CRON_CATCH_UP_MS, CronScheduler } from "../../src/maintenance/cron.js";
 import { createService, type Service } from "../../src/service.js";
 import { StoreUnavailableError, type Store } from "../../src/store/store.js";
 import type { OpqueueEvents } from "../../src/telemetry/events.js";
+import { deferred } from "../helpers/target.js";
 import { mintToken } from "../../src/auth/tokens.js";
 import { rawTestConfig } from "../helpers/service.js";
 
@@ -107,6 +109,39 @@ async function getJob(service: Service, clock: Clock, id: string): Promise<Job> 
   const res = await service.app.inject({ method: "GET", url: `/jobs/${id}`, headers: { authorization: `Bearer ${token}` } });
   assert.equal(res.statusCode, 200, res.body);
   return (res.json() as { job: Job }).job;
+}
+
+/** A scheduler of `entry` alone on the service's settings, reading and writing `store`; stopped when the test ends. */
+function schedulerOn(t: TestContext, service: Service, options: { entry: CronConfig; store: Store; clock: Clock }): CronScheduler {
+  const scheduler = new CronScheduler({
+    config: { ...service.config, cron: [options.entry] },
+    registry: service.registry,
+    settings: service.settings,
+    store: options.store,
+    clock: options.clock,
+    notifier: service.notifier,
+    telemetry: service.telemetry,
+    logger: pino({ level: "silent" }),
+  });
+  t.after(() => scheduler.stop());
+  return scheduler;
+}
+
+/** The service's store, whose first `cronTickInsert` waits for `release` (a stalled node, a wait on another's commit). */
+function storeHoldingFirstTick(service: Service): { store: Store; started: Promise<void>; release: () => void } {
+  const started = deferred();
+  const held = deferred();
+  let inserts = 0;
+  const store: Store = Object.assign(Object.create(service.store) as Store, {
+    cronTickInsert: async (params: Parameters<Store["cronTickInsert"]>[0]) => {
+      if (inserts++ === 0) {
+        started.resolve();
+        await held.promise;
+      }
+      return service.store.cronTickInsert(params);
+    },
+  });
+  return { store, started: started.promise, release: () => held.resolve() };
 }
 
 /** A cron entry for `nextTick` alone. */
@@ -453,17 +488,7 @@ test("a tick the database does not take at first is tried again, and enqueued on
       resolve(tick);
     });
   });
-  const scheduler = new CronScheduler({
-    config: { ...config, cron: [nightly] },
-    registry: service.registry,
-    settings: service.settings,
-    store,
-    clock,
-    notifier: service.notifier,
-    telemetry: service.telemetry,
-    logger: pino({ level: "silent" }),
-  });
-  t.after(() => scheduler.stop());
+  const scheduler = schedulerOn(t, service, { entry: nightly, store, clock });
   const tickAt = scheduler.nextTick(nightly, clock.now()) as number;
   clock.set(tickAt - 50);
   scheduler.start();
@@ -473,4 +498,66 @@ test("a tick the database does not take at first is tried again, and enqueued on
   assert.equal(refusals, -1, "tried three times");
   const jobs = await service.store.jobList({ limit: 10, originalRequestId: `cron:nightly:${iso(tickAt)}` });
   assert.equal(jobs.length, 1);
+});
+
+test("ticks that came due while the tick before was still being enqueued are enqueued next, in order, none skipped", async (t) => {
+  const config = testConfig(t, [
+    { name: "nightly", schedule: "* * * * * *", operation_id: "buildReport", user_id: "system", dedupe_key: null },
+  ]);
+  const nightly = entryNamed(config, "nightly");
+  const clock = new ManualClock(Date.UTC(2026, 10, 21, 12, 0, 0, 500));
+  const service = await openService(t, config, clock);
+  const held = storeHoldingFirstTick(service);
+  const ticks = recordTicks(service);
+  const threeTicks = new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`3 ticks awaited within 10 s, got ${ticks.map((tick) => iso(tick.tickAt)).join(", ")}`)), 10_000);
+    service.telemetry.on("cron:tick", () => {
+      if (ticks.length < 3) return;
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+  const scheduler = schedulerOn(t, service, { entry: nightly, store: held.store, clock });
+  const first = Date.UTC(2026, 10, 21, 12, 0, 1);
+  clock.set(first - 20);
+  scheduler.start();
+  clock.set(first);
+  await held.started;
+  // The first tick commits 2.5 s late, past two more ticks; the fourth is not due yet.
+  clock.set(first + 2500);
+  held.release();
+  await threeTicks;
+  assert.deepEqual(
+    ticks.slice(0, 3).map((tick) => [iso(tick.tickAt), tick.outcome]),
+    [first, first + 1000, first + 2000].map((at) => [iso(at), "created"]),
+  );
+});
+
+test("a tick later than CRON_CATCH_UP_MS is not enqueued: a stalled node goes on from the ticks of the last minute", async (t) => {
+  const config = testConfig(t, [
+    { name: "nightly", schedule: "*/10 * * * * *", operation_id: "buildReport", user_id: "system", dedupe_key: null },
+  ]);
+  const nightly = entryNamed(config, "nightly");
+  const clock = new ManualClock(Date.UTC(2026, 10, 21, 12, 0, 5));
+  const service = await openService(t, config, clock);
+  const held = storeHoldingFirstTick(service);
+  const ticks = recordTicks(service);
+  const scheduler = schedulerOn(t, service, { entry: nightly, store: held.store, clock });
+  const first = Date.UTC(2026, 10, 21, 12, 0, 10);
+  clock.set(first - 20);
+  scheduler.start();
+  clock.set(first);
+  await held.started;
+  // Held for an hour and 5 s: the ticks of the last CRON_CATCH_UP_MS are enqueued, the older ones dropped.
+  const now = first + 3_600_000 + 5000;
+  clock.set(now);
+  held.release();
+  // Ticks are fired one after another, so once the next tick armed is the one after now, every due one was fired.
+  for (let i = 0; i < 1000 && scheduler.nextTicks().get("nightly") !== now + 5000; i++) await sleep(10);
+  assert.equal(scheduler.nextTicks().get("nightly"), now + 5000);
+  const caughtUp = Array.from({ length: CRON_CATCH_UP_MS / 10_000 }, (_, i) => now - CRON_CATCH_UP_MS + 5000 + i * 10_000);
+  assert.deepEqual(
+    ticks.map((tick) => [iso(tick.tickAt), tick.outcome]),
+    [first, ...caughtUp].map((at) => [iso(at), "created"]),
+  );
 });
