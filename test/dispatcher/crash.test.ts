@@ -328,7 +328,11 @@ test(
     const slow = welcomePath("slow");
     const target = new Target(new Set([slow]));
     await target.start(t);
-    const s = await setup(t, target.url);
+    // The slow delivery must outlast the twenty enqueues and their deliveries below, however slow the machine; its lease
+    // (timeout plus grace) is what the restarted process waits out before it rescues the job.
+    const s = await setup(t, target.url, (raw) => {
+      raw["defaults"] = { max_attempts: 5, timeout_ms: 5000 };
+    });
     const first = await startServe(t, s.configFile, s.port);
 
     const { job: slowJob } = await enqueueWelcome(s, first, "slow");
