@@ -29,6 +29,7 @@ import { PerOperationSettings } from "./operations/settings.js";
 import { openStore } from "./store/open-store.js";
 import type { Store } from "./store/store.js";
 import { Telemetry } from "./telemetry/events.js";
+import { COUNTS_READ, type SharedReadOptions } from "./telemetry/shared-read.js";
 import { createMetrics, type Metrics } from "./telemetry/metrics.js";
 import { startTracing, type Tracing } from "./telemetry/tracing.js";
 
@@ -239,7 +240,12 @@ export async function createService(options: {
   // Timers (when the next job is due, the next cron tick) and figures (queue lag) read the database's clock as this
   // node knows it, so a node whose clock is off neither wakes at the wrong time nor reports the wrong lag.
   const clock: Clock = { now: () => store.now() };
+  // The counts behind /stats and /metrics are shared between requests for a multiple of what reading them cost
+  // (shared-read.ts), timed on a monotonic clock; a test moving time by hand times them on its own clock instead, so a
+  // read that a busy machine makes slow does not serve a test the counts of before its last step.
+  const countsRead: SharedReadOptions = options.clock === undefined ? COUNTS_READ : { ...COUNTS_READ, now: () => nodeClock.now() };
   const metrics = createMetrics({
+    countsRead,
     telemetry,
     countJobs: () => store.jobStats({ byOperation: false }),
     clock,
@@ -273,6 +279,7 @@ export async function createService(options: {
       telemetry,
       metrics,
       jwks: signer.jwks(),
+      countsRead,
       ...(options.random ? { random: options.random } : {}),
       ...(options.logger ? { logger: options.logger as FastifyBaseLogger } : {}),
     });

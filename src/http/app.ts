@@ -31,6 +31,7 @@ import { opsRoutes } from "./routes/ops.js";
 import { systemRoutes } from "./routes/system.js";
 import { uiRoutes } from "./routes/ui.js";
 import { createServer } from "./server.js";
+import type { SharedReadOptions } from "../telemetry/shared-read.js";
 
 /** Everything the API needs, built once per service (or per test). */
 export interface AppOptions {
@@ -53,6 +54,8 @@ export interface AppOptions {
   logger?: FastifyBaseLogger;
   /** Jitter of the backoff a target's fail asks for; `Math.random` by default. */
   random?: () => number;
+  /** How `/stats` shares its counts between requests (shared-read.ts); `COUNTS_READ` by default. */
+  countsRead?: SharedReadOptions;
 }
 
 /** Builds the API. Call `ready()` or `inject()`; `listen()` is the caller's business. */
@@ -125,6 +128,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     metrics: options.metrics,
     openApiDocument,
     jwks: options.jwks ?? null,
+    ...(options.countsRead ? { countsRead: options.countsRead } : {}),
   });
   await app.register(adminBackupRoutes, { store: options.store, adminOnly: adminAuthHook({ verifier: options.verifier }) });
   // The operators' dashboard (static files; it calls the admin API above with the token the operator signs in with).

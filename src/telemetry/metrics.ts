@@ -8,7 +8,7 @@ import type { Clock } from "../clock.js";
 import type { JobStatus } from "../job/statuses.js";
 import type { Telemetry } from "./events.js";
 import type { OperationControl } from "../flow/limits.js";
-import { COUNTS_READ, sharedRead } from "./shared-read.js";
+import { COUNTS_READ, sharedRead, type SharedReadOptions } from "./shared-read.js";
 
 /** The metrics of one service instance. */
 export interface Metrics {
@@ -34,6 +34,8 @@ export function createMetrics(options: {
    * retrying); absent, the flow control gauges stay empty.
    */
   readFlow?: () => Promise<{ controls: OperationControl[]; waiting: Map<string, number> }>;
+  /** How the counts are shared between scrapes (shared-read.ts); `COUNTS_READ` by default. */
+  countsRead?: SharedReadOptions;
 }): Metrics {
   const { telemetry, clock } = options;
   const registry = new Registry();
@@ -76,7 +78,8 @@ export function createMetrics(options: {
   // Both gauges come from one store query per scrape (counts by status only, the cheaper kind), shared with
   // scrapes close behind it when it is slow (see shared-read.ts); while the database is unavailable they keep their
   // last values rather than failing the scrape.
-  const countByStatus = sharedRead(options.countJobs, COUNTS_READ);
+  const countsRead = options.countsRead ?? COUNTS_READ;
+  const countByStatus = sharedRead(options.countJobs, countsRead);
   const stats = (): Promise<JobCounts | undefined> => countByStatus().catch(() => undefined);
   new Gauge({
     name: "opqueue_jobs",
@@ -100,7 +103,7 @@ export function createMetrics(options: {
 
   const readFlow = options.readFlow;
   if (readFlow) {
-    const flow = sharedRead(readFlow, COUNTS_READ);
+    const flow = sharedRead(readFlow, countsRead);
     const flowNow = () => flow().catch(() => undefined);
     new Gauge({
       name: "opqueue_operation_paused",

@@ -16,7 +16,10 @@ export interface SharedReadOptions {
   maxAgeMs: number;
   /** A read quicker than this is not reused at all. */
   minCostMs: number;
-  /** Milliseconds on a monotonic clock; `performance.now` unless a test drives it. Durations are real costs. */
+  /**
+   * Milliseconds; `performance.now` unless a test drives it (a service given a clock, as tests give it, times its reads
+   * on that clock: a read then costs nothing unless the test moves time meanwhile).
+   */
   now?: () => number;
 }
 
@@ -33,7 +36,11 @@ export function sharedRead<T>(read: () => Promise<T>, options: SharedReadOptions
   let inFlight: Promise<T> | undefined;
   let last: { value: T; finishedAt: number; servableMs: number } | undefined;
   return () => {
-    if (last && now() - last.finishedAt < last.servableMs) return Promise.resolve(last.value);
+    if (last) {
+      // A clock that went back (a test's, or a wall clock stepped) ends the reuse rather than stretching it.
+      const age = now() - last.finishedAt;
+      if (age >= 0 && age < last.servableMs) return Promise.resolve(last.value);
+    }
     if (inFlight) return inFlight;
     const startedAt = now();
     const current = read().then((value) => {

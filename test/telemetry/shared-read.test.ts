@@ -88,3 +88,14 @@ test("a failed read fails its callers and is not reused", async () => {
   c.calls[1]?.resolve(3);
   assert.equal(await retry, 3);
 });
+
+test("a clock that goes back ends the reuse instead of stretching it", async () => {
+  const c = controlledRead();
+  const first = c.read();
+  c.advance(500);
+  c.calls[0]?.resolve(1);
+  await first;
+  c.advance(-3_600_000);
+  void c.read();
+  assert.equal(c.calls.length, 2);
+});

@@ -7,7 +7,7 @@ import { ErrorBody, Stats } from "../../job/schemas.js";
 import { formatTime } from "../../job/wire.js";
 import type { Clock } from "../../clock.js";
 import type { onRequestAsyncHookHandler } from "fastify";
-import { COUNTS_READ, sharedRead } from "../../telemetry/shared-read.js";
+import { COUNTS_READ, sharedRead, type SharedReadOptions } from "../../telemetry/shared-read.js";
 
 /** What the system routes need. */
 export interface SystemRoutesOptions {
@@ -19,12 +19,14 @@ export interface SystemRoutesOptions {
   openApiDocument: () => object;
   /** The public halves of the asymmetric delivery keys (every one listed, during a rotation too); null when all are HS256. */
   jwks: { keys: object[] } | null;
+  /** How the counts are shared between requests (shared-read.ts); `COUNTS_READ` by default. */
+  countsRead?: SharedReadOptions;
 }
 
 /** Registers the system routes. */
 export const systemRoutes: FastifyPluginAsyncTypebox<SystemRoutesOptions> = async (app, options) => {
   // Every open dashboard asks for the counts every 5 s: one count serves them all (see shared-read.ts).
-  const countJobs = sharedRead(() => options.store.jobStats(), COUNTS_READ);
+  const countJobs = sharedRead(() => options.store.jobStats(), options.countsRead ?? COUNTS_READ);
 
   app.get(
     "/stats",
