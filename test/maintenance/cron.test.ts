@@ -127,8 +127,15 @@ function schedulerOn(t: TestContext, service: Service, options: { entry: CronCon
   return scheduler;
 }
 
-/** The service's store, whose first `cronTickInsert` waits for `release` (a stalled node, a wait on another's commit). */
-function storeHoldingFirstTick(service: Service): { store: Store; started: Promise<void>; release: () => void } {
+/**
+ * Starts a scheduler of `entry` alone on the service's store, and lets its timer fire the tick at `first`, whose commit
+ * then waits for `release` (a stalled node, a wait on another node's commit of the same tick).
+ */
+async function firstTickHeld(
+  t: TestContext,
+  service: Service,
+  options: { entry: CronConfig; clock: ManualClock; first: number },
+): Promise<{ scheduler: CronScheduler; release: () => void }> {
   const started = deferred();
   const held = deferred();
   let inserts = 0;
@@ -141,7 +148,12 @@ function storeHoldingFirstTick(service: Service): { store: Store; started: Promi
       return service.store.cronTickInsert(params);
     },
   });
-  return { store, started: started.promise, release: () => held.resolve() };
+  const scheduler = schedulerOn(t, service, { entry: options.entry, store, clock: options.clock });
+  options.clock.set(options.first - 20);
+  scheduler.start();
+  options.clock.set(options.first);
+  await started.promise;
+  return { scheduler, release: () => held.resolve() };
 }
 
 /** A cron entry for `nextTick` alone. */
@@ -507,7 +519,6 @@ test("ticks that came due while the tick before was still being enqueued are enq
   const nightly = entryNamed(config, "nightly");
   const clock = new ManualClock(Date.UTC(2026, 10, 21, 12, 0, 0, 500));
   const service = await openService(t, config, clock);
-  const held = storeHoldingFirstTick(service);
   const ticks = recordTicks(service);
   const threeTicks = new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`3 ticks awaited within 10 s, got ${ticks.map((tick) => iso(tick.tickAt)).join(", ")}`)), 10_000);
@@ -517,12 +528,8 @@ test("ticks that came due while the tick before was still being enqueued are enq
       resolve();
     });
   });
-  const scheduler = schedulerOn(t, service, { entry: nightly, store: held.store, clock });
   const first = Date.UTC(2026, 10, 21, 12, 0, 1);
-  clock.set(first - 20);
-  scheduler.start();
-  clock.set(first);
-  await held.started;
+  const held = await firstTickHeld(t, service, { entry: nightly, clock, first });
   // The first tick commits 2.5 s late, past two more ticks; the fourth is not due yet.
   clock.set(first + 2500);
   held.release();
@@ -540,18 +547,13 @@ test("a tick later than CRON_CATCH_UP_MS is not enqueued: a stalled node goes on
   const nightly = entryNamed(config, "nightly");
   const clock = new ManualClock(Date.UTC(2026, 10, 21, 12, 0, 5));
   const service = await openService(t, config, clock);
-  const held = storeHoldingFirstTick(service);
   const ticks = recordTicks(service);
-  const scheduler = schedulerOn(t, service, { entry: nightly, store: held.store, clock });
   const first = Date.UTC(2026, 10, 21, 12, 0, 10);
-  clock.set(first - 20);
-  scheduler.start();
-  clock.set(first);
-  await held.started;
+  const { scheduler, release } = await firstTickHeld(t, service, { entry: nightly, clock, first });
   // Held for an hour and 5 s: the ticks of the last CRON_CATCH_UP_MS are enqueued, the older ones dropped.
   const now = first + 3_600_000 + 5000;
   clock.set(now);
-  held.release();
+  release();
   // Ticks are fired one after another, so once the next tick armed is the one after now, every due one was fired.
   for (let i = 0; i < 1000 && scheduler.nextTicks().get("nightly") !== now + 5000; i++) await sleep(10);
   assert.equal(scheduler.nextTicks().get("nightly"), now + 5000);
