@@ -211,6 +211,15 @@ export class CronScheduler {
     return !this.stopped && this.armed.get(armed.entry.name) === armed;
   }
 
+  /** `nextTick`, or null when it cannot be computed (`scheduleNext` then logs why). */
+  private nextTickOrNull(entry: CronConfig, after: number): number | null {
+    try {
+      return this.nextTick(entry, after);
+    } catch {
+      return null;
+    }
+  }
+
   private scheduleNext(armed: Armed, after: number): void {
     if (!this.isCurrent(armed)) return;
     let tickAt: number | null;
@@ -230,15 +239,34 @@ export class CronScheduler {
     armed.timer = setTimeout(
       () => {
         if (!this.isCurrent(armed)) return;
-        if (tickAt > this.options.clock.now()) {
+        const now = this.options.clock.now();
+        if (tickAt > now) {
           this.armFor(armed, tickAt);
           return;
         }
-        const run = this.fireUntilDone(armed, tickAt).finally(() => {
-          this.firing.delete(run);
-          // From this tick, not from now: a tick that came due meanwhile is fired at once (unless it is too late).
-          this.scheduleNext(armed, Math.max(tickAt, this.options.clock.now() - CRON_CATCH_UP_MS));
-        });
+        if (now - tickAt > CRON_CATCH_UP_MS) {
+          // The timer itself was held up (a suspended process).
+          this.skipLate(armed, tickAt, now);
+          return;
+        }
+        const run = this.fireUntilDone(armed, tickAt).then(
+          (changed) => {
+            this.firing.delete(run);
+            const after = this.options.clock.now();
+            // A tick the store refused (the schedule was changed, paused or deleted) ends any catching up: the next is
+            // the first after now. Otherwise the next is the one after this tick, so one that came due meanwhile is
+            // fired at once, unless it is more than CRON_CATCH_UP_MS late.
+            if (changed) return this.scheduleNext(armed, after);
+            const next = this.nextTickOrNull(armed.entry, tickAt);
+            if (next !== null && after - next > CRON_CATCH_UP_MS) this.skipLate(armed, next, after);
+            else this.scheduleNext(armed, tickAt);
+          },
+          (error: unknown) => {
+            this.firing.delete(run);
+            this.options.logger.error({ err: error, cron: armed.entry.name }, "cron tick failed");
+            this.scheduleNext(armed, this.options.clock.now());
+          },
+        );
         this.firing.add(run);
       },
       Math.max(0, Math.min(delay, MAX_TIMER_MS)),
@@ -246,25 +274,40 @@ export class CronScheduler {
   }
 
   /**
-   * Fires a tick, trying again while the database does not answer (a restart, a failover), with growing waits, until
-   * the next tick is due: only ticks missed while no node runs go unfired (docs/delivery.md, "Cron"). Another node may
-   * enqueue the tick meanwhile; the tick's row in the database makes sure it is enqueued once.
+   * Goes on from the ticks of the last `CRON_CATCH_UP_MS` before `now`: `firstLate` and the ticks after it that are
+   * older than that are not fired by this node, and the log says so.
    */
-  private async fireUntilDone(armed: Armed, tickAt: number): Promise<void> {
+  private skipLate(armed: Armed, firstLate: number, now: number): void {
+    const from = now - CRON_CATCH_UP_MS;
+    this.options.logger.warn(
+      { cron: armed.entry.name, from: new Date(firstLate).toISOString(), until: new Date(from).toISOString() },
+      "cron ticks more than a minute late not fired: this node was held up",
+    );
+    this.scheduleNext(armed, from);
+  }
+
+  /**
+   * Fires a tick, trying again while the database does not answer (a restart, a failover), with growing waits, until
+   * the next tick is due (docs/delivery.md, "Cron"). Another node may enqueue the tick meanwhile; the tick's row in the
+   * database makes sure it is enqueued once. True when the store refused the tick because the schedule was changed,
+   * paused or deleted.
+   */
+  private async fireUntilDone(armed: Armed, tickAt: number): Promise<boolean> {
     const { entry } = armed;
     const nextTick = this.nextTick(entry, tickAt);
     const revision = armed.revision === null ? {} : { revision: armed.revision };
     for (let wait = RETRY_FIRST_MS; ; wait = Math.min(wait * 2, RETRY_MAX_MS)) {
-      if (await this.fire(entry, tickAt, revision)) return;
+      const outcome = await this.fireOnce(entry, tickAt, revision);
+      if (outcome !== "retry") return outcome === "changed";
       if (nextTick !== null && this.options.clock.now() + wait >= nextTick) {
         this.options.logger.error(
           { cron: entry.name, tick: new Date(tickAt).toISOString() },
           "cron tick not enqueued: the database did not answer before the next tick",
         );
-        return;
+        return false;
       }
       await this.retryWait(wait);
-      if (!this.isCurrent(armed)) return;
+      if (!this.isCurrent(armed)) return false;
     }
   }
 
@@ -285,6 +328,11 @@ export class CronScheduler {
    * settled, whatever its outcome.
    */
   async fire(entry: CronConfig, tickAt: number, options: { revision?: string } = {}): Promise<boolean> {
+    return (await this.fireOnce(entry, tickAt, options)) !== "retry";
+  }
+
+  /** `fire`, telling a tick the store refused for a changed, paused or deleted schedule ("changed") from the others. */
+  private async fireOnce(entry: CronConfig, tickAt: number, options: { revision?: string }): Promise<"settled" | "changed" | "retry"> {
     const { store, telemetry, logger, config, settings, notifier, registry } = this.options;
     const { revision } = options;
     if (revision !== undefined) {
@@ -292,7 +340,7 @@ export class CronScheduler {
       if (refusal) {
         telemetry.emit("cron:tick", { name: entry.name, tickAt, outcome: refusal.code });
         logger.error({ cron: entry.name, tick: new Date(tickAt).toISOString(), code: refusal.code }, `schedule tick not enqueued: ${refusal.message}`);
-        return true;
+        return "settled";
       }
     }
     try {
@@ -311,15 +359,16 @@ export class CronScheduler {
         // This node missed the change (or it raced the tick): read the schedules again rather than wait for the poll.
         logger.info({ cron: entry.name, tick: new Date(tickAt).toISOString() }, "schedule tick not enqueued: the schedule changed, was paused or was deleted");
         void this.sync();
+        return "changed";
       } else if (outcome.kind !== "already_enqueued") {
         logger.warn({ cron: entry.name, outcome: outcome.kind }, "cron tick could not enqueue its job");
       }
     } catch (error) {
       const retry = error instanceof StoreUnavailableError;
       logger.warn({ err: error, cron: entry.name }, retry ? "cron tick failed; trying again" : "cron tick failed");
-      return !retry;
+      return retry ? "retry" : "settled";
     }
-    return true;
+    return "settled";
   }
 
   /** Stops every schedule, stops listening, and waits for ticks being enqueued. */

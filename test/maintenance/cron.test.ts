@@ -134,7 +134,13 @@ function schedulerOn(t: TestContext, service: Service, options: { entry: CronCon
 async function firstTickHeld(
   t: TestContext,
   service: Service,
-  options: { entry: CronConfig; clock: ManualClock; first: number },
+  options: {
+    entry: CronConfig;
+    clock: ManualClock;
+    first: number;
+    /** What the store answers the held tick instead of recording it (a schedule paused meanwhile). */
+    answer?: Awaited<ReturnType<Store["cronTickInsert"]>>;
+  },
 ): Promise<{ scheduler: CronScheduler; release: () => void }> {
   const started = deferred();
   const held = deferred();
@@ -144,6 +150,7 @@ async function firstTickHeld(
       if (inserts++ === 0) {
         started.resolve();
         await held.promise;
+        if (options.answer) return options.answer;
       }
       return service.store.cronTickInsert(params);
     },
@@ -540,7 +547,7 @@ test("ticks that came due while the tick before was still being enqueued are enq
   );
 });
 
-test("a tick later than CRON_CATCH_UP_MS is not enqueued: a stalled node goes on from the ticks of the last minute", async (t) => {
+test("when a tick's commit ends an hour late, the ticks since then more than CRON_CATCH_UP_MS late are not enqueued; those of the last minute are", async (t) => {
   const config = testConfig(t, [
     { name: "nightly", schedule: "*/10 * * * * *", operation_id: "buildReport", user_id: "system", dedupe_key: null },
   ]);
@@ -561,5 +568,50 @@ test("a tick later than CRON_CATCH_UP_MS is not enqueued: a stalled node goes on
   assert.deepEqual(
     ticks.map((tick) => [iso(tick.tickAt), tick.outcome]),
     [first, ...caughtUp].map((at) => [iso(at), "created"]),
+  );
+});
+
+test("a tick whose timer fires more than CRON_CATCH_UP_MS late is not enqueued; the ticks of the last minute are", async (t) => {
+  const config = testConfig(t, [
+    { name: "nightly", schedule: "*/10 * * * * *", operation_id: "buildReport", user_id: "system", dedupe_key: null },
+  ]);
+  const nightly = entryNamed(config, "nightly");
+  const clock = new ManualClock(Date.UTC(2026, 10, 21, 12, 0, 5));
+  const service = await openService(t, config, clock);
+  const ticks = recordTicks(service);
+  const scheduler = schedulerOn(t, service, { entry: nightly, store: service.store, clock });
+  const first = Date.UTC(2026, 10, 21, 12, 0, 10);
+  clock.set(first - 20);
+  scheduler.start();
+  // The process is held up past its timer (suspended): when the timer runs, its tick is two minutes old.
+  const now = first + 125_000;
+  clock.set(now);
+  for (let i = 0; i < 1000 && scheduler.nextTicks().get("nightly") !== now + 5000; i++) await sleep(10);
+  assert.equal(scheduler.nextTicks().get("nightly"), now + 5000);
+  const lastMinute = Array.from({ length: CRON_CATCH_UP_MS / 10_000 }, (_, i) => now - CRON_CATCH_UP_MS + 5000 + i * 10_000);
+  assert.deepEqual(
+    ticks.map((tick) => [iso(tick.tickAt), tick.outcome]),
+    lastMinute.map((at) => [iso(at), "created"]),
+  );
+});
+
+test("a tick the store refused because the schedule changed ends the catching up: the next is the first after now", async (t) => {
+  const config = testConfig(t, [
+    { name: "nightly", schedule: "* * * * * *", operation_id: "buildReport", user_id: "system", dedupe_key: null },
+  ]);
+  const nightly = entryNamed(config, "nightly");
+  const clock = new ManualClock(Date.UTC(2026, 10, 21, 12, 0, 0, 500));
+  const service = await openService(t, config, clock);
+  const ticks = recordTicks(service);
+  const first = Date.UTC(2026, 10, 21, 12, 0, 1);
+  const { scheduler, release } = await firstTickHeld(t, service, { entry: nightly, clock, first, answer: { kind: "schedule_changed" } });
+  // Refused 2.5 s late (paused meanwhile, say): the two ticks that came due since are not fired.
+  clock.set(first + 2500);
+  release();
+  for (let i = 0; i < 1000 && scheduler.nextTicks().get("nightly") !== first + 3000; i++) await sleep(10);
+  assert.equal(scheduler.nextTicks().get("nightly"), first + 3000);
+  assert.deepEqual(
+    ticks.map((tick) => [iso(tick.tickAt), tick.outcome]),
+    [[iso(first), "schedule_changed"]],
   );
 });
