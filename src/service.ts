@@ -241,9 +241,9 @@ export async function createService(options: {
   // node knows it, so a node whose clock is off neither wakes at the wrong time nor reports the wrong lag.
   const clock: Clock = { now: () => store.now() };
   // The counts behind /stats and /metrics are shared between requests for a multiple of what reading them cost
-  // (shared-read.ts), timed on a monotonic clock; a test moving time by hand times them on its own clock instead, so a
-  // read that a busy machine makes slow does not serve a test the counts of before its last step.
-  const countsRead: SharedReadOptions = options.clock === undefined ? COUNTS_READ : { ...COUNTS_READ, now: () => nodeClock.now() };
+  // (shared-read.ts). A test moving time by hand gets them counted afresh every time: a read that a busy machine made
+  // slow must not serve it the counts of before its last step.
+  const countsRead: SharedReadOptions = options.clock === undefined ? COUNTS_READ : { ...COUNTS_READ, minCostMs: Infinity };
   const metrics = createMetrics({
     countsRead,
     telemetry,

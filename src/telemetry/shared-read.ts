@@ -16,10 +16,7 @@ export interface SharedReadOptions {
   maxAgeMs: number;
   /** A read quicker than this is not reused at all. */
   minCostMs: number;
-  /**
-   * Milliseconds; `performance.now` unless a test drives it (a service given a clock, as tests give it, times its reads
-   * on that clock: a read then costs nothing unless the test moves time meanwhile).
-   */
+  /** Milliseconds on a monotonic clock; `performance.now` unless a test drives it. Durations are real costs. */
   now?: () => number;
 }
 
@@ -37,7 +34,7 @@ export function sharedRead<T>(read: () => Promise<T>, options: SharedReadOptions
   let last: { value: T; finishedAt: number; servableMs: number } | undefined;
   return () => {
     if (last) {
-      // A clock that went back (a test's, or a wall clock stepped) ends the reuse rather than stretching it.
+      // A clock a test moved back ends the reuse rather than stretching it.
       const age = now() - last.finishedAt;
       if (age >= 0 && age < last.servableMs) return Promise.resolve(last.value);
     }

@@ -328,8 +328,9 @@ test(
     const slow = welcomePath("slow");
     const target = new Target(new Set([slow]));
     await target.start(t);
-    // The slow delivery must outlast the twenty enqueues and their deliveries below, however slow the machine; its lease
-    // (timeout plus grace) is what the restarted process waits out before it rescues the job.
+    // The slow delivery must outlast the twenty enqueues and their deliveries below: 5 s, far longer than they take on
+    // a starved machine (1 s was not always). Its lease (timeout plus grace) is what the restarted process waits out
+    // before it rescues the job.
     const s = await setup(t, target.url, (raw) => {
       raw["defaults"] = { max_attempts: 5, timeout_ms: 5000 };
     });

@@ -810,8 +810,9 @@ test("fuzz: POST /jobs with a valid assertion and random JSON bodies never answe
   );
   report(t, tally);
   // The generators must reach the end of the enqueue path, not only its refusals: about one run in 25 does (10 to 16
-  // of 300 seen). One is the floor that still says so: a floor of 3 failed about one unlucky seed in 2,000.
-  assert.ok(created >= 1, `no run of ${RUNS} enqueued a job`);
+  // of 300 seen). One is the floor that still says so (a floor of 3 failed about one unlucky seed in 2,000); fewer
+  // runs than the default (FUZZ_RUNS) may well have none.
+  if (RUNS >= 300) assert.ok(created >= 1, `no run of ${RUNS} enqueued a job`);
 });
 
 // ---------------------------------------------------------------------------------------------------------
@@ -882,7 +883,7 @@ test("fuzz: POST /jobs/batch with a valid assertion and random batches never ans
   report(t, tally);
   t.diagnostic(`items enqueued: ${enqueued}`);
   // Some 40 items of 300 runs are (36 and 44 seen); the floor only says the generators reach the end of the path.
-  assert.ok(enqueued >= 1, `no item of ${RUNS} runs was enqueued`);
+  if (RUNS >= 300) assert.ok(enqueued >= 1, `no item of ${RUNS} runs was enqueued`);
 });
 
 // ---------------------------------------------------------------------------------------------------------
@@ -946,7 +947,7 @@ test("fuzz: request ids and path parameters are accepted exactly when they can t
     runOptions(),
   );
   report(t, tally);
-  assert.ok(created > 5, `only ${created} runs enqueued a job`);
+  if (RUNS >= 300) assert.ok(created > 5, `only ${created} runs enqueued a job`);
 });
 
 // ---------------------------------------------------------------------------------------------------------

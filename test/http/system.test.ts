@@ -142,7 +142,7 @@ describe("stats", () => {
     assert.equal(await pending(), 1);
   });
 
-  test("a count a busy machine made slow is not served again to a test that moves time by hand: it costs none of the test's time", async (t) => {
+  test("a count a busy machine made slow is not served again to a service given a clock (a test's): its counts are read afresh", async (t) => {
     const s = await startService(t);
     const token = await s.adminToken();
     const store = s.service.store;

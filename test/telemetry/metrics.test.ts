@@ -178,6 +178,20 @@ test("opqueue_queue_lag_seconds is the age of the oldest due job: 0 when none wa
   assert.equal(metrics.get('opqueue_jobs{status="pending"}'), 3);
 });
 
+test("a count a busy machine made slow is not served again to the next scrape of a service given a clock (a test's)", async (t) => {
+  const s = await start(t);
+  const store = s.service.store;
+  const jobStats = store.jobStats.bind(store);
+  // 300 ms of real time: past COUNTS_READ's 250 ms, which makes a read timed on a real clock servable for 3 s.
+  store.jobStats = async (params) => {
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    return jobStats(params);
+  };
+  assert.equal((await scrape(s)).get('opqueue_jobs{status="pending"}'), 0);
+  await enqueueWelcome(s, "1");
+  assert.equal((await scrape(s)).get('opqueue_jobs{status="pending"}'), 1);
+});
+
 test("opqueue_leases_rescued_total counts running jobs recovered after their lease expired", async (t) => {
   const s = await start(t, (raw) => {
     raw["defaults"] = { max_attempts: 5, timeout_ms: 1000 };
