@@ -519,14 +519,22 @@ test("a tick the database does not take at first is tried again, and enqueued on
   assert.equal(jobs.length, 1);
 });
 
-test("ticks that came due while the tick before was still being enqueued are enqueued next, in order, none skipped", async (t) => {
-  const config = testConfig(t, [
-    { name: "nightly", schedule: "* * * * * *", operation_id: "buildReport", user_id: "system", dedupe_key: null },
-  ]);
-  const nightly = entryNamed(config, "nightly");
-  const clock = new ManualClock(Date.UTC(2026, 10, 21, 12, 0, 0, 500));
+/** A service whose config has one entry, "nightly" on `schedule` (each tick a job of its own), on a clock at `start`. */
+async function oneEntry(t: TestContext, schedule: string, start: number) {
+  const config = testConfig(t, [{ name: "nightly", schedule, operation_id: "buildReport", user_id: "system", dedupe_key: null }]);
+  const clock = new ManualClock(start);
   const service = await openService(t, config, clock);
-  const ticks = recordTicks(service);
+  return { nightly: entryNamed(config, "nightly"), clock, service, ticks: recordTicks(service) };
+}
+
+/** Waits until `scheduler` has armed its next tick of "nightly" at `at`: every tick before it was fired or skipped. */
+async function untilArmed(scheduler: CronScheduler, at: number): Promise<void> {
+  for (let i = 0; i < 1000 && scheduler.nextTicks().get("nightly") !== at; i++) await sleep(10);
+  assert.equal(scheduler.nextTicks().get("nightly"), at);
+}
+
+test("ticks that came due while the tick before was still being enqueued are enqueued next, in order, none skipped", async (t) => {
+  const { nightly, clock, service, ticks } = await oneEntry(t, "* * * * * *", Date.UTC(2026, 10, 21, 12, 0, 0, 500));
   const threeTicks = new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`3 ticks awaited within 10 s, got ${ticks.map((tick) => iso(tick.tickAt)).join(", ")}`)), 10_000);
     service.telemetry.on("cron:tick", () => {
@@ -548,13 +556,7 @@ test("ticks that came due while the tick before was still being enqueued are enq
 });
 
 test("when a tick's commit ends an hour late, the ticks since then more than CRON_CATCH_UP_MS late are not enqueued; those of the last minute are", async (t) => {
-  const config = testConfig(t, [
-    { name: "nightly", schedule: "*/10 * * * * *", operation_id: "buildReport", user_id: "system", dedupe_key: null },
-  ]);
-  const nightly = entryNamed(config, "nightly");
-  const clock = new ManualClock(Date.UTC(2026, 10, 21, 12, 0, 5));
-  const service = await openService(t, config, clock);
-  const ticks = recordTicks(service);
+  const { nightly, clock, service, ticks } = await oneEntry(t, "*/10 * * * * *", Date.UTC(2026, 10, 21, 12, 0, 5));
   const first = Date.UTC(2026, 10, 21, 12, 0, 10);
   const { scheduler, release } = await firstTickHeld(t, service, { entry: nightly, clock, first });
   // Held for an hour and 5 s: the ticks of the last CRON_CATCH_UP_MS are enqueued, the older ones dropped.
@@ -562,8 +564,7 @@ test("when a tick's commit ends an hour late, the ticks since then more than CRO
   clock.set(now);
   release();
   // Ticks are fired one after another, so once the next tick armed is the one after now, every due one was fired.
-  for (let i = 0; i < 1000 && scheduler.nextTicks().get("nightly") !== now + 5000; i++) await sleep(10);
-  assert.equal(scheduler.nextTicks().get("nightly"), now + 5000);
+  await untilArmed(scheduler, now + 5000);
   const caughtUp = Array.from({ length: CRON_CATCH_UP_MS / 10_000 }, (_, i) => now - CRON_CATCH_UP_MS + 5000 + i * 10_000);
   assert.deepEqual(
     ticks.map((tick) => [iso(tick.tickAt), tick.outcome]),
@@ -572,13 +573,7 @@ test("when a tick's commit ends an hour late, the ticks since then more than CRO
 });
 
 test("a tick whose timer fires more than CRON_CATCH_UP_MS late is not enqueued; the ticks of the last minute are", async (t) => {
-  const config = testConfig(t, [
-    { name: "nightly", schedule: "*/10 * * * * *", operation_id: "buildReport", user_id: "system", dedupe_key: null },
-  ]);
-  const nightly = entryNamed(config, "nightly");
-  const clock = new ManualClock(Date.UTC(2026, 10, 21, 12, 0, 5));
-  const service = await openService(t, config, clock);
-  const ticks = recordTicks(service);
+  const { nightly, clock, service, ticks } = await oneEntry(t, "*/10 * * * * *", Date.UTC(2026, 10, 21, 12, 0, 5));
   const scheduler = schedulerOn(t, service, { entry: nightly, store: service.store, clock });
   const first = Date.UTC(2026, 10, 21, 12, 0, 10);
   clock.set(first - 20);
@@ -586,8 +581,7 @@ test("a tick whose timer fires more than CRON_CATCH_UP_MS late is not enqueued; 
   // The process is held up past its timer (suspended): when the timer runs, its tick is two minutes old.
   const now = first + 125_000;
   clock.set(now);
-  for (let i = 0; i < 1000 && scheduler.nextTicks().get("nightly") !== now + 5000; i++) await sleep(10);
-  assert.equal(scheduler.nextTicks().get("nightly"), now + 5000);
+  await untilArmed(scheduler, now + 5000);
   const lastMinute = Array.from({ length: CRON_CATCH_UP_MS / 10_000 }, (_, i) => now - CRON_CATCH_UP_MS + 5000 + i * 10_000);
   assert.deepEqual(
     ticks.map((tick) => [iso(tick.tickAt), tick.outcome]),
@@ -596,20 +590,13 @@ test("a tick whose timer fires more than CRON_CATCH_UP_MS late is not enqueued; 
 });
 
 test("a tick the store refused because the schedule changed ends the catching up: the next is the first after now", async (t) => {
-  const config = testConfig(t, [
-    { name: "nightly", schedule: "* * * * * *", operation_id: "buildReport", user_id: "system", dedupe_key: null },
-  ]);
-  const nightly = entryNamed(config, "nightly");
-  const clock = new ManualClock(Date.UTC(2026, 10, 21, 12, 0, 0, 500));
-  const service = await openService(t, config, clock);
-  const ticks = recordTicks(service);
+  const { nightly, clock, service, ticks } = await oneEntry(t, "* * * * * *", Date.UTC(2026, 10, 21, 12, 0, 0, 500));
   const first = Date.UTC(2026, 10, 21, 12, 0, 1);
   const { scheduler, release } = await firstTickHeld(t, service, { entry: nightly, clock, first, answer: { kind: "schedule_changed" } });
   // Refused 2.5 s late (paused meanwhile, say): the two ticks that came due since are not fired.
   clock.set(first + 2500);
   release();
-  for (let i = 0; i < 1000 && scheduler.nextTicks().get("nightly") !== first + 3000; i++) await sleep(10);
-  assert.equal(scheduler.nextTicks().get("nightly"), first + 3000);
+  await untilArmed(scheduler, first + 3000);
   assert.deepEqual(
     ticks.map((tick) => [iso(tick.tickAt), tick.outcome]),
     [[iso(first), "schedule_changed"]],
