@@ -29,7 +29,7 @@ export function toApiError(error: FastifyError | Error): ApiError | undefined {
   }
   const fastifyError = error as FastifyError;
   if (fastifyError.validation) {
-    return new ApiError(400, "invalid_request", fastifyError.message);
+    return new ApiError(400, "invalid_request", validationMessage(fastifyError));
   }
   switch (fastifyError.code) {
     case "FST_ERR_CTP_BODY_TOO_LARGE":
@@ -48,6 +48,16 @@ export function toApiError(error: FastifyError | Error): ApiError | undefined {
     return new ApiError(400, "invalid_request", error.message);
   }
   return undefined;
+}
+
+/** The message of a schema violation: Fastify's, but naming the query parameter a route does not take. */
+function validationMessage(error: FastifyError): string {
+  const first = error.validation?.[0];
+  if (error.validationContext === "querystring" && first?.keyword === "additionalProperties") {
+    const name = String((first.params as { additionalProperty?: unknown }).additionalProperty).slice(0, 128);
+    return `unknown query parameter ${JSON.stringify(name)}: this route does not take it (its parameters are in /openapi.json)`;
+  }
+  return error.message;
 }
 
 /** Fastify's error handler for this service. */

@@ -8,7 +8,7 @@ import { ApiError } from "../errors.js";
 import type { PerOperationSettings } from "../operations/settings.js";
 import { connectionsCheckingIntervalMs, resolveConnectionLimit, type ConnectionLimit } from "./connection-limits.js";
 import { errorHandler, sendError } from "./error-handler.js";
-import { createValidatorCompiler } from "./validation.js";
+import { createValidatorCompiler, strictQueryStrings } from "./validation.js";
 
 declare module "fastify" {
   interface FastifyInstance {
@@ -66,7 +66,8 @@ function notFound(request: FastifyRequest): ApiError {
 
 /**
  * A Fastify instance with what every opqueue listener shares: the connection bounds, the `{code, message}` answers to
- * malformed requests, unknown routes and errors, the 503 while closing, and validation. No routes, no `listen()`.
+ * malformed requests, unknown routes and errors, the 503 while closing, and validation (unknown query parameters
+ * refused on every route added later). No routes, no `listen()`.
  */
 export function createServer(options: {
   config: Config;
@@ -153,6 +154,8 @@ export function createServer(options: {
   });
 
   app.setValidatorCompiler(createValidatorCompiler());
+  // Before any route is added: every route the OpenAPI document lists refuses unknown query parameters.
+  app.addHook("onRoute", strictQueryStrings);
   // Responses are built by code that already fixes their shape (toWireJob drops the stored evidence); the response
   // schemas document them in /openapi.json. Serialising by schema would re-validate every union (authority,
   // result) per response for nothing, so plain JSON.stringify it is.

@@ -1,9 +1,10 @@
 /**
  * Request validation. Bodies are validated strictly (no coercion, no removal of unknown fields, so unknown
  * fields are refused as docs/api.md, "Enqueue, step by step" says); query strings and path parameters are strings on
- * the wire, so they are coerced (a single `status` becomes an array).
+ * the wire, so they are coerced (a single `status` becomes an array). Every route of the API refuses query parameters
+ * it does not declare (`strictQueryStrings`).
  */
-import type { FastifySchemaCompiler } from "fastify";
+import type { FastifyRequest, FastifySchemaCompiler, RouteOptions } from "fastify";
 import { Ajv } from "ajv";
 import addFormatsModule from "ajv-formats";
 
@@ -47,4 +48,47 @@ export function createValidatorCompiler(): FastifySchemaCompiler<unknown> {
 /** A validator of request bodies as the routes' own (strict, formats as above), for parts a route checks itself. */
 export function compileBodyValidator(schema: object): ReturnType<Ajv["compile"]> {
   return createAjv(false).compile(schema);
+}
+
+/** Whether `schema` is an object schema that admits no property it does not list. */
+function isStrictObjectSchema(schema: unknown): boolean {
+  if (typeof schema !== "object" || schema === null) return false;
+  const { type, additionalProperties } = schema as { type?: unknown; additionalProperties?: unknown };
+  return type === "object" && additionalProperties === false;
+}
+
+/**
+ * With `attachValidation` a route answers its own validation problems (POST /jobs, in the contract's order); a query
+ * string's is not its to answer: refused here, as on every other route.
+ */
+async function refuseAttachedQueryProblem(request: FastifyRequest): Promise<void> {
+  if (request.validationError?.validationContext === "querystring") throw request.validationError;
+}
+
+/**
+ * The `onRoute` hook every opqueue listener installs before its routes (server.ts): every route the service's OpenAPI
+ * document lists refuses a query parameter it does not declare with 400 `invalid_request` (docs/api.md, "Errors"), so
+ * that a mistyped filter (`?statuss=dead`) or a parameter the route has not (`/admin/backup?to=...`) is never silently
+ * ignored. A route without a querystring schema gets an empty strict one (which adds no parameter to the document); a
+ * route that declares one must declare it strict, or the service does not start. Only the routes left out of the
+ * document (`hide`: the dashboard's files, /openapi.json, the key set) read no query string and ignore it, as static
+ * files do.
+ */
+export function strictQueryStrings(route: RouteOptions): void {
+  const schema = (route.schema ??= {});
+  if (schema.hide) return;
+  const declared = schema.querystring ?? (schema as { query?: unknown }).query;
+  if (declared === undefined) {
+    schema.querystring = { type: "object", properties: {}, additionalProperties: false };
+  } else if (!isStrictObjectSchema(declared)) {
+    const methods = Array.isArray(route.method) ? route.method.join(",") : route.method;
+    throw new Error(
+      `route ${methods} ${route.url}: its querystring schema must be an object with additionalProperties: false ` +
+        "(every route refuses unknown query parameters, docs/api.md)",
+    );
+  }
+  if (route.attachValidation) {
+    const own = route.preHandler === undefined ? [] : Array.isArray(route.preHandler) ? route.preHandler : [route.preHandler];
+    route.preHandler = [refuseAttachedQueryProblem, ...own] as RouteOptions["preHandler"];
+  }
 }

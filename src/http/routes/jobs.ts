@@ -25,7 +25,7 @@ import { toWireJob } from "../../job/wire.js";
 import type { TokenVerifier } from "../../auth/tokens.js";
 import { adminAuthHook, enqueueAuthHook } from "../auth.js";
 import { toApiError } from "../error-handler.js";
-import { compileBodyValidator } from "../validation.js";
+import { compileBodyValidator, createValidatorCompiler } from "../validation.js";
 import type { Clock } from "../../clock.js";
 import type { Config } from "../../config.js";
 import { errorResponses } from "./error-responses.js";
@@ -144,6 +144,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
   };
   const validateItem = compileBodyValidator(EnqueueBody);
   const envelopeValidator = compileBodyValidator(BatchEnqueueEnvelope);
+  const compileOtherPart = createValidatorCompiler();
   const adminOnly = adminAuthHook({ verifier });
   const adminSecurity = [{ adminToken: [] }];
 
@@ -195,7 +196,8 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
       onError: async (request, reply, error) => refusedWhole("/jobs/batch", request, reply, error),
       bodyLimit: options.config.limits.batch_body_bytes,
       // The envelope is validated here; each item against EnqueueBody on its own, so one bad item is answered alone.
-      validatorCompiler: () => envelopeValidator,
+      // The query string as on every route (no parameter at all: see strictQueryStrings).
+      validatorCompiler: (route) => (route.httpPart === "body" ? envelopeValidator : compileOtherPart(route)),
       schema: {
         operationId: "enqueueJobs",
         summary: "Enqueue up to 1,000 jobs at once, each answered on its own",
