@@ -79,7 +79,8 @@ export class DeliveryTokenVerifier {
       throw new TokenError(`alg ${quote(header.alg)} is not allowed for kid ${quote(key.kid)} (expects ${key.alg})`);
     }
     const payload = await this.verifiedPayload(token, key, header.crit);
-    return { ...this.claims(payload), token: { hash: deliveryTokenHash(token), expired: this.expired(payload) } };
+    const { claim, ...named } = this.claims(payload);
+    return { ...named, token: { hash: deliveryTokenHash(token), expired: this.expired(payload), claim } };
   }
 
   private selectKey(kid: string | undefined): CheckingKey {
@@ -122,16 +123,19 @@ export class DeliveryTokenVerifier {
   }
 
   /** The claims of a delivery token that name its attempt, each checked. */
-  private claims(payload: JWTPayload): Omit<DeliveryCaller, "token"> {
+  private claims(payload: JWTPayload): Omit<DeliveryCaller, "token"> & { claim: number | null } {
     if (payload.iss !== "opqueue") throw new TokenError(`wrong iss ${quote(payload.iss)} (expected "opqueue")`);
     if (payload.aud !== this.audience) throw new TokenError(`wrong aud ${quote(payload.aud)} (expected ${quote(this.audience)})`);
-    const { job, att, op, jti } = payload as { job?: unknown; att?: unknown; op?: unknown; jti?: unknown };
+    const { job, att, op, jti, clm } = payload as { job?: unknown; att?: unknown; op?: unknown; jti?: unknown; clm?: unknown };
     if (typeof job !== "string" || job === "") throw new TokenError("claim job must be a non-empty string");
     if (typeof op !== "string" || op === "") throw new TokenError("claim op must be a non-empty string");
     if (typeof att !== "number" || !Number.isSafeInteger(att) || att < 1) throw new TokenError("claim att must be an integer ≥ 1");
     // jti is "{job}:{att}" in every token opqueue signs: anything else was not made by it.
     if (jti !== `${job}:${att}`) throw new TokenError(`claim jti must be "{job}:{att}"`);
-    return { jobId: job, attempt: att, operationId: op };
+    if (clm !== undefined && (typeof clm !== "number" || !Number.isSafeInteger(clm) || clm < 1)) {
+      throw new TokenError("claim clm must be an integer ≥ 1");
+    }
+    return { jobId: job, attempt: att, operationId: op, claim: clm ?? null };
   }
 
   /** Whether the token's `exp` has passed (30 s of tolerance); refuses malformed time claims and a future `iat`. */

@@ -329,6 +329,8 @@ export class DeliverySigner {
     op: string;
     job: string;
     att: number;
+    /** The claim of the attempt (`JobRow.claimCount`): two claims of one attempt number never share a token. */
+    clm: number;
     rid: string;
     authority: object;
     timeoutMs: number;
@@ -341,6 +343,7 @@ export class DeliverySigner {
       op: claims.op,
       job: claims.job,
       att: claims.att,
+      clm: claims.clm,
       rid: claims.rid,
       authority: claims.authority,
       iat,

@@ -285,6 +285,7 @@ export class Deliverer {
       op: job.operationId,
       job: job.id,
       att: job.attempt,
+      clm: job.claimCount,
       rid: job.originalRequestId,
       authority: wireAuthority(job.authority),
       timeoutMs,

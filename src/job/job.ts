@@ -40,6 +40,11 @@ export interface JobRow {
   expiresAt: number | null;
   /** What is enqueued when the job succeeds or dies (docs/chains.md, "Callbacks"), or null. */
   callbacks: JobCallbacks | null;
+  /**
+   * How many times the job was claimed, never reset (an administrator's retry starts its attempts again, not this): the
+   * delivery token of a claim names it, so no token of one claim acts on another (SECURITY.md).
+   */
+  claimCount: number;
 }
 
 /**
@@ -130,6 +135,11 @@ export interface CallbackToken {
    * token), never on an attempt whose target has not answered yet.
    */
   expired: boolean;
+  /**
+   * The claim it was signed for (`clm`, the job's `claimCount` then); null in a token signed before opqueue named
+   * claims, which acts only on a claim made before then (claimCount 0).
+   */
+  claim: number | null;
 }
 
 /** What opqueue keeps of the asynchronous side of a job's attempts (docs/delivery.md, "Long jobs"). */

@@ -38,5 +38,6 @@ export function createdJobRow(
     traceparent: params.traceparent,
     expiresAt,
     callbacks: params.callbacks,
+    claimCount: 0,
   };
 }

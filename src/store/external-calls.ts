@@ -19,7 +19,8 @@ export interface ExternalCallTarget {
  * on `target`, or undefined when it may. Once the target has taken an attempt asynchronously, only the token that
  * attempt was sent with acts on it, expired or not: a token of an earlier claim that reused the attempt's number (after
  * an administrator's retry) is refused. Before that, any valid token for the attempt acts, if unexpired: the target may
- * call before opqueue has recorded its 202.
+ * call before opqueue has recorded its 202. Either way the token must name the job's current claim (`clm`): tokens of
+ * two claims of one attempt number differ, and only the current claim's acts.
  */
 export function externalCallRefusal(options: {
   target: ExternalCallTarget | undefined;
@@ -31,7 +32,10 @@ export function externalCallRefusal(options: {
   if (target === undefined) return { kind: "not_found" };
   const { job } = target;
   const sameClaim = startedAt === undefined || startedAt === null || startedAt === job.startedAt;
-  if (job.status !== "running" || job.attempt !== attempt || !sameClaim) return { kind: "not_running", job };
+  // The token's claim: a token of an earlier claim that reused the attempt's number (an administrator's retry) names
+  // another claim, even within the same second, when the two tokens' other claims are equal.
+  const tokenClaim = token.claim === null ? job.claimCount === 0 : token.claim === job.claimCount;
+  if (job.status !== "running" || job.attempt !== attempt || !sameClaim || !tokenClaim) return { kind: "not_running", job };
   if (target.async) {
     return target.asyncTokenHash === token.hash ? undefined : { kind: "token_refused", job, reason: "other_token" };
   }

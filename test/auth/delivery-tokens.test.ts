@@ -23,6 +23,7 @@ const CLAIMS = {
   op: "transcodeVideo",
   job: "job_12345678",
   att: 3,
+  clm: 4,
   rid: "req-1",
   authority: { kind: "request", request_id: "req-1", user_id: "u1" },
   timeoutMs: 30_000,
@@ -67,7 +68,7 @@ describe("DeliveryTokenVerifier", () => {
       jobId: "job_12345678",
       attempt: 3,
       operationId: "transcodeVideo",
-      token: { hash: createHash("sha256").update(token).digest("base64url"), expired: false },
+      token: { hash: createHash("sha256").update(token).digest("base64url"), expired: false, claim: 4 },
     });
     assert.equal(deliveryTokenHash(token), caller.token.hash);
   });

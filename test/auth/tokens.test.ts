@@ -382,11 +382,12 @@ describe("delivery tokens", () => {
     op: "sendWelcomeEmail",
     job: "job_12345678",
     att: 2,
+    clm: 1,
     rid: "req-1",
     authority: { kind: "request", request_id: "req-1", user_id: "u1" },
   };
 
-  it("carries exactly the contract's claims and header", async () => {
+  it("carries exactly the contract's claims and header, and clm (the claim it was signed for)", async () => {
     const clock = new ManualClock();
     const signer = await DeliverySigner.create({ deliveryKey: hsAuth().delivery_key, audience: "product", clock });
     const token = await signer.sign({ ...claims, timeoutMs: 30_000 });
@@ -404,6 +405,7 @@ describe("delivery tokens", () => {
       op: "sendWelcomeEmail",
       job: "job_12345678",
       att: 2,
+      clm: 1,
       rid: "req-1",
       authority: { kind: "request", request_id: "req-1", user_id: "u1" },
       iat,

@@ -1230,6 +1230,7 @@ describe("target side: the Fastify plugin", () => {
       op: job.operation_id,
       job: job.id,
       att: 1,
+      clm: 1,
       rid: job.original_request_id,
       authority: job.authority,
       timeoutMs: 30_000,

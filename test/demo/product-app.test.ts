@@ -85,6 +85,7 @@ test("the demo's background routes take a delivery token only for their own oper
     sub: "alice-2",
     job: "job_demo_0001",
     att: 1,
+    clm: 1,
     rid: "signup-demo",
     authority: { kind: "request", request_id: "signup-demo", user_id: "alice-2" },
     timeoutMs: 10_000,

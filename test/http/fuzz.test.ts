@@ -1400,6 +1400,7 @@ test("fuzz: heartbeat, complete and fail with random delivery tokens, ids and bo
       op: job.operationId,
       job: job.id,
       att: job.attempt,
+      clm: job.claimCount,
       rid: job.originalRequestId,
       authority: { kind: "request", request_id: job.originalRequestId, user_id: job.userId },
       timeoutMs: 30_000,

@@ -283,10 +283,12 @@ if (!POSTGRES_SKIP) {
       t.after(() => opened.store.close());
       const { store } = opened;
       // Later versions add columns to the view (version 10: rate_key; 11: traceparent, expires_at; 12: callbacks;
-      // null for these jobs); the rest reads as before.
+      // null for these jobs; 16: claim_count, 0 for them); the rest reads as before.
       const withoutLaterColumns = (rows: Array<{ job: Record<string, unknown> }>) =>
-        rows.map(({ job: { rate_key: _rateKey, traceparent: _traceparent, expires_at: _expiresAt, callbacks: _callbacks, ...job } }) =>
-          ({ job }));
+        rows.map(
+          ({ job: { rate_key: _rateKey, traceparent: _traceparent, expires_at: _expiresAt, callbacks: _callbacks, claim_count: _claims, ...job } }) =>
+            ({ job }),
+        );
       assert.deepEqual(withoutLaterColumns(await rowsOf()), before, "the view answers every job as the table did");
       const specs = await db.query("SELECT count(*)::int AS n FROM job_specs");
       assert.equal(specs.rows[0]?.n, items.length);

@@ -13,8 +13,11 @@ import {
   CONTROL_GET,
   CONTROL_LIST,
   DELETE_IDLE_CONTROLS,
+  HELD_OPERATIONS,
+  LOCK_HOLDS,
   LOCK_KEY,
   LOCK_OPERATION,
+  RELEASE_HOLDS,
   PAUSE,
   PAUSE_KEY,
   PAUSED_KEY_GET,
@@ -74,6 +77,11 @@ export async function configureLimits(
   await inTransaction(db, async (tx) => {
     // In name order, as claims take them.
     const sorted = [...params.limits].sort((a, b) => (a.operationId < b.operationId ? -1 : a.operationId > b.operationId ? 1 : 0));
+    // The configuration's limits may differ from those the holds were worked out under: every held lane goes back to
+    // the walk, and the claims hold again those still out of rate. Holds' locks first, as setLimits takes them.
+    const held = (await tx.query(HELD_OPERATIONS)).map((row) => row["operation_id"] as string).sort();
+    for (const operationId of held) await tx.query(LOCK_HOLDS, [operationId]);
+    for (const operationId of held) await tx.query(RELEASE_HOLDS, [operationId]);
     for (const entry of sorted) {
       await tx.query(LOCK_OPERATION, [entry.operationId]);
       await tx.query(CONFIGURE_LIMITS, [entry.operationId, ...limitValues(entry.limits)]);
@@ -113,6 +121,10 @@ export async function setLimits(
 ): Promise<OperationControl> {
   return inTransaction(db, async (tx) => {
     const admin = params.source === "admin";
+    // The holds' lock before the operation's: a claim holding lanes has it shared (tried, never waited for) and may
+    // wait for the operation's.
+    await tx.query(LOCK_HOLDS, [params.operationId]);
+    await tx.query(RELEASE_HOLDS, [params.operationId]);
     await tx.query(LOCK_OPERATION, [params.operationId]);
     await tx.query(SET_OPERATION_LIMITS, [
       params.operationId,

@@ -50,6 +50,7 @@ export function toJobRow(row: PgRow): JobRow {
     traceparent: (row["traceparent"] as string | null | undefined) ?? null,
     expiresAt: toMs(row["expires_at"] ?? null),
     callbacks: (row["callbacks"] as JobRow["callbacks"] | undefined) ?? null,
+    claimCount: Number(row["claim_count"]),
   };
 }
 

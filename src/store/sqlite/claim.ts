@@ -7,7 +7,8 @@
  * after the cursor (as many as the head lacks to give each job of the claim a lane, at least an eighth of the claim),
  * so a lane with a long backlog cannot hold every slot. While an operation can take no job or a per-key
  * rate is set, the head of the queue could be a long run of jobs nobody may take: candidates then come lane by lane,
- * the blocked operations' lanes skipped. The pick orders them by priority, then turn in their lane, then run time and
+ * the blocked operations' lanes skipped, and a lane out of its rate_per_key held (its jobs taken out of the walk's
+ * index until its rate opens), so blocked lanes cost nothing after their first visit. The pick orders them by priority, then turn in their lane, then run time and
  * creation, and takes each that the gates let through.
  */
 import type { Statements } from "./statements.js";
@@ -33,6 +34,7 @@ export function claimMany(
   const { limit, now } = options;
   let backlogged = options.backlogged;
   let cursor = options.cursor;
+  releaseDueHolds(s, now);
   const gates = new Gates(s, now);
   const closed = gates.closedKeys();
   const byLane = gates.gated && gates.byLane;
@@ -134,6 +136,7 @@ function visitLanes(
   let wrapped = false;
   let visited = 0;
   let found = 0;
+  let held = 0;
   while (visited < options.lanes && found < options.maxCandidates) {
     const next = s.nextLane.get({ operation_id: at.operationId, lane: at.lane });
     if (!next) {
@@ -149,15 +152,47 @@ function visitLanes(
       continue;
     }
     at = lane;
+    const room = options.gates.roomInLane(lane.operationId, lane.lane);
+    if (room <= 0 && held < MAX_HOLDS_PER_CLAIM) {
+      // Out of its rate: held until the rate lets a job start, and not counted as a visit, so that however many lanes
+      // are blocked, the walk reaches the open ones (each blocked lane costs one hold, then nothing until it opens).
+      holdLane(s, lane, options.gates.laneOpensAt(lane.operationId, lane.lane));
+      held += 1;
+      continue;
+    }
     visited += 1;
     if (options.skip.has(`${lane.operationId}\u0000${lane.lane}`)) continue;
-    const perLane = Math.min(options.perLane, options.gates.roomInLane(lane.operationId, lane.lane));
+    const perLane = Math.min(options.perLane, room);
     if (perLane <= 0) continue;
     const head = laneHead(s, next, { now: options.now, closed: options.closed, limit: perLane });
     options.add(head);
     found += head.length;
   }
   return at;
+}
+
+/**
+ * The most lanes one claim holds: past them a blocked lane counts as a visit, as any lane does, so a claim's work stays
+ * bounded while a burst of newly blocked lanes is held over the next claims.
+ */
+const MAX_HOLDS_PER_CLAIM = 1000;
+
+/** The most holds one claim lets go; the rest are due at once, so the next claim comes at once (`Gates.nextOpenAt`). */
+const MAX_RELEASES_PER_CLAIM = 1000;
+
+/** Takes `lane`'s waiting jobs out of the walk until `openAt`, when its rate lets one of them start. */
+function holdLane(s: Statements, lane: LaneCursor, openAt: number): void {
+  const where = { operation_id: lane.operationId, lane: lane.lane };
+  s.holdLane.run(where);
+  s.recordHold.run({ ...where, open_at: openAt });
+}
+
+/** Lets the lanes whose hold has come due go back to the walk. */
+function releaseDueHolds(s: Statements, now: number): void {
+  for (const hold of s.dueHolds.all({ now, limit: MAX_RELEASES_PER_CLAIM })) {
+    s.releaseLane.run(hold);
+    s.deleteHold.run(hold);
+  }
 }
 
 /**

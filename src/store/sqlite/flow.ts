@@ -135,11 +135,12 @@ export function prepareFlowStatements(db: Database.Database) {
       db,
       `SELECT n.operation_id, n.lane, n.priority, n.run_at FROM (
          SELECT * FROM (SELECT operation_id, lane, priority, run_at FROM jobs INDEXED BY jobs_lane
-                        WHERE status IN ('pending', 'retrying') AND operation_id = :operation_id AND lane > :lane
+                        WHERE status IN ('pending', 'retrying') AND held = 0 AND operation_id = :operation_id
+                          AND lane > :lane
                         ORDER BY operation_id, lane, priority DESC, run_at LIMIT 1)
          UNION ALL
          SELECT * FROM (SELECT operation_id, lane, priority, run_at FROM jobs INDEXED BY jobs_lane
-                        WHERE status IN ('pending', 'retrying') AND operation_id > :operation_id
+                        WHERE status IN ('pending', 'retrying') AND held = 0 AND operation_id > :operation_id
                         ORDER BY operation_id, lane, priority DESC, run_at LIMIT 1)
          ORDER BY operation_id, lane LIMIT 1) AS n`,
     ),
@@ -149,7 +150,7 @@ export function prepareFlowStatements(db: Database.Database) {
     lanePriorityBelow: prepare<{ operation_id: string; lane: string; below: number }, { priority: number; run_at: number }>(
       db,
       `SELECT priority, run_at FROM jobs INDEXED BY jobs_lane
-       WHERE status IN ('pending', 'retrying') AND operation_id = :operation_id AND lane = :lane AND priority < :below
+       WHERE status IN ('pending', 'retrying') AND held = 0 AND operation_id = :operation_id AND lane = :lane AND priority < :below
        ORDER BY priority DESC, run_at LIMIT 1`,
     ),
     laneHeadAt: prepare<
@@ -158,7 +159,7 @@ export function prepareFlowStatements(db: Database.Database) {
     >(
       db,
       `SELECT ${CANDIDATE_COLUMNS} FROM jobs INDEXED BY jobs_lane
-       WHERE status IN ('pending', 'retrying') AND operation_id = :operation_id AND lane = :lane
+       WHERE status IN ('pending', 'retrying') AND held = 0 AND operation_id = :operation_id AND lane = :lane
          AND priority = :priority AND run_at <= :now
          AND (expires_at IS NULL OR expires_at > :now)
          AND (concurrency_key IS NULL OR concurrency_key NOT IN (SELECT value FROM json_each(:closed)))
@@ -181,10 +182,44 @@ export function prepareFlowStatements(db: Database.Database) {
          AND (concurrency_key IS NULL OR concurrency_key NOT IN (SELECT value FROM json_each(:closed)))
        ORDER BY run_at LIMIT :limit`,
     ),
-    // The first claimable jobs by run time, for when the next claim may find something (bounded; see Gates).
-    firstClaimable: prepare<{ now: number; limit: number }, Candidate & { rate_key: string | null }>(
+    // Lanes held by their rate (migration 0009, docs/flow-control.md "Blocked lanes are held"): a lane that used its
+    // rate_per_key has its waiting jobs taken out of jobs_lane until the instant its rate lets one start again.
+    holdLane: prepare<{ operation_id: string; lane: string }>(
       db,
-      `SELECT ${CANDIDATE_COLUMNS}, rate_key FROM jobs INDEXED BY jobs_run_at
+      `UPDATE jobs SET held = 1
+       WHERE status IN ('pending', 'retrying') AND held = 0 AND operation_id = :operation_id AND lane = :lane`,
+    ),
+    recordHold: prepare<{ operation_id: string; lane: string; open_at: number }>(
+      db,
+      `INSERT INTO rate_holds (operation_id, lane, open_at) VALUES (:operation_id, :lane, :open_at)
+       ON CONFLICT (operation_id, lane) DO UPDATE SET open_at = excluded.open_at`,
+    ),
+    dueHolds: prepare<{ now: number; limit: number }, { operation_id: string; lane: string }>(
+      db,
+      "SELECT operation_id, lane FROM rate_holds WHERE open_at <= :now ORDER BY open_at LIMIT :limit",
+    ),
+    firstHoldOpen: preparePluck<[], number | null>(db, "SELECT min(open_at) FROM rate_holds"),
+    deleteHold: prepare<{ operation_id: string; lane: string }>(
+      db,
+      "DELETE FROM rate_holds WHERE operation_id = :operation_id AND lane = :lane",
+    ),
+    releaseLane: prepare<{ operation_id: string; lane: string }>(
+      db,
+      `UPDATE jobs INDEXED BY jobs_held SET held = 0
+       WHERE status IN ('pending', 'retrying') AND held = 1 AND operation_id = :operation_id AND lane = :lane`,
+    ),
+    // Every hold of an operation goes when its limits change: a hold's instant was worked out under the old ones.
+    releaseOperation: prepare<[string]>(
+      db,
+      `UPDATE jobs INDEXED BY jobs_held SET held = 0
+       WHERE status IN ('pending', 'retrying') AND held = 1 AND operation_id = ?`,
+    ),
+    deleteOperationHolds: prepare<[string]>(db, "DELETE FROM rate_holds WHERE operation_id = ?"),
+    allHeldOperations: preparePluck<[], string>(db, "SELECT DISTINCT operation_id FROM rate_holds"),
+    // The first claimable jobs by run time, for when the next claim may find something (bounded; see Gates).
+    firstClaimable: prepare<{ now: number; limit: number }, Candidate & { rate_key: string | null; held: number }>(
+      db,
+      `SELECT ${CANDIDATE_COLUMNS}, rate_key, held FROM jobs INDEXED BY jobs_run_at
        WHERE status IN ('pending', 'retrying') AND (expires_at IS NULL OR expires_at > :now) ORDER BY run_at LIMIT :limit`,
     ),
   };
@@ -287,6 +322,13 @@ export class Gates {
     return room;
   }
 
+  /** When the rate_per_key of `operationId` lets a job of rate-key lane `lane` start (ms since the epoch). */
+  laneOpensAt(operationId: string, lane: string): number {
+    const ratePerKey = this.controls.get(operationId)?.limits.ratePerKey ?? null;
+    if (ratePerKey === null || !lane.startsWith("r:")) return this.now;
+    return rateOpensAt(ratePerKey, this.s.bucket.get(operationId, lane.slice(2)) ?? null, this.now);
+  }
+
   /** Takes `job` if every gate lets it through, counting it against them. */
   take(job: Candidate): boolean {
     const { operation_id: operationId, lane, concurrency_key: key } = job;
@@ -332,8 +374,10 @@ export class Gates {
    * earliest that its gates will let start, at the later of its run time and its rate limits' next opening.
    */
   nextOpenAt(): number | null {
-    let next: number | null = null;
+    // A held lane's jobs are let go at its hold's instant: the first of those stands for all of them.
+    let next: number | null = this.s.firstHoldOpen.get() ?? null;
     for (const job of this.s.firstClaimable.all({ now: this.now, limit: NEXT_RUN_LOOKAHEAD })) {
+      if (job.held === 1) continue;
       const control = this.controls.get(job.operation_id);
       if (control?.paused) continue;
       const limits = control?.limits ?? NO_LIMITS;
@@ -366,6 +410,15 @@ export class FlowWrites {
     for (const entry of limits) this.s.configureLimits.run({ operation_id: entry.operationId, ...limitColumns(entry.limits) });
     this.s.unconfigureLimits.run(JSON.stringify(limits.map((entry) => entry.operationId)));
     this.s.deleteIdleControls.run();
+    // The configuration's limits may differ from those the holds were worked out under: every lane goes back to the
+    // walk, and the claims hold again those still out of rate.
+    for (const operationId of new Set(this.s.allHeldOperations.all())) this.releaseHolds(operationId);
+  }
+
+  /** Lets every held lane of `operationId` go (its limits changed). */
+  private releaseHolds(operationId: string): void {
+    this.s.releaseOperation.run(operationId);
+    this.s.deleteOperationHolds.run(operationId);
   }
 
   list(): OperationControl[] {
@@ -393,6 +446,7 @@ export class FlowWrites {
       set_at: admin ? params.now : null,
       set_by: admin ? params.actor : null,
     });
+    this.releaseHolds(params.operationId);
     const control = this.control(params.operationId);
     this.s.deleteIdleControls.run();
     return control;

@@ -32,6 +32,8 @@ export interface SqliteJobRow {
   expires_at: number | null;
   callbacks: string | null;
   callbacks_pending: number;
+  claim_count: number;
+  held: number;
 }
 
 /** A row of `chains` as better-sqlite3 returns it. */
@@ -134,6 +136,7 @@ export function toJobRow(row: SqliteJobRow): JobRow {
     traceparent: row.traceparent,
     expiresAt: row.expires_at,
     callbacks: row.callbacks === null ? null : (JSON.parse(row.callbacks) as JobRow["callbacks"]),
+    claimCount: row.claim_count,
   };
 }
 

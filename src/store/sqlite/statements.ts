@@ -100,10 +100,13 @@ export function prepareStatements(db: Database.Database) {
          AND (:created_before IS NULL OR created_at < :created_before)
        ORDER BY seq DESC LIMIT :limit`,
     ),
+    // Attempts start again: the last claim's asynchronous mark goes (a new claim of attempt 1 in the same millisecond
+    // must not read as taken asynchronously), and so does a hold.
     retry: prepare<{ id: string; now: number }, SqliteJobRow>(
       db,
       `UPDATE jobs SET status = 'pending', attempt = 0, result = NULL, started_at = NULL, finished_at = NULL,
-         heartbeat_at = NULL, run_at = :now, expires_at = NULL, callbacks_pending = callbacks IS NOT NULL
+         heartbeat_at = NULL, run_at = :now, expires_at = NULL, callbacks_pending = callbacks IS NOT NULL, held = 0,
+         async_attempt = NULL, async_started_at = NULL, async_at = NULL, async_token_hash = NULL
        WHERE id = :id AND status IN ('dead', 'cancelled') RETURNING *`,
     ),
     markChainCancelled: prepare<{ rid: string; now: number; actor: string }>(
@@ -135,7 +138,8 @@ export function prepareStatements(db: Database.Database) {
     // Run, then read back by rowid (claimedJson): cheaper than RETURNING *.
     claimOne: prepare<{ seq: number; now: number }>(
       db,
-      `UPDATE jobs SET status = 'running', attempt = attempt + 1, started_at = :now, heartbeat_at = :now
+      `UPDATE jobs SET status = 'running', attempt = attempt + 1, started_at = :now, heartbeat_at = :now, held = 0,
+         claim_count = claim_count + 1
        WHERE seq = :seq AND ${CLAIMABLE}`,
     ),
     // A claimed row as the JSON of its JobRow, built by SQLite: one string per row rather than an object of 21
@@ -148,7 +152,8 @@ export function prepareStatements(db: Database.Database) {
            'concurrencyKey', concurrency_key, 'rateKey', rate_key, 'enqueuedByOperationId', enqueued_by_operation_id,
            'parentJobId', parent_job_id, 'originalRequestId', original_request_id, 'userId', user_id,
            'authority', json(authority), 'request', json(request), 'result', json(result),
-           'traceparent', traceparent, 'expiresAt', expires_at, 'callbacks', json(callbacks))
+           'traceparent', traceparent, 'expiresAt', expires_at, 'callbacks', json(callbacks),
+           'claimCount', claim_count)
          FROM jobs WHERE seq = ?`,
       ),
     finish: prepare<{ id: string; attempt: number; started_at: number | null; status: string; result: string; now: number }>(

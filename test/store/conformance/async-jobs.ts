@@ -11,11 +11,11 @@ import type { Store } from "../../../src/store/store.js";
 import { claimNext, insertCreated, makeFinished, makeRunning, mustGet, SUCCESS, T0, UNAVAILABLE, type Suite } from "./harness.js";
 
 /** The token the attempt was delivered with, before its `exp`. */
-const TOKEN_A: CallbackToken = { hash: "digest-of-token-a", expired: false };
+const TOKEN_A: CallbackToken = { hash: "digest-of-token-a", expired: false, claim: 1 };
 /** The same token once its `exp` has passed. */
 const TOKEN_A_EXPIRED: CallbackToken = { ...TOKEN_A, expired: true };
 /** Another valid token for the same job and attempt (an earlier claim's, say). */
-const TOKEN_B: CallbackToken = { hash: "digest-of-token-b", expired: false };
+const TOKEN_B: CallbackToken = { hash: "digest-of-token-b", expired: false, claim: 1 };
 
 const FAILED: JobResult = { status_code: 503, error_body: "the encoder crashed", terminal_reason: null };
 
@@ -63,6 +63,30 @@ export function asyncJobCases(suite: Suite): void {
   });
 
   describe("jobHeartbeatExternal", () => {
+    suite.case("a token of an earlier claim of the same attempt number is refused, at the same instant (claimCount)", async ({ store }) => {
+      // Attempt 1 taken asynchronously, failed for good, retried by an administrator and claimed again in the same
+      // millisecond: every claim of the token but clm is the same, and only the current claim's token acts.
+      const first = await makeAsync(store);
+      assert.equal(first.claimCount, 1);
+      const failed = await store.jobSetStateExternal({
+        outcome: { id: first.id, attempt: 1, startedAt: first.startedAt, status: "dead", result: FAILED },
+        token: TOKEN_A,
+      });
+      assert.equal(failed.kind, "written");
+      assert.equal((await store.jobRetry({ id: first.id, actor: "admin" })).kind, "retried");
+      const second = await claimNext(store, first.id);
+      assert.deepEqual([second.attempt, second.startedAt, second.claimCount], [1, first.startedAt, 2]);
+      const earlier: CallbackToken = { hash: "digest-of-token-c", expired: false, claim: 1 };
+      const legacy: CallbackToken = { hash: "digest-of-token-d", expired: false, claim: null };
+      assert.equal((await store.jobHeartbeatExternal({ id: first.id, attempt: 1, token: earlier })).kind, "not_running");
+      assert.equal((await store.jobHeartbeatExternal({ id: first.id, attempt: 1, token: legacy })).kind, "not_running");
+      const outcome = { id: first.id, attempt: 1, startedAt: second.startedAt, status: "succeeded" as const, result: SUCCESS };
+      assert.equal((await store.jobSetStateExternal({ outcome, token: earlier })).kind, "not_running");
+      const current: CallbackToken = { hash: "digest-of-token-e", expired: false, claim: 2 };
+      assert.equal((await store.jobHeartbeatExternal({ id: first.id, attempt: 1, token: current })).kind, "renewed");
+      assert.equal((await store.jobSetStateExternal({ outcome, token: current })).kind, "written");
+    });
+
     suite.case("renews the lease of the running attempt, and keeps the progress with its attempt and time", async ({ store, clock }) => {
       const job = await makeAsync(store);
       clock.advance(1000);
@@ -190,7 +214,7 @@ export function asyncJobCases(suite: Suite): void {
       const second = await claimNext(store, job.id);
       assert.equal(second.attempt, 2);
       // Attempt 2 was not taken asynchronously: an expired token is refused, its lease is the ordinary one.
-      const refused = await store.jobHeartbeatExternal({ id: job.id, attempt: 2, token: TOKEN_A_EXPIRED });
+      const refused = await store.jobHeartbeatExternal({ id: job.id, attempt: 2, token: { ...TOKEN_A_EXPIRED, claim: 2 } });
       assert.equal(refused.kind === "token_refused" && refused.reason, "expired");
       const lease = { defaultMs: 100, byOperation: {}, asyncByOperation: { [job.operationId]: 1_000_000 } };
       clock.advance(101);
@@ -241,8 +265,10 @@ export function asyncJobCases(suite: Suite): void {
       clock.advance(10);
       const again = await claimNext(store, job.id);
       assert.equal(again.attempt, 1, "the administrator's retry starts the count again");
+      assert.equal(again.claimCount, 2, "but not the count of claims");
+      const current = (token: CallbackToken): CallbackToken => ({ ...token, claim: 2 });
       assert.equal(
-        (await store.jobHeartbeatExternal({ id: job.id, attempt: 1, token: TOKEN_A_EXPIRED })).kind,
+        (await store.jobHeartbeatExternal({ id: job.id, attempt: 1, token: current(TOKEN_A_EXPIRED) })).kind,
         "token_refused",
         "the old mark does not make the new claim asynchronous",
       );
@@ -250,9 +276,10 @@ export function asyncJobCases(suite: Suite): void {
         await store.jobMarkAsyncIfRunning({ job: { id: job.id, attempt: 1, startedAt: again.startedAt }, tokenHash: TOKEN_B.hash }),
         true,
       );
-      const refused = await store.jobHeartbeatExternal({ id: job.id, attempt: 1, token: TOKEN_A });
+      assert.equal((await store.jobHeartbeatExternal({ id: job.id, attempt: 1, token: TOKEN_A })).kind, "not_running", "the old claim's token");
+      const refused = await store.jobHeartbeatExternal({ id: job.id, attempt: 1, token: current(TOKEN_A) });
       assert.equal(refused.kind === "token_refused" && refused.reason, "other_token");
-      assert.equal((await store.jobHeartbeatExternal({ id: job.id, attempt: 1, token: TOKEN_B })).kind, "renewed");
+      assert.equal((await store.jobHeartbeatExternal({ id: job.id, attempt: 1, token: current(TOKEN_B) })).kind, "renewed");
     });
   });
 

@@ -6,6 +6,7 @@ import { describe } from "node:test";
 import type { Store } from "../../../src/store/store.js";
 import type { JobRow } from "../../../src/job/job.js";
 import {
+  insertAll,
   insertCreated,
   jobParams,
   makeRetrying,
@@ -13,7 +14,6 @@ import {
   SUCCESS,
   T0,
   UNAVAILABLE,
-  type JobOverrides,
   type Suite,
 } from "./harness.js";
 
@@ -26,13 +26,6 @@ async function drainOneByOne(store: Store): Promise<string[]> {
     if (claimed.length === 0) return order;
     order.push((claimed[0] as JobRow).id);
   }
-}
-
-/** Inserts jobs one after the other (so creation order is the list order) and returns them. */
-async function insertAll(store: Store, list: JobOverrides[]): Promise<JobRow[]> {
-  const jobs: JobRow[] = [];
-  for (const overrides of list) jobs.push(await insertCreated(store, overrides));
-  return jobs;
 }
 
 /** Registers the claim cases. */
@@ -82,14 +75,14 @@ export function claimCases(suite: Suite): void {
       );
     });
 
-    suite.case("claiming sets running, attempt + 1 and startedAt = now, and nothing else", async ({ store, clock }) => {
+    suite.case("claiming sets running, attempt + 1, startedAt = now and claimCount + 1, and nothing else", async ({ store, clock }) => {
       const job = await insertCreated(store, { priority: 4, concurrencyKey: "c", dedupeKey: "d" });
       clock.advance(42);
       const [claimed] = await store.jobClaimMany({ limit: 1 });
       assert.ok(claimed);
       const { heartbeatAt: _heartbeatAt, ...rest } = claimed;
       const { heartbeatAt: _before, ...expected } = job;
-      assert.deepEqual(rest, { ...expected, status: "running", attempt: 1, startedAt: T0 + 42 });
+      assert.deepEqual(rest, { ...expected, status: "running", attempt: 1, startedAt: T0 + 42, claimCount: 1 });
       assert.deepEqual(await mustGet(store, job.id), claimed);
     });
 

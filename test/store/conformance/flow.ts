@@ -9,7 +9,7 @@ import { NO_LIMITS, type OperationLimits } from "../../../src/flow/limits.js";
 import type { JobRow } from "../../../src/job/job.js";
 import type { Store } from "../../../src/store/store.js";
 import { ABORTED_ATTEMPT } from "../../../src/store/aborted.js";
-import { insertCreated, makeRunning, mustGet, SUCCESS, T0, type Suite } from "./harness.js";
+import { insertAll, insertCreated, jobParams, makeRunning, mustGet, SUCCESS, T0, type Suite } from "./harness.js";
 
 const ids = (jobs: JobRow[]) => jobs.map((job) => job.id);
 
@@ -115,6 +115,42 @@ export function flowCases(suite: Suite): void {
       assert.equal(await store.jobNextRunAt(), T0 + 1000);
       clock.advance(1000);
       assert.deepEqual(ids(await store.jobClaimMany({ limit: 10 })), [busy[1]?.id]);
+    });
+
+    suite.case("lanes out of their rate are held: one claim reaches an open lane behind 400 of them, and their jobs go when their rate opens", async ({ store, clock }) => {
+      const HOUR = 3_600_000;
+      await limit(store, "send", { ratePerKey: { limit: 1, periodMs: HOUR, burst: 1 } });
+      const keys = Array.from({ length: 400 }, (_, n) => `key-${String(n).padStart(3, "0")}`);
+      const inserted = await store.jobInsertMany({ jobs: keys.flatMap((rateKey) => [jobParams({ operationId: "send", rateKey }), jobParams({ operationId: "send", rateKey })]) });
+      assert.ok(inserted.every((item) => item.ok && item.value.kind === "created"));
+      let first = 0;
+      for (let claimed = await store.jobClaimMany({ limit: 100 }); claimed.length > 0; claimed = await store.jobClaimMany({ limit: 100 })) {
+        first += claimed.length;
+      }
+      assert.equal(first, 400, "each key's first job, none of its second");
+      // Every key is out of its rate now: before holds, a claim visited a page of them in turn and found nothing.
+      const unrelated = await insertCreated(store, { operationId: "other" });
+      const fresh = await insertCreated(store, { operationId: "send", rateKey: "fresh" });
+      assert.deepEqual(ids(await store.jobClaimMany({ limit: 2 })).sort(), [unrelated.id, fresh.id].sort());
+      assert.deepEqual(await store.jobClaimMany({ limit: 10 }), []);
+      assert.equal(await store.jobNextRunAt(), T0 + HOUR, "the held lanes' instant");
+      clock.advance(HOUR);
+      let second = 0;
+      for (let claimed = await store.jobClaimMany({ limit: 100 }); claimed.length > 0; claimed = await store.jobClaimMany({ limit: 100 })) {
+        second += claimed.length;
+      }
+      assert.equal(second, 400, "each key's second job, once its rate opens");
+    });
+
+    suite.case("a change of an operation's limits lets its held lanes go at once", async ({ store }) => {
+      const slow = { ratePerKey: { limit: 1, periodMs: 3_600_000, burst: 1 } };
+      await limit(store, "send", slow);
+      await limit(store, "other", slow);
+      const [a1, a2] = await insertAll(store, [{ operationId: "send", rateKey: "a" }, { operationId: "send", rateKey: "a" }]);
+      assert.deepEqual(ids(await store.jobClaimMany({ limit: 5 })), [a1?.id]);
+      assert.deepEqual(await store.jobClaimMany({ limit: 5 }), [], "the lane is out of rate, and held");
+      await limit(store, "send", {});
+      assert.deepEqual(ids(await store.jobClaimMany({ limit: 5 })), [a2?.id]);
     });
 
     suite.case("fair claims: a user's lone job is claimed in the first claim, ahead of another user's backlog of 300", async ({ store }) => {

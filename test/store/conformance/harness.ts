@@ -105,6 +105,13 @@ export async function insertCreated(store: Store, overrides: JobOverrides = {}):
   return (outcome as { job: JobRow }).job;
 }
 
+/** Inserts jobs one after the other (so creation order is the list order) and returns them. */
+export async function insertAll(store: Store, list: JobOverrides[]): Promise<JobRow[]> {
+  const jobs: JobRow[] = [];
+  for (const overrides of list) jobs.push(await insertCreated(store, overrides));
+  return jobs;
+}
+
 /** Reads a job that must exist. */
 export async function mustGet(store: Store, id: string): Promise<JobRow> {
   const row = await store.jobGet({ id });

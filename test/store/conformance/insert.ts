@@ -65,6 +65,7 @@ export function insertCases(suite: Suite): void {
         traceparent: null,
         expiresAt: null,
         callbacks: null,
+        claimCount: 0,
       };
       const { seq, ...rest } = job;
       assert.equal(typeof seq, "number");

@@ -168,11 +168,11 @@ export function listCases(suite: Suite): void {
         jobListExpired: () => store.jobListExpired({ lease: { defaultMs: 0, byOperation: {} }, limit: 10 }),
         jobMarkAsyncIfRunning: () => store.jobMarkAsyncIfRunning({ job: { id: job.id, attempt: 1 }, tokenHash: "h" }),
         jobHeartbeatExternal: () =>
-          store.jobHeartbeatExternal({ id: job.id, attempt: 1, token: { hash: "h", expired: false }, progressJson: "1" }),
+          store.jobHeartbeatExternal({ id: job.id, attempt: 1, token: { hash: "h", expired: false, claim: 1 }, progressJson: "1" }),
         jobSetStateExternal: () =>
           store.jobSetStateExternal({
             outcome: { id: job.id, attempt: 1, status: "succeeded", result: { error_body: null, terminal_reason: null } },
-            token: { hash: "h", expired: false },
+            token: { hash: "h", expired: false, claim: 1 },
           }),
         jobAsyncStateGet: () => store.jobAsyncStateGet({ id: job.id }),
         jobRequeueMany: () =>

@@ -24,7 +24,7 @@ export function BY_SEQ(source: string): string {
 export const JOB_COLUMNS = `j.seq, j.id, j.operation_id, s.status, s.attempt, j.max_attempts, s.priority, s.run_at,
   j.created_at, s.started_at, s.finished_at, s.heartbeat_at, s.dedupe_key, s.concurrency_key, j.enqueued_by_operation_id,
   j.parent_job_id, j.original_request_id, j.user_id, j.authority, j.request, s.result, j.rate_key, j.traceparent,
-  s.expires_at, j.callbacks`;
+  s.expires_at, j.callbacks, s.claim_count`;
 
 /** A timestamptz column as whole milliseconds since the epoch (null stays null). */
 export function epochMs(column: string): string {

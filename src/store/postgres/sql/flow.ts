@@ -9,6 +9,19 @@
 /** An operation's advisory lock, exclusive for the rest of the transaction. $1 operation id. */
 export const LOCK_OPERATION = "SELECT pg_advisory_xact_lock(hashtext('opqueue.operation:' || $1))";
 
+/**
+ * The lock of an operation's held lanes (migration 0016), exclusive for the rest of the transaction. $1 operation id.
+ * Taken before the operation's own lock by a change of limits; a claim only ever tries it, shared, to hold a lane.
+ */
+export const LOCK_HOLDS = "SELECT pg_advisory_xact_lock(hashtext('opqueue.holds:' || $1))";
+
+/** The operations with held lanes. */
+export const HELD_OPERATIONS = "SELECT DISTINCT operation_id FROM rate_holds";
+
+/** Lets every held lane of an operation go: its holds' instants were worked out under limits that changed. $1 id. */
+export const RELEASE_HOLDS = `WITH gone AS (DELETE FROM rate_holds WHERE operation_id = $1 RETURNING 1)
+  UPDATE job_state SET held = false WHERE status IN ('pending', 'retrying') AND held AND operation_id = $1`;
+
 /** A concurrency key's advisory lock, exclusive for the rest of the transaction. $1 key. */
 export const LOCK_KEY = "SELECT pg_advisory_xact_lock(hashtext('opqueue.key:' || $1))";
 

@@ -109,9 +109,10 @@ export const JOB_LOCK_FOR_RETRY = `SELECT ${JOB_COLUMNS} FROM job_specs j JOIN j
 /** The claimable job holding a dedupe key. $1 key. */
 export const DEDUPE_HOLDER = `SELECT * FROM jobs WHERE dedupe_key = $1 AND ${CLAIMABLE}`;
 
-/** A job back to `pending`, attempt 0, due now. $1 seq, $2 now. */
+/** A job back to `pending`, attempt 0, due now, its holds and its last claim's asynchronous mark gone. $1 seq, $2 now. */
 export const JOB_RETRY = `UPDATE job_state s SET status = 'pending', attempt = 0, result = NULL, started_at = NULL,
-    finished_at = NULL, heartbeat_at = NULL, run_at = $2, expires_at = NULL, callbacks_pending = j.callbacks IS NOT NULL
+    finished_at = NULL, heartbeat_at = NULL, run_at = $2, expires_at = NULL, callbacks_pending = j.callbacks IS NOT NULL,
+    held = false, async_attempt = NULL, async_started_at = NULL, async_at = NULL, async_token_hash = NULL
   FROM job_specs j WHERE j.seq = $1 AND s.seq = j.seq RETURNING ${JOB_COLUMNS}`;
 
 /** Tells every listening node that a job becomes claimable at $1. */
@@ -162,7 +163,8 @@ export const RETRY_DEAD_MANY = `WITH candidates AS (
     WHERE dedupe_key IS NULL OR key_rank = 1
   ), done AS (
     UPDATE job_state s SET status = 'pending', attempt = 0, result = NULL, started_at = NULL, finished_at = NULL,
-      heartbeat_at = NULL, run_at = $5, expires_at = NULL, callbacks_pending = j.callbacks IS NOT NULL
+      heartbeat_at = NULL, run_at = $5, expires_at = NULL, callbacks_pending = j.callbacks IS NOT NULL, held = false,
+      async_attempt = NULL, async_started_at = NULL, async_at = NULL, async_token_hash = NULL
     FROM picked, job_specs j WHERE s.seq = picked.seq AND j.seq = s.seq AND s.status = 'dead'
     RETURNING ${JOB_COLUMNS}
   ), ${recordActions("retry-dead", "$5::timestamptz", "$6")}

@@ -1,4 +1,4 @@
--- opqueue_claim: its current text. Migrations hold its history (0003, 0004, 0007, 0010, 0011, 0012, 0015); this file is what a migrated
+-- opqueue_claim: its current text. Migrations hold its history (0003, 0004, 0007, 0010, 0011, 0012, 0015, 0016); this file is what a migrated
 -- database holds now, checked by test/store/postgres-sql.test.ts. A change to it is a new migration that restates it.
 --
 -- Claims up to p_limit due jobs and answers each as the JSON of a JobRow, then one last row {"cursor": [op, lane]}
@@ -15,6 +15,8 @@
 --   3. the pick, in a new snapshot taken after those locks: candidates in order (priority, turn in their lane, run
 --      time, creation), each operation to its room, each concurrency key to its limit, each rate key to its rate.
 --   4. the rate buckets of what was claimed move on.
+-- A lane out of its rate_per_key is held (0016): its waiting jobs leave job_state_lane (held) until the instant in
+-- rate_holds, so the walk steps over it at no cost, and the first claim at or after that instant lets them go.
 CREATE OR REPLACE FUNCTION opqueue_claim(p_now timestamptz, p_limit integer, p_candidates integer, p_after_op text,
     p_after_lane text) RETURNS SETOF json
 LANGUAGE plpgsql
@@ -50,6 +52,8 @@ DECLARE
   v_shared text[] := '{}';
   v_keys text[];
   v_claimed bigint[];
+  v_open_at double precision;
+  v_holds integer := 0;
 BEGIN
   -- job_state_run_at stops at p_now, and the count at p_candidates: a bounded read however long the queue. Whether
   -- any gate is set, read with it (one statement fewer on every claim).
@@ -66,6 +70,20 @@ BEGIN
   END IF;
   v_all_due := v_due < p_candidates;
 
+  -- Held lanes whose instant has come go back to the walk (a bounded number a claim; the rest are due at once, and
+  -- opqueue_next_run_at says so).
+  IF v_controlled AND EXISTS (SELECT 1 FROM rate_holds WHERE open_at <= v_now_ms) THEN
+    WITH due AS (
+      DELETE FROM rate_holds h
+      USING (SELECT d.operation_id, d.lane FROM rate_holds d WHERE d.open_at <= v_now_ms ORDER BY d.open_at LIMIT 1000
+             FOR UPDATE SKIP LOCKED) AS d
+      WHERE h.operation_id = d.operation_id AND h.lane = d.lane
+      RETURNING h.operation_id, h.lane
+    )
+    UPDATE job_state s SET held = false FROM due
+    WHERE s.status IN ('pending', 'retrying') AND s.held AND s.operation_id = due.operation_id AND s.lane = due.lane;
+  END IF;
+
   IF v_controlled THEN
     SELECT coalesce(array_agg(oc.operation_id), '{}') INTO v_blocked FROM operation_controls oc
     WHERE opqueue_operation_room(oc.operation_id, v_now_ms) = 0;
@@ -81,7 +99,7 @@ BEGIN
     -- future job of a higher priority).
     SELECT coalesce(array_agg(c.seq), '{}') INTO v_candidates FROM (
       SELECT s.seq FROM job_state s
-      WHERE s.status IN ('pending', 'retrying') AND s.run_at <= p_now
+      WHERE s.status IN ('pending', 'retrying') AND NOT s.held AND s.run_at <= p_now
         AND (s.expires_at IS NULL OR s.expires_at > p_now)
         AND (s.concurrency_key IS NULL
           OR (NOT v_any_paused AND NOT v_any_multi AND NOT EXISTS (
@@ -97,7 +115,7 @@ BEGIN
     INTO v_candidates, v_head_lanes
     FROM (
       SELECT s.seq, s.operation_id, s.lane FROM job_state s
-      WHERE s.status IN ('pending', 'retrying') AND s.run_at <= p_now
+      WHERE s.status IN ('pending', 'retrying') AND NOT s.held AND s.run_at <= p_now
         AND (s.expires_at IS NULL OR s.expires_at > p_now)
         AND (s.concurrency_key IS NULL
           OR (NOT v_any_paused AND NOT v_any_multi AND NOT EXISTS (
@@ -116,7 +134,7 @@ BEGIN
     LOOP
       EXIT WHEN v_lanes >= p_candidates OR v_lane_jobs >= p_candidates;
       SELECT s.operation_id, s.lane INTO v_next_op, v_next_lane FROM job_state s
-      WHERE s.status IN ('pending', 'retrying') AND (s.operation_id, s.lane) > (v_op, v_lane)
+      WHERE s.status IN ('pending', 'retrying') AND NOT s.held AND (s.operation_id, s.lane) > (v_op, v_lane)
       ORDER BY s.operation_id, s.lane
       LIMIT 1;
       IF NOT FOUND THEN
@@ -134,23 +152,44 @@ BEGIN
         v_lane := chr(1114111);
         CONTINUE;
       END IF;
+      SELECT CASE WHEN oc.key_rate_limit IS NOT NULL AND v_lane LIKE 'r:%' THEN opqueue_rate_allowance(b.tat,
+          v_now_ms, oc.key_rate_limit, oc.key_rate_period_ms, oc.key_rate_burst) END,
+        CASE WHEN oc.key_rate_limit IS NOT NULL AND v_lane LIKE 'r:%' THEN opqueue_rate_opens_at(b.tat,
+          oc.key_rate_limit, oc.key_rate_period_ms, oc.key_rate_burst) END
+      INTO v_lane_room, v_open_at
+      FROM operation_controls oc
+      LEFT JOIN rate_buckets b ON b.operation_id = oc.operation_id AND b.rate_key = substr(v_lane, 3)
+      WHERE oc.operation_id = v_op;
+      -- Out of its rate: the lane is held until its rate lets a job start, and is not counted as a visit, so that
+      -- however many lanes are blocked the walk reaches the open ones (each blocked lane costs one hold, then nothing
+      -- until it opens). Up to 1,000 holds a claim; past them a blocked lane counts as any lane does. A change of
+      -- limits, which lets every hold of its operation go, takes the holds' lock exclusively: a claim that cannot have
+      -- it shared now holds nothing.
+      IF v_lane_room <= 0 AND v_open_at IS NOT NULL AND v_holds < 1000
+          AND pg_try_advisory_xact_lock_shared(hashtext('opqueue.holds:' || v_op)) THEN
+        UPDATE job_state s SET held = true
+        WHERE s.seq IN (SELECT h.seq FROM job_state h
+                        WHERE h.status IN ('pending', 'retrying') AND NOT h.held AND h.operation_id = v_op
+                          AND h.lane = v_lane
+                        FOR UPDATE SKIP LOCKED);
+        INSERT INTO rate_holds (operation_id, lane, open_at) VALUES (v_op, v_lane, v_open_at)
+        ON CONFLICT (operation_id, lane) DO UPDATE SET open_at = excluded.open_at;
+        v_holds := v_holds + 1;
+        CONTINUE;
+      END IF;
       v_lanes := v_lanes + 1;
-      SELECT CASE WHEN oc.key_rate_limit IS NOT NULL AND v_lane LIKE 'r:%' THEN opqueue_rate_allowance(
-          (SELECT b.tat FROM rate_buckets b WHERE b.operation_id = v_op AND b.rate_key = substr(v_lane, 3)),
-          v_now_ms, oc.key_rate_limit, oc.key_rate_period_ms, oc.key_rate_burst) END
-      INTO v_lane_room FROM operation_controls oc WHERE oc.operation_id = v_op;
       v_lane_limit := least(p_limit, coalesce(v_lane_room, p_limit));
       CONTINUE WHEN v_lane_limit <= 0;
       -- The lane's first due jobs, a priority at a time from the highest down: with the priority fixed, the run time
       -- bounds the index range, so a lane of jobs not yet due costs a probe or two, not a walk of all of them.
       v_found := '{}';
       SELECT s.priority INTO v_priority FROM job_state s
-      WHERE s.status IN ('pending', 'retrying') AND s.operation_id = v_op AND s.lane = v_lane
+      WHERE s.status IN ('pending', 'retrying') AND NOT s.held AND s.operation_id = v_op AND s.lane = v_lane
       ORDER BY s.priority DESC LIMIT 1;
       WHILE v_priority IS NOT NULL AND cardinality(v_found) < v_lane_limit LOOP
         SELECT coalesce(array_agg(h.seq), '{}') INTO v_more FROM (
           SELECT s.seq FROM job_state s
-          WHERE s.status IN ('pending', 'retrying') AND s.operation_id = v_op AND s.lane = v_lane
+          WHERE s.status IN ('pending', 'retrying') AND NOT s.held AND s.operation_id = v_op AND s.lane = v_lane
             AND s.priority = v_priority AND s.run_at <= p_now
             AND (s.expires_at IS NULL OR s.expires_at > p_now)
             AND (s.concurrency_key IS NULL
@@ -164,7 +203,7 @@ BEGIN
         ) AS h;
         v_found := v_found || v_more;
         v_priority := (SELECT s.priority FROM job_state s
-                       WHERE s.status IN ('pending', 'retrying') AND s.operation_id = v_op AND s.lane = v_lane
+                       WHERE s.status IN ('pending', 'retrying') AND NOT s.held AND s.operation_id = v_op AND s.lane = v_lane
                          AND s.priority < v_priority
                        ORDER BY s.priority DESC LIMIT 1);
       END LOOP;
@@ -185,15 +224,15 @@ BEGIN
     WITH RECURSIVE lanes (n, operation_id, lane, priority, run_at, wrapped) AS (
       SELECT 1, f.operation_id, f.lane, f.priority, f.run_at, f.wrapped FROM (
         (SELECT s.operation_id, s.lane, s.priority, s.run_at, false AS wrapped FROM job_state s
-         WHERE s.status IN ('pending', 'retrying') AND (s.operation_id, s.lane) > (v_op, v_lane COLLATE "C")
+         WHERE s.status IN ('pending', 'retrying') AND NOT s.held AND (s.operation_id, s.lane) > (v_op, v_lane COLLATE "C")
          ORDER BY s.operation_id, s.lane, s.priority DESC, s.run_at LIMIT 1)
         UNION ALL
         (SELECT s.operation_id, s.lane, s.priority, s.run_at, true FROM job_state s
-         WHERE s.status IN ('pending', 'retrying') AND s.operation_id < v_op
+         WHERE s.status IN ('pending', 'retrying') AND NOT s.held AND s.operation_id < v_op
          ORDER BY s.operation_id, s.lane, s.priority DESC, s.run_at LIMIT 1)
         UNION ALL
         (SELECT s.operation_id, s.lane, s.priority, s.run_at, true FROM job_state s
-         WHERE s.status IN ('pending', 'retrying') AND s.operation_id = v_op AND s.lane < v_lane COLLATE "C"
+         WHERE s.status IN ('pending', 'retrying') AND NOT s.held AND s.operation_id = v_op AND s.lane < v_lane COLLATE "C"
          ORDER BY s.operation_id, s.lane, s.priority DESC, s.run_at LIMIT 1)
         LIMIT 1
       ) AS f
@@ -201,29 +240,29 @@ BEGIN
       SELECT l.n + 1, f.operation_id, f.lane, f.priority, f.run_at, f.wrapped FROM lanes l CROSS JOIN LATERAL (
         -- Before the wrap: the next lane, else the first lane before the cursor.
         (SELECT s.operation_id, s.lane, s.priority, s.run_at, false AS wrapped FROM job_state s
-         WHERE NOT l.wrapped AND s.status IN ('pending', 'retrying') AND (s.operation_id, s.lane) > (l.operation_id, l.lane)
+         WHERE NOT l.wrapped AND s.status IN ('pending', 'retrying') AND NOT s.held AND (s.operation_id, s.lane) > (l.operation_id, l.lane)
          ORDER BY s.operation_id, s.lane, s.priority DESC, s.run_at LIMIT 1)
         UNION ALL
         (SELECT s.operation_id, s.lane, s.priority, s.run_at, true FROM job_state s
-         WHERE NOT l.wrapped AND s.status IN ('pending', 'retrying') AND s.operation_id < v_op
+         WHERE NOT l.wrapped AND s.status IN ('pending', 'retrying') AND NOT s.held AND s.operation_id < v_op
          ORDER BY s.operation_id, s.lane, s.priority DESC, s.run_at LIMIT 1)
         UNION ALL
         (SELECT s.operation_id, s.lane, s.priority, s.run_at, true FROM job_state s
-         WHERE NOT l.wrapped AND s.status IN ('pending', 'retrying') AND s.operation_id = v_op AND s.lane < v_lane COLLATE "C"
+         WHERE NOT l.wrapped AND s.status IN ('pending', 'retrying') AND NOT s.held AND s.operation_id = v_op AND s.lane < v_lane COLLATE "C"
          ORDER BY s.operation_id, s.lane, s.priority DESC, s.run_at LIMIT 1)
         -- After it: the next lane before the cursor.
         UNION ALL
         (SELECT s.operation_id, s.lane, s.priority, s.run_at, true FROM job_state s
-         WHERE l.wrapped AND l.operation_id < v_op AND s.status IN ('pending', 'retrying')
+         WHERE l.wrapped AND l.operation_id < v_op AND s.status IN ('pending', 'retrying') AND NOT s.held
            AND (s.operation_id, s.lane) > (l.operation_id, l.lane) AND s.operation_id < v_op
          ORDER BY s.operation_id, s.lane, s.priority DESC, s.run_at LIMIT 1)
         UNION ALL
         (SELECT s.operation_id, s.lane, s.priority, s.run_at, true FROM job_state s
-         WHERE l.wrapped AND l.operation_id < v_op AND s.status IN ('pending', 'retrying') AND s.operation_id = v_op AND s.lane < v_lane COLLATE "C"
+         WHERE l.wrapped AND l.operation_id < v_op AND s.status IN ('pending', 'retrying') AND NOT s.held AND s.operation_id = v_op AND s.lane < v_lane COLLATE "C"
          ORDER BY s.operation_id, s.lane, s.priority DESC, s.run_at LIMIT 1)
         UNION ALL
         (SELECT s.operation_id, s.lane, s.priority, s.run_at, true FROM job_state s
-         WHERE l.wrapped AND l.operation_id = v_op AND s.status IN ('pending', 'retrying')
+         WHERE l.wrapped AND l.operation_id = v_op AND s.status IN ('pending', 'retrying') AND NOT s.held
            AND s.operation_id = v_op AND s.lane > l.lane AND s.lane < v_lane COLLATE "C"
          ORDER BY s.operation_id, s.lane, s.priority DESC, s.run_at LIMIT 1)
         LIMIT 1
@@ -244,7 +283,7 @@ BEGIN
         UNION ALL
         SELECT b.priority, b.run_at FROM priorities p CROSS JOIN LATERAL (
           SELECT s.priority, s.run_at FROM job_state s
-          WHERE s.status IN ('pending', 'retrying') AND s.operation_id = v.operation_id AND s.lane = v.lane
+          WHERE s.status IN ('pending', 'retrying') AND NOT s.held AND s.operation_id = v.operation_id AND s.lane = v.lane
             AND s.priority < p.priority
           ORDER BY s.priority DESC, s.run_at LIMIT 1) AS b
       )
@@ -252,7 +291,7 @@ BEGIN
       FROM (SELECT p.priority FROM priorities p WHERE p.run_at <= p_now ORDER BY p.priority DESC) AS p
       CROSS JOIN LATERAL (
         SELECT s.seq FROM job_state s
-        WHERE s.status IN ('pending', 'retrying') AND s.operation_id = v.operation_id AND s.lane = v.lane
+        WHERE s.status IN ('pending', 'retrying') AND NOT s.held AND s.operation_id = v.operation_id AND s.lane = v.lane
           AND s.priority = p.priority AND s.run_at <= p_now
           AND (s.expires_at IS NULL OR s.expires_at > p_now)
           AND (s.concurrency_key IS NULL
@@ -340,7 +379,8 @@ BEGIN
       ORDER BY k.priority DESC, k.turn, k.run_at, k.seq
       LIMIT p_limit
     ), claimed AS (
-      UPDATE job_state s SET status = 'running', attempt = s.attempt + 1, started_at = p_now, heartbeat_at = p_now
+      UPDATE job_state s SET status = 'running', attempt = s.attempt + 1, started_at = p_now, heartbeat_at = p_now,
+        held = false, claim_count = s.claim_count + 1
       FROM picked
       WHERE s.seq = picked.seq
       RETURNING s.seq
@@ -388,7 +428,8 @@ BEGIN
       ORDER BY r.priority DESC, r.turn, r.run_at, r.seq
       LIMIT p_limit
     ), claimed AS (
-      UPDATE job_state s SET status = 'running', attempt = s.attempt + 1, started_at = p_now, heartbeat_at = p_now
+      UPDATE job_state s SET status = 'running', attempt = s.attempt + 1, started_at = p_now, heartbeat_at = p_now,
+        held = false, claim_count = s.claim_count + 1
       FROM picked
       WHERE s.seq = picked.seq
       RETURNING s.seq
@@ -428,7 +469,8 @@ BEGIN
       'enqueuedByOperationId', j.enqueued_by_operation_id, 'parentJobId', j.parent_job_id,
       'originalRequestId', j.original_request_id, 'userId', j.user_id, 'authority', j.authority,
       'request', j.request, 'result', s.result, 'traceparent', j.traceparent,
-      'expiresAt', floor(extract(epoch FROM s.expires_at) * 1000)::bigint, 'callbacks', j.callbacks)
+      'expiresAt', floor(extract(epoch FROM s.expires_at) * 1000)::bigint, 'callbacks', j.callbacks,
+      'claimCount', s.claim_count)
     FROM job_state s JOIN job_specs j ON j.seq = s.seq
     WHERE s.seq = ANY (v_claimed);
   END IF;

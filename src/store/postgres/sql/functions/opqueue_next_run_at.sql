@@ -1,11 +1,12 @@
--- opqueue_next_run_at: its current text (migrations 0010, 0011). Checked by test/store/postgres-sql.test.ts.
+-- opqueue_next_run_at: its current text (migrations 0010, 0011, 0016). Checked by test/store/postgres-sql.test.ts.
 --
 -- When a claim may next find a job: the earliest run time of a claimable job whose gates are open, or the time a rate
 -- limit will let it start if that is later; NULL when nothing waits that a claim could take (a node then sleeps until
 -- it is woken, or for worker.poll_ms). Jobs behind a concurrency key at its limit, a paused key or operation, or an
 -- operation at its max_concurrency are left out: the end of a running job, a resume or a change of limits wakes the
 -- nodes. Without gates, the walk of job_state_run_at stops at the first such job, as before; with gates it reads the
--- first 1,000 claimable jobs by run time (a bounded read: past them, a node finds the rest at its next poll).
+-- first 1,000 claimable jobs by run time (a bounded read: past them, a node finds the rest at its next poll), and the
+-- first instant a held lane opens (0016), however many held jobs come first by run time.
 CREATE OR REPLACE FUNCTION opqueue_next_run_at(p_now timestamptz) RETURNS timestamptz
 LANGUAGE plpgsql STABLE
 SET plan_cache_mode = force_generic_plan
@@ -58,6 +59,6 @@ BEGIN
   JOIN operation_gate g ON g.operation_id = f.operation_id
   LEFT JOIN key_gate k ON k.key = f.concurrency_key
   WHERE NOT g.closed AND (f.concurrency_key IS NULL OR (NOT k.paused AND k.running < g.key_limit));
-  RETURN v_next;
+  RETURN least(v_next, (SELECT to_timestamp(min(h.open_at) / 1000) FROM rate_holds h));
 END
 $$;
