@@ -88,6 +88,12 @@ const RetryOverride = Type.Object(
   { additionalProperties: false },
 );
 
+/**
+ * The largest `max_async_ms`: a year. No timer is armed with it (the callbacks compare it with the attempt's start), so
+ * it may pass Node's 2^31 - 1 ms; a longer bound is no bound.
+ */
+const MAX_ASYNC_MS = 366 * 24 * 3600 * 1000;
+
 const OperationOverride = Type.Object(
   {
     max_attempts: Type.Optional(Type.Integer({ minimum: 1 })),
@@ -97,6 +103,8 @@ const OperationOverride = Type.Object(
      * before it is rescued; `timeout_ms` plus `lease.grace_ms` when not set (docs/delivery.md, "Long jobs").
      */
     async_lease_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 2_147_483_647 })),
+    /** The longest an attempt may run, from its claim, once its target took it asynchronously: `defaults.max_async_ms`. */
+    max_async_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_ASYNC_MS })),
     base_url: Type.Optional(Type.String({ format: "uri" })),
     retry: Type.Optional(RetryOverride),
     rate: Type.Optional(RateLimit),
@@ -227,6 +235,11 @@ export const ConfigSchema = Type.Object(
         max_attempts: Type.Integer({ minimum: 1, default: 5 }),
         timeout_ms: Type.Integer({ minimum: 1, default: 30_000 }),
         validate_request: Type.Boolean({ default: true }),
+        /**
+         * The longest an attempt may run, from its claim, once its target took it asynchronously (docs/delivery.md,
+         * "Long jobs"): heartbeats keep a lease alive, and this bounds the whole. A day.
+         */
+        max_async_ms: Type.Integer({ minimum: 1, maximum: MAX_ASYNC_MS, default: 24 * 3600 * 1000 }),
       },
       { additionalProperties: false, default: {} },
     ),

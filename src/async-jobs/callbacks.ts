@@ -3,6 +3,9 @@
  * The caller's delivery token was verified by the route's hook; the store judges, in the write's own transaction,
  * whether that token may still act on that attempt, and writes. This turns the store's answers into the API's, wakes
  * the dispatcher for a retry, and lets telemetry see each written end. Each refusal throws its `ApiError`.
+ *
+ * Heartbeats keep an attempt's lease alive for as long as they come; its operation's `max_async_ms` bounds the whole:
+ * a call on an attempt that has run longer than that, from its claim, ends it as timed out and is refused with 409.
  */
 import type { DeliveryCaller } from "../auth/delivery-tokens.js";
 import type { Clock } from "../clock.js";
@@ -13,7 +16,7 @@ import type { AttemptDecision } from "../job/retry-policy.js";
 import type { PerOperationSettings } from "../operations/settings.js";
 import type { ExternalCallRefusal, Store } from "../store/store.js";
 import type { OpqueueEvents, Telemetry } from "../telemetry/events.js";
-import { completeDecision, failDecision } from "./decisions.js";
+import { completeDecision, failDecision, timedOutDecision } from "./decisions.js";
 import type { CompleteBody, FailBody } from "./schemas.js";
 
 /** What the calls need from the running service. */
@@ -56,12 +59,22 @@ function refusalError(refusal: ExternalCallRefusal, caller: DeliveryCaller): Api
   }
 }
 
-/** Renews the lease of the caller's attempt (and keeps its progress, if given); answers when the lease now expires. */
+/**
+ * Renews the lease of the caller's attempt (and keeps its progress, if given); answers when the lease now expires. An
+ * attempt that ran longer than its operation's `max_async_ms` is not renewed: it is ended as timed out (409).
+ */
 export async function heartbeatAttempt(
   deps: CallbackDeps,
   options: { caller: DeliveryCaller; progress?: { value: unknown } },
 ): Promise<{ leaseExpiresAt: number }> {
   const { caller, progress } = options;
+  // The renewal's write does not read the attempt's start: the attempt is read first, one read of a heartbeat that
+  // comes every few seconds at most. Any other case (no such job, another attempt, another token) is the store's to
+  // judge below, as without the cap.
+  const job = await deps.store.jobGet({ id: caller.jobId });
+  if (job !== undefined && job.operationId === caller.operationId && runsAttempt(job, caller) && overran(deps, job)) {
+    await endOverrun(deps, caller, job);
+  }
   const outcome = await deps.store.jobHeartbeatExternal({
     id: caller.jobId,
     attempt: caller.attempt,
@@ -99,9 +112,8 @@ export async function failAttempt(deps: CallbackDeps, options: { caller: Deliver
 }
 
 /**
- * Reads the job (its attempts left and its claim), decides, and writes the decision under the store's judgement of
- * the token, conditional on that very claim: between the read and the write, a cancel, a rescue or another call may
- * come first, and then nothing is written.
+ * Reads the job (its attempts left and its claim), decides, and writes the decision (`writeEnd`); an attempt past its
+ * operation's `max_async_ms` is ended as timed out instead, and the call refused.
  */
 async function endAttempt(
   deps: CallbackDeps,
@@ -113,8 +125,56 @@ async function endAttempt(
   if (job.operationId !== caller.operationId) {
     throw new ApiError(401, "invalid_delivery_token", `the token is for operation "${caller.operationId}", the job runs "${job.operationId}"`);
   }
-  if (job.status !== "running" || job.attempt !== caller.attempt) throw refusalError({ kind: "not_running", job }, caller);
-  const decision = options.decide(job);
+  if (!runsAttempt(job, caller)) throw refusalError({ kind: "not_running", job }, caller);
+  // Past the cap the attempt is over, as an exchange's answer after its timeout is: a complete does not succeed it.
+  if (overran(deps, job)) return endOverrun(deps, caller, job);
+  return writeEnd(deps, { caller, job, decision: options.decide(job), via: options.via });
+}
+
+/** Whether `job` runs the caller's attempt. */
+function runsAttempt(job: JobRow, caller: DeliveryCaller): boolean {
+  return job.status === "running" && job.attempt === caller.attempt;
+}
+
+/** Whether the attempt `job` runs has run longer than its operation's `max_async_ms`, by the database's clock. */
+function overran(deps: CallbackDeps, job: JobRow): boolean {
+  return job.startedAt !== null && deps.clock.now() - job.startedAt > deps.settings.of(job.operationId).maxAsyncMs;
+}
+
+/**
+ * Ends an attempt that ran past its operation's `max_async_ms` as timed out (retried, or dead on its last attempt, like
+ * an exchange past its timeout), under the store's judgement of the token like any end; then refuses the call with
+ * 409 `job_not_running`, saying why: the target must stop working on it.
+ */
+async function endOverrun(deps: CallbackDeps, caller: DeliveryCaller, job: JobRow): Promise<never> {
+  const random = deps.random ?? Math.random;
+  const { maxAsyncMs, retry } = deps.settings.of(job.operationId);
+  const decision = timedOutDecision({
+    maxAsyncMs,
+    attempt: job.attempt,
+    maxAttempts: job.maxAttempts,
+    now: deps.clock.now(),
+    retry,
+    random: random(),
+  });
+  const ended = await writeEnd(deps, { caller, job, decision, via: "max_async_ms" });
+  throw new ApiError(
+    409,
+    "job_not_running",
+    `attempt ${caller.attempt} of job "${caller.jobId}" ran longer than its operation's max_async_ms (${maxAsyncMs} ms) and ` +
+      `was ended as timed out: the job is ${ended.status} now; stop working on it`,
+  );
+}
+
+/**
+ * Writes the end of the attempt `job` runs under the store's judgement of the token, conditional on that very claim:
+ * between the read and the write, a cancel, a rescue or another call may come first, and then nothing is written.
+ */
+async function writeEnd(
+  deps: CallbackDeps,
+  options: { caller: DeliveryCaller; job: JobRow; decision: AttemptDecision; via: OpqueueEvents["async:finished"]["via"] },
+): Promise<JobRow> {
+  const { caller, job, decision } = options;
   const outcome = await deps.store.jobSetStateExternal({
     outcome: { id: job.id, attempt: job.attempt, startedAt: job.startedAt, ...decision },
     token: caller.token,

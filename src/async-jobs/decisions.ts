@@ -48,3 +48,25 @@ export function failDecision(options: {
   if (body.retry === "never") return { status: "dead", result: { error_body: errorBody, terminal_reason: "rejected-by-endpoint" } };
   return decideAttempt({ ...rules, result: { kind: "no-response", error: errorBody } });
 }
+
+/** The `error_body` of an attempt ended for running past its operation's `max_async_ms`. */
+export function timedOutError(maxAsyncMs: number): string {
+  return `timed out after ${maxAsyncMs} ms: the attempt ran longer than its operation's max_async_ms`;
+}
+
+/**
+ * An attempt that ran past its operation's `max_async_ms`: timed out, as an exchange past its `timeout_ms` is (rule 1 of
+ * "How an attempt ends"): retried with backoff, or dead `exhausted` on the last attempt.
+ */
+export function timedOutDecision(options: {
+  maxAsyncMs: number;
+  attempt: number;
+  maxAttempts: number;
+  now: number;
+  retry: RetrySettings;
+  /** A number in [0, 1). */
+  random: number;
+}): AttemptDecision {
+  const { maxAsyncMs, ...rules } = options;
+  return decideAttempt({ ...rules, result: { kind: "no-response", error: timedOutError(maxAsyncMs) } });
+}

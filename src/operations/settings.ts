@@ -32,6 +32,11 @@ export interface OperationSettings {
    * `operations.<id>.async_lease_ms`, else `leaseMs`.
    */
   asyncLeaseMs: number;
+  /**
+   * The longest an attempt the target took asynchronously may run, from its claim, however its heartbeats renew its
+   * lease: `operations.<id>.max_async_ms`, else `defaults.max_async_ms`.
+   */
+  maxAsyncMs: number;
 }
 
 /** The settings of every operation, resolved on first use and kept (a config never changes once parsed). */
@@ -69,6 +74,7 @@ export class PerOperationSettings {
       storeResult: override?.store_result ?? false,
       validateRequest: override?.validate_request ?? config.defaults.validate_request,
       asyncLeaseMs: override?.async_lease_ms ?? timeoutMs + config.lease.grace_ms,
+      maxAsyncMs: override?.max_async_ms ?? config.defaults.max_async_ms,
     });
   }
 

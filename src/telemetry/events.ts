@@ -75,12 +75,15 @@ export interface OpqueueEvents {
    * is over and its slot free; the attempt runs on, renewed by the target's heartbeats (docs/delivery.md, "Long jobs").
    */
   "delivery:async": { jobId: string; attempt: number; operationId: string; durationMs: number };
-  /** An attempt the target took asynchronously was ended by the target's complete or fail, and that was written. */
+  /**
+   * An attempt the target took asynchronously was ended by the target's complete or fail, or, called past its
+   * operation's `max_async_ms`, as timed out (`via: "max_async_ms"`); and that was written.
+   */
   "async:finished": {
     jobId: string;
     attempt: number;
     operationId: string;
-    via: "complete" | "fail";
+    via: "complete" | "fail" | "max_async_ms";
     /** The status the job was left in (`cancelled` for a failure in a cancelled chain). */
     outcome: "succeeded" | "retrying" | "dead" | "cancelled";
     terminalReason: string | null;

@@ -9,13 +9,13 @@ import { describe, test } from "node:test";
 import { exportPKCS8, generateKeyPair } from "jose";
 import { deliveryTokenHash } from "../../src/auth/delivery-tokens.js";
 import { DeliverySigner, mintToken } from "../../src/auth/tokens.js";
-import { FAILED_WITHOUT_DETAILS } from "../../src/async-jobs/decisions.js";
+import { FAILED_WITHOUT_DETAILS, timedOutError } from "../../src/async-jobs/decisions.js";
 import type { JobRow } from "../../src/job/job.js";
 import type { Job } from "../../src/job/schemas.js";
 import { wireAuthority } from "../../src/job/wire.js";
 import { rescueExpiredLeases } from "../../src/maintenance/rescuer.js";
 import { TEST_DELIVERY_SECRET, type TestService } from "../helpers/service.js";
-import { assertError, buildReport, driveTo, enqueue, iso, startService } from "../helpers/jobs.js";
+import { assertError, buildReport, driveTo, enqueue, iso, startService, welcomeEmail } from "../helpers/jobs.js";
 
 type Response = Awaited<ReturnType<TestService["inject"]>>;
 
@@ -270,6 +270,61 @@ describe("POST /jobs/{id}/heartbeat", () => {
     const pending = await enqueue(s, buildReport({ delay_ms: 3_600_000 }));
     const row = (await s.service.store.jobGet({ id: pending.id })) as JobRow;
     assertError(await call(s, pending.id, "heartbeat", await deliveryToken(s, { ...row, attempt: 1 })), 409, "job_not_running");
+  });
+
+  test("past its operation's max_async_ms from its claim, an attempt's next call ends it as timed out and is refused 409 job_not_running", async (t) => {
+    const s = await startService(t, {
+      random: () => 0.5,
+      configure: (raw) => {
+        raw["retry"] = RETRY;
+        raw["defaults"] = { max_attempts: 5, timeout_ms: 30_000, max_async_ms: 3_600_000 };
+        raw["operations"] = {
+          buildReport: { async_lease_ms: 600_000, max_async_ms: 1_800_000 },
+          sendWelcomeEmail: { async_lease_ms: 600_000, max_attempts: 1 },
+        };
+      },
+    });
+    const finished: Array<{ via: string; outcome: string }> = [];
+    s.service.telemetry.on("async:finished", ({ via, outcome }) => finished.push({ via, outcome }));
+    const heartbeat = await runningAttempt(s);
+    const completing = await runningAttempt(s, { enqueue: { priority: -1 } });
+    const last = await runningAttempt(s, { enqueue: welcomeEmail({ priority: -2 }) });
+
+    // Heartbeats keep the lease alive up to the cap itself: 30 minutes of buildReport's.
+    for (let minutes = 5; minutes <= 30; minutes += 5) {
+      s.clock.advance(300_000);
+      assert.equal((await call(s, heartbeat.job.id, "heartbeat", heartbeat.token)).statusCode, 200, `heartbeat at ${minutes} min`);
+    }
+    s.clock.advance(1);
+    const overrun = await call(s, heartbeat.job.id, "heartbeat", heartbeat.token, { progress: { done: 99 } });
+    assertError(overrun, 409, "job_not_running");
+    assert.match((overrun.json() as { message: string }).message, /ran longer than its operation's max_async_ms \(1800000 ms\).*retrying/);
+    const retried = jobOf(await s.inject({ method: "GET", url: `/jobs/${heartbeat.job.id}`, token: await s.adminToken() }));
+    assert.equal(retried.status, "retrying");
+    assert.deepEqual(retried.result, { error_body: timedOutError(1_800_000), terminal_reason: null });
+    assert.equal(retried.run_at, iso(s.clock.now() + 750), "the backoff after attempt 1, as for any timeout");
+    assert.equal((await extensionsOf(s, heartbeat.job.id))["progress"], null, "the refused heartbeat kept nothing");
+    assertError(await call(s, heartbeat.job.id, "heartbeat", heartbeat.token), 409, "job_not_running");
+
+    // A complete past the cap does not succeed the attempt, as an answer after an exchange's timeout does not.
+    const completed = await call(s, completing.job.id, "complete", completing.token);
+    assertError(completed, 409, "job_not_running");
+    assert.equal((await s.service.store.jobGet({ id: completing.job.id }))?.status, "retrying");
+
+    // sendWelcomeEmail has the default cap, an hour, and one attempt: a fail past it ends the job dead, exhausted.
+    assert.equal((await call(s, last.job.id, "heartbeat", last.token)).statusCode, 200, "within its own cap");
+    s.clock.advance(3_600_000 - 1_800_001);
+    assert.equal((await call(s, last.job.id, "heartbeat", last.token)).statusCode, 200, "at its cap");
+    s.clock.advance(1);
+    assertError(await call(s, last.job.id, "fail", last.token, { status_code: 404 }), 409, "job_not_running");
+    const dead = (await s.service.store.jobGet({ id: last.job.id })) as JobRow;
+    assert.equal(dead.status, "dead");
+    assert.deepEqual(dead.result, { error_body: timedOutError(3_600_000), terminal_reason: "exhausted" });
+    assert.deepEqual(finished, [
+      { via: "max_async_ms", outcome: "retrying" },
+      { via: "max_async_ms", outcome: "retrying" },
+      { via: "max_async_ms", outcome: "dead" },
+    ]);
   });
 
   test("answers 404 job_not_found for a token of a job that no longer exists", async (t) => {

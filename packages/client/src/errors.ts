@@ -83,8 +83,8 @@ export const ScheduleExistsError = define("ScheduleExistsError");
 /** 409 schedule_read_only: a config entry cannot be changed, paused, resumed or deleted through the API. */
 export const ScheduleReadOnlyError = define("ScheduleReadOnlyError");
 /**
- * 409 job_not_running: the attempt a heartbeat, complete or fail names is over (the job ended, was cancelled, or was
- * rescued and runs another attempt): stop working on it.
+ * 409 job_not_running: the attempt a heartbeat, complete or fail names is over (the job ended, was cancelled, was
+ * rescued and runs another attempt, or ran past its operation's max_async_ms, which this call ended): stop working on it.
  */
 export const JobNotRunningError = define("JobNotRunningError");
 /** 413 body_too_large. */
