@@ -52,6 +52,7 @@ async function fixtures(s: TestService): Promise<Fixtures> {
     op: job.operationId,
     job: job.id,
     att: 1,
+    clm: 1,
     rid: job.originalRequestId,
     authority: wireAuthority(job.authority),
     timeoutMs: s.service.settings.of(job.operationId).timeoutMs,
