@@ -252,6 +252,11 @@ export const ConfigSchema = Type.Object(
          * read only once the assertion checked out. Every other route keeps the 1 MiB limit.
          */
         batch_body_bytes: Type.Integer({ minimum: 1024, maximum: 1024 ** 3, default: 16 * 1024 * 1024 }),
+        /**
+         * Most schedules created through the API (docs/schedules.md): every worker node runs each of them, and the
+         * list is answered unpaged. Config entries do not count.
+         */
+        max_schedules: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 10_000 }),
       },
       { additionalProperties: false, default: {} },
     ),

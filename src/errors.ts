@@ -19,6 +19,7 @@ export const ERROR_CODES = {
     "schedule_exists",
     "schedule_read_only",
     "job_not_running",
+    "schedule_limit_reached",
   ],
   413: ["body_too_large"],
   415: ["unsupported_media_type"],

@@ -6,6 +6,7 @@
  *   404 schedule_not_found   no schedule or config entry has the name
  *   409 schedule_exists      a create under a name a schedule or a config entry has
  *   409 schedule_read_only   a change, pause, resume or delete of a config entry (change the config file instead)
+ *   409 schedule_limit_reached  a create while `limits.max_schedules` schedules exist (config entries do not count)
  *
  * and the checks of a definition (checks.ts). Writes go to the store, which tells every node's scheduler; nothing here
  * arms a timer.
@@ -68,12 +69,24 @@ export class Schedules {
     return (await this.views([await this.find(name)]))[0] as ScheduleView;
   }
 
-  /** Creates a schedule from checked fields; 409 `schedule_exists` when the name is taken. */
+  /**
+   * Creates a schedule from checked fields; 409 `schedule_exists` when the name is taken, 409 `schedule_limit_reached`
+   * when `limits.max_schedules` schedules exist already.
+   */
   async create(fields: ScheduleFields, actor: string): Promise<ScheduleView> {
     if (this.configEntry(fields.name)) throw exists(fields.name, "a config entry");
     checkScheduleFields({ fields, config: this.deps.config, registry: this.deps.registry, requestSchemas: this.deps.requestSchemas });
-    const outcome = await this.deps.store.scheduleCreate({ schedule: fields, revision: newRevision(), actor });
+    const maxSchedules = this.deps.config.limits.max_schedules;
+    const outcome = await this.deps.store.scheduleCreate({ schedule: fields, revision: newRevision(), actor, maxSchedules });
     if (outcome.kind === "exists") throw exists(fields.name, "a schedule");
+    if (outcome.kind === "limit_reached") {
+      throw new ApiError(
+        409,
+        "schedule_limit_reached",
+        `${outcome.maxSchedules} schedules exist already, the most this service keeps (limits.max_schedules): delete one ` +
+          "first, or raise the limit",
+      );
+    }
     return this.viewOf({ source: "api", row: outcome.schedule });
   }
 

@@ -117,7 +117,9 @@ export type JobRunNowOutcome =
 export type ScheduleCreateOutcome =
   | { kind: "created"; schedule: ScheduleRow }
   /** A schedule has that name: nothing changed. */
-  | { kind: "exists"; schedule: ScheduleRow };
+  | { kind: "exists"; schedule: ScheduleRow }
+  /** `maxSchedules` schedules exist already: nothing changed. */
+  | { kind: "limit_reached"; maxSchedules: number };
 
 /** The result of `scheduleUpdate`. */
 export type ScheduleUpdateOutcome =
@@ -493,9 +495,16 @@ export interface Store {
   rateBucketDeleteMany(): Promise<number>;
   /**
    * Creates a schedule (docs/schedules.md), not paused, `actor` its creator and last changer; `exists` when a
-   * schedule has that name.
+   * schedule has that name, else `limit_reached` when `maxSchedules` exist already. The count and the insert are one
+   * transaction, serialised with every other create (on PostgreSQL, under an advisory lock), so creates racing on any
+   * number of nodes never pass the limit together.
    */
-  scheduleCreate(params: { schedule: ScheduleFields; revision: string; actor: string }): Promise<ScheduleCreateOutcome>;
+  scheduleCreate(params: {
+    schedule: ScheduleFields;
+    revision: string;
+    actor: string;
+    maxSchedules: number;
+  }): Promise<ScheduleCreateOutcome>;
   /** One schedule by name. */
   scheduleGet(params: { name: string }): Promise<ScheduleRow | undefined>;
   /** Every schedule, by name. */

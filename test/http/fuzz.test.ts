@@ -39,6 +39,7 @@ const DOCUMENTED_CODES: Readonly<Record<number, readonly string[]>> = {
     "schedule_exists",
     "schedule_read_only",
     "job_not_running",
+    "schedule_limit_reached",
   ],
   413: ["body_too_large"],
   415: ["unsupported_media_type"],

@@ -114,6 +114,43 @@ describe("creating a schedule", () => {
     assert.equal((await schedule(s, "GET", "/schedules/report")).schedule, "0 * * * *", "the first stays as it was");
   });
 
+  test("refuses a create past limits.max_schedules with 409 schedule_limit_reached; config entries do not count; a delete makes room", async (t) => {
+    const s = await startService(t, {
+      configure: (raw) => {
+        allowSchedules(raw);
+        raw["limits"] = { ...(raw["limits"] as Record<string, unknown>), max_schedules: 2 };
+      },
+    });
+    await schedule(s, "POST", "/schedules", { status: 201, body: hourly("first") });
+    await schedule(s, "POST", "/schedules", { status: 201, body: hourly("second") });
+    const refused = await call(s, "POST", "/schedules", { body: hourly("third") });
+    assertError(refused, 409, "schedule_limit_reached");
+    assert.match((refused.json() as { message: string }).message, /limits\.max_schedules/);
+    assertError(await call(s, "POST", "/schedules", { body: hourly("first") }), 409, "schedule_exists");
+    assertError(await call(s, "GET", "/schedules/third"), 404, "schedule_not_found");
+    assert.deepEqual((await list(s)).map((item) => item.name), ["first", "nightly", "second"]);
+    await schedule(s, "DELETE", "/schedules/first");
+    await schedule(s, "POST", "/schedules", { status: 201, body: hourly("third") });
+  });
+
+  test("creates racing for the last room under limits.max_schedules: exactly one passes", async (t) => {
+    const s = await startService(t, {
+      configure: (raw) => {
+        allowSchedules(raw);
+        raw["limits"] = { ...(raw["limits"] as Record<string, unknown>), max_schedules: 3 };
+      },
+    });
+    await schedule(s, "POST", "/schedules", { status: 201, body: hourly("a") });
+    await schedule(s, "POST", "/schedules", { status: 201, body: hourly("b") });
+    // On PostgreSQL these run on the pool's connections at once: without the creates' lock, several count 2 under READ
+    // COMMITTED and insert (40 racers made that happen on every run tried).
+    const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => call(s, "POST", "/schedules", { body: hourly(`racer-${i}`) })));
+    const statuses = answers.map((res) => res.statusCode).sort();
+    assert.deepEqual(statuses, [201, ...Array<number>(39).fill(409)], answers.map((res) => res.body).join("\n"));
+    for (const res of answers.filter((answer) => answer.statusCode === 409)) assertError(res, 409, "schedule_limit_reached");
+    assert.equal((await list(s)).filter((item) => item.source === "api").length, 3);
+  });
+
   test("refuses a bad definition with the enqueue's codes, in the enqueue's order", async (t) => {
     const s = await start(t);
     const refusals: Array<[Record<string, unknown>, number, string]> = [

@@ -201,7 +201,7 @@ describe("a read of the stored schedules", () => {
   test("leaves out a stored schedule under a config entry's name: the config entry is what runs", async (t) => {
     const s = await startScheduling(t);
     // Made behind the API's back, as a node whose config lacks the entry would.
-    await s.service.store.scheduleCreate({ schedule: fieldsNamed("nightly"), revision: "r1", actor: "elsewhere" });
+    await s.service.store.scheduleCreate({ schedule: fieldsNamed("nightly"), revision: "r1", actor: "elsewhere", maxSchedules: 10 });
     await s.cron.sync();
     assert.deepEqual([...s.cron.nextTicks()], [["nightly", Date.UTC(2026, 10, 22, 3)]], "the config entry's 03:00, not every minute");
   });

@@ -87,6 +87,8 @@ export const ScheduleReadOnlyError = define("ScheduleReadOnlyError");
  * rescued and runs another attempt, or ran past its operation's max_async_ms, which this call ended): stop working on it.
  */
 export const JobNotRunningError = define("JobNotRunningError");
+/** 409 schedule_limit_reached: the service has `limits.max_schedules` schedules already; delete one first. */
+export const ScheduleLimitReachedError = define("ScheduleLimitReachedError");
 /** 413 body_too_large. */
 export const BodyTooLargeError = define("BodyTooLargeError");
 /** 415 unsupported_media_type. */
@@ -134,6 +136,7 @@ const BY_CODE: Record<ErrorCode, typeof OpqueueError> = {
   schedule_exists: ScheduleExistsError,
   schedule_read_only: ScheduleReadOnlyError,
   job_not_running: JobNotRunningError,
+  schedule_limit_reached: ScheduleLimitReachedError,
   body_too_large: BodyTooLargeError,
   unsupported_media_type: UnsupportedMediaTypeError,
   unknown_operation: UnknownOperationError,

@@ -317,7 +317,10 @@ export interface JobsClient {
   listSchedules(): Promise<Schedule[]>;
   /** One schedule, with its next and last runs (`ScheduleNotFoundError` when no schedule has the name). */
   getSchedule(name: string): Promise<Schedule>;
-  /** Creates a schedule (`ScheduleExistsError` when a schedule or a config entry has its name). */
+  /**
+   * Creates a schedule (`ScheduleExistsError` when a schedule or a config entry has its name,
+   * `ScheduleLimitReachedError` when the service has `limits.max_schedules` schedules already).
+   */
   createSchedule(definition: ScheduleDefinition): Promise<Schedule>;
   /**
    * Changes some of a schedule's fields (null removes a key; the others are kept); it ticks by the new definition

@@ -664,7 +664,12 @@ export class PostgresStore implements Store {
     return (await this.db.query(`${DELETE_BUCKETS} RETURNING 1`, [this.statementNow()])).length;
   }
 
-  async scheduleCreate(params: { schedule: ScheduleFields; revision: string; actor: string }): Promise<ScheduleCreateOutcome> {
+  async scheduleCreate(params: {
+    schedule: ScheduleFields;
+    revision: string;
+    actor: string;
+    maxSchedules: number;
+  }): Promise<ScheduleCreateOutcome> {
     return schedules.createSchedule(this.db, { ...params, now: this.statementNow() });
   }
 

@@ -11,6 +11,8 @@ import type { PgConnection } from "./connection.js";
 import type { PgRow } from "./rows.js";
 import {
   CRON_TICK_LATEST,
+  SCHEDULE_COUNT,
+  SCHEDULE_CREATE_LOCK,
   SCHEDULE_DELETE,
   SCHEDULE_GET,
   SCHEDULE_INSERT,
@@ -49,12 +51,20 @@ function announced<T>(db: PgConnection, write: (client: pg.PoolClient) => Promis
   });
 }
 
-/** Creates a schedule unless one has its name; announced. */
+/**
+ * Creates a schedule unless one has its name or `maxSchedules` exist; announced. The count and the insert are made
+ * under the creates' advisory lock, so creates racing on several nodes never pass the limit together.
+ */
 export function createSchedule(
   db: PgConnection,
-  params: { schedule: ScheduleFields; revision: string; actor: string; now: Now },
+  params: { schedule: ScheduleFields; revision: string; actor: string; maxSchedules: number; now: Now },
 ): Promise<ScheduleCreateOutcome> {
   return announced(db, async (client) => {
+    await client.query(SCHEDULE_CREATE_LOCK);
+    const existing = await getIn(client, params.schedule.name);
+    if (existing) return { kind: "exists", schedule: existing };
+    const count = (await client.query<{ count: number }>(SCHEDULE_COUNT)).rows[0]?.count ?? 0;
+    if (count >= params.maxSchedules) return { kind: "limit_reached", maxSchedules: params.maxSchedules };
     const inserted = await client.query(SCHEDULE_INSERT, [...fieldValues(params.schedule), params.revision, params.now, params.actor]);
     const schedule = await getIn(client, params.schedule.name);
     if (!schedule) throw new Error(`schedule ${params.schedule.name} vanished inside its transaction`);

@@ -25,6 +25,7 @@ export function prepareScheduleStatements(db: Database.Database) {
        ON CONFLICT (name) DO NOTHING`,
     ),
     scheduleGet: prepare<[string], SqliteScheduleRow>(db, "SELECT * FROM schedules WHERE name = ?"),
+    scheduleCount: preparePluck<[], number>(db, "SELECT count(*) FROM schedules"),
     scheduleList: prepare<[], SqliteScheduleRow>(db, "SELECT * FROM schedules ORDER BY name"),
     // Only from the revision the change was made from: a change racing another is refused, not merged.
     scheduleUpdate: prepare<Record<string, unknown>>(
@@ -65,7 +66,11 @@ function toRow(row: SqliteScheduleRow): ScheduleRow {
 export class ScheduleWrites {
   constructor(private readonly s: ReturnType<typeof prepareScheduleStatements>) {}
 
-  create(params: { schedule: ScheduleFields; revision: string; actor: string; now: number }): ScheduleCreateOutcome {
+  /** Creates a schedule unless one has its name or `maxSchedules` exist (one writer: nothing can come between). */
+  create(params: { schedule: ScheduleFields; revision: string; actor: string; maxSchedules: number; now: number }): ScheduleCreateOutcome {
+    const existing = this.get(params.schedule.name);
+    if (existing) return { kind: "exists", schedule: existing };
+    if ((this.s.scheduleCount.get() ?? 0) >= params.maxSchedules) return { kind: "limit_reached", maxSchedules: params.maxSchedules };
     const inserted = this.s.scheduleInsert.run({
       ...scheduleColumns(params.schedule),
       revision: params.revision,

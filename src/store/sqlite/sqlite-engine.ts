@@ -689,7 +689,7 @@ export class SqliteEngine {
     return this.read(() => this.flow.pausedKeys());
   }
 
-  scheduleCreate(params: { schedule: ScheduleFields; revision: string; actor: string }): ScheduleCreateOutcome {
+  scheduleCreate(params: { schedule: ScheduleFields; revision: string; actor: string; maxSchedules: number }): ScheduleCreateOutcome {
     return this.write(() => this.schedules.create({ ...params, now: this.clock.now() }));
   }
 

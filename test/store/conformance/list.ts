@@ -199,7 +199,7 @@ export function listCases(suite: Suite): void {
         pausedKeyList: () => store.pausedKeyList(),
         rateBucketDeleteMany: () => store.rateBucketDeleteMany(),
         cronTickLatestMany: () => store.cronTickLatestMany({ names: ["nightly"] }),
-        scheduleCreate: () => store.scheduleCreate({ schedule: scheduleFields("hourly"), revision: "r1", actor: "admin" }),
+        scheduleCreate: () => store.scheduleCreate({ schedule: scheduleFields("hourly"), revision: "r1", actor: "admin", maxSchedules: 10 }),
         scheduleGet: () => store.scheduleGet({ name: "hourly" }),
         scheduleList: () => store.scheduleList(),
         scheduleUpdate: () =>

@@ -24,7 +24,7 @@ function tickJob(name: string, tickAt: number): JobInsertParams {
 
 /** Creates schedule `name` at revision `revision`; it must not exist yet. */
 async function create(store: Store, name: string, revision = "r1", actor = "alice"): Promise<ScheduleRow> {
-  const outcome = await store.scheduleCreate({ schedule: scheduleFields(name), revision, actor });
+  const outcome = await store.scheduleCreate({ schedule: scheduleFields(name), revision, actor, maxSchedules: 100 });
   assert.equal(outcome.kind, "created");
   return outcome.schedule;
 }
@@ -60,7 +60,7 @@ export function scheduleCases(suite: Suite): void {
         dedupeKey: null,
         concurrencyKey: "reports",
       });
-      const created = await store.scheduleCreate({ schedule: fields, revision: "rev-1", actor: "alice" });
+      const created = await store.scheduleCreate({ schedule: fields, revision: "rev-1", actor: "alice", maxSchedules: 100 });
       const expected: ScheduleRow = {
         ...fields,
         revision: "rev-1",
@@ -72,10 +72,21 @@ export function scheduleCases(suite: Suite): void {
       assert.deepEqual(await store.scheduleGet({ name: "nightly" }), expected);
 
       clock.advance(1000);
-      const again = await store.scheduleCreate({ schedule: scheduleFields("nightly"), revision: "rev-2", actor: "bob" });
+      const again = await store.scheduleCreate({ schedule: scheduleFields("nightly"), revision: "rev-2", actor: "bob", maxSchedules: 1 });
       assert.deepEqual(again, { kind: "exists", schedule: expected });
       assert.deepEqual(await store.scheduleList(), [expected]);
       assert.equal(await store.scheduleGet({ name: "weekly" }), undefined);
+    });
+
+    suite.case("a create past maxSchedules answers limit_reached and stores nothing; a name that exists still answers exists; a delete makes room", async ({ store }) => {
+      await create(store, "a");
+      await create(store, "b");
+      const refused = await store.scheduleCreate({ schedule: scheduleFields("c"), revision: "r1", actor: "alice", maxSchedules: 2 });
+      assert.deepEqual(refused, { kind: "limit_reached", maxSchedules: 2 });
+      assert.equal((await store.scheduleCreate({ schedule: scheduleFields("a"), revision: "r2", actor: "bob", maxSchedules: 2 })).kind, "exists");
+      assert.deepEqual((await store.scheduleList()).map((schedule) => schedule.name), ["a", "b"]);
+      await store.scheduleDelete({ name: "a" });
+      assert.equal((await store.scheduleCreate({ schedule: scheduleFields("c"), revision: "r1", actor: "alice", maxSchedules: 2 })).kind, "created");
     });
 
     suite.case("schedules are listed by name, in byte order", async ({ store }) => {

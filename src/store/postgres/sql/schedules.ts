@@ -18,6 +18,16 @@ export const SCHEDULE_INSERT = `INSERT INTO schedules (name, schedule, timezone,
   VALUES ($1, $2, $3, $4, $5, $6::json, $7, $8, $9, $10, $11, $12, $11, $12)
   ON CONFLICT (name) DO NOTHING RETURNING name`;
 
+/**
+ * Serialises the creates of schedules, for the rest of the transaction: each counts the schedules and inserts under it,
+ * so two creates on any nodes cannot both see room for the last one (under READ COMMITTED, a count does not see an
+ * insert not yet committed).
+ */
+export const SCHEDULE_CREATE_LOCK = "SELECT pg_advisory_xact_lock(hashtext('opqueue.schedule-create:' || current_schema()))";
+
+/** How many schedules there are. */
+export const SCHEDULE_COUNT = "SELECT count(*)::int AS count FROM schedules";
+
 /** $1 name. */
 export const SCHEDULE_GET = `SELECT ${SCHEDULE_COLUMNS} FROM schedules WHERE name = $1`;
 
