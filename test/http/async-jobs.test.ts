@@ -26,6 +26,7 @@ async function deliveryToken(s: TestService, job: JobRow, signer: DeliverySigner
     op: job.operationId,
     job: job.id,
     att: job.attempt,
+    clm: job.claimCount,
     rid: job.originalRequestId,
     authority: wireAuthority(job.authority),
     timeoutMs: s.service.settings.of(job.operationId).timeoutMs,
@@ -149,6 +150,23 @@ describe("authentication of the callback routes", () => {
       assert.match((res.json() as { message: string }).message, /another delivery token/);
     }
     assert.equal((await call(s, job.id, "heartbeat", token)).statusCode, 200);
+  });
+
+  test("after an administrator's retry re-claimed within the same second, the old claim's token is refused and differs from the new one", async (t) => {
+    const s = await startService(t);
+    const { job, token } = await runningAttempt(s);
+    assert.equal(jobOf(await call(s, job.id, "fail", token, { retry: "never", error: "given up" })).status, "dead");
+    const retried = await s.inject({ method: "POST", url: `/jobs/${job.id}/retry`, token: await s.adminToken() });
+    assert.equal(retried.statusCode, 200, retried.body);
+    await driveTo(s, job.id, "running");
+    const again = (await s.service.store.jobGet({ id: job.id })) as JobRow;
+    assert.deepEqual([again.attempt, again.startedAt, again.claimCount], [1, job.startedAt, 2], "attempt 1 again, in the same instant");
+    const current = await deliveryToken(s, again);
+    assert.notEqual(current, token, "each claim's token is its own");
+    for (const action of ["heartbeat", "complete", "fail"] as const) {
+      assertError(await call(s, job.id, action, token), 409, "job_not_running");
+    }
+    assert.equal((await call(s, job.id, "heartbeat", current)).statusCode, 200);
   });
 
   test("EdDSA and ES256 delivery keys: the public half checks the token; during a rotation, the older key's still acts", async (t) => {

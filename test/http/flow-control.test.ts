@@ -256,3 +256,38 @@ describe("cancelling a running job", () => {
     assert.equal((await getJob(s, job.id)).status, "cancelled");
   });
 });
+
+describe("rate keys out of their rate", () => {
+  test("300 keys held by an hour's rate_per_key hold back neither an unrelated job nor a fresh key's job; their second jobs wait", async (t) => {
+    const target = await startTarget(t);
+    const s = await startLiveService(t, {
+      worker: true,
+      configure: (raw) => {
+        raw["target"] = { base_url: target.url, audience: "product" };
+        raw["operations"] = { buildReport: { rate_per_key: { limit: 1, period_ms: 3_600_000 } } };
+      },
+    });
+    const KEYS = 300;
+    const bodyOf = (g: string, k: number) => JSON.stringify({ g, k });
+    const jobs = Array.from({ length: KEYS }, (_, k) => [
+      buildReport({ rate_key: `key-${k}`, request: { body: { g: "first", k } } }),
+      buildReport({ rate_key: `key-${k}`, request: { body: { g: "second", k } } }),
+    ]).flat();
+    const batch = await s.inject({ method: "POST", url: "/jobs/batch", token: await s.assertion(), payload: { jobs } });
+    assert.equal(batch.statusCode, 200, batch.body);
+    await target.waitForRequests(KEYS);
+    const unrelated = await enqueue(s, welcomeEmail());
+    const fresh = await enqueue(s, buildReport({ rate_key: "fresh", request: { body: { g: "fresh", k: 0 } } }));
+    await s.waitForJob(unrelated.id, (job) => job.status === "succeeded", "the unrelated job delivered");
+    await s.waitForJob(fresh.id, (job) => job.status === "succeeded", "the fresh key's job delivered");
+    // One job of each key, the other waiting for the key's next hour: the first, or on PostgreSQL, where a claim skips
+    // a job another claim has locked, sometimes the second.
+    const keyed = target.requests
+      .filter((request) => request.path === "/reports")
+      .map((request) => JSON.parse(request.body) as { g: string; k: number })
+      .filter((body) => body.g !== "fresh");
+    assert.equal(keyed.filter((body) => body.g === "first" || body.g === "second").length, KEYS, "one job of each key within its hour");
+    assert.equal(new Set(keyed.map((body) => body.k)).size, KEYS);
+    assert.ok(target.requests.some((request) => request.body === bodyOf("fresh", 0)));
+  });
+});

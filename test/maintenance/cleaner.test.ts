@@ -6,6 +6,7 @@
 import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import { ManualClock } from "../../src/clock.js";
+import { NO_LIMITS } from "../../src/flow/limits.js";
 import { sweepChains } from "../../src/chains/callbacks.js";
 import { CLEAN_BATCH, CLEAN_INTERVAL_MS, cleanFinishedJobs } from "../../src/maintenance/cleaner.js";
 import { cronTickJob } from "../../src/schedules/schedule-jobs.js";
@@ -244,4 +245,26 @@ test("a chain that settles after retention deleted the job that named its on_set
   assert.deepEqual(await store.chainSettledDueList({ limit: 10 }), [], "recorded as fired: never due again");
   assert.notEqual((await store.chainGet({ originalRequestId: "late" }))?.onSettledFiredAt, null);
   assert.deepEqual((await store.jobList({ originalRequestId: "late", limit: 10 })).map((job) => job.id), [child.id], "no callback job");
+});
+
+test("a pass deletes the rate buckets whose time has passed (one per rate key used), and keeps those still in force", async (t) => {
+  const s = await start(t);
+  const { store } = s.service;
+  const limits = { ...NO_LIMITS, ratePerKey: { limit: 1, periodMs: 60_000, burst: 1 } };
+  await store.operationLimitsSet({ operationId: "buildReport", limits, source: "admin", actor: "admin" });
+  const KEYS = 300;
+  for (let n = 0; n < KEYS; n++) await insert(store, jobParams(s, `bucket-${n}`, { rateKey: `key-${n}` }));
+  let claimed = 0;
+  for (let batch = await store.jobClaimMany({ limit: 100 }); batch.length > 0; batch = await store.jobClaimMany({ limit: 100 })) {
+    claimed += batch.length;
+  }
+  assert.equal(claimed, KEYS, "one bucket per key now");
+  await cleanFinishedJobs({ config: s.config, store });
+  s.clock.advance(60_001);
+  await insert(store, jobParams(s, "bucket-late", { rateKey: "key-late" }));
+  assert.equal((await store.jobClaimMany({ limit: 1 })).length, 1, "a bucket still in force");
+  await cleanFinishedJobs({ config: s.config, store });
+  assert.equal(await store.rateBucketDeleteMany(), 0, "the pass left no bucket whose time had passed");
+  s.clock.advance(60_001);
+  assert.equal(await store.rateBucketDeleteMany(), 1, "the one still in force then was kept");
 });

@@ -7,7 +7,8 @@
  * against what the previous snapshot says it must be. A claim never takes a job of a paused operation or key, never
  * takes an operation past its max_concurrency or its rate, a key past its concurrency_limit, a rate key past its
  * rate_per_key (the test keeps its own rate buckets, by the same arithmetic); with no gates, it takes as many jobs,
- * and of the same priorities, as the contract's claim order would.
+ * and of the same priorities, as the contract's claim order would; and a claim that leaves a slot free leaves no job
+ * that every gate would let through.
  */
 import assert from "node:assert/strict";
 import { describe } from "node:test";
@@ -225,6 +226,37 @@ function checkGatedClaim(flow: FlowModel, before: Snapshot, claimed: JobRow[], n
   }
 }
 
+/**
+ * Checks that a claim that left a slot free left no job it could have taken (issue 28): given what it took, no other
+ * due claimable job passes every gate as they stood (`before`). A claim takes the jobs it finds in order, each one the
+ * gates let through, and the gates only close as it takes jobs: a job that passes them at the end passed them when
+ * its turn came. Run before `checkGatedClaim` moves the test's buckets on.
+ */
+function checkNothingLeft(flow: FlowModel, before: Snapshot, claimed: JobRow[], now: number, limit: number): void {
+  if (claimed.length >= limit) return;
+  const taken = new Set(claimed.map((job) => job.id));
+  const running = (match: (job: JobRow) => boolean) => [...before.values()].filter((job) => job.status === "running" && match(job)).length;
+  const takenBy = (match: (job: JobRow) => boolean) => claimed.filter(match).length;
+  for (const job of before.values()) {
+    if (taken.has(job.id) || !isClaimable(job) || job.runAt > now || (job.expiresAt !== null && job.expiresAt <= now)) continue;
+    if (flow.paused.has(job.operationId)) continue;
+    const limits = flow.limits.get(job.operationId) ?? NO_LIMITS;
+    const sameOperation = (other: JobRow) => other.operationId === job.operationId;
+    if (limits.maxConcurrency !== null && running(sameOperation) + takenBy(sameOperation) >= limits.maxConcurrency) continue;
+    if (limits.rate && rateAllowance(limits.rate, flow.tats.get(`${job.operationId}/`) ?? null, now) <= takenBy(sameOperation)) continue;
+    if (limits.ratePerKey && job.rateKey !== null) {
+      const sameLane = (other: JobRow) => sameOperation(other) && other.rateKey === job.rateKey;
+      if (rateAllowance(limits.ratePerKey, flow.tats.get(`${job.operationId}/${job.rateKey}`) ?? null, now) <= takenBy(sameLane)) continue;
+    }
+    if (job.concurrencyKey !== null) {
+      if (flow.pausedKeys.has(job.concurrencyKey)) continue;
+      const sameKey = (other: JobRow) => other.concurrencyKey === job.concurrencyKey;
+      if (running(sameKey) + takenBy(sameKey) >= limits.concurrencyLimit) continue;
+    }
+    assert.fail(`the claim took ${claimed.length} of ${limit} jobs and left ${job.id} (${job.operationId}, lane ${job.rateKey ?? job.userId}), which every gate let through`);
+  }
+}
+
 /** The state one run carries between steps. */
 interface RunState {
   store: Store;
@@ -345,6 +377,7 @@ async function perform(state: RunState, action: Action, before: Snapshot, step: 
         assert.equal(job.attempt, previous.attempt + 1);
         assert.equal(job.startedAt, now);
       }
+      checkNothingLeft(state.flow, before, claimed, now, action.limit);
       checkGatedClaim(state.flow, before, claimed, now);
       if (!wasGated) {
         // Lanes take turns within a priority, so which jobs may differ from the contract's order; how many, and of
