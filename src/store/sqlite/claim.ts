@@ -8,8 +8,8 @@
  * so a lane with a long backlog cannot hold every slot. While an operation can take no job or a per-key
  * rate is set, the head of the queue could be a long run of jobs nobody may take: candidates then come lane by lane,
  * the blocked operations' lanes skipped, and a lane out of its rate_per_key held (its jobs taken out of the walk's
- * index until its rate opens), so blocked lanes cost nothing after their first visit. The pick orders them by priority, then turn in their lane, then run time and
- * creation, and takes each that the gates let through.
+ * index until its rate opens), so blocked lanes cost nothing after their first visit. The pick orders them by
+ * priority, then turn in their lane, then run time and creation, and takes each that the gates let through.
  */
 import type { Statements } from "./statements.js";
 import { Gates, type Candidate, type NextLane } from "./flow.js";
