@@ -172,6 +172,13 @@ const OtlpExport = Type.Object(
  */
 const MAX_LISTEN_TIMEOUT_MS = 86_400_000;
 
+/**
+ * What a batch counts against `limits.batch_bytes_in_flight` beside its body: its up to 1,000 items' own objects (the
+ * parsed item, the insert, the row, the answer) take about 1 KiB each whatever their size, which a batch of small items
+ * holds beyond the few times its body that a batch holds (docs/api.md, "Batch enqueue").
+ */
+export const BATCH_ITEMS_BYTES = 256 * 1024;
+
 /** The schema of the configuration file (snake_case keys, as docs/configuration.md shows). */
 export const ConfigSchema = Type.Object(
   {
@@ -252,6 +259,16 @@ export const ConfigSchema = Type.Object(
          * read only once the assertion checked out. Every other route keeps the 1 MiB limit.
          */
         batch_body_bytes: Type.Integer({ minimum: 1024, maximum: 1024 ** 3, default: 16 * 1024 * 1024 }),
+        /**
+         * The most bytes of `POST /jobs/batch` one node reads and enqueues at once (docs/api.md, "Batch enqueue"): each
+         * batch counts its body and BATCH_ITEMS_BYTES; a batch that would pass it is refused with 503 before its body is
+         * read. Left out: room for two batches of `batch_body_bytes`; given, room for one at least.
+         */
+        batch_bytes_in_flight: Type.Integer({
+          minimum: 1024,
+          maximum: 4 * 1024 ** 3,
+          default: 2 * (16 * 1024 * 1024 + BATCH_ITEMS_BYTES),
+        }),
         /**
          * Most schedules created through the API (docs/schedules.md): every worker node runs each of them, and the
          * list is answered unpaged. Config entries do not count.
@@ -383,6 +400,8 @@ export function parseConfig(options: { raw: unknown; baseDir: string; env?: Conf
   const listenGiven = raw["listen"];
   const headersTimeoutGiven =
     typeof listenGiven === "object" && listenGiven !== null && "headers_timeout_ms" in listenGiven;
+  const limitsGiven = raw["limits"];
+  const batchBudgetGiven = typeof limitsGiven === "object" && limitsGiven !== null && "batch_bytes_in_flight" in limitsGiven;
   applyEnvOverrides(raw, env);
   if (!validateConfig(raw)) {
     const reported = reportedError(validateConfig.errors ?? []);
@@ -392,6 +411,7 @@ export function parseConfig(options: { raw: unknown; baseDir: string; env?: Conf
   config.openapi = resolvePath(options.baseDir, config.openapi);
   config.database = resolveDatabaseUrl(options.baseDir, config.database);
   resolveListenTimeouts(config.listen, headersTimeoutGiven);
+  resolveBatchBudget(config.limits, batchBudgetGiven);
   resolveSecrets(config, env);
   checkSecrets(config);
   if (config.auth.audience === config.target.audience) {
@@ -437,6 +457,22 @@ function resolveListenTimeouts(listen: Config["listen"], headersTimeoutGiven: bo
     throw new ConfigError(
       `config: listen.headers_timeout_ms (${listen.headers_timeout_ms}) must not exceed listen.request_timeout_ms ` +
         `(${listen.request_timeout_ms}): the headers are part of the request`,
+    );
+  }
+}
+
+/**
+ * The batch bytes in flight: room for two batches of the largest size when left out, whatever that size; given, room
+ * for one at least.
+ */
+function resolveBatchBudget(limits: Config["limits"], given: boolean): void {
+  const largest = limits.batch_body_bytes + BATCH_ITEMS_BYTES;
+  if (!given) {
+    limits.batch_bytes_in_flight = 2 * largest;
+  } else if (limits.batch_bytes_in_flight < largest) {
+    throw new ConfigError(
+      `config: limits.batch_bytes_in_flight (${limits.batch_bytes_in_flight}) must be at least limits.batch_body_bytes ` +
+        `plus ${BATCH_ITEMS_BYTES} (${largest}): a batch of the largest size could never be read`,
     );
   }
 }

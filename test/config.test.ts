@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { ConfigError, loadConfigFile, parseConfig, type ConfigEnv } from "../src/config.js";
+import { BATCH_ITEMS_BYTES, ConfigError, loadConfigFile, parseConfig, type ConfigEnv } from "../src/config.js";
 import { checkConfigAgainstRegistry, OperationRegistry } from "../src/operations/registry.js";
 import { rawTestConfig, TEST_DELIVERY_SECRET, TEST_OPENAPI, TEST_SECRET } from "./helpers/service.js";
 
@@ -116,7 +116,7 @@ test("a config with only the required keys gets every default docs/configuration
     on_behalf_of: [],
     defaults: { max_attempts: 5, timeout_ms: 30000, validate_request: true, max_async_ms: 86_400_000 },
     operations: {},
-    limits: { spawn_cap: 1000, batch_body_bytes: 16777216, max_schedules: 10_000 },
+    limits: { spawn_cap: 1000, batch_body_bytes: 16777216, max_schedules: 10_000, batch_bytes_in_flight: 2 * (16777216 + 262144) },
     idempotency: { window_ms: 86400000 },
     chains: { check_ms: 500 },
     expiry: { check_ms: 1000 },
@@ -194,6 +194,19 @@ test("left out, the headers timeout yields to a shorter request timeout", () => 
   });
   assert.equal(config.listen.headers_timeout_ms, 4000);
   assert.equal(config.listen.request_timeout_ms, 4000);
+});
+
+test("left out, limits.batch_bytes_in_flight makes room for two batches of limits.batch_body_bytes; given, it must make room for one", () => {
+  const derived = parseChanged((raw) => void (raw["limits"] = { batch_body_bytes: 1_048_576 }));
+  assert.equal(derived.limits.batch_bytes_in_flight, 2 * (1_048_576 + BATCH_ITEMS_BYTES));
+  const given = parseChanged((raw) => void (raw["limits"] = { batch_body_bytes: 4096, batch_bytes_in_flight: 4096 + BATCH_ITEMS_BYTES }));
+  assert.equal(given.limits.batch_bytes_in_flight, 4096 + BATCH_ITEMS_BYTES);
+  const message = assertConfigError(
+    () => parseChanged((raw) => void (raw["limits"] = { batch_body_bytes: 4096, batch_bytes_in_flight: 4095 + BATCH_ITEMS_BYTES })),
+    /limits\.batch_bytes_in_flight \(266239\)/,
+    /limits\.batch_body_bytes/,
+  );
+  assert.match(message, /could never be read/);
 });
 
 test("a zero or negative timeout or connection cap is refused, naming its key: zero would mean no limit to Node", () => {
@@ -302,7 +315,7 @@ test("the full docs/configuration.md example YAML loads from a file and passes t
     on_behalf_of: ["importUsers"],
     defaults: { max_attempts: 5, timeout_ms: 30000, validate_request: true, max_async_ms: 86_400_000 },
     operations: { sendWelcomeEmail: { max_attempts: 8, timeout_ms: 10000 } },
-    limits: { spawn_cap: 1000, batch_body_bytes: 16777216, max_schedules: 10_000 },
+    limits: { spawn_cap: 1000, batch_body_bytes: 16777216, max_schedules: 10_000, batch_bytes_in_flight: 2 * (16777216 + 262144) },
     idempotency: { window_ms: 86400000 },
     chains: { check_ms: 500 },
     expiry: { check_ms: 1000 },

@@ -64,7 +64,8 @@ function validationMessage(error: FastifyError): string {
 export function errorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   const apiError = toApiError(error);
   if (apiError) {
-    if (apiError.statusCode === 503) request.log.warn({ err: error }, "database unavailable");
+    // A 503 of opqueue's own (shutting down, no room for a batch) says why; any other is the database's.
+    if (apiError.statusCode === 503) request.log.warn({ err: error }, error instanceof ApiError ? apiError.message : "database unavailable");
     return sendError(reply, apiError);
   }
   request.log.error({ err: error }, "unexpected error");

@@ -5,6 +5,10 @@
  */
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
+import { request as httpRequest } from "node:http";
+import type { AddressInfo, Socket } from "node:net";
+import { Readable } from "node:stream";
+import { BATCH_ITEMS_BYTES } from "../../src/config.js";
 import type { Job } from "../../src/job/schemas.js";
 import type { TestService } from "../helpers/service.js";
 import { capturedLogger } from "../helpers/logs.js";
@@ -108,6 +112,127 @@ describe("POST /jobs/batch", () => {
     const big = Array.from({ length: 60 }, () => buildReport({ request: { body: { pad: "x".repeat(40) } } }));
     assertError(await postBatch(s, big), 413, "body_too_large");
     assert.equal((await batch(s, big.slice(0, 10))).filter((r) => r.status === 201).length, 10);
+  });
+
+  test("a batch past limits.batch_bytes_in_flight is refused 503 unavailable with Retry-After, unread; the bytes come back once a batch is answered or refused", async (t) => {
+    // Room for 3,000 bytes of bodies beside two batches' items: two batches of 2,000 bytes do not fit together, one of
+    // 2,000 and one of 500 do.
+    const s = await startService(t, {
+      configure: (raw) => void (raw["limits"] = { batch_body_bytes: 4096, batch_bytes_in_flight: 2 * BATCH_ITEMS_BYTES + 3000 }),
+    });
+    const padded = (bytes: number, tag: string) => {
+      const jobs = [buildReport({ request: { body: { tag, pad: "" } } })];
+      const pad = bytes - JSON.stringify({ jobs }).length;
+      return [buildReport({ request: { body: { tag, pad: "x".repeat(pad) } } })];
+    };
+    const [a, b, c] = [padded(2000, "a"), padded(2000, "b"), padded(500, "c")];
+    assert.deepEqual([a, b, c].map((jobs) => JSON.stringify({ jobs }).length), [2000, 2000, 500]);
+
+    // Holds the next batch in the store until released: its bytes are in flight meanwhile.
+    const store = s.service.store;
+    const insertMany = store.jobInsertMany.bind(store);
+    let hold: { entered: () => void; gate: Promise<void> } | undefined;
+    store.jobInsertMany = async (params) => {
+      const held = hold;
+      hold = undefined;
+      if (held) {
+        held.entered();
+        await held.gate;
+      }
+      return insertMany(params);
+    };
+    const holdNext = async (jobs: unknown[]) => {
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      const entered = new Promise<void>((resolve) => (hold = { entered: resolve, gate }));
+      const answer = postBatch(s, jobs);
+      await entered;
+      return { release, answer };
+    };
+    const tags = async () => (await store.jobList({ limit: 100 })).map((job) => (job.request.body as { tag: string }).tag).sort();
+
+    const first = await holdNext(a);
+    const busy = await postBatch(s, b);
+    assertError(busy, 503, "unavailable");
+    assert.equal(busy.headers["retry-after"], "1");
+    assert.match((busy.json() as { message: string }).message, /limits\.batch_bytes_in_flight/);
+    assert.equal((await postBatch(s, c)).statusCode, 200, "500 bytes fit beside the 2,000 in flight");
+    const oversize = await postBatch(s, padded(5000, "e"));
+    assertError(oversize, 413, "body_too_large");
+    assert.match((oversize.json() as { message: string }).message, /limits\.batch_body_bytes \(4096 bytes\)/, "413 comes before 503");
+    // Without a content-length, a batch counts as the largest body it may be.
+    const token = await s.assertion();
+    const chunked = () =>
+      s.inject({
+        method: "POST",
+        url: "/jobs/batch",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        payload: Readable.from([Buffer.from(JSON.stringify({ jobs: c }))]),
+      });
+    assertError(await chunked(), 503, "unavailable");
+    first.release();
+    assert.equal((await first.answer).statusCode, 200);
+    assert.equal((await postBatch(s, b)).statusCode, 200, "the first batch's bytes came back");
+    assert.equal((await chunked()).statusCode, 200);
+    assert.deepEqual(await tags(), ["a", "b", "c", "c"]);
+
+    // Batches refused after their bytes were taken (not JSON, not a batch, too large while being read) give them back.
+    const notJson = `{"jobs": [${" ".repeat(1988)}`;
+    for (let i = 0; i < 4; i++) {
+      assertError(await postBatch(s, [], { payload: notJson, headers: { "content-type": "application/json" } }), 400, "invalid_request");
+      assertError(await postBatch(s, [], { payload: { jobs: [], pad: "x".repeat(1980) } }), 400, "invalid_request");
+      const tooLarge = await s.inject({
+        method: "POST",
+        url: "/jobs/batch",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        payload: Readable.from([Buffer.from(JSON.stringify({ jobs: padded(5000, "d") }))]),
+      });
+      assertError(tooLarge, 413, "body_too_large");
+    }
+    const again = await holdNext(a);
+    assertError(await postBatch(s, b), 503, "unavailable");
+    assert.equal((await postBatch(s, c)).statusCode, 200, "no refused batch kept its bytes");
+    again.release();
+    assert.equal((await again.answer).statusCode, 200);
+  });
+
+  test("a batch whose client goes away while its body is being read gives its bytes back, and the node serves on", async (t) => {
+    // Room for one batch at a time.
+    const s = await startService(t, {
+      configure: (raw) => void (raw["limits"] = { batch_body_bytes: 4096, batch_bytes_in_flight: 4096 + BATCH_ITEMS_BYTES }),
+    });
+    await s.service.app.listen({ host: "127.0.0.1", port: 0 });
+    const { port } = s.service.app.server.address() as AddressInfo;
+    const body = Buffer.from(JSON.stringify({ jobs: [buildReport({ request: { body: { pad: "x".repeat(1900) } } })] }));
+    const headers = { "content-type": "application/json", authorization: `Bearer ${await s.assertion()}`, "content-length": String(body.length) };
+    const send = () =>
+      new Promise<number>((resolve, reject) => {
+        const req = httpRequest({ host: "127.0.0.1", port, path: "/jobs/batch", method: "POST", headers }, (res) => {
+          res.resume();
+          res.on("end", () => resolve(res.statusCode ?? 0));
+        });
+        req.on("error", reject);
+        req.end(body);
+      });
+    let halfSocket: Socket | undefined;
+    s.service.app.server.on("request", (req: { headers: Record<string, unknown>; socket: Socket }) => {
+      if (req.headers["x-test"] === "half") halfSocket = req.socket;
+    });
+    const half = httpRequest({ host: "127.0.0.1", port, path: "/jobs/batch", method: "POST", headers: { ...headers, "x-test": "half" } });
+    half.on("error", () => undefined);
+    half.write(body.subarray(0, 500));
+    // Its bytes are taken once its assertion checked out: from then on, another batch is refused.
+    let answer = await send();
+    for (let tries = 0; answer !== 503 && tries < 100; tries++) answer = await send();
+    assert.equal(answer, 503);
+    assert.ok(halfSocket);
+    // Closed with the parser's error (the body ended short), which events.once would throw: wait for the close alone.
+    const closed = new Promise((resolve) => halfSocket?.once("close", resolve));
+    half.destroy();
+    await closed;
+    answer = await send();
+    for (let tries = 0; answer !== 200 && tries < 100; tries++) answer = await send();
+    assert.equal(answer, 200, "the bytes of the batch whose client went away came back");
   });
 
   test("an item the database fails to store is answered 500 alone, and the items beside it are stored", async (t) => {

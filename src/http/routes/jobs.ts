@@ -24,6 +24,7 @@ import {
 import { toWireJob } from "../../job/wire.js";
 import type { TokenVerifier } from "../../auth/tokens.js";
 import { adminAuthHook, enqueueAuthHook } from "../auth.js";
+import { batchBudget } from "../batch-budget.js";
 import { toApiError } from "../error-handler.js";
 import { compileBodyValidator, createValidatorCompiler } from "../validation.js";
 import type { Clock } from "../../clock.js";
@@ -147,6 +148,11 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
   const compileOtherPart = createValidatorCompiler();
   const adminOnly = adminAuthHook({ verifier });
   const adminSecurity = [{ adminToken: [] }];
+  // The batch bodies this node reads and enqueues at once (batch-budget.ts).
+  const batches = batchBudget({
+    limitBytes: options.config.limits.batch_bytes_in_flight,
+    bodyLimit: options.config.limits.batch_body_bytes,
+  });
 
   app.post(
     "/jobs",
@@ -193,7 +199,12 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
     "/jobs/batch",
     {
       onRequest: enqueueAuthHook({ verifier, store }),
-      onError: async (request, reply, error) => refusedWhole("/jobs/batch", request, reply, error),
+      // Once the assertion checked out, before the body is read: 503 when this node has no room for it.
+      preParsing: (request, reply, payload) => batches.preParsing(request, reply, payload),
+      onError: async (request, reply, error) => {
+        batches.done(request);
+        refusedWhole("/jobs/batch", request, reply, error);
+      },
       bodyLimit: options.config.limits.batch_body_bytes,
       // The envelope is validated here; each item against EnqueueBody on its own, so one bad item is answered alone.
       // The query string as on every route (no parameter at all: see strictQueryStrings).
@@ -213,43 +224,53 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
       },
     },
     async (request, reply) => {
-      const caller = request.enqueueCaller;
-      if (!caller) throw new Error("enqueue route reached without its auth hook");
-      const now = options.clock.now();
-      const items = (request.body as { jobs: unknown[] }).jobs.map((item, index): CheckedEnqueueBody | ApiError => {
-        try {
-          const valid = validateItem(item);
-          const problem = valid ? undefined : validateItem.errors?.[0];
-          return checkEnqueueBody({
-            body: item,
-            schemaProblem: problem
-              ? { message: `jobs/${index}${problem.instancePath} ${problem.message ?? "is invalid"}`, pointer: problem.instancePath }
-              : undefined,
-            registry: options.registry,
-            requestSchemas: options.requestSchemas,
-            now,
-          });
-        } catch (error) {
-          if (error instanceof ApiError) return error;
-          throw error;
-        }
-      });
-      const results = await enqueueJobs(options, { ...caller, traceparent: traceparentOf(request.headers.traceparent) }, items);
-      for (const result of results) {
-        if (!(result instanceof ApiError)) continue;
-        telemetry.emit("job:enqueue-refused", { code: result.code });
-        if (result.statusCode === 503) request.log.warn({ err: result }, "database unavailable for a batch item");
-        if (result.statusCode === 500) request.log.error({ err: result.cause ?? result }, "unexpected error in a batch item");
+      batches.processing(request);
+      try {
+        return await enqueueBatch(request, reply);
+      } finally {
+        batches.done(request);
       }
-      if (telemetry.observes("enqueue:answered")) {
-        telemetry.emit("enqueue:answered", answeredEvent({ route: "/jobs/batch", request, reply, statusCode: 200, results }));
-      }
-      // Serialized here, the schema's shape built by batchResult: a thousand results through the response schema's union
-      // (tried branch by branch) would cost more than building them. Fastify sends a string as it is.
-      const text = JSON.stringify({ results: results.map(batchResult) });
-      return reply.code(200).type("application/json; charset=utf-8").send(text as unknown as Static<typeof BatchEnqueueAnswer>);
     },
   );
+
+  /** The batch route's handler: every item checked and enqueued, answered in order. */
+  async function enqueueBatch(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+    const caller = request.enqueueCaller;
+    if (!caller) throw new Error("enqueue route reached without its auth hook");
+    const now = options.clock.now();
+    const items = (request.body as { jobs: unknown[] }).jobs.map((item, index): CheckedEnqueueBody | ApiError => {
+      try {
+        const valid = validateItem(item);
+        const problem = valid ? undefined : validateItem.errors?.[0];
+        return checkEnqueueBody({
+          body: item,
+          schemaProblem: problem
+            ? { message: `jobs/${index}${problem.instancePath} ${problem.message ?? "is invalid"}`, pointer: problem.instancePath }
+            : undefined,
+          registry: options.registry,
+          requestSchemas: options.requestSchemas,
+          now,
+        });
+      } catch (error) {
+        if (error instanceof ApiError) return error;
+        throw error;
+      }
+    });
+    const results = await enqueueJobs(options, { ...caller, traceparent: traceparentOf(request.headers.traceparent) }, items);
+    for (const result of results) {
+      if (!(result instanceof ApiError)) continue;
+      telemetry.emit("job:enqueue-refused", { code: result.code });
+      if (result.statusCode === 503) request.log.warn({ err: result }, "database unavailable for a batch item");
+      if (result.statusCode === 500) request.log.error({ err: result.cause ?? result }, "unexpected error in a batch item");
+    }
+    if (telemetry.observes("enqueue:answered")) {
+      telemetry.emit("enqueue:answered", answeredEvent({ route: "/jobs/batch", request, reply, statusCode: 200, results }));
+    }
+    // Serialized here, the schema's shape built by batchResult: a thousand results through the response schema's union
+    // (tried branch by branch) would cost more than building them. Fastify sends a string as it is.
+    const text = JSON.stringify({ results: results.map(batchResult) });
+    return reply.code(200).type("application/json; charset=utf-8").send(text as unknown as Static<typeof BatchEnqueueAnswer>);
+  }
 
   app.get(
     "/jobs",
