@@ -11,8 +11,14 @@
  * the target. Before lanes were held (issue 28), 10,000 keys held an unrelated job back for over a minute.
  *
  *   npx tsx bench/blocked-keys.ts [--engine sqlite,postgres] [--keys 100000] [--probes 10] [--out FILE]
+ *     [--into bench/results/flow-DATE.json]
+ *
+ * --into merges the figures into a flow results file (bench/flow.ts) as `blockedKeys`; `npx tsx bench/flow.ts --report
+ * FILE` then puts section 6, with them, into BENCHMARKS.md.
  */
-import { mkdirSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { loadavg } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { request } from "undici";
@@ -24,6 +30,7 @@ import { Context, SIZES, waitUntil } from "./lib/context.js";
 import { Child, ROOT } from "./lib/ipc.js";
 import { migrate, requireBuild, ServeProcess, writeOpqueueConfig } from "./lib/opqueue.js";
 import { dropSchema, freshSchema, opqueueUrl } from "./lib/pg.js";
+import type { BlockedKeysResults, FlowResults } from "./lib/flow-report.js";
 import { Progress } from "./lib/progress.js";
 import type { Engine } from "./lib/results.js";
 import { summarize } from "./lib/stats.js";
@@ -34,6 +41,7 @@ const { values } = parseArgs({
     keys: { type: "string", default: "100000" },
     probes: { type: "string", default: "10" },
     out: { type: "string" },
+    into: { type: "string" },
   },
 });
 
@@ -174,7 +182,8 @@ async function main(): Promise<void> {
   const keys = Number(values.keys);
   const probes = Number(values.probes);
   const ctx = new Context("quick", SIZES.quick, engines, { peers: false });
-  const results: Record<string, EngineRun> = {};
+  const results: BlockedKeysResults["results"] = {};
+  const loadavgStart = loadavg();
   try {
     const target = await Child.start({ name: "flow-target", file: "bench/peers/flow-target.ts" });
     ctx.defer(() => target.stop());
@@ -186,8 +195,17 @@ async function main(): Promise<void> {
   const date = new Date().toISOString().slice(0, 10);
   const out = resolve(values.out ?? join(ROOT, "bench/results", `blocked-keys-${date}.json`));
   mkdirSync(join(out, ".."), { recursive: true });
-  writeFileSync(out, `${JSON.stringify({ date, keys, probes, rate_per_key: KEY_RATE, results }, null, 2)}\n`);
-  for (const [engine, run] of Object.entries(results)) {
+  const commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: ROOT, encoding: "utf8" }).trim();
+  const command = `npx tsx bench/blocked-keys.ts${process.argv.length > 2 ? ` ${process.argv.slice(2).join(" ")}` : ""}`;
+  const blocked: BlockedKeysResults = { date, command, commit, keys, probes, loadavg: loadavgStart, results };
+  writeFileSync(out, `${JSON.stringify(blocked, null, 2)}\n`);
+  if (values.into) {
+    const into = resolve(values.into);
+    const flow = JSON.parse(readFileSync(into, "utf8")) as FlowResults;
+    writeFileSync(into, `${JSON.stringify({ ...flow, blockedKeys: blocked }, null, 2)}\n`);
+    console.log(`merged into ${into}: \`npx tsx bench/flow.ts --report ${values.into}\` puts it into BENCHMARKS.md`);
+  }
+  for (const [engine, run] of Object.entries(results) as Array<[string, EngineRun]>) {
     const u = summarize(run.unrelatedWaitMs);
     const f = summarize(run.freshKeyWaitMs);
     console.log(

@@ -110,6 +110,69 @@ export interface FlowResults {
   seconds: number;
   drain?: DrainComparison;
   enqueue?: EnqueueComparison;
+  /** bench/blocked-keys.ts, merged in with its --into. */
+  blockedKeys?: BlockedKeysResults;
+}
+
+/** One engine's run of bench/blocked-keys.ts. */
+export interface BlockedKeysRun {
+  keys: number;
+  enqueueSeconds: number;
+  firstJobsSeconds: number;
+  unrelatedWaitMs: number[];
+  freshKeyWaitMs: number[];
+  /** Jobs of the blocked keys delivered beyond one per key (0: each key's rate held). */
+  secondJobsDelivered: number;
+}
+
+/** What bench/blocked-keys.ts writes. */
+export interface BlockedKeysResults {
+  date: string;
+  command: string;
+  commit: string;
+  keys: number;
+  probes: number;
+  loadavg: number[];
+  results: Partial<Record<Engine, BlockedKeysRun>>;
+  /** What else the machine did meanwhile, when known. */
+  note?: string;
+}
+
+/** The blocked rate keys' part: how long an unrelated job and a fresh key's job wait behind K blocked keys. */
+function blockedKeysPart(blocked: BlockedKeysResults): string[] {
+  const ms = (values: number[]) => {
+    const sorted = [...values].sort((a, b) => a - b);
+    return `${Math.round(sorted[Math.floor(sorted.length / 2)] ?? Number.NaN)} ms (max ${Math.round(sorted.at(-1) ?? Number.NaN)})`;
+  };
+  const lines = [
+    "### Blocked rate keys",
+    "",
+    `\`rate_per_key\` {limit 1, period 1 h}; ${blocked.keys.toLocaleString("en-US")} rate keys with two jobs each, one ` +
+      "delivered and the other held back by its key's rate for an hour. Then, one at a time, a job without a rate key " +
+      "and a job of a fresh key, each timed from its enqueue's answer to its arrival at the target (issue 28's goal: " +
+      "within a second). Before lanes were held, 10,000 such keys held an unrelated job back for more than a minute.",
+    "",
+    "| engine | unrelated job waited, median | fresh key's job waited, median | blocked keys' jobs beyond one each | enqueue of the 2 × keys jobs | one job of each key delivered in |",
+    "|---|---:|---:|---:|---:|---:|",
+  ];
+  for (const engine of ENGINES) {
+    const run = blocked.results[engine];
+    if (!run) continue;
+    lines.push(
+      `| ${LABEL[engine]} | ${ms(run.unrelatedWaitMs)} | ${ms(run.freshKeyWaitMs)} | ${run.secondJobsDelivered} | ` +
+        `${run.enqueueSeconds.toFixed(1)} s | ${run.firstJobsSeconds.toFixed(1)} s |`,
+    );
+  }
+  lines.push(
+    "",
+    `*Run:* \`${blocked.command}\` on ${blocked.date}, commit ${blocked.commit}, ${blocked.probes} probes of each kind` +
+      `${blocked.loadavg.length > 0 ? `; load average ${loads(blocked.loadavg)} at the start` : ""}. A wait is the ` +
+      "target's clock at arrival less the load generator's at the answer, two processes on one machine: a few " +
+      "milliseconds either way are noise." +
+      (blocked.note ? ` ${blocked.note}` : ""),
+    "",
+  );
+  return lines;
 }
 
 const ENGINES: Engine[] = ["sqlite", "postgres"];
@@ -260,6 +323,7 @@ export function flowSection(results: FlowResults, resultsFile: string): string {
   if (results.drain) lines.push(...drainPart(results.drain));
   if (results.enqueue) lines.push(...enqueuePart(results.enqueue));
   lines.push(...ratePart(results), ...fairnessPart(results));
+  if (results.blockedKeys) lines.push(...blockedKeysPart(results.blockedKeys));
   const runLoads = ENGINES.flatMap((engine) => [
     ...(results.rate[engine] ?? []).map((run) => `rate ${LABEL[engine]} ${loads(run.loadavg)}`),
     ...(results.fairness[engine] ?? []).map((run) => `fairness ${LABEL[engine]} ${loads(run.loadavg)}`),
