@@ -169,7 +169,7 @@ describe("the delivered request", () => {
     assert.equal(buildQueryString({ a: null, b: [] }), "");
   });
 
-  test("carries a delivery token with every claim of docs/tokens.md, signed with the delivery key", async (t) => {
+  test("carries a delivery token with every claim of docs/tokens.md (clm included), signed with the delivery key", async (t) => {
     const { s, target } = await setup(t, {
       handler: answer(503),
       configure: (raw) => {
@@ -187,6 +187,7 @@ describe("the delivered request", () => {
       op: "sendWelcomeEmail",
       job: job.id,
       att: 1,
+      clm: 1,
       rid: "req-tok",
       authority: { kind: "request", request_id: "req-tok", user_id: "u9" },
       iat,
@@ -208,6 +209,7 @@ describe("the delivered request", () => {
     assert.equal(second?.headers["idempotency-key"], job.id);
     const { payload: secondPayload } = await verifyDeliveryToken(s, second?.headers["authorization"]);
     assert.equal(secondPayload["att"], 2);
+    assert.equal(secondPayload["clm"], 2, "and its own claim");
     assert.equal(secondPayload["jti"], `${job.id}:2`);
     assert.equal(secondPayload["iat"], iat + 5);
   });

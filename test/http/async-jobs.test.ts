@@ -287,7 +287,7 @@ describe("POST /jobs/{id}/heartbeat", () => {
 
     const pending = await enqueue(s, buildReport({ delay_ms: 3_600_000 }));
     const row = (await s.service.store.jobGet({ id: pending.id })) as JobRow;
-    assertError(await call(s, pending.id, "heartbeat", await deliveryToken(s, { ...row, attempt: 1 })), 409, "job_not_running");
+    assertError(await call(s, pending.id, "heartbeat", await deliveryToken(s, { ...row, attempt: 1, claimCount: 1 })), 409, "job_not_running");
   });
 
   test("past its operation's max_async_ms from its claim, an attempt's next call ends it as timed out and is refused 409 job_not_running", async (t) => {
