@@ -24,13 +24,11 @@ import { parseArgs } from "node:util";
 import { request } from "undici";
 import { mintToken } from "../src/auth/tokens.js";
 import { systemClock } from "../src/clock.js";
-import { parseConfig } from "../src/config.js";
-import { AUTH } from "./lib/assertions.js";
 import { Context, SIZES, waitUntil } from "./lib/context.js";
+import { parsedAuth, startNode, wallNow, type Arrival } from "./lib/flow-node.js";
 import { Child, ROOT } from "./lib/ipc.js";
-import { migrate, requireBuild, ServeProcess, writeOpqueueConfig } from "./lib/opqueue.js";
-import { dropSchema, freshSchema, opqueueUrl } from "./lib/pg.js";
-import type { BlockedKeysResults, FlowResults } from "./lib/flow-report.js";
+import { requireBuild, type ServeProcess } from "./lib/opqueue.js";
+import type { BlockedKeysResults, BlockedKeysRun, FlowResults } from "./lib/flow-report.js";
 import { Progress } from "./lib/progress.js";
 import type { Engine } from "./lib/results.js";
 import { summarize } from "./lib/stats.js";
@@ -48,18 +46,6 @@ const { values } = parseArgs({
 const OPERATION = "buildReport";
 const BATCH = 1000;
 const KEY_RATE = { limit: 1, period_ms: 3_600_000, burst: 1 };
-
-type Arrival = [group: string, key: string, wall: number];
-
-const wallNow = () => performance.timeOrigin + performance.now();
-
-function parsedAuth() {
-  return parseConfig({
-    raw: { openapi: "x", target: { base_url: "http://127.0.0.1:1", audience: "product" }, auth: AUTH },
-    baseDir: ROOT,
-    env: {},
-  }).auth;
-}
 
 async function enqueueToken(rid: string): Promise<string> {
   return mintToken({ auth: parsedAuth(), clock: systemClock, sub: "bench-user", op: "createUser", rid, ttlSeconds: 300 });
@@ -83,35 +69,12 @@ async function enqueueAll(serve: ServeProcess, jobs: object[], progress: Progres
   }
 }
 
-interface EngineRun {
-  keys: number;
-  enqueueSeconds: number;
-  firstJobsSeconds: number;
-  /** Waits (ms) from an enqueue's answer to its arrival at the target. */
-  unrelatedWaitMs: number[];
-  freshKeyWaitMs: number[];
-  /** Jobs of the blocked keys delivered beyond one per key (must be 0: each key's rate allows one an hour). */
-  secondJobsDelivered: number;
-}
 
-async function runEngine(options: { ctx: Context; engine: Engine; target: Child; targetOrigin: string; keys: number; probes: number }): Promise<EngineRun> {
+async function runEngine(options: { ctx: Context; engine: Engine; target: Child; targetOrigin: string; keys: number; probes: number }): Promise<BlockedKeysRun> {
   const { ctx, engine, target, keys, probes } = options;
   const progress = new Progress(`blocked keys ${engine}`);
-  const dir = join(ctx.tmp, `blocked-${engine}-${Date.now().toString(36)}`);
-  let database: string;
-  if (engine === "sqlite") {
-    database = `sqlite:${join(dir, "opqueue.db")}`;
-  } else {
-    const schema = freshSchema("bench_opq");
-    database = opqueueUrl(schema);
-    ctx.defer(() => dropSchema(schema));
-  }
-  const setup = writeOpqueueConfig({ dir, database, targetOrigin: options.targetOrigin });
-  setup.raw["operations"] = { [OPERATION]: { rate_per_key: KEY_RATE } };
-  writeFileSync(setup.configPath, JSON.stringify(setup.raw, null, 2));
-  await migrate(setup);
-  const serve = await ServeProcess.start({ setup });
-  ctx.defer(() => serve.stop());
+  const operations = { [OPERATION]: { rate_per_key: KEY_RATE } };
+  const serve = await startNode({ ctx, engine, name: "blocked", targetOrigin: options.targetOrigin, operations });
   await target.call("reset");
 
   const enqueueStart = performance.now();
@@ -205,7 +168,7 @@ async function main(): Promise<void> {
     writeFileSync(into, `${JSON.stringify({ ...flow, blockedKeys: blocked }, null, 2)}\n`);
     console.log(`merged into ${into}: \`npx tsx bench/flow.ts --report ${values.into}\` puts it into BENCHMARKS.md`);
   }
-  for (const [engine, run] of Object.entries(results) as Array<[string, EngineRun]>) {
+  for (const [engine, run] of Object.entries(results) as Array<[string, BlockedKeysRun]>) {
     const u = summarize(run.unrelatedWaitMs);
     const f = summarize(run.freshKeyWaitMs);
     console.log(

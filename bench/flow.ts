@@ -25,8 +25,6 @@ import { parseArgs } from "node:util";
 import { request } from "undici";
 import { mintToken } from "../src/auth/tokens.js";
 import { systemClock } from "../src/clock.js";
-import { parseConfig } from "../src/config.js";
-import { AUTH } from "./lib/assertions.js";
 import { Context, SIZES, waitUntil } from "./lib/context.js";
 import {
   flowSection,
@@ -36,9 +34,9 @@ import {
   type FlowResults,
   type RateRun,
 } from "./lib/flow-report.js";
+import { startNode, parsedAuth, wallNow, type Arrival } from "./lib/flow-node.js";
 import { Child, ROOT } from "./lib/ipc.js";
-import { migrate, requireBuild, ServeProcess, writeOpqueueConfig } from "./lib/opqueue.js";
-import { dropSchema, freshSchema, opqueueUrl } from "./lib/pg.js";
+import { requireBuild, type ServeProcess } from "./lib/opqueue.js";
 import { Progress } from "./lib/progress.js";
 import { describeEnvironment, sampleBusyCores, type Engine } from "./lib/results.js";
 import { percentile, summarize } from "./lib/stats.js";
@@ -61,48 +59,6 @@ const KEY_RATE = { limit: 5, period_ms: 1000, burst: 1 };
 const PROBE_SHARES = [0.1, 0.25, 0.4, 0.55, 0.7];
 /** Connections of the load generator for the bulk enqueues (as the enqueue scenario). */
 const ENQUEUE_CONNECTIONS = 32;
-
-type Arrival = [group: string, key: string, wall: number];
-
-/** Epoch milliseconds with sub-millisecond precision, comparable with the target's. */
-const wallNow = () => performance.timeOrigin + performance.now();
-
-/** The HS256 auth of the generated configs, parsed (mintToken takes the parsed form). */
-function parsedAuth() {
-  return parseConfig({
-    raw: { openapi: "x", target: { base_url: "http://127.0.0.1:1", audience: "product" }, auth: AUTH },
-    baseDir: ROOT,
-    env: {},
-  }).auth;
-}
-
-/** A fresh database and a serve node on it, with `operations` in its config; stopped and dropped by `ctx.close`. */
-async function startNode(options: {
-  ctx: Context;
-  engine: Engine;
-  name: string;
-  targetOrigin: string;
-  operations: Record<string, unknown>;
-}): Promise<ServeProcess> {
-  const { ctx, engine } = options;
-  const dir = join(ctx.tmp, `${options.name}-${engine}-${Date.now().toString(36)}`);
-  let database: string;
-  if (engine === "sqlite") {
-    database = `sqlite:${join(dir, "opqueue.db")}`;
-  } else {
-    // bench_opq: the harness drops schemas of that prefix left by an interrupted run.
-    const schema = freshSchema("bench_opq");
-    database = opqueueUrl(schema);
-    ctx.defer(() => dropSchema(schema));
-  }
-  const setup = writeOpqueueConfig({ dir, database, targetOrigin: options.targetOrigin });
-  setup.raw["operations"] = options.operations;
-  writeFileSync(setup.configPath, JSON.stringify(setup.raw, null, 2));
-  await migrate(setup);
-  const serve = await ServeProcess.start({ setup });
-  ctx.defer(() => serve.stop());
-  return serve;
-}
 
 /** POST /operations/{OPERATION}/{pause|resume} with a site administrator's token. */
 async function control(serve: ServeProcess, adminToken: string, action: "pause" | "resume"): Promise<void> {

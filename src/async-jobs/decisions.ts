@@ -19,25 +19,26 @@ export function completeDecision(body: CompleteBody, options: { storeResult: boo
   return { status: "succeeded", result: { status_code: body.status_code ?? 200, error_body: null, terminal_reason: null, ...kept } };
 }
 
-/**
- * A fail. With a `status_code`, it is that answer, its `error` the body and its `retry` the `x-job-retry` header: the
- * seven rules decide. Without one, `retry: "never"` ends the job dead (`rejected-by-endpoint`, as the header would),
- * and otherwise the attempt is retried like one that got no answer: the target knows it failed, not why it
- * might not again.
- */
-export function failDecision(options: {
-  body: FailBody;
+/** What decides an attempt's end besides its outcome: the job's attempts, the time, the backoff and its draw. */
+type AttemptRules = {
   attempt: number;
   maxAttempts: number;
   now: number;
   retry: RetrySettings;
   /** A number in [0, 1). */
   random: number;
-}): AttemptDecision {
-  const { body } = options;
+};
+
+/**
+ * A fail. With a `status_code`, it is that answer, its `error` the body and its `retry` the `x-job-retry` header: the
+ * seven rules decide. Without one, `retry: "never"` ends the job dead (`rejected-by-endpoint`, as the header would),
+ * and otherwise the attempt is retried like one that got no answer: the target knows it failed, not why it
+ * might not again.
+ */
+export function failDecision(options: AttemptRules & { body: FailBody }): AttemptDecision {
+  const { body, ...rules } = options;
   // Cut like an answer's body, on a UTF-8 boundary; U+0000 and a lone surrogate become U+FFFD, which both engines store.
   const error = body.error === undefined ? undefined : cutUtf8(Buffer.from(body.error, "utf8"), MAX_ERROR_BODY_BYTES);
-  const rules = { attempt: options.attempt, maxAttempts: options.maxAttempts, now: options.now, retry: options.retry, random: options.random };
   if (body.status_code !== undefined) {
     return decideAttempt({
       ...rules,
@@ -58,15 +59,7 @@ export function timedOutError(maxAsyncMs: number): string {
  * An attempt that ran past its operation's `max_async_ms`: timed out, as an exchange past its `timeout_ms` is (rule 1 of
  * "How an attempt ends"): retried with backoff, or dead `exhausted` on the last attempt.
  */
-export function timedOutDecision(options: {
-  maxAsyncMs: number;
-  attempt: number;
-  maxAttempts: number;
-  now: number;
-  retry: RetrySettings;
-  /** A number in [0, 1). */
-  random: number;
-}): AttemptDecision {
+export function timedOutDecision(options: AttemptRules & { maxAsyncMs: number }): AttemptDecision {
   const { maxAsyncMs, ...rules } = options;
   return decideAttempt({ ...rules, result: { kind: "no-response", error: timedOutError(maxAsyncMs) } });
 }

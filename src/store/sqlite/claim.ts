@@ -34,8 +34,9 @@ export function claimMany(
   const { limit, now } = options;
   let backlogged = options.backlogged;
   let cursor = options.cursor;
-  releaseDueHolds(s, now);
   const gates = new Gates(s, now);
+  // Holds exist only while an operation has a per-key rate: an ungated claim (the hot path) does not look for them.
+  if (gates.gated) releaseDueHolds(s, now);
   const closed = gates.closedKeys();
   const byLane = gates.gated && gates.byLane;
   const pageSize = Math.max(16, limit * 2);
