@@ -8,7 +8,8 @@
 //
 // Usage: npm test [-- FILTER...]  (only files whose path contains one of the filters)
 import { spawn } from "node:child_process";
-import { readdirSync, statSync } from "node:fs";
+import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 /**
@@ -83,11 +84,25 @@ function placeOf(file) {
   return prefix === undefined ? undefined : PLACES[prefix];
 }
 
+/** Where scripts/test-record.mjs writes each case's outcome and duration, one file per pass. */
+const records = mkdtempSync(join(tmpdir(), "opqueue-test-records-"));
+
 function run(files, env) {
+  const recordFile = join(records, `${env.OPQUEUE_TEST_ENGINE}.jsonl`);
   return new Promise((resolve) => {
     const child = spawn(
       process.execPath,
-      ["--import", "tsx", "--test", "--test-reporter=spec", "--test-concurrency=2", ...files],
+      [
+        "--import",
+        "tsx",
+        "--test",
+        "--test-reporter=spec",
+        "--test-reporter-destination=stdout",
+        "--test-reporter=./scripts/test-record.mjs",
+        `--test-reporter-destination=${recordFile}`,
+        "--test-concurrency=2",
+        ...files,
+      ],
       { stdio: "inherit", env: { ...process.env, ...env } },
     );
     child.on("exit", (code, signal) => resolve(signal ? 1 : (code ?? 1)));
@@ -123,4 +138,22 @@ if (postgres) {
     failed = (await run(engineFiles, { OPQUEUE_TEST_ENGINE: "postgres" })) !== 0 || failed;
   }
 }
+
+// The end of the log: the slowest cases, then every failure of either pass (a CI log is read from its tail).
+const cases = readdirSync(records).flatMap((name) =>
+  readFileSync(join(records, name), "utf8")
+    .split("\n")
+    .filter((line) => line !== "")
+    .map((line) => JSON.parse(line)),
+);
+rmSync(records, { recursive: true, force: true });
+const where = (c) => `${c.file.replace(`${process.cwd()}/`, "")}${c.line > 1 ? `:${c.line}` : ""} [${c.engine}]`;
+console.log("\n== the 20 slowest cases");
+for (const c of [...cases].sort((a, b) => b.ms - a.ms).slice(0, 20)) {
+  console.log(`${String((c.ms / 1000).toFixed(1)).padStart(7)} s  ${where(c)}  ${c.name}`);
+}
+const failures = cases.filter((c) => !c.ok && !c.skipped);
+console.log(`\n== ${cases.length} cases, ${failures.length} failed`);
+for (const c of failures) console.log(`FAILED ${where(c)}  ${c.name}\n    ${c.error.split("\n").join("\n    ")}`);
+if (failed && failures.length === 0) console.log("a test process failed outside any case: see the log above");
 process.exit(failed ? 1 : 0);
