@@ -404,7 +404,15 @@ export const Stats = Type.Object(
     by_operation: Type.Array(
       Type.Object({ operation_id: Type.String(), status: Type.String(), count: Type.Integer() }, { additionalProperties: false }),
     ),
-    queue_lag_seconds: Type.Number({ description: "Age of the oldest due claimable job; 0 when none waits." }),
+    queue_lag_seconds: Type.Number({
+      description:
+        "Age of the oldest due claimable job; 0 when none waits. Jobs a pause holds (their operation or concurrency key " +
+        "is paused) are not claimable and do not count: see paused_jobs.",
+    }),
+    paused_jobs: Type.Array(
+      Type.Object({ operation_id: Type.String(), count: Type.Integer() }, { additionalProperties: false }),
+      { description: "Jobs due now that a pause of their operation or concurrency key holds back, by operation; none listed when nothing is held." },
+    ),
     throughput: Type.Array(
       Type.Object(
         {

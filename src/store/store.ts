@@ -259,8 +259,13 @@ export interface JobStats {
   byStatus: Record<JobStatus, number>;
   /** Counts by operation and status (only pairs that exist); empty when asked without them. */
   byOperation: Array<{ operationId: string; status: JobStatus; count: number }>;
-  /** `run_at` of the oldest claimable job that is due now, or null. */
+  /**
+   * `run_at` of the oldest claimable job that is due now, or null. A job a pause holds (its operation or its
+   * concurrency key is paused) is not claimable and is left out: it is counted in `pausedDue` instead.
+   */
   oldestDueRunAt: number | null;
+  /** Jobs due now (`pending`/`retrying`) that a pause of their operation or concurrency key holds, by operation, sorted. */
+  pausedDue: Array<{ operationId: string; count: number }>;
 }
 
 /** The only door to the database. */

@@ -15,10 +15,14 @@ export interface Metrics {
   registry: Registry;
 }
 
-/** What the job gauges read at scrape time: counts by status and the run time of the oldest due job. */
+/**
+ * What the job gauges read at scrape time: counts by status, the run time of the oldest due job no pause holds, and
+ * the due jobs a pause holds, by operation (the store's `JobStats`).
+ */
 export interface JobCounts {
   byStatus: Record<JobStatus, number>;
   oldestDueRunAt: number | null;
+  pausedDue: Array<{ operationId: string; count: number }>;
 }
 
 /** Creates the registry and subscribes its metrics to `telemetry`. */
@@ -75,7 +79,7 @@ export function createMetrics(options: {
     labelNames: ["outcome"] as const,
     registers,
   });
-  // Both gauges come from one store query per scrape (counts by status only, the cheaper kind), shared with
+  // The job gauges come from one store read per scrape (counts by status only, the cheaper kind), shared with
   // scrapes close behind it when it is slow (see shared-read.ts); while the database is unavailable they keep their
   // last values rather than failing the scrape.
   const countsRead = options.countsRead ?? COUNTS_READ;
@@ -93,11 +97,27 @@ export function createMetrics(options: {
   });
   new Gauge({
     name: "opqueue_queue_lag_seconds",
-    help: "Age of the oldest due claimable job (0 when none is waiting).",
+    help:
+      "Age of the oldest due claimable job (0 when none is waiting); jobs of a paused operation or concurrency key are " +
+      "not claimable and do not count (see opqueue_paused_jobs).",
     registers,
     async collect() {
       const current = await stats();
-      if (current) this.set(current.oldestDueRunAt === null ? 0 : Math.max(0, clock.now() - current.oldestDueRunAt) / 1000);
+      if (current) this.set(queueLagSeconds(current.oldestDueRunAt, clock.now()));
+    },
+  });
+  new Gauge({
+    name: "opqueue_paused_jobs",
+    help:
+      "Jobs due now (pending or retrying) that a pause of their operation or concurrency key holds back, by operation; " +
+      "an operation with none has no series.",
+    labelNames: ["operation_id"] as const,
+    registers,
+    async collect() {
+      const current = await stats();
+      if (!current) return;
+      this.reset();
+      for (const { operationId, count } of current.pausedDue) this.set({ operation_id: operationId }, count);
     },
   });
 
@@ -192,4 +212,9 @@ export function createMetrics(options: {
   });
   telemetry.on("chain:settled", ({ seconds }) => settle.observe(Math.max(0, seconds)));
   return { registry };
+}
+
+/** The queue's lag in seconds at `now`: how long the oldest due claimable job has waited, 0 when none waits. */
+export function queueLagSeconds(oldestDueRunAt: number | null, now: number): number {
+  return oldestDueRunAt === null ? 0 : Math.max(0, now - oldestDueRunAt) / 1000;
 }

@@ -178,6 +178,47 @@ test("opqueue_queue_lag_seconds is the age of the oldest due job: 0 when none wa
   assert.equal(metrics.get('opqueue_jobs{status="pending"}'), 3);
 });
 
+test("a pause longer than the lag alert's window keeps opqueue_queue_lag_seconds and /stats' lag at 0 while opqueue_paused_jobs counts the held jobs", async (t) => {
+  const s = await start(t);
+  const admin = await s.adminToken();
+  const pause = await s.inject({ method: "POST", url: "/operations/sendWelcomeEmail/pause", token: admin });
+  assert.equal(pause.statusCode, 200, pause.body);
+  await enqueueWelcome(s, "1");
+  await enqueueWelcome(s, "2");
+  // docs/deploying.md's "queue falling behind": lag above 60 s for 5 min. The pause lasts 10 min.
+  for (let minute = 1; minute <= 10; minute++) {
+    s.clock.advance(60_000);
+    const metrics = await scrape(s);
+    assert.equal(metrics.get("opqueue_queue_lag_seconds"), 0, `a paused operation's jobs are no lag (minute ${minute})`);
+    assert.equal(metrics.get('opqueue_paused_jobs{operation_id="sendWelcomeEmail"}'), 2, "the paused backlog is counted");
+  }
+  const stats = await s.inject({ method: "GET", url: "/stats", token: admin });
+  assert.equal(stats.statusCode, 200, stats.body);
+  const body = stats.json() as { queue_lag_seconds: number; paused_jobs: unknown };
+  assert.equal(body.queue_lag_seconds, 0);
+  assert.deepEqual(body.paused_jobs, [{ operation_id: "sendWelcomeEmail", count: 2 }]);
+
+  // A job of an operation still running counts as ever, beside the paused backlog.
+  const report = await s.inject({
+    method: "POST",
+    url: "/jobs",
+    token: await s.assertion(),
+    payload: { operation_id: "buildReport", request: { body: {} } },
+  });
+  assert.equal(report.statusCode, 201, report.body);
+  s.clock.advance(90_000);
+  const both = await scrape(s);
+  assert.equal(both.get("opqueue_queue_lag_seconds"), 90);
+  assert.equal(both.get('opqueue_paused_jobs{operation_id="sendWelcomeEmail"}'), 2);
+
+  // Resumed, the backlog is due again: its age is the lag, and the paused series is gone.
+  const resume = await s.inject({ method: "POST", url: "/operations/sendWelcomeEmail/resume", token: admin });
+  assert.equal(resume.statusCode, 200, resume.body);
+  const resumed = await scrape(s);
+  assert.equal(resumed.get("opqueue_queue_lag_seconds"), 690);
+  assert.equal(resumed.get('opqueue_paused_jobs{operation_id="sendWelcomeEmail"}'), undefined);
+});
+
 test("a count a busy machine made slow is not served again to the next scrape of a service given a clock (a test's)", async (t) => {
   const s = await start(t);
   const store = s.service.store;

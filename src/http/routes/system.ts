@@ -2,7 +2,7 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { ApiError } from "../../errors.js";
 import type { Store } from "../../store/store.js";
-import type { Metrics } from "../../telemetry/metrics.js";
+import { queueLagSeconds, type Metrics } from "../../telemetry/metrics.js";
 import { ErrorBody, Stats } from "../../job/schemas.js";
 import { formatTime } from "../../job/wire.js";
 import type { Clock } from "../../clock.js";
@@ -50,7 +50,8 @@ export const systemRoutes: FastifyPluginAsyncTypebox<SystemRoutesOptions> = asyn
       return {
         by_status: stats.byStatus,
         by_operation: stats.byOperation.map((row) => ({ operation_id: row.operationId, status: row.status, count: row.count })),
-        queue_lag_seconds: stats.oldestDueRunAt === null ? 0 : Math.max(0, now - stats.oldestDueRunAt) / 1000,
+        queue_lag_seconds: queueLagSeconds(stats.oldestDueRunAt, now),
+        paused_jobs: stats.pausedDue.map((row) => ({ operation_id: row.operationId, count: row.count })),
         throughput: buckets.map((bucket) => ({ ...bucket, start: formatTime(bucket.start) })),
       };
     },

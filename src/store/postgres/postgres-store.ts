@@ -115,6 +115,7 @@ import {
   SETTLED_DUE,
   SETTLED_SINCE,
   OLDEST_DUE,
+  PAUSED_DUE,
   SCHEMA_VERSION,
 } from "./sql/maintenance.js";
 import { requeueMany, setStateIfRunningMany } from "./outcomes.js";
@@ -577,18 +578,21 @@ export class PostgresStore implements Store {
 
   async jobStats(params: { byOperation?: boolean } = {}): Promise<JobStats> {
     const withOperations = params.byOperation ?? true;
-    const [counts, due] = await Promise.all([
+    const now = this.statementNow();
+    const [counts, due, paused] = await Promise.all([
       withOperations
         ? this.db.query(COUNT_BY_OPERATION, [], "opqueue_stats_counts")
         : this.db.query(COUNT_BY_STATUS, [], "opqueue_stats_status_counts"),
-      this.db.query(OLDEST_DUE, [this.statementNow()], "opqueue_stats_due"),
+      this.db.query(OLDEST_DUE, [now], "opqueue_stats_due"),
+      this.db.query(PAUSED_DUE, [now], "opqueue_stats_paused_due"),
     ]);
     const byStatus = Object.fromEntries(JOB_STATUSES.map((status) => [status, 0])) as Record<JobStatus, number>;
     for (const row of counts) byStatus[row["status"] as JobStatus] += Number(row["count"]);
     const byOperation = withOperations
       ? counts.map((row) => ({ operationId: row["operation_id"] as string, status: row["status"] as JobStatus, count: Number(row["count"]) }))
       : [];
-    return { byStatus, byOperation, oldestDueRunAt: toMs(due[0]?.["oldest"]) };
+    const pausedDue = paused.map((row) => ({ operationId: row["operation_id"] as string, count: Number(row["count"]) }));
+    return { byStatus, byOperation, oldestDueRunAt: toMs(due[0]?.["oldest"]), pausedDue };
   }
 
   async jobAttemptList(params: { id: string }): Promise<JobAttemptRow[]> {

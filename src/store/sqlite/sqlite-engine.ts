@@ -564,7 +564,9 @@ export class SqliteEngine {
         (params.byOperation ?? true)
           ? this.statements.countByOperation.all().map((row) => ({ operationId: row.operation_id, status: row.status, count: row.count }))
           : [];
-      return { byStatus, byOperation, oldestDueRunAt: this.statements.oldestDue.get(this.clock.now()) ?? null };
+      const now = this.clock.now();
+      const pausedDue = this.statements.pausedDue.all(now).map((row) => ({ operationId: row.operation_id, count: row.count }));
+      return { byStatus, byOperation, oldestDueRunAt: this.statements.oldestDue.get(now) ?? null, pausedDue };
     });
   }
 

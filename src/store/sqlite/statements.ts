@@ -275,9 +275,26 @@ export function prepareStatements(db: Database.Database) {
       db,
       "SELECT status, count(*) AS count FROM jobs GROUP BY status",
     ),
+    // The queue's lag leaves out the jobs a pause holds (docs/flow-control.md, "Metrics"): a pause is not the queue
+    // falling behind. With nothing paused each NOT IN reads an empty table and the first row of jobs_run_at answers;
+    // with a paused backlog older than the rest, the walk passes over it (one index step and two lookups a job).
     oldestDue: preparePluck<[number], number | null>(
       db,
-      `SELECT run_at FROM jobs INDEXED BY jobs_run_at WHERE ${CLAIMABLE} AND run_at <= ? ORDER BY run_at LIMIT 1`,
+      `SELECT run_at FROM jobs INDEXED BY jobs_run_at WHERE ${CLAIMABLE} AND run_at <= ?
+         AND operation_id NOT IN (SELECT operation_id FROM operation_controls WHERE paused_at IS NOT NULL)
+         AND (concurrency_key IS NULL OR concurrency_key NOT IN (SELECT concurrency_key FROM paused_keys))
+       ORDER BY run_at LIMIT 1`,
+    ),
+    // The jobs due now that a pause holds, by operation. The first term does not depend on the row: SQLite checks it
+    // once before the loop, so with nothing paused (the usual case) no job is read.
+    pausedDue: prepare<[number], { operation_id: string; count: number }>(
+      db,
+      `SELECT operation_id, count(*) AS count FROM jobs INDEXED BY jobs_run_at
+       WHERE (EXISTS (SELECT 1 FROM operation_controls WHERE paused_at IS NOT NULL) OR EXISTS (SELECT 1 FROM paused_keys))
+         AND ${CLAIMABLE} AND run_at <= ?
+         AND (operation_id IN (SELECT operation_id FROM operation_controls WHERE paused_at IS NOT NULL)
+              OR concurrency_key IN (SELECT concurrency_key FROM paused_keys))
+       GROUP BY operation_id ORDER BY operation_id`,
     ),
     // The attempt just written, copied from its job row: the status it left the job in, and its result.
     recordAttempt: prepare<{ id: string; attempt: number; now: number }>(

@@ -752,7 +752,7 @@ export function maintenanceCases(suite: Suite): void {
 
   describe("jobStats", () => {
     suite.case("counts jobs by status, zero for absent statuses", async ({ store }) => {
-      assert.deepEqual(await store.jobStats(), { byStatus: statusCounts({}), byOperation: [], oldestDueRunAt: null });
+      assert.deepEqual(await store.jobStats(), { byStatus: statusCounts({}), byOperation: [], oldestDueRunAt: null, pausedDue: [] });
       await makeFinished(store, "succeeded");
       await makeFinished(store, "succeeded");
       await makeRunning(store);
@@ -802,6 +802,36 @@ export function maintenanceCases(suite: Suite): void {
       assert.equal((await store.jobStats()).oldestDueRunAt, T0 - 100);
       await store.jobCancel({ id: pending.id, actor: "admin" });
       assert.equal((await store.jobStats()).oldestDueRunAt, T0);
+    });
+
+    suite.case("oldestDueRunAt leaves out the jobs a paused operation or key holds; pausedDue counts those due, by operation", async ({ store }) => {
+      await insertCreated(store, { operationId: "buildReport", runAt: T0 - 5000 });
+      await insertCreated(store, { operationId: "buildReport", runAt: T0 - 4000 });
+      await insertCreated(store, { operationId: "buildReport", runAt: T0 + 60_000 });
+      await insertCreated(store, { operationId: "sendWelcomeEmail", concurrencyKey: "tenant-1", runAt: T0 - 3000 });
+      await insertCreated(store, { operationId: "sendWelcomeEmail", runAt: T0 - 1000 });
+      const before = await store.jobStats();
+      assert.equal(before.oldestDueRunAt, T0 - 5000);
+      assert.deepEqual(before.pausedDue, [], "nothing is paused");
+
+      await store.operationPause({ operationId: "buildReport", actor: "alice" });
+      let stats = await store.jobStats({ byOperation: false });
+      assert.equal(stats.oldestDueRunAt, T0 - 3000, "the paused operation's jobs are not claimable");
+      assert.deepEqual(stats.pausedDue, [{ operationId: "buildReport", count: 2 }], "the job due later is not counted");
+
+      await store.concurrencyKeyPause({ key: "tenant-1", actor: "alice" });
+      stats = await store.jobStats();
+      assert.equal(stats.oldestDueRunAt, T0 - 1000, "a paused key's job is not claimable either");
+      assert.deepEqual(stats.pausedDue, [
+        { operationId: "buildReport", count: 2 },
+        { operationId: "sendWelcomeEmail", count: 1 },
+      ]);
+
+      await store.operationResume({ operationId: "buildReport" });
+      await store.concurrencyKeyResume({ key: "tenant-1" });
+      stats = await store.jobStats();
+      assert.equal(stats.oldestDueRunAt, T0 - 5000);
+      assert.deepEqual(stats.pausedDue, []);
     });
   });
 }
