@@ -10,14 +10,16 @@ import { isValidRequestId, REQUEST_ID_RULE } from "./auth/hs256.js";
 import { mintToken } from "./auth/tokens.js";
 import { BackupError, downloadBackup } from "./backup.js";
 import { systemClock } from "./clock.js";
-import { ConfigError, loadConfigFile } from "./config.js";
+import { ConfigError, loadConfigFile, type Config } from "./config.js";
 import { runDemo } from "./demo/demo.js";
 import { dashboardUrl, signInLink } from "./http/routes/ui.js";
 import { parseDatabaseUrl, redactDatabaseUrl } from "./database-url.js";
+import { didYouMean } from "./did-you-mean.js";
+import { OperationRegistry } from "./operations/registry.js";
 import { createLogger, serve, stopOnSignals } from "./serve.js";
 import { openStore, UnsupportedDatabaseError } from "./store/open-store.js";
 import { BackupFileError, restoreBackupFile } from "./store/sqlite/backup-file.js";
-import { StoreLockedError, StoreSetupError } from "./store/store.js";
+import { StoreLockedError, StoreSetupError, StoreUnavailableError } from "./store/store.js";
 import { VERSION } from "./version.js";
 
 const USAGE = `opqueue ${VERSION}: a durable background job queue
@@ -86,8 +88,11 @@ ${CONFIG_HELP}
 Runs the demo (npm start): the service on SQLite and the example product, signing a user up every 5 seconds.`,
 };
 
-/** A mistake in how the command was called. */
+/** A mistake in how the command was called: printed with the usage. */
 class UsageError extends Error {}
+
+/** A value of the command line that cannot work: printed alone, on one line, exit 2. */
+class CommandError extends Error {}
 
 async function main(argv: string[]): Promise<void> {
   const [command, ...rest] = argv;
@@ -120,7 +125,7 @@ async function main(argv: string[]): Promise<void> {
       console.log(USAGE);
       return;
     default:
-      throw new UsageError(`unknown command "${command}"`);
+      throw new UsageError(`unknown command "${command}"${didYouMean(command, Object.keys(COMMAND_HELP))}`);
   }
 }
 
@@ -152,7 +157,7 @@ async function serveCommand(args: string[]): Promise<void> {
 
 async function migrateCommand(args: string[]): Promise<void> {
   const values = parse(args, { config: { type: "string" } });
-  const { config } = loadConfigFile({ path: values.config });
+  const { config } = loadConfigFile({ path: values.config, secrets: "none" });
   const store = await openStore({ url: config.database, clock: systemClock, onWarning: (message) => console.error(`opqueue: ${message}`) });
   await store.close();
   console.log(`migrated ${redactDatabaseUrl(config.database)}`);
@@ -181,7 +186,8 @@ async function tokenCommand(args: string[]): Promise<void> {
     ttlSeconds = Number(values.ttl);
     if (!Number.isInteger(ttlSeconds) || ttlSeconds <= 0) throw new UsageError("token: --ttl takes a positive number of seconds");
   }
-  const { config } = loadConfigFile({ path: values.config });
+  const { config } = loadConfigFile({ path: values.config, secrets: "minting" });
+  if (values.op) checkCallingOperation(values.op, config);
   const token = await mintToken({
     auth: config.auth,
     clock: systemClock,
@@ -197,6 +203,22 @@ async function tokenCommand(args: string[]): Promise<void> {
   if (values["site-admin"]) console.error(`Sign-in link: ${signInLink(dashboardUrl(config.listen), token)}`);
 }
 
+/**
+ * Refuses an enqueue assertion whose calling operation the service would never know: `--op` must be an operation of
+ * the product's OpenAPI document, or `cron:NAME` (a schedule's calls).
+ */
+function checkCallingOperation(op: string, config: Config): void {
+  if (op.startsWith("cron:")) return;
+  const ids = OperationRegistry.fromFile(config.openapi)
+    .all()
+    .map((operation) => operation.operationId);
+  if (ids.includes(op)) return;
+  throw new CommandError(
+    `token: --op "${op}" is not an operation of the product's OpenAPI document (openapi: ${config.openapi})` +
+      `${didYouMean(op, ids)}; give an operationId of that document, or cron:NAME for a schedule`,
+  );
+}
+
 /** The lifetime of the admin token `backup` mints: it is checked once, when the request arrives. */
 const BACKUP_TOKEN_TTL_S = 60;
 
@@ -208,7 +230,8 @@ async function backupCommand(args: string[]): Promise<void> {
     token: { type: "string" },
   });
   if (!values.to) throw new UsageError("backup: --to FILE is required");
-  const { config } = loadConfigFile({ path: values.config });
+  // A token given is sent as it is: no key is read then.
+  const { config } = loadConfigFile({ path: values.config, secrets: values.token === undefined ? "minting" : "none" });
   const to = resolve(values.to);
   const database = parseDatabaseUrl(config.database);
   // Renamed onto the live file, the copy would take its place while the service went on writing to the old one.
@@ -233,7 +256,7 @@ async function backupCommand(args: string[]): Promise<void> {
 async function restoreCommand(args: string[]): Promise<void> {
   const values = parse(args, { config: { type: "string" }, from: { type: "string" } });
   if (!values.from) throw new UsageError("restore: --from FILE is required");
-  const { config } = loadConfigFile({ path: values.config });
+  const { config } = loadConfigFile({ path: values.config, secrets: "none" });
   const database = parseDatabaseUrl(config.database);
   if (database?.engine === "postgres") {
     throw new BackupError("restore: this config's database is PostgreSQL; restore a pg_dump of it with pg_restore", 2);
@@ -259,34 +282,31 @@ async function demoCommand(args: string[]): Promise<void> {
   await runDemo();
 }
 
+/**
+ * The exit code of an error the command expects, printed as its one-line message: 2 for a mistake of configuration or
+ * usage, 1 for a failure at run time. Undefined for anything else: a bug, printed with its stack.
+ */
+function expectedExitCode(error: unknown): number | undefined {
+  if (error instanceof ConfigError || error instanceof CommandError) return 2;
+  if (error instanceof UnsupportedDatabaseError || error instanceof StoreSetupError) return 2;
+  if (error instanceof BackupError) return error.exitCode;
+  if (error instanceof BackupFileError || error instanceof StoreLockedError || error instanceof StoreUnavailableError) return 1;
+  return undefined;
+}
+
 main(process.argv.slice(2)).catch((error: unknown) => {
-  if (error instanceof ConfigError) {
-    console.error(`opqueue: ${error.message}`);
-    process.exit(2);
-  }
   if (error instanceof UsageError) {
     console.error(`opqueue: ${error.message}\n\n${USAGE}`);
     process.exit(2);
   }
-  if (error instanceof UnsupportedDatabaseError) {
-    console.error(`opqueue: ${error.message}`);
-    process.exit(2);
-  }
-  if (error instanceof StoreSetupError) {
-    console.error(`opqueue: ${error.message}`);
-    process.exit(2);
-  }
-  if (error instanceof BackupError) {
-    console.error(`opqueue: ${error.message}`);
-    process.exit(error.exitCode);
-  }
-  if (error instanceof BackupFileError) {
-    console.error(`opqueue: ${error.message}`);
-    process.exit(1);
-  }
-  if (error instanceof StoreLockedError) {
-    console.error(`opqueue: ${error.message}`);
-    process.exit(1);
+  const exitCode = expectedExitCode(error);
+  if (exitCode !== undefined) {
+    const message = (error as Error).message;
+    // The store names the `database` setting; the environment variable may be what set it.
+    const fromEnv =
+      error instanceof StoreSetupError && process.env["OPQUEUE_DATABASE_URL"] ? " (database is set by OPQUEUE_DATABASE_URL)" : "";
+    console.error(`opqueue: ${error instanceof StoreUnavailableError ? `the database is unavailable: ${message}` : message}${fromEnv}`);
+    process.exit(exitCode);
   }
   if ((error as NodeJS.ErrnoException).code === "EADDRINUSE") {
     console.error(`opqueue: ${(error as Error).message}: another program uses that port; set OPQUEUE_PORT or listen.port`);

@@ -11,6 +11,7 @@ import { Type, type Static, type TSchema } from "@sinclair/typebox";
 import { Ajv, type ErrorObject } from "ajv";
 import { parse as parseYaml } from "yaml";
 import { parseDatabaseUrl, redactDatabaseUrl } from "./database-url.js";
+import { didYouMean } from "./did-you-mean.js";
 import { RateLimit } from "./flow/schemas.js";
 
 /** The calling operation of cron entry `name`: its key in the trigger map, and its jobs' `enqueued_by_operation_id`. */
@@ -348,18 +349,29 @@ export function deliveryKeyList(deliveryKey: DeliveryKeysConfig): Array<{ where:
   return deliveryKey.map((key, i) => ({ where: `auth.delivery_key.${i}`, key }));
 }
 
-const configAjv = new Ajv({ useDefaults: true, allErrors: false, strict: false, coerceTypes: false });
+// verbose: each error carries the schema it broke, whose known keys an unknown key is compared with ("did you mean").
+const configAjv = new Ajv({ useDefaults: true, allErrors: false, strict: false, coerceTypes: false, verbose: true });
 configAjv.addFormat("uri", (value: string) => URL.canParse(value));
 const validateConfig = configAjv.compile<Config>(ConfigSchema as TSchema);
 
 function describeError(error: ErrorObject): string {
   const key = error.instancePath === "" ? "(top level)" : error.instancePath.slice(1).replaceAll("/", ".");
   if (error.keyword === "additionalProperties") {
-    return `${key === "(top level)" ? "" : `${key}: `}unknown key "${String(error.params["additionalProperty"])}"`;
+    const unknown = String(error.params["additionalProperty"]);
+    const known = Object.keys((error.parentSchema as { properties?: object } | undefined)?.properties ?? {});
+    return `${key === "(top level)" ? "" : `${key}: `}unknown key "${unknown}"${didYouMean(unknown, known)}`;
   }
   if (error.keyword === "required") {
     const missing = String(error.params["missingProperty"]);
-    return `${key === "(top level)" ? missing : `${key}.${missing}`}: is required`;
+    const where = key === "(top level)" ? missing : `${key}.${missing}`;
+    // Ajv checks required keys before unknown ones: a misspelt required key first shows as missing.
+    const known = Object.keys((error.parentSchema as { properties?: object } | undefined)?.properties ?? {});
+    const given = typeof error.data === "object" && error.data !== null ? Object.keys(error.data) : [];
+    const misspelt = given.find((name) => !known.includes(name) && didYouMean(name, [missing]) !== "");
+    if (misspelt !== undefined) {
+      return `${key === "(top level)" ? "" : `${key}: `}unknown key "${misspelt}"${didYouMean(misspelt, [missing])}; ${where} is required`;
+    }
+    return `${where}: is required`;
   }
   return `${key}: ${error.message ?? "is invalid"}`;
 }
@@ -388,10 +400,17 @@ export interface ConfigEnv {
 }
 
 /**
+ * Which key material a command reads, so that it needs only the secrets it uses in its environment: `all` (serve),
+ * `minting` (the first HS256 key of `auth.keys`, which `opqueue token` and `opqueue backup` sign with), `none`
+ * (`migrate`, `restore`). Keys left unread keep their `*_env` reference, unresolved and unchecked.
+ */
+export type ConfigSecrets = "all" | "minting" | "none";
+
+/**
  * Validates a raw configuration object (as parsed from YAML or JSON), applying environment overrides and
  * defaults, and resolving relative paths against `baseDir`. Throws `ConfigError` on the first problem.
  */
-export function parseConfig(options: { raw: unknown; baseDir: string; env?: ConfigEnv }): Config {
+export function parseConfig(options: { raw: unknown; baseDir: string; env?: ConfigEnv; secrets?: ConfigSecrets }): Config {
   const env = options.env ?? {};
   if (typeof options.raw !== "object" || options.raw === null || Array.isArray(options.raw)) {
     throw new ConfigError("config: the file must hold a mapping of keys (YAML or JSON object)");
@@ -412,8 +431,10 @@ export function parseConfig(options: { raw: unknown; baseDir: string; env?: Conf
   config.database = resolveDatabaseUrl(options.baseDir, config.database);
   resolveListenTimeouts(config.listen, headersTimeoutGiven);
   resolveBatchBudget(config.limits, batchBudgetGiven);
-  resolveSecrets(config, env);
-  checkSecrets(config);
+  const keys = keysRead(config, options.secrets ?? "all");
+  checkKids(authKeys(config));
+  resolveSecrets(keys, env);
+  checkSecrets(keys);
   if (config.auth.audience === config.target.audience) {
     throw new ConfigError(
       `config: target.audience and auth.audience must differ (both are "${config.auth.audience}"), ` +
@@ -502,8 +523,15 @@ function fromEnv(env: ConfigEnv, where: string, name: string): string {
   return value;
 }
 
-/** Every key of `auth`, each with its name for messages and the field that holds its material. */
-function authKeys(config: Config): Array<{ where: string; key: Record<string, unknown>; material: string }> {
+/** One key of `auth`, with its name for messages and the field that holds its material. */
+interface AuthKey {
+  where: string;
+  key: Record<string, unknown>;
+  material: string;
+}
+
+/** Every key of `auth`. */
+function authKeys(config: Config): AuthKey[] {
   return [
     ...config.auth.keys.map((key, i) => ({
       where: `auth.keys.${i}`,
@@ -518,9 +546,19 @@ function authKeys(config: Config): Array<{ where: string; key: Record<string, un
   ];
 }
 
-/** Replaces every `*_env` reference with the variable's value, so later code sees only inline material. */
-function resolveSecrets(config: Config, env: ConfigEnv): void {
-  for (const { where, key } of authKeys(config)) {
+/** The keys whose material `secrets` says to read. */
+function keysRead(config: Config, secrets: ConfigSecrets): AuthKey[] {
+  const keys = authKeys(config);
+  if (secrets === "all") return keys;
+  if (secrets === "none") return [];
+  // `mintToken` signs with the first HS256 key of auth.keys, and reads nothing else.
+  const minting = keys.find(({ where, key }) => where.startsWith("auth.keys.") && key["alg"] === "HS256");
+  return minting ? [minting] : [];
+}
+
+/** Replaces the `*_env` reference of each of `keys` with the variable's value, so later code sees only inline material. */
+function resolveSecrets(keys: AuthKey[], env: ConfigEnv): void {
+  for (const { where, key } of keys) {
     for (const field of ["secret", "public_key", "private_key"]) {
       const envName = key[`${field}_env`];
       if (typeof envName === "string") {
@@ -534,8 +572,7 @@ function resolveSecrets(config: Config, env: ConfigEnv): void {
   }
 }
 
-function checkSecrets(config: Config): void {
-  const keys = authKeys(config);
+function checkKids(keys: AuthKey[]): void {
   // A kid names one key wherever it appears (a token's header, the JWKS, a log line), across both lists: a verifier
   // choosing by kid must never find two keys under one.
   const kids = new Set<string>();
@@ -548,6 +585,10 @@ function checkSecrets(config: Config): void {
     }
     kids.add(kid);
   }
+}
+
+/** Every key of `keys` has its material, and an HS256 secret is long enough. */
+function checkSecrets(keys: AuthKey[]): void {
   for (const { where, key, material } of keys) {
     const value = key[material];
     if (typeof value !== "string" || value === "") {
@@ -563,7 +604,10 @@ function checkSecrets(config: Config): void {
  * Reads a config file (YAML or JSON; JSON is YAML too) and validates it. The path comes from the argument,
  * else `OPQUEUE_CONFIG`.
  */
-export function loadConfigFile(options: { path?: string | undefined; env?: ConfigEnv }): { config: Config; path: string } {
+export function loadConfigFile(options: { path?: string | undefined; env?: ConfigEnv; secrets?: ConfigSecrets }): {
+  config: Config;
+  path: string;
+} {
   const env = options.env ?? (process.env as ConfigEnv);
   const path = options.path ?? env["OPQUEUE_CONFIG"];
   if (!path) throw new ConfigError("config: no config file given (use --config FILE or OPQUEUE_CONFIG)");
@@ -580,5 +624,6 @@ export function loadConfigFile(options: { path?: string | undefined; env?: Confi
   } catch (error) {
     throw new ConfigError(`config: ${absolute} is not valid YAML or JSON: ${(error as Error).message}`);
   }
-  return { config: parseConfig({ raw, baseDir: dirname(absolute), env }), path: absolute };
+  const secrets = options.secrets ?? "all";
+  return { config: parseConfig({ raw, baseDir: dirname(absolute), env, secrets }), path: absolute };
 }

@@ -12,6 +12,7 @@ import { readFileSync } from "node:fs";
 import { resolve as resolvePath } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { ConfigError, cronCaller, SCHEDULE_TRIGGER_KEY, type Config, type CronConfig } from "../config.js";
+import { closestName, didYouMean } from "../did-you-mean.js";
 import { pathParamsProblem, payloadProblem } from "../job/payload-rules.js";
 import { childOf, formatPointer, refSegments } from "./json-pointer.js";
 import { expressionProblem, timezoneProblem } from "../schedules/expression.js";
@@ -280,6 +281,16 @@ export class OperationRegistry {
   }
 }
 
+/** The operationIds of the document. */
+function operationIds(registry: OperationRegistry): string[] {
+  return registry.all().map((operation) => operation.operationId);
+}
+
+/** ` (did you mean "..."?)` for an operationId the document lacks, or "". */
+function suggestOperation(registry: OperationRegistry, operationId: string): string {
+  return didYouMean(operationId, operationIds(registry));
+}
+
 /** Throws unless `operationId` names a `background` operation; `subject` says what named it. */
 function requireBackgroundOperation(options: {
   registry: OperationRegistry;
@@ -290,7 +301,7 @@ function requireBackgroundOperation(options: {
   const { registry, operationId, key, subject } = options;
   const operation = registry.get(operationId);
   if (!operation) {
-    throw new ConfigError(`config: ${key}: ${subject} is not an operation of the OpenAPI document`);
+    throw new ConfigError(`config: ${key}: ${subject} is not an operation of the OpenAPI document${suggestOperation(registry, operationId)}`);
   }
   if (!operation.background) {
     throw new ConfigError(
@@ -318,13 +329,19 @@ function checkSchedule(entry: CronConfig, key: string): void {
   if (problem) throw new ConfigError(`config: ${key}: ${problem}`);
 }
 
+/** For a trigger key the map lacks, the key it has that looks like a misspelling of it; or "". */
+function misspeltTriggerKey(config: Config, wanted: string): string {
+  const near = closestName(wanted, Object.keys(config.triggers));
+  return near === undefined ? "" : `; triggers has "${near}": is it misspelt?`;
+}
+
 function checkCronTrigger(entry: CronConfig, index: number, config: Config): void {
   const caller = cronCaller(entry.name);
   const allowed = Object.hasOwn(config.triggers, caller) ? config.triggers[caller] : undefined;
   if (allowed === undefined) {
     throw new ConfigError(
       `config: cron.${index}.name: cron entry "${entry.name}" has no "${caller}" key in triggers ` +
-        `(add triggers."${caller}": [${entry.operation_id}])`,
+        `(add triggers."${caller}": [${entry.operation_id}])${misspeltTriggerKey(config, caller)}`,
     );
   }
   if (!allowed.includes(entry.operation_id)) {
@@ -382,7 +399,8 @@ function triggerKeyWarnings(config: Config, registry: OperationRegistry): string
     .map(
       (caller) =>
         `config: triggers.${caller}: "${caller}" is neither an operation of the OpenAPI document, ` +
-        `nor cron:{name} of a cron entry, nor ${SCHEDULE_TRIGGER_KEY} (schedules), so no caller can use this entry`,
+        `nor cron:{name} of a cron entry, nor ${SCHEDULE_TRIGGER_KEY} (schedules), so no caller can use this entry` +
+        didYouMean(caller, [...operationIds(registry), ...cronCallers]),
     );
 }
 
@@ -391,11 +409,12 @@ function unknownOperationWarnings(config: Config, registry: OperationRegistry): 
     .filter((operationId) => registry.get(operationId) === undefined)
     .map(
       (operationId) =>
-        `config: operations.${operationId}: names no operation of the OpenAPI document; the override is unused`,
+        `config: operations.${operationId}: names no operation of the OpenAPI document` +
+        `${suggestOperation(registry, operationId)}; the override is unused`,
     );
   const onBehalfOf = config.on_behalf_of.flatMap((operationId, index) =>
     registry.get(operationId) === undefined
-      ? [`config: on_behalf_of.${index}: "${operationId}" names no operation of the OpenAPI document`]
+      ? [`config: on_behalf_of.${index}: "${operationId}" names no operation of the OpenAPI document${suggestOperation(registry, operationId)}`]
       : [],
   );
   return [...overrides, ...onBehalfOf];

@@ -14,8 +14,6 @@
  * - Online backup: the lock shuts out `sqlite3 .backup`, so `databaseBackup` copies the database on this connection,
  *   a batch of pages at a time, serving other calls between batches (online-backup.ts).
  */
-import { mkdirSync } from "node:fs";
-import { dirname } from "node:path";
 import Database from "better-sqlite3";
 import type { Clock } from "../../clock.js";
 import type { LimitsSource, OperationControl, OperationLimits, PausedKey } from "../../flow/limits.js";
@@ -61,6 +59,7 @@ import {
   type ScheduleUpdateOutcome,
   type ScheduleWriteOutcome,
 } from "../store.js";
+import { openFailure, prepareDatabasePath } from "./database-path.js";
 import { lockedError, mapError } from "./errors.js";
 import { migrate } from "./migrate.js";
 import { mayUpsert, toAsyncState, toAttemptRow, toChainRow, toJobRow, type SqliteJobRow } from "./rows.js";
@@ -111,8 +110,13 @@ export class SqliteEngine {
    */
   static open(options: { path: string; clock: Clock }): SqliteEngine {
     const { path, clock } = options;
-    if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
-    const db = new Database(path, { timeout: 0 });
+    if (path !== ":memory:") prepareDatabasePath(path);
+    let db: Database.Database;
+    try {
+      db = new Database(path, { timeout: 0 });
+    } catch (error) {
+      throw openFailure(path, error) ?? error;
+    }
     try {
       db.pragma("locking_mode = EXCLUSIVE");
       db.pragma("journal_mode = WAL");
@@ -130,7 +134,7 @@ export class SqliteEngine {
     } catch (error) {
       db.close();
       if (error instanceof Database.SqliteError && /^SQLITE_BUSY/.test(error.code)) throw lockedError(path);
-      throw error;
+      throw openFailure(path, error) ?? error;
     }
   }
 
