@@ -511,7 +511,16 @@ function resolveDatabaseUrl(baseDir: string, url: string): string {
       `config: database: "${redactDatabaseUrl(url)}" is not a supported URL (sqlite:PATH, sqlite::memory: or postgres://...)`,
     );
   }
-  if (parsed.engine === "postgres" || parsed.path === ":memory:") return url;
+  if (parsed.engine === "postgres") {
+    if (!URL.canParse(url)) {
+      throw new ConfigError(
+        `config: database: "${redactDatabaseUrl(url)}" is not a valid URL: postgres://USER:PASSWORD@HOST:PORT/DATABASE, ` +
+          "with the password's special characters percent-encoded",
+      );
+    }
+    return url;
+  }
+  if (parsed.path === ":memory:") return url;
   return `sqlite:${resolvePath(baseDir, parsed.path)}`;
 }
 

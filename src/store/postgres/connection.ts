@@ -6,6 +6,7 @@
 import pg from "pg";
 import { StoreSetupError, StoreUnavailableError } from "../store.js";
 import { isUnavailable, isUniqueViolation, mapError } from "./errors.js";
+import { openError } from "./open-errors.js";
 import type { PgRow } from "./rows.js";
 
 /** The schema opqueue keeps its tables in when the URL names none. */
@@ -71,7 +72,7 @@ export async function defaultSchema(url: string): Promise<{ schema: string; warn
     }
     return { schema: DEFAULT_SCHEMA };
   } catch (error) {
-    throw mapError(error);
+    throw openError(error, url);
   } finally {
     await client.end().catch(() => undefined);
   }
@@ -114,7 +115,7 @@ export class PgConnection {
       });
     } catch (error) {
       await pool.end().catch(() => undefined);
-      throw mapError(error);
+      throw openError(error, settings.url);
     }
     return new PgConnection(pool, settings);
   }

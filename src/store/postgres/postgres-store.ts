@@ -72,6 +72,7 @@ import { adminActionList, cancelChain, cancelJob, cancelMany, retryDeadMany, ret
 import * as flow from "./flow.js";
 import { connectionSettings, defaultSchema, PgConnection } from "./connection.js";
 import { isUniqueViolation, mapError, unstorable } from "./errors.js";
+import { openError } from "./open-errors.js";
 import { NotificationListener } from "./listener.js";
 import { migrate } from "./migrate.js";
 import {
@@ -201,7 +202,7 @@ export class PostgresStore implements Store {
       });
     } catch (error) {
       await db.pool.end().catch(() => undefined);
-      throw mapError(error);
+      throw openError(error, options.url);
     }
   }
 
