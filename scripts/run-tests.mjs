@@ -28,10 +28,7 @@ const PLACES = {
   "test/telemetry/trace-context.test.ts": { engines: "none" },
   "test/client/": { engines: "both" },
   "test/client/wire-agreement.test.ts": { engines: "none" },
-  "test/client/package.test.ts": {
-    engines: "sqlite",
-    reason: "packs and installs @opqueue/client and runs it against opqueue serve on a SQLite file; test/client/ covers the client on both engines",
-  },
+  "test/client/readme.test.ts": { engines: "none" },
   "test/demo/": { engines: "both" },
   "test/store/": { engines: "own" },
   "test/multinode/": { engines: "own" },
@@ -58,6 +55,11 @@ const PLACES = {
     reason: "runs the systemd unit's command and stops it with SIGTERM; a node's shutdown on PostgreSQL is test/multinode/'s",
   },
   "test/deploy/upgrade.test.ts": { engines: "own" },
+  "test/deploy/install.test.ts": {
+    engines: "sqlite",
+    reason:
+      "packs both packages, installs them outside the repository and runs the installed serve on a SQLite file; test/client/ and test/multinode/ cover the client and serve on PostgreSQL",
+  },
   "test/deploy/nginx.test.ts": {
     engines: "sqlite",
     reason: "runs the nginx example in front of a node; what goes through the proxy is tested on both engines by test/http/",
