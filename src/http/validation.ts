@@ -38,16 +38,42 @@ function createAjv(coerceTypes: boolean | "array"): Ajv {
   return ajv;
 }
 
-/** Fastify's schema compiler for this service: one strict and one coercing validator. */
+type Validator = ReturnType<Ajv["compile"]>;
+
+/**
+ * One validator per schema for the whole process: the routes' schemas are the same for every service a process builds
+ * (a test run builds hundreds), and compiling them, with Ajv's own meta-schema, is most of a service's start-up. The
+ * key is the schema's JSON, since Fastify hands each service its own copy of a route's schema.
+ */
+class CompiledSchemas {
+  #ajv: Ajv | undefined;
+  readonly #compiled = new Map<string, Validator>();
+
+  constructor(private readonly coerceTypes: boolean | "array") {}
+
+  compile(schema: object): Validator {
+    const key = JSON.stringify(schema);
+    let validator = this.#compiled.get(key);
+    if (validator === undefined) {
+      this.#ajv ??= createAjv(this.coerceTypes);
+      validator = this.#ajv.compile(schema);
+      this.#compiled.set(key, validator);
+    }
+    return validator;
+  }
+}
+
+const strictSchemas = new CompiledSchemas(false);
+const coercingSchemas = new CompiledSchemas("array");
+
+/** Fastify's schema compiler for this service: bodies strict, query strings and path parameters coerced. */
 export function createValidatorCompiler(): FastifySchemaCompiler<unknown> {
-  const strict = createAjv(false);
-  const coercing = createAjv("array");
-  return ({ schema, httpPart }) => (httpPart === "body" ? strict : coercing).compile(schema as object);
+  return ({ schema, httpPart }) => (httpPart === "body" ? strictSchemas : coercingSchemas).compile(schema as object);
 }
 
 /** A validator of request bodies as the routes' own (strict, formats as above), for parts a route checks itself. */
-export function compileBodyValidator(schema: object): ReturnType<Ajv["compile"]> {
-  return createAjv(false).compile(schema);
+export function compileBodyValidator(schema: object): Validator {
+  return strictSchemas.compile(schema);
 }
 
 /** Whether `schema` is an object schema that admits no property it does not list. */

@@ -9,7 +9,9 @@
  * alone is not delayed. No promise resolves before its commit.
  *
  * The thread is referenced (keeps the process alive) only while a call is in flight, like a socket with a
- * request outstanding; an idle store does not hold the process open.
+ * request outstanding; an idle store does not hold the process open. A closed store's thread is kept, idle and
+ * unreferenced, for the next store the process opens (`idleThreads`): starting a thread costs more than the rest of
+ * opening a store, and a test run opens hundreds.
  */
 import { Worker } from "node:worker_threads";
 import type { Clock } from "../../clock.js";
@@ -28,7 +30,14 @@ import {
   type Store,
 } from "../store.js";
 import type { SqliteEngine } from "./sqlite-engine.js";
-import { deserializeError, type EngineCall, type EngineMethod, type FromThread, type InsertAnswer } from "./thread-protocol.js";
+import {
+  deserializeError,
+  type EngineCall,
+  type EngineMethod,
+  type FromThread,
+  type InsertAnswer,
+  type ToThread,
+} from "./thread-protocol.js";
 
 /** The engine's method `M`, as a function type. */
 type EngineFunction<M extends EngineMethod> = SqliteEngine[M] extends (...args: infer A) => infer R ? (...args: A) => R : never;
@@ -42,7 +51,7 @@ interface PendingCall {
 }
 
 /**
- * Starts the thread; from the TypeScript sources (tests, `tsx`) it loads them through tsx as the caller does, the tsx
+ * Starts a thread; from the TypeScript sources (tests, `tsx`) it loads them through tsx as the caller does, the tsx
  * found beside these sources whatever the working directory.
  */
 function startThread(path: string): Worker {
@@ -52,6 +61,42 @@ function startThread(path: string): Worker {
   const tsx = JSON.stringify(import.meta.resolve("tsx/esm/api"));
   const boot = `import(${tsx}).then((tsx) => { tsx.register(); return import(${JSON.stringify(entry.href)}); })`;
   return new Worker(boot, { eval: true, workerData: { path } });
+}
+
+/** Most threads of closed stores kept for the next stores this process opens. */
+const MAX_IDLE_THREADS = 4;
+
+/**
+ * Threads whose store was closed, waiting (unreferenced) for the next store this process opens, each with what takes
+ * its idle listeners off (only those: a Worker's own listeners reference its port).
+ */
+const idleThreads = new Map<Worker, () => void>();
+
+/** A thread for the database at `path`: an idle one told to open it, or a new one. */
+function acquireThread(path: string): Worker {
+  for (const [worker, detach] of idleThreads) {
+    idleThreads.delete(worker);
+    detach();
+    worker.ref();
+    worker.postMessage({ kind: "open", path } satisfies ToThread);
+    return worker;
+  }
+  return startThread(path);
+}
+
+/** Keeps the thread of a closed store for the next one; it ends if too many wait already, and leaves if it fails. */
+function releaseThread(worker: Worker): void {
+  worker.unref();
+  if (idleThreads.size >= MAX_IDLE_THREADS) {
+    void worker.terminate();
+    return;
+  }
+  const gone = () => {
+    idleThreads.get(worker)?.();
+    idleThreads.delete(worker);
+  };
+  worker.on("error", gone).on("exit", gone);
+  idleThreads.set(worker, () => worker.off("error", gone).off("exit", gone));
 }
 
 /** The embedded engine. Open it with `SqliteStore.open`. */
@@ -82,19 +127,21 @@ export class SqliteStore implements Store, OnlineBackup {
     this.worker = worker;
     this.clock = clock;
     worker.unref();
-    worker.on("message", (message: FromThread) => {
-      if (message.kind === "answer") this.answer(message);
-    });
-    worker.on("error", (error) => this.stop(new StoreUnavailableError(`the SQLite thread failed: ${error.message}`)));
-    worker.on("exit", () => this.stop(new StoreUnavailableError("the store is closed")));
+    worker.on("message", this.onMessage).on("error", this.onError).on("exit", this.onExit);
   }
 
+  private readonly onMessage = (message: FromThread) => {
+    if (message.kind === "answer") this.answer(message);
+  };
+  private readonly onError = (error: Error) => this.stop(new StoreUnavailableError(`the SQLite thread failed: ${error.message}`));
+  private readonly onExit = () => this.stop(new StoreUnavailableError("the store is closed"));
+
   /**
-   * Opens (creating if needed) the database at `path` (`:memory:` for a throwaway one) on a new thread, takes the
-   * exclusive lock and applies pending migrations. Rejects with `StoreLockedError` if another process holds the file.
+   * Opens (creating if needed) the database at `path` (`:memory:` for a throwaway one) on a thread of its own, takes
+   * the exclusive lock and applies pending migrations. Rejects with `StoreLockedError` if another process holds the file.
    */
   static async open(options: { path: string; clock: Clock }): Promise<SqliteStore> {
-    const worker = startThread(options.path);
+    const worker = acquireThread(options.path);
     await new Promise<void>((resolve, reject) => {
       const settle = (outcome: { error?: Error }) => {
         worker.off("message", onMessage).off("error", onError).off("exit", onExit);
@@ -300,7 +347,7 @@ export class SqliteStore implements Store, OnlineBackup {
     return async () => undefined;
   }
 
-  /** Commits the inserts still waiting, closes the connection (releasing the lock) and ends the thread. */
+  /** Commits the inserts still waiting and closes the connection (releasing the lock); the thread waits for the next store. */
   close(): Promise<void> {
     this.closing ??= this.closeNow();
     return this.closing;
@@ -309,13 +356,16 @@ export class SqliteStore implements Store, OnlineBackup {
   private async closeNow(): Promise<void> {
     if (this.stopped) return;
     await this.inserts.drain();
-    const exited = new Promise<void>((resolve) => this.worker.once("exit", () => resolve()));
     this.worker.ref();
     try {
       await this.call("close");
     } catch (error) {
       if (!this.stopped) throw error;
     }
-    await exited;
+    if (this.stopped) return;
+    // No call of this store reaches the thread again, nor does the thread's answer to another come here.
+    this.stop(new StoreUnavailableError("the store is closed"));
+    this.worker.off("message", this.onMessage).off("error", this.onError).off("exit", this.onExit);
+    releaseThread(this.worker);
   }
 }

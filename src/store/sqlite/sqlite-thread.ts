@@ -1,16 +1,25 @@
 /**
  * The thread that owns the SQLite connection (see sqlite-store.ts). It opens the engine named by `workerData`,
- * reports `ready` (or why it could not open), then runs one call at a time, in the order they arrive: a call is
+ * reports `ready` (or why it could not open, and ends), then runs one call at a time, in the order they arrive: a call is
  * `{ id, method, args, now }`, its answer `{ id, ok, value | error }`. `now` is the caller's clock, so tests that
  * move a manual clock move this thread's time too. Insert calls that arrive together are committed together (group
  * commit on this side of the boundary too: see `commitWaitingInserts`). A backup is the one call that spans many turns
- * of this thread's event loop: the calls that arrive while it runs are served between its batches.
+ * of this thread's event loop: the calls that arrive while it runs are served between its batches. Once its store is
+ * closed the thread waits, idle, for an `{kind: "open", path}` from the next store the process opens (a thread's start
+ * is most of the cost of opening a store), and serves that one as it served the first.
  */
 import { parentPort, workerData } from "node:worker_threads";
 import type { Clock } from "../../clock.js";
 import type { JobInsertParams } from "../store.js";
 import { SqliteEngine } from "./sqlite-engine.js";
-import { serializeError, type EngineCall, type EngineMethod, type FromThread, type InsertAnswer } from "./thread-protocol.js";
+import {
+  serializeError,
+  type EngineCall,
+  type EngineMethod,
+  type FromThread,
+  type InsertAnswer,
+  type ToThread,
+} from "./thread-protocol.js";
 
 const port = parentPort;
 if (!port) throw new Error("sqlite-thread.ts runs as a worker thread");
@@ -24,14 +33,20 @@ function post(message: FromThread): void {
 }
 
 let engine: SqliteEngine;
-try {
-  engine = SqliteEngine.open({ path, clock });
-  post({ kind: "ready" });
-} catch (error) {
-  post({ kind: "failed", error: serializeError(error) });
-  port.close();
-  process.exit(0);
+
+/** Opens the engine of `path` and says so; a thread that cannot open its database ends. */
+function open(path: string): void {
+  try {
+    engine = SqliteEngine.open({ path, clock });
+    post({ kind: "ready" });
+  } catch (error) {
+    post({ kind: "failed", error: serializeError(error) });
+    port?.close();
+    process.exit(0);
+  }
 }
+
+open(path);
 
 /** Most inserts committed in one transaction, so one commit never holds the thread (and every other call) for long. */
 const MAX_INSERTS_PER_COMMIT = 512;
@@ -76,7 +91,14 @@ function commitWaitingInserts(): void {
   }
 }
 
-port.on("message", (call: EngineCall) => {
+port.on("message", (message: ToThread) => {
+  if ("kind" in message) {
+    // The next store of this process: its predecessor was closed, with no call left behind (close is its last).
+    callTime = 0;
+    open(message.path);
+    return;
+  }
+  const call = message;
   if (call.method === "jobInsertMany") {
     // Inserts wait for the calls already queued behind this one (the port hands them all over before the event loop
     // turns), so that every insert that arrived during the last commit shares the next one.
@@ -108,5 +130,4 @@ port.on("message", (call: EngineCall) => {
   } catch (error) {
     post({ kind: "answer", id: call.id, ok: false, error: serializeError(error) });
   }
-  if (call.method === "close") port.close();
 });

@@ -22,6 +22,9 @@ export interface SerializedError {
   stack?: string;
 }
 
+/** What the store sends the thread: a call, or (to a thread whose last store closed) a database to open next. */
+export type ToThread = EngineCall | { kind: "open"; path: string };
+
 export type FromThread =
   | { kind: "ready" }
   | { kind: "failed"; error: SerializedError }
