@@ -124,7 +124,7 @@ async function route({ focus = true } = {}) {
       view = flowView(container, ctx);
       break;
     case "chain":
-      view = chainView(container, target.rid, ctx);
+      view = chainView(container, target.rid, ctx, target.params);
       break;
     case "schedules":
       view = schedulesView(container, ctx);

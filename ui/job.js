@@ -1,15 +1,15 @@
 // A job's page: every field of its wire form, its result with the error body, its history (creation, attempts
-// numbered across retries, administrators' actions) as one timeline, its chain as a tree, and the actions (run now,
-// cancel, retry, cancel the chain), each confirmed first. Cancelling a running job aborts its delivery (?abort=true).
-import { api, ApiError, apiPath, query } from "./api.js";
+// numbered across retries, administrators' actions) as one timeline, its place in its chain (ui/chain-slice.js), and the
+// actions (run now, cancel, retry, cancel the chain), each confirmed first. Cancelling a running job aborts its delivery
+// (?abort=true).
+import { api, ApiError, apiPath } from "./api.js";
 import { ACTIVE_STATUSES, announce, confirmAction, duration, h, jsonBlock, relative, replaceContent, showError, statusBadge, time, timeShort } from "./dom.js";
-import { chainHash } from "./chain.js";
+import { chainHash, LARGE_CHAIN_JOBS, LARGE_CHAIN_REFRESH_MS } from "./chain.js";
+import { chainSliceView } from "./chain-slice.js";
 import { jobHash, listHash } from "./jobs.js";
 
 /** How often a job's page refreshes itself. */
 const REFRESH_MS = 2000;
-/** The most jobs of a chain drawn in its tree (the list's largest page). */
-const CHAIN_LIMIT = 500;
 
 /** Mounts the page of job `id` in `container`. */
 export function jobView(container, id, ctx) {
@@ -19,7 +19,7 @@ export function jobView(container, id, ctx) {
   const actions = h("div", { class: "actions", role: "group", "aria-label": "Actions" });
   const fields = h("div", {});
   const result = h("div", {});
-  const chain = h("div", {});
+  const chainPanel = h("div", {});
   const history = h("div", {});
   const payload = h("div", { class: "payloads" });
   const updated = h("p", { class: "updated muted" });
@@ -42,17 +42,20 @@ export function jobView(container, id, ctx) {
         { class: "column" },
         h("section", { class: "panel", "aria-labelledby": "result-title" }, h("h2", { id: "result-title" }, "Result"), result),
         h("section", { class: "panel", "aria-labelledby": "history-title" }, h("h2", { id: "history-title" }, "History"), history),
-        h("section", { class: "panel", "aria-labelledby": "chain-title" }, h("h2", { id: "chain-title" }, "Chain"), chain),
+        h("section", { class: "panel", "aria-labelledby": "chain-title" }, h("h2", { id: "chain-title" }, "Chain"), chainPanel),
       ),
     ),
   );
 
   let job = null;
   let missing = false;
+  /** The chain as last read (GET /chains/{rid}), when, and whether the next refresh must read it again. */
+  let chainRead = { chain: null, at: 0, again: true };
 
   /** Runs an action after its confirmation; says what happened, or the service's refusal. */
   async function act({ title, message, confirmLabel, run, done, refused }) {
     if (!(await confirmAction({ title, message, confirmLabel }))) return;
+    chainRead.again = true;
     try {
       const answer = await run();
       announce(done(answer));
@@ -116,6 +119,25 @@ export function jobView(container, id, ctx) {
       refused: "Chain not cancelled",
     });
 
+  /**
+   * The job's chain: read again at every refresh while it is small, at most every LARGE_CHAIN_REFRESH_MS once it is
+   * large (its answer then weighs hundreds of kilobytes), and after every action. Null once no job of it is left.
+   */
+  async function readChain(rid) {
+    const size = chainRead.chain === null ? 0 : Object.values(chainRead.chain.counts).reduce((sum, n) => sum + n, 0);
+    const stale =
+      chainRead.again || chainRead.chain?.original_request_id !== rid || size <= LARGE_CHAIN_JOBS || Date.now() - chainRead.at >= LARGE_CHAIN_REFRESH_MS;
+    if (!stale) return chainRead.chain;
+    let chain = null;
+    try {
+      ({ chain } = await api(apiPath`/chains/${rid}`));
+    } catch (error) {
+      if (!(error instanceof ApiError && error.code === "chain_not_found")) throw error;
+    }
+    chainRead = { chain, at: Date.now(), again: false };
+    return chain;
+  }
+
   let lastData = "";
   async function refresh() {
     let answers;
@@ -139,12 +161,12 @@ export function jobView(container, id, ctx) {
       throw error;
     }
     const [{ job: fresh }, { events }, { extensions }] = answers;
-    const chainPage = await api(`/jobs${query({ original_request_id: fresh.original_request_id, limit: CHAIN_LIMIT })}`);
+    const chain = await readChain(fresh.original_request_id);
     if (!ctx.isCurrent()) return;
     replaceContent(updated, "Updated ", time(new Date().toISOString()), ` · refreshes every ${REFRESH_MS / 1000} s`);
     // Running now is offered while the run time is ahead; it passes without the job changing.
     const waiting = (fresh.status === "pending" || fresh.status === "retrying") && new Date(fresh.run_at).getTime() > Date.now();
-    const text = JSON.stringify([fresh, events, extensions, chainPage, waiting]);
+    const text = JSON.stringify([fresh, events, extensions, chain, waiting]);
     if (text === lastData) return;
     lastData = text;
     job = fresh;
@@ -166,7 +188,18 @@ export function jobView(container, id, ctx) {
     replaceContent(fields, fieldTable(job, extensions));
     replaceContent(result, resultBlock(job));
     replaceContent(payload, h("h3", {}, "request"), jsonBlock(job.request, "request"), h("h3", {}, "authority"), jsonBlock(job.authority, "authority"));
-    replaceContent(chain, chainTree(job, chainPage));
+    replaceContent(
+      chainPanel,
+      chain === null
+        ? h("p", { class: "muted" }, "The chain has no job any more: retention removed it.")
+        : chainSliceView({
+            job,
+            chain,
+            jobHref: jobHash,
+            chainHref: chainHash(job.original_request_id, { job: job.id }),
+            listHref: listHash({ original_request_id: job.original_request_id }),
+          }),
+    );
     replaceContent(history, historyTimeline(job, events));
   }
 
@@ -243,7 +276,7 @@ function progressCell(progress) {
   );
 }
 
-/** The result: status code, terminal reason, and the error body as the target sent it. */
+/** The result: status code, terminal reason, the stored body (store_result) and the error body as the target sent them. */
 function resultBlock(job) {
   if (job.result === null) {
     return h("p", { class: "muted" }, ACTIVE_STATUSES.has(job.status) ? "No result yet: no attempt has failed or finished the job." : "null");
@@ -261,57 +294,21 @@ function resultBlock(job) {
         h("tr", {}, h("th", { scope: "row" }, "terminal_reason"), h("td", {}, reason === null ? h("span", { class: "muted" }, "null") : h("code", {}, reason))),
       ),
     ),
+    "body" in job.result ? storedBody(job.result.body) : null,
     h("h3", {}, "error_body"),
     errorBody === null ? h("p", { class: "muted" }, "null") : h("pre", { class: "code error-body", tabindex: "0", "aria-label": "error_body" }, errorBody),
   ];
 }
 
-/** The chain as a tree: the root (no parent), each job under its parent, each with its status and a link. */
-function chainTree(job, page) {
-  const jobs = page.jobs;
-  const byId = new Map(jobs.map((j) => [j.id, j]));
-  const children = new Map();
-  const roots = [];
-  for (const j of [...jobs].sort((a, b) => a.created_at.localeCompare(b.created_at))) {
-    if (j.parent_job_id !== null && byId.has(j.parent_job_id)) {
-      const list = children.get(j.parent_job_id) ?? [];
-      list.push(j);
-      children.set(j.parent_job_id, list);
-    } else {
-      roots.push(j);
-    }
-  }
-  const node = (j, depth) => {
-    const here = j.id === job.id;
-    const label = [
-      statusBadge(j.status),
-      " ",
-      here
-        ? h("strong", { "aria-current": "true" }, j.operation_id, " ", h("code", {}, j.id), " (this job)")
-        : h("a", { href: jobHash(j.id), "data-focus-key": `tree-${j.id}` }, j.operation_id, " ", h("code", {}, j.id)),
-      j.parent_job_id === null ? h("span", { class: "muted" }, " · root") : null,
-      j.parent_job_id !== null && !byId.has(j.parent_job_id) ? h("span", { class: "muted" }, ` · parent ${j.parent_job_id} not shown`) : null,
-    ];
-    const kids = children.get(j.id) ?? [];
-    return h("li", { class: here ? "here" : "" }, h("span", { class: "node" }, label), kids.length > 0 && depth < 50 ? h("ul", {}, kids.map((kid) => node(kid, depth + 1))) : null);
-  };
-  const size = `${jobs.length}${page.next_cursor ? "+" : ""} job${jobs.length === 1 ? "" : "s"}`;
+/**
+ * The target's 2xx body kept by an operation with store_result (docs/chains.md, "Stored results"): a string as its
+ * text, any other JSON value indented. Always text, never markup: a body holding HTML shows its tags.
+ */
+function storedBody(body) {
+  const text = typeof body === "string";
   return [
-    h(
-      "div",
-      { class: "chain-head" },
-      h("span", { class: "muted" }, "Chain id (original_request_id)"),
-      h("code", { class: "chain-id", id: "chain-id" }, job.original_request_id),
-      h(
-        "p",
-        {},
-        h("a", { href: chainHash(job.original_request_id), "data-focus-key": "chain-page", id: "chain-page" }, "The chain's page (waterfall)"),
-        " · ",
-        h("a", { href: listHash({ original_request_id: job.original_request_id }), "data-focus-key": "chain-list", id: "chain-list" }, `List the ${size} of this chain`),
-        page.next_cursor ? h("span", { class: "muted" }, ` (the ${CHAIN_LIMIT} newest are drawn below)`) : null,
-      ),
-    ),
-    h("ul", { class: "tree", "aria-label": `Chain ${job.original_request_id}` }, roots.map((root) => node(root, 0))),
+    h("h3", {}, "body ", h("span", { class: "body-kind" }, text ? "(text)" : "(JSON)")),
+    h("pre", { class: "code result-body", id: "result-body", tabindex: "0", "aria-label": "body" }, text ? body : JSON.stringify(body, null, 2)),
   ];
 }
 

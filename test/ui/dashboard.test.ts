@@ -463,7 +463,7 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     assert.equal(await page.locator("#chain-id").innerText(), "signup-dora");
     await page.locator("#chain-page").click();
     await page.locator("#waterfall").waitFor();
-    assert.match(page.url(), /#\/chains\/signup-dora$/);
+    assert.match(page.url(), new RegExp(`#/chains/signup-dora\\?job=${w.deadRecord.id}$`));
     await until(async () => (await page.locator("#chain-settled").innerText()) === "yes", "the chain settled");
     assert.equal(await page.locator("#waterfall tr.waterfall-row").count(), 3, "a row per job");
     assert.ok((await page.locator("#waterfall rect.bar-dead").count()) >= 1, "the dead attempt drawn");
