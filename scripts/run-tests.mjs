@@ -45,6 +45,7 @@ const PLACES = {
     engines: "sqlite",
     reason: "the opqueue command on SQLite files (lock, migrate, token); serve on PostgreSQL is test/multinode/'s",
   },
+  "test/cli-startup.test.ts": { engines: "own" },
   "test/cli-backup.test.ts": {
     engines: "sqlite",
     reason:

@@ -178,14 +178,57 @@ function listenForOtherNodes(options: { store: Store; notifier: WorkNotifier; lo
   };
 }
 
+/** What a service is built from that needs no database: the config checked against the OpenAPI document, the keys. */
+export interface CheckedService {
+  settings: PerOperationSettings;
+  registry: OperationRegistry;
+  requestSchemas: RequestSchemas;
+  /** Config problems worth a warning but not a refusal to start. */
+  warnings: string[];
+  verifier: TokenVerifier;
+  signer: DeliverySigner;
+  deliveryVerifier: DeliveryTokenVerifier;
+}
+
+/**
+ * The part of building a service that needs no database: reads the OpenAPI document, checks the config against it and
+ * imports the keys. Throws `ConfigError` for a config the document contradicts or a key that cannot be imported, so
+ * `serve` can refuse a bad config before it listens, and waits for the database with nothing left to check.
+ */
+export async function checkService(options: { config: Config; clock?: Clock }): Promise<CheckedService> {
+  const { config } = options;
+  const clock = options.clock ?? systemClock;
+  const settings = new PerOperationSettings(config);
+  const registry = OperationRegistry.fromFile(config.openapi);
+  const configWarnings = checkConfigAgainstRegistry({ config, registry }).warnings;
+  const requestSchemas = RequestSchemas.compile({ registry, settings });
+  const warnings = [...configWarnings, ...requestSchemas.warnings, ...cronRequestWarnings({ config, requestSchemas })];
+  // Tokens are signed and checked on this node's clock, as their issuers' and verifiers' are.
+  const verifier = await TokenVerifier.create({ auth: config.auth, clock });
+  const signer = await DeliverySigner.create({ deliveryKey: config.auth.delivery_key, audience: config.target.audience, clock });
+  const deliveryVerifier = await DeliveryTokenVerifier.create({
+    deliveryKey: config.auth.delivery_key,
+    audience: config.target.audience,
+    clock,
+  });
+  return { settings, registry, requestSchemas, warnings, verifier, signer, deliveryVerifier };
+}
+
 /** Builds every part of the service; throws `ConfigError` for a config the OpenAPI document contradicts. */
 export async function createService(options: {
+  /** What `checkService` made of the config (on this node's clock): made here when not given. */
+  checked?: CheckedService;
   config: Config;
   clock?: Clock;
   logger?: Logger;
   processMetrics?: boolean;
   /** Build the worker side (default true); `--no-worker` API nodes pass false. */
   worker?: boolean;
+  /**
+   * Whether the node serves the API (default true). `--no-api` nodes pass false: their ops listener then answers API
+   * routes with 404 `api_disabled`.
+   */
+  api?: boolean;
   /** Jitter source for backoff; `Math.random` by default. */
   random?: () => number;
   /** PostgreSQL pool size; `database_pool_size` of the config by default. */
@@ -198,29 +241,10 @@ export async function createService(options: {
 }): Promise<Service> {
   const { config } = options;
   const nodeClock = options.clock ?? systemClock;
-  const settings = new PerOperationSettings(config);
+  const { settings, registry, requestSchemas, warnings, verifier, signer, deliveryVerifier } =
+    options.checked ?? (await checkService({ config, clock: nodeClock }));
   const notifier = new WorkNotifier();
   const logger = options.logger ?? pino({ level: "silent" });
-  const registry = OperationRegistry.fromFile(config.openapi);
-  const configWarnings = checkConfigAgainstRegistry({ config, registry }).warnings;
-  const requestSchemas = RequestSchemas.compile({ registry, settings });
-  const warnings = [
-    ...configWarnings,
-    ...requestSchemas.warnings,
-    ...cronRequestWarnings({ config, requestSchemas }),
-  ];
-  // Tokens are signed and checked on this node's clock, as their issuers' and verifiers' are.
-  const verifier = await TokenVerifier.create({ auth: config.auth, clock: nodeClock });
-  const signer = await DeliverySigner.create({
-    deliveryKey: config.auth.delivery_key,
-    audience: config.target.audience,
-    clock: nodeClock,
-  });
-  const deliveryVerifier = await DeliveryTokenVerifier.create({
-    deliveryKey: config.auth.delivery_key,
-    audience: config.target.audience,
-    clock: nodeClock,
-  });
   const telemetry = new Telemetry({
     onListenerError: (event, error) => logger.error({ err: error, event }, "a telemetry subscriber failed; what it was told of stands"),
   });
@@ -288,6 +312,7 @@ export async function createService(options: {
       settings,
       store,
       metrics,
+      apiDisabled: options.api === false,
       ...(options.logger ? { logger: options.logger as FastifyBaseLogger } : {}),
     });
     const worker =

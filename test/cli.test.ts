@@ -45,8 +45,11 @@ function databaseFile(dir: string): string {
 }
 
 
-/** Waits until `serve` answers GET /healthz; fails early with its output if it exits first. */
-async function waitForHealthz(cli: CliProcess, port: number): Promise<void> {
+/**
+ * Waits until `serve` is ready: GET /readyz answers 200 (/healthz answers from the start, while the node still opens
+ * its database); fails early with its output if it exits first.
+ */
+async function waitForReady(cli: CliProcess, port: number): Promise<void> {
   let exited: CliResult | undefined;
   void cli.exited.then((result) => (exited = result));
   for (let attempt = 0; attempt < POLL_ATTEMPTS; attempt++) {
@@ -54,9 +57,10 @@ async function waitForHealthz(cli: CliProcess, port: number): Promise<void> {
       assert.fail(`serve exited (code ${exited.code}, signal ${exited.signal}) before answering:\n${exited.stderr}${exited.stdout}`);
     }
     try {
-      const response = await fetch(`http://127.0.0.1:${port}/healthz`);
+      const response = await fetch(`http://127.0.0.1:${port}/readyz`);
       if (response.ok) {
-        assert.deepEqual(await response.json(), { status: "ok" });
+        assert.deepEqual(await response.json(), { status: "ready" });
+        assert.deepEqual(await (await fetch(`http://127.0.0.1:${port}/healthz`)).json(), { status: "ok" });
         return;
       }
     } catch {
@@ -64,14 +68,14 @@ async function waitForHealthz(cli: CliProcess, port: number): Promise<void> {
     }
     await sleep(POLL_MS);
   }
-  assert.fail(`serve did not answer /healthz on port ${port}:\n${cli.stderr()}${cli.stdout()}`);
+  assert.fail(`serve was not ready on port ${port}:\n${cli.stderr()}${cli.stdout()}`);
 }
 
 /** Starts `serve --config FILE` on a free port and waits until it answers. */
 async function startServe(t: TestContext, configFile: string): Promise<{ cli: CliProcess; port: number }> {
   const port = await freePort();
   const cli = startCli(t, ["serve", "--config", configFile], { OPQUEUE_PORT: String(port) });
-  await waitForHealthz(cli, port);
+  await waitForReady(cli, port);
   return { cli, port };
 }
 
@@ -337,22 +341,24 @@ async function get(url: string): Promise<{ status: number; body: string }> {
   return { status: response.status, body: await response.text() };
 }
 
-test("a worker-only node (serve --no-api) serves /healthz, /readyz and /metrics on listen.port, and nothing else", async (t) => {
+test("a worker-only node (serve --no-api) serves /healthz, /readyz and /metrics on listen.port, and answers API routes with 404 api_disabled", async (t) => {
   const dir = tempDir(t);
   const port = await freePort();
   const config = writeConfig(dir);
   const cli = startCli(t, ["serve", "--config", config, "--no-api"], { OPQUEUE_PORT: String(port) });
-  await waitForHealthz(cli, port);
+  await waitForReady(cli, port);
   const base = `http://127.0.0.1:${port}`;
   assert.equal((await get(`${base}/readyz`)).status, 200);
   const metrics = await get(`${base}/metrics`);
   assert.equal(metrics.status, 200);
   assert.match(metrics.body, /^opqueue_jobs\{status="pending"\} 0$/m);
   assert.match(metrics.body, /^opqueue_process_cpu_seconds_total /m);
-  for (const [method, route] of [["POST", "/jobs"], ["GET", "/jobs"], ["GET", "/openapi.json"], ["GET", "/ui/"]]) {
+  for (const [method, route] of [["POST", "/jobs"], ["GET", "/jobs"], ["GET", "/jobs?status=dead"], ["GET", "/openapi.json"], ["GET", "/ui/"], ["GET", "/"]]) {
     const response = await fetch(`${base}${route}`, { method });
     assert.equal(response.status, 404, `${method} ${route}`);
-    assert.equal(((await response.json()) as { code: string }).code, "not_found");
+    const body = (await response.json()) as { code: string; message: string };
+    assert.equal(body.code, "api_disabled", `${method} ${route}`);
+    assert.match(body.message, /--no-api/);
   }
   cli.child.kill("SIGTERM");
   assert.equal((await cli.exited).code, 0);
@@ -376,7 +382,7 @@ test("listen.ops_port gives an API node a second listener with /healthz, /readyz
 /** Starts `serve --config FILE` on `port` and waits until it answers. */
 async function startServeOn(t: TestContext, configFile: string, port: number): Promise<{ cli: CliProcess }> {
   const cli = startCli(t, ["serve", "--config", configFile], { OPQUEUE_PORT: String(port) });
-  await waitForHealthz(cli, port);
+  await waitForReady(cli, port);
   return { cli };
 }
 

@@ -156,7 +156,7 @@ function childEnv(): NodeJS.ProcessEnv {
 }
 
 
-/** Starts `opqueue serve --config FILE` from source and waits until it answers /healthz. */
+/** Starts `opqueue serve --config FILE` from source and waits until it is ready (/readyz; /healthz answers while it still opens its database). */
 async function startServe(t: TestContext, configFile: string, port: number): Promise<Serve> {
   const child = spawn(process.execPath, ["--import", "tsx", "src/cli.ts", "serve", "--config", configFile], {
     cwd: REPO_ROOT,
@@ -216,13 +216,13 @@ async function startServe(t: TestContext, configFile: string, port: number): Pro
   for (let waited = 0; waited < WAIT_MS; waited += POLL_MS) {
     if (result) assert.fail(`serve exited (code ${result.code}, signal ${result.signal}) before answering:\n${serve.output()}`);
     try {
-      if ((await fetch(`${serve.url}/healthz`)).ok) return serve;
+      if ((await fetch(`${serve.url}/readyz`)).ok) return serve;
     } catch {
       // Not listening yet.
     }
     await sleep(POLL_MS);
   }
-  assert.fail(`serve did not answer /healthz on port ${port}:\n${serve.output()}`);
+  assert.fail(`serve was not ready on port ${port}:\n${serve.output()}`);
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -234,7 +234,7 @@ export interface Cluster {
   db: pg.Client;
   agent: Agent;
   nodes: Node[];
-  /** Starts a node and waits until it serves (/healthz, or its start-up log line without the API). */
+  /** Starts a node and waits until it serves (/readyz, or its start-up log line without the API). */
   start(name: string, options?: { args?: string[] }): Promise<Node>;
 }
 
@@ -363,7 +363,7 @@ export async function createCluster(
       if (exit) assert.fail(`${name} exited (code ${exit.code}, signal ${exit.signal}) before serving:\n${node.output()}`);
       if (!api) return node.logLines().some((line) => line["msg"] === "opqueue started") || undefined;
       try {
-        return (await fetch(`${node.url}/healthz`)).ok || undefined;
+        return (await fetch(`${node.url}/readyz`)).ok || undefined;
       } catch {
         return undefined; // Not listening yet.
       }

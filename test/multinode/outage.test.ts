@@ -421,7 +421,7 @@ async function spawnNode(
   return node;
 }
 
-/** Spawns a node and waits until it serves: /healthz answers (API nodes) or it logged "opqueue started". */
+/** Spawns a node and waits until it serves: /readyz answers (API nodes; /healthz answers while it still opens its database) or it logged "opqueue started". */
 async function startNode(s: Scenario, options: Parameters<typeof spawnNode>[1]): Promise<Node> {
   const node = await spawnNode(s, options);
   await waitUntil(
@@ -429,7 +429,7 @@ async function startNode(s: Scenario, options: Parameters<typeof spawnNode>[1]):
     async () => {
       assertAlive(node);
       if (options.api === false) return node.hasLogged("opqueue started");
-      return (await call(`${node.url}/healthz`)).status === 200;
+      return (await call(`${node.url}/readyz`)).status === 200;
     },
     node.output,
   );

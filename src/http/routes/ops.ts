@@ -20,7 +20,7 @@ export interface OpsRoutesOptions {
 }
 
 /** The log level of the probes' access lines: theirs only at `debug` or `trace`, else none (`warn` and above). */
-function probeLogLevel(logger: FastifyBaseLogger | undefined): "debug" | "trace" | "warn" {
+export function probeLogLevel(logger: FastifyBaseLogger | undefined): "debug" | "trace" | "warn" {
   const level = logger?.level;
   if (level === "debug") return "debug";
   return level === "trace" ? "trace" : "warn";
