@@ -61,16 +61,21 @@ export interface PausedKey {
   paused: Stamp;
 }
 
+/** A rate limit's period when none is given, in ms (docs/flow-control.md, "Rate limits"). */
+export const RATE_PERIOD_MS_DEFAULT = 1000;
+
 /** The configuration's form of a rate limit. */
 export interface RateLimitConfig {
   limit: number;
-  period_ms: number;
+  period_ms?: number | undefined;
   burst?: number | undefined;
 }
 
-/** A configured rate limit, its burst defaulting to its limit (a period's worth at once). */
+/** A configured rate limit, its period defaulting to 1000 ms and its burst to its limit (a period's worth at once). */
 export function rateFromConfig(rate: RateLimitConfig | undefined): RateLimit | null {
-  return rate === undefined ? null : { limit: rate.limit, periodMs: rate.period_ms, burst: rate.burst ?? rate.limit };
+  return rate === undefined
+    ? null
+    : { limit: rate.limit, periodMs: rate.period_ms ?? RATE_PERIOD_MS_DEFAULT, burst: rate.burst ?? rate.limit };
 }
 
 /** The limits an operation's configuration entry gives it. */

@@ -4,7 +4,7 @@
  * TypeBox, so the configuration's validation, the routes' and the served OpenAPI come from these.
  */
 import { Type, type Static } from "@sinclair/typebox";
-import type { OperationControl, OperationLimits, PausedKey, RateLimit as RateLimitValue, Stamp } from "./limits.js";
+import { RATE_PERIOD_MS_DEFAULT, type OperationControl, type OperationLimits, type PausedKey, type RateLimit as RateLimitValue, type Stamp } from "./limits.js";
 import { formatTime } from "../job/wire.js";
 
 /** The largest count or period the database holds (a PostgreSQL integer). */
@@ -12,19 +12,35 @@ const MAX_INT = 2_147_483_647;
 
 const Count = (description: string) => Type.Integer({ minimum: 1, maximum: MAX_INT, description });
 
+const PeriodMs = Type.Integer({
+  minimum: 1,
+  maximum: MAX_INT,
+  default: RATE_PERIOD_MS_DEFAULT,
+  description: `The period, in ms (default ${RATE_PERIOD_MS_DEFAULT}).`,
+});
+const RateLimitFields = {
+  limit: Count("Jobs started per period, on average."),
+  burst: Type.Optional(Count("Jobs that may start at once after a quiet spell (default `limit`).")),
+};
+
 /**
  * A rate limit: at most `limit` jobs started per `period_ms` on average, and at most `burst` (default `limit`) at once
- * after a quiet spell. Enforced by the generic cell rate algorithm, cluster-wide.
+ * after a quiet spell. Enforced by the generic cell rate algorithm, cluster-wide. The configuration's form, whose
+ * validation fills in `period_ms`, and the form the API answers, which always names it.
  */
-export const RateLimit = Type.Object(
-  {
-    limit: Count("Jobs started per period, on average."),
-    period_ms: Type.Integer({ minimum: 1, maximum: MAX_INT, default: 1000, description: "The period, in ms (default 1000)." }),
-    burst: Type.Optional(Count("Jobs that may start at once after a quiet spell (default `limit`).")),
-  },
+export const RateLimit = Type.Object({ ...RateLimitFields, period_ms: PeriodMs }, { additionalProperties: false });
+export type RateLimitBody = Static<typeof RateLimit>;
+
+/**
+ * A rate limit as a request writes it: `period_ms` may be left out (it defaults to 1000). The API's validation fills in
+ * no default, and a default inside a union would not be filled anyway, so a defaulted field is optional in every request
+ * schema and the code applies its default (test/http/openapi-defaults.test.ts walks the served document for it).
+ */
+export const RateLimitInput = Type.Object(
+  { ...RateLimitFields, period_ms: Type.Optional(PeriodMs) },
   { additionalProperties: false },
 );
-export type RateLimitBody = Static<typeof RateLimit>;
+export type RateLimitInput = Static<typeof RateLimitInput>;
 
 /** An operation's limits as the API shows them; null: no such limit. */
 export const Limits = Type.Object(
@@ -38,7 +54,14 @@ export const Limits = Type.Object(
 );
 
 /** The body of `PATCH /operations/{id}/limits`: the limits to change (null: remove); the rest are kept. */
-export const LimitsPatch = Type.Partial(Limits, { additionalProperties: false, minProperties: 1 });
+export const LimitsPatch = Type.Partial(
+  Type.Object({
+    ...Limits.properties,
+    rate: Type.Union([RateLimitInput, Type.Null()], { description: "Jobs of the operation started over time, cluster-wide." }),
+    rate_per_key: Type.Union([RateLimitInput, Type.Null()], { description: "Jobs started over time per `rate_key`." }),
+  }),
+  { additionalProperties: false, minProperties: 1 },
+);
 export type LimitsPatch = Static<typeof LimitsPatch>;
 
 /** Who did an administrator's action (the admin token's `sub`), and when. */
@@ -99,9 +122,11 @@ export function wireRate(rate: RateLimitValue | null): RateLimitBody | null {
   return rate === null ? null : { limit: rate.limit, period_ms: rate.periodMs, burst: rate.burst };
 }
 
-/** A wire rate limit as the store holds it, its burst defaulting to its limit. */
-export function rateFromWire(rate: RateLimitBody | null): RateLimitValue | null {
-  return rate === null ? null : { limit: rate.limit, periodMs: rate.period_ms, burst: rate.burst ?? rate.limit };
+/** A wire rate limit as the store holds it, its period defaulting to 1000 ms and its burst to its limit. */
+export function rateFromWire(rate: RateLimitInput | null): RateLimitValue | null {
+  return rate === null
+    ? null
+    : { limit: rate.limit, periodMs: rate.period_ms ?? RATE_PERIOD_MS_DEFAULT, burst: rate.burst ?? rate.limit };
 }
 
 /** A stamp's wire form; null stays null. */

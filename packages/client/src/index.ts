@@ -38,6 +38,6 @@ export type {
   AdminAction, AdminStamp, Authority, Chain, ChainNode, ErrorCode, HeartbeatAnswer, Job, JobAttempt, JobExtensions, JobHistoryEvent,
   JobResult, JobStatus, LimitsPatch,
   OperationControl,
-  OperationLimits, OperationSummary, PausedKey, RateLimit, RequestPayload, Schedule, ScheduleDefinition, SchedulePatch,
+  OperationLimits, OperationSummary, PausedKey, RateLimit, RateLimitInput, RequestPayload, Schedule, ScheduleDefinition, SchedulePatch,
   TerminalReason,
 } from "./wire.js";

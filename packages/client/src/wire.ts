@@ -186,8 +186,17 @@ export interface OperationLimits {
   concurrency_limit: number;
 }
 
+/** A rate limit as you send it: `period_ms` may be left out (1000), `burst` too (`limit`). */
+export interface RateLimitInput {
+  limit: number;
+  period_ms?: number;
+  burst?: number;
+}
+
 /** The body of `PATCH /operations/{id}/limits`: the limits to change (null removes one); the others are kept. */
-export type LimitsPatch = Partial<OperationLimits>;
+export type LimitsPatch = Partial<
+  Omit<OperationLimits, "rate" | "rate_per_key"> & { rate: RateLimitInput | null; rate_per_key: RateLimitInput | null }
+>;
 
 /** An operation's flow control: its pause, and its limits in force with where they come from. */
 export interface OperationControl {
