@@ -36,6 +36,7 @@ const PLACES = {
   "test/job/": { engines: "none" },
   "test/operations/": { engines: "none" },
   "test/config.test.ts": { engines: "none" },
+  "test/did-you-mean.test.ts": { engines: "none" },
   "test/config-docs.test.ts": { engines: "none" },
   "test/dispatcher/crash.test.ts": {
     engines: "sqlite",

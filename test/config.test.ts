@@ -572,6 +572,86 @@ test("an unknown nested key is refused, naming it and its section", () => {
   );
 });
 
+/** The test product's whole config (with triggers and a cron entry), changed by `change`, parsed. */
+function parseProductChanged(change: (raw: Record<string, unknown>) => void) {
+  const raw = rawTestConfig(os.tmpdir());
+  change(raw);
+  return parseConfig({ raw, baseDir: os.tmpdir(), env: {} });
+}
+
+test("an unknown key at any level names the known key it most likely misspells", () => {
+  const cases: Array<[(raw: Record<string, unknown>) => void, RegExp]> = [
+    [(raw) => void (raw["listn"] = { port: 1 }), /^config: unknown key "listn" \(did you mean "listen"\?\)$/],
+    [(raw) => void (raw["listen"] = { prot: 1 }), /^config: listen: unknown key "prot" \(did you mean "port"\?\)$/],
+    [(raw) => void (raw["retry"] = { base_sm: 100 }), /^config: retry: unknown key "base_sm" \(did you mean "base_ms"\?\)$/],
+    [
+      (raw) => void (raw["operations"] = { sendWelcomeEmail: { max_attempt: 3 } }),
+      /^config: operations\.sendWelcomeEmail: unknown key "max_attempt" \(did you mean "max_attempts"\?\)$/,
+    ],
+    [
+      (raw) => void ((raw["auth"] as { keys: Array<Record<string, unknown>> }).keys[0]!["secert"] = "x"),
+      /^config: auth\.keys\.0: unknown key "secert" \(did you mean "secret"\?\)$/,
+    ],
+    [
+      (raw) => void ((raw["cron"] as Array<Record<string, unknown>>)[0]!["shedule"] = "* * * * *"),
+      /^config: cron\.0: unknown key "shedule" \(did you mean "schedule"\?\)$/,
+    ],
+    // A misspelt required key first shows as the missing one: the message names both.
+    [
+      (raw) => {
+        raw["tagret"] = raw["target"];
+        delete raw["target"];
+      },
+      /^config: unknown key "tagret" \(did you mean "target"\?\); target is required$/,
+    ],
+    // Nothing near: no suggestion.
+    [(raw) => void (raw["completely_else"] = 1), /^config: unknown key "completely_else"$/],
+  ];
+  for (const [change, pattern] of cases) assertConfigError(() => parseProductChanged(change), pattern);
+});
+
+test("the cross-check with the OpenAPI document suggests the operation a misspelt id most likely names", () => {
+  const registry = OperationRegistry.fromFile(TEST_OPENAPI);
+  assertConfigError(
+    () =>
+      checkConfigAgainstRegistry({
+        config: parseProductChanged((raw) => {
+          raw["triggers"] = { createUser: ["sendWelcomEmail"] };
+          raw["cron"] = [];
+        }),
+        registry,
+      }),
+    /^config: triggers\.createUser: target "sendWelcomEmail" is not an operation of the OpenAPI document \(did you mean "sendWelcomeEmail"\?\)$/,
+  );
+  const { warnings } = checkConfigAgainstRegistry({
+    config: parseProductChanged((raw) => {
+      raw["operations"] = { sendWelcomEmail: { max_attempts: 3 } };
+      raw["on_behalf_of"] = ["importUser"];
+      (raw["triggers"] as Record<string, string[]>)["creatUser"] = ["buildReport"];
+    }),
+    registry,
+  });
+  assert.ok(warnings.some((w) => /operations\.sendWelcomEmail: .*\(did you mean "sendWelcomeEmail"\?\)/.test(w)), warnings.join("\n"));
+  assert.ok(warnings.some((w) => /on_behalf_of\.0: .*\(did you mean "importUsers"\?\)/.test(w)), warnings.join("\n"));
+  assert.ok(warnings.some((w) => /triggers\.creatUser: .*\(did you mean "createUser"\?\)/.test(w)), warnings.join("\n"));
+});
+
+test("a cron entry without its trigger key points at a trigger key that looks misspelt", () => {
+  const registry = OperationRegistry.fromFile(TEST_OPENAPI);
+  assertConfigError(
+    () =>
+      checkConfigAgainstRegistry({
+        config: parseProductChanged((raw) => {
+          const triggers = raw["triggers"] as Record<string, string[]>;
+          triggers["cron:nigthly"] = triggers["cron:nightly"] ?? [];
+          delete triggers["cron:nightly"];
+        }),
+        registry,
+      }),
+    /^config: cron\.0\.name: cron entry "nightly" has no "cron:nightly" key in triggers .*; triggers has "cron:nigthly": is it misspelt\?$/,
+  );
+});
+
 test("a value of the wrong type is refused, naming its key", () => {
   const cases: Array<[(raw: Record<string, unknown>) => void, RegExp]> = [
     [(raw) => void (raw["listen"] = { port: "8080" }), /listen\.port/],
