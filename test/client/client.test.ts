@@ -435,6 +435,41 @@ describe("errors of the client's own setup", () => {
     );
     assert.match(error.message, /did not answer/);
   });
+
+  test("a network error names the call's URL and the cause (ECONNREFUSED and the address), not fetch's bare \"fetch failed\"", async () => {
+    // A port that was just free: a listener opened and closed, so the connection is refused.
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as AddressInfo;
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    const error = await assertRefused(
+      createJobsClient({ baseUrl: `http://127.0.0.1:${port}/`, adminToken: "t", retries: 0 }).get("some_job_0001"),
+      OpqueueError,
+      0,
+      "network_error",
+    );
+    assert.equal(
+      error.message,
+      `opqueue did not answer GET http://127.0.0.1:${port}/jobs/some_job_0001: ECONNREFUSED 127.0.0.1:${port}`,
+    );
+    assert.doesNotMatch(error.message, /fetch failed/);
+    assert.ok(error.cause instanceof Error, "the error fetch threw is kept as the cause");
+
+    // What fetch throws for a name that does not resolve, and for refusals on every address of a name (happy eyeballs).
+    const thrown = (cause: Error) => () => Promise.reject(new TypeError("fetch failed", { cause }));
+    const notFound = Object.assign(new Error("getaddrinfo ENOTFOUND opqueue.internal"), { code: "ENOTFOUND", hostname: "opqueue.internal" });
+    const refused = (address: string) =>
+      Object.assign(new Error(`connect ECONNREFUSED ${address}:8081`), { code: "ECONNREFUSED", address, port: 8081 });
+    const everyAddress = Object.assign(new AggregateError([refused("::1"), refused("127.0.0.1")], ""), { code: "ECONNREFUSED" });
+    for (const [cause, expected] of [
+      [notFound, "ENOTFOUND opqueue.internal"],
+      [everyAddress, "ECONNREFUSED ::1:8081, ECONNREFUSED 127.0.0.1:8081"],
+    ] as const) {
+      const failing = createJobsClient({ baseUrl: "http://opqueue.internal:8081", adminToken: "t", fetch: thrown(cause) });
+      const other = await assertRefused(failing.cancel("some_job_0001"), OpqueueError, 0, "network_error");
+      assert.equal(other.message, `opqueue did not answer POST http://opqueue.internal:8081/jobs/some_job_0001/cancel: ${expected}`);
+    }
+  });
 });
 
 describe("typed errors of enqueue", () => {

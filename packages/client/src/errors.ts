@@ -15,8 +15,10 @@ export class OpqueueError extends Error {
     message: string,
     /** Seconds the service asked to wait (503 `unavailable`). */
     readonly retryAfterSeconds?: number,
+    /** `cause`: for `network_error`, what fetch threw (its own `cause` says what the network did). */
+    options?: ErrorOptions,
   ) {
-    super(message);
+    super(message, options);
   }
 }
 

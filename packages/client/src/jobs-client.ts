@@ -395,9 +395,11 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
     for (let attempt = 0; ; attempt++) {
       // Outside the try: a missing `sign`/`adminToken` or a failing token function is not a network error.
       const authorizationHeader = await authorization();
+      const url = `${baseUrl}${path}`;
       let response: Response;
+      let text: string;
       try {
-        response = await fetchFn(`${baseUrl}${path}`, {
+        response = await fetchFn(url, {
           method,
           headers: {
             authorization: authorizationHeader,
@@ -406,10 +408,10 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
           },
           ...(body === undefined ? {} : { body: JSON.stringify(body) }),
         });
+        text = await response.text();
       } catch (error) {
-        throw new OpqueueError(0, "network_error", `opqueue did not answer: ${(error as Error).message}`);
+        throw networkError(`${method} ${url}`, error);
       }
-      const text = await response.text();
       let parsed: unknown;
       try {
         parsed = text === "" ? undefined : JSON.parse(text);
@@ -686,4 +688,31 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
     },
   };
   return client;
+}
+
+/**
+ * The error of a call that got no (whole) answer, naming the call and the cause. fetch (undici) throws a bare
+ * `TypeError: fetch failed` and keeps what happened in `cause` (an error with a `code` such as `ECONNREFUSED` and the
+ * address, or an `AggregateError` of one per address tried); the message says it as `ECONNREFUSED 127.0.0.1:8081`, and
+ * the error keeps the original as its own `cause`.
+ */
+function networkError(call: string, error: unknown): OpqueueError {
+  return new OpqueueError(0, "network_error", `opqueue did not answer ${call}: ${describeCause(error)}`, undefined, { cause: error });
+}
+
+/** What went wrong under `error`, its innermost causes first found: `ECONNREFUSED 127.0.0.1:8081`, `ENOTFOUND host`, ... */
+function describeCause(error: unknown, depth = 0): string {
+  if (!(error instanceof Error)) return String(error);
+  const inner = (error as { cause?: unknown }).cause;
+  if (inner !== undefined && depth < 5) return describeCause(inner, depth + 1);
+  if (error instanceof AggregateError && error.errors.length > 0) {
+    return [...new Set(error.errors.map((each: unknown) => describeCause(each, depth + 1)))].join(", ");
+  }
+  const { code, address, port, hostname } = error as { code?: unknown; address?: unknown; port?: unknown; hostname?: unknown };
+  if (typeof code === "string") {
+    if (typeof address === "string") return `${code} ${address}${typeof port === "number" ? `:${port}` : ""}`;
+    if (typeof hostname === "string") return `${code} ${hostname}`;
+    return error.message.includes(code) ? error.message : `${code}: ${error.message}`;
+  }
+  return error.message || error.name;
 }
