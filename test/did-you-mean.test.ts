@@ -2,6 +2,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { closestName, didYouMean, editDistance } from "../src/did-you-mean.js";
+import { OperationRegistry } from "../src/operations/registry.js";
+import { scheduleTargetError } from "../src/schedules/checks.js";
+import { TEST_OPENAPI } from "./helpers/service.js";
 
 test("editDistance counts inserts, deletes, replacements, and a swap of neighbours as one edit", () => {
   assert.equal(editDistance("target", "target"), 0);
@@ -27,4 +30,16 @@ test("closestName suggests a near name, ignoring case, and nothing for a far one
 test("didYouMean ends a message with the suggestion, or adds nothing", () => {
   assert.equal(didYouMean("createUsr", ["createUser", "getUser"]), ' (did you mean "createUser"?)');
   assert.equal(didYouMean("zzz", ["createUser"]), "");
+});
+
+test("a schedule for an operation the document lacks is refused 422 unknown_operation with the operation it most likely names", () => {
+  const error = scheduleTargetError({
+    config: { triggers: { "cron:*": ["buildReport"] } },
+    registry: OperationRegistry.fromFile(TEST_OPENAPI),
+    source: "api",
+    name: "nightly-report",
+    operationId: "buildRepot",
+  });
+  assert.equal(error?.code, "unknown_operation");
+  assert.match(error?.message ?? "", /operation "buildRepot" is not in the product's OpenAPI document \(did you mean "buildReport"\?\)$/);
 });

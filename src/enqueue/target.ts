@@ -4,6 +4,7 @@
  * One check for every way a job comes to be: an enqueue, each of its callbacks, a schedule's definition and its ticks.
  */
 import type { Config } from "../config.js";
+import { didYouMean } from "../did-you-mean.js";
 import { ApiError } from "../errors.js";
 import type { Operation } from "../operations/registry.js";
 
@@ -19,11 +20,18 @@ export function checkTarget(options: {
   caller: string;
   prefix?: string;
   triggerHint?: string;
+  /** The document's operationIds, for the "did you mean" of an unknown one (config schedules and API schedules). */
+  operationIds?: () => Iterable<string>;
 }): { ok: true; target: Operation } | { ok: false; error: ApiError } {
   const refused = (error: ApiError) => ({ ok: false, error }) as const;
   const { target, operationId, caller } = options;
   const prefix = options.prefix ?? "";
-  if (!target) return refused(new ApiError(422, "unknown_operation", `${prefix}operation "${operationId}" is not in the product's OpenAPI document`));
+  if (!target) {
+    const suggestion = options.operationIds ? didYouMean(operationId, options.operationIds()) : "";
+    return refused(
+      new ApiError(422, "unknown_operation", `${prefix}operation "${operationId}" is not in the product's OpenAPI document${suggestion}`),
+    );
+  }
   if (!target.background) {
     return refused(
       new ApiError(
