@@ -139,8 +139,9 @@ export function chainSliceView({ job, chain, jobHref, chainHref, listHref }) {
   const slice = sliceOfChain(chain, job.id);
   const node = (entry) => {
     if (entry.kind === "gap") return h("li", { class: "gap muted" }, gapText(entry));
-    const j = entry.job;
     const here = entry.role === "this";
+    // The job itself as its page last read it: a large chain is read less often than the job.
+    const j = here ? job : entry.job;
     const label = [
       statusBadge(j.status),
       " ",
