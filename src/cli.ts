@@ -44,7 +44,8 @@ const COMMAND_HELP: Record<string, string> = {
   serve: `Usage: opqueue serve [--config FILE] [--no-worker] [--no-api]
 
 Runs the service: the HTTP API and the worker (dispatcher, lease rescuer, cron, retention), until SIGTERM or SIGINT.
-Migrates the database first, and waits for it while it does not answer.
+Listens at once (/healthz answers 200), then opens and migrates the database, waiting while it cannot serve yet
+(/readyz answers 503 naming what it waits for); a database URL no wait can mend exits 2.
 
 ${CONFIG_HELP}
   --no-worker     the API only (a node that answers requests and claims nothing)
@@ -60,7 +61,8 @@ Mints a token with the first HS256 key of auth.keys, for local use, and prints i
 
 ${CONFIG_HELP}
   --sub USER      the acting user (an admin token's subject)
-  --op OP         makes an enqueue assertion for the calling operation OP (cron:NAME for a cron entry)
+  --op OP         makes an enqueue assertion for the calling operation OP: an operationId of the product's OpenAPI
+                  document, or cron:NAME for a schedule
   --rid RID       the chain's request id of a root call: 1..255 visible ASCII characters, globally unique
   --job JOB       the job whose delivery makes a chained call
   --site-admin    an admin token with site_admin: true; also prints the dashboard's sign-in link on stderr
