@@ -11,11 +11,12 @@ import type { CompleteBody, FailBody } from "./schemas.js";
 export const FAILED_WITHOUT_DETAILS = "the target reported a failure";
 
 /**
- * A complete: succeeded, as the 2xx it names (200 by default) would have. Its `result`, as JSON, is the job's
- * `result.body` when the operation stores its results, as a delivered 2xx body would be (docs/chains.md).
+ * A complete: succeeded, as the 2xx it names (200 by default) would have. Its `result` (a JSON value the route checked:
+ * at most 8 KB, storable) is the job's `result.body` when the operation stores its results, as a delivered JSON answer
+ * would be (docs/chains.md): the value itself, `body_format: "json"`.
  */
 export function completeDecision(body: CompleteBody, options: { storeResult: boolean }): AttemptDecision {
-  const kept = options.storeResult && body.result !== undefined ? { body: cutUtf8(Buffer.from(JSON.stringify(body.result)), MAX_ERROR_BODY_BYTES) } : {};
+  const kept = options.storeResult && body.result !== undefined ? { body: body.result, body_format: "json" as const } : {};
   return { status: "succeeded", result: { status_code: body.status_code ?? 200, error_body: null, terminal_reason: null, ...kept } };
 }
 

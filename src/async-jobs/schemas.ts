@@ -47,8 +47,9 @@ export const CompleteBody = Type.Object(
     result: Type.Optional(
       Type.Unknown({
         description:
-          `The job's result (any JSON value, at most ${MAX_RESULT_BYTES} bytes of it): kept as result.body, as ` +
-          "JSON text, when the operation stores its results (operations.X.store_result); checked and dropped otherwise.",
+          `The job's result (any JSON value, at most ${MAX_RESULT_BYTES} bytes of it): kept as result.body, the ` +
+          "value itself (body_format json), when the operation stores its results (operations.X.store_result); " +
+          "checked and dropped otherwise.",
       }),
     ),
   },

@@ -156,6 +156,8 @@ class Exchange implements Dispatcher.DispatchHandler {
   private aborted = false;
   private settled = false;
   private response: { statusCode: number; jobRetry: string | undefined; retryAfter: string | undefined } | null = null;
+  /** A kept success body's `content-type`: it says whether the body is stored as JSON (job/stored-result.ts). */
+  private contentType: string | undefined;
   /** The answer took the attempt asynchronously (see `takesAsync`). */
   private async = false;
   /** The body so far: a failure's, or a success's when it is kept; null when it is discarded. */
@@ -187,7 +189,9 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (!response) return { kind: "no-response", error: "the exchange ended without a response" };
     if (this.async) return { kind: "async" };
     const body = this.chunks === null ? null : cutUtf8(Buffer.concat(this.chunks), MAX_ERROR_BODY_BYTES);
-    return { kind: "response", ...response, body };
+    // A kept success body is stored in the job's result, parsed when its type says JSON and it arrived whole.
+    const stored = body !== null && response.statusCode < 300 ? { contentType: this.contentType, truncated: this.size > MAX_ERROR_BODY_BYTES } : {};
+    return { kind: "response", ...response, body, ...stored };
   }
 
   /** Ends the exchange now, whatever the target was doing: its job was cancelled. */
@@ -215,6 +219,7 @@ class Exchange implements Dispatcher.DispatchHandler {
       return Array.isArray(value) ? value[0] : value;
     };
     this.response = { statusCode, jobRetry: header("x-job-retry")?.trim().toLowerCase(), retryAfter: header("retry-after") };
+    this.contentType = header("content-type");
     this.async = takesAsync(statusCode, header("x-job-async")?.trim());
     if (statusCode >= 300 || (this.keepSuccessBody && !this.async)) this.chunks = [];
   }

@@ -3,6 +3,7 @@
  * time and randomness come in as arguments, so every rule is table-tested.
  */
 import type { JobResult, TerminalReason } from "./schemas.js";
+import { storedBody } from "./stored-result.js";
 
 /** How one delivery attempt ended, as seen by the deliverer. */
 export type AttemptResult =
@@ -17,6 +18,10 @@ export type AttemptResult =
       retryAfter: string | undefined;
       /** The body, cut at a UTF-8 boundary to at most 8192 bytes; null on success (not read). */
       body: string | null;
+      /** The `content-type` response header, if any: a kept success body is stored parsed when it says JSON. */
+      contentType?: string | undefined;
+      /** Whether `body` was cut (the target sent more than 8192 bytes). */
+      truncated?: boolean | undefined;
     };
 
 /** Backoff settings (`retry` of the config, merged with the operation's override). */
@@ -109,8 +114,11 @@ export function decideAttempt(options: {
   const statusCode = result.kind === "response" ? { status_code: result.statusCode } : {};
   const errorBody = result.kind === "response" ? (result.body ?? "") : result.error;
   if (verdict.kind === "success") {
-    // A success's body is read only for an operation that stores its results.
-    const body = result.kind === "response" && result.body !== null ? { body: result.body } : {};
+    // A success's body is read only for an operation that stores its results; JSON is stored parsed (stored-result.ts).
+    const body =
+      result.kind === "response" && result.body !== null
+        ? storedBody({ text: result.body, contentType: result.contentType, truncated: result.truncated ?? false })
+        : {};
     return { status: "succeeded", result: { ...statusCode, error_body: null, terminal_reason: null, ...body } };
   }
   if (verdict.kind === "dead") {

@@ -74,10 +74,19 @@ export const JobResult = Type.Object(
     error_body: Type.Union([Type.String(), Type.Null()]),
     terminal_reason: Type.Union([...TERMINAL_REASONS.map((reason) => Type.Literal(reason)), Type.Null()]),
     body: Type.Optional(
-      Type.String({
+      Type.Unknown({
         description:
-          "The target's 2xx body, cut at 8,192 bytes, for an operation with store_result (docs/chains.md); absent otherwise.",
+          "The target's 2xx body, for an operation with store_result (docs/chains.md); absent otherwise. The JSON value " +
+          "itself when the target answered JSON (body_format json), else the text, cut at 8,192 bytes (body_format text).",
       }),
+    ),
+    body_format: Type.Optional(
+      Type.Union([Type.Literal("json"), Type.Literal("text")], {
+        description: "json: body is the parsed JSON answer; text: body is text. Absent on results stored as text before it existed.",
+      }),
+    ),
+    body_truncated: Type.Optional(
+      Type.Literal(true, { description: "Present when the body was cut at 8,192 bytes: it is then text, even from a JSON answer." }),
     ),
   },
   { additionalProperties: false },

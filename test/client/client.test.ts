@@ -828,6 +828,20 @@ describe("admin calls", () => {
 });
 
 describe("chains: callbacks, waiting, the chain as a unit", () => {
+  test("wait answers a stored JSON result as the JSON value (result.body), not a string to parse again", async (t) => {
+    const targetUrl = await startHttpTarget(t, (_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" }).end('{"sent":true,"id":"m-1"}');
+    });
+    const s = await startDeliveringService(t, targetUrl, (raw) => (raw["operations"] = { sendWelcomeEmail: { store_result: true } }));
+    const client = clientOf(s);
+    const caller = { userId: "u1", operationId: "createUser", requestId: "signup-stored-1" };
+    const { job } = await client.enqueue({ ...welcomeEmail(), caller });
+    const done = await client.wait(job.id, { waitMs: 10_000, caller });
+    assert.equal(done.status, "succeeded");
+    assert.deepEqual(done.result?.body, { sent: true, id: "m-1" });
+    assert.equal(done.result?.body_format, "json");
+  });
+
   test("onComplete enqueues its callback; wait answers the finished job to a producer; getChain answers the tree", async (t) => {
     const paths: string[] = [];
     const targetUrl = await startHttpTarget(t, (req, res) => {

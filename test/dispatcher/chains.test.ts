@@ -44,9 +44,11 @@ async function service(t: Parameters<typeof startLiveService>[0], targetUrl: str
 }
 
 describe("stored results and callbacks", () => {
-  test("a stored 2xx body is the job's result.body; on_complete is enqueued once, chained, with the outcome as its body", async (t) => {
+  test("a stored 2xx JSON body is the job's result.body as JSON; on_complete is enqueued once, chained, with the outcome as its body", async (t) => {
     const target = await startTarget(t, (request, res) =>
-      reply(res, request.path === "/reports" ? 200 : 204, { body: request.path === "/reports" ? '{"rows":42}' : "" }),
+      request.path === "/reports"
+        ? reply(res, 200, { headers: { "content-type": "application/json; charset=utf-8" }, body: '{"rows":42}' })
+        : reply(res, 204),
     );
     const s = await service(t, target.url);
     const { status, body } = await post(s, {
@@ -57,14 +59,15 @@ describe("stored results and callbacks", () => {
     assert.equal(status, 201);
     const job = body.job as Job;
     const done = await s.waitForJob(job.id, (row) => row.status === "succeeded");
-    assert.deepEqual(done.result, { status_code: 200, error_body: null, terminal_reason: null, body: '{"rows":42}' });
+    assert.deepEqual(done.result, { status_code: 200, error_body: null, terminal_reason: null, body: { rows: 42 }, body_format: "json" });
     const [, callbackRequest] = await target.waitForRequests(2);
     assert.ok(callbackRequest);
     assert.equal(callbackRequest.path, "/emails/e-1/record");
     const outcome = JSON.parse(callbackRequest.body) as { job_id: string; status: string; result: Job["result"] };
     assert.equal(outcome.job_id, job.id);
     assert.equal(outcome.status, "succeeded");
-    assert.equal(outcome.result?.body, '{"rows":42}');
+    assert.deepEqual(outcome.result?.body, { rows: 42 }, "the callback carries the result as JSON, not a string to parse again");
+    assert.equal(outcome.result?.body_format, "json");
     const callbackJob = (await s.service.store.jobList({ limit: 10 })).find((row) => row.operationId === "recordEmailSent");
     assert.equal(callbackJob?.parentJobId, job.id);
     assert.equal(callbackJob?.enqueuedByOperationId, "buildReport");
@@ -72,6 +75,40 @@ describe("stored results and callbacks", () => {
     // Later sweeps enqueue no second callback.
     await s.service.store.jobCallbackDueList({ limit: 10 }).then((due) => assert.deepEqual(due, []));
     assert.equal((await s.service.store.jobList({ limit: 10 })).filter((row) => row.operationId === "recordEmailSent").length, 1);
+  });
+
+  test("a text body stays text, a JSON body cut at 8,192 bytes or not JSON stays text (body_truncated says it was cut), a JSON string is JSON", async (t) => {
+    const long = JSON.stringify({ rows: "r".repeat(9000) });
+    const answers: Record<string, { headers?: Record<string, string>; body: string }> = {
+      plain: { headers: { "content-type": "text/plain" }, body: '{"looks":"like JSON"}' },
+      long: { headers: { "content-type": "application/json" }, body: long },
+      broken: { headers: { "content-type": "application/json" }, body: "{not json" },
+      string: { headers: { "content-type": "application/vnd.api+json" }, body: '"done"' },
+      deep: { headers: { "content-type": "application/json" }, body: `${"[".repeat(200)}${"]".repeat(200)}` },
+    };
+    const target = await startTarget(t, (request, res) => {
+      const kind = String((JSON.parse(request.body) as { kind: string }).kind);
+      reply(res, 200, answers[kind] ?? { body: "" });
+    });
+    const s = await service(t, target.url);
+    const results: Record<string, unknown> = {};
+    for (const kind of Object.keys(answers)) {
+      const { body } = await post(s, { operation_id: "buildReport", request: { body: { kind } } }, { rid: `stored-${kind}` });
+      const done = await s.waitForJob((body.job as Job).id, (row) => row.status === "succeeded");
+      results[kind] = done.result;
+    }
+    const ok = { status_code: 200, error_body: null, terminal_reason: null };
+    assert.deepEqual(results, {
+      plain: { ...ok, body: '{"looks":"like JSON"}', body_format: "text" },
+      long: { ...ok, body: long.slice(0, 8192), body_format: "text", body_truncated: true },
+      broken: { ...ok, body: "{not json", body_format: "text" },
+      string: { ...ok, body: "done", body_format: "json" },
+      deep: { ...ok, body: `${"[".repeat(200)}${"]".repeat(200)}`, body_format: "text" },
+    });
+    // The API answers the same as the store keeps.
+    const listed = await get(s, "/jobs?operation_id=buildReport&limit=10");
+    const string = (listed.body["jobs"] as Job[]).find((job) => job.original_request_id === "stored-string");
+    assert.deepEqual(string?.result, results["string"]);
   });
 
   test("on_dead is enqueued when the job dies, not per attempt; a callback the trigger map forbids is refused at enqueue", async (t) => {

@@ -374,11 +374,14 @@ describe("POST /jobs/{id}/complete", () => {
     );
   });
 
-  test("keeps the result as result.body (its JSON text) for an operation that stores its results", async (t) => {
+  test("keeps the result as result.body (the JSON value itself, body_format json) for an operation that stores its results", async (t) => {
     const s = await startService(t, { configure: (raw) => (raw["operations"] = { buildReport: { store_result: true } }) });
     const { job, token } = await runningAttempt(s);
     const done = jobOf(await call(s, job.id, "complete", token, { result: { url: "s3://bucket/out.mp4", parts: [1, 2] } }));
-    assert.deepEqual(done.result, { status_code: 200, error_body: null, terminal_reason: null, body: '{"url":"s3://bucket/out.mp4","parts":[1,2]}' });
+    const stored = { status_code: 200, error_body: null, terminal_reason: null, body: { url: "s3://bucket/out.mp4", parts: [1, 2] }, body_format: "json" };
+    assert.deepEqual(done.result, stored);
+    const read = await s.inject({ method: "GET", url: `/jobs/${job.id}`, token: await s.adminToken() });
+    assert.deepEqual(jobOf(read).result, stored, "read back as it was answered");
     const bare = await runningAttempt(s, { enqueue: { priority: -1 } });
     assert.deepEqual(jobOf(await call(s, bare.job.id, "complete", bare.token)).result, { status_code: 200, error_body: null, terminal_reason: null });
   });

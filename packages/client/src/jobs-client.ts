@@ -186,7 +186,7 @@ export interface HeartbeatOptions {
 export interface CompleteOptions {
   /** The 2xx the job's result records; 200 by default. */
   statusCode?: number;
-  /** The job's result (any JSON value, at most 8 KB of it): its `result.body`, as JSON text, for an operation with store_result. */
+  /** The job's result (any JSON value, at most 8 KB of it): its `result.body`, the value itself (`body_format: "json"`), for an operation with store_result. */
   result?: unknown;
 }
 

@@ -74,8 +74,15 @@ export interface JobResult {
   status_code?: number;
   error_body: string | null;
   terminal_reason: TerminalReason | null;
-  /** The target's 2xx body (up to 8 KiB), for an operation with `store_result`; absent otherwise. */
-  body?: string;
+  /**
+   * The target's 2xx body, for an operation with `store_result`; absent otherwise. The JSON value itself when the
+   * target answered JSON (`body_format: "json"`), else the text (`"text"`), cut at 8 KiB.
+   */
+  body?: unknown;
+  /** `json`: `body` is the parsed JSON answer; `text`: it is text. Absent on results stored before opqueue parsed them (text). */
+  body_format?: "json" | "text";
+  /** Present when the body was cut at 8,192 bytes: it is then text, even from a JSON answer. */
+  body_truncated?: true;
 }
 
 /** A job on the wire; times are ISO 8601 strings. */
