@@ -2,6 +2,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { closestName, didYouMean, editDistance } from "../src/did-you-mean.js";
+import { checkTarget } from "../src/enqueue/target.js";
 import { OperationRegistry } from "../src/operations/registry.js";
 import { scheduleTargetError } from "../src/schedules/checks.js";
 import { TEST_OPENAPI } from "./helpers/service.js";
@@ -42,4 +43,18 @@ test("a schedule for an operation the document lacks is refused 422 unknown_oper
   });
   assert.equal(error?.code, "unknown_operation");
   assert.match(error?.message ?? "", /operation "buildRepot" is not in the product's OpenAPI document \(did you mean "buildReport"\?\)$/);
+});
+
+test("an enqueue of an operation the document lacks suggests only an operation the caller may enqueue", () => {
+  const triggers = { createUser: ["sendWelcomeEmail", "buildReport"], importUsers: ["buildReport"] };
+  const refusal = (caller: string, operationId: string) => {
+    const checked = checkTarget({ target: undefined, operationId, triggers, caller });
+    assert.equal(checked.ok, false);
+    return checked.ok ? undefined : checked.error;
+  };
+  const near = refusal("createUser", "sendWelcomEmail");
+  assert.equal(near?.code, "unknown_operation");
+  assert.match(near?.message ?? "", /\(did you mean "sendWelcomeEmail"\?\)$/);
+  // importUsers may not enqueue sendWelcomeEmail: its refusal does not name it.
+  assert.doesNotMatch(refusal("importUsers", "sendWelcomEmail")?.message ?? "", /did you mean/);
 });

@@ -20,14 +20,15 @@ export function checkTarget(options: {
   caller: string;
   prefix?: string;
   triggerHint?: string;
-  /** The document's operationIds, for the "did you mean" of an unknown one (config schedules and API schedules). */
-  operationIds?: () => Iterable<string>;
 }): { ok: true; target: Operation } | { ok: false; error: ApiError } {
   const refused = (error: ApiError) => ({ ok: false, error }) as const;
   const { target, operationId, caller } = options;
   const prefix = options.prefix ?? "";
+  // Own keys only: a caller named "constructor" or "__proto__" must not find Object.prototype's members.
+  const allowed = Object.hasOwn(options.triggers, caller) ? options.triggers[caller] : undefined;
   if (!target) {
-    const suggestion = options.operationIds ? didYouMean(operationId, options.operationIds()) : "";
+    // Suggested only among what the caller may enqueue: the answer never tells it of another operation.
+    const suggestion = didYouMean(operationId, allowed ?? []);
     return refused(
       new ApiError(422, "unknown_operation", `${prefix}operation "${operationId}" is not in the product's OpenAPI document${suggestion}`),
     );
@@ -41,8 +42,6 @@ export function checkTarget(options: {
       ),
     );
   }
-  // Own keys only: a caller named "constructor" or "__proto__" must not find Object.prototype's members.
-  const allowed = Object.hasOwn(options.triggers, caller) ? options.triggers[caller] : undefined;
   if (!(allowed ?? []).includes(target.operationId)) {
     const hint = options.triggerHint ?? "";
     return refused(new ApiError(403, "trigger_not_allowed", `${prefix}the trigger map does not let "${caller}" enqueue "${target.operationId}"${hint}`));

@@ -53,7 +53,6 @@ export function scheduleTargetError(options: {
     triggers: config.triggers,
     caller: triggerKeyOf(options),
     triggerHint: options.source === "api" ? ` (add it to triggers."${SCHEDULE_TRIGGER_KEY}" to let schedules enqueue it)` : "",
-    operationIds: () => registry.all().map((operation) => operation.operationId),
   });
   return allowed.ok ? undefined : allowed.error;
 }
