@@ -476,12 +476,15 @@ describe("checkConfigAgainstRegistry warnings", () => {
   it("warns about an operations override naming no operation", () => {
     const { warnings } = check({ operations: { sendWelcomeEmail: { max_attempts: 8 }, sendWelcomEmail: { timeout_ms: 10 } } });
     assert.deepEqual(warnings, [
-      "config: operations.sendWelcomEmail: names no operation of the OpenAPI document; the override is unused",
+      'config: operations.sendWelcomEmail: names no operation of the OpenAPI document (did you mean "sendWelcomeEmail"?); ' +
+        "the override is unused",
     ]);
   });
 
   it("warns about an on_behalf_of entry naming no operation", () => {
     const { warnings } = check({ on_behalf_of: ["importUsers", "importUsrs"] });
-    assert.deepEqual(warnings, ['config: on_behalf_of.1: "importUsrs" names no operation of the OpenAPI document']);
+    assert.deepEqual(warnings, [
+      'config: on_behalf_of.1: "importUsrs" names no operation of the OpenAPI document (did you mean "importUsers"?)',
+    ]);
   });
 });
