@@ -68,6 +68,8 @@ export const OperationNotFoundError = define("OperationNotFoundError");
 export const ChainNotFoundError = define("ChainNotFoundError");
 /** 404 schedule_not_found: no schedule (nor config entry) has that name. */
 export const ScheduleNotFoundError = define("ScheduleNotFoundError");
+/** 404 api_disabled: the node called is worker-only (`serve --no-api`); call a node that serves the API. */
+export const ApiDisabledError = define("ApiDisabledError");
 /** 409 job_running: cancel a running job with `{ abort: true }`. */
 export const JobRunningError = define("JobRunningError");
 /** 409 job_not_cancellable. */
@@ -129,6 +131,7 @@ const BY_CODE: Record<ErrorCode, typeof OpqueueError> = {
   operation_not_found: OperationNotFoundError,
   chain_not_found: ChainNotFoundError,
   schedule_not_found: ScheduleNotFoundError,
+  api_disabled: ApiDisabledError,
   job_running: JobRunningError,
   job_not_cancellable: JobNotCancellableError,
   job_not_retryable: JobNotRetryableError,
