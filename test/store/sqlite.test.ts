@@ -257,6 +257,44 @@ describe("sqlite engine", () => {
     await store.close();
   });
 
+  test("a closed store's thread serves the next store opened, and nothing of the closed store reaches it", async (t) => {
+    const dir = tempDir(t);
+    const clock = new ManualClock();
+    const first = await SqliteStore.open({ path: join(dir, "first.db"), clock });
+    await first.jobInsert(jobParams());
+    const thread = (first as unknown as { worker: Worker }).worker;
+    await first.close();
+    const second = await SqliteStore.open({ path: join(dir, "second.db"), clock });
+    try {
+      assert.equal((second as unknown as { worker: Worker }).worker, thread, "the thread was kept for the next store");
+      await assert.rejects(first.ping(), StoreUnavailableError);
+      await assert.rejects(first.jobInsert(jobParams()), StoreUnavailableError);
+      assert.equal((await second.jobList({ limit: 10 })).length, 0, "the second store reads its own file");
+      await second.jobInsert(jobParams());
+      assert.equal((await second.jobList({ limit: 10 })).length, 1);
+    } finally {
+      await second.close();
+    }
+    // The first file is closed and unlocked: another store (on the same kept thread) opens it and finds its job.
+    const again = await SqliteStore.open({ path: join(dir, "first.db"), clock });
+    try {
+      assert.equal((await again.jobList({ limit: 10 })).length, 1);
+    } finally {
+      await again.close();
+    }
+  });
+
+  test("a thread that cannot open the next store's file ends, and that store's open says why", async (t) => {
+    const dir = tempDir(t);
+    const first = await SqliteStore.open({ path: join(dir, "first.db"), clock: new ManualClock() });
+    await first.close();
+    // A path under a file: no folder can be made there.
+    await assert.rejects(SqliteStore.open({ path: join(dir, "first.db", "x.db"), clock: new ManualClock() }));
+    const next = await SqliteStore.open({ path: join(dir, "next.db"), clock: new ManualClock() });
+    await next.ping();
+    await next.close();
+  });
+
   test("times come from the caller's clock: the thread uses the time sent with each call", async () => {
     const clock = new ManualClock(Date.UTC(2030, 5, 1));
     const store = await SqliteStore.open({ path: ":memory:", clock });
