@@ -38,6 +38,7 @@ const PLACES = {
   "test/config.test.ts": { engines: "none" },
   "test/did-you-mean.test.ts": { engines: "none" },
   "test/config-docs.test.ts": { engines: "none" },
+  "test/readme.test.ts": { engines: "none" },
   "test/dispatcher/crash.test.ts": {
     engines: "sqlite",
     reason: "kill -9 of one process holding one SQLite file; test/multinode/ kills PostgreSQL nodes",
