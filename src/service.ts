@@ -87,12 +87,14 @@ function createWorker(options: {
   tracing: Tracing | null;
   logger: Logger;
   random?: () => number;
+  stopwatch?: () => number;
 }): Worker {
   const { config, settings, store, clock, notifier, telemetry, logger } = options;
   const random = options.random ? { random: options.random } : {};
+  const stopwatch = options.stopwatch ? { stopwatch: options.stopwatch } : {};
   const deliverer = new Deliverer({ settings, registry: options.registry, signer: options.signer });
   const tracer = options.tracing?.delivery;
-  const dispatcher = new Dispatcher({ config, settings, store, deliverer, clock, telemetry, logger, tracer, ...random });
+  const dispatcher = new Dispatcher({ config, settings, store, deliverer, clock, telemetry, logger, tracer, ...random, ...stopwatch });
   const rescuer = new Periodic({
     name: "lease rescuer",
     intervalMs: config.lease.check_ms,
@@ -231,6 +233,8 @@ export async function createService(options: {
   api?: boolean;
   /** Jitter source for backoff; `Math.random` by default. */
   random?: () => number;
+  /** Monotonic milliseconds that time deliveries; `performance.now` by default (tests give their own). */
+  stopwatch?: () => number;
   /** PostgreSQL pool size; `database_pool_size` of the config by default. */
   poolSize?: number;
   /**
@@ -330,6 +334,7 @@ export async function createService(options: {
             tracing,
             logger,
             ...(options.random ? { random: options.random } : {}),
+            ...(options.stopwatch ? { stopwatch: options.stopwatch } : {}),
           });
     await checkClock({ store, telemetry, logger });
     const clockCheck = new Periodic({

@@ -90,6 +90,7 @@ export class Dispatcher {
   /** A heartbeat is on its way: ticks are skipped until it ends, so an older time never lands after a newer one. */
   private heartbeating = false;
   private readonly random: () => number;
+  private readonly stopwatch: () => number;
   /** Fewest free slots worth a claim while deliveries are in flight: a quarter of `worker.concurrency`. */
   private readonly minClaimBatch: number;
 
@@ -105,11 +106,17 @@ export class Dispatcher {
       logger: Logger;
       /** Jitter source; `Math.random` by default. */
       random?: () => number;
+      /**
+       * The monotonic milliseconds that time deliveries (whether they are quick enough to claim ahead); `performance.now`
+       * by default. A test gives its own, so that what it asserts does not depend on the machine's speed.
+       */
+      stopwatch?: () => number;
       /** Spans around delivery attempts, while OTLP export is on (docs/tracing.md); none otherwise. */
       tracer?: DeliveryTracer | undefined;
     },
   ) {
     this.random = options.random ?? Math.random;
+    this.stopwatch = options.stopwatch ?? (() => performance.now());
     this.minClaimBatch = Math.max(1, Math.floor(options.config.worker.concurrency / 4));
     this.claimAheadMax = Math.floor(options.config.worker.concurrency / 2);
     this.completer = new Completer({ store: options.store, logger: options.logger, onWritten: (written) => this.written(written) });
@@ -264,14 +271,14 @@ export class Dispatcher {
   }
 
   private startDelivery(job: JobRow): void {
-    const startedAt = performance.now();
+    const startedAt = this.stopwatch();
     const span: DeliverySpan | undefined = this.options.tracer?.start(job);
     /** A hand-off to report once the slot is free: `delivery:async` says the node holds the job no more. */
     let handedOff: OpqueueEvents["delivery:async"] | undefined;
     const done = this.options.deliverer
       .deliver(job, span)
       .then(async (result) => {
-        const durationMs = performance.now() - startedAt;
+        const durationMs = this.stopwatch() - startedAt;
         if (result.kind === "local-failure") {
           span?.end({ outcome: "not-sent", statusCode: undefined, error: result.error, terminalReason: null });
           await this.giveBack(job, result.error);

@@ -39,12 +39,18 @@ const report = (query: Record<string, unknown> = {}, extra: Record<string, unkno
 /** A target and a service delivering to it, with deterministic jitter; nothing started. */
 async function setup(
   t: TestContext,
-  options: { handler?: TargetHandler; configure?: (raw: Record<string, unknown>) => void } = {},
+  options: {
+    handler?: TargetHandler;
+    configure?: (raw: Record<string, unknown>) => void;
+    /** What times deliveries: the machine's clock unless a test decides how long they take. */
+    stopwatch?: () => number;
+  } = {},
 ): Promise<{ s: TestService; target: Target }> {
   const target = await startTarget(t, options.handler ?? answer(204));
   const s = await startDeliveryService(t, {
     target,
     random: () => 0.5,
+    ...(options.stopwatch ? { stopwatch: options.stopwatch } : {}),
     configure: (raw) => {
       raw["retry"] = RETRY;
       options.configure?.(raw);
@@ -60,7 +66,8 @@ function dispatcherOf(s: TestService): Dispatcher {
 
 /**
  * A started service of `concurrency` whose target answered one job at once (a quick delivery, so the dispatcher
- * claims ahead from then on) and holds every later request until its `held` entry is called.
+ * claims ahead from then on) and holds every later request until its `held` entry is called. Its stopwatch stands
+ * still, so every delivery takes 0 ms however busy the machine: quick is decided by the test, not by the machine.
  */
 async function startAfterQuickDelivery(
   t: TestContext,
@@ -76,6 +83,7 @@ async function startAfterQuickDelivery(
     configure: (raw) => {
       raw["worker"] = { concurrency, poll_ms: NEVER_POLL_MS };
     },
+    stopwatch: () => 0,
   });
   s.service.start();
   await waitForStatus(s, (await enqueue(s, report({ n: 0 }))).id, "succeeded");
@@ -480,6 +488,30 @@ describe("claiming", () => {
     assert.equal((await s.service.store.jobStats()).byStatus.running, 4);
     assert.equal(dispatcherOf(s).readyCount, 0);
     t.after(() => held.forEach((release) => release()));
+  });
+
+  test("claims nothing ahead while deliveries are slow, however quickly the machine ran them", async (t) => {
+    const held: Array<() => void> = [];
+    let requests = 0;
+    let elapsed = 0;
+    const { s, target } = await setup(t, {
+      handler: (_request, res) => {
+        if (requests++ === 0) reply(res, 204);
+        else held.push(() => reply(res, 204));
+      },
+      configure: (raw) => {
+        raw["worker"] = { concurrency: 4, poll_ms: NEVER_POLL_MS };
+      },
+      // Each reading is a second after the last: every delivery takes a second.
+      stopwatch: () => (elapsed += 1000),
+    });
+    t.after(() => held.forEach((release) => release()));
+    s.service.start();
+    await waitForStatus(s, (await enqueue(s, report({ n: 0 }))).id, "succeeded");
+    for (let n = 1; n <= 8; n++) await enqueue(s, report({ n }));
+    await target.waitForRequests(1 + 4);
+    assert.equal((await s.service.store.jobStats()).byStatus.running, 4);
+    assert.equal(dispatcherOf(s).readyCount, 0);
   });
 
   test("a due job waiting for a busy concurrency key does not make the dispatcher claim in a loop", async (t) => {

@@ -22,6 +22,8 @@ export async function startDeliveryService(
     target: Target | string;
     configure?: (raw: Record<string, unknown>) => void;
     random?: () => number;
+    /** Times deliveries (see the Dispatcher); the machine's clock by default. */
+    stopwatch?: () => number;
   },
 ): Promise<TestService> {
   const baseUrl = typeof options.target === "string" ? options.target : options.target.url;
@@ -32,6 +34,7 @@ export async function startDeliveryService(
       options.configure?.(raw);
     },
     ...(options.random ? { random: options.random } : {}),
+    ...(options.stopwatch ? { stopwatch: options.stopwatch } : {}),
   });
   t.after(() => s.close());
   return s;

@@ -74,6 +74,8 @@ export async function startTestService(
     clock?: ManualClock;
     /** Backoff jitter source (default Math.random). */
     random?: () => number;
+    /** What times deliveries (default the machine's monotonic clock). */
+    stopwatch?: () => number;
     /** The service's logger (default silent), for tests that read what it logs. */
     logger?: Logger;
   } = {},
@@ -96,6 +98,7 @@ export async function startTestService(
     config,
     clock,
     ...(options.random ? { random: options.random } : {}),
+    ...(options.stopwatch ? { stopwatch: options.stopwatch } : {}),
     ...(options.logger ? { logger: options.logger } : {}),
   });
   return {
