@@ -45,6 +45,22 @@ function startDeliveringService(t: After, targetUrl: string): Promise<LiveServic
  * A Fastify target whose `buildReport` route takes every delivery asynchronously: it answers `continueAsync` and hands
  * what it keeps of the delivery to `taken`, as a product hands work to its own background worker.
  */
+/**
+ * Waits until the service has recorded the target's 202 (the hand-off): the job is `running` from its claim on, before
+ * the 202 comes back, and a call the target makes before the hand-off is written acts on a job never marked async.
+ */
+async function waitForHandOff(s: LiveService, id: string): Promise<void> {
+  await s.waitForJob(id, (row) => row.status === "running", "running");
+  // A bound for a hand-off that never comes, never a pause: each look ends the wait once it is written.
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    if ((await s.service.store.jobAsyncStateGet({ id }))?.accepted) return;
+    if (Date.now() > deadline) throw new Error(`job ${id}: the target's 202 was never recorded`);
+    // The hand-off is written on a turn of the event loop after the 202 arrives: yield to it, do not pause.
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
 async function startAsyncFastifyTarget(t: After, taken: (delivery: DeliveryContext) => void): Promise<string> {
   const app = Fastify({ logger: false });
   await app.register(async (background) => {
@@ -73,7 +89,7 @@ describe("long jobs with @opqueue/client", () => {
 
     // What the product's worker keeps: three fields of plain JSON, saved and read back elsewhere.
     const kept = JSON.parse(JSON.stringify({ jobId: delivery.jobId, attempt: delivery.attempt, token: delivery.token })) as AsyncAttempt;
-    await s.waitForJob(job.id, (row) => row.status === "running", "running");
+    await waitForHandOff(s, job.id);
     const beat = await client.heartbeat(kept, { progress: { done: 1, of: 3 } });
     assert.ok(Date.parse(beat.lease_expires_at) > Date.now(), beat.lease_expires_at);
     assert.deepEqual((await s.service.store.jobAsyncStateGet({ id: job.id }))?.progress?.value, { done: 1, of: 3 });
@@ -109,7 +125,7 @@ describe("long jobs with @opqueue/client", () => {
     const client = createJobsClient({ baseUrl: s.url, sign: SIGN, adminToken: () => s.adminToken() });
     await client.enqueue({ caller: CALLER, operationId: "buildReport", request: { body: {} } });
     const delivery = await delivered.promise;
-    await s.waitForJob(delivery.jobId, (row) => row.status === "running", "running");
+    await waitForHandOff(s, delivery.jobId);
     const failed = await client.fail(delivery, { statusCode: 404, error: "no such report" });
     assert.equal(failed.status, "dead");
     assert.deepEqual(failed.result, { status_code: 404, error_body: "no such report", terminal_reason: "permanent-status" });
@@ -124,7 +140,7 @@ describe("long jobs with @opqueue/client", () => {
     const client = createJobsClient({ baseUrl: s.url, sign: SIGN, adminToken: () => s.adminToken() });
     await client.enqueue({ caller: CALLER, operationId: "buildReport", request: { body: {} } });
     const delivery = await delivered.promise;
-    await s.waitForJob(delivery.jobId, (row) => row.status === "running", "running");
+    await waitForHandOff(s, delivery.jobId);
     await client.heartbeat(delivery, { progress: 0.5 });
     const cancelled = await client.cancel(delivery.jobId, { abort: true });
     assert.equal(cancelled.status, "cancelled");
