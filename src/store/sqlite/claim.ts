@@ -165,11 +165,28 @@ function visitLanes(
     if (options.skip.has(`${lane.operationId}\u0000${lane.lane}`)) continue;
     const perLane = Math.min(options.perLane, room);
     if (perLane <= 0) continue;
-    const head = laneHead(s, next, { now: options.now, closed: options.closed, limit: perLane });
+    const head = laneOffer(s, next, { now: options.now, closed: options.closed, offer: perLane, most: perLane + options.perLane });
     options.add(head);
-    found += head.length;
+    found += Math.min(head.length, perLane);
   }
   return at;
+}
+
+/**
+ * The lane's first jobs in claim order, enough of them to offer `offer` jobs the pick cannot refuse one by one: a job
+ * with a concurrency key may be refused for a key the same claim takes (keys closed before the claim are never read),
+ * so the read goes on past each keyed job, up to `most` jobs in all. Without keyed jobs (the usual case) it is one read
+ * of `offer` jobs, as deep as the lane's rate lets jobs start.
+ */
+function laneOffer(s: Statements, lane: NextLane, options: { now: number; closed: string; offer: number; most: number }): Candidate[] {
+  let limit = options.offer;
+  for (;;) {
+    const head = laneHead(s, lane, { now: options.now, closed: options.closed, limit });
+    const keyed = head.filter((job) => job.concurrency_key !== null).length;
+    const wanted = Math.min(options.offer + keyed, options.most);
+    if (head.length < limit || wanted <= limit) return head;
+    limit = wanted;
+  }
 }
 
 /**

@@ -117,6 +117,18 @@ export function flowCases(suite: Suite): void {
       assert.deepEqual(ids(await store.jobClaimMany({ limit: 10 })), [busy[1]?.id]);
     });
 
+    suite.case("a rate key's first job, refused for a concurrency key the same claim took, does not hide the key's next job", async ({ store }) => {
+      // Found by the random sequences of properties.ts: the lane was read only as deep as its rate's room (1), so
+      // its first job, refused in the pick, left the claim a job short while the key's second job could run.
+      await limit(store, "send", { ratePerKey: { limit: 1, periodMs: 1000, burst: 1 } });
+      const keyed = await insertCreated(store, { operationId: "send", rateKey: "r0", concurrencyKey: "c0" });
+      const next = await insertCreated(store, { operationId: "send", rateKey: "r0" });
+      const urgent = await insertCreated(store, { operationId: "other", concurrencyKey: "c0", priority: 1 });
+      const claimed = ids(await store.jobClaimMany({ limit: 3 }));
+      assert.deepEqual(claimed.sort(), [urgent.id, next.id].sort());
+      assert.equal((await mustGet(store, keyed.id)).status, "pending");
+    });
+
     suite.case("lanes out of their rate are held: one claim reaches an open lane behind 400 of them, and their jobs go when their rate opens", async ({ store, clock }) => {
       const HOUR = 3_600_000;
       await limit(store, "send", { ratePerKey: { limit: 1, periodMs: HOUR, burst: 1 } });

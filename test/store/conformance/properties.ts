@@ -30,9 +30,13 @@ const RATE_KEYS = ["r0", "r1"] as const;
 /** Limits the flow control actions set: spacings of whole milliseconds, so the test's arithmetic is the engines'. */
 const RATE: RateLimit = { limit: 2, periodMs: 100, burst: 2 };
 const RATE_PER_KEY: RateLimit = { limit: 1, periodMs: 100, burst: 1 };
-/** `PROPERTY_RUNS=<n>` scales the number of runs; `PROPERTY_SEED=<n>` replays a failing one (fast-check prints its seed). */
+/**
+ * `PROPERTY_RUNS=<n>` scales the number of runs; `PROPERTY_SEED=<n>` replays a failing run, and with
+ * `PROPERTY_PATH=<path>` only its shrunk counterexample (fast-check prints both).
+ */
 const RUNS = Number(process.env["PROPERTY_RUNS"] ?? 60);
 const SEED = process.env["PROPERTY_SEED"] === undefined ? undefined : Number(process.env["PROPERTY_SEED"]);
+const PATH = process.env["PROPERTY_PATH"];
 
 const SUCCEEDED: JobResult = { status_code: 200, error_body: null, terminal_reason: null };
 const PERMANENT: JobResult = { status_code: 404, error_body: "not found", terminal_reason: "permanent-status" };
@@ -593,7 +597,7 @@ export function propertyCases(suite: Suite): void {
             await cleanup();
           }
         }),
-        { numRuns: RUNS, ...(SEED === undefined ? {} : { seed: SEED }) },
+        { numRuns: RUNS, ...(SEED === undefined ? {} : { seed: SEED }), ...(PATH === undefined ? {} : { path: PATH, endOnFailure: true }) },
       );
     });
   });

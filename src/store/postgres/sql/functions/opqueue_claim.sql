@@ -1,4 +1,4 @@
--- opqueue_claim: its current text. Migrations hold its history (0003, 0004, 0007, 0010, 0011, 0012, 0015, 0016); this file is what a migrated
+-- opqueue_claim: its current text. Migrations hold its history (0003, 0004, 0007, 0010, 0011, 0012, 0015, 0016, 0017); this file is what a migrated
 -- database holds now, checked by test/store/postgres-sql.test.ts. A change to it is a new migration that restates it.
 --
 -- Claims up to p_limit due jobs and answers each as the JSON of a JobRow, then one last row {"cursor": [op, lane]}
@@ -46,6 +46,11 @@ DECLARE
   v_head_lanes text[] := '{}';
   v_visits integer;
   v_lane_limit integer;
+  v_lane_offer integer;
+  v_keyed integer;
+  v_pick record;
+  v_picked bigint[];
+  v_taken jsonb;
   v_lane_room integer;
   v_wrapped boolean := false;
   v_operation record;
@@ -178,38 +183,48 @@ BEGIN
         CONTINUE;
       END IF;
       v_lanes := v_lanes + 1;
-      v_lane_limit := least(p_limit, coalesce(v_lane_room, p_limit));
-      CONTINUE WHEN v_lane_limit <= 0;
+      v_lane_offer := least(p_limit, coalesce(v_lane_room, p_limit));
+      CONTINUE WHEN v_lane_offer <= 0;
+      v_lane_limit := v_lane_offer;
       -- The lane's first due jobs, a priority at a time from the highest down: with the priority fixed, the run time
-      -- bounds the index range, so a lane of jobs not yet due costs a probe or two, not a walk of all of them.
-      v_found := '{}';
-      SELECT s.priority INTO v_priority FROM job_state s
-      WHERE s.status IN ('pending', 'retrying') AND NOT s.held AND s.operation_id = v_op AND s.lane = v_lane
-      ORDER BY s.priority DESC LIMIT 1;
-      WHILE v_priority IS NOT NULL AND cardinality(v_found) < v_lane_limit LOOP
-        SELECT coalesce(array_agg(h.seq), '{}') INTO v_more FROM (
-          SELECT s.seq FROM job_state s
-          WHERE s.status IN ('pending', 'retrying') AND NOT s.held AND s.operation_id = v_op AND s.lane = v_lane
-            AND s.priority = v_priority AND s.run_at <= p_now
-            AND (s.expires_at IS NULL OR s.expires_at > p_now)
-            AND (s.concurrency_key IS NULL
-              OR (NOT v_any_paused AND NOT v_any_multi AND NOT EXISTS (
-                SELECT 1 FROM job_state r WHERE r.concurrency_key = s.concurrency_key AND r.status = 'running'))
-              OR ((v_any_paused OR v_any_multi)
-                AND opqueue_key_open(s.concurrency_key, s.operation_id, v_any_paused, v_any_multi)))
-          ORDER BY s.run_at, s.seq
-          LIMIT v_lane_limit - cardinality(v_found)
-          FOR UPDATE SKIP LOCKED
-        ) AS h;
-        v_found := v_found || v_more;
-        v_priority := (SELECT s.priority FROM job_state s
-                       WHERE s.status IN ('pending', 'retrying') AND NOT s.held AND s.operation_id = v_op AND s.lane = v_lane
-                         AND s.priority < v_priority
-                       ORDER BY s.priority DESC LIMIT 1);
+      -- bounds the index range, so a lane of jobs not yet due costs a probe or two, not a walk of all of them. Enough of
+      -- them to offer v_lane_offer jobs the pick cannot refuse one by one: a job with a concurrency key may be refused
+      -- for a key this claim takes, so the read goes on past each keyed job (read again, deeper: the rows this
+      -- transaction locked are read again, not skipped), up to p_limit more (0017).
+      LOOP
+        v_found := '{}';
+        SELECT s.priority INTO v_priority FROM job_state s
+        WHERE s.status IN ('pending', 'retrying') AND NOT s.held AND s.operation_id = v_op AND s.lane = v_lane
+        ORDER BY s.priority DESC LIMIT 1;
+        WHILE v_priority IS NOT NULL AND cardinality(v_found) < v_lane_limit LOOP
+          SELECT coalesce(array_agg(h.seq), '{}') INTO v_more FROM (
+            SELECT s.seq FROM job_state s
+            WHERE s.status IN ('pending', 'retrying') AND NOT s.held AND s.operation_id = v_op AND s.lane = v_lane
+              AND s.priority = v_priority AND s.run_at <= p_now
+              AND (s.expires_at IS NULL OR s.expires_at > p_now)
+              AND (s.concurrency_key IS NULL
+                OR (NOT v_any_paused AND NOT v_any_multi AND NOT EXISTS (
+                  SELECT 1 FROM job_state r WHERE r.concurrency_key = s.concurrency_key AND r.status = 'running'))
+                OR ((v_any_paused OR v_any_multi)
+                  AND opqueue_key_open(s.concurrency_key, s.operation_id, v_any_paused, v_any_multi)))
+            ORDER BY s.run_at, s.seq
+            LIMIT v_lane_limit - cardinality(v_found)
+            FOR UPDATE SKIP LOCKED
+          ) AS h;
+          v_found := v_found || v_more;
+          v_priority := (SELECT s.priority FROM job_state s
+                         WHERE s.status IN ('pending', 'retrying') AND NOT s.held AND s.operation_id = v_op AND s.lane = v_lane
+                           AND s.priority < v_priority
+                         ORDER BY s.priority DESC LIMIT 1);
+        END LOOP;
+        v_keyed := (SELECT count(*) FROM job_state k WHERE k.seq = ANY (v_found) AND k.concurrency_key IS NOT NULL);
+        EXIT WHEN cardinality(v_found) < v_lane_limit
+          OR least(v_lane_offer + v_keyed, v_lane_offer + p_limit) <= v_lane_limit;
+        v_lane_limit := least(v_lane_offer + v_keyed, v_lane_offer + p_limit);
       END LOOP;
       -- A lane's first job may already be a candidate (from the head of the queue): the lane is represented then.
       v_candidates := v_candidates || v_found;
-      v_lane_jobs := v_lane_jobs + cardinality(v_found);
+      v_lane_jobs := v_lane_jobs + least(cardinality(v_found), v_lane_offer);
     END LOOP;
   ELSIF NOT v_all_due THEN
     -- A backlog, ungated: the first due job of each of the lanes after the cursor, as many lanes as the head of the
@@ -387,51 +402,64 @@ BEGIN
     )
     SELECT array_agg(seq) INTO v_claimed FROM claimed;
   ELSE
-    WITH candidate AS (
-      SELECT s.seq, s.operation_id, s.lane, s.concurrency_key, s.priority, s.run_at,
-        row_number() OVER (PARTITION BY s.operation_id, s.lane ORDER BY s.priority DESC, s.run_at, s.seq) AS turn
-      FROM job_state s
-      WHERE s.seq = ANY (v_candidates) AND (s.concurrency_key IS NULL OR s.concurrency_key = ANY (v_keys))
-    ), ranked AS (
-      SELECT c.*,
-        row_number() OVER (PARTITION BY c.operation_id ORDER BY c.priority DESC, c.turn, c.run_at, c.seq) AS in_operation,
-        row_number() OVER (PARTITION BY c.concurrency_key ORDER BY c.priority DESC, c.turn, c.run_at, c.seq) AS in_key,
-        row_number() OVER (PARTITION BY c.operation_id, c.lane ORDER BY c.priority DESC, c.turn, c.run_at, c.seq)
-          AS in_lane
+    -- With gates, one candidate at a time in claim order, each taken if every gate still lets it through as the jobs
+    -- taken before it left them: a job refused (for its key, its lane's rate or its operation's room) uses none of
+    -- them, so a job behind it is not refused for it (0017; before, each gate counted every candidate ahead of a job).
+    v_picked := '{}';
+    v_taken := '{}';
+    FOR v_pick IN
+      WITH candidate AS (
+        SELECT s.seq, s.operation_id, s.lane, s.concurrency_key, s.priority, s.run_at,
+          row_number() OVER (PARTITION BY s.operation_id, s.lane ORDER BY s.priority DESC, s.run_at, s.seq) AS turn
+        FROM job_state s
+        WHERE s.seq = ANY (v_candidates) AND (s.concurrency_key IS NULL OR s.concurrency_key = ANY (v_keys))
+      ), operation_room AS MATERIALIZED (
+        SELECT o.operation_id, CASE WHEN o.room IS NOT NULL AND o.operation_id = ANY (v_shared) THEN 0 ELSE o.room END
+          AS room
+        FROM (SELECT d.operation_id, opqueue_operation_room(d.operation_id, v_now_ms) AS room
+              FROM (SELECT DISTINCT c.operation_id FROM candidate c) AS d) AS o
+        WHERE v_controlled
+      ), lane_room AS MATERIALIZED (
+        SELECT l.operation_id, l.lane, CASE WHEN l.operation_id = ANY (v_shared) THEN 0 ELSE opqueue_rate_allowance(
+          (SELECT b.tat FROM rate_buckets b WHERE b.operation_id = l.operation_id AND b.rate_key = substr(l.lane, 3) COLLATE "default"),
+          v_now_ms, oc.key_rate_limit, oc.key_rate_period_ms, oc.key_rate_burst) END AS room
+        FROM (SELECT DISTINCT c.operation_id, c.lane FROM candidate c WHERE c.lane LIKE 'r:%') AS l
+        JOIN operation_controls oc ON oc.operation_id = l.operation_id AND oc.key_rate_limit IS NOT NULL
+      ), key_room AS MATERIALIZED (
+        SELECT k.key,
+          (SELECT count(*) FROM job_state q WHERE q.concurrency_key = k.key AND q.status = 'running') AS running,
+          EXISTS (SELECT 1 FROM paused_keys pk WHERE pk.concurrency_key = k.key) AS paused
+        FROM (SELECT DISTINCT c.concurrency_key AS key FROM candidate c WHERE c.concurrency_key IS NOT NULL) AS k
+      )
+      SELECT c.seq, c.operation_id, c.lane, c.concurrency_key, o.room AS operation_room, l.room AS lane_room,
+        k.running AS key_running, k.paused AS key_paused, coalesce(oc.concurrency_limit, 1) AS key_limit
       FROM candidate c
-    ), operation_room AS MATERIALIZED (
-      SELECT o.operation_id, CASE WHEN o.room IS NOT NULL AND o.operation_id = ANY (v_shared) THEN 0 ELSE o.room END
-        AS room
-      FROM (SELECT d.operation_id, opqueue_operation_room(d.operation_id, v_now_ms) AS room
-            FROM (SELECT DISTINCT c.operation_id FROM candidate c) AS d) AS o
-      WHERE v_controlled
-    ), lane_room AS MATERIALIZED (
-      SELECT l.operation_id, l.lane, CASE WHEN l.operation_id = ANY (v_shared) THEN 0 ELSE opqueue_rate_allowance(
-        (SELECT b.tat FROM rate_buckets b WHERE b.operation_id = l.operation_id AND b.rate_key = substr(l.lane, 3) COLLATE "default"),
-        v_now_ms, oc.key_rate_limit, oc.key_rate_period_ms, oc.key_rate_burst) END AS room
-      FROM (SELECT DISTINCT c.operation_id, c.lane FROM candidate c WHERE c.lane LIKE 'r:%') AS l
-      JOIN operation_controls oc ON oc.operation_id = l.operation_id AND oc.key_rate_limit IS NOT NULL
-    ), key_room AS MATERIALIZED (
-      SELECT k.key,
-        (SELECT count(*) FROM job_state q WHERE q.concurrency_key = k.key AND q.status = 'running') AS running,
-        EXISTS (SELECT 1 FROM paused_keys pk WHERE pk.concurrency_key = k.key) AS paused
-      FROM (SELECT DISTINCT c.concurrency_key AS key FROM candidate c WHERE c.concurrency_key IS NOT NULL) AS k
-    ), picked AS (
-      SELECT r.seq FROM ranked r
-      LEFT JOIN operation_controls oc ON oc.operation_id = r.operation_id
-      LEFT JOIN operation_room o ON o.operation_id = r.operation_id
-      LEFT JOIN lane_room l ON l.operation_id = r.operation_id AND l.lane = r.lane
-      LEFT JOIN key_room k ON k.key = r.concurrency_key
-      WHERE (o.room IS NULL OR r.in_operation <= o.room)
-        AND (l.room IS NULL OR r.in_lane <= l.room)
-        AND (r.concurrency_key IS NULL OR (NOT k.paused AND r.in_key + k.running <= coalesce(oc.concurrency_limit, 1)))
-      ORDER BY r.priority DESC, r.turn, r.run_at, r.seq
-      LIMIT p_limit
-    ), claimed AS (
+      LEFT JOIN operation_controls oc ON oc.operation_id = c.operation_id
+      LEFT JOIN operation_room o ON o.operation_id = c.operation_id
+      LEFT JOIN lane_room l ON l.operation_id = c.operation_id AND l.lane = c.lane
+      LEFT JOIN key_room k ON k.key = c.concurrency_key
+      ORDER BY c.priority DESC, c.turn, c.run_at, c.seq
+    LOOP
+      EXIT WHEN cardinality(v_picked) >= p_limit;
+      CONTINUE WHEN v_pick.operation_room IS NOT NULL
+        AND coalesce((v_taken ->> ('o' || v_pick.operation_id))::integer, 0) >= v_pick.operation_room;
+      CONTINUE WHEN v_pick.lane_room IS NOT NULL
+        AND coalesce((v_taken ->> ('l' || v_pick.operation_id || chr(1) || v_pick.lane))::integer, 0) >= v_pick.lane_room;
+      CONTINUE WHEN v_pick.concurrency_key IS NOT NULL AND (v_pick.key_paused
+        OR coalesce((v_taken ->> ('k' || v_pick.concurrency_key))::integer, 0) + v_pick.key_running >= v_pick.key_limit);
+      v_picked := v_picked || v_pick.seq;
+      v_taken := v_taken
+        || jsonb_build_object('o' || v_pick.operation_id, coalesce((v_taken ->> ('o' || v_pick.operation_id))::integer, 0) + 1,
+             'l' || v_pick.operation_id || chr(1) || v_pick.lane,
+             coalesce((v_taken ->> ('l' || v_pick.operation_id || chr(1) || v_pick.lane))::integer, 0) + 1)
+        || CASE WHEN v_pick.concurrency_key IS NULL THEN '{}'::jsonb
+           ELSE jsonb_build_object('k' || v_pick.concurrency_key,
+             coalesce((v_taken ->> ('k' || v_pick.concurrency_key))::integer, 0) + 1) END;
+    END LOOP;
+    WITH claimed AS (
       UPDATE job_state s SET status = 'running', attempt = s.attempt + 1, started_at = p_now, heartbeat_at = p_now,
         held = false, claim_count = s.claim_count + 1
-      FROM picked
-      WHERE s.seq = picked.seq
+      WHERE s.seq = ANY (v_picked)
       RETURNING s.seq
     )
     SELECT array_agg(seq) INTO v_claimed FROM claimed;
