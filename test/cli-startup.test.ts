@@ -16,7 +16,16 @@ import os from "node:os";
 import path from "node:path";
 import { jwtVerify } from "jose";
 import { parseConfig } from "../src/config.js";
-import { REPO_ROOT, logLines, runCli, startCli, type CliProcess, type CliResult } from "./helpers/cli-process.js";
+import {
+  REPO_ROOT,
+  logLines,
+  runCli,
+  startCli,
+  tempDir as tempDirOf,
+  writeConfig,
+  type CliProcess,
+  type CliResult,
+} from "./helpers/cli-process.js";
 import { dropSchema, freshSchemaName, POSTGRES_SKIP, POSTGRES_URL } from "./helpers/postgres.js";
 import { freePort } from "./helpers/ports.js";
 import { rawTestConfig, TEST_SECRET } from "./helpers/service.js";
@@ -25,20 +34,7 @@ import { rawTestConfig, TEST_SECRET } from "./helpers/service.js";
 const CASE_LIMIT = { timeout: 60_000 };
 
 /** A fresh temporary folder, removed when the test ends. */
-function tempDir(t: TestContext): string {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "opqueue-startup-"));
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
-
-/** Writes the test product's config (SQLite file in `dir`), changed by `change`; returns its path. */
-function writeConfig(dir: string, change: (raw: Record<string, unknown>) => void = () => {}): string {
-  const raw = rawTestConfig(dir);
-  change(raw);
-  const file = path.join(dir, "opqueue.json");
-  fs.writeFileSync(file, JSON.stringify(raw, null, 2));
-  return file;
-}
+const tempDir = (t: TestContext): string => tempDirOf(t, "startup");
 
 /** Asserts the process exited 2 with exactly one line on stderr and no stack trace; returns the line. */
 function assertConfigMistake(result: CliResult): string {

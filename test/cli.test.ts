@@ -7,7 +7,6 @@ import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import Database from "better-sqlite3";
@@ -16,8 +15,16 @@ import { mintToken } from "../src/auth/tokens.js";
 import { systemClock } from "../src/clock.js";
 import { parseConfig } from "../src/config.js";
 import { VERSION } from "../src/version.js";
-import { REPO_ROOT, runCli, startCli, type CliProcess, type CliResult } from "./helpers/cli-process.js";
-import { rawTestConfig, TEST_SECRET } from "./helpers/service.js";
+import {
+  REPO_ROOT,
+  runCli,
+  startCli,
+  tempDir as tempDirOf,
+  writeConfig,
+  type CliProcess,
+  type CliResult,
+} from "./helpers/cli-process.js";
+import { TEST_SECRET } from "./helpers/service.js";
 import { freePort } from "./helpers/ports.js";
 
 /** How often, and how many times, to poll for a starting server: ~20 s at most, for a slow machine. */
@@ -25,20 +32,7 @@ const POLL_MS = 50;
 const POLL_ATTEMPTS = 400;
 
 /** A fresh temporary folder, removed when the test ends. */
-function tempDir(t: TestContext): string {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "opqueue-cli-"));
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
-
-/** Writes the test product's config (SQLite file in `dir`), changed by `change`; returns its path. */
-function writeConfig(dir: string, change: (raw: Record<string, unknown>) => void = () => {}): string {
-  const raw = rawTestConfig(dir);
-  change(raw);
-  const file = path.join(dir, "opqueue.json");
-  fs.writeFileSync(file, JSON.stringify(raw, null, 2));
-  return file;
-}
+const tempDir = (t: TestContext): string => tempDirOf(t, "cli");
 
 function databaseFile(dir: string): string {
   return path.join(dir, "opqueue.db");

@@ -5,13 +5,33 @@
  */
 import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { rawTestConfig } from "./service.js";
 
 /** The repository's root, the working directory of every process started here. */
 export const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
 /** Upper bound of the wait for a starting `serve`; far above what a passing test needs. */
 const START_LIMIT_MS = 20_000;
+
+/** A fresh temporary folder (its name starting `opqueue-<prefix>-`), removed when the test ends. */
+export function tempDir(t: { after: (fn: () => void) => void }, prefix: string): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `opqueue-${prefix}-`));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** Writes the test product's config (SQLite file in `dir`) as `dir`/opqueue.json, changed by `change`; returns its path. */
+export function writeConfig(dir: string, change: (raw: Record<string, unknown>) => void = () => {}): string {
+  const raw = rawTestConfig(dir);
+  change(raw);
+  const file = path.join(dir, "opqueue.json");
+  fs.writeFileSync(file, JSON.stringify(raw, null, 2));
+  return file;
+}
 
 /** What a finished CLI process left behind. */
 export interface CliResult {
