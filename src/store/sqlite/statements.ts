@@ -87,7 +87,7 @@ export function prepareStatements(db: Database.Database) {
       `INSERT INTO job_attempts (job_id, attempt, started_at, finished_at, outcome, status_code, error_body)
        SELECT id, attempt, started_at, :now, 'cancelled', NULL, :error FROM jobs WHERE id = :id`,
     ),
-    // The jobs a bulk cancel takes, newest first (docs/api.md, "Cancel jobs by filter").
+    // The jobs a bulk cancel takes, newest first (docs/flow-control.md, "Cancelling many jobs").
     cancelCandidates: prepare<Record<string, unknown>, { id: string; status: string }>(
       db,
       `SELECT id, status FROM jobs

@@ -1,7 +1,8 @@
 /**
  * A property test: random sequences of enqueues, admin calls, claims, outcomes, chain cancels, clock moves, and flow
- * control (pauses and resumes of operations and keys, changes of limits), each run on a fresh store. After every step the whole table is read back and compared with the one before:
- * only the transitions of docs/api.md/docs/.md may happen, only to the jobs the step was allowed to touch, and
+ * control (pauses and resumes of operations and keys, changes of limits), each run on a fresh store. After every step
+ * the whole table is read back and compared with the one before: only the transitions of docs/job-states.md may happen,
+ * only to the jobs the step was allowed to touch, and
  * the table-wide invariants (one claimable job per dedupe key, one running job per concurrency key, attempts
  * within bounds, finishedAt exactly on terminal jobs, the spawn cap) hold. Each call's answer is also checked
  * against what the previous snapshot says it must be. A claim never takes a job of a paused operation or key, never

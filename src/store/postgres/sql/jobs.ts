@@ -72,7 +72,7 @@ export function jobCancelRunningSql(action: Extract<AdminAction, "cancel" | "can
 }
 
 /**
- * The jobs a bulk cancel takes, newest first (docs/api.md, "Cancel jobs by filter"). $1 statuses, $2 operation,
+ * The jobs a bulk cancel takes, newest first (docs/flow-control.md, "Cancelling many jobs"). $1 statuses, $2 operation,
  * $3 original request id, $4 user, $5 dedupe key, $6 created from, $7 created before (each null for any), $8 limit.
  */
 export const CANCEL_CANDIDATES = `SELECT j.id, s.status FROM job_specs j JOIN job_state s ON s.seq = j.seq
