@@ -48,7 +48,9 @@ DECLARE
   v_keyed integer;
   v_pick record;
   v_picked bigint[];
-  v_taken jsonb;
+  v_taken_ops text[];
+  v_taken_lanes text[];
+  v_taken_keys text[];
   v_lane_room integer;
   v_wrapped boolean := false;
   v_operation record;
@@ -404,7 +406,9 @@ BEGIN
     -- taken before it left them: a job refused (for its key, its lane's rate or its operation's room) uses none of
     -- them, so a job behind it is not refused for it (0017; before, each gate counted every candidate ahead of a job).
     v_picked := '{}';
-    v_taken := '{}';
+    v_taken_ops := '{}';
+    v_taken_lanes := '{}';
+    v_taken_keys := '{}';
     FOR v_pick IN
       WITH candidate AS (
         SELECT s.seq, s.operation_id, s.lane, s.concurrency_key, s.priority, s.run_at,
@@ -439,20 +443,17 @@ BEGIN
       ORDER BY c.priority DESC, c.turn, c.run_at, c.seq
     LOOP
       EXIT WHEN cardinality(v_picked) >= p_limit;
+      -- What the jobs taken so far used: their operations, lanes and keys, one entry per job (a claim takes few).
       CONTINUE WHEN v_pick.operation_room IS NOT NULL
-        AND coalesce((v_taken ->> ('o' || v_pick.operation_id))::integer, 0) >= v_pick.operation_room;
+        AND cardinality(array_positions(v_taken_ops, v_pick.operation_id)) >= v_pick.operation_room;
       CONTINUE WHEN v_pick.lane_room IS NOT NULL
-        AND coalesce((v_taken ->> ('l' || v_pick.operation_id || chr(1) || v_pick.lane))::integer, 0) >= v_pick.lane_room;
+        AND cardinality(array_positions(v_taken_lanes, v_pick.operation_id || chr(1) || v_pick.lane)) >= v_pick.lane_room;
       CONTINUE WHEN v_pick.concurrency_key IS NOT NULL AND (v_pick.key_paused
-        OR coalesce((v_taken ->> ('k' || v_pick.concurrency_key))::integer, 0) + v_pick.key_running >= v_pick.key_limit);
+        OR cardinality(array_positions(v_taken_keys, v_pick.concurrency_key)) + v_pick.key_running >= v_pick.key_limit);
       v_picked := v_picked || v_pick.seq;
-      v_taken := v_taken
-        || jsonb_build_object('o' || v_pick.operation_id, coalesce((v_taken ->> ('o' || v_pick.operation_id))::integer, 0) + 1,
-             'l' || v_pick.operation_id || chr(1) || v_pick.lane,
-             coalesce((v_taken ->> ('l' || v_pick.operation_id || chr(1) || v_pick.lane))::integer, 0) + 1)
-        || CASE WHEN v_pick.concurrency_key IS NULL THEN '{}'::jsonb
-           ELSE jsonb_build_object('k' || v_pick.concurrency_key,
-             coalesce((v_taken ->> ('k' || v_pick.concurrency_key))::integer, 0) + 1) END;
+      v_taken_ops := v_taken_ops || v_pick.operation_id;
+      v_taken_lanes := v_taken_lanes || (v_pick.operation_id || chr(1) || v_pick.lane);
+      v_taken_keys := v_taken_keys || v_pick.concurrency_key;
     END LOOP;
     WITH claimed AS (
       UPDATE job_state s SET status = 'running', attempt = s.attempt + 1, started_at = p_now, heartbeat_at = p_now,
