@@ -46,6 +46,7 @@ DECLARE
   v_lane_limit integer;
   v_lane_offer integer;
   v_keyed integer;
+  v_more_keyed integer;
   v_pick record;
   v_picked bigint[];
   v_taken_ops text[];
@@ -193,12 +194,13 @@ BEGIN
       -- transaction locked are read again, not skipped), up to p_limit more (0017).
       LOOP
         v_found := '{}';
+        v_keyed := 0;
         SELECT s.priority INTO v_priority FROM job_state s
         WHERE s.status IN ('pending', 'retrying') AND NOT s.held AND s.operation_id = v_op AND s.lane = v_lane
         ORDER BY s.priority DESC LIMIT 1;
         WHILE v_priority IS NOT NULL AND cardinality(v_found) < v_lane_limit LOOP
-          SELECT coalesce(array_agg(h.seq), '{}') INTO v_more FROM (
-            SELECT s.seq FROM job_state s
+          SELECT coalesce(array_agg(h.seq), '{}'), count(h.concurrency_key) INTO v_more, v_more_keyed FROM (
+            SELECT s.seq, s.concurrency_key FROM job_state s
             WHERE s.status IN ('pending', 'retrying') AND NOT s.held AND s.operation_id = v_op AND s.lane = v_lane
               AND s.priority = v_priority AND s.run_at <= p_now
               AND (s.expires_at IS NULL OR s.expires_at > p_now)
@@ -212,12 +214,12 @@ BEGIN
             FOR UPDATE SKIP LOCKED
           ) AS h;
           v_found := v_found || v_more;
+          v_keyed := v_keyed + v_more_keyed;
           v_priority := (SELECT s.priority FROM job_state s
                          WHERE s.status IN ('pending', 'retrying') AND NOT s.held AND s.operation_id = v_op AND s.lane = v_lane
                            AND s.priority < v_priority
                          ORDER BY s.priority DESC LIMIT 1);
         END LOOP;
-        v_keyed := (SELECT count(*) FROM job_state k WHERE k.seq = ANY (v_found) AND k.concurrency_key IS NOT NULL);
         EXIT WHEN cardinality(v_found) < v_lane_limit
           OR least(v_lane_offer + v_keyed, v_lane_offer + p_limit) <= v_lane_limit;
         v_lane_limit := least(v_lane_offer + v_keyed, v_lane_offer + p_limit);

@@ -62,12 +62,12 @@ export function claimMany(
     }
   }
   if (byLane) {
-    cursor = visitLanes(s, { gates, closed, now, cursor, lanes: pageSize, perLane: limit, maxCandidates: pageSize, add, skip: new Set() });
+    cursor = visitLanes(s, { gates, closed, now, cursor, lanes: pageSize, perLane: limit, pastKeys: true, maxCandidates: pageSize, add, skip: new Set() });
   } else if (backlogged) {
     // As many lanes as the head lacks to fill the claim with a lane each, and at least an eighth of the claim, so lanes
     // behind a head of many lanes still get their turn. A lane the head already has is represented by its first job.
     const lanes = Math.max(limit - lanesSeen.size, Math.ceil(limit / 8));
-    cursor = visitLanes(s, { gates, closed, now, cursor, lanes, perLane: 1, maxCandidates: pageSize, add, skip: lanesSeen });
+    cursor = visitLanes(s, { gates, closed, now, cursor, lanes, perLane: 1, pastKeys: false, maxCandidates: pageSize, add, skip: lanesSeen });
   }
 
   const chosen: number[] = [];
@@ -126,6 +126,11 @@ function visitLanes(
     cursor: LaneCursor;
     lanes: number;
     perLane: number;
+    /**
+     * Whether a lane is read past its jobs with a concurrency key (`laneOffer`): by lane (gated), where a lane's offer
+     * is what the pick can take of it; not for the first jobs of the lanes behind an ungated backlog's head.
+     */
+    pastKeys: boolean;
     maxCandidates: number;
     add: (rows: Candidate[]) => void;
     /** Lanes (`laneId`) whose first job is a candidate already: visited, not read. */
@@ -165,7 +170,8 @@ function visitLanes(
     if (options.skip.has(`${lane.operationId}\u0000${lane.lane}`)) continue;
     const perLane = Math.min(options.perLane, room);
     if (perLane <= 0) continue;
-    const head = laneOffer(s, next, { now: options.now, closed: options.closed, offer: perLane, most: perLane + options.perLane });
+    const most = options.pastKeys ? perLane + options.perLane : perLane;
+    const head = laneOffer(s, next, { now: options.now, closed: options.closed, offer: perLane, most });
     options.add(head);
     found += Math.min(head.length, perLane);
   }
