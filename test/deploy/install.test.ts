@@ -21,7 +21,7 @@ import os from "node:os";
 import path from "node:path";
 import { after, before, describe, test, type TestContext } from "node:test";
 import { promisify } from "node:util";
-import { logLines, REPO_ROOT, stopServe, waitForStart, type CliProcess, type CliResult } from "../helpers/cli-process.js";
+import { logLines, REPO_ROOT, stopServe, waitForStart, watchProcess, type CliProcess } from "../helpers/cli-process.js";
 import { freePort } from "../helpers/ports.js";
 
 const execFileAsync = promisify(execFile);
@@ -122,21 +122,7 @@ function startInstalledServe(t: TestContext, project: string, configFile: string
     env: cleanEnv(),
     stdio: ["ignore", "pipe", "pipe"],
   });
-  let stdout = "";
-  let stderr = "";
-  child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
-  child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
-  const exited = new Promise<CliResult>((resolve, reject) => {
-    child.on("error", reject);
-    child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }));
-  });
-  t.after(async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill("SIGKILL");
-      await exited;
-    }
-  });
-  return { child, stdout: () => stdout, stderr: () => stderr, exited };
+  return watchProcess(t, child);
 }
 
 /**

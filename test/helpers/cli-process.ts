@@ -72,6 +72,11 @@ export function startCli(
     env: childEnv(env),
     stdio: ["ignore", "pipe", "pipe"],
   });
+  return watchProcess(t, child);
+}
+
+/** Collects the output of `child` (started with piped stdout and stderr); it is killed when test `t` ends if still running. */
+export function watchProcess(t: { after: (fn: () => Promise<void>) => void }, child: ChildProcess): CliProcess {
   let stdout = "";
   let stderr = "";
   child.stdout?.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
