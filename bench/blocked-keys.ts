@@ -48,7 +48,14 @@ const BATCH = 1000;
 const KEY_RATE = { limit: 1, period_ms: 3_600_000, burst: 1 };
 
 async function enqueueToken(rid: string): Promise<string> {
-  return mintToken({ auth: parsedAuth(), clock: systemClock, sub: "bench-user", op: "createUser", rid, ttlSeconds: 300 });
+  return mintToken({
+    auth: parsedAuth(),
+    clock: systemClock,
+    sub: "bench-user",
+    op: "createUser",
+    rid,
+    ttlSeconds: 300,
+  });
 }
 
 /** Enqueues `jobs` (bodies of POST /jobs) in batches of 1,000; fails unless every item is created. */
@@ -63,14 +70,22 @@ async function enqueueAll(serve: ServeProcess, jobs: object[], progress: Progres
     const answer = (await response.body.json()) as { results?: Array<{ status: number }> };
     const created = answer.results?.filter((item) => item.status === 201).length ?? 0;
     if (response.statusCode !== 200 || created !== Math.min(BATCH, jobs.length - start)) {
-      throw new Error(`batch at ${start}: ${response.statusCode}, ${created} created: ${JSON.stringify(answer).slice(0, 300)}`);
+      throw new Error(
+        `batch at ${start}: ${response.statusCode}, ${created} created: ${JSON.stringify(answer).slice(0, 300)}`,
+      );
     }
     progress.update(`enqueued ${Math.min(start + BATCH, jobs.length)}/${jobs.length}`);
   }
 }
 
-
-async function runEngine(options: { ctx: Context; engine: Engine; target: Child; targetOrigin: string; keys: number; probes: number }): Promise<BlockedKeysRun> {
+async function runEngine(options: {
+  ctx: Context;
+  engine: Engine;
+  target: Child;
+  targetOrigin: string;
+  keys: number;
+  probes: number;
+}): Promise<BlockedKeysRun> {
   const { ctx, engine, target, keys, probes } = options;
   const progress = new Progress(`blocked keys ${engine}`);
   const operations = { [OPERATION]: { rate_per_key: KEY_RATE } };
@@ -134,7 +149,9 @@ async function runEngine(options: { ctx: Context; engine: Engine; target: Child;
   }
   const { counts } = await target.call<{ counts: Record<string, number> }>("counts");
   await serve.stop();
-  progress.done(`unrelated ${unrelatedWaitMs.map(Math.round).join(", ")} ms; fresh key ${freshKeyWaitMs.map(Math.round).join(", ")} ms`);
+  progress.done(
+    `unrelated ${unrelatedWaitMs.map(Math.round).join(", ")} ms; fresh key ${freshKeyWaitMs.map(Math.round).join(", ")} ms`,
+  );
   const extra = (counts["first"] ?? 0) + (counts["second"] ?? 0) - keys;
   return { keys, enqueueSeconds, firstJobsSeconds, unrelatedWaitMs, freshKeyWaitMs, secondJobsDelivered: extra };
 }
@@ -151,7 +168,8 @@ async function main(): Promise<void> {
     const target = await Child.start({ name: "flow-target", file: "bench/peers/flow-target.ts" });
     ctx.defer(() => target.stop());
     const targetOrigin = `http://127.0.0.1:${(target.info as { port: number }).port}`;
-    for (const engine of engines) results[engine] = await runEngine({ ctx, engine, target, targetOrigin, keys, probes });
+    for (const engine of engines)
+      results[engine] = await runEngine({ ctx, engine, target, targetOrigin, keys, probes });
   } finally {
     await ctx.close();
   }

@@ -23,9 +23,23 @@ const values = comparisonArgs("drain");
 
 /** One narrowed drain run of the harness in `dir`, its results written to `out`. */
 async function harnessRun(options: { dir: string; engine: Engine; out: string }): Promise<void> {
-  const args = ["bench/run.ts", "--only", "drain", "--skip-peers", "--engine", options.engine, "--quiet", values.quiet ?? "0", "--out", options.out];
+  const args = [
+    "bench/run.ts",
+    "--only",
+    "drain",
+    "--skip-peers",
+    "--engine",
+    options.engine,
+    "--quiet",
+    values.quiet ?? "0",
+    "--out",
+    options.out,
+  ];
   if (values.full) args.push("--full");
-  const child = spawn(join(options.dir, "node_modules/.bin/tsx"), args, { cwd: options.dir, stdio: ["ignore", "ignore", "inherit"] });
+  const child = spawn(join(options.dir, "node_modules/.bin/tsx"), args, {
+    cwd: options.dir,
+    stdio: ["ignore", "ignore", "inherit"],
+  });
   const [code] = (await once(child, "exit")) as [number | null];
   if (code !== 0) throw new Error(`${options.dir}: bench/run.ts ${args.join(" ")} exited ${code}`);
 }
@@ -33,7 +47,12 @@ async function harnessRun(options: { dir: string; engine: Engine; out: string })
 async function main(): Promise<void> {
   if (values.base === undefined || values.new === undefined) throw new Error("--base and --new are required");
   const dirs: Record<Side, string> = { base: resolve(values.base), new: resolve(values.new) };
-  const compared = await compareSides(values, { scenario: "drain", dirs, cpuMetric: "cpu_per_job", runTurn: harnessRun });
+  const compared = await compareSides(values, {
+    scenario: "drain",
+    dirs,
+    cpuMetric: "cpu_per_job",
+    runTurn: harnessRun,
+  });
   report("drain", "bench/drain-compare.ts", values, compared, {
     harnessCommand: `tsx bench/run.ts --only drain --skip-peers --engine <engine>${values.full ? " --full" : ""} --quiet ${values.quiet} (in each checkout, built beforehand)`,
   });

@@ -26,7 +26,16 @@ const values = comparisonArgs("enqueue");
 
 /** The harness's arguments for one turn: this checkout's enqueue scenario against the build in `dir`. */
 function harnessArgs(engine: string, dir: string, out: string): string[] {
-  const args = ["bench/run.ts", "--only", "enqueue", "--skip-peers", "--engine", engine, "--quiet", values.quiet ?? "0"];
+  const args = [
+    "bench/run.ts",
+    "--only",
+    "enqueue",
+    "--skip-peers",
+    "--engine",
+    engine,
+    "--quiet",
+    values.quiet ?? "0",
+  ];
   args.push("--opqueue-dir", dir, "--out", out);
   if (values.full) args.push("--full");
   return args;
@@ -43,7 +52,12 @@ async function harnessRun(options: { dir: string; engine: Engine; out: string })
 async function main(): Promise<void> {
   if (values.base === undefined) throw new Error("--base is required");
   const dirs: Record<Side, string> = { base: resolve(values.base), new: resolve(values.new ?? ROOT) };
-  const compared = await compareSides(values, { scenario: "enqueue", dirs, cpuMetric: CPU_METRICS.all, runTurn: harnessRun });
+  const compared = await compareSides(values, {
+    scenario: "enqueue",
+    dirs,
+    cpuMetric: CPU_METRICS.all,
+    runTurn: harnessRun,
+  });
   report("enqueue", "bench/enqueue-compare.ts", values, compared, {
     harnessCommand: `tsx bench/run.ts ${harnessArgs("<engine>", "<side's build>", "<file>").slice(1).join(" ")}`,
     harness: execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: ROOT, encoding: "utf8" }).trim(),

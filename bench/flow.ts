@@ -96,7 +96,9 @@ async function bulkEnqueue(options: {
     (ok) => options.progress.update(`${options.label}: ${ok}/${options.count} enqueued`),
   );
   if (result.ok !== options.count) {
-    throw new Error(`${options.label}: ${result.ok}/${options.count} enqueued (${result.firstError ?? JSON.stringify(result.other)})`);
+    throw new Error(
+      `${options.label}: ${result.ok}/${options.count} enqueued (${result.firstError ?? JSON.stringify(result.other)})`,
+    );
   }
   return result.rate;
 }
@@ -143,7 +145,16 @@ async function rateRun(options: {
   const bodies = Array.from({ length: keys }, (_, k) =>
     JSON.stringify({ operation_id: OPERATION, rate_key: `key-${k}`, request: { body: { g: "rate", k } } }),
   );
-  await bulkEnqueue({ ctx, serve, bodies, count, users: 32, ridPrefix: `flow-rate-${Date.now().toString(36)}`, progress, label: "rate" });
+  await bulkEnqueue({
+    ctx,
+    serve,
+    bodies,
+    count,
+    users: 32,
+    ridPrefix: `flow-rate-${Date.now().toString(36)}`,
+    progress,
+    label: "rate",
+  });
   const resumedAt = wallNow();
   await control(serve, options.adminToken, "resume");
   const periodMs = KEY_RATE.period_ms / KEY_RATE.limit;
@@ -231,7 +242,14 @@ async function fairnessRun(options: {
   const auth = parsedAuth();
   const bTokens = await Promise.all(
     PROBE_SHARES.map((_, i) =>
-      mintToken({ auth, clock: systemClock, sub: "user-b", op: "createUser", rid: `flow-b-${Date.now().toString(36)}-${i}`, ttlSeconds: 300 }),
+      mintToken({
+        auth,
+        clock: systemClock,
+        sub: "user-b",
+        op: "createUser",
+        rid: `flow-b-${Date.now().toString(36)}-${i}`,
+        ttlSeconds: 300,
+      }),
     ),
   );
   await control(serve, options.adminToken, "resume");
@@ -258,7 +276,9 @@ async function fairnessRun(options: {
   await waitUntil(
     async () => {
       const { counts } = await targetCounts(target);
-      progress.update(`fairness: A ${counts["A"] ?? 0}/${backlog} delivered, B ${counts["B"] ?? 0}/${PROBE_SHARES.length}`);
+      progress.update(
+        `fairness: A ${counts["A"] ?? 0}/${backlog} delivered, B ${counts["B"] ?? 0}/${PROBE_SHARES.length}`,
+      );
       return (counts["A"] ?? 0) >= backlog && (counts["B"] ?? 0) >= PROBE_SHARES.length;
     },
     backlog * 2 + 60_000,
@@ -268,7 +288,10 @@ async function fairnessRun(options: {
   const arrivals = await target.call<Arrival[]>("arrivals");
   await serve.stop();
 
-  const aTimes = arrivals.filter(([group]) => group === "A").map(([, , wall]) => wall).sort((a, b) => a - b);
+  const aTimes = arrivals
+    .filter(([group]) => group === "A")
+    .map(([, , wall]) => wall)
+    .sort((a, b) => a - b);
   const aRate = ((aTimes.length - 1) / ((aTimes.at(-1) ?? 0) - (aTimes[0] ?? 0))) * 1000;
   const probes: FairnessProbe[] = PROBE_SHARES.map((share, i) => {
     const arrival = arrivals.find(([group, key]) => group === "B" && key === String(i));
@@ -290,7 +313,10 @@ async function fairnessRun(options: {
 function gitState(): { commit: string; srcDirty: boolean } {
   try {
     const commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: ROOT, encoding: "utf8" }).trim();
-    const dirty = execFileSync("git", ["status", "--porcelain", "--", "src", "migrations"], { cwd: ROOT, encoding: "utf8" }).trim();
+    const dirty = execFileSync("git", ["status", "--porcelain", "--", "src", "migrations"], {
+      cwd: ROOT,
+      encoding: "utf8",
+    }).trim();
     return { commit, srcDirty: dirty !== "" };
   } catch {
     return { commit: "?", srcDirty: false };
@@ -313,7 +339,8 @@ async function main(): Promise<void> {
   }
   requireBuild(ROOT, "this checkout");
   const engines = (values.engine ?? "").split(",").filter(Boolean) as Engine[];
-  for (const engine of engines) if (engine !== "sqlite" && engine !== "postgres") throw new Error(`unknown engine ${engine}`);
+  for (const engine of engines)
+    if (engine !== "sqlite" && engine !== "postgres") throw new Error(`unknown engine ${engine}`);
   const runs = Number(values.runs);
   const keys = Number(values.keys);
   const jobsPerKey = Number(values["jobs-per-key"]);
@@ -323,7 +350,9 @@ async function main(): Promise<void> {
   const environment = await describeEnvironment();
   const busyCoresBefore = await sampleBusyCores();
   const command = `npx tsx bench/flow.ts${process.argv.length > 2 ? ` ${process.argv.slice(2).join(" ")}` : ""}`;
-  process.stderr.write(`${command}: engines ${engines.join(", ")}, load average ${environment.machine["loadavg_at_start"]}\n`);
+  process.stderr.write(
+    `${command}: engines ${engines.join(", ")}, load average ${environment.machine["loadavg_at_start"]}\n`,
+  );
 
   // The sizes are unused here; the context gives the load generator, a temporary folder and clean-up.
   const ctx = new Context("quick", SIZES.quick, engines, { peers: false });
@@ -376,7 +405,7 @@ async function main(): Promise<void> {
       SQLite: "WAL, synchronous=FULL (a temporary file)",
       PostgreSQL: "synchronous_commit on, a fresh schema",
       "worker.concurrency": "64",
-      "enqueues": `${ENQUEUE_CONNECTIONS} keep-alive connections, a fresh assertion per request`,
+      enqueues: `${ENQUEUE_CONNECTIONS} keep-alive connections, a fresh assertion per request`,
       "log level": "warn",
     },
     busyCoresBefore,
@@ -387,7 +416,9 @@ async function main(): Promise<void> {
   };
   writeFileSync(out, `${JSON.stringify(results, null, 2)}\n`);
   console.log(flowSection(results, relative(ROOT, out)));
-  console.log(`\nresults: ${out} (put section 6 into BENCHMARKS.md with \`npx tsx bench/flow.ts --report ${relative(ROOT, out)}\`)`);
+  console.log(
+    `\nresults: ${out} (put section 6 into BENCHMARKS.md with \`npx tsx bench/flow.ts --report ${relative(ROOT, out)}\`)`,
+  );
 }
 
 main().then(

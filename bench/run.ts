@@ -41,7 +41,15 @@ import { ROOT } from "./lib/ipc.js";
 import { keepServeOutput, requireBuild, useOpqueueBuild } from "./lib/opqueue.js";
 import { checkpoint, dropLeftoverSchemas } from "./lib/pg.js";
 import { benchmarksMarkdown } from "./lib/report.js";
-import { describeEnvironment, sampleBusyCores, SCENARIOS, type Engine, type Results, type ScenarioId, type ScenarioResult } from "./lib/results.js";
+import {
+  describeEnvironment,
+  sampleBusyCores,
+  SCENARIOS,
+  type Engine,
+  type Results,
+  type ScenarioId,
+  type ScenarioResult,
+} from "./lib/results.js";
 import { formatSummary } from "./lib/stats.js";
 import { runBacklog } from "./scenarios/backlog.js";
 import { runBatch } from "./scenarios/batch.js";
@@ -124,7 +132,10 @@ function mergeResults(base: Results, rerun: Results): Results {
 function gitState(dir = ROOT): { commit: string; srcDirty: boolean } {
   try {
     const commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: dir, encoding: "utf8" }).trim();
-    const dirty = execFileSync("git", ["status", "--porcelain", "--", "src", "migrations"], { cwd: dir, encoding: "utf8" }).trim();
+    const dirty = execFileSync("git", ["status", "--porcelain", "--", "src", "migrations"], {
+      cwd: dir,
+      encoding: "utf8",
+    }).trim();
     return { commit, srcDirty: dirty !== "" };
   } catch {
     return { commit: "?", srcDirty: false };
@@ -143,7 +154,9 @@ function printSummary(results: Results): void {
   for (const scenario of results.scenarios) {
     out.push("", `${scenario.title}:`);
     for (const figure of scenario.figures) {
-      out.push(`  ${figure.label.padEnd(58)} ${figure.metric.padEnd(22)} ${formatSummary(figure.summary, figure.unit)}`);
+      out.push(
+        `  ${figure.label.padEnd(58)} ${figure.metric.padEnd(22)} ${formatSummary(figure.summary, figure.unit)}`,
+      );
     }
     for (const note of scenario.notes) out.push(`  note: ${note}`);
   }
@@ -160,9 +173,15 @@ function printSummary(results: Results): void {
   const unmeasured = goals.filter((goal) => goal.met === null).length;
   out.push("", `Goals${unmeasured > 0 ? ` (${unmeasured} not measured in this run, not shown)` : ""}:`);
   for (const goal of goals.filter((g) => g.met !== null)) {
-    const value = Number.isFinite(goal.value) ? (goal.unit === "×" ? `${goal.value.toFixed(2)} ×` : `${goal.value.toFixed(1)} ${goal.unit}`) : "–";
+    const value = Number.isFinite(goal.value)
+      ? goal.unit === "×"
+        ? `${goal.value.toFixed(2)} ×`
+        : `${goal.value.toFixed(1)} ${goal.unit}`
+      : "–";
     const met = goal.met ? "met" : "NOT MET";
-    out.push(`  ${ENGINE_LABEL[goal.engine].padEnd(10)} ${goal.goal.padEnd(40)} ${value.padStart(10)}  (${goal.target})  ${met}`);
+    out.push(
+      `  ${ENGINE_LABEL[goal.engine].padEnd(10)} ${goal.goal.padEnd(40)} ${value.padStart(10)}  (${goal.target})  ${met}`,
+    );
   }
   console.log(out.join("\n"));
 }
@@ -177,11 +196,18 @@ async function main(): Promise<void> {
   requireBuild(ROOT, "this checkout");
   const mode = values.full ? "full" : "quick";
   const only = (values.only ?? []).flatMap((value) => value.split(",")).filter(Boolean);
-  for (const id of only) if (!SCENARIOS.includes(id as ScenarioId)) throw new Error(`unknown scenario ${id} (${SCENARIOS.join(", ")})`);
-  const engines = ((values.engine ?? []).flatMap((value) => value.split(",")).filter(Boolean) as Engine[]);
-  for (const engine of engines) if (engine !== "sqlite" && engine !== "postgres") throw new Error(`unknown engine ${engine}`);
-  if (values["merge-into"] !== undefined && (values["opqueue-dir"] !== undefined || values["serve-node-args"] !== undefined || values.profile !== undefined)) {
-    throw new Error("--merge-into takes a run of this checkout's code alone: not with --opqueue-dir, --serve-node-args or --profile");
+  for (const id of only)
+    if (!SCENARIOS.includes(id as ScenarioId)) throw new Error(`unknown scenario ${id} (${SCENARIOS.join(", ")})`);
+  const engines = (values.engine ?? []).flatMap((value) => value.split(",")).filter(Boolean) as Engine[];
+  for (const engine of engines)
+    if (engine !== "sqlite" && engine !== "postgres") throw new Error(`unknown engine ${engine}`);
+  if (
+    values["merge-into"] !== undefined &&
+    (values["opqueue-dir"] !== undefined || values["serve-node-args"] !== undefined || values.profile !== undefined)
+  ) {
+    throw new Error(
+      "--merge-into takes a run of this checkout's code alone: not with --opqueue-dir, --serve-node-args or --profile",
+    );
   }
   if (values["serve-node-args"] !== undefined) {
     const dir = join(tmpdir(), `opqueue-serve-output-${process.pid}`);
@@ -190,12 +216,18 @@ async function main(): Promise<void> {
   }
   const opqueueDir = values["opqueue-dir"] === undefined ? undefined : resolve(values["opqueue-dir"]);
   if (opqueueDir !== undefined) {
-    if (only.join() !== "enqueue" || !values["skip-peers"]) throw new Error("--opqueue-dir goes with --only enqueue --skip-peers");
+    if (only.join() !== "enqueue" || !values["skip-peers"])
+      throw new Error("--opqueue-dir goes with --only enqueue --skip-peers");
     requireBuild(opqueueDir, "--opqueue-dir");
     useOpqueueBuild(opqueueDir);
   }
   const narrowed =
-    only.length > 0 || engines.length > 0 || values.profile !== undefined || values["serve-node-args"] !== undefined || opqueueDir !== undefined || values["skip-peers"];
+    only.length > 0 ||
+    engines.length > 0 ||
+    values.profile !== undefined ||
+    values["serve-node-args"] !== undefined ||
+    opqueueDir !== undefined ||
+    values["skip-peers"];
   const started = performance.now();
   // Read now, when dist/ was just built (`npm run bench` builds first): src/ edited while the run goes on does not
   // change the code measured.
@@ -205,7 +237,9 @@ async function main(): Promise<void> {
   if (leftovers.length > 0) process.stderr.write(`dropped ${leftovers.length} schemas left by an earlier run\n`);
   const environment = await describeEnvironment();
   if (environment.postgres["synchronous_commit"] !== "on" || environment.postgres["fsync"] !== "on") {
-    throw new Error(`PostgreSQL is not durable (synchronous_commit=${environment.postgres["synchronous_commit"]}, fsync=${environment.postgres["fsync"]})`);
+    throw new Error(
+      `PostgreSQL is not durable (synchronous_commit=${environment.postgres["synchronous_commit"]}, fsync=${environment.postgres["fsync"]})`,
+    );
   }
   if (values.profile) mkdirSync(values.profile, { recursive: true });
   const ctx = new Context(mode, SIZES[mode], engines.length > 0 ? engines : ["sqlite", "postgres"], {
@@ -221,7 +255,9 @@ async function main(): Promise<void> {
   process.once("SIGTERM", stop);
 
   const command = `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(" ")}` : ""}`;
-  process.stderr.write(`${command}: ${mode} mode, engines ${ctx.engines.join(", ")}, load average ${environment.machine["loadavg_at_start"]}\n`);
+  process.stderr.write(
+    `${command}: ${mode} mode, engines ${ctx.engines.join(", ")}, load average ${environment.machine["loadavg_at_start"]}\n`,
+  );
   const scenarios: ScenarioResult[] = [];
   let idle: Results["idlePostgres"];
   try {
@@ -235,7 +271,9 @@ async function main(): Promise<void> {
         busy = await sampleBusyCores(2000);
       }
       if (idle === undefined && CPU_SCENARIOS.includes(id)) {
-        process.stderr.write(`${id}: reading the idle PostgreSQL server's CPU (${ctx.sizes.enqueue.durationMs / 1000} s)\n`);
+        process.stderr.write(
+          `${id}: reading the idle PostgreSQL server's CPU (${ctx.sizes.enqueue.durationMs / 1000} s)\n`,
+        );
         idle = await idlePostgres(ctx, busy);
       }
       try {
@@ -268,8 +306,8 @@ async function main(): Promise<void> {
     filters: { only, engines: ctx.engines },
     ...environment,
     settings: {
-      "SQLite": "WAL, synchronous=FULL (a temporary file)",
-      "PostgreSQL": "synchronous_commit on, database_pool_size 10, a fresh schema",
+      SQLite: "WAL, synchronous=FULL (a temporary file)",
+      PostgreSQL: "synchronous_commit on, database_pool_size 10, a fresh schema",
       "worker.concurrency": "64",
       "limits.spawn_cap": "2,000,000,000",
       "log level": "warn",
@@ -295,7 +333,9 @@ async function main(): Promise<void> {
     writeReport(merged, target);
     console.log(`merged into ${target}; BENCHMARKS.md and bench/results/throughput.svg rewritten from it`);
   }
-  console.log(`\nresults: ${path}${narrowed ? " (narrowed run: BENCHMARKS.md not rewritten)" : "; BENCHMARKS.md and bench/results/throughput.svg rewritten"}`);
+  console.log(
+    `\nresults: ${path}${narrowed ? " (narrowed run: BENCHMARKS.md not rewritten)" : "; BENCHMARKS.md and bench/results/throughput.svg rewritten"}`,
+  );
 }
 
 main().then(

@@ -55,7 +55,8 @@ const PLACES = {
   },
   "test/deploy/systemd.test.ts": {
     engines: "sqlite",
-    reason: "runs the systemd unit's command and stops it with SIGTERM; a node's shutdown on PostgreSQL is test/multinode/'s",
+    reason:
+      "runs the systemd unit's command and stops it with SIGTERM; a node's shutdown on PostgreSQL is test/multinode/'s",
   },
   "test/deploy/upgrade.test.ts": { engines: "own" },
   "test/deploy/install.test.ts": {
@@ -65,7 +66,8 @@ const PLACES = {
   },
   "test/deploy/nginx.test.ts": {
     engines: "sqlite",
-    reason: "runs the nginx example in front of a node; what goes through the proxy is tested on both engines by test/http/",
+    reason:
+      "runs the nginx example in front of a node; what goes through the proxy is tested on both engines by test/http/",
   },
   "test/ui/": {
     engines: "sqlite",
@@ -134,7 +136,9 @@ if (!postgres) {
 }
 const sqliteOnly = files.filter((file) => placeOf(file).engines === "sqlite");
 for (const file of sqliteOnly) console.log(`SQLite only: ${file}: ${placeOf(file).reason}`);
-console.log(`\n== ${files.length} test files on SQLite${postgres ? " (and the PostgreSQL store and multi-node suites)" : ""}`);
+console.log(
+  `\n== ${files.length} test files on SQLite${postgres ? " (and the PostgreSQL store and multi-node suites)" : ""}`,
+);
 let failed = (await run(files, { OPQUEUE_TEST_ENGINE: "sqlite" })) !== 0;
 if (postgres) {
   const engineFiles = files.filter((file) => placeOf(file).engines === "both");

@@ -58,7 +58,10 @@ export async function downloadBackup(options: { url: string; token: string; to: 
     // A 4xx will be answered the same way again (no such route, a PostgreSQL node, a refused token): the command was
     // asked wrongly. A 5xx may pass.
     const exitCode = response.status >= 400 && response.status < 500 ? 2 : 1;
-    throw new BackupError(`backup: ${endpoint} answered ${response.status} ${refusal(await response.text())}`, exitCode);
+    throw new BackupError(
+      `backup: ${endpoint} answered ${response.status} ${refusal(await response.text())}`,
+      exitCode,
+    );
   }
   await mkdir(dirname(options.to), { recursive: true });
   const temp = tempPathBeside(options.to, "backup");

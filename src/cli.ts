@@ -152,7 +152,8 @@ async function serveCommand(args: string[]): Promise<void> {
   });
   const { config } = loadConfigFile({ path: values.config });
   const logger = createLogger();
-  if (values["no-api"] && values["no-worker"]) throw new UsageError("serve: --no-api and --no-worker leave nothing to run");
+  if (values["no-api"] && values["no-worker"])
+    throw new UsageError("serve: --no-api and --no-worker leave nothing to run");
   const running = await serve({ config, api: !values["no-api"], worker: !values["no-worker"], logger });
   stopOnSignals(running, logger);
 }
@@ -160,7 +161,11 @@ async function serveCommand(args: string[]): Promise<void> {
 async function migrateCommand(args: string[]): Promise<void> {
   const values = parse(args, { config: { type: "string" } });
   const { config } = loadConfigFile({ path: values.config, secrets: "none" });
-  const store = await openStore({ url: config.database, clock: systemClock, onWarning: (message) => console.error(`opqueue: ${message}`) });
+  const store = await openStore({
+    url: config.database,
+    clock: systemClock,
+    onWarning: (message) => console.error(`opqueue: ${message}`),
+  });
   await store.close();
   console.log(`migrated ${redactDatabaseUrl(config.database)}`);
 }
@@ -186,7 +191,8 @@ async function tokenCommand(args: string[]): Promise<void> {
   let ttlSeconds: number | undefined;
   if (values.ttl !== undefined) {
     ttlSeconds = Number(values.ttl);
-    if (!Number.isInteger(ttlSeconds) || ttlSeconds <= 0) throw new UsageError("token: --ttl takes a positive number of seconds");
+    if (!Number.isInteger(ttlSeconds) || ttlSeconds <= 0)
+      throw new UsageError("token: --ttl takes a positive number of seconds");
   }
   const { config } = loadConfigFile({ path: values.config, secrets: "minting" });
   if (values.op) checkCallingOperation(values.op, config);
@@ -240,14 +246,21 @@ async function backupCommand(args: string[]): Promise<void> {
   if (database?.engine === "sqlite" && resolve(database.path) === to) {
     throw new UsageError(`backup: --to names the database itself (${to}); write the copy elsewhere`);
   }
-  if (statSync(to, { throwIfNoEntry: false })?.isDirectory()) throw new UsageError(`backup: --to ${to} is a folder; name a file`);
+  if (statSync(to, { throwIfNoEntry: false })?.isDirectory())
+    throw new UsageError(`backup: --to ${to} is a folder; name a file`);
   if (values.url === undefined && config.listen.port === 0) {
     throw new UsageError("backup: listen.port is 0 (any free port), so the service's address is unknown: give --url");
   }
   const url = values.url ?? new URL("/", dashboardUrl(config.listen)).href;
   const token =
     values.token ??
-    (await mintToken({ auth: config.auth, clock: systemClock, sub: "opqueue-backup", siteAdmin: true, ttlSeconds: BACKUP_TOKEN_TTL_S }));
+    (await mintToken({
+      auth: config.auth,
+      clock: systemClock,
+      sub: "opqueue-backup",
+      siteAdmin: true,
+      ttlSeconds: BACKUP_TOKEN_TTL_S,
+    }));
   const backup = await downloadBackup({ url, token, to });
   console.log(
     `backed up ${backup.endpoint} to ${to}: ${backup.bytes} bytes, ${backup.jobs} jobs, schema version ` +
@@ -267,7 +280,8 @@ async function restoreCommand(args: string[]): Promise<void> {
     throw new BackupError(`restore: the database ${redactDatabaseUrl(config.database)} is no file to restore into`, 2);
   }
   const from = resolve(values.from);
-  if (!statSync(from, { throwIfNoEntry: false })?.isFile()) throw new UsageError(`restore: --from ${from} is not a file`);
+  if (!statSync(from, { throwIfNoEntry: false })?.isFile())
+    throw new UsageError(`restore: --from ${from} is not a file`);
   const restored = restoreBackupFile({ from, to: database.path });
   console.log(
     `restored ${database.path} from ${from} (${restored.bytes} bytes, ${restored.jobs} jobs, schema version ` +
@@ -292,7 +306,8 @@ function expectedExitCode(error: unknown): number | undefined {
   if (error instanceof ConfigError || error instanceof CommandError) return 2;
   if (error instanceof UnsupportedDatabaseError || error instanceof StoreSetupError) return 2;
   if (error instanceof BackupError) return error.exitCode;
-  if (error instanceof BackupFileError || error instanceof StoreLockedError || error instanceof StoreUnavailableError) return 1;
+  if (error instanceof BackupFileError || error instanceof StoreLockedError || error instanceof StoreUnavailableError)
+    return 1;
   return undefined;
 }
 
@@ -306,12 +321,18 @@ main(process.argv.slice(2)).catch((error: unknown) => {
     const message = (error as Error).message;
     // The store names the `database` setting; the environment variable may be what set it.
     const fromEnv =
-      error instanceof StoreSetupError && process.env["OPQUEUE_DATABASE_URL"] ? " (database is set by OPQUEUE_DATABASE_URL)" : "";
-    console.error(`opqueue: ${error instanceof StoreUnavailableError ? `the database is unavailable: ${message}` : message}${fromEnv}`);
+      error instanceof StoreSetupError && process.env["OPQUEUE_DATABASE_URL"]
+        ? " (database is set by OPQUEUE_DATABASE_URL)"
+        : "";
+    console.error(
+      `opqueue: ${error instanceof StoreUnavailableError ? `the database is unavailable: ${message}` : message}${fromEnv}`,
+    );
     process.exit(exitCode);
   }
   if ((error as NodeJS.ErrnoException).code === "EADDRINUSE") {
-    console.error(`opqueue: ${(error as Error).message}: another program uses that port; set OPQUEUE_PORT or listen.port`);
+    console.error(
+      `opqueue: ${(error as Error).message}: another program uses that port; set OPQUEUE_PORT or listen.port`,
+    );
     process.exit(1);
   }
   console.error("opqueue: failed:", error);

@@ -319,10 +319,7 @@ export const ConfigSchema = Type.Object(
     ),
     cron: Type.Array(CronEntry, { default: [] }),
     /** What opqueue tells about itself beyond logs and /metrics: spans over OTLP (docs/tracing.md). */
-    telemetry: Type.Object(
-      { otlp: Type.Optional(OtlpExport) },
-      { additionalProperties: false, default: {} },
-    ),
+    telemetry: Type.Object({ otlp: Type.Optional(OtlpExport) }, { additionalProperties: false, default: {} }),
   },
   { additionalProperties: false },
 );
@@ -386,7 +383,8 @@ function reportedError(errors: ErrorObject[]): ErrorObject | undefined {
   const aboutContent = errors.find((error) => error.keyword !== "type" && error.keyword !== "anyOf");
   if (aboutContent) return aboutContent;
   return errors.reduce<ErrorObject | undefined>(
-    (deepest, error) => (deepest === undefined || error.instancePath.length > deepest.instancePath.length ? error : deepest),
+    (deepest, error) =>
+      deepest === undefined || error.instancePath.length > deepest.instancePath.length ? error : deepest,
     undefined,
   );
 }
@@ -410,7 +408,12 @@ export type ConfigSecrets = "all" | "minting" | "none";
  * Validates a raw configuration object (as parsed from YAML or JSON), applying environment overrides and
  * defaults, and resolving relative paths against `baseDir`. Throws `ConfigError` on the first problem.
  */
-export function parseConfig(options: { raw: unknown; baseDir: string; env?: ConfigEnv; secrets?: ConfigSecrets }): Config {
+export function parseConfig(options: {
+  raw: unknown;
+  baseDir: string;
+  env?: ConfigEnv;
+  secrets?: ConfigSecrets;
+}): Config {
   const env = options.env ?? {};
   if (typeof options.raw !== "object" || options.raw === null || Array.isArray(options.raw)) {
     throw new ConfigError("config: the file must hold a mapping of keys (YAML or JSON object)");
@@ -420,7 +423,8 @@ export function parseConfig(options: { raw: unknown; baseDir: string; env?: Conf
   const headersTimeoutGiven =
     typeof listenGiven === "object" && listenGiven !== null && "headers_timeout_ms" in listenGiven;
   const limitsGiven = raw["limits"];
-  const batchBudgetGiven = typeof limitsGiven === "object" && limitsGiven !== null && "batch_bytes_in_flight" in limitsGiven;
+  const batchBudgetGiven =
+    typeof limitsGiven === "object" && limitsGiven !== null && "batch_bytes_in_flight" in limitsGiven;
   applyEnvOverrides(raw, env);
   if (!validateConfig(raw)) {
     const reported = reportedError(validateConfig.errors ?? []);
@@ -449,7 +453,8 @@ function applyEnvOverrides(raw: Record<string, unknown>, env: ConfigEnv): void {
     // A relative sqlite: path given on the command line means the working directory, not the config's folder.
     const url = env.OPQUEUE_DATABASE_URL;
     const parsed = parseDatabaseUrl(url);
-    raw["database"] = parsed?.engine === "sqlite" && parsed.path !== ":memory:" ? `sqlite:${resolve(parsed.path)}` : url;
+    raw["database"] =
+      parsed?.engine === "sqlite" && parsed.path !== ":memory:" ? `sqlite:${resolve(parsed.path)}` : url;
   }
   if (env.OPQUEUE_PORT !== undefined || env.OPQUEUE_HOST !== undefined) {
     const listen = (typeof raw["listen"] === "object" && raw["listen"] !== null ? raw["listen"] : {}) as Record<
@@ -601,10 +606,14 @@ function checkSecrets(keys: AuthKey[]): void {
   for (const { where, key, material } of keys) {
     const value = key[material];
     if (typeof value !== "string" || value === "") {
-      throw new ConfigError(`config: ${where}: ${material} (or ${material}_env) is required for alg ${String(key["alg"])}`);
+      throw new ConfigError(
+        `config: ${where}: ${material} (or ${material}_env) is required for alg ${String(key["alg"])}`,
+      );
     }
     if (material === "secret" && Buffer.byteLength(value, "utf8") < 32) {
-      throw new ConfigError(`config: ${where}.secret: must be at least 32 bytes (got ${Buffer.byteLength(value, "utf8")})`);
+      throw new ConfigError(
+        `config: ${where}.secret: must be at least 32 bytes (got ${Buffer.byteLength(value, "utf8")})`,
+      );
     }
   }
 }

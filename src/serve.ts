@@ -62,7 +62,11 @@ export async function serve(options: {
     // A config the OpenAPI document contradicts is refused before anything listens.
     const checked = await checkService({ config });
     let waitingFor = `opening the database ${database}`;
-    const listeners = await listenWhileStarting({ ...options, settings: checked.settings, waitingFor: () => waitingFor });
+    const listeners = await listenWhileStarting({
+      ...options,
+      settings: checked.settings,
+      waitingFor: () => waitingFor,
+    });
     const service = await createServiceWhenDatabaseAnswers({
       config,
       checked,
@@ -181,7 +185,11 @@ async function createServiceWhenDatabaseAnswers(options: {
 }): Promise<Service> {
   const { config, logger } = options;
   const database = redactDatabaseUrl(config.database);
-  for (let attempt = 1, delayMs = START_RETRY_FIRST_MS; ; attempt++, delayMs = Math.min(START_RETRY_MAX_MS, delayMs * 2)) {
+  for (
+    let attempt = 1, delayMs = START_RETRY_FIRST_MS;
+    ;
+    attempt++, delayMs = Math.min(START_RETRY_MAX_MS, delayMs * 2)
+  ) {
     try {
       const { checked, worker, api } = options;
       return await createService({ config, checked, logger, processMetrics: true, worker, api });
@@ -214,12 +222,12 @@ export function stopOnSignals(running: RunningService, logger: Logger, alsoStop?
     Promise.resolve(alsoStop?.())
       .then(() => running.stop())
       .then(
-      () => process.exit(0),
-      (error: unknown) => {
-        logger.error({ err: error }, "shutdown failed");
-        process.exit(1);
-      },
-    );
+        () => process.exit(0),
+        (error: unknown) => {
+          logger.error({ err: error }, "shutdown failed");
+          process.exit(1);
+        },
+      );
   };
   process.on("SIGTERM", onSignal);
   process.on("SIGINT", onSignal);

@@ -94,7 +94,18 @@ function createWorker(options: {
   const stopwatch = options.stopwatch ? { stopwatch: options.stopwatch } : {};
   const deliverer = new Deliverer({ settings, registry: options.registry, signer: options.signer });
   const tracer = options.tracing?.delivery;
-  const dispatcher = new Dispatcher({ config, settings, store, deliverer, clock, telemetry, logger, tracer, ...random, ...stopwatch });
+  const dispatcher = new Dispatcher({
+    config,
+    settings,
+    store,
+    deliverer,
+    clock,
+    telemetry,
+    logger,
+    tracer,
+    ...random,
+    ...stopwatch,
+  });
   const rescuer = new Periodic({
     name: "lease rescuer",
     intervalMs: config.lease.check_ms,
@@ -133,7 +144,16 @@ function createWorker(options: {
     logger,
     run: () => sweepChains({ config, settings, store, telemetry, notifier }),
   });
-  const cron = new CronScheduler({ config, registry: options.registry, settings, store, clock, notifier, telemetry, logger });
+  const cron = new CronScheduler({
+    config,
+    registry: options.registry,
+    settings,
+    store,
+    clock,
+    notifier,
+    telemetry,
+    logger,
+  });
   return { dispatcher, deliverer, cron, rescuer, cleaner, expirer, chainSweeper };
 }
 
@@ -158,19 +178,24 @@ function listenForOtherNodes(options: { store: Store; notifier: WorkNotifier; lo
   let retry: NodeJS.Timeout | undefined;
   let stop: (() => Promise<void>) | undefined;
   const attempt = () => {
-    store.jobAvailableListen((runAt) => notifier.notify(runAt), (jobId) => notifier.abort(jobId)).then(
-      async (stopFn) => {
-        if (stopped) return stopFn();
-        stop = stopFn;
-        // A job another node committed before the LISTEN took effect notified nobody here: claim once more.
-        notifier.notify(store.now());
-      },
-      (error: unknown) => {
-        if (stopped) return;
-        logger.warn({ err: error }, "cannot listen for other nodes' enqueues yet; polling meanwhile, trying again");
-        retry = setTimeout(attempt, LISTEN_RETRY_MS);
-      },
-    );
+    store
+      .jobAvailableListen(
+        (runAt) => notifier.notify(runAt),
+        (jobId) => notifier.abort(jobId),
+      )
+      .then(
+        async (stopFn) => {
+          if (stopped) return stopFn();
+          stop = stopFn;
+          // A job another node committed before the LISTEN took effect notified nobody here: claim once more.
+          notifier.notify(store.now());
+        },
+        (error: unknown) => {
+          if (stopped) return;
+          logger.warn({ err: error }, "cannot listen for other nodes' enqueues yet; polling meanwhile, trying again");
+          retry = setTimeout(attempt, LISTEN_RETRY_MS);
+        },
+      );
   };
   attempt();
   return async () => {
@@ -207,7 +232,11 @@ export async function checkService(options: { config: Config; clock?: Clock }): 
   const warnings = [...configWarnings, ...requestSchemas.warnings, ...cronRequestWarnings({ config, requestSchemas })];
   // Tokens are signed and checked on this node's clock, as their issuers' and verifiers' are.
   const verifier = await TokenVerifier.create({ auth: config.auth, clock });
-  const signer = await DeliverySigner.create({ deliveryKey: config.auth.delivery_key, audience: config.target.audience, clock });
+  const signer = await DeliverySigner.create({
+    deliveryKey: config.auth.delivery_key,
+    audience: config.target.audience,
+    clock,
+  });
   const deliveryVerifier = await DeliveryTokenVerifier.create({
     deliveryKey: config.auth.delivery_key,
     audience: config.target.audience,
@@ -250,7 +279,8 @@ export async function createService(options: {
   const notifier = new WorkNotifier();
   const logger = options.logger ?? pino({ level: "silent" });
   const telemetry = new Telemetry({
-    onListenerError: (event, error) => logger.error({ err: error, event }, "a telemetry subscriber failed; what it was told of stands"),
+    onListenerError: (event, error) =>
+      logger.error({ err: error, event }, "a telemetry subscriber failed; what it was told of stands"),
   });
   // Before anything emits: the tracer subscribes to the events its spans are made of. Off, nothing is loaded.
   const tracing = (await startTracing({ config, telemetry, logger })) ?? null;
@@ -271,7 +301,8 @@ export async function createService(options: {
   // The counts behind /stats and /metrics are shared between requests for a multiple of what reading them cost
   // (shared-read.ts). A test moving time by hand gets them counted afresh every time: a read that a busy machine made
   // slow must not serve it the counts of before its last step.
-  const countsRead: SharedReadOptions = options.clock === undefined ? COUNTS_READ : { ...COUNTS_READ, minCostMs: Infinity };
+  const countsRead: SharedReadOptions =
+    options.clock === undefined ? COUNTS_READ : { ...COUNTS_READ, minCostMs: Infinity };
   const metrics = createMetrics({
     countsRead,
     telemetry,
@@ -284,7 +315,8 @@ export async function createService(options: {
       // Counting by operation reads every job: only when some operation has flow control to report.
       if (controls.length > 0) {
         for (const { operationId, status, count } of (await store.jobStats({ byOperation: true })).byOperation) {
-          if (status === "pending" || status === "retrying") waiting.set(operationId, (waiting.get(operationId) ?? 0) + count);
+          if (status === "pending" || status === "retrying")
+            waiting.set(operationId, (waiting.get(operationId) ?? 0) + count);
         }
       }
       return { controls, waiting };

@@ -51,7 +51,10 @@ function serveWith(t: TestContext, dir: string, url: string, args: string[] = []
 }
 
 /** Resolves when `cli` has logged a line `match` accepts; fails if it exits first. */
-function waitForLog(cli: CliProcess, match: (line: Record<string, unknown>) => boolean): Promise<Record<string, unknown>> {
+function waitForLog(
+  cli: CliProcess,
+  match: (line: Record<string, unknown>) => boolean,
+): Promise<Record<string, unknown>> {
   return new Promise((resolve, reject) => {
     const look = () => {
       const found = logLines(cli.stdout()).find(match);
@@ -60,7 +63,9 @@ function waitForLog(cli: CliProcess, match: (line: Record<string, unknown>) => b
       resolve(found);
     };
     cli.child.stdout?.on("data", look);
-    void cli.exited.then((result) => reject(new Error(`serve exited (code ${result.code}) first:\n${result.stderr}${result.stdout}`)));
+    void cli.exited.then((result) =>
+      reject(new Error(`serve exited (code ${result.code}) first:\n${result.stderr}${result.stdout}`)),
+    );
     look();
   });
 }
@@ -74,13 +79,17 @@ async function getJson(url: string): Promise<{ status: number; body: Record<stri
 // ---------------------------------------------------------------------------------------------------------
 // SQLite paths that cannot hold the database
 
-test("serve with a SQLite path on /proc exits 2 at once with one line naming the folder (it spun at full CPU, deaf to SIGTERM)", CASE_LIMIT, async (t) => {
-  const dir = tempDir(t);
-  const message = assertConfigMistake(await serveWith(t, dir, "sqlite:/proc/opq/x.db"));
-  assert.match(message, /^opqueue: database sqlite:\/proc\/opq\/x\.db: cannot create the folder \/proc\/opq /);
-  assert.match(message, /set database to a path on a writable disk/);
-  assert.match(message, /OPQUEUE_DATABASE_URL/);
-});
+test(
+  "serve with a SQLite path on /proc exits 2 at once with one line naming the folder (it spun at full CPU, deaf to SIGTERM)",
+  CASE_LIMIT,
+  async (t) => {
+    const dir = tempDir(t);
+    const message = assertConfigMistake(await serveWith(t, dir, "sqlite:/proc/opq/x.db"));
+    assert.match(message, /^opqueue: database sqlite:\/proc\/opq\/x\.db: cannot create the folder \/proc\/opq /);
+    assert.match(message, /set database to a path on a writable disk/);
+    assert.match(message, /OPQUEUE_DATABASE_URL/);
+  },
+);
 
 test("serve with a SQLite path under a file exits 2 with one line naming the file", CASE_LIMIT, async (t) => {
   const dir = tempDir(t);
@@ -97,33 +106,42 @@ test("serve with a SQLite path naming a file that is not a database exits 2 with
   assert.match(message, /is not a SQLite database/);
 });
 
-test("serve with a SQLite path in a folder the service's user may not write in exits 2 with one line naming the folder", CASE_LIMIT, async (t) => {
-  const dir = tempDir(t);
-  const locked = path.join(dir, "locked");
-  fs.mkdirSync(locked, { mode: 0o555 });
-  fs.chmodSync(locked, 0o555);
-  fs.chmodSync(dir, 0o755);
-  const config = writeConfig(dir);
-  fs.chmodSync(config, 0o644);
-  // Root writes anywhere: then the service runs as nobody, as a service account would.
-  const asRoot = process.getuid?.() === 0;
-  const child = spawn(process.execPath, ["--import", "tsx", "src/cli.ts", "serve", "--config", config], {
-    cwd: REPO_ROOT,
-    env: { PATH: process.env["PATH"] ?? "", HOME: dir, OPQUEUE_DATABASE_URL: `sqlite:${locked}/opqueue.db`, OPQUEUE_PORT: "0" },
-    stdio: ["ignore", "pipe", "pipe"],
-    ...(asRoot ? { uid: 65534, gid: 65534 } : {}),
-  });
-  t.after(() => {
-    if (child.exitCode === null) child.kill("SIGKILL");
-  });
-  let stderr = "";
-  child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
-  child.stdout.resume();
-  const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
-  const message = assertConfigMistake({ code, signal: null, stdout: "", stderr });
-  assert.match(message, new RegExp(`the folder ${locked} is not writable \\(EACCES`));
-  assert.match(message, /chown or chmod/);
-});
+test(
+  "serve with a SQLite path in a folder the service's user may not write in exits 2 with one line naming the folder",
+  CASE_LIMIT,
+  async (t) => {
+    const dir = tempDir(t);
+    const locked = path.join(dir, "locked");
+    fs.mkdirSync(locked, { mode: 0o555 });
+    fs.chmodSync(locked, 0o555);
+    fs.chmodSync(dir, 0o755);
+    const config = writeConfig(dir);
+    fs.chmodSync(config, 0o644);
+    // Root writes anywhere: then the service runs as nobody, as a service account would.
+    const asRoot = process.getuid?.() === 0;
+    const child = spawn(process.execPath, ["--import", "tsx", "src/cli.ts", "serve", "--config", config], {
+      cwd: REPO_ROOT,
+      env: {
+        PATH: process.env["PATH"] ?? "",
+        HOME: dir,
+        OPQUEUE_DATABASE_URL: `sqlite:${locked}/opqueue.db`,
+        OPQUEUE_PORT: "0",
+      },
+      stdio: ["ignore", "pipe", "pipe"],
+      ...(asRoot ? { uid: 65534, gid: 65534 } : {}),
+    });
+    t.after(() => {
+      if (child.exitCode === null) child.kill("SIGKILL");
+    });
+    let stderr = "";
+    child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
+    child.stdout.resume();
+    const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
+    const message = assertConfigMistake({ code, signal: null, stdout: "", stderr });
+    assert.match(message, new RegExp(`the folder ${locked} is not writable \\(EACCES`));
+    assert.match(message, /chown or chmod/);
+  },
+);
 
 // ---------------------------------------------------------------------------------------------------------
 // Did you mean
@@ -135,30 +153,41 @@ test("serve with a misspelt config key exits 2 with one line that suggests the k
     delete raw["target"];
   });
   const result = await runCli(t, ["serve", "--config", config]);
-  assert.match(assertConfigMistake(result), /^opqueue: config: unknown key "tagret" \(did you mean "target"\?\); target is required$/);
+  assert.match(
+    assertConfigMistake(result),
+    /^opqueue: config: unknown key "tagret" \(did you mean "target"\?\); target is required$/,
+  );
 });
 
-test("serve with a misspelt trigger target exits 2 with one line that suggests the operation", CASE_LIMIT, async (t) => {
-  const dir = tempDir(t);
-  const config = writeConfig(dir, (raw) => {
-    raw["triggers"] = { createUser: ["sendWelcomEmail"] };
-    raw["cron"] = [];
-  });
-  const result = await runCli(t, ["serve", "--config", config]);
-  const message = assertConfigMistake(result);
-  assert.match(message, /^opqueue: config: triggers\.createUser: target "sendWelcomEmail" is not an operation/);
-  assert.match(message, /\(did you mean "sendWelcomeEmail"\?\)/);
-  assert.equal(fs.existsSync(path.join(dir, "opqueue.db")), false, "a refused config touches no database");
-});
+test(
+  "serve with a misspelt trigger target exits 2 with one line that suggests the operation",
+  CASE_LIMIT,
+  async (t) => {
+    const dir = tempDir(t);
+    const config = writeConfig(dir, (raw) => {
+      raw["triggers"] = { createUser: ["sendWelcomEmail"] };
+      raw["cron"] = [];
+    });
+    const result = await runCli(t, ["serve", "--config", config]);
+    const message = assertConfigMistake(result);
+    assert.match(message, /^opqueue: config: triggers\.createUser: target "sendWelcomEmail" is not an operation/);
+    assert.match(message, /\(did you mean "sendWelcomeEmail"\?\)/);
+    assert.equal(fs.existsSync(path.join(dir, "opqueue.db")), false, "a refused config touches no database");
+  },
+);
 
-test("serve with a misspelt cron operation_id exits 2 with one line that suggests the operation", CASE_LIMIT, async (t) => {
-  const dir = tempDir(t);
-  const config = writeConfig(dir, (raw) => {
-    (raw["cron"] as Array<Record<string, unknown>>)[0]!["operation_id"] = "buildRepot";
-  });
-  const message = assertConfigMistake(await runCli(t, ["serve", "--config", config]));
-  assert.match(message, /^opqueue: config: cron\.0\.operation_id: .*"buildRepot".*\(did you mean "buildReport"\?\)/);
-});
+test(
+  "serve with a misspelt cron operation_id exits 2 with one line that suggests the operation",
+  CASE_LIMIT,
+  async (t) => {
+    const dir = tempDir(t);
+    const config = writeConfig(dir, (raw) => {
+      (raw["cron"] as Array<Record<string, unknown>>)[0]!["operation_id"] = "buildRepot";
+    });
+    const message = assertConfigMistake(await runCli(t, ["serve", "--config", config]));
+    assert.match(message, /^opqueue: config: cron\.0\.operation_id: .*"buildRepot".*\(did you mean "buildReport"\?\)/);
+  },
+);
 
 test("an unknown command suggests the command it resembles", CASE_LIMIT, async (t) => {
   const result = await runCli(t, ["sevre"]);
@@ -169,14 +198,28 @@ test("an unknown command suggests the command it resembles", CASE_LIMIT, async (
 // ---------------------------------------------------------------------------------------------------------
 // token and the other admin commands
 
-test("token --op refuses an operation the OpenAPI document lacks, with one line that suggests the operation, and prints no token", CASE_LIMIT, async (t) => {
-  const dir = tempDir(t);
-  const result = await runCli(t, ["token", "--config", writeConfig(dir), "--sub", "u1", "--op", "createUsr", "--rid", "r1"]);
-  const message = assertConfigMistake(result);
-  assert.match(message, /^opqueue: token: --op "createUsr" is not an operation of the product's OpenAPI document/);
-  assert.match(message, /\(did you mean "createUser"\?\)/);
-  assert.equal(result.stdout, "");
-});
+test(
+  "token --op refuses an operation the OpenAPI document lacks, with one line that suggests the operation, and prints no token",
+  CASE_LIMIT,
+  async (t) => {
+    const dir = tempDir(t);
+    const result = await runCli(t, [
+      "token",
+      "--config",
+      writeConfig(dir),
+      "--sub",
+      "u1",
+      "--op",
+      "createUsr",
+      "--rid",
+      "r1",
+    ]);
+    const message = assertConfigMistake(result);
+    assert.match(message, /^opqueue: token: --op "createUsr" is not an operation of the product's OpenAPI document/);
+    assert.match(message, /\(did you mean "createUser"\?\)/);
+    assert.equal(result.stdout, "");
+  },
+);
 
 test("token --op takes an operation of the document, and cron:NAME", CASE_LIMIT, async (t) => {
   const dir = tempDir(t);
@@ -201,13 +244,20 @@ function writeEnvSecretsConfig(dir: string): string {
 test("token mints with auth.keys alone: the delivery secret's variable may be unset", CASE_LIMIT, async (t) => {
   const dir = tempDir(t);
   const config = writeEnvSecretsConfig(dir);
-  const result = await runCli(t, ["token", "--config", config, "--sub", "admin", "--site-admin"], { TEST_ADMIN_SECRET: TEST_SECRET });
+  const result = await runCli(t, ["token", "--config", config, "--sub", "admin", "--site-admin"], {
+    TEST_ADMIN_SECRET: TEST_SECRET,
+  });
   assert.equal(result.code, 0, result.stderr);
-  const { payload } = await jwtVerify(result.stdout.trim(), new TextEncoder().encode(TEST_SECRET), { audience: "opqueue" });
+  const { payload } = await jwtVerify(result.stdout.trim(), new TextEncoder().encode(TEST_SECRET), {
+    audience: "opqueue",
+  });
   assert.equal(payload["site_admin"], true);
   // The signing key's own variable is still required, and named.
   const missing = await runCli(t, ["token", "--config", config, "--sub", "admin"]);
-  assert.match(assertConfigMistake(missing), /^opqueue: config: auth\.keys\.0: environment variable TEST_ADMIN_SECRET is not set$/);
+  assert.match(
+    assertConfigMistake(missing),
+    /^opqueue: config: auth\.keys\.0: environment variable TEST_ADMIN_SECRET is not set$/,
+  );
 });
 
 test("migrate and restore read no secret: neither key's variable needs to be set", CASE_LIMIT, async (t) => {
@@ -226,7 +276,17 @@ test("backup with --token reads no secret; without it, only auth.keys' signing k
   const config = writeEnvSecretsConfig(dir);
   // Nothing listens on the URL: what matters is that the command gets as far as calling it.
   const url = `http://127.0.0.1:${await freePort()}/`;
-  const withToken = await runCli(t, ["backup", "--config", config, "--to", path.join(dir, "b.db"), "--url", url, "--token", "x"]);
+  const withToken = await runCli(t, [
+    "backup",
+    "--config",
+    config,
+    "--to",
+    path.join(dir, "b.db"),
+    "--url",
+    url,
+    "--token",
+    "x",
+  ]);
   assert.doesNotMatch(withToken.stderr, /environment variable/);
   assert.match(withToken.stderr, /ECONNREFUSED|connect/);
   const minted = await runCli(t, ["backup", "--config", config, "--to", path.join(dir, "b.db"), "--url", url], {
@@ -247,7 +307,10 @@ test("parseConfig with secrets 'minting' resolves only the first HS256 key of au
   };
   const config = parseConfig({ raw, baseDir: os.tmpdir(), env: { ADMIN: TEST_SECRET }, secrets: "minting" });
   assert.deepEqual(config.auth.keys[1], { kid: "k1", alg: "HS256", secret: TEST_SECRET });
-  assert.throws(() => parseConfig({ raw, baseDir: os.tmpdir(), env: { ADMIN: TEST_SECRET } }), /UNSET_PUBLIC is not set/);
+  assert.throws(
+    () => parseConfig({ raw, baseDir: os.tmpdir(), env: { ADMIN: TEST_SECRET } }),
+    /UNSET_PUBLIC is not set/,
+  );
 });
 
 // ---------------------------------------------------------------------------------------------------------
@@ -260,28 +323,46 @@ function postgresUrl(change: (url: URL) => void): string {
   return url.href;
 }
 
-test("serve with a PostgreSQL database that does not exist exits 2 with one line naming it and the fix", { ...CASE_LIMIT, skip: POSTGRES_SKIP }, async (t) => {
-  const dir = tempDir(t);
-  const url = postgresUrl((u) => (u.pathname = "/opq_no_such_database"));
-  const message = assertConfigMistake(await serveWith(t, dir, url));
-  assert.match(message, /^opqueue: database postgres:\/\/.*\/opq_no_such_database: PostgreSQL at .* has no database "opq_no_such_database": create it/);
-});
+test(
+  "serve with a PostgreSQL database that does not exist exits 2 with one line naming it and the fix",
+  { ...CASE_LIMIT, skip: POSTGRES_SKIP },
+  async (t) => {
+    const dir = tempDir(t);
+    const url = postgresUrl((u) => (u.pathname = "/opq_no_such_database"));
+    const message = assertConfigMistake(await serveWith(t, dir, url));
+    assert.match(
+      message,
+      /^opqueue: database postgres:\/\/.*\/opq_no_such_database: PostgreSQL at .* has no database "opq_no_such_database": create it/,
+    );
+  },
+);
 
-test("serve with a PostgreSQL role that does not exist exits 2 with one line naming it and the fix", { ...CASE_LIMIT, skip: POSTGRES_SKIP }, async (t) => {
-  const dir = tempDir(t);
-  const url = postgresUrl((u) => {
-    u.username = "opq_no_such_role";
-    u.password = "";
-  });
-  const message = assertConfigMistake(await serveWith(t, dir, url));
-  assert.match(message, /has no role "opq_no_such_role": create it \(CREATE ROLE opq_no_such_role LOGIN\)/);
-});
+test(
+  "serve with a PostgreSQL role that does not exist exits 2 with one line naming it and the fix",
+  { ...CASE_LIMIT, skip: POSTGRES_SKIP },
+  async (t) => {
+    const dir = tempDir(t);
+    const url = postgresUrl((u) => {
+      u.username = "opq_no_such_role";
+      u.password = "";
+    });
+    const message = assertConfigMistake(await serveWith(t, dir, url));
+    assert.match(message, /has no role "opq_no_such_role": create it \(CREATE ROLE opq_no_such_role LOGIN\)/);
+  },
+);
 
-test("serve with a PostgreSQL host that does not resolve exits 2 with one line naming the host", CASE_LIMIT, async (t) => {
-  const dir = tempDir(t);
-  const message = assertConfigMistake(await serveWith(t, dir, "postgres://postgres@nohost.invalid:5432/postgres"));
-  assert.match(message, /the host name "nohost\.invalid" does not resolve \(ENOTFOUND\): correct the host in the URL/);
-});
+test(
+  "serve with a PostgreSQL host that does not resolve exits 2 with one line naming the host",
+  CASE_LIMIT,
+  async (t) => {
+    const dir = tempDir(t);
+    const message = assertConfigMistake(await serveWith(t, dir, "postgres://postgres@nohost.invalid:5432/postgres"));
+    assert.match(
+      message,
+      /the host name "nohost\.invalid" does not resolve \(ENOTFOUND\): correct the host in the URL/,
+    );
+  },
+);
 
 /** One message of PostgreSQL's protocol: a type byte, a length, a body. */
 function pgMessage(type: string, body: Buffer): Buffer {
@@ -294,7 +375,10 @@ function pgMessage(type: string, body: Buffer): Buffer {
 /** The ErrorResponse a server sends to refuse a connection with SQLSTATE `code`. */
 function pgError(code: string, message: string): Buffer {
   const field = (type: string, value: string) => Buffer.from(`${type}${value}\0`, "utf8");
-  return pgMessage("E", Buffer.concat([field("S", "FATAL"), field("V", "FATAL"), field("C", code), field("M", message), Buffer.from([0])]));
+  return pgMessage(
+    "E",
+    Buffer.concat([field("S", "FATAL"), field("V", "FATAL"), field("C", code), field("M", message), Buffer.from([0])]),
+  );
 }
 
 /**
@@ -342,86 +426,112 @@ async function fakeServer(t: TestContext): Promise<{
   };
 }
 
-test("serve with a wrong PostgreSQL password exits 2 with one line naming the role and the fix", CASE_LIMIT, async (t) => {
-  const dir = tempDir(t);
-  const server = await fakeServer(t);
-  server.refuseWith("28P01", 'password authentication failed for user "opq_app"');
-  await server.listen();
-  const message = assertConfigMistake(await serveWith(t, dir, `postgres://opq_app:wrong@127.0.0.1:${server.port}/app`));
-  assert.match(message, /^opqueue: database postgres:\/\/opq_app:\*\*\*@127\.0\.0\.1:\d+\/app: /, "the password is hidden");
-  assert.match(message, /refused the password of role "opq_app": correct the password in the URL/);
-  assert.doesNotMatch(message, /wrong/);
-});
+test(
+  "serve with a wrong PostgreSQL password exits 2 with one line naming the role and the fix",
+  CASE_LIMIT,
+  async (t) => {
+    const dir = tempDir(t);
+    const server = await fakeServer(t);
+    server.refuseWith("28P01", 'password authentication failed for user "opq_app"');
+    await server.listen();
+    const message = assertConfigMistake(
+      await serveWith(t, dir, `postgres://opq_app:wrong@127.0.0.1:${server.port}/app`),
+    );
+    assert.match(
+      message,
+      /^opqueue: database postgres:\/\/opq_app:\*\*\*@127\.0\.0\.1:\d+\/app: /,
+      "the password is hidden",
+    );
+    assert.match(message, /refused the password of role "opq_app": correct the password in the URL/);
+    assert.doesNotMatch(message, /wrong/);
+  },
+);
 
 // ---------------------------------------------------------------------------------------------------------
 // Waiting for PostgreSQL
 
-test("a node waiting for PostgreSQL is alive (/healthz 200) and unready (/readyz 503 naming the database), logs one line per attempt, and becomes ready when the database answers", { ...CASE_LIMIT, skip: POSTGRES_SKIP }, async (t) => {
-  const dir = tempDir(t);
-  const server = await fakeServer(t);
-  const schema = freshSchemaName();
-  t.after(() => dropSchema(schema));
-  const port = await freePort();
-  const url = `postgres://postgres@127.0.0.1:${server.port}/${new URL(POSTGRES_URL ?? "").pathname.slice(1)}?schema=${schema}`;
-  const cli = startCli(t, ["serve", "--config", writeConfig(dir)], { OPQUEUE_DATABASE_URL: url, OPQUEUE_PORT: String(port) });
-  const base = `http://127.0.0.1:${port}`;
+test(
+  "a node waiting for PostgreSQL is alive (/healthz 200) and unready (/readyz 503 naming the database), logs one line per attempt, and becomes ready when the database answers",
+  { ...CASE_LIMIT, skip: POSTGRES_SKIP },
+  async (t) => {
+    const dir = tempDir(t);
+    const server = await fakeServer(t);
+    const schema = freshSchemaName();
+    t.after(() => dropSchema(schema));
+    const port = await freePort();
+    const url = `postgres://postgres@127.0.0.1:${server.port}/${new URL(POSTGRES_URL ?? "").pathname.slice(1)}?schema=${schema}`;
+    const cli = startCli(t, ["serve", "--config", writeConfig(dir)], {
+      OPQUEUE_DATABASE_URL: url,
+      OPQUEUE_PORT: String(port),
+    });
+    const base = `http://127.0.0.1:${port}`;
 
-  // Nothing listens where the database should be: refused, waited for.
-  const first = await waitForLog(cli, (line) => String(line["msg"]).startsWith("waiting for the database"));
-  assert.equal(first["level"], 40);
-  assert.equal(first["attempt"], 1);
-  assert.equal(first["retryInMs"], 1000);
-  assert.match(String(first["reason"]), /ECONNREFUSED/);
-  assert.equal(first["err"], undefined, "no error object, so no stack");
-  assert.deepEqual(await getJson(`${base}/healthz`), { status: 200, body: { status: "ok" } });
-  const notReady = await getJson(`${base}/readyz`);
-  assert.equal(notReady.status, 503);
-  assert.equal(notReady.body["code"], "unavailable");
-  assert.match(String(notReady.body["message"]), new RegExp(`^not ready: waiting for the database postgres://postgres@127\\.0\\.0\\.1:${server.port}/.*ECONNREFUSED`));
-  const enqueue = await fetch(`${base}/jobs`, { method: "POST" });
-  assert.equal(enqueue.status, 503, "the API is not served yet");
+    // Nothing listens where the database should be: refused, waited for.
+    const first = await waitForLog(cli, (line) => String(line["msg"]).startsWith("waiting for the database"));
+    assert.equal(first["level"], 40);
+    assert.equal(first["attempt"], 1);
+    assert.equal(first["retryInMs"], 1000);
+    assert.match(String(first["reason"]), /ECONNREFUSED/);
+    assert.equal(first["err"], undefined, "no error object, so no stack");
+    assert.deepEqual(await getJson(`${base}/healthz`), { status: 200, body: { status: "ok" } });
+    const notReady = await getJson(`${base}/readyz`);
+    assert.equal(notReady.status, 503);
+    assert.equal(notReady.body["code"], "unavailable");
+    assert.match(
+      String(notReady.body["message"]),
+      new RegExp(
+        `^not ready: waiting for the database postgres://postgres@127\\.0\\.0\\.1:${server.port}/.*ECONNREFUSED`,
+      ),
+    );
+    const enqueue = await fetch(`${base}/jobs`, { method: "POST" });
+    assert.equal(enqueue.status, 503, "the API is not served yet");
 
-  // The server is up but still starting: waited for too, each wait twice the last (a busy machine may have let another
-  // attempt find nothing listening first).
-  await server.listen();
-  const startingUp = await waitForLog(cli, (line) => /starting up/.test(String(line["reason"])));
-  const attempt = Number(startingUp["attempt"]);
-  assert.ok(attempt >= 2, `attempt ${attempt}`);
-  assert.equal(startingUp["retryInMs"], Math.min(30_000, 1000 * 2 ** (attempt - 1)));
+    // The server is up but still starting: waited for too, each wait twice the last (a busy machine may have let another
+    // attempt find nothing listening first).
+    await server.listen();
+    const startingUp = await waitForLog(cli, (line) => /starting up/.test(String(line["reason"])));
+    const attempt = Number(startingUp["attempt"]);
+    assert.ok(attempt >= 2, `attempt ${attempt}`);
+    assert.equal(startingUp["retryInMs"], Math.min(30_000, 1000 * 2 ** (attempt - 1)));
 
-  server.forward();
-  await waitForLog(cli, (line) => line["msg"] === "opqueue started");
-  assert.deepEqual(await getJson(`${base}/readyz`), { status: 200, body: { status: "ready" } });
-  const waits = logLines(cli.stdout()).filter((line) => String(line["msg"]).startsWith("waiting for the database"));
-  assert.deepEqual(
-    waits.map((line) => line["attempt"]),
-    waits.map((_line, index) => index + 1),
-    "one line per attempt",
-  );
-  assert.doesNotMatch(cli.stdout(), /"stack"/);
-  cli.child.kill("SIGTERM");
-  assert.equal((await cli.exited).code, 0);
-});
+    server.forward();
+    await waitForLog(cli, (line) => line["msg"] === "opqueue started");
+    assert.deepEqual(await getJson(`${base}/readyz`), { status: 200, body: { status: "ready" } });
+    const waits = logLines(cli.stdout()).filter((line) => String(line["msg"]).startsWith("waiting for the database"));
+    assert.deepEqual(
+      waits.map((line) => line["attempt"]),
+      waits.map((_line, index) => index + 1),
+      "one line per attempt",
+    );
+    assert.doesNotMatch(cli.stdout(), /"stack"/);
+    cli.child.kill("SIGTERM");
+    assert.equal((await cli.exited).code, 0);
+  },
+);
 
-test("SIGTERM ends a node waiting for PostgreSQL at once with exit 0; a worker-only node answers API routes 404 api_disabled meanwhile", CASE_LIMIT, async (t) => {
-  const dir = tempDir(t);
-  const server = await fakeServer(t);
-  await server.listen();
-  const port = await freePort();
-  const cli = startCli(t, ["serve", "--config", writeConfig(dir), "--no-api"], {
-    OPQUEUE_DATABASE_URL: `postgres://postgres@127.0.0.1:${server.port}/postgres`,
-    OPQUEUE_PORT: String(port),
-  });
-  const waiting = await waitForLog(cli, (line) => String(line["msg"]).startsWith("waiting for the database"));
-  assert.match(String(waiting["reason"]), /the database system is starting up/);
-  const base = `http://127.0.0.1:${port}`;
-  assert.equal((await getJson(`${base}/healthz`)).status, 200);
-  assert.match(String((await getJson(`${base}/readyz`)).body["message"]), /starting up/);
-  const jobs = await getJson(`${base}/jobs`);
-  assert.equal(jobs.status, 404);
-  assert.equal(jobs.body["code"], "api_disabled");
-  cli.child.kill("SIGTERM");
-  const result = await cli.exited;
-  assert.equal(result.code, 0, result.stderr);
-  assert.equal(result.stderr, "");
-});
+test(
+  "SIGTERM ends a node waiting for PostgreSQL at once with exit 0; a worker-only node answers API routes 404 api_disabled meanwhile",
+  CASE_LIMIT,
+  async (t) => {
+    const dir = tempDir(t);
+    const server = await fakeServer(t);
+    await server.listen();
+    const port = await freePort();
+    const cli = startCli(t, ["serve", "--config", writeConfig(dir), "--no-api"], {
+      OPQUEUE_DATABASE_URL: `postgres://postgres@127.0.0.1:${server.port}/postgres`,
+      OPQUEUE_PORT: String(port),
+    });
+    const waiting = await waitForLog(cli, (line) => String(line["msg"]).startsWith("waiting for the database"));
+    assert.match(String(waiting["reason"]), /the database system is starting up/);
+    const base = `http://127.0.0.1:${port}`;
+    assert.equal((await getJson(`${base}/healthz`)).status, 200);
+    assert.match(String((await getJson(`${base}/readyz`)).body["message"]), /starting up/);
+    const jobs = await getJson(`${base}/jobs`);
+    assert.equal(jobs.status, 404);
+    assert.equal(jobs.body["code"], "api_disabled");
+    cli.child.kill("SIGTERM");
+    const result = await cli.exited;
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(result.stderr, "");
+  },
+);

@@ -38,7 +38,6 @@ function databaseFile(dir: string): string {
   return path.join(dir, "opqueue.db");
 }
 
-
 /**
  * Waits until `serve` is ready: GET /readyz answers 200 (/healthz answers from the start, while the node still opens
  * its database); fails early with its output if it exits first.
@@ -48,7 +47,9 @@ async function waitForReady(cli: CliProcess, port: number): Promise<void> {
   void cli.exited.then((result) => (exited = result));
   for (let attempt = 0; attempt < POLL_ATTEMPTS; attempt++) {
     if (exited) {
-      assert.fail(`serve exited (code ${exited.code}, signal ${exited.signal}) before answering:\n${exited.stderr}${exited.stdout}`);
+      assert.fail(
+        `serve exited (code ${exited.code}, signal ${exited.signal}) before answering:\n${exited.stderr}${exited.stdout}`,
+      );
     }
     try {
       const response = await fetch(`http://127.0.0.1:${port}/readyz`);
@@ -91,8 +92,9 @@ function jwtPart(token: string, index: number): Record<string, unknown> {
 // Usage
 
 test("--version prints the package version and exits 0", async (t) => {
-  const packageVersion = (JSON.parse(fs.readFileSync(path.join(REPO_ROOT, "package.json"), "utf8")) as { version: string })
-    .version;
+  const packageVersion = (
+    JSON.parse(fs.readFileSync(path.join(REPO_ROOT, "package.json"), "utf8")) as { version: string }
+  ).version;
   assert.equal(VERSION, packageVersion);
   const result = await runCli(t, ["--version"]);
   assert.equal(result.code, 0, result.stderr);
@@ -198,7 +200,17 @@ test("migrate creates and migrates the SQLite file and exits 0", async (t) => {
 
 test("token --sub --op --rid prints an HS256 enqueue assertion valid for 300 s", async (t) => {
   const dir = tempDir(t);
-  const result = await runCli(t, ["token", "--config", writeConfig(dir), "--sub", "alice", "--op", "createUser", "--rid", "r1"]);
+  const result = await runCli(t, [
+    "token",
+    "--config",
+    writeConfig(dir),
+    "--sub",
+    "alice",
+    "--op",
+    "createUser",
+    "--rid",
+    "r1",
+  ]);
   assert.equal(result.code, 0, result.stderr);
   const token = result.stdout.trim();
   assert.match(token, /^[\w-]+\.[\w-]+\.[\w-]+$/);
@@ -216,7 +228,9 @@ test("token --sub --op --rid prints an HS256 enqueue assertion valid for 300 s",
 
 test("token --site-admin prints an admin token with site_admin true, and the dashboard's sign-in link on stderr", async (t) => {
   const dir = tempDir(t);
-  const result = await runCli(t, ["token", "--config", writeConfig(dir), "--site-admin", "--sub", "admin"], { OPQUEUE_PORT: "9123" });
+  const result = await runCli(t, ["token", "--config", writeConfig(dir), "--site-admin", "--sub", "admin"], {
+    OPQUEUE_PORT: "9123",
+  });
   assert.equal(result.code, 0, result.stderr);
   const token = result.stdout.trim();
   assert.equal(result.stdout, `${token}\n`, "stdout is the bare token");
@@ -230,7 +244,17 @@ test("token --site-admin prints an admin token with site_admin true, and the das
 
 test("token without --site-admin prints no sign-in link", async (t) => {
   const dir = tempDir(t);
-  const result = await runCli(t, ["token", "--config", writeConfig(dir), "--sub", "alice", "--op", "createUser", "--rid", "r1"]);
+  const result = await runCli(t, [
+    "token",
+    "--config",
+    writeConfig(dir),
+    "--sub",
+    "alice",
+    "--op",
+    "createUser",
+    "--rid",
+    "r1",
+  ]);
   assert.equal(result.code, 0, result.stderr);
   assert.equal(result.stderr, "");
 });
@@ -347,7 +371,14 @@ test("a worker-only node (serve --no-api) serves /healthz, /readyz and /metrics 
   assert.equal(metrics.status, 200);
   assert.match(metrics.body, /^opqueue_jobs\{status="pending"\} 0$/m);
   assert.match(metrics.body, /^opqueue_process_cpu_seconds_total /m);
-  for (const [method, route] of [["POST", "/jobs"], ["GET", "/jobs"], ["GET", "/jobs?status=dead"], ["GET", "/openapi.json"], ["GET", "/ui/"], ["GET", "/"]]) {
+  for (const [method, route] of [
+    ["POST", "/jobs"],
+    ["GET", "/jobs"],
+    ["GET", "/jobs?status=dead"],
+    ["GET", "/openapi.json"],
+    ["GET", "/ui/"],
+    ["GET", "/"],
+  ]) {
     const response = await fetch(`${base}${route}`, { method });
     assert.equal(response.status, 404, `${method} ${route}`);
     const body = (await response.json()) as { code: string; message: string };
@@ -413,9 +444,19 @@ test("the log has one line per finished attempt (info; warn with the reason when
   for (let i = 0; i < 3; i++) await get(`http://127.0.0.1:${port}/healthz`);
   await get(`http://127.0.0.1:${port}/metrics`);
 
-  const parsed = parseConfig({ raw: JSON.parse(fs.readFileSync(config, "utf8")) as Record<string, unknown>, baseDir: dir, env: {} });
+  const parsed = parseConfig({
+    raw: JSON.parse(fs.readFileSync(config, "utf8")) as Record<string, unknown>,
+    baseDir: dir,
+    env: {},
+  });
   for (const userId of ["ok", "bad"]) {
-    const token = await mintToken({ auth: parsed.auth, clock: systemClock, sub: "u1", op: "createUser", rid: `log-${userId}` });
+    const token = await mintToken({
+      auth: parsed.auth,
+      clock: systemClock,
+      sub: "u1",
+      op: "createUser",
+      rid: `log-${userId}`,
+    });
     const response = await fetch(`http://127.0.0.1:${port}/jobs`, {
       method: "POST",
       headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
@@ -426,7 +467,8 @@ test("the log has one line per finished attempt (info; warn with the reason when
   let lines: Array<Record<string, unknown>> = [];
   for (let attempt = 0; attempt < POLL_ATTEMPTS; attempt++) {
     lines = logLines(cli.stdout());
-    if (lines.some((line) => line["msg"] === "attempt succeeded") && lines.some((line) => line["msg"] === "job dead")) break;
+    if (lines.some((line) => line["msg"] === "attempt succeeded") && lines.some((line) => line["msg"] === "job dead"))
+      break;
     await sleep(POLL_MS);
   }
   const attempts = lines.filter((line) => typeof line["jobId"] === "string" && typeof line["attempt"] === "number");
@@ -440,13 +482,22 @@ test("the log has one line per finished attempt (info; warn with the reason when
     assert.equal(retry["error"], "busy");
   }
   const succeeded = attempts.find((line) => line["msg"] === "attempt succeeded");
-  assert.deepEqual([succeeded?.["level"], succeeded?.["operationId"], succeeded?.["attempt"], succeeded?.["statusCode"]], [30, "sendWelcomeEmail", 2, 204]);
+  assert.deepEqual(
+    [succeeded?.["level"], succeeded?.["operationId"], succeeded?.["attempt"], succeeded?.["statusCode"]],
+    [30, "sendWelcomeEmail", 2, 204],
+  );
   const dead = attempts.find((line) => line["msg"] === "job dead");
-  assert.deepEqual([dead?.["level"], dead?.["reason"], dead?.["statusCode"], dead?.["error"]], [40, "permanent-status", 400, "no such user"]);
+  assert.deepEqual(
+    [dead?.["level"], dead?.["reason"], dead?.["statusCode"], dead?.["error"]],
+    [40, "permanent-status", 400, "no such user"],
+  );
   assert.match(String(dead?.["time"]), /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/, "ISO timestamps");
   const probes = lines.filter((line) => /\/(healthz|readyz|metrics)/.test(JSON.stringify(line["req"] ?? "")));
   assert.deepEqual(probes, [], "no access lines for probes");
-  assert.ok(lines.some((line) => JSON.stringify(line["req"] ?? "").includes("/jobs")), "other requests are logged");
+  assert.ok(
+    lines.some((line) => JSON.stringify(line["req"] ?? "").includes("/jobs")),
+    "other requests are logged",
+  );
   cli.child.kill("SIGTERM");
   assert.equal((await cli.exited).code, 0);
 });

@@ -38,7 +38,8 @@ function schemaPaths(schema: SchemaNode, prefix = ""): Set<string> {
     paths.add(path);
     for (const below of schemaPaths(child, path)) paths.add(below);
   };
-  for (const [key, child] of Object.entries(schema.properties ?? {})) add(prefix === "" ? key : `${prefix}.${key}`, child);
+  for (const [key, child] of Object.entries(schema.properties ?? {}))
+    add(prefix === "" ? key : `${prefix}.${key}`, child);
   // A map's values: TypeBox writes Type.Record as patternProperties; `additionalProperties: false` is no map.
   const mapValues = [
     ...Object.values(schema.patternProperties ?? {}),
@@ -52,7 +53,12 @@ function schemaPaths(schema: SchemaNode, prefix = ""): Set<string> {
 
 /** The table cells of one Markdown row, trimmed (the outer pipes dropped). */
 function cells(row: string): string[] {
-  return row.trim().replace(/^\|/, "").replace(/\|$/, "").split("|").map((cell) => cell.trim());
+  return row
+    .trim()
+    .replace(/^\|/, "")
+    .replace(/\|$/, "")
+    .split("|")
+    .map((cell) => cell.trim());
 }
 
 /**
@@ -118,7 +124,11 @@ test("docs/configuration.md documents every key of ConfigSchema", () => {
 
 test("every key docs/configuration.md documents exists in ConfigSchema, once", () => {
   const unknown = inDoc.filter((path) => !inSchema.has(path));
-  assert.deepEqual(unknown, [], `rows of docs/configuration.md for keys ConfigSchema does not have: ${unknown.join(", ")}`);
+  assert.deepEqual(
+    unknown,
+    [],
+    `rows of docs/configuration.md for keys ConfigSchema does not have: ${unknown.join(", ")}`,
+  );
   const twice = inDoc.filter((path, index) => inDoc.indexOf(path) !== index);
   assert.deepEqual(twice, [], `keys documented twice: ${twice.join(", ")}`);
 });

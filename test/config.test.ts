@@ -116,7 +116,12 @@ test("a config with only the required keys gets every default docs/configuration
     on_behalf_of: [],
     defaults: { max_attempts: 5, timeout_ms: 30000, validate_request: true, max_async_ms: 86_400_000 },
     operations: {},
-    limits: { spawn_cap: 1000, batch_body_bytes: 16777216, max_schedules: 10_000, batch_bytes_in_flight: 2 * (16777216 + 262144) },
+    limits: {
+      spawn_cap: 1000,
+      batch_body_bytes: 16777216,
+      max_schedules: 10_000,
+      batch_bytes_in_flight: 2 * (16777216 + 262144),
+    },
     idempotency: { window_ms: 86400000 },
     chains: { check_ms: 500 },
     expiry: { check_ms: 1000 },
@@ -145,7 +150,10 @@ test("telemetry.otlp is off unless given; given, its endpoint is required and th
     timeout_ms: 2000,
   };
   assert.deepEqual(parseChanged((raw) => void (raw["telemetry"] = { otlp: { ...given } })).telemetry, { otlp: given });
-  assertConfigError(() => parseChanged((raw) => void (raw["telemetry"] = { otlp: {} })), /telemetry\.otlp\.endpoint: is required/);
+  assertConfigError(
+    () => parseChanged((raw) => void (raw["telemetry"] = { otlp: {} })),
+    /telemetry\.otlp\.endpoint: is required/,
+  );
 });
 
 test("a telemetry.otlp endpoint that is not an http(s) URL, or a header that could not be sent, is refused, naming its key", () => {
@@ -169,7 +177,12 @@ test("a partly given section keeps the given values and fills the rest from the 
 });
 
 test("listen's connection bounds keep the values given", () => {
-  const given = { request_timeout_ms: 60_000, headers_timeout_ms: 5000, keep_alive_timeout_ms: 75_000, max_connections: 500 };
+  const given = {
+    request_timeout_ms: 60_000,
+    headers_timeout_ms: 5000,
+    keep_alive_timeout_ms: 75_000,
+    max_connections: 500,
+  };
   const config = parseChanged((raw) => {
     raw["listen"] = { ...given };
   });
@@ -199,10 +212,15 @@ test("left out, the headers timeout yields to a shorter request timeout", () => 
 test("left out, limits.batch_bytes_in_flight makes room for two batches of limits.batch_body_bytes; given, it must make room for one", () => {
   const derived = parseChanged((raw) => void (raw["limits"] = { batch_body_bytes: 1_048_576 }));
   assert.equal(derived.limits.batch_bytes_in_flight, 2 * (1_048_576 + BATCH_ITEMS_BYTES));
-  const given = parseChanged((raw) => void (raw["limits"] = { batch_body_bytes: 4096, batch_bytes_in_flight: 4096 + BATCH_ITEMS_BYTES }));
+  const given = parseChanged(
+    (raw) => void (raw["limits"] = { batch_body_bytes: 4096, batch_bytes_in_flight: 4096 + BATCH_ITEMS_BYTES }),
+  );
   assert.equal(given.limits.batch_bytes_in_flight, 4096 + BATCH_ITEMS_BYTES);
   const message = assertConfigError(
-    () => parseChanged((raw) => void (raw["limits"] = { batch_body_bytes: 4096, batch_bytes_in_flight: 4095 + BATCH_ITEMS_BYTES })),
+    () =>
+      parseChanged(
+        (raw) => void (raw["limits"] = { batch_body_bytes: 4096, batch_bytes_in_flight: 4095 + BATCH_ITEMS_BYTES }),
+      ),
     /limits\.batch_bytes_in_flight \(266239\)/,
     /limits\.batch_body_bytes/,
   );
@@ -251,7 +269,10 @@ test("an operation override holds only the fields it gives, so the rest fall bac
   });
   // No retry block is invented for an override that gives none, nor default values for fields it leaves out:
   // either would silently replace the global `retry` for that operation.
-  assert.deepEqual(config.operations, { sendWelcomeEmail: { max_attempts: 8 }, buildReport: { retry: { max_ms: 500 } } });
+  assert.deepEqual(config.operations, {
+    sendWelcomeEmail: { max_attempts: 8 },
+    buildReport: { retry: { max_ms: 500 } },
+  });
   assert.deepEqual(config.retry, { base_ms: 100, factor: 2, max_ms: 3600000, retry_after_max_ms: 86400000 });
   assertConfigError(
     () =>
@@ -315,7 +336,12 @@ test("the full docs/configuration.md example YAML loads from a file and passes t
     on_behalf_of: ["importUsers"],
     defaults: { max_attempts: 5, timeout_ms: 30000, validate_request: true, max_async_ms: 86_400_000 },
     operations: { sendWelcomeEmail: { max_attempts: 8, timeout_ms: 10000 } },
-    limits: { spawn_cap: 1000, batch_body_bytes: 16777216, max_schedules: 10_000, batch_bytes_in_flight: 2 * (16777216 + 262144) },
+    limits: {
+      spawn_cap: 1000,
+      batch_body_bytes: 16777216,
+      max_schedules: 10_000,
+      batch_bytes_in_flight: 2 * (16777216 + 262144),
+    },
     idempotency: { window_ms: 86400000 },
     chains: { check_ms: 500 },
     expiry: { check_ms: 1000 },
@@ -395,7 +421,11 @@ test("OPQUEUE_DATABASE_URL replaces the file's database", () => {
 });
 
 test("an unsupported OPQUEUE_DATABASE_URL is refused like one in the file", () => {
-  assertConfigError(() => parseChanged(() => {}, { OPQUEUE_DATABASE_URL: "mysql://db/q" }), /database/, /mysql:\/\/db\/q/);
+  assertConfigError(
+    () => parseChanged(() => {}, { OPQUEUE_DATABASE_URL: "mysql://db/q" }),
+    /database/,
+    /mysql:\/\/db\/q/,
+  );
 });
 
 test("OPQUEUE_PORT replaces listen.port with a number and keeps listen.host", () => {
@@ -411,7 +441,11 @@ test("OPQUEUE_PORT replaces listen.port with a number and keeps listen.host", ()
 
 test("a non-numeric OPQUEUE_PORT is a ConfigError naming OPQUEUE_PORT", () => {
   for (const value of ["http", "80a", "-1", "8080.5"]) {
-    assertConfigError(() => parseChanged(() => {}, { OPQUEUE_PORT: value }), /OPQUEUE_PORT/, new RegExp(`"${value.replace(".", "\\.")}"`));
+    assertConfigError(
+      () => parseChanged(() => {}, { OPQUEUE_PORT: value }),
+      /OPQUEUE_PORT/,
+      new RegExp(`"${value.replace(".", "\\.")}"`),
+    );
   }
 });
 
@@ -583,7 +617,10 @@ test("an unknown key at any level names the known key it most likely misspells",
   const cases: Array<[(raw: Record<string, unknown>) => void, RegExp]> = [
     [(raw) => void (raw["listn"] = { port: 1 }), /^config: unknown key "listn" \(did you mean "listen"\?\)$/],
     [(raw) => void (raw["listen"] = { prot: 1 }), /^config: listen: unknown key "prot" \(did you mean "port"\?\)$/],
-    [(raw) => void (raw["retry"] = { base_sm: 100 }), /^config: retry: unknown key "base_sm" \(did you mean "base_ms"\?\)$/],
+    [
+      (raw) => void (raw["retry"] = { base_sm: 100 }),
+      /^config: retry: unknown key "base_sm" \(did you mean "base_ms"\?\)$/,
+    ],
     [
       (raw) => void (raw["operations"] = { sendWelcomeEmail: { max_attempt: 3 } }),
       /^config: operations\.sendWelcomeEmail: unknown key "max_attempt" \(did you mean "max_attempts"\?\)$/,
@@ -631,9 +668,18 @@ test("the cross-check with the OpenAPI document suggests the operation a misspel
     }),
     registry,
   });
-  assert.ok(warnings.some((w) => /operations\.sendWelcomEmail: .*\(did you mean "sendWelcomeEmail"\?\)/.test(w)), warnings.join("\n"));
-  assert.ok(warnings.some((w) => /on_behalf_of\.0: .*\(did you mean "importUsers"\?\)/.test(w)), warnings.join("\n"));
-  assert.ok(warnings.some((w) => /triggers\.creatUser: .*\(did you mean "createUser"\?\)/.test(w)), warnings.join("\n"));
+  assert.ok(
+    warnings.some((w) => /operations\.sendWelcomEmail: .*\(did you mean "sendWelcomeEmail"\?\)/.test(w)),
+    warnings.join("\n"),
+  );
+  assert.ok(
+    warnings.some((w) => /on_behalf_of\.0: .*\(did you mean "importUsers"\?\)/.test(w)),
+    warnings.join("\n"),
+  );
+  assert.ok(
+    warnings.some((w) => /triggers\.creatUser: .*\(did you mean "createUser"\?\)/.test(w)),
+    warnings.join("\n"),
+  );
 });
 
 test("a cron entry without its trigger key points at a trigger key that looks misspelt", () => {
@@ -788,7 +834,10 @@ test("a list of delivery keys is refused when empty, or for a problem of one key
     () => withDeliveryKeys(second({ kid: "q1", alg: "HS256", secret: TEST_DELIVERY_SECRET, public_key: "x" })),
     /^config: auth\.delivery_key\.1: unknown key "public_key"/,
   );
-  assertConfigError(() => withDeliveryKeys(second({ kid: "q1", alg: "RS256", secret: TEST_DELIVERY_SECRET })), /^config: auth\.delivery_key\.1\.alg: /);
+  assertConfigError(
+    () => withDeliveryKeys(second({ kid: "q1", alg: "RS256", secret: TEST_DELIVERY_SECRET })),
+    /^config: auth\.delivery_key\.1\.alg: /,
+  );
   assertConfigError(
     () => withDeliveryKeys(second({ kid: "q1", alg: "HS256", secret_env: "UNSET_SECRET" })),
     /^config: auth\.delivery_key\.1: environment variable UNSET_SECRET is not set/,

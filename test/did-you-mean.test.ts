@@ -42,7 +42,10 @@ test("a schedule for an operation the document lacks is refused 422 unknown_oper
     operationId: "buildRepot",
   });
   assert.equal(error?.code, "unknown_operation");
-  assert.match(error?.message ?? "", /operation "buildRepot" is not in the product's OpenAPI document \(did you mean "buildReport"\?\)$/);
+  assert.match(
+    error?.message ?? "",
+    /operation "buildRepot" is not in the product's OpenAPI document \(did you mean "buildReport"\?\)$/,
+  );
 });
 
 test("an enqueue of an operation the document lacks suggests only an operation the caller may enqueue", () => {

@@ -33,7 +33,12 @@ export function clearToken() {
 export function tokenClaims(token) {
   try {
     const part = token.split(".")[1] ?? "";
-    const json = atob(part.replace(/-/g, "+").replace(/_/g, "/").padEnd(Math.ceil(part.length / 4) * 4, "="));
+    const json = atob(
+      part
+        .replace(/-/g, "+")
+        .replace(/_/g, "/")
+        .padEnd(Math.ceil(part.length / 4) * 4, "="),
+    );
     const claims = JSON.parse(json);
     return claims !== null && typeof claims === "object" ? claims : {};
   } catch {

@@ -151,10 +151,16 @@ function showSession(token) {
     parts.push(h("span", { class: "muted" }, " · valid until "), timeShort(new Date(claims.exp * 1000).toISOString()));
   }
   document.getElementById("session-who").replaceChildren(...parts);
-  document.getElementById("time-zone").replaceChildren(
-    h("span", { class: "muted" }, "Times in "),
-    h("span", { title: "This browser's time zone. Point at a time to see its exact instant in UTC." }, timeZoneLabel()),
-  );
+  document
+    .getElementById("time-zone")
+    .replaceChildren(
+      h("span", { class: "muted" }, "Times in "),
+      h(
+        "span",
+        { title: "This browser's time zone. Point at a time to see its exact instant in UTC." },
+        timeZoneLabel(),
+      ),
+    );
   document.getElementById("session").hidden = false;
   document.getElementById("nav").hidden = false;
 }
@@ -203,12 +209,25 @@ function renderSignIn({ message, notAdmin = false } = {}) {
   );
   const notices = [];
   if (notAdmin) {
-    notices.push(h("div", { class: "notice notice-error", role: "alert", id: "not-admin" }, h("strong", {}, NOT_ADMIN_MESSAGE), " Sign in with a site administrator's token."));
+    notices.push(
+      h(
+        "div",
+        { class: "notice notice-error", role: "alert", id: "not-admin" },
+        h("strong", {}, NOT_ADMIN_MESSAGE),
+        " Sign in with a site administrator's token.",
+      ),
+    );
   } else if (message) {
     notices.push(h("div", { class: "notice notice-error", role: "alert", id: "sign-in-error" }, message));
   }
   viewRoot().replaceChildren(
-    h("section", { class: "sign-in", "aria-labelledby": "sign-in-title" }, h("h1", { id: "sign-in-title", tabindex: "-1" }, "Sign in to the opqueue dashboard"), ...notices, form),
+    h(
+      "section",
+      { class: "sign-in", "aria-labelledby": "sign-in-title" },
+      h("h1", { id: "sign-in-title", tabindex: "-1" }, "Sign in to the opqueue dashboard"),
+      ...notices,
+      form,
+    ),
   );
   form.addEventListener("submit", (event) => {
     event.preventDefault();

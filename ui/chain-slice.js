@@ -76,7 +76,12 @@ export function sliceOfChain(chain, jobId) {
   const descendants = (node, generation) => {
     const kids = node.children.slice(0, SLICE.CHILDREN_SHOWN).map((child) => {
       const deeper = generation < SLICE.DESCENDANT_GENERATIONS;
-      return jobEntry(child, "descendant", deeper ? descendants(child, generation + 1) : [], deeper ? 0 : size.get(child) - 1);
+      return jobEntry(
+        child,
+        "descendant",
+        deeper ? descendants(child, generation + 1) : [],
+        deeper ? 0 : size.get(child) - 1,
+      );
     });
     const rest = node.children.slice(SLICE.CHILDREN_SHOWN);
     return rest.length > 0 ? [...kids, gap("more-children", rest)] : kids;
@@ -91,7 +96,10 @@ export function sliceOfChain(chain, jobId) {
   const to = Math.min(family.length, at + SLICE.SIBLINGS_EACH_SIDE + 1);
   const earlier = family.slice(0, from);
   const later = family.slice(to);
-  const sibling = (node) => (node === here ? jobEntry(node, "this", descendants(node, 1)) : jobEntry(node, path.length === 0 ? "root" : "sibling", [], size.get(node) - 1));
+  const sibling = (node) =>
+    node === here
+      ? jobEntry(node, "this", descendants(node, 1))
+      : jobEntry(node, path.length === 0 ? "root" : "sibling", [], size.get(node) - 1);
   let level = [
     ...(earlier.length > 0 ? [gap("earlier-siblings", earlier)] : []),
     ...family.slice(from, to).map(sibling),
@@ -115,7 +123,13 @@ export function sliceOfChain(chain, jobId) {
   const root = path[0];
   const rootEntry = jobEntry(root, "root", level, otherBranches(root, path[1] ?? here));
   const otherRoots = roots.filter((node) => node !== root);
-  return { found: true, whole: false, total, shown, entries: [rootEntry, ...(otherRoots.length > 0 ? [gap("other-roots", otherRoots)] : [])] };
+  return {
+    found: true,
+    whole: false,
+    total,
+    shown,
+    entries: [rootEntry, ...(otherRoots.length > 0 ? [gap("other-roots", otherRoots)] : [])],
+  };
 }
 
 /** The words of a gap: how many jobs of what are left out here. */
@@ -149,9 +163,16 @@ export function chainSliceView({ job, chain, jobHref, chainHref, listHref }) {
         ? h("strong", { "aria-current": "true" }, j.operation_id, " ", h("code", {}, j.id), " (this job)")
         : h("a", { href: jobHref(j.id), "data-focus-key": `tree-${j.id}` }, j.operation_id, " ", h("code", {}, j.id)),
       entry.role === "root" ? h("span", { class: "muted" }, " · root") : null,
-      entry.hiddenBelow > 0 ? h("span", { class: "muted hidden-below" }, ` · ${plural(entry.hiddenBelow, "job")} below not shown`) : null,
+      entry.hiddenBelow > 0
+        ? h("span", { class: "muted hidden-below" }, ` · ${plural(entry.hiddenBelow, "job")} below not shown`)
+        : null,
     ];
-    return h("li", { class: here ? "here" : "" }, h("span", { class: "node" }, label), entry.children.length > 0 ? h("ul", {}, entry.children.map(node)) : null);
+    return h(
+      "li",
+      { class: here ? "here" : "" },
+      h("span", { class: "node" }, label),
+      entry.children.length > 0 ? h("ul", {}, entry.children.map(node)) : null,
+    );
   };
   const total = Object.values(chain.counts).reduce((sum, n) => sum + n, 0);
   const what = slice.whole
@@ -168,12 +189,18 @@ export function chainSliceView({ job, chain, jobHref, chainHref, listHref }) {
       h(
         "p",
         {},
-        h("a", { href: chainHref, "data-focus-key": "chain-page", id: "chain-page" }, `The chain's page (${plural(total, "job")}, waterfall)`),
+        h(
+          "a",
+          { href: chainHref, "data-focus-key": "chain-page", id: "chain-page" },
+          `The chain's page (${plural(total, "job")}, waterfall)`,
+        ),
         " · ",
         h("a", { href: listHref, "data-focus-key": "chain-list", id: "chain-list" }, "List its jobs"),
       ),
       h("p", { class: "muted", id: "chain-drawn" }, what),
     ),
-    slice.entries.length > 0 ? h("ul", { class: "tree", "aria-label": `Chain ${job.original_request_id}` }, slice.entries.map(node)) : null,
+    slice.entries.length > 0
+      ? h("ul", { class: "tree", "aria-label": `Chain ${job.original_request_id}` }, slice.entries.map(node))
+      : null,
   ];
 }

@@ -36,10 +36,31 @@ export function chainView(container, rid, ctx, params = new URLSearchParams()) {
   const waterfall = h("div", {});
   const updated = h("p", { class: "updated muted" });
   container.append(
-    h("nav", { class: "breadcrumb", "aria-label": "Breadcrumb" }, h("a", { href: "#/jobs" }, "Jobs"), h("span", { "aria-hidden": "true" }, " › "), h("span", { "aria-current": "page" }, "Chain")),
-    h("div", { class: "view-head" }, h("h1", { tabindex: "-1" }, "Chain ", h("code", { class: "chain-id", id: "chain-title" }, rid)), updated),
-    h("section", { class: "panel", "aria-labelledby": "chain-summary-title" }, h("h2", { id: "chain-summary-title" }, "Summary"), summary),
-    h("section", { class: "panel", "aria-labelledby": "waterfall-title" }, h("h2", { id: "waterfall-title" }, "Waterfall"), waterfall),
+    h(
+      "nav",
+      { class: "breadcrumb", "aria-label": "Breadcrumb" },
+      h("a", { href: "#/jobs" }, "Jobs"),
+      h("span", { "aria-hidden": "true" }, " › "),
+      h("span", { "aria-current": "page" }, "Chain"),
+    ),
+    h(
+      "div",
+      { class: "view-head" },
+      h("h1", { tabindex: "-1" }, "Chain ", h("code", { class: "chain-id", id: "chain-title" }, rid)),
+      updated,
+    ),
+    h(
+      "section",
+      { class: "panel", "aria-labelledby": "chain-summary-title" },
+      h("h2", { id: "chain-summary-title" }, "Summary"),
+      summary,
+    ),
+    h(
+      "section",
+      { class: "panel", "aria-labelledby": "waterfall-title" },
+      h("h2", { id: "waterfall-title" }, "Waterfall"),
+      waterfall,
+    ),
   );
   let last = "";
   let everyMs = REFRESH_MS;
@@ -63,14 +84,40 @@ function summaryTable(chain) {
     .map(([status, n]) => h("span", { class: "count-item" }, statusBadge(status), ` ${count(n)}`));
   const rows = [
     ["started_at", time(chain.started_at)],
-    ["settled", chain.settled ? h("strong", { id: "chain-settled" }, "yes") : h("span", { id: "chain-settled" }, "no: jobs are waiting or running")],
+    [
+      "settled",
+      chain.settled
+        ? h("strong", { id: "chain-settled" }, "yes")
+        : h("span", { id: "chain-settled" }, "no: jobs are waiting or running"),
+    ],
     ["settled_at", time(chain.settled_at)],
     ["jobs by status", counts.length > 0 ? counts : h("span", { class: "muted" }, "none")],
     ["spawn cap", `${count(chain.spawn_cap.used)} of ${count(chain.spawn_cap.limit)} used`],
-    ["on_settled", chain.on_settled ? [h("code", {}, chain.on_settled.operation_id), chain.on_settled.fired_at ? [" · fired ", time(chain.on_settled.fired_at)] : " · not fired yet"] : h("span", { class: "muted" }, "none")],
-    ["cancelled", chain.cancelled_at ? [time(chain.cancelled_at), ` by ${chain.cancelled_by ?? "?"}`] : h("span", { class: "muted" }, "no")],
+    [
+      "on_settled",
+      chain.on_settled
+        ? [
+            h("code", {}, chain.on_settled.operation_id),
+            chain.on_settled.fired_at ? [" · fired ", time(chain.on_settled.fired_at)] : " · not fired yet",
+          ]
+        : h("span", { class: "muted" }, "none"),
+    ],
+    [
+      "cancelled",
+      chain.cancelled_at
+        ? [time(chain.cancelled_at), ` by ${chain.cancelled_by ?? "?"}`]
+        : h("span", { class: "muted" }, "no"),
+    ],
   ];
-  return h("table", { class: "fields" }, h("tbody", {}, rows.map(([name, value]) => h("tr", {}, h("th", { scope: "row" }, name), h("td", {}, value)))));
+  return h(
+    "table",
+    { class: "fields" },
+    h(
+      "tbody",
+      {},
+      rows.map(([name, value]) => h("tr", {}, h("th", { scope: "row" }, name), h("td", {}, value))),
+    ),
+  );
 }
 
 /** Every node of the tree with its depth, parents before children, oldest first. */
@@ -94,7 +141,16 @@ function pageOf(rows, { marked, askedPage }) {
 function rowPager({ rid, marked, page, pages, rowCount, below }) {
   if (pages === 1) return null;
   const link = (to, text, key, rel) =>
-    h("a", { href: chainHash(rid, { job: marked ?? undefined, page: to }), class: "button", "data-focus-key": `${key}${below ? "-below" : ""}`, ...(rel ? { rel } : {}) }, text);
+    h(
+      "a",
+      {
+        href: chainHash(rid, { job: marked ?? undefined, page: to }),
+        class: "button",
+        "data-focus-key": `${key}${below ? "-below" : ""}`,
+        ...(rel ? { rel } : {}),
+      },
+      text,
+    );
   const first = (page - 1) * ROWS_PER_PAGE + 1;
   const lastRow = Math.min(rowCount, page * ROWS_PER_PAGE);
   return h(
@@ -102,7 +158,11 @@ function rowPager({ rid, marked, page, pages, rowCount, below }) {
     { class: "pager rows-pager", "aria-label": below ? "Pages of the waterfall, below it" : "Pages of the waterfall" },
     page > 1 ? link(1, "« First", "rows-first") : null,
     page > 1 ? link(page - 1, "‹ Previous", "rows-previous", "prev") : null,
-    h("span", { class: "muted rows-shown" }, `Rows ${count(first)}–${count(lastRow)} of ${count(rowCount)} · page ${page} of ${pages}`),
+    h(
+      "span",
+      { class: "muted rows-shown" },
+      `Rows ${count(first)}–${count(lastRow)} of ${count(rowCount)} · page ${page} of ${pages}`,
+    ),
     page < pages ? link(page + 1, "Next ›", "rows-next", "next") : null,
     page < pages ? link(pages, "Last »", "rows-last") : null,
   );
@@ -116,17 +176,34 @@ function waterfallOf(chain, { rid, marked, askedPage }) {
   const pager = (below) => rowPager({ rid, marked, page, pages, rowCount: all.length, below });
   // One time axis for every page: the whole chain's.
   const start = Date.parse(chain.started_at ?? all[0].node.job.created_at);
-  const ends = all.flatMap(({ node }) => [Date.parse(node.job.created_at), ...node.attempts.map((a) => Date.parse(a.finished_at))]);
+  const ends = all.flatMap(({ node }) => [
+    Date.parse(node.job.created_at),
+    ...node.attempts.map((a) => Date.parse(a.finished_at)),
+  ]);
   const end = chain.settled_at ? Date.parse(chain.settled_at) : Math.max(Date.now(), ...ends);
   const span = Math.max(1, end - start);
   const x = (ms) => ((ms - start) / span) * AXIS;
   return [
-    h("p", { class: "muted" }, `From the chain's first enqueue to ${chain.settled_at ? "its settling" : "now"}: ${duration(span)}. A bar per attempt, coloured by how it ended; the line before it is the job's wait.`),
+    h(
+      "p",
+      { class: "muted" },
+      `From the chain's first enqueue to ${chain.settled_at ? "its settling" : "now"}: ${duration(span)}. A bar per attempt, coloured by how it ended; the line before it is the job's wait.`,
+    ),
     pager(false),
     h(
       "table",
       { class: "waterfall", id: "waterfall" },
-      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Job"), h("th", { scope: "col" }, "Status"), h("th", { scope: "col" }, "Attempts over time"))),
+      h(
+        "thead",
+        {},
+        h(
+          "tr",
+          {},
+          h("th", { scope: "col" }, "Job"),
+          h("th", { scope: "col" }, "Status"),
+          h("th", { scope: "col" }, "Attempts over time"),
+        ),
+      ),
       h(
         "tbody",
         {},
@@ -139,19 +216,37 @@ function waterfallOf(chain, { rid, marked, askedPage }) {
             return svg(
               "rect",
               { x: from, y: 4, width: Math.max(2, to - from), height: 12, class: `bar bar-${attempt.outcome}` },
-              svg("title", {}, `attempt ${attempt.attempt}: ${attempt.outcome}${attempt.status_code === null ? "" : ` (HTTP ${attempt.status_code})`}, ${duration(Date.parse(attempt.finished_at) - Date.parse(attempt.started_at ?? attempt.finished_at))}`),
+              svg(
+                "title",
+                {},
+                `attempt ${attempt.attempt}: ${attempt.outcome}${attempt.status_code === null ? "" : ` (HTTP ${attempt.status_code})`}, ${duration(Date.parse(attempt.finished_at) - Date.parse(attempt.started_at ?? attempt.finished_at))}`,
+              ),
             );
           });
-          const firstStart = node.attempts[0]?.started_at ? x(Date.parse(node.attempts[0].started_at)) : job.status === "running" && job.started_at ? x(Date.parse(job.started_at)) : x(end);
+          const firstStart = node.attempts[0]?.started_at
+            ? x(Date.parse(node.attempts[0].started_at))
+            : job.status === "running" && job.started_at
+              ? x(Date.parse(job.started_at))
+              : x(end);
           const here = job.id === marked;
           return h(
             "tr",
-            { class: here ? "waterfall-row here" : "waterfall-row", "data-job": job.id, ...(here ? { "aria-current": "true" } : {}) },
+            {
+              class: here ? "waterfall-row here" : "waterfall-row",
+              "data-job": job.id,
+              ...(here ? { "aria-current": "true" } : {}),
+            },
             // A class per depth: the dashboard's CSP refuses style attributes.
             h(
               "td",
               { class: `depth-${Math.min(depth, 8)}` },
-              h("a", { href: jobHash(job.id), title: `${job.operation_id} ${job.id}` }, job.operation_id, " ", h("code", {}, job.id)),
+              h(
+                "a",
+                { href: jobHash(job.id), title: `${job.operation_id} ${job.id}` },
+                job.operation_id,
+                " ",
+                h("code", {}, job.id),
+              ),
               // Indentation stops at 8 levels; a deeper row says how deep it is.
               depth > 8 ? h("span", { class: "muted depth-more" }, ` · depth ${depth}`) : null,
             ),
@@ -161,7 +256,14 @@ function waterfallOf(chain, { rid, marked, askedPage }) {
               {},
               svg(
                 "svg",
-                { viewBox: `0 0 ${AXIS} 20`, width: "100%", height: "20", preserveAspectRatio: "none", role: "img", "aria-label": `${node.attempts.length} attempt(s)` },
+                {
+                  viewBox: `0 0 ${AXIS} 20`,
+                  width: "100%",
+                  height: "20",
+                  preserveAspectRatio: "none",
+                  role: "img",
+                  "aria-label": `${node.attempts.length} attempt(s)`,
+                },
                 svg("line", { x1: created, x2: Math.max(created, firstStart), y1: 10, y2: 10, class: "wait" }),
                 bars,
               ),
@@ -171,6 +273,12 @@ function waterfallOf(chain, { rid, marked, askedPage }) {
       ),
     ),
     pager(true),
-    chain.truncated ? h("p", { class: "muted" }, "The chain has more than 10,000 jobs: the newest 10,000 are drawn; the counts are of every job.") : null,
+    chain.truncated
+      ? h(
+          "p",
+          { class: "muted" },
+          "The chain has more than 10,000 jobs: the newest 10,000 are drawn; the counts are of every job.",
+        )
+      : null,
   ];
 }

@@ -102,7 +102,11 @@ export function timeShort(iso) {
   if (iso === null || iso === undefined) return time(iso);
   const date = new Date(iso);
   if (date.toDateString() !== new Date().toDateString()) return time(iso);
-  return h("time", { datetime: iso, title: iso }, `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`);
+  return h(
+    "time",
+    { datetime: iso, title: iso },
+    `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`,
+  );
 }
 
 /** For a list: `01:02:03` when the instant is today, else only its date `2026-11-22`; the exact instant as `time`'s. */
@@ -110,7 +114,11 @@ export function timeCompact(iso) {
   if (iso === null || iso === undefined) return time(iso);
   const date = new Date(iso);
   if (date.toDateString() === new Date().toDateString()) return timeShort(iso);
-  return h("time", { datetime: iso, title: iso }, `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())}`);
+  return h(
+    "time",
+    { datetime: iso, title: iso },
+    `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())}`,
+  );
 }
 
 /** `in 4 min 10 s` / `4 min 10 s ago`, from now. */

@@ -11,7 +11,11 @@ const REFRESH_MS = 5000;
 
 /** `1 s`, `10 min`, `2 h`, `1500 ms`: a rate's period, in the largest unit that divides it. */
 function period(ms) {
-  for (const [unit, size] of [["h", 3_600_000], ["min", 60_000], ["s", 1000]]) {
+  for (const [unit, size] of [
+    ["h", 3_600_000],
+    ["min", 60_000],
+    ["s", 1000],
+  ]) {
     if (ms % size === 0) return `${count(ms / size)} ${unit}`;
   }
   return `${count(ms)} ms`;
@@ -25,7 +29,12 @@ function rateText(rate) {
 
 /** "by X, at T": who did an administrator's action, and when. */
 function stamp(value) {
-  return [h("span", { class: "muted" }, "by "), h("strong", { class: "actor" }, value.by), h("span", { class: "muted" }, ", "), time(value.at)];
+  return [
+    h("span", { class: "muted" }, "by "),
+    h("strong", { class: "actor" }, value.by),
+    h("span", { class: "muted" }, ", "),
+    time(value.at),
+  ];
 }
 
 /** An operation's limits as a list of what holds its jobs back. */
@@ -63,7 +72,8 @@ function jobCounts(rows) {
  */
 function isThrottled(control, waiting) {
   const { limits } = control;
-  const gated = control.paused !== null || limits.rate !== null || limits.rate_per_key !== null || limits.max_concurrency !== null;
+  const gated =
+    control.paused !== null || limits.rate !== null || limits.rate_per_key !== null || limits.max_concurrency !== null;
   return gated && waiting > 0;
 }
 
@@ -75,9 +85,18 @@ function jobsCell(id, { waiting, running }) {
       { class: n === 0 ? "zero" : "" },
       n === 0
         ? `0 ${label}`
-        : h("a", { href: listHash({ operation_id: id, status: statuses }), "data-focus-key": `${label}-${id}` }, `${count(n)} ${label}`),
+        : h(
+            "a",
+            { href: listHash({ operation_id: id, status: statuses }), "data-focus-key": `${label}-${id}` },
+            `${count(n)} ${label}`,
+          ),
     );
-  return h("ul", { class: "job-counts" }, line(waiting, "waiting", ["pending", "retrying"]), line(running, "running", ["running"]));
+  return h(
+    "ul",
+    { class: "job-counts" },
+    line(waiting, "waiting", ["pending", "retrying"]),
+    line(running, "running", ["running"]),
+  );
 }
 
 /** A whole number typed in `input`, null when it is empty; throws with the field's name when it is not one ≥ 1. */
@@ -111,9 +130,19 @@ export function flowView(container, ctx) {
   const rate = rateFields("limits-rate", "Rate");
   const ratePerKey = rateFields("limits-rate-per-key", "Rate per rate key");
   const maxConcurrency = field("limits-max-concurrency", "Max concurrency", { placeholder: "none" });
-  const concurrencyLimit = field("limits-concurrency-limit", "Per concurrency key", { placeholder: "1", required: true });
+  const concurrencyLimit = field("limits-concurrency-limit", "Per concurrency key", {
+    placeholder: "1",
+    required: true,
+  });
   const rateFieldset = ({ limit, period: per, burst, label }) =>
-    h("fieldset", { class: "rate-fields" }, h("legend", {}, label, h("span", { class: "muted" }, " (no jobs: no limit)")), limit.node, per.node, burst.node);
+    h(
+      "fieldset",
+      { class: "rate-fields" },
+      h("legend", {}, label, h("span", { class: "muted" }, " (no jobs: no limit)")),
+      limit.node,
+      per.node,
+      burst.node,
+    );
   const limitsForm = h(
     "form",
     { class: "limits-form", "aria-labelledby": "limits-title", novalidate: true },
@@ -126,7 +155,11 @@ export function flowView(container, ctx) {
       { class: "help muted" },
       "Saved limits are the administrator's: they apply on every node at once and are kept across restarts until reset to the configuration's.",
     ),
-    h("div", { class: "form-buttons" }, h("button", { type: "submit", class: "button button-primary", id: "limits-save" }, "Save limits")),
+    h(
+      "div",
+      { class: "form-buttons" },
+      h("button", { type: "submit", class: "button button-primary", id: "limits-save" }, "Save limits"),
+    ),
   );
   limitsForm.addEventListener("submit", (event) => {
     event.preventDefault();
@@ -140,7 +173,15 @@ export function flowView(container, ctx) {
   operationChoice.addEventListener("change", () => fillLimits(operationChoice.value));
 
   // Pausing a key.
-  const keyInput = h("input", { id: "pause-key", name: "key", type: "text", autocomplete: "off", spellcheck: "false", maxlength: "256", placeholder: "concurrency_key" });
+  const keyInput = h("input", {
+    id: "pause-key",
+    name: "key",
+    type: "text",
+    autocomplete: "off",
+    spellcheck: "false",
+    maxlength: "256",
+    placeholder: "concurrency_key",
+  });
   const keyForm = h(
     "form",
     { class: "key-form", "aria-label": "Pause a concurrency key" },
@@ -166,7 +207,12 @@ export function flowView(container, ctx) {
       ),
       operationsBox,
     ),
-    h("section", { class: "panel", "aria-labelledby": "limits-title" }, h("h2", { id: "limits-title" }, "Change limits"), limitsForm),
+    h(
+      "section",
+      { class: "panel", "aria-labelledby": "limits-title" },
+      h("h2", { id: "limits-title" }, "Change limits"),
+      limitsForm,
+    ),
     h(
       "section",
       { class: "panel", "aria-labelledby": "keys-title" },
@@ -244,7 +290,10 @@ export function flowView(container, ctx) {
     edited = false;
     operationChoice.value = operationId;
     const { limits } = operation.control;
-    for (const [fields, value] of [[rate, limits.rate], [ratePerKey, limits.rate_per_key]]) {
+    for (const [fields, value] of [
+      [rate, limits.rate],
+      [ratePerKey, limits.rate_per_key],
+    ]) {
       fields.limit.input.value = value === null ? "" : String(value.limit);
       fields.period.input.value = value === null ? "" : String(value.period_ms);
       fields.burst.input.value = value === null ? "" : String(value.burst ?? value.limit);
@@ -260,13 +309,15 @@ export function flowView(container, ctx) {
       const periodMs = wholeNumber(per.input, `${label}: per (ms)`);
       const burstSize = wholeNumber(burst.input, `${label}: burst`);
       if (jobs === null) {
-        if (periodMs !== null || burstSize !== null) throw new Error(`${label}: give the number of jobs, or clear the other fields to remove the limit.`);
+        if (periodMs !== null || burstSize !== null)
+          throw new Error(`${label}: give the number of jobs, or clear the other fields to remove the limit.`);
         return null;
       }
       return { limit: jobs, period_ms: periodMs ?? 1000, ...(burstSize === null ? {} : { burst: burstSize }) };
     };
     const perKey = wholeNumber(concurrencyLimit.input, "Per concurrency key");
-    if (perKey === null) throw new Error("Per concurrency key must be a whole number of at least 1 (1: one running job per key).");
+    if (perKey === null)
+      throw new Error("Per concurrency key must be a whole number of at least 1 (1: one running job per key).");
     return {
       rate: rateOf(rate),
       rate_per_key: rateOf(ratePerKey),
@@ -319,13 +370,17 @@ export function flowView(container, ctx) {
   const resumeKey = (key) =>
     act({
       run: () => api(apiPath`/concurrency-keys/${key}/resume`, { method: "POST" }),
-      done: ({ resumed }) => (resumed ? `Concurrency key ${key} is resumed.` : `Concurrency key ${key} was not paused.`),
+      done: ({ resumed }) =>
+        resumed ? `Concurrency key ${key} is resumed.` : `Concurrency key ${key} was not paused.`,
       refused: "Key not resumed",
     });
 
   function renderOperations() {
     if (operations.length === 0) {
-      replaceContent(operationsBox, h("p", { class: "empty" }, "The service's OpenAPI document has no background operation."));
+      replaceContent(
+        operationsBox,
+        h("p", { class: "empty" }, "The service's OpenAPI document has no background operation."),
+      );
       return;
     }
     replaceContent(
@@ -337,7 +392,13 @@ export function flowView(container, ctx) {
         h(
           "thead",
           {},
-          h("tr", {}, ["Operation", "State", "Jobs", "Limits", "Limits from", "Actions"].map((label) => h("th", { scope: "col" }, label))),
+          h(
+            "tr",
+            {},
+            ["Operation", "State", "Jobs", "Limits", "Limits from", "Actions"].map((label) =>
+              h("th", { scope: "col" }, label),
+            ),
+          ),
         ),
         h(
           "tbody",
@@ -362,7 +423,11 @@ export function flowView(container, ctx) {
                 h(
                   "span",
                   { class: "badges" },
-                  h("span", { class: `badge ${paused ? "badge-paused" : "badge-active"}` }, paused ? "paused" : "active"),
+                  h(
+                    "span",
+                    { class: `badge ${paused ? "badge-paused" : "badge-active"}` },
+                    paused ? "paused" : "active",
+                  ),
                   throttled ? h("span", { class: "badge badge-throttled" }, "throttled") : null,
                 ),
                 paused ? h("span", { class: "stamp" }, stamp(control.paused)) : null,
@@ -373,7 +438,10 @@ export function flowView(container, ctx) {
                 "td",
                 { class: "source-cell", "data-label": "Limits from" },
                 control.limits_source === "admin"
-                  ? [h("strong", {}, "administrator"), control.limits_set ? h("span", { class: "stamp" }, stamp(control.limits_set)) : null]
+                  ? [
+                      h("strong", {}, "administrator"),
+                      control.limits_set ? h("span", { class: "stamp" }, stamp(control.limits_set)) : null,
+                    ]
                   : h("span", {}, "configuration"),
               ),
               h(
@@ -383,8 +451,26 @@ export function flowView(container, ctx) {
                   "div",
                   { class: "actions", role: "group", "aria-label": `Actions on ${id}` },
                   paused
-                    ? h("button", { type: "button", class: "button button-primary", onclick: () => resume(operation), "data-focus-key": `toggle-${id}` }, "Resume")
-                    : h("button", { type: "button", class: "button", onclick: () => pause(operation), "data-focus-key": `toggle-${id}` }, "Pause…"),
+                    ? h(
+                        "button",
+                        {
+                          type: "button",
+                          class: "button button-primary",
+                          onclick: () => resume(operation),
+                          "data-focus-key": `toggle-${id}`,
+                        },
+                        "Resume",
+                      )
+                    : h(
+                        "button",
+                        {
+                          type: "button",
+                          class: "button",
+                          onclick: () => pause(operation),
+                          "data-focus-key": `toggle-${id}`,
+                        },
+                        "Pause…",
+                      ),
                   h(
                     "button",
                     {
@@ -399,7 +485,16 @@ export function flowView(container, ctx) {
                     "Change limits",
                   ),
                   control.limits_source === "admin"
-                    ? h("button", { type: "button", class: "button button-danger", onclick: () => resetLimits(operation), "data-focus-key": `reset-${id}` }, "Reset to config…")
+                    ? h(
+                        "button",
+                        {
+                          type: "button",
+                          class: "button button-danger",
+                          onclick: () => resetLimits(operation),
+                          "data-focus-key": `reset-${id}`,
+                        },
+                        "Reset to config…",
+                      )
                     : null,
                 ),
               ),
@@ -421,7 +516,15 @@ export function flowView(container, ctx) {
         "table",
         { class: "data keys-table" },
         h("caption", { class: "visually-hidden" }, "Paused concurrency keys"),
-        h("thead", {}, h("tr", {}, ["Concurrency key", "Paused", ""].map((label) => h("th", { scope: "col" }, label)))),
+        h(
+          "thead",
+          {},
+          h(
+            "tr",
+            {},
+            ["Concurrency key", "Paused", ""].map((label) => h("th", { scope: "col" }, label)),
+          ),
+        ),
         h(
           "tbody",
           {},
@@ -436,7 +539,13 @@ export function flowView(container, ctx) {
                 { class: "num" },
                 h(
                   "button",
-                  { type: "button", class: "button", onclick: () => resumeKey(key.concurrency_key), "data-focus-key": `resume-key-${key.concurrency_key}`, "aria-label": `Resume key ${key.concurrency_key}` },
+                  {
+                    type: "button",
+                    class: "button",
+                    onclick: () => resumeKey(key.concurrency_key),
+                    "data-focus-key": `resume-key-${key.concurrency_key}`,
+                    "aria-label": `Resume key ${key.concurrency_key}`,
+                  },
                   "Resume",
                 ),
               ),
@@ -458,7 +567,11 @@ export function flowView(container, ctx) {
 
   let lastData = "";
   async function refresh({ force = false } = {}) {
-    const [listed, paused, stats] = await Promise.all([api("/operations"), api("/concurrency-keys/paused"), api("/stats")]);
+    const [listed, paused, stats] = await Promise.all([
+      api("/operations"),
+      api("/concurrency-keys/paused"),
+      api("/stats"),
+    ]);
     if (!ctx.isCurrent()) return;
     replaceContent(updated, "Updated ", time(new Date().toISOString()), ` · refreshes every ${REFRESH_MS / 1000} s`);
     const latestCounts = jobCounts(stats.by_operation);

@@ -3,7 +3,20 @@
 // actions (run now, cancel, retry, cancel the chain), each confirmed first. Cancelling a running job aborts its delivery
 // (?abort=true).
 import { api, ApiError, apiPath } from "./api.js";
-import { ACTIVE_STATUSES, announce, confirmAction, duration, h, jsonBlock, relative, replaceContent, showError, statusBadge, time, timeShort } from "./dom.js";
+import {
+  ACTIVE_STATUSES,
+  announce,
+  confirmAction,
+  duration,
+  h,
+  jsonBlock,
+  relative,
+  replaceContent,
+  showError,
+  statusBadge,
+  time,
+  timeShort,
+} from "./dom.js";
 import { chainHash, LARGE_CHAIN_JOBS, LARGE_CHAIN_REFRESH_MS } from "./chain.js";
 import { chainSliceView } from "./chain-slice.js";
 import { jobHash, listHash } from "./jobs.js";
@@ -25,7 +38,13 @@ export function jobView(container, id, ctx) {
   const updated = h("p", { class: "updated muted" });
 
   container.append(
-    h("nav", { class: "breadcrumb", "aria-label": "Breadcrumb" }, h("a", { href: "#/jobs" }, "Jobs"), h("span", { "aria-hidden": "true" }, " › "), h("span", { "aria-current": "page" }, id)),
+    h(
+      "nav",
+      { class: "breadcrumb", "aria-label": "Breadcrumb" },
+      h("a", { href: "#/jobs" }, "Jobs"),
+      h("span", { "aria-hidden": "true" }, " › "),
+      h("span", { "aria-current": "page" }, id),
+    ),
     h("div", { class: "view-head" }, h("div", { class: "title-line" }, heading, headStatus), updated),
     actions,
     h(
@@ -34,15 +53,40 @@ export function jobView(container, id, ctx) {
       h(
         "div",
         { class: "column" },
-        h("section", { class: "panel", "aria-labelledby": "fields-title" }, h("h2", { id: "fields-title" }, "Fields"), fields),
-        h("section", { class: "panel", "aria-labelledby": "payload-title" }, h("h2", { id: "payload-title" }, "Request and authority"), payload),
+        h(
+          "section",
+          { class: "panel", "aria-labelledby": "fields-title" },
+          h("h2", { id: "fields-title" }, "Fields"),
+          fields,
+        ),
+        h(
+          "section",
+          { class: "panel", "aria-labelledby": "payload-title" },
+          h("h2", { id: "payload-title" }, "Request and authority"),
+          payload,
+        ),
       ),
       h(
         "div",
         { class: "column" },
-        h("section", { class: "panel", "aria-labelledby": "result-title" }, h("h2", { id: "result-title" }, "Result"), result),
-        h("section", { class: "panel", "aria-labelledby": "history-title" }, h("h2", { id: "history-title" }, "History"), history),
-        h("section", { class: "panel", "aria-labelledby": "chain-title" }, h("h2", { id: "chain-title" }, "Chain"), chainPanel),
+        h(
+          "section",
+          { class: "panel", "aria-labelledby": "result-title" },
+          h("h2", { id: "result-title" }, "Result"),
+          result,
+        ),
+        h(
+          "section",
+          { class: "panel", "aria-labelledby": "history-title" },
+          h("h2", { id: "history-title" }, "History"),
+          history,
+        ),
+        h(
+          "section",
+          { class: "panel", "aria-labelledby": "chain-title" },
+          h("h2", { id: "chain-title" }, "Chain"),
+          chainPanel,
+        ),
       ),
     ),
   );
@@ -92,7 +136,8 @@ export function jobView(container, id, ctx) {
         : `Job ${id} (${job.operation_id}) will not be delivered.`,
       confirmLabel: running ? "Abort and cancel" : "Cancel job",
       run: () => api(`${apiPath`/jobs/${id}/cancel`}${running ? "?abort=true" : ""}`, { method: "POST" }),
-      done: ({ job: updatedJob }) => (running ? `Job ${id} is ${updatedJob.status}; its delivery was aborted.` : `Job ${id} is ${updatedJob.status}.`),
+      done: ({ job: updatedJob }) =>
+        running ? `Job ${id} is ${updatedJob.status}; its delivery was aborted.` : `Job ${id} is ${updatedJob.status}.`,
       refused: "Not cancelled",
     });
   };
@@ -103,7 +148,8 @@ export function jobView(container, id, ctx) {
       message: `Job ${id} (${job.operation_id}) goes back to the queue as pending, with attempt 0, and runs now.`,
       confirmLabel: "Retry job",
       run: () => api(apiPath`/jobs/${id}/retry`, { method: "POST" }),
-      done: ({ job: updatedJob }) => `Job ${id} re-queued (${updatedJob.status}, attempt ${updatedJob.attempt}); it runs now.`,
+      done: ({ job: updatedJob }) =>
+        `Job ${id} re-queued (${updatedJob.status}, attempt ${updatedJob.attempt}); it runs now.`,
       refused: "Not retried",
     });
 
@@ -115,7 +161,8 @@ export function jobView(container, id, ctx) {
         "later is created cancelled. Running jobs finish their attempt and are not retried.",
       confirmLabel: "Cancel chain",
       run: () => api(apiPath`/chains/${job.original_request_id}/cancel`, { method: "POST" }),
-      done: ({ jobs }) => `Chain ${job.original_request_id} cancelled: ${jobs.length} job${jobs.length === 1 ? "" : "s"} cancelled.`,
+      done: ({ jobs }) =>
+        `Chain ${job.original_request_id} cancelled: ${jobs.length} job${jobs.length === 1 ? "" : "s"} cancelled.`,
       refused: "Chain not cancelled",
     });
 
@@ -126,7 +173,10 @@ export function jobView(container, id, ctx) {
   async function readChain(rid) {
     const size = chainRead.chain === null ? 0 : Object.values(chainRead.chain.counts).reduce((sum, n) => sum + n, 0);
     const stale =
-      chainRead.again || chainRead.chain?.original_request_id !== rid || size <= LARGE_CHAIN_JOBS || Date.now() - chainRead.at >= LARGE_CHAIN_REFRESH_MS;
+      chainRead.again ||
+      chainRead.chain?.original_request_id !== rid ||
+      size <= LARGE_CHAIN_JOBS ||
+      Date.now() - chainRead.at >= LARGE_CHAIN_REFRESH_MS;
     if (!stale) return chainRead.chain;
     let chain = null;
     try {
@@ -153,7 +203,13 @@ export function jobView(container, id, ctx) {
           missing = true;
           container.replaceChildren(
             h("h1", { tabindex: "-1" }, "Job not found"),
-            h("p", {}, `No job has id "${id}": it never existed, or retention removed it. `, h("a", { href: "#/jobs" }, "Back to the jobs"), "."),
+            h(
+              "p",
+              {},
+              `No job has id "${id}": it never existed, or retention removed it. `,
+              h("a", { href: "#/jobs" }, "Back to the jobs"),
+              ".",
+            ),
           );
         }
         return;
@@ -165,29 +221,82 @@ export function jobView(container, id, ctx) {
     if (!ctx.isCurrent()) return;
     replaceContent(updated, "Updated ", time(new Date().toISOString()), ` · refreshes every ${REFRESH_MS / 1000} s`);
     // Running now is offered while the run time is ahead; it passes without the job changing.
-    const waiting = (fresh.status === "pending" || fresh.status === "retrying") && new Date(fresh.run_at).getTime() > Date.now();
+    const waiting =
+      (fresh.status === "pending" || fresh.status === "retrying") && new Date(fresh.run_at).getTime() > Date.now();
     const text = JSON.stringify([fresh, events, extensions, chain, waiting]);
     if (text === lastData) return;
     lastData = text;
     job = fresh;
 
-    replaceContent(headStatus, statusBadge(job.status), job.result?.terminal_reason ? h("span", { class: "reason" }, job.result.terminal_reason) : null);
+    replaceContent(
+      headStatus,
+      statusBadge(job.status),
+      job.result?.terminal_reason ? h("span", { class: "reason" }, job.result.terminal_reason) : null,
+    );
     const buttons = [];
     if (waiting) {
-      buttons.push(h("button", { type: "button", class: "button button-primary", id: "action-run-now", onclick: runNow, "data-focus-key": "run-now" }, "Run now…"));
+      buttons.push(
+        h(
+          "button",
+          {
+            type: "button",
+            class: "button button-primary",
+            id: "action-run-now",
+            onclick: runNow,
+            "data-focus-key": "run-now",
+          },
+          "Run now…",
+        ),
+      );
     }
     if (ACTIVE_STATUSES.has(job.status)) {
-      buttons.push(h("button", { type: "button", class: "button", id: "action-cancel", onclick: cancel, "data-focus-key": "cancel" }, "Cancel job…"));
+      buttons.push(
+        h(
+          "button",
+          { type: "button", class: "button", id: "action-cancel", onclick: cancel, "data-focus-key": "cancel" },
+          "Cancel job…",
+        ),
+      );
     }
     if (job.status === "dead" || job.status === "cancelled") {
-      buttons.push(h("button", { type: "button", class: "button button-primary", id: "action-retry", onclick: retry, "data-focus-key": "retry" }, "Retry job…"));
+      buttons.push(
+        h(
+          "button",
+          {
+            type: "button",
+            class: "button button-primary",
+            id: "action-retry",
+            onclick: retry,
+            "data-focus-key": "retry",
+          },
+          "Retry job…",
+        ),
+      );
     }
-    buttons.push(h("button", { type: "button", class: "button button-danger", id: "action-cancel-chain", onclick: cancelChain, "data-focus-key": "cancel-chain" }, "Cancel chain…"));
+    buttons.push(
+      h(
+        "button",
+        {
+          type: "button",
+          class: "button button-danger",
+          id: "action-cancel-chain",
+          onclick: cancelChain,
+          "data-focus-key": "cancel-chain",
+        },
+        "Cancel chain…",
+      ),
+    );
     replaceContent(actions, buttons);
 
     replaceContent(fields, fieldTable(job, extensions));
     replaceContent(result, resultBlock(job));
-    replaceContent(payload, h("h3", {}, "request"), jsonBlock(job.request, "request"), h("h3", {}, "authority"), jsonBlock(job.authority, "authority"));
+    replaceContent(
+      payload,
+      h("h3", {}, "request"),
+      jsonBlock(job.request, "request"),
+      h("h3", {}, "authority"),
+      jsonBlock(job.authority, "authority"),
+    );
     replaceContent(
       chainPanel,
       chain === null
@@ -214,7 +323,8 @@ export function jobView(container, id, ctx) {
 function fieldTable(job, extensions) {
   const link = (href, text, key) => h("a", { href, "data-focus-key": key }, text);
   const code = (value) => (value === null ? h("span", { class: "muted" }, "null") : h("code", {}, value));
-  const withRelative = (iso) => (iso === null ? time(null) : h("span", {}, time(iso), h("span", { class: "muted" }, ` (${relative(iso)})`)));
+  const withRelative = (iso) =>
+    iso === null ? time(null) : h("span", {}, time(iso), h("span", { class: "muted" }, ` (${relative(iso)})`));
   const rows = [
     ["id", code(job.id)],
     ["operation_id", link(listHash({ operation_id: job.operation_id }), job.operation_id, "f-op")],
@@ -226,11 +336,28 @@ function fieldTable(job, extensions) {
     ["created_at", withRelative(job.created_at)],
     ["started_at", withRelative(job.started_at)],
     ["finished_at", withRelative(job.finished_at)],
-    ["dedupe_key", job.dedupe_key === null ? code(null) : link(listHash({ dedupe_key: job.dedupe_key }), job.dedupe_key, "f-dedupe")],
+    [
+      "dedupe_key",
+      job.dedupe_key === null ? code(null) : link(listHash({ dedupe_key: job.dedupe_key }), job.dedupe_key, "f-dedupe"),
+    ],
     ["concurrency_key", code(job.concurrency_key)],
     ["enqueued_by_operation_id", code(job.enqueued_by_operation_id)],
-    ["parent_job_id", job.parent_job_id === null ? code(null) : link(jobHash(job.parent_job_id), job.parent_job_id, "f-parent")],
-    ["original_request_id", h("a", { href: listHash({ original_request_id: job.original_request_id }), class: "mono chain-id", "data-focus-key": "f-chain" }, job.original_request_id)],
+    [
+      "parent_job_id",
+      job.parent_job_id === null ? code(null) : link(jobHash(job.parent_job_id), job.parent_job_id, "f-parent"),
+    ],
+    [
+      "original_request_id",
+      h(
+        "a",
+        {
+          href: listHash({ original_request_id: job.original_request_id }),
+          class: "mono chain-id",
+          "data-focus-key": "f-chain",
+        },
+        job.original_request_id,
+      ),
+    ],
     ["user_id", link(listHash({ user_id: job.user_id }), job.user_id, "f-user")],
     ["rate_key (extension)", code(extensions.rate_key)],
     ["expires_at (extension)", withRelative(extensions.expires_at)],
@@ -242,7 +369,11 @@ function fieldTable(job, extensions) {
     "table",
     { class: "fields" },
     h("caption", { class: "visually-hidden" }, "Fields of the job"),
-    h("tbody", {}, rows.map(([name, value]) => h("tr", {}, h("th", { scope: "row" }, name), h("td", {}, value)))),
+    h(
+      "tbody",
+      {},
+      rows.map(([name, value]) => h("tr", {}, h("th", { scope: "row" }, name), h("td", {}, value))),
+    ),
   );
 }
 
@@ -279,7 +410,11 @@ function progressCell(progress) {
 /** The result: status code, terminal reason, the stored body (store_result) and the error body as the target sent them. */
 function resultBlock(job) {
   if (job.result === null) {
-    return h("p", { class: "muted" }, ACTIVE_STATUSES.has(job.status) ? "No result yet: no attempt has failed or finished the job." : "null");
+    return h(
+      "p",
+      { class: "muted" },
+      ACTIVE_STATUSES.has(job.status) ? "No result yet: no attempt has failed or finished the job." : "null",
+    );
   }
   const { status_code: statusCode, error_body: errorBody, terminal_reason: reason } = job.result;
   return [
@@ -290,13 +425,31 @@ function resultBlock(job) {
       h(
         "tbody",
         {},
-        h("tr", {}, h("th", { scope: "row" }, "status_code"), h("td", {}, statusCode === undefined ? h("span", { class: "muted" }, "none (no response)") : h("code", {}, String(statusCode)))),
-        h("tr", {}, h("th", { scope: "row" }, "terminal_reason"), h("td", {}, reason === null ? h("span", { class: "muted" }, "null") : h("code", {}, reason))),
+        h(
+          "tr",
+          {},
+          h("th", { scope: "row" }, "status_code"),
+          h(
+            "td",
+            {},
+            statusCode === undefined
+              ? h("span", { class: "muted" }, "none (no response)")
+              : h("code", {}, String(statusCode)),
+          ),
+        ),
+        h(
+          "tr",
+          {},
+          h("th", { scope: "row" }, "terminal_reason"),
+          h("td", {}, reason === null ? h("span", { class: "muted" }, "null") : h("code", {}, reason)),
+        ),
       ),
     ),
     "body" in job.result ? storedBody(job.result.body) : null,
     h("h3", {}, "error_body"),
-    errorBody === null ? h("p", { class: "muted" }, "null") : h("pre", { class: "code error-body", tabindex: "0", "aria-label": "error_body" }, errorBody),
+    errorBody === null
+      ? h("p", { class: "muted" }, "null")
+      : h("pre", { class: "code error-body", tabindex: "0", "aria-label": "error_body" }, errorBody),
   ];
 }
 
@@ -308,7 +461,11 @@ function storedBody(body) {
   const text = typeof body === "string";
   return [
     h("h3", {}, "body ", h("span", { class: "body-kind" }, text ? "(text)" : "(JSON)")),
-    h("pre", { class: "code result-body", id: "result-body", tabindex: "0", "aria-label": "body" }, text ? body : JSON.stringify(body, null, 2)),
+    h(
+      "pre",
+      { class: "code result-body", id: "result-body", tabindex: "0", "aria-label": "body" },
+      text ? body : JSON.stringify(body, null, 2),
+    ),
   ];
 }
 
@@ -317,7 +474,11 @@ const ACTIONS = {
   cancel: { words: "Cancelled", mark: "✕", note: "the job will not be delivered" },
   retry: { words: "Retried", mark: "↻", note: "back to pending, attempts counted from 1 again" },
   "retry-dead": { words: "Retried", mark: "↻", note: "in a bulk retry, attempts counted from 1 again" },
-  "cancel-chain": { words: "Chain cancelled", mark: "✕", note: "every waiting job of the chain was cancelled, this one too" },
+  "cancel-chain": {
+    words: "Chain cancelled",
+    mark: "✕",
+    note: "every waiting job of the chain was cancelled, this one too",
+  },
   "run-now": { words: "Run now", mark: "▶", note: "made due at once" },
   "cancel-many": { words: "Cancelled", mark: "✕", note: "in a bulk cancel" },
 };
@@ -348,11 +509,25 @@ function attemptItem(event) {
         { class: "event-line" },
         statusBadge(event.outcome),
         " ",
-        event.status_code === null ? h("span", { class: "muted" }, "no response") : h("span", { class: "http-status" }, `HTTP ${event.status_code}`),
+        event.status_code === null
+          ? h("span", { class: "muted" }, "no response")
+          : h("span", { class: "http-status" }, `HTTP ${event.status_code}`),
         took === null ? null : h("span", { class: "muted" }, ` · took ${took}`),
-        restarted ? h("span", { class: "muted", title: "An administrator's retry starts the job's attempt counter again." }, ` · job attempt ${event.attempt}`) : null,
+        restarted
+          ? h(
+              "span",
+              { class: "muted", title: "An administrator's retry starts the job's attempt counter again." },
+              ` · job attempt ${event.attempt}`,
+            )
+          : null,
       ),
-      event.error_body === null ? null : h("pre", { class: "code small", tabindex: "0", "aria-label": `error body of attempt ${event.number}` }, event.error_body),
+      event.error_body === null
+        ? null
+        : h(
+            "pre",
+            { class: "code small", tabindex: "0", "aria-label": `error body of attempt ${event.number}` },
+            event.error_body,
+          ),
     ],
   });
 }
@@ -384,7 +559,12 @@ function nextItem(job, number) {
       mark: `#${number}`,
       markSpoken: true,
       at: job.started_at,
-      body: h("p", { class: "event-line" }, statusBadge("running"), h("span", { class: "muted" }, ` started ${relative(job.started_at)}`)),
+      body: h(
+        "p",
+        { class: "event-line" },
+        statusBadge("running"),
+        h("span", { class: "muted" }, ` started ${relative(job.started_at)}`),
+      ),
     });
   }
   if (job.status !== "pending" && job.status !== "retrying") return null;
@@ -394,7 +574,13 @@ function nextItem(job, number) {
     mark: `#${number}`,
     markSpoken: true,
     at: job.run_at,
-    body: h("p", { class: "event-line muted" }, due ? `next attempt due ${relative(job.run_at)}, waiting to be claimed` : `next attempt runs ${relative(job.run_at)}`),
+    body: h(
+      "p",
+      { class: "event-line muted" },
+      due
+        ? `next attempt due ${relative(job.run_at)}, waiting to be claimed`
+        : `next attempt runs ${relative(job.run_at)}`,
+    ),
   });
 }
 

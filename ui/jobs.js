@@ -3,7 +3,18 @@
 // and the bulk cancel of the waiting (and, when asked for by status, running) jobs matching it. On a phone each job
 // becomes a card (style.css).
 import { api, query } from "./api.js";
-import { announce, confirmAction, count, h, relative, replaceContent, STATUSES, statusBadge, time, timeCompact } from "./dom.js";
+import {
+  announce,
+  confirmAction,
+  count,
+  h,
+  relative,
+  replaceContent,
+  STATUSES,
+  statusBadge,
+  time,
+  timeCompact,
+} from "./dom.js";
 import { BULK_RETRY_LIMIT, bulkRetryMessage } from "./overview.js";
 
 /** The list's columns, in order (the job id, first, heads its row). */
@@ -65,7 +76,8 @@ function progress(job) {
     const due = new Date(job.run_at).getTime() <= Date.now();
     return h("span", { title: job.run_at }, due ? `due ${relative(job.run_at)}` : `runs ${relative(job.run_at)}`);
   }
-  if (job.status === "running") return h("span", {}, "started ", h("span", { title: job.started_at }, relative(job.started_at)));
+  if (job.status === "running")
+    return h("span", {}, "started ", h("span", { title: job.started_at }, relative(job.started_at)));
   if (job.finished_at) return h("span", {}, "ended ", h("span", { title: job.finished_at }, relative(job.finished_at)));
   return h("span", { class: "muted" }, "—");
 }
@@ -118,7 +130,11 @@ function fillOperations(select, operations) {
     const known = operations.find((operation) => operation.operation_id === name);
     return h(
       "option",
-      { value: name, selected: name === chosen, title: known ? `${known.method} ${known.path}` : "not an operation of the service's document" },
+      {
+        value: name,
+        selected: name === chosen,
+        title: known ? `${known.method} ${known.path}` : "not an operation of the service's document",
+      },
       known ? name : `${name} (unknown)`,
     );
   });
@@ -165,7 +181,12 @@ export function jobsView(container, params, ctx) {
   const form = h(
     "form",
     { class: "filters panel", role: "search", "aria-label": "Filter jobs" },
-    h("fieldset", { class: "status-filter" }, h("legend", {}, "Status ", h("span", { class: "muted" }, "(any of)")), statusBoxes),
+    h(
+      "fieldset",
+      { class: "status-filter" },
+      h("legend", {}, "Status ", h("span", { class: "muted" }, "(any of)")),
+      statusBoxes,
+    ),
     h(
       "div",
       { class: "filter-fields" },
@@ -198,17 +219,32 @@ export function jobsView(container, params, ctx) {
   const onlyDead = filters.status.length === 1 && filters.status[0] === "dead";
   const bulk = h("div", { class: "bulk" });
   if (onlyDead && !filters.dedupe_key) {
-    bulk.append(h("button", { type: "button", class: "button button-danger", id: "retry-matching", onclick: () => retryMatching() }, "Retry the dead jobs matching this filter…"));
+    bulk.append(
+      h(
+        "button",
+        { type: "button", class: "button button-danger", id: "retry-matching", onclick: () => retryMatching() },
+        "Retry the dead jobs matching this filter…",
+      ),
+    );
   } else if (onlyDead) {
     bulk.append(h("span", { class: "muted" }, "Bulk retry cannot filter by dedupe key."));
   }
   // The statuses a bulk cancel takes: those of the filter that can be cancelled, else the waiting ones (the service's
   // default). Running jobs only when the filter names them, as cancelling them aborts their delivery. The service
   // wants a filter besides statuses, so a list filtered by status alone offers none.
-  const cancelStatuses = filters.status.length === 0 ? ["pending", "retrying"] : filters.status.filter((status) => CANCELLABLE.includes(status));
+  const cancelStatuses =
+    filters.status.length === 0
+      ? ["pending", "retrying"]
+      : filters.status.filter((status) => CANCELLABLE.includes(status));
   const narrowed = FIELD_FILTERS.some(({ name }) => filters[name]);
   if (cancelStatuses.length > 0 && narrowed) {
-    bulk.append(h("button", { type: "button", class: "button button-danger", id: "cancel-matching", onclick: () => cancelMatching() }, "Cancel matching…"));
+    bulk.append(
+      h(
+        "button",
+        { type: "button", class: "button button-danger", id: "cancel-matching", onclick: () => cancelMatching() },
+        "Cancel matching…",
+      ),
+    );
   }
 
   const results = h("div", { class: "table-wrap" });
@@ -217,7 +253,14 @@ export function jobsView(container, params, ctx) {
 
   // A chain id is often a long request id: in full here, where the filter is the whole point of the page.
   const chainLine = filters.original_request_id
-    ? [h("p", { class: "chain-line" }, h("span", { class: "muted" }, "Jobs of chain "), h("code", { class: "chain-id" }, filters.original_request_id))]
+    ? [
+        h(
+          "p",
+          { class: "chain-line" },
+          h("span", { class: "muted" }, "Jobs of chain "),
+          h("code", { class: "chain-id" }, filters.original_request_id),
+        ),
+      ]
     : [];
 
   container.append(
@@ -231,7 +274,13 @@ export function jobsView(container, params, ctx) {
       updated,
       bulk,
     ),
-    h("section", { "aria-labelledby": "results-title" }, h("h2", { id: "results-title", class: "visually-hidden" }, "Matching jobs"), results, pager),
+    h(
+      "section",
+      { "aria-labelledby": "results-title" },
+      h("h2", { id: "results-title", class: "visually-hidden" }, "Matching jobs"),
+      results,
+      pager,
+    ),
   );
 
   const describeFilter = () => {
@@ -253,7 +302,8 @@ export function jobsView(container, params, ctx) {
     if (!confirmed) return;
     try {
       const body = { limit: BULK_RETRY_LIMIT };
-      for (const name of ["operation_id", "original_request_id", "user_id"]) if (filters[name]) body[name] = filters[name];
+      for (const name of ["operation_id", "original_request_id", "user_id"])
+        if (filters[name]) body[name] = filters[name];
       const { jobs } = await api("/jobs/retry-dead", { method: "POST", body });
       announce(bulkRetryMessage(jobs.length));
     } catch (error) {
@@ -285,7 +335,11 @@ export function jobsView(container, params, ctx) {
       for (const { name } of FIELD_FILTERS) if (filters[name]) body[name] = filters[name];
       const { jobs } = await api("/jobs/cancel", { method: "POST", body });
       const what = `Cancelled ${count(jobs.length)} job${jobs.length === 1 ? "" : "s"}.`;
-      announce(jobs.length >= BULK_CANCEL_LIMIT ? `${what} More may remain: run it again for the next ${count(BULK_CANCEL_LIMIT)}.` : what);
+      announce(
+        jobs.length >= BULK_CANCEL_LIMIT
+          ? `${what} More may remain: run it again for the next ${count(BULK_CANCEL_LIMIT)}.`
+          : what,
+      );
     } catch (error) {
       ctx.reportError(error);
       return;
@@ -317,7 +371,12 @@ export function jobsView(container, params, ctx) {
     renderPager(data.next_cursor);
     if (wasFirst) {
       const n = data.jobs.length;
-      announce(n === 0 ? "No job matches." : `${n}${data.next_cursor ? "+" : ""} job${n === 1 ? "" : "s"} shown, newest first.`, { visible: false });
+      announce(
+        n === 0
+          ? "No job matches."
+          : `${n}${data.next_cursor ? "+" : ""} job${n === 1 ? "" : "s"} shown, newest first.`,
+        { visible: false },
+      );
     }
   }
 
@@ -334,7 +393,15 @@ export function jobsView(container, params, ctx) {
         "table",
         { class: "data jobs-table" },
         h("caption", { class: "visually-hidden" }, "Jobs, newest first"),
-        h("thead", {}, h("tr", {}, COLUMNS.map(({ label, className }) => h("th", { scope: "col", class: className }, label)))),
+        h(
+          "thead",
+          {},
+          h(
+            "tr",
+            {},
+            COLUMNS.map(({ label, className }) => h("th", { scope: "col", class: className }, label)),
+          ),
+        ),
         h(
           "tbody",
           {},
@@ -342,22 +409,48 @@ export function jobsView(container, params, ctx) {
             h(
               "tr",
               { "data-job-id": job.id },
-              h("th", { scope: "row", class: "job-cell" }, h("a", { href: jobHash(job.id), class: "mono clip-text", title: job.id, "data-focus-key": `job-${job.id}` }, job.id)),
-              cell("Operation", { class: "clip op-cell" }, h("span", { class: "clip-text", title: job.operation_id }, job.operation_id)),
+              h(
+                "th",
+                { scope: "row", class: "job-cell" },
+                h(
+                  "a",
+                  { href: jobHash(job.id), class: "mono clip-text", title: job.id, "data-focus-key": `job-${job.id}` },
+                  job.id,
+                ),
+              ),
+              cell(
+                "Operation",
+                { class: "clip op-cell" },
+                h("span", { class: "clip-text", title: job.operation_id }, job.operation_id),
+              ),
               cell("Status", { class: "status-cell" }, statusBadge(job.status)),
               cell("Attempt", { class: "num" }, `${job.attempt} / ${job.max_attempts}`),
               cell("Last error", { class: `clip error-cell${hasError(job) ? "" : " no-error"}` }, lastError(job)),
               cell(
                 "User",
                 { class: "clip" },
-                h("a", { href: listHash({ user_id: job.user_id }), class: "clip-text", title: `Jobs of user ${job.user_id}`, "data-focus-key": `user-${job.id}` }, job.user_id),
+                h(
+                  "a",
+                  {
+                    href: listHash({ user_id: job.user_id }),
+                    class: "clip-text",
+                    title: `Jobs of user ${job.user_id}`,
+                    "data-focus-key": `user-${job.id}`,
+                  },
+                  job.user_id,
+                ),
               ),
               cell(
                 "Chain",
                 { class: "clip chain-cell" },
                 h(
                   "a",
-                  { href: listHash({ original_request_id: job.original_request_id }), class: "clip-text mono", title: job.original_request_id, "data-focus-key": `chain-${job.id}` },
+                  {
+                    href: listHash({ original_request_id: job.original_request_id }),
+                    class: "clip-text mono",
+                    title: job.original_request_id,
+                    "data-focus-key": `chain-${job.id}`,
+                  },
                   job.original_request_id,
                 ),
               ),
@@ -373,10 +466,24 @@ export function jobsView(container, params, ctx) {
   function renderPager(nextCursor) {
     const base = { ...filters };
     const items = [];
-    if (cursor) items.push(h("a", { href: listHash(base), class: "button button-quiet", "data-focus-key": "first-page" }, "« Newest"));
+    if (cursor)
+      items.push(
+        h("a", { href: listHash(base), class: "button button-quiet", "data-focus-key": "first-page" }, "« Newest"),
+      );
     items.push(h("span", { class: "muted" }, `Page ${page}`));
     if (nextCursor) {
-      items.push(h("a", { href: listHash({ ...base, cursor: nextCursor, page: page + 1 }), class: "button", rel: "next", "data-focus-key": "next-page" }, "Next page »"));
+      items.push(
+        h(
+          "a",
+          {
+            href: listHash({ ...base, cursor: nextCursor, page: page + 1 }),
+            class: "button",
+            rel: "next",
+            "data-focus-key": "next-page",
+          },
+          "Next page »",
+        ),
+      );
     }
     replaceContent(pager, items);
   }

@@ -1,7 +1,18 @@
 // The overview: jobs by status and by operation, queue lag, the dead jobs needing attention (with a bulk retry),
 // and the attempts of the last hour as a stacked bar chart drawn in SVG.
 import { api, query } from "./api.js";
-import { announce, confirmAction, count, duration, h, replaceContent, STATUSES, statusBadge, svg, time } from "./dom.js";
+import {
+  announce,
+  confirmAction,
+  count,
+  duration,
+  h,
+  replaceContent,
+  STATUSES,
+  statusBadge,
+  svg,
+  time,
+} from "./dom.js";
 
 /** How often the overview refreshes itself. */
 const REFRESH_MS = 5000;
@@ -39,10 +50,25 @@ export function overviewView(container, ctx) {
 
   container.append(
     h("div", { class: "view-head" }, h("h1", { tabindex: "-1" }, "Overview"), updated),
-    h("section", { "aria-labelledby": "by-status-title" }, h("h2", { id: "by-status-title", class: "visually-hidden" }, "Jobs by status"), statusCards),
+    h(
+      "section",
+      { "aria-labelledby": "by-status-title" },
+      h("h2", { id: "by-status-title", class: "visually-hidden" }, "Jobs by status"),
+      statusCards,
+    ),
     h("div", { class: "row" }, lag, attention),
-    h("section", { class: "panel", "aria-labelledby": "chart-title" }, h("h2", { id: "chart-title" }, "Attempts over the last hour"), chart),
-    h("section", { class: "panel", "aria-labelledby": "ops-title" }, h("h2", { id: "ops-title" }, "Jobs by operation"), operations),
+    h(
+      "section",
+      { class: "panel", "aria-labelledby": "chart-title" },
+      h("h2", { id: "chart-title" }, "Attempts over the last hour"),
+      chart,
+    ),
+    h(
+      "section",
+      { class: "panel", "aria-labelledby": "ops-title" },
+      h("h2", { id: "ops-title" }, "Jobs by operation"),
+      operations,
+    ),
   );
 
   let deadCount = 0;
@@ -124,10 +150,19 @@ export function overviewView(container, ctx) {
         ? h(
             "div",
             { class: "actions" },
-            h("a", { class: "button", href: jobsLink({ status: "dead" }), "data-focus-key": "show-dead" }, "Show dead jobs"),
+            h(
+              "a",
+              { class: "button", href: jobsLink({ status: "dead" }), "data-focus-key": "show-dead" },
+              "Show dead jobs",
+            ),
             h(
               "button",
-              { type: "button", class: "button button-danger", onclick: retryAllDead, "data-focus-key": "retry-all-dead" },
+              {
+                type: "button",
+                class: "button button-danger",
+                onclick: retryAllDead,
+                "data-focus-key": "retry-all-dead",
+              },
               "Retry all dead jobs…",
             ),
           )
@@ -144,8 +179,10 @@ export function overviewView(container, ctx) {
 /** What a bulk retry did, in words. */
 export function bulkRetryMessage(retried, matching) {
   const what = `Re-queued ${count(retried)} dead job${retried === 1 ? "" : "s"}.`;
-  if (retried >= BULK_RETRY_LIMIT) return `${what} More may remain: run it again for the next ${count(BULK_RETRY_LIMIT)}.`;
-  if (matching !== undefined && retried < Math.min(matching, BULK_RETRY_LIMIT)) return `${what} The others were skipped: a waiting job holds their dedupe key.`;
+  if (retried >= BULK_RETRY_LIMIT)
+    return `${what} More may remain: run it again for the next ${count(BULK_RETRY_LIMIT)}.`;
+  if (matching !== undefined && retried < Math.min(matching, BULK_RETRY_LIMIT))
+    return `${what} The others were skipped: a waiting job holds their dedupe key.`;
   return what;
 }
 
@@ -201,10 +238,20 @@ function throughputChart(buckets) {
     for (const { key } of SERIES) {
       const value = bucket[key] ?? 0;
       if (value === 0) continue;
-      rects.push(svg("rect", { x: x.toFixed(1), y: y(base + value).toFixed(1), width: barW.toFixed(1), height: Math.max(1, y(base) - y(base + value)).toFixed(1), class: `bar bar-${key}` }));
+      rects.push(
+        svg("rect", {
+          x: x.toFixed(1),
+          y: y(base + value).toFixed(1),
+          width: barW.toFixed(1),
+          height: Math.max(1, y(base) - y(base + value)).toFixed(1),
+          class: `bar bar-${key}`,
+        }),
+      );
       base += value;
     }
-    const label = SERIES.filter(({ key }) => bucket[key]).map(({ key, label }) => `${bucket[key]} ${label}`).join(", ");
+    const label = SERIES.filter(({ key }) => bucket[key])
+      .map(({ key, label }) => `${bucket[key]} ${label}`)
+      .join(", ");
     return svg("g", {}, svg("title", {}, `${hhmm(bucket.start)}: ${label || "no attempts"}`), ...rects);
   });
 
@@ -214,8 +261,12 @@ function throughputChart(buckets) {
     if (minutesAgo % 10 !== 0) return;
     const x = left + (slots - buckets.length + i) * slotW + slotW / 2;
     // "now" ends at the plot's right edge, so no width of the chart cuts it off.
-    if (minutesAgo === 0) ticks.push(svg("text", { x: width - right, y: height - 6, class: "tick", "text-anchor": "end" }, "now"));
-    else ticks.push(svg("text", { x: x.toFixed(1), y: height - 6, class: "tick", "text-anchor": "middle" }, hhmm(bucket.start)));
+    if (minutesAgo === 0)
+      ticks.push(svg("text", { x: width - right, y: height - 6, class: "tick", "text-anchor": "end" }, "now"));
+    else
+      ticks.push(
+        svg("text", { x: x.toFixed(1), y: height - 6, class: "tick", "text-anchor": "middle" }, hhmm(bucket.start)),
+      );
   });
 
   const summary =
@@ -224,7 +275,13 @@ function throughputChart(buckets) {
 
   const picture = svg(
     "svg",
-    { viewBox: `0 0 ${width} ${height}`, role: "img", "aria-labelledby": "chart-svg-title", class: "chart-svg", preserveAspectRatio: "xMidYMid meet" },
+    {
+      viewBox: `0 0 ${width} ${height}`,
+      role: "img",
+      "aria-labelledby": "chart-svg-title",
+      class: "chart-svg",
+      preserveAspectRatio: "xMidYMid meet",
+    },
     svg("title", { id: "chart-svg-title" }, summary),
     ...grid,
     ...bars,
@@ -235,7 +292,13 @@ function throughputChart(buckets) {
     "ul",
     { class: "legend" },
     SERIES.map(({ key, label }) =>
-      h("li", {}, h("span", { class: `swatch swatch-${key}`, "aria-hidden": "true" }), h("strong", {}, count(totals[key])), ` ${label}`),
+      h(
+        "li",
+        {},
+        h("span", { class: `swatch swatch-${key}`, "aria-hidden": "true" }),
+        h("strong", {}, count(totals[key])),
+        ` ${label}`,
+      ),
     ),
   );
 
@@ -250,12 +313,26 @@ function throughputChart(buckets) {
           "table",
           { class: "data compact" },
           h("caption", { class: "visually-hidden" }, "Finished attempts per minute over the last hour"),
-          h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Minute"), SERIES.map(({ label }) => h("th", { scope: "col", class: "num" }, label)))),
+          h(
+            "thead",
+            {},
+            h(
+              "tr",
+              {},
+              h("th", { scope: "col" }, "Minute"),
+              SERIES.map(({ label }) => h("th", { scope: "col", class: "num" }, label)),
+            ),
+          ),
           h(
             "tbody",
             {},
             busy.map((bucket) =>
-              h("tr", {}, h("th", { scope: "row" }, hhmm(bucket.start)), SERIES.map(({ key }) => h("td", { class: "num" }, count(bucket[key] ?? 0)))),
+              h(
+                "tr",
+                {},
+                h("th", { scope: "row" }, hhmm(bucket.start)),
+                SERIES.map(({ key }) => h("td", { class: "num" }, count(bucket[key] ?? 0))),
+              ),
             ),
           ),
         ),
@@ -281,7 +358,13 @@ function operationTable(rows) {
     h(
       "thead",
       {},
-      h("tr", {}, h("th", { scope: "col" }, "Operation"), STATUSES.map((status) => h("th", { scope: "col", class: "num" }, statusBadge(status))), h("th", { scope: "col", class: "num" }, "total")),
+      h(
+        "tr",
+        {},
+        h("th", { scope: "col" }, "Operation"),
+        STATUSES.map((status) => h("th", { scope: "col", class: "num" }, statusBadge(status))),
+        h("th", { scope: "col", class: "num" }, "total"),
+      ),
     ),
     h(
       "tbody",
@@ -292,13 +375,25 @@ function operationTable(rows) {
         return h(
           "tr",
           {},
-          h("th", { scope: "row" }, h("a", { href: jobsLink({ operation_id: name }), "data-focus-key": `op-${name}` }, name)),
+          h(
+            "th",
+            { scope: "row" },
+            h("a", { href: jobsLink({ operation_id: name }), "data-focus-key": `op-${name}` }, name),
+          ),
           STATUSES.map((status) =>
             h(
               "td",
               { class: `num ${counts[status] ? "" : "zero"}` },
               counts[status]
-                ? h("a", { href: jobsLink({ status, operation_id: name }), "aria-label": `${counts[status]} ${status} ${name} jobs`, "data-focus-key": `op-${name}-${status}` }, count(counts[status]))
+                ? h(
+                    "a",
+                    {
+                      href: jobsLink({ status, operation_id: name }),
+                      "aria-label": `${counts[status]} ${status} ${name} jobs`,
+                      "data-focus-key": `op-${name}-${status}`,
+                    },
+                    count(counts[status]),
+                  )
                 : "0",
             ),
           ),

@@ -11,7 +11,12 @@ const REFRESH_MS = 5000;
 
 /** "by X, at T": who did an administrator's action, and when. */
 function stamp(value) {
-  return [h("span", { class: "muted" }, "by "), h("strong", { class: "actor" }, value.by), h("span", { class: "muted" }, ", "), time(value.at)];
+  return [
+    h("span", { class: "muted" }, "by "),
+    h("strong", { class: "actor" }, value.by),
+    h("span", { class: "muted" }, ", "),
+    time(value.at),
+  ];
 }
 
 /** Mounts the schedules view in `container`. */
@@ -25,7 +30,11 @@ export function schedulesView(container, ctx) {
     const element = h("input", { id, name: id, type: "text", autocomplete: "off", spellcheck: "false", ...attrs });
     return { input: element, node: h("div", { class: "field" }, h("label", { for: id }, label), element) };
   };
-  const name = input("schedule-name", "Name", { required: true, maxlength: "200", placeholder: "letters, digits, _ - ." });
+  const name = input("schedule-name", "Name", {
+    required: true,
+    maxlength: "200",
+    placeholder: "letters, digits, _ - .",
+  });
   const expression = input("schedule-expression", "Cron expression", { required: true, placeholder: "0 3 * * *" });
   const timezone = input("schedule-timezone", "Time zone", { placeholder: "UTC" });
   const operation = h("select", { id: "schedule-operation", name: "operation", required: true });
@@ -33,10 +42,23 @@ export function schedulesView(container, ctx) {
   const priority = input("schedule-priority", "Priority", { inputmode: "numeric", placeholder: "0" });
   const dedupeKey = input("schedule-dedupe-key", "Dedupe key", { maxlength: "255", placeholder: "cron:{name}" });
   const noDedupe = h("input", { id: "schedule-no-dedupe", name: "no-dedupe", type: "checkbox" });
-  const concurrencyKey = input("schedule-concurrency-key", "Concurrency key", { maxlength: "255", placeholder: "none" });
-  const request = h("textarea", { id: "schedule-request", name: "request", rows: "4", spellcheck: "false", placeholder: '{"body": {}}' });
+  const concurrencyKey = input("schedule-concurrency-key", "Concurrency key", {
+    maxlength: "255",
+    placeholder: "none",
+  });
+  const request = h("textarea", {
+    id: "schedule-request",
+    name: "request",
+    rows: "4",
+    spellcheck: "false",
+    placeholder: '{"body": {}}',
+  });
   const formTitle = h("h2", { id: "schedule-form-title" }, "Create a schedule");
-  const submit = h("button", { type: "submit", class: "button button-primary", id: "schedule-save" }, "Create schedule");
+  const submit = h(
+    "button",
+    { type: "submit", class: "button button-primary", id: "schedule-save" },
+    "Create schedule",
+  );
   const cancelEdit = h("button", { type: "button", class: "button button-quiet", hidden: true }, "Cancel editing");
   const form = h(
     "form",
@@ -54,13 +76,18 @@ export function schedulesView(container, ctx) {
       concurrencyKey.node,
     ),
     h("label", { class: "check", for: "schedule-no-dedupe" }, noDedupe, "No dedupe key: every tick a job of its own"),
-    h("div", { class: "field" }, h("label", { for: "schedule-request" }, "Request (JSON: body, path_params, query)"), request),
+    h(
+      "div",
+      { class: "field" },
+      h("label", { for: "schedule-request" }, "Request (JSON: body, path_params, query)"),
+      request,
+    ),
     h(
       "p",
       { class: "help muted" },
       "5 fields (minute hour day-of-month month day-of-week), or 6 with seconds first, in an IANA time zone. ",
       "Without a dedupe key of its own, a tick refreshes the previous tick's job if it still waits. ",
-      "The operation must be listed under triggers.\"cron:*\" in the service's config.",
+      'The operation must be listed under triggers."cron:*" in the service\'s config.',
     ),
     h("div", { class: "form-buttons" }, submit, cancelEdit),
   );
@@ -209,7 +236,8 @@ export function schedulesView(container, ctx) {
     const target = editing;
     const changed = await act({
       run: () => api(apiPath`/schedules/${target}`, { method: "PATCH", body: definition }),
-      done: ({ schedule }) => `Schedule ${schedule.name} is changed; every node runs it by the new definition from its next tick.`,
+      done: ({ schedule }) =>
+        `Schedule ${schedule.name} is changed; every node runs it by the new definition from its next tick.`,
       refused: "Schedule not changed",
     });
     if (changed) resetForm();
@@ -280,7 +308,10 @@ export function schedulesView(container, ctx) {
 
   function renderTable() {
     if (schedules.length === 0) {
-      replaceContent(tableBox, h("p", { class: "empty" }, "No schedule yet: create one below, or add cron entries to the config file."));
+      replaceContent(
+        tableBox,
+        h("p", { class: "empty" }, "No schedule yet: create one below, or add cron entries to the config file."),
+      );
       return;
     }
     replaceContent(
@@ -289,7 +320,17 @@ export function schedulesView(container, ctx) {
         "table",
         { class: "data schedules-table" },
         h("caption", { class: "visually-hidden" }, "Schedules, with their next and last runs"),
-        h("thead", {}, h("tr", {}, ["Schedule", "When", "Job", "State", "Next run", "Last run", "Actions"].map((label) => h("th", { scope: "col" }, label)))),
+        h(
+          "thead",
+          {},
+          h(
+            "tr",
+            {},
+            ["Schedule", "When", "Job", "State", "Next run", "Last run", "Actions"].map((label) =>
+              h("th", { scope: "col" }, label),
+            ),
+          ),
+        ),
         h(
           "tbody",
           {},
@@ -302,7 +343,11 @@ export function schedulesView(container, ctx) {
                 "th",
                 { scope: "row" },
                 h("span", { class: "schedule-name" }, schedule.name),
-                h("span", { class: `badge badge-source-${schedule.source}` }, schedule.source === "config" ? "config" : "API"),
+                h(
+                  "span",
+                  { class: `badge badge-source-${schedule.source}` },
+                  schedule.source === "config" ? "config" : "API",
+                ),
               ),
               h(
                 "td",
@@ -328,13 +373,25 @@ export function schedulesView(container, ctx) {
                 { class: "last-run", "data-label": "Last run" },
                 time(schedule.last_run_at),
                 schedule.last_job_id
-                  ? h("a", { class: "last-job", href: jobHash(schedule.last_job_id), "data-focus-key": `job-${schedule.name}` }, schedule.last_job_id)
+                  ? h(
+                      "a",
+                      {
+                        class: "last-job",
+                        href: jobHash(schedule.last_job_id),
+                        "data-focus-key": `job-${schedule.name}`,
+                      },
+                      schedule.last_job_id,
+                    )
                   : null,
               ),
               h(
                 "td",
                 { class: "actions-cell", "data-label": "Actions" },
-                h("div", { class: "actions", role: "group", "aria-label": `Actions on ${schedule.name}` }, actionsOf(schedule)),
+                h(
+                  "div",
+                  { class: "actions", role: "group", "aria-label": `Actions on ${schedule.name}` },
+                  actionsOf(schedule),
+                ),
               ),
             );
           }),

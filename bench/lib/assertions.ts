@@ -30,7 +30,14 @@ export function assertionMinter(spec: MintSpec): (n: number) => string {
   return (n: number) => {
     const iat = Math.floor(Date.now() / 1000);
     const payload = base64url(
-      JSON.stringify({ aud: AUTH.audience, iat, exp: iat + 300, sub: `user-${n % spec.users}`, op: "createUser", rid: `${spec.ridPrefix}-${n}` }),
+      JSON.stringify({
+        aud: AUTH.audience,
+        iat,
+        exp: iat + 300,
+        sub: `user-${n % spec.users}`,
+        op: "createUser",
+        rid: `${spec.ridPrefix}-${n}`,
+      }),
     );
     const signature = createHmac("sha256", key.secret).update(`${header}.${payload}`).digest("base64url");
     return `${header}.${payload}.${signature}`;

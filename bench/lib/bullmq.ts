@@ -54,7 +54,12 @@ export async function prepareBullmqBackends(
   if (kinds.includes("postgres")) {
     const schema = freshSchema("bench_bmq");
     cleanups.push(() => dropSchema(schema));
-    backends.push({ system: "bullmq-postgres", label: "PostgreSQL", args: ["--database", PG_URL, "--schema", schema], redis: null });
+    backends.push({
+      system: "bullmq-postgres",
+      label: "PostgreSQL",
+      args: ["--database", PG_URL, "--schema", schema],
+      redis: null,
+    });
   }
   return backends;
 }

@@ -18,9 +18,7 @@ function escape(text: string): string {
 function panel(title: string, figures: Figure[], top: number): { svg: string; height: number } {
   const max = Math.max(...figures.map((f) => (Number.isFinite(f.summary.max) ? f.summary.max : 0)), 1);
   const scale = BAR_AREA / max;
-  const parts: string[] = [
-    `<text x="10" y="${top + 18}" font-size="15" font-weight="bold">${escape(title)}</text>`,
-  ];
+  const parts: string[] = [`<text x="10" y="${top + 18}" font-size="15" font-weight="bold">${escape(title)}</text>`];
   figures.forEach((figure, index) => {
     const y = top + 32 + index * ROW;
     const median = Number.isFinite(figure.summary.median) ? figure.summary.median : 0;
@@ -39,7 +37,8 @@ function panel(title: string, figures: Figure[], top: number): { svg: string; he
         `<line x1="${x2.toFixed(1)}" y1="${mid - 4}" x2="${x2.toFixed(1)}" y2="${mid + 4}" stroke="#222"/>`,
       );
     }
-    const valueX = LABEL_WIDTH + Math.max(median, Number.isFinite(figure.summary.max) ? figure.summary.max : 0) * scale + 6;
+    const valueX =
+      LABEL_WIDTH + Math.max(median, Number.isFinite(figure.summary.max) ? figure.summary.max : 0) * scale + 6;
     parts.push(`<text x="${valueX.toFixed(1)}" y="${y + 14}" font-size="12">${formatNumber(median)}/s</text>`);
   });
   return { svg: parts.join("\n"), height: 32 + figures.length * ROW };

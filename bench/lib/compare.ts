@@ -45,9 +45,11 @@ export type Compared = Pick<DrainComparison, "commits" | "engines" | "loadavgSta
 function runsOf(path: string, options: { scenario: string; cpuMetric: string; engine: Engine }) {
   const results = JSON.parse(readFileSync(path, "utf8")) as Results;
   const scenario = results.scenarios.find((s) => s.id === options.scenario);
-  if (!scenario || scenario.figures.length === 0) throw new Error(`${path}: no ${options.scenario} figures (${scenario?.notes.join("; ") ?? "no scenario"})`);
+  if (!scenario || scenario.figures.length === 0)
+    throw new Error(`${path}: no ${options.scenario} figures (${scenario?.notes.join("; ") ?? "no scenario"})`);
   const runs = (metric: string) => {
-    const values = scenario.figures.find((f) => f.system === `opqueue-${options.engine}` && f.metric === metric)?.summary.runs ?? [];
+    const values =
+      scenario.figures.find((f) => f.system === `opqueue-${options.engine}` && f.metric === metric)?.summary.runs ?? [];
     if (values.length === 0) throw new Error(`${path}: no ${metric} of opqueue-${options.engine}`);
     return values;
   };
@@ -83,12 +85,20 @@ export async function compareSides(
   mkdirSync(outDir, { recursive: true });
   const file = (engine: Engine, side: Side, round: number) => join(outDir, `${engine}-${side}-${round + 1}.json`);
   const started = performance.now();
-  const compared: Compared = { commits: { base: "", new: "" }, engines: {}, loadavgStart: loadavg(), loadavgEnd: [], seconds: 0 };
+  const compared: Compared = {
+    commits: { base: "", new: "" },
+    engines: {},
+    loadavgStart: loadavg(),
+    loadavgEnd: [],
+    seconds: 0,
+  };
   if (!collect) {
     for (const engine of engines) {
       for (let round = 0; round < rounds; round++) {
         for (const side of SIDES) {
-          process.stderr.write(`${options.scenario} ${engine} ${side} round ${round + 1}/${rounds} (load ${loadavg()[0]?.toFixed(2)})\n`);
+          process.stderr.write(
+            `${options.scenario} ${engine} ${side} round ${round + 1}/${rounds} (load ${loadavg()[0]?.toFixed(2)})\n`,
+          );
           await options.runTurn({ dir: options.dirs[side], engine, out: file(engine, side, round) });
         }
       }
@@ -102,15 +112,21 @@ export async function compareSides(
       const cpu: number[] = [];
       const loads: number[] = [];
       for (let round = 0; round < rounds; round++) {
-        const runs = runsOf(file(engine, side, round), { scenario: options.scenario, cpuMetric: options.cpuMetric, engine });
+        const runs = runsOf(file(engine, side, round), {
+          scenario: options.scenario,
+          cpuMetric: options.cpuMetric,
+          engine,
+        });
         if (compared.commits[side] === "") compared.commits[side] = runs.commit;
-        else if (compared.commits[side] !== runs.commit) throw new Error(`${side}: turns measured ${compared.commits[side]} and ${runs.commit}`);
+        else if (compared.commits[side] !== runs.commit)
+          throw new Error(`${side}: turns measured ${compared.commits[side]} and ${runs.commit}`);
         rate.push(...runs.rate);
         cpu.push(...runs.cpu);
         if (runs.loadavg[0] !== undefined) loads.push(runs.loadavg[0]);
         harnessSeconds += runs.seconds;
         if (collect && engine === engines[0] && round === 0 && side === "base") compared.loadavgStart = runs.loadavg;
-        if (collect && engine === engines.at(-1) && round === rounds - 1 && side === "new") compared.loadavgEnd = runs.loadavgEnd;
+        if (collect && engine === engines.at(-1) && round === rounds - 1 && side === "new")
+          compared.loadavgEnd = runs.loadavgEnd;
       }
       sides[side] = { rate: summarize(rate), cpuUsPerJob: summarize(cpu), loadavg1: summarize(loads) };
     }
@@ -142,13 +158,22 @@ function commandLine(script: string): string {
 }
 
 /** A comparison's fields that each check gives itself (the rest come from its arguments and its turns). */
-type OwnFields<K extends "drain" | "enqueue"> = Omit<NonNullable<FlowResults[K]>, keyof Compared | "command" | "mode" | "rounds" | "notes">;
+type OwnFields<K extends "drain" | "enqueue"> = Omit<
+  NonNullable<FlowResults[K]>,
+  keyof Compared | "command" | "mode" | "rounds" | "notes"
+>;
 
 /**
  * Prints the comparison of `script`'s turns, and writes it into the flow results file of --into (if given) under
  * `key`.
  */
-export function report<K extends "drain" | "enqueue">(key: K, script: string, args: ComparisonArgs, compared: Compared, own: OwnFields<K>): void {
+export function report<K extends "drain" | "enqueue">(
+  key: K,
+  script: string,
+  args: ComparisonArgs,
+  compared: Compared,
+  own: OwnFields<K>,
+): void {
   const comparison = {
     command: commandLine(script),
     mode: args.full ? "full" : "quick",

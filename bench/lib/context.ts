@@ -148,7 +148,11 @@ export class Context {
    * Runs one load task in the load generator, reporting its progress; `onWindow` hears the measured window open and
    * close as the load generator announces it.
    */
-  async load(task: LoadTask, onProgress?: (ok: number) => void, onWindow?: (edge: LoadWindowEdge) => void): Promise<LoadResult> {
+  async load(
+    task: LoadTask,
+    onProgress?: (ok: number) => void,
+    onWindow?: (edge: LoadWindowEdge) => void,
+  ): Promise<LoadResult> {
     const loadgen = await this.loadgen();
     loadgen.onProgress = (value) => {
       const { ok, window } = value as { ok?: number; window?: LoadWindowEdge };

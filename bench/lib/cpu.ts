@@ -191,7 +191,11 @@ export class CpuWindow {
 }
 
 /** The metrics of a system's CPU per job: in all, its own processes, its database server. */
-export const CPU_METRICS = { all: "cpu_all_per_job", system: "cpu_system_per_job", database: "cpu_db_per_job" } as const;
+export const CPU_METRICS = {
+  all: "cpu_all_per_job",
+  system: "cpu_system_per_job",
+  database: "cpu_db_per_job",
+} as const;
 
 /** CPU per job of one system over its runs; `record` adds its figures. */
 export class CpuSeries {

@@ -53,4 +53,3 @@ export async function startNode(options: {
   ctx.defer(() => serve.stop());
   return serve;
 }
-

@@ -188,7 +188,10 @@ function runsPerTurn(comparison: DrainComparison): number {
 }
 
 /** A regression check's table, load, command and notes, under its heading and introduction. */
-function comparisonPart(comparison: DrainComparison, options: { heading: string; intro: string; cpuHeader: string; when?: string }): string[] {
+function comparisonPart(
+  comparison: DrainComparison,
+  options: { heading: string; intro: string; cpuHeader: string; when?: string },
+): string[] {
   const lines = [
     options.heading,
     "",
@@ -212,7 +215,10 @@ function comparisonPart(comparison: DrainComparison, options: { heading: string;
     `*Load:* ${options.when ?? ""}load average ${loads(comparison.loadavgStart)} at the start, ${loads(comparison.loadavgEnd)} at the end, ` +
       `${comparison.seconds} s; one-minute load average at the start of the harness runs, base ` +
       ENGINES.filter((engine) => comparison.engines[engine])
-        .map((engine) => `${LABEL[engine]} ${formatSummary(comparison.engines[engine]?.base.loadavg1)}, new ${formatSummary(comparison.engines[engine]?.new.loadavg1)}`)
+        .map(
+          (engine) =>
+            `${LABEL[engine]} ${formatSummary(comparison.engines[engine]?.base.loadavg1)}, new ${formatSummary(comparison.engines[engine]?.new.loadavg1)}`,
+        )
         .join("; ") +
       ".",
     "",
@@ -226,7 +232,8 @@ function comparisonPart(comparison: DrainComparison, options: { heading: string;
 function drainPart(drain: DrainComparison): string[] {
   return comparisonPart(drain, {
     heading: "### Drain without flow control (regression check)",
-    intro: "The drain scenario (2) with nothing of flow control configured, opqueue only, each checkout run by its own harness",
+    intro:
+      "The drain scenario (2) with nothing of flow control configured, opqueue only, each checkout run by its own harness",
     cpuHeader: "node CPU per job",
   });
 }
@@ -317,7 +324,9 @@ export function flowSection(results: FlowResults, resultsFile: string): string {
       `${results.git.srcDirty ? " with uncommitted changes in src/" : ""}, ${results.seconds} s; ` +
       `${results.busyCoresBefore.toFixed(2)} cores busy with other work just before; machine: ${results.machine["nproc"]} vCPUs, ` +
       `load average ${results.machine["loadavg_at_start"]} at the start. Settings: ` +
-      `${Object.entries(results.settings).map(([key, value]) => `${key} ${value}`).join("; ")}.`,
+      `${Object.entries(results.settings)
+        .map(([key, value]) => `${key} ${value}`)
+        .join("; ")}.`,
     "",
   ];
   if (results.drain) lines.push(...drainPart(results.drain));
@@ -336,7 +345,9 @@ export function flowSection(results: FlowResults, resultsFile: string): string {
 export function newestFlowSection(root: string): string | null {
   let files: string[];
   try {
-    files = readdirSync(join(root, "bench/results")).filter((name) => /^flow-.*\.json$/.test(name)).sort();
+    files = readdirSync(join(root, "bench/results"))
+      .filter((name) => /^flow-.*\.json$/.test(name))
+      .sort();
   } catch {
     return null;
   }

@@ -31,35 +31,131 @@ export function evaluateGoals(results: Results): GoalResult[] {
   ) => {
     const holds = { "≥": value >= bound, "≤": value <= bound, "<": value < bound }[direction];
     const met = Number.isFinite(value) ? holds : null;
-    goals.push({ scenario, engine, goal, value, unit, target: `${direction} ${bound}${unit === "×" ? " ×" : ` ${unit}`}`, met });
+    goals.push({
+      scenario,
+      engine,
+      goal,
+      value,
+      unit,
+      target: `${direction} ${bound}${unit === "×" ? " ×" : ` ${unit}`}`,
+      met,
+    });
   };
   for (const engine of ["sqlite", "postgres"] as Engine[]) {
     const me = `opqueue-${engine}`;
     if (!results.scenarios.some((s) => s.figures.some((f) => f.system === me))) continue;
     const enqueue = median(results, "enqueue", me, "rate");
-    add("enqueue", engine, "enqueue ÷ bare Fastify route", enqueue / median(results, "enqueue", "bare", "rate"), "×", 0.5, "≥");
-    add("enqueue", engine, "enqueue ÷ Fastify + graphile-worker", enqueue / median(results, "enqueue", "graphile-route", "rate"), "×", 5, "≥");
-    add("enqueue", engine, "enqueue ÷ Fastify + pg-boss", enqueue / median(results, "enqueue", "pgboss-route", "rate"), "×", 5, "≥");
+    add(
+      "enqueue",
+      engine,
+      "enqueue ÷ bare Fastify route",
+      enqueue / median(results, "enqueue", "bare", "rate"),
+      "×",
+      0.5,
+      "≥",
+    );
+    add(
+      "enqueue",
+      engine,
+      "enqueue ÷ Fastify + graphile-worker",
+      enqueue / median(results, "enqueue", "graphile-route", "rate"),
+      "×",
+      5,
+      "≥",
+    );
+    add(
+      "enqueue",
+      engine,
+      "enqueue ÷ Fastify + pg-boss",
+      enqueue / median(results, "enqueue", "pgboss-route", "rate"),
+      "×",
+      5,
+      "≥",
+    );
     const drain = median(results, "drain", me, "rate");
-    add("drain", engine, "drain ÷ graphile-worker (batched)", drain / median(results, "drain", "graphile-batched", "rate"), "×", 1.2, "≥");
-    add("drain", engine, "drain ÷ graphile-worker (default)", drain / median(results, "drain", "graphile-default", "rate"), "×", 3, "≥");
+    add(
+      "drain",
+      engine,
+      "drain ÷ graphile-worker (batched)",
+      drain / median(results, "drain", "graphile-batched", "rate"),
+      "×",
+      1.2,
+      "≥",
+    );
+    add(
+      "drain",
+      engine,
+      "drain ÷ graphile-worker (default)",
+      drain / median(results, "drain", "graphile-default", "rate"),
+      "×",
+      3,
+      "≥",
+    );
     add("drain", engine, "drain ÷ pg-boss", drain / median(results, "drain", "pgboss", "rate"), "×", 10, "≥");
     add("drain", engine, "drain ÷ target alone", drain / median(results, "drain", "target", "rate"), "×", 0.5, "≥");
     // CPU per delivered job, summed over every process of each system (its own and its database server's).
     const cpu = (system: string) => median(results, "drain", system, CPU_METRICS.all);
     if (engine === "postgres") {
-      add("drain", engine, "CPU per job, all processes ÷ graphile-worker (batched)", cpu(me) / cpu("graphile-batched"), "×", 0.8, "≤");
-      add("drain", engine, "CPU per job, all processes ÷ BullMQ (Redis, AOF always)", cpu(me) / cpu("bullmq"), "×", 1, "≤");
+      add(
+        "drain",
+        engine,
+        "CPU per job, all processes ÷ graphile-worker (batched)",
+        cpu(me) / cpu("graphile-batched"),
+        "×",
+        0.8,
+        "≤",
+      );
+      add(
+        "drain",
+        engine,
+        "CPU per job, all processes ÷ BullMQ (Redis, AOF always)",
+        cpu(me) / cpu("bullmq"),
+        "×",
+        1,
+        "≤",
+      );
     } else {
-      add("drain", engine, "CPU per job, all processes ÷ opqueue (PostgreSQL)", cpu(me) / cpu("opqueue-postgres"), "×", 1, "<");
+      add(
+        "drain",
+        engine,
+        "CPU per job, all processes ÷ opqueue (PostgreSQL)",
+        cpu(me) / cpu("opqueue-postgres"),
+        "×",
+        1,
+        "<",
+      );
     }
     add("latency", engine, "latency p50, one node", median(results, "latency", me, "p50"), "ms", 5, "≤");
     add("latency", engine, "latency p99, one node", median(results, "latency", me, "p99"), "ms", 25, "≤");
     if (engine === "postgres") {
-      add("latency", engine, "latency p99, API node + worker node", median(results, "latency", "opqueue-postgres-2nodes", "p99"), "ms", 50, "≤");
+      add(
+        "latency",
+        engine,
+        "latency p99, API node + worker node",
+        median(results, "latency", "opqueue-postgres-2nodes", "p99"),
+        "ms",
+        50,
+        "≤",
+      );
     }
-    add("backlog", engine, "enqueue with backlog ÷ empty", median(results, "backlog", me, "enqueue_rate") / enqueue, "×", 0.8, "≥");
-    add("backlog", engine, "drain with backlog ÷ empty", median(results, "backlog", me, "drain_rate") / drain, "×", 0.8, "≥");
+    add(
+      "backlog",
+      engine,
+      "enqueue with backlog ÷ empty",
+      median(results, "backlog", me, "enqueue_rate") / enqueue,
+      "×",
+      0.8,
+      "≥",
+    );
+    add(
+      "backlog",
+      engine,
+      "drain with backlog ÷ empty",
+      median(results, "backlog", me, "drain_rate") / drain,
+      "×",
+      0.8,
+      "≥",
+    );
     add("backlog", engine, "peak RSS with backlog", median(results, "backlog", me, "peak_rss"), "MB", 200, "≤");
     if (engine === "sqlite") {
       const [single, bulk] = batchRatios(results, engine);
@@ -76,7 +172,10 @@ export function evaluateGoals(results: Results): GoalResult[] {
  */
 export function batchRatios(results: Results, engine: Engine): [number, number] {
   const batch = median(results, "batch", `opqueue-${engine}-batch`, "rate");
-  return [batch / median(results, "batch", `opqueue-${engine}`, "rate"), batch / median(results, "batch", "bullmq-bulk-route", "rate")];
+  return [
+    batch / median(results, "batch", `opqueue-${engine}`, "rate"),
+    batch / median(results, "batch", "bullmq-bulk-route", "rate"),
+  ];
 }
 
 export function goalEngineLabel(engine: Engine): string {

@@ -45,7 +45,9 @@ export class Child {
     process.on("exit", (code, signal) => {
       this.exited = true;
       for (const { reject } of this.pending.values()) {
-        reject(new Error(`${name} exited (${signal ?? code}) during a call${this.stderrTail ? `: ${this.stderrTail}` : ""}`));
+        reject(
+          new Error(`${name} exited (${signal ?? code}) during a call${this.stderrTail ? `: ${this.stderrTail}` : ""}`),
+        );
       }
       this.pending.clear();
     });
@@ -144,7 +146,12 @@ export function serveCommands(
       .then(
         (value) => send({ type: "reply", id: message.id, ok: true, value: value ?? null }),
         (error: unknown) =>
-          send({ type: "reply", id: message.id, ok: false, error: error instanceof Error ? error.stack ?? error.message : String(error) }),
+          send({
+            type: "reply",
+            id: message.id,
+            ok: false,
+            error: error instanceof Error ? (error.stack ?? error.message) : String(error),
+          }),
       );
   });
   let exiting = false;

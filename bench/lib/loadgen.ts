@@ -101,7 +101,10 @@ async function run(task: LoadTask): Promise<LoadResult> {
       const sentAt = performance.now();
       try {
         const response = await pool.request({ path: task.path, method: task.method, headers, body: body ?? null });
-        const answer = task.items && response.statusCode === task.expectStatus ? ((await response.body.json()) as BatchAnswer) : null;
+        const answer =
+          task.items && response.statusCode === task.expectStatus
+            ? ((await response.body.json()) as BatchAnswer)
+            : null;
         if (!answer) await response.body.dump();
         if (!measuring) continue;
         if (response.statusCode === task.expectStatus) {

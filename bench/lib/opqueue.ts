@@ -102,14 +102,22 @@ export async function mintAssertions(count: number, ridPrefix = "bench"): Promis
   });
   return Promise.all(
     Array.from({ length: count }, (_, i) =>
-      mintToken({ auth: config.auth, clock: systemClock, sub: `user-${i % 32}`, op: "createUser", rid: `${ridPrefix}-${i}`, ttlSeconds: 300 }),
+      mintToken({
+        auth: config.auth,
+        clock: systemClock,
+        sub: `user-${i % 32}`,
+        op: "createUser",
+        rid: `${ridPrefix}-${i}`,
+        ttlSeconds: 300,
+      }),
     ),
   );
 }
 
 /** Throws unless `dir` holds a build of opqueue (dist/cli.js); `what` names the directory in the message. */
 export function requireBuild(dir: string, what: string): void {
-  if (!existsSync(join(dir, "dist/cli.js"))) throw new Error(`${what} ${dir}: no dist/cli.js (run \`npm run build\` there first)`);
+  if (!existsSync(join(dir, "dist/cli.js")))
+    throw new Error(`${what} ${dir}: no dist/cli.js (run \`npm run build\` there first)`);
 }
 
 /** The opqueue build that serve and migrate processes run: this checkout's, unless `useOpqueueBuild` named another. */
@@ -169,7 +177,8 @@ export class ServeProcess {
     const api = options.api ?? true;
     const port = options.port ?? (await freePort());
     const flags = [...(api ? [] : ["--no-api"]), ...(options.worker === false ? ["--no-worker"] : [])];
-    const stdout = serveOutputDir === undefined ? "ignore" : openSync(join(serveOutputDir, `serve-${++serveOutputs}.out`), "w");
+    const stdout =
+      serveOutputDir === undefined ? "ignore" : openSync(join(serveOutputDir, `serve-${++serveOutputs}.out`), "w");
     const child = spawn(
       process.execPath,
       [...(options.nodeArgs ?? []), opqueueCli, "serve", "--config", options.setup.configPath, ...flags],
@@ -184,13 +193,16 @@ export class ServeProcess {
       },
     );
     if (typeof stdout === "number") closeSync(stdout);
-    child.stderr?.on("data", (chunk: Buffer) => process.stderr.write(`\n[opqueue ${child.pid}] ${chunk.toString("utf8")}`));
+    child.stderr?.on("data", (chunk: Buffer) =>
+      process.stderr.write(`\n[opqueue ${child.pid}] ${chunk.toString("utf8")}`),
+    );
     const url = api ? `http://127.0.0.1:${port}` : null;
     const serve = new ServeProcess(child, url);
     if (url) {
       const deadline = Date.now() + 60_000;
       for (;;) {
-        if (serve.exitCode !== undefined) throw new Error(`opqueue serve exited (${serve.exitCode}) before it was ready`);
+        if (serve.exitCode !== undefined)
+          throw new Error(`opqueue serve exited (${serve.exitCode}) before it was ready`);
         try {
           const response = await request(`${url}/readyz`);
           await response.body.dump();
@@ -288,7 +300,14 @@ export function preinsertSqlite(options: {
       const size = Math.min(chunk, options.count - done);
       db.transaction(() => {
         for (let i = done; i < done + size; i++) {
-          insert.run(`${prefix}${i.toString(36).padStart(8, "0")}`, options.runAt, now, options.rid, authority, `{"body":{"n":${i}}}`);
+          insert.run(
+            `${prefix}${i.toString(36).padStart(8, "0")}`,
+            options.runAt,
+            now,
+            options.rid,
+            authority,
+            `{"body":{"n":${i}}}`,
+          );
         }
         if (done === 0) chain.run(options.rid, options.count);
       })();
@@ -346,7 +365,10 @@ export async function preinsertPostgres(options: {
 export function countSqlite(path: string): Record<string, number> {
   const db = new Database(path, { readonly: true, timeout: 5000 });
   try {
-    const rows = db.prepare("SELECT status, count(*) AS n FROM jobs GROUP BY status").all() as Array<{ status: string; n: number }>;
+    const rows = db.prepare("SELECT status, count(*) AS n FROM jobs GROUP BY status").all() as Array<{
+      status: string;
+      n: number;
+    }>;
     return Object.fromEntries(rows.map((row) => [row.status, row.n]));
   } finally {
     db.close();

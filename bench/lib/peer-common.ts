@@ -16,7 +16,9 @@ export interface PeerPayload {
 }
 
 /** A Fastify app without logging, listening on a free port of 127.0.0.1. */
-export async function listenApp(build: (app: FastifyInstance) => void): Promise<{ app: FastifyInstance; port: number }> {
+export async function listenApp(
+  build: (app: FastifyInstance) => void,
+): Promise<{ app: FastifyInstance; port: number }> {
   const app = Fastify({ logger: false, bodyLimit: 1024 * 1024 });
   build(app);
   await app.listen({ host: "127.0.0.1", port: 0 });

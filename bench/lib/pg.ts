@@ -76,8 +76,16 @@ export async function serverInfo(): Promise<Record<string, string>> {
   const client = await adminClient();
   try {
     const info: Record<string, string> = {};
-    info["version"] = (await client.query<{ server_version: string }>("SHOW server_version")).rows[0]?.server_version ?? "?";
-    for (const name of ["synchronous_commit", "fsync", "full_page_writes", "wal_level", "shared_buffers", "max_connections"]) {
+    info["version"] =
+      (await client.query<{ server_version: string }>("SHOW server_version")).rows[0]?.server_version ?? "?";
+    for (const name of [
+      "synchronous_commit",
+      "fsync",
+      "full_page_writes",
+      "wal_level",
+      "shared_buffers",
+      "max_connections",
+    ]) {
       const { rows } = await client.query<Record<string, string>>(`SHOW ${name}`);
       info[name] = rows[0]?.[name] ?? "?";
     }
@@ -93,7 +101,9 @@ export async function waitForApplication(applicationName: string, timeoutMs = 30
   try {
     const deadline = Date.now() + timeoutMs;
     while (Date.now() < deadline) {
-      const { rows } = await client.query("SELECT 1 FROM pg_stat_activity WHERE application_name = $1", [applicationName]);
+      const { rows } = await client.query("SELECT 1 FROM pg_stat_activity WHERE application_name = $1", [
+        applicationName,
+      ]);
       if (rows.length > 0) return;
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
@@ -115,7 +125,10 @@ export async function postgresServer(): Promise<{ root: CpuRoot } | { root: null
     const backend = readProcStat(`/proc/${rows[0]?.pid ?? 0}/stat`);
     const postmaster = backend ? readProcStat(`/proc/${backend.ppid}/stat`) : null;
     if (!backend || backend.comm !== "postgres" || !postmaster || postmaster.comm !== "postgres") {
-      return { root: null, reason: `the PostgreSQL server at ${new URL(PG_URL).host} is not a process this machine's /proc shows` };
+      return {
+        root: null,
+        reason: `the PostgreSQL server at ${new URL(PG_URL).host} is not a process this machine's /proc shows`,
+      };
     }
     return { root: { pid: backend.ppid, scope: "tree" } };
   } finally {

@@ -75,7 +75,9 @@ export function summarize(paths: string[], top: number, skipMs = 0, afterGapMs =
   for (const path of paths) {
     const profile = JSON.parse(readFileSync(path, "utf8")) as CpuProfile;
     const nodes = new Map(profile.nodes.map((node) => [node.id, node]));
-    const idleIds = new Set(profile.nodes.filter((node) => node.callFrame.functionName === "(idle)").map((node) => node.id));
+    const idleIds = new Set(
+      profile.nodes.filter((node) => node.callFrame.functionName === "(idle)").map((node) => node.id),
+    );
     const start = Math.max(skipMs * 1000, afterGapMs > 0 ? endOfFirstGap(profile, idleIds, afterGapMs) : 0);
     let at = 0;
     profile.samples.forEach((id, index) => {
@@ -116,5 +118,7 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
     console.error("usage: tsx bench/lib/profile-summary.ts FILE.cpuprofile [FILE...] [--top 30]");
     process.exit(2);
   }
-  console.log(summarize(positionals, Number(values.top ?? 30), Number(values["skip-ms"] ?? 0), Number(values["after-gap"] ?? 0)));
+  console.log(
+    summarize(positionals, Number(values.top ?? 30), Number(values["skip-ms"] ?? 0), Number(values["after-gap"] ?? 0)),
+  );
 }

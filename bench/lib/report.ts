@@ -221,15 +221,21 @@ export function benchmarksMarkdown(results: Results, resultsFile: string): strin
   const pgInfo = results.postgres;
   lines.push(
     `- **Command:** \`${results.command}\` on ${results.date}, ${results.mode} mode, ${formatNumber(results.totalSeconds)} s in all` +
-      (results.git ? `; opqueue built from commit ${results.git.commit}${results.git.srcDirty ? " with uncommitted changes in src/" : ""}.` : ".") +
-      (results.reruns?.length ? ` Rerun afterwards and merged in: ${results.reruns.map((command) => `\`${command}\``).join(", ")}.` : ""),
+      (results.git
+        ? `; opqueue built from commit ${results.git.commit}${results.git.srcDirty ? " with uncommitted changes in src/" : ""}.`
+        : ".") +
+      (results.reruns?.length
+        ? ` Rerun afterwards and merged in: ${results.reruns.map((command) => `\`${command}\``).join(", ")}.`
+        : ""),
     results.mode === "quick"
       ? `- **Quick-mode sizes** (the full mode uses the issue's): enqueue ${sizes.runs} runs × ${sizes.enqueue.durationMs / 1000} s; ` +
           `drain ${jobsPerRun(sizes.drain)} jobs (full: ${jobsPerRun(SIZES.full.drain)}); ` +
           `latency ${sizes.latency.jobs} jobs (full: ${SIZES.full.latency.jobs.toLocaleString("en-US")}); ` +
           `backlog ${sizes.backlog.rows.toLocaleString("en-US")} jobs (full: ${SIZES.full.backlog.rows.toLocaleString("en-US")}); ` +
           `core ${coreJobs(sizes.core)} jobs (full: ${coreJobs(SIZES.full.core)}); ` +
-          (sizes.batch ? `batch ${sizes.runs} runs × ${sizes.batch.durationMs / 1000} s (full: ${SIZES.full.batch.durationMs / 1000} s); ` : "") +
+          (sizes.batch
+            ? `batch ${sizes.runs} runs × ${sizes.batch.durationMs / 1000} s (full: ${SIZES.full.batch.durationMs / 1000} s); `
+            : "") +
           `${sizes.runs} runs per figure.`
       : `- **Sizes:** enqueue ${sizes.runs} runs × ${sizes.enqueue.durationMs / 1000} s; drain ${jobsPerRun(sizes.drain)} jobs; ` +
           `latency ${sizes.latency.jobs.toLocaleString("en-US")} jobs; backlog ${sizes.backlog.rows.toLocaleString("en-US")} jobs; ` +
@@ -241,14 +247,25 @@ export function benchmarksMarkdown(results: Results, resultsFile: string): strin
       `PostgreSQL ${pgInfo["version"] ?? "?"} (pg ${v["pg"]}), Fastify ${v["fastify"]}, undici ${v["undici"]}, ` +
       `graphile-worker ${v["graphile-worker"]}, pg-boss ${v["pg-boss"]}` +
       (v["bullmq"] ? `, BullMQ ${v["bullmq"]} (ioredis ${v["ioredis"]}, Redis ${v["redis"]}).` : "."),
-    `- **PostgreSQL settings:** ${["synchronous_commit", "fsync", "full_page_writes", "wal_level", "shared_buffers", "max_connections"]
+    `- **PostgreSQL settings:** ${[
+      "synchronous_commit",
+      "fsync",
+      "full_page_writes",
+      "wal_level",
+      "shared_buffers",
+      "max_connections",
+    ]
       .map((key) => `${key}=${pgInfo[key] ?? "?"}`)
       .join(", ")}.`,
-    `- **opqueue settings:** ${Object.entries(results.settings).map(([k, value]) => `${k} ${value}`).join("; ")}.`,
+    `- **opqueue settings:** ${Object.entries(results.settings)
+      .map(([k, value]) => `${k} ${value}`)
+      .join("; ")}.`,
   );
   if (results.idlePostgres) lines.push(idlePostgresLine(results.idlePostgres));
   if (results.filters.only.length > 0 || results.filters.engines.length < 2) {
-    lines.push(`- **Narrowed run:** scenarios ${results.filters.only.join(", ") || "all"}, engines ${results.filters.engines.join(", ")}.`);
+    lines.push(
+      `- **Narrowed run:** scenarios ${results.filters.only.join(", ") || "all"}, engines ${results.filters.engines.join(", ")}.`,
+    );
   }
   lines.push("");
   lines.push("## Goals", "");
@@ -261,13 +278,17 @@ export function benchmarksMarkdown(results: Results, resultsFile: string): strin
         : `${formatNumber(goal.value)} ${goal.unit}`
       : "–";
     const met = goal.met === null ? "not measured" : goal.met ? "met" : "**not met**";
-    lines.push(`| ${goal.scenario} | ${goalEngineLabel(goal.engine)} | ${goal.goal} | ${measured} | ${goal.target} | ${met} |`);
+    lines.push(
+      `| ${goal.scenario} | ${goalEngineLabel(goal.engine)} | ${goal.goal} | ${measured} | ${goal.target} | ${met} |`,
+    );
   }
   lines.push("");
   const section = (scenario: ScenarioResult) => {
     lines.push(`## ${TITLES[scenario.id] ?? scenario.title}`, "");
     const busy =
-      scenario.busyCoresBefore !== undefined ? `${scenario.busyCoresBefore.toFixed(2)} cores busy with other work just before; ` : "";
+      scenario.busyCoresBefore !== undefined
+        ? `${scenario.busyCoresBefore.toFixed(2)} cores busy with other work just before; `
+        : "";
     lines.push(
       `${settingsList(scenario.settings)}.`,
       "",

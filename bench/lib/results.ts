@@ -145,12 +145,15 @@ export async function sampleBusyCores(ms = 1000): Promise<number> {
 
 /** Finds a figure. */
 export function findFigure(results: Results, scenario: ScenarioId, system: string, metric: string): Figure | undefined {
-  return results.scenarios.find((s) => s.id === scenario)?.figures.find((f) => f.system === system && f.metric === metric);
+  return results.scenarios
+    .find((s) => s.id === scenario)
+    ?.figures.find((f) => f.system === system && f.metric === metric);
 }
 
 function packageVersion(name: string): string {
   try {
-    return (JSON.parse(readFileSync(join(ROOT, "node_modules", name, "package.json"), "utf8")) as { version: string }).version;
+    return (JSON.parse(readFileSync(join(ROOT, "node_modules", name, "package.json"), "utf8")) as { version: string })
+      .version;
   } catch {
     return "?";
   }
@@ -179,7 +182,9 @@ export async function describeEnvironment(): Promise<Pick<Results, "machine" | "
       cpu: cpuModel(),
       memory_gib: Math.round((totalmem() / 1024 ** 3) * 10) / 10,
       kernel: execFileSync("uname", ["-r"], { encoding: "utf8" }).trim(),
-      loadavg_at_start: loadavg().map((value) => value.toFixed(2)).join(" "),
+      loadavg_at_start: loadavg()
+        .map((value) => value.toFixed(2))
+        .join(" "),
     },
     versions: {
       node: process.version.slice(1),

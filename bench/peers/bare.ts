@@ -9,7 +9,9 @@ import { serveCommands } from "../lib/ipc.js";
 const { app, port } = await listenApp((app) => {
   app.post("/jobs", async (request, reply) => {
     const body = request.body as { operation_id?: unknown };
-    return reply.code(201).send({ job: { id: randomBytes(12).toString("base64url"), operation_id: body.operation_id } });
+    return reply
+      .code(201)
+      .send({ job: { id: randomBytes(12).toString("base64url"), operation_id: body.operation_id } });
   });
 });
 

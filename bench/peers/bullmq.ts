@@ -56,7 +56,11 @@ interface BenchWorker {
 }
 
 const redisConnection = { host: "127.0.0.1", port: Number(values["redis-port"] ?? 6379), maxRetriesPerRequest: null };
-const postgresConnection = { connectionString: values.database ?? "", schema: values.schema ?? "bench_bmq", migrate: true };
+const postgresConnection = {
+  connectionString: values.database ?? "",
+  schema: values.schema ?? "bench_bmq",
+  migrate: true,
+};
 
 function newQueue(): BenchQueue {
   const queue = values.database
@@ -107,9 +111,13 @@ async function insert(args: { count: number; delayMs: number }): Promise<void> {
 /** Library enqueue rate: `count` single `add` calls, `concurrency` at a time. */
 async function addMany(args: { count: number; concurrency: number; delayMs: number }): Promise<{ elapsedMs: number }> {
   return addConcurrently(args, (n) =>
-    queue.add("buildReport", { operation_id: "buildReport", request: { body: { n } } }, {
-      ...(args.delayMs > 0 ? { delay: args.delayMs } : {}),
-    }),
+    queue.add(
+      "buildReport",
+      { operation_id: "buildReport", request: { body: { n } } },
+      {
+        ...(args.delayMs > 0 ? { delay: args.delayMs } : {}),
+      },
+    ),
   );
 }
 
@@ -153,7 +161,10 @@ async function startApi(): Promise<{ port: number }> {
           opts: { delay: delayUntil(runAtOf(body)) },
         })),
       );
-      const results = jobs.map((job, i) => ({ status: 201, job: { id: job.id, operation_id: items[i]?.operation_id } }));
+      const results = jobs.map((job, i) => ({
+        status: 201,
+        job: { id: job.id, operation_id: items[i]?.operation_id },
+      }));
       return reply.code(200).send({ results });
     });
   });
@@ -172,12 +183,8 @@ async function waitEmpty(): Promise<{ elapsedMs: number; fromStartMs: number }> 
   return { elapsedMs: now - firstHandledAt, fromStartMs: now - workerStartedAt };
 }
 
-serveCommands(
-  { startApi, insert, addMany, startWorker, stopWorker, counts, waitEmpty },
-  {},
-  async () => {
-    await api?.app.close();
-    await stopWorker().catch(() => undefined);
-    await queue.close().catch(() => undefined);
-  },
-);
+serveCommands({ startApi, insert, addMany, startWorker, stopWorker, counts, waitEmpty }, {}, async () => {
+  await api?.app.close();
+  await stopWorker().catch(() => undefined);
+  await queue.close().catch(() => undefined);
+});

@@ -64,9 +64,13 @@ async function insert(args: { count: number; delayMs: number }): Promise<void> {
 /** Library enqueue rate: `count` single `addJob` calls, `concurrency` at a time. */
 async function addMany(args: { count: number; concurrency: number; delayMs: number }): Promise<{ elapsedMs: number }> {
   return addConcurrently(args, (n) =>
-    utils.addJob("deliver", { operation_id: "buildReport", request: { body: { n } } }, {
-      runAt: new Date(Date.now() + args.delayMs),
-    }),
+    utils.addJob(
+      "deliver",
+      { operation_id: "buildReport", request: { body: { n } } },
+      {
+        runAt: new Date(Date.now() + args.delayMs),
+      },
+    ),
   );
 }
 

@@ -96,9 +96,7 @@ async function run(args: { url: string; mint?: MintSpec; rate: number; count: nu
   const accepted = (await Promise.all(sends)).filter(Boolean).length;
   await Promise.race([allArrived, new Promise((resolve) => setTimeout(resolve, 10_000))]);
   current = undefined;
-  const latencies = [...thisRun.arrivals.entries()]
-    .map(([n, at]) => at - (sentAt.get(n) ?? at))
-    .sort((a, b) => a - b);
+  const latencies = [...thisRun.arrivals.entries()].map(([n, at]) => at - (sentAt.get(n) ?? at)).sort((a, b) => a - b);
   return {
     p50: percentile(latencies, 50),
     p95: percentile(latencies, 95),

@@ -68,9 +68,13 @@ async function insert(args: { count: number; delayMs: number }): Promise<void> {
 /** Library enqueue rate: `count` single `send` calls, `concurrency` at a time. */
 async function sendMany(args: { count: number; concurrency: number; delayMs: number }): Promise<{ elapsedMs: number }> {
   return addConcurrently(args, (n) =>
-    boss.send(QUEUE, { operation_id: "buildReport", request: { body: { n } } }, {
-      startAfter: new Date(Date.now() + args.delayMs),
-    }),
+    boss.send(
+      QUEUE,
+      { operation_id: "buildReport", request: { body: { n } } },
+      {
+        startAfter: new Date(Date.now() + args.delayMs),
+      },
+    ),
   );
 }
 
@@ -130,12 +134,8 @@ async function waitEmpty(): Promise<{ elapsedMs: number; fromStartMs: number }> 
   return { elapsedMs: now - firstHandledAt, fromStartMs: now - workerStartedAt };
 }
 
-serveCommands(
-  { startApi, insert, sendMany, startWorker, stopWorker, counts, waitEmpty },
-  {},
-  async () => {
-    await api?.app.close();
-    await boss.stop({ graceful: false, wait: true }).catch(() => undefined);
-    await pool.end();
-  },
-);
+serveCommands({ startApi, insert, sendMany, startWorker, stopWorker, counts, waitEmpty }, {}, async () => {
+  await api?.app.close();
+  await boss.stop({ graceful: false, wait: true }).catch(() => undefined);
+  await pool.end();
+});

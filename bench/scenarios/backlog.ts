@@ -28,7 +28,9 @@ export async function runBacklog(ctx: Context): Promise<ScenarioResult> {
     await db.preinsert(rows, Date.now() + 3_600_000, (done) =>
       progress.update(`${label}: inserting backlog ${done.toLocaleString("en-US")}/${rows.toLocaleString("en-US")}`),
     );
-    recorder.note(`${label}: backlog of ${rows.toLocaleString("en-US")} inserted in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    recorder.note(
+      `${label}: backlog of ${rows.toLocaleString("en-US")} inserted in ${((performance.now() - started) / 1000).toFixed(1)} s`,
+    );
     const enqueueRecorder = new ScenarioRecorder("backlog", "", {});
     await opqueueEnqueue(ctx, db, enqueueRecorder, progress, `opqueue-${engine}`, `${label} enqueue`);
     for (const figure of enqueueRecorder.result.figures) {
@@ -45,9 +47,20 @@ export async function runBacklog(ctx: Context): Promise<ScenarioResult> {
     const peaks = recorder.result.figures
       .filter((f) => f.system === `opqueue-${engine}` && f.metric.endsWith("peak_rss"))
       .flatMap((f) => f.summary.runs);
-    recorder.add({ system: `opqueue-${engine}`, label, engine, metric: "peak_rss", unit: "MB", values: [Math.max(...peaks)] });
+    recorder.add({
+      system: `opqueue-${engine}`,
+      label,
+      engine,
+      metric: "peak_rss",
+      unit: "MB",
+      values: [Math.max(...peaks)],
+    });
   }
-  progress.done(summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres"], "enqueue_rate") + " enqueue; " +
-    summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres"], "drain_rate") + " drain");
+  progress.done(
+    summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres"], "enqueue_rate") +
+      " enqueue; " +
+      summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres"], "drain_rate") +
+      " drain",
+  );
   return recorder.finish();
 }

@@ -12,7 +12,13 @@ import { ENGINE_LABEL, type Context } from "../lib/context.js";
 import { Progress } from "../lib/progress.js";
 import { ScenarioRecorder, type ScenarioResult } from "../lib/results.js";
 import { batchShape, singleJobShape } from "./common.js";
-import { measureSubjectsInTurns, opqueueSubject, referenceSubject, summaryLine, type EnqueueSubject } from "./enqueue.js";
+import {
+  measureSubjectsInTurns,
+  opqueueSubject,
+  referenceSubject,
+  summaryLine,
+  type EnqueueSubject,
+} from "./enqueue.js";
 
 export async function runBatch(ctx: Context): Promise<ScenarioResult> {
   const { sizes } = ctx;
@@ -44,7 +50,14 @@ export async function runBatch(ctx: Context): Promise<ScenarioResult> {
           label: `${label}, batches of ${jobsPerRequest}`,
           shape: batch,
         }),
-        await opqueueSubject(ctx, { engine, origin, assertions: "fresh", postgres, label: `${label}, single jobs`, shape: single }),
+        await opqueueSubject(ctx, {
+          engine,
+          origin,
+          assertions: "fresh",
+          postgres,
+          label: `${label}, single jobs`,
+          shape: single,
+        }),
       );
     }
     if (ctx.peers) {
@@ -68,7 +81,13 @@ export async function runBatch(ctx: Context): Promise<ScenarioResult> {
     for (const cleanup of cleanups) await cleanup();
   }
   progress.done(
-    summaryLine(recorder, ["opqueue-sqlite-batch", "opqueue-sqlite", "opqueue-postgres-batch", "opqueue-postgres", "bullmq-bulk-route"]),
+    summaryLine(recorder, [
+      "opqueue-sqlite-batch",
+      "opqueue-sqlite",
+      "opqueue-postgres-batch",
+      "opqueue-postgres",
+      "bullmq-bulk-route",
+    ]),
   );
   return recorder.finish();
 }

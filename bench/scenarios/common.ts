@@ -59,7 +59,14 @@ export class OpqueueDb {
     const [assertion] = await mintAssertions(1, "bench-preinsert");
     const rid = `bench-preinsert-${Date.now().toString(36)}`;
     if (this.sqlitePath) {
-      preinsertSqlite({ path: this.sqlitePath, count, runAt, assertion: assertion ?? "", rid, ...(progress ? { onProgress: progress } : {}) });
+      preinsertSqlite({
+        path: this.sqlitePath,
+        count,
+        runAt,
+        assertion: assertion ?? "",
+        rid,
+        ...(progress ? { onProgress: progress } : {}),
+      });
       return;
     }
     const client = await adminClient();
@@ -90,7 +97,10 @@ export class OpqueueDb {
   }
 
   /** Starts a serve node on this database. */
-  start(ctx: Context, options: { api?: boolean; worker?: boolean; applicationName?: string } = {}): Promise<ServeProcess> {
+  start(
+    ctx: Context,
+    options: { api?: boolean; worker?: boolean; applicationName?: string } = {},
+  ): Promise<ServeProcess> {
     return ServeProcess.start({
       setup: this.setup,
       ...(options.api !== undefined ? { api: options.api } : {}),
@@ -147,7 +157,16 @@ export function singleJobShape(sizes: Sizes): EnqueueShape {
 export function batchShape(sizes: Sizes): EnqueueShape {
   const { clients, durationMs, warmupMs, jobsPerRequest } = sizes.batch;
   const bodies = batchBodies(jobsPerRequest);
-  return { path: "/jobs/batch", clients, durationMs, warmupMs, rewarmMs: warmupMs, bodies, expectStatus: 200, itemStatus: 201 };
+  return {
+    path: "/jobs/batch",
+    clients,
+    durationMs,
+    warmupMs,
+    rewarmMs: warmupMs,
+    bodies,
+    expectStatus: 200,
+    itemStatus: 201,
+  };
 }
 
 /** What to send to an enqueue endpoint: fresh assertions minted as the load goes (opqueue), reused ones, or none. */
@@ -203,7 +222,9 @@ export async function measureEnqueueRun(
   }
   const refusedItems = Object.values(result.items?.other ?? {}).reduce((a, b) => a + b, 0);
   if (refusedItems > 0) {
-    options.notes.push(`${options.label} run ${run + 1}: ${refusedItems} items not answered ${shape.itemStatus} (${JSON.stringify(result.items?.other)})`);
+    options.notes.push(
+      `${options.label} run ${run + 1}: ${refusedItems} items not answered ${shape.itemStatus} (${JSON.stringify(result.items?.other)})`,
+    );
   }
   options.progress.update(`${options.label} run ${run + 1}/${sizes.runs}: ${Math.round(result.rate)}/s`, true);
   const jobs = result.items ? result.items.ok : result.ok;
@@ -278,7 +299,8 @@ async function warmUp(ctx: Context, serve: ServeProcess, count: number): Promise
     mint: { ridPrefix: `bench-warmup-${Date.now().toString(36)}`, users: 32 },
     expectStatus: 201,
   });
-  if (warm.ok !== count) throw new Error(`warm-up: ${warm.ok}/${count} enqueued (${warm.firstError ?? JSON.stringify(warm.other)})`);
+  if (warm.ok !== count)
+    throw new Error(`warm-up: ${warm.ok}/${count} enqueued (${warm.firstError ?? JSON.stringify(warm.other)})`);
   await waitUntil(async () => (await ctx.targetStats()).others - already >= count, 60_000, 20);
 }
 
@@ -338,7 +360,8 @@ export async function opqueueDrainRun(
   let serve: ServeProcess | undefined;
   try {
     serve = await ServeProcess.start({ setup: db.setup, nodeArgs: ctx.serveNodeArgs() });
-    if (options.cpu) window.attach(new SystemCpu({ system: [{ pid: serve.pid, scope: "process" }], database: options.cpu.database }));
+    if (options.cpu)
+      window.attach(new SystemCpu({ system: [{ pid: serve.pid, scope: "process" }], database: options.cpu.database }));
     if (warmupJobs > 0) {
       options.progress.update(`${options.label}: warming up`, true);
       await warmUp(ctx, serve, warmupJobs);
@@ -347,7 +370,12 @@ export async function opqueueDrainRun(
     const overrunMs = Math.max(0, Date.now() - dueAt);
     const cpuBefore = serve.cpuMs();
     const mainCpuBefore = serve.cpuMs("main");
-    const run = await waitForDrain(ctx, { count: options.count, fromWall: dueAt, progress: options.progress, label: options.label });
+    const run = await waitForDrain(ctx, {
+      count: options.count,
+      fromWall: dueAt,
+      progress: options.progress,
+      label: options.label,
+    });
     // The node's CPU over the drain (every thread, and the main thread alone), which stays steady where the rate
     // moves with the machine's other load: the last outcomes may still be queued, so this is a slight undercount.
     const cpuAfter = serve.cpuMs();

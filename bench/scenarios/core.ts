@@ -46,7 +46,12 @@ export async function runCore(ctx: Context): Promise<ScenarioResult> {
       const drainRates: number[] = [];
       for (let run = 0; run < sizes.runs; run++) {
         progress.update(`${label} run ${run + 1}/${sizes.runs}: enqueue`, true);
-        const enq = await child.call<{ elapsedMs: number }>("enqueue", { count: n, concurrency: CONCURRENCY, delayMs: 0, assertion });
+        const enq = await child.call<{ elapsedMs: number }>("enqueue", {
+          count: n,
+          concurrency: CONCURRENCY,
+          delayMs: 0,
+          assertion,
+        });
         enqueueRates.push((n / enq.elapsedMs) * 1000);
         progress.update(`${label} run ${run + 1}/${sizes.runs}: drain`, true);
         const drained = await child.call<{ elapsedMs: number; jobs: number }>("drain", { limit: 64 });
@@ -63,20 +68,38 @@ export async function runCore(ctx: Context): Promise<ScenarioResult> {
   }
 
   const peers = [
-    { system: "graphile", label: "graphile-worker addJob", file: "bench/peers/graphile.ts", prefix: "bench_gw", enqueue: "addMany" },
+    {
+      system: "graphile",
+      label: "graphile-worker addJob",
+      file: "bench/peers/graphile.ts",
+      prefix: "bench_gw",
+      enqueue: "addMany",
+    },
     { system: "pgboss", label: "pg-boss", file: "bench/peers/pgboss.ts", prefix: "bench_boss", enqueue: "sendMany" },
   ];
   for (const peer of ctx.peers ? peers : []) {
     const count = sizes.core.peerJobs;
     const schema = freshSchema(peer.prefix);
     try {
-      const child = await Child.start({ name: peer.label, file: peer.file, args: ["--database", PG_URL, "--schema", schema] });
+      const child = await Child.start({
+        name: peer.label,
+        file: peer.file,
+        args: ["--database", PG_URL, "--schema", schema],
+      });
       try {
         const variants =
           peer.system === "graphile"
             ? [
-                { system: "graphile-default", label: "graphile-worker (default)", startArgs: { batched: false, noop: true } },
-                { system: "graphile-batched", label: "graphile-worker (batched local queue)", startArgs: { batched: true, noop: true } },
+                {
+                  system: "graphile-default",
+                  label: "graphile-worker (default)",
+                  startArgs: { batched: false, noop: true },
+                },
+                {
+                  system: "graphile-batched",
+                  label: "graphile-worker (batched local queue)",
+                  startArgs: { batched: true, noop: true },
+                },
               ]
             : [{ system: "pgboss", label: "pg-boss", startArgs: { noop: true } }];
         const enqueueRates: number[] = [];
@@ -85,7 +108,11 @@ export async function runCore(ctx: Context): Promise<ScenarioResult> {
           for (let run = 0; run < sizes.runs; run++) {
             progress.update(`${variant.label} run ${run + 1}/${sizes.runs}: enqueue`, true);
             if (variant === variants[0]) {
-              const enq = await child.call<{ elapsedMs: number }>(peer.enqueue, { count, concurrency: CONCURRENCY, delayMs: 0 });
+              const enq = await child.call<{ elapsedMs: number }>(peer.enqueue, {
+                count,
+                concurrency: CONCURRENCY,
+                delayMs: 0,
+              });
               enqueueRates.push((count / enq.elapsedMs) * 1000);
             } else {
               // The enqueue rate is measured once per run; the next variant's jobs go in by batch.
@@ -97,9 +124,23 @@ export async function runCore(ctx: Context): Promise<ScenarioResult> {
             await child.call("stopWorker");
             drainRates.push((count / drained.elapsedMs) * 1000);
           }
-          recorder.add({ system: variant.system, label: variant.label, engine: null, metric: "drain_rate", unit: "jobs/s", values: drainRates });
+          recorder.add({
+            system: variant.system,
+            label: variant.label,
+            engine: null,
+            metric: "drain_rate",
+            unit: "jobs/s",
+            values: drainRates,
+          });
         }
-        recorder.add({ system: peer.system, label: peer.label, engine: null, metric: "enqueue_rate", unit: "jobs/s", values: enqueueRates });
+        recorder.add({
+          system: peer.system,
+          label: peer.label,
+          engine: null,
+          metric: "enqueue_rate",
+          unit: "jobs/s",
+          values: enqueueRates,
+        });
       } finally {
         await child.stop();
       }
@@ -109,8 +150,25 @@ export async function runCore(ctx: Context): Promise<ScenarioResult> {
   }
   if (ctx.peers) await runBullmqCore(ctx, recorder, progress);
   progress.done(
-    summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres", "graphile", "pgboss", "bullmq", "bullmq-postgres"], "enqueue_rate") + " enqueue; " +
-      summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres", "graphile-default", "graphile-batched", "pgboss", "bullmq", "bullmq-postgres"], "drain_rate") +
+    summaryLine(
+      recorder,
+      ["opqueue-sqlite", "opqueue-postgres", "graphile", "pgboss", "bullmq", "bullmq-postgres"],
+      "enqueue_rate",
+    ) +
+      " enqueue; " +
+      summaryLine(
+        recorder,
+        [
+          "opqueue-sqlite",
+          "opqueue-postgres",
+          "graphile-default",
+          "graphile-batched",
+          "pgboss",
+          "bullmq",
+          "bullmq-postgres",
+        ],
+        "drain_rate",
+      ) +
       " drain",
   );
   return recorder.finish();
@@ -131,7 +189,11 @@ async function runBullmqCore(ctx: Context, recorder: ScenarioRecorder, progress:
         const drainRates: number[] = [];
         for (let run = 0; run < sizes.runs; run++) {
           progress.update(`${label} run ${run + 1}/${sizes.runs}: enqueue`, true);
-          const enq = await child.call<{ elapsedMs: number }>("addMany", { count, concurrency: CONCURRENCY, delayMs: 0 });
+          const enq = await child.call<{ elapsedMs: number }>("addMany", {
+            count,
+            concurrency: CONCURRENCY,
+            delayMs: 0,
+          });
           enqueueRates.push((count / enq.elapsedMs) * 1000);
           progress.update(`${label} run ${run + 1}/${sizes.runs}: drain`, true);
           await child.call("startWorker", { noop: true });

@@ -53,7 +53,8 @@ class OpqueueDrainSeries {
     if (result.cpuUsPerJob !== null) this.cpu.push(result.cpuUsPerJob);
     if (result.mainCpuUsPerJob !== null) this.mainCpu.push(result.mainCpuUsPerJob);
     if (result.duplicates > 0) this.recorder.note(`${label}: ${result.duplicates} repeated deliveries`);
-    if (result.overrunMs > 0) this.recorder.note(`${label}: the warm-up ended ${result.overrunMs} ms after the jobs were due`);
+    if (result.overrunMs > 0)
+      this.recorder.note(`${label}: the warm-up ended ${result.overrunMs} ms after the jobs were due`);
     if (result.succeeded !== sizes.drain.jobs) {
       this.recorder.note(`${label}: ${result.succeeded} jobs succeeded, expected ${sizes.drain.jobs}`);
     }
@@ -104,7 +105,10 @@ class PeerDrainSeries {
     private readonly progress: Progress,
     readonly options: { system: string; label: string; child: Child; startArgs: unknown; database: CpuRoot | null },
   ) {
-    this.cpu = new SystemCpu({ system: [{ pid: options.child.process.pid ?? 0, scope: "process" }], database: options.database });
+    this.cpu = new SystemCpu({
+      system: [{ pid: options.child.process.pid ?? 0, scope: "process" }],
+      database: options.database,
+    });
   }
 
   async warmUp(): Promise<void> {
@@ -193,7 +197,8 @@ export async function runDrain(ctx: Context): Promise<ScenarioResult> {
     runs: sizes.runs,
     "opqueue worker": `concurrency ${sizes.drain.concurrency}, a fresh serve process per run, warmed up with ${sizes.drain.warmupJobs.toLocaleString("en-US")} jobs over HTTP before the measured jobs fall due`,
     peers: `one warm-up drain of ${sizes.drain.warmupJobs.toLocaleString("en-US")} jobs, then the runs in the same process`,
-    order: "in turns: every system's first run, then every system's second, and so on, so a change in the machine's speed during the scenario reaches them alike",
+    order:
+      "in turns: every system's first run, then every system's second, and so on, so a change in the machine's speed during the scenario reaches them alike",
     target: "node:http answering 204, own process",
     rate: "at the target, first to last arrival",
   });
@@ -205,7 +210,9 @@ export async function runDrain(ctx: Context): Promise<ScenarioResult> {
     const db = await OpqueueDb.create(ctx, engine, "drain", origin);
     const database = engine === "postgres" ? postgres : null;
     series.push(
-      new OpqueueDrainSeries(ctx, db, recorder, progress, `opqueue-${engine}`, `opqueue (${ENGINE_LABEL[engine]})`, { database }),
+      new OpqueueDrainSeries(ctx, db, recorder, progress, `opqueue-${engine}`, `opqueue (${ENGINE_LABEL[engine]})`, {
+        database,
+      }),
     );
   }
   const children: Child[] = [];
@@ -230,7 +237,13 @@ export async function runDrain(ctx: Context): Promise<ScenarioResult> {
       });
       children.push(boss);
       const peerOptions = [
-        { system: "graphile-default", label: "graphile-worker (default)", child: graphile, startArgs: { batched: false }, database: postgres },
+        {
+          system: "graphile-default",
+          label: "graphile-worker (default)",
+          child: graphile,
+          startArgs: { batched: false },
+          database: postgres,
+        },
         {
           system: "graphile-batched",
           label: "graphile-worker (batched local queue)",
@@ -243,7 +256,11 @@ export async function runDrain(ctx: Context): Promise<ScenarioResult> {
       const bullmq = await prepareBullmqBackends(ctx, recorder, cleanups);
       for (const backend of bullmq) {
         const label = `BullMQ (${backend.label})`;
-        const child = await Child.start({ name: label, file: "bench/peers/bullmq.ts", args: [...backend.args, "--target", origin] });
+        const child = await Child.start({
+          name: label,
+          file: "bench/peers/bullmq.ts",
+          args: [...backend.args, "--target", origin],
+        });
         children.push(child);
         peerOptions.push({ system: backend.system, label, child, startArgs: {}, database: backend.redis ?? postgres });
       }
@@ -262,7 +279,16 @@ export async function runDrain(ctx: Context): Promise<ScenarioResult> {
     for (const cleanup of cleanups) await cleanup();
   }
   progress.done(
-    summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres", "target", "graphile-default", "graphile-batched", "pgboss", "bullmq", "bullmq-postgres"]),
+    summaryLine(recorder, [
+      "opqueue-sqlite",
+      "opqueue-postgres",
+      "target",
+      "graphile-default",
+      "graphile-batched",
+      "pgboss",
+      "bullmq",
+      "bullmq-postgres",
+    ]),
   );
   return recorder.finish();
 }

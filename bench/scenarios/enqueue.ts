@@ -32,15 +32,23 @@ export async function opqueueEnqueue(
   try {
     serve = await db.start(ctx);
     const ridPrefix = `bench-enqueue-${Date.now().toString(36)}`;
-    const auth = assertions === "fresh" ? { mint: { ridPrefix, users: 32 } } : { tokens: await mintAssertions(256, ridPrefix) };
-    const measured = await measureEnqueue(ctx, { url: serve.url ?? "", ...auth, progress, label, notes: recorder.result.notes });
+    const auth =
+      assertions === "fresh" ? { mint: { ridPrefix, users: 32 } } : { tokens: await mintAssertions(256, ridPrefix) };
+    const measured = await measureEnqueue(ctx, {
+      url: serve.url ?? "",
+      ...auth,
+      progress,
+      label,
+      notes: recorder.result.notes,
+    });
     const peakRssMb = await serve.stop();
     serve = undefined;
     const engine = db.engine;
     recorder.add({ system, label, engine, metric: "rate", unit: "jobs/s", values: measured.rates });
     recorder.add({ system, label, engine, metric: "p50", unit: "ms", values: measured.p50 });
     recorder.add({ system, label, engine, metric: "p99", unit: "ms", values: measured.p99 });
-    if (peakRssMb !== null) recorder.add({ system, label, engine, metric: "peak_rss", unit: "MB", values: [peakRssMb] });
+    if (peakRssMb !== null)
+      recorder.add({ system, label, engine, metric: "peak_rss", unit: "MB", values: [peakRssMb] });
     return { rates: measured.rates, peakRssMb };
   } finally {
     await serve?.stop();
@@ -82,7 +90,8 @@ export async function opqueueSubject(
   const db = await OpqueueDb.create(ctx, engine, options.system ?? `enqueue-${assertions}`, options.origin);
   const serve = await db.start(ctx);
   const ridPrefix = `bench-enqueue-${Date.now().toString(36)}`;
-  const auth = assertions === "fresh" ? { mint: { ridPrefix, users: 32 } } : { tokens: await mintAssertions(256, ridPrefix) };
+  const auth =
+    assertions === "fresh" ? { mint: { ridPrefix, users: 32 } } : { tokens: await mintAssertions(256, ridPrefix) };
   const reused = assertions === "reused" ? ", 256 reused assertions" : "";
   return {
     system: options.system ?? `opqueue-${engine}${assertions === "reused" ? "-reused" : ""}`,
@@ -146,7 +155,12 @@ export async function measureSubjectsInTurns(
   options: { subjects: EnqueueSubject[]; recorder: ScenarioRecorder; progress: Progress },
 ): Promise<void> {
   const { subjects, recorder, progress } = options;
-  const measured = subjects.map(() => ({ rates: [] as number[], p50: [] as number[], p99: [] as number[], cpu: new CpuSeries() }));
+  const measured = subjects.map(() => ({
+    rates: [] as number[],
+    p50: [] as number[],
+    p99: [] as number[],
+    cpu: new CpuSeries(),
+  }));
   for (let run = 0; run < ctx.sizes.runs; run++) {
     for (const [index, subject] of subjects.entries()) {
       const result = await measureEnqueueRun(ctx, {
@@ -199,11 +213,17 @@ export async function runEnqueue(ctx: Context): Promise<ScenarioResult> {
   try {
     for (const engine of ctx.engines) {
       subjects.push(await opqueueSubject(ctx, { engine, origin, assertions: "fresh", postgres }));
-      if (ctx.mode === "full") subjects.push(await opqueueSubject(ctx, { engine, origin, assertions: "reused", postgres }));
+      if (ctx.mode === "full")
+        subjects.push(await opqueueSubject(ctx, { engine, origin, assertions: "reused", postgres }));
     }
     if (ctx.peers) {
       subjects.push(
-        await referenceSubject({ system: "bare", label: "bare Fastify route", file: "bench/peers/bare.ts", database: null }),
+        await referenceSubject({
+          system: "bare",
+          label: "bare Fastify route",
+          file: "bench/peers/bare.ts",
+          database: null,
+        }),
       );
       // The routes a user would build instead, each library in a fresh schema of its own.
       const routes = [
@@ -213,12 +233,22 @@ export async function runEnqueue(ctx: Context): Promise<ScenarioResult> {
           file: "bench/peers/graphile.ts",
           schema: freshSchema("bench_gw"),
         },
-        { system: "pgboss-route", label: "Fastify + pg-boss send", file: "bench/peers/pgboss.ts", schema: freshSchema("bench_boss") },
+        {
+          system: "pgboss-route",
+          label: "Fastify + pg-boss send",
+          file: "bench/peers/pgboss.ts",
+          schema: freshSchema("bench_boss"),
+        },
       ];
       for (const { schema, ...route } of routes) {
         schemas.push(schema);
         subjects.push(
-          await referenceSubject({ ...route, args: ["--database", PG_URL, "--schema", schema], startApi: true, database: postgres }),
+          await referenceSubject({
+            ...route,
+            args: ["--database", PG_URL, "--schema", schema],
+            startApi: true,
+            database: postgres,
+          }),
         );
       }
       const bullmq = await prepareBullmqBackends(ctx, recorder, cleanups);
@@ -242,7 +272,15 @@ export async function runEnqueue(ctx: Context): Promise<ScenarioResult> {
     for (const cleanup of cleanups) await cleanup();
   }
   progress.done(
-    summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres", "bare", "graphile-route", "pgboss-route", "bullmq-route", "bullmq-postgres-route"]),
+    summaryLine(recorder, [
+      "opqueue-sqlite",
+      "opqueue-postgres",
+      "bare",
+      "graphile-route",
+      "pgboss-route",
+      "bullmq-route",
+      "bullmq-postgres-route",
+    ]),
   );
   return recorder.finish();
 }
@@ -252,8 +290,9 @@ export function summaryLine(recorder: ScenarioRecorder, systems: string[], metri
   return systems
     .map((system) => recorder.result.figures.find((f) => f.system === system && f.metric === metric))
     .filter((figure) => figure !== undefined)
-    .map((figure) => `${figure.system} ${Math.round(figure.summary.median).toLocaleString("en-US")}${figure.unit === "ms" ? " ms" : "/s"}`)
+    .map(
+      (figure) =>
+        `${figure.system} ${Math.round(figure.summary.median).toLocaleString("en-US")}${figure.unit === "ms" ? " ms" : "/s"}`,
+    )
     .join(", ");
 }
-
-

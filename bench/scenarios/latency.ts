@@ -33,7 +33,10 @@ async function probeRuns(
   const { sizes } = ctx;
   const runs: ProbeResult[] = [];
   for (let run = 0; run < sizes.runs; run++) {
-    progress.update(`${options.label} run ${run + 1}/${sizes.runs}: ${sizes.latency.jobs} jobs at ${sizes.latency.rate}/s`, true);
+    progress.update(
+      `${options.label} run ${run + 1}/${sizes.runs}: ${sizes.latency.jobs} jobs at ${sizes.latency.rate}/s`,
+      true,
+    );
     const result = await probe.call<ProbeResult>("run", {
       url: options.url,
       ...(options.withTokens ? { mint: { ridPrefix: `bench-latency-${Date.now().toString(36)}`, users: 32 } } : {}),
@@ -42,7 +45,9 @@ async function probeRuns(
       warmup: sizes.latency.warmup,
     });
     if (result.delivered !== result.sent || result.refused > 0) {
-      recorder.note(`${options.label} run ${run + 1}: ${result.delivered}/${result.sent} delivered, ${result.refused} refused`);
+      recorder.note(
+        `${options.label} run ${run + 1}: ${result.delivered}/${result.sent} delivered, ${result.refused} refused`,
+      );
     }
     runs.push(result);
   }
@@ -132,6 +137,9 @@ export async function runLatency(ctx: Context): Promise<ScenarioResult> {
   } finally {
     await probe.stop();
   }
-  progress.done(summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres", "opqueue-postgres-2nodes", "graphile"], "p99") + " (p99)");
+  progress.done(
+    summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres", "opqueue-postgres-2nodes", "graphile"], "p99") +
+      " (p99)",
+  );
   return recorder.finish();
 }

@@ -13,7 +13,11 @@ type Event = JobHistory["events"][number];
 export function jobHistory(options: { job: JobRow; attempts: JobAttemptRow[]; actions: AdminActionRow[] }): Event[] {
   const { job } = options;
   const timed: Array<{ at: number; order: number; event: Event }> = [
-    { at: job.createdAt, order: 0, event: { type: "enqueued", at: formatTime(job.createdAt), by: job.enqueuedByOperationId } },
+    {
+      at: job.createdAt,
+      order: 0,
+      event: { type: "enqueued", at: formatTime(job.createdAt), by: job.enqueuedByOperationId },
+    },
   ];
   options.attempts.forEach((attempt, index) => {
     timed.push({
@@ -32,7 +36,11 @@ export function jobHistory(options: { job: JobRow; attempts: JobAttemptRow[]; ac
     });
   });
   for (const action of options.actions) {
-    timed.push({ at: action.at, order: 2, event: { type: "admin", at: formatTime(action.at), actor: action.actor, action: action.action } });
+    timed.push({
+      at: action.at,
+      order: 2,
+      event: { type: "admin", at: formatTime(action.at), actor: action.actor, action: action.action },
+    });
   }
   // Stable: attempts keep their order, actions theirs.
   return timed.sort((a, b) => a.at - b.at || a.order - b.order).map((item) => item.event);

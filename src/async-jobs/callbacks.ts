@@ -36,7 +36,11 @@ function refusalError(refusal: ExternalCallRefusal, caller: DeliveryCaller): Api
   const named = `attempt ${caller.attempt} of job "${caller.jobId}"`;
   switch (refusal.kind) {
     case "not_found":
-      return new ApiError(404, "job_not_found", `no job has id "${caller.jobId}" (it may have been deleted by retention)`);
+      return new ApiError(
+        404,
+        "job_not_found",
+        `no job has id "${caller.jobId}" (it may have been deleted by retention)`,
+      );
     case "not_running": {
       const { job } = refusal;
       const now =
@@ -54,7 +58,7 @@ function refusalError(refusal: ExternalCallRefusal, caller: DeliveryCaller): Api
         refusal.reason === "other_token"
           ? `${named} was taken asynchronously with another delivery token; only that one acts on it`
           : `token expired: a delivery token outlives its exp only once its target has taken the attempt asynchronously ` +
-            `(answered 202 with x-job-async: 1), and ${named} has not been`,
+              `(answered 202 with x-job-async: 1), and ${named} has not been`,
       );
   }
 }
@@ -87,14 +91,23 @@ export async function heartbeatAttempt(
 }
 
 /** Ends the caller's attempt as succeeded; answers the job as it now is. */
-export async function completeAttempt(deps: CallbackDeps, options: { caller: DeliveryCaller; body: CompleteBody }): Promise<JobRow> {
-  return endAttempt(deps, { caller: options.caller, via: "complete", decide: () =>
-    completeDecision(options.body, { storeResult: deps.settings.of(options.caller.operationId).storeResult }),
+export async function completeAttempt(
+  deps: CallbackDeps,
+  options: { caller: DeliveryCaller; body: CompleteBody },
+): Promise<JobRow> {
+  return endAttempt(deps, {
+    caller: options.caller,
+    via: "complete",
+    decide: () =>
+      completeDecision(options.body, { storeResult: deps.settings.of(options.caller.operationId).storeResult }),
   });
 }
 
 /** Ends the caller's attempt as failed (retried, or dead, by the rules of an answer); answers the job as it now is. */
-export async function failAttempt(deps: CallbackDeps, options: { caller: DeliveryCaller; body: FailBody }): Promise<JobRow> {
+export async function failAttempt(
+  deps: CallbackDeps,
+  options: { caller: DeliveryCaller; body: FailBody },
+): Promise<JobRow> {
   const random = deps.random ?? Math.random;
   return endAttempt(deps, {
     caller: options.caller,
@@ -123,7 +136,11 @@ async function endAttempt(
   const job = await deps.store.jobGet({ id: caller.jobId });
   if (job === undefined) throw refusalError({ kind: "not_found" }, caller);
   if (job.operationId !== caller.operationId) {
-    throw new ApiError(401, "invalid_delivery_token", `the token is for operation "${caller.operationId}", the job runs "${job.operationId}"`);
+    throw new ApiError(
+      401,
+      "invalid_delivery_token",
+      `the token is for operation "${caller.operationId}", the job runs "${job.operationId}"`,
+    );
   }
   if (!runsAttempt(job, caller)) throw refusalError({ kind: "not_running", job }, caller);
   // Past the cap the attempt is over, as an exchange's answer after its timeout is: a complete does not succeed it.
@@ -172,7 +189,12 @@ async function endOverrun(deps: CallbackDeps, caller: DeliveryCaller, job: JobRo
  */
 async function writeEnd(
   deps: CallbackDeps,
-  options: { caller: DeliveryCaller; job: JobRow; decision: AttemptDecision; via: OpqueueEvents["async:finished"]["via"] },
+  options: {
+    caller: DeliveryCaller;
+    job: JobRow;
+    decision: AttemptDecision;
+    via: OpqueueEvents["async:finished"]["via"];
+  },
 ): Promise<JobRow> {
   const { caller, job, decision } = options;
   const outcome = await deps.store.jobSetStateExternal({

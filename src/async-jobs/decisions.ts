@@ -16,8 +16,12 @@ export const FAILED_WITHOUT_DETAILS = "the target reported a failure";
  * would be (docs/chains.md): the value itself, `body_format: "json"`.
  */
 export function completeDecision(body: CompleteBody, options: { storeResult: boolean }): AttemptDecision {
-  const kept = options.storeResult && body.result !== undefined ? { body: body.result, body_format: "json" as const } : {};
-  return { status: "succeeded", result: { status_code: body.status_code ?? 200, error_body: null, terminal_reason: null, ...kept } };
+  const kept =
+    options.storeResult && body.result !== undefined ? { body: body.result, body_format: "json" as const } : {};
+  return {
+    status: "succeeded",
+    result: { status_code: body.status_code ?? 200, error_body: null, terminal_reason: null, ...kept },
+  };
 }
 
 /** What decides an attempt's end besides its outcome: the job's attempts, the time, the backoff and its draw. */
@@ -43,11 +47,18 @@ export function failDecision(options: AttemptRules & { body: FailBody }): Attemp
   if (body.status_code !== undefined) {
     return decideAttempt({
       ...rules,
-      result: { kind: "response", statusCode: body.status_code, jobRetry: body.retry, retryAfter: undefined, body: error ?? "" },
+      result: {
+        kind: "response",
+        statusCode: body.status_code,
+        jobRetry: body.retry,
+        retryAfter: undefined,
+        body: error ?? "",
+      },
     });
   }
   const errorBody = error ?? FAILED_WITHOUT_DETAILS;
-  if (body.retry === "never") return { status: "dead", result: { error_body: errorBody, terminal_reason: "rejected-by-endpoint" } };
+  if (body.retry === "never")
+    return { status: "dead", result: { error_body: errorBody, terminal_reason: "rejected-by-endpoint" } };
   return decideAttempt({ ...rules, result: { kind: "no-response", error: errorBody } });
 }
 

@@ -73,11 +73,14 @@ export const FailBody = Type.Object(
       Type.Integer({
         minimum: 300,
         maximum: 599,
-        description: "The non-2xx the attempt would have answered, read by the rules of an answer (408, 425, 429, 5xx retried).",
+        description:
+          "The non-2xx the attempt would have answered, read by the rules of an answer (408, 425, 429, 5xx retried).",
       }),
     ),
     error: Type.Optional(
-      Type.String({ description: "What went wrong: the job's error_body, cut to 8,192 bytes of UTF-8 like an answer's body." }),
+      Type.String({
+        description: "What went wrong: the job's error_body, cut to 8,192 bytes of UTF-8 like an answer's body.",
+      }),
     ),
   },
   { additionalProperties: false },

@@ -55,13 +55,21 @@ export class DeliveryTokenVerifier {
    * Imports every key of `auth.delivery_key`, signing or not: during a rotation, tokens an older key signed are still
    * out there with their attempts. A key that cannot be imported throws `ConfigError` naming it.
    */
-  static async create(options: { deliveryKey: DeliveryKeysConfig; audience: string; clock: Clock }): Promise<DeliveryTokenVerifier> {
+  static async create(options: {
+    deliveryKey: DeliveryKeysConfig;
+    audience: string;
+    clock: Clock;
+  }): Promise<DeliveryTokenVerifier> {
     const keys = await Promise.all(
       deliveryKeyList(options.deliveryKey).map(async ({ where, key }): Promise<CheckingKey> => {
         const imported = await importDeliveryKey(key, where);
         if (imported.publicJwk === null) return imported.signing;
         try {
-          return { kid: key.kid, alg: key.alg, key: (await importJWK({ ...imported.publicJwk, alg: key.alg }, key.alg)) as CryptoKey };
+          return {
+            kid: key.kid,
+            alg: key.alg,
+            key: (await importJWK({ ...imported.publicJwk, alg: key.alg }, key.alg)) as CryptoKey,
+          };
         } catch (error) {
           throw new ConfigError(`config: ${where}: cannot import its public half: ${(error as Error).message}`);
         }
@@ -87,7 +95,8 @@ export class DeliveryTokenVerifier {
     if (kid === undefined) {
       // As for the other tokens: with several keys, guessing would let any of them vouch for the token.
       const only = this.keys.length === 1 ? this.keys[0] : undefined;
-      if (only === undefined) throw new TokenError("token has no kid header, which is required when several delivery keys are configured");
+      if (only === undefined)
+        throw new TokenError("token has no kid header, which is required when several delivery keys are configured");
       return only;
     }
     const key = this.byKid.get(kid);
@@ -125,11 +134,19 @@ export class DeliveryTokenVerifier {
   /** The claims of a delivery token that name its attempt, each checked. */
   private claims(payload: JWTPayload): Omit<DeliveryCaller, "token"> & { claim: number | null } {
     if (payload.iss !== "opqueue") throw new TokenError(`wrong iss ${quote(payload.iss)} (expected "opqueue")`);
-    if (payload.aud !== this.audience) throw new TokenError(`wrong aud ${quote(payload.aud)} (expected ${quote(this.audience)})`);
-    const { job, att, op, jti, clm } = payload as { job?: unknown; att?: unknown; op?: unknown; jti?: unknown; clm?: unknown };
+    if (payload.aud !== this.audience)
+      throw new TokenError(`wrong aud ${quote(payload.aud)} (expected ${quote(this.audience)})`);
+    const { job, att, op, jti, clm } = payload as {
+      job?: unknown;
+      att?: unknown;
+      op?: unknown;
+      jti?: unknown;
+      clm?: unknown;
+    };
     if (typeof job !== "string" || job === "") throw new TokenError("claim job must be a non-empty string");
     if (typeof op !== "string" || op === "") throw new TokenError("claim op must be a non-empty string");
-    if (typeof att !== "number" || !Number.isSafeInteger(att) || att < 1) throw new TokenError("claim att must be an integer ≥ 1");
+    if (typeof att !== "number" || !Number.isSafeInteger(att) || att < 1)
+      throw new TokenError("claim att must be an integer ≥ 1");
     // jti is "{job}:{att}" in every token opqueue signs: anything else was not made by it.
     if (jti !== `${job}:${att}`) throw new TokenError(`claim jti must be "{job}:{att}"`);
     if (clm !== undefined && (typeof clm !== "number" || !Number.isSafeInteger(clm) || clm < 1)) {
@@ -142,12 +159,14 @@ export class DeliveryTokenVerifier {
   private expired(payload: JWTPayload): boolean {
     const now = Math.floor(this.clock.now() / 1000);
     for (const claim of ["exp", "iat", "nbf"] as const) {
-      if (payload[claim] !== undefined && typeof payload[claim] !== "number") throw new TokenError(`claim ${claim} must be a number`);
+      if (payload[claim] !== undefined && typeof payload[claim] !== "number")
+        throw new TokenError(`claim ${claim} must be a number`);
     }
     if (payload.exp === undefined) throw new TokenError("missing claim exp");
     if (payload.iat === undefined) throw new TokenError("missing claim iat");
     if (payload.iat > now + CLOCK_TOLERANCE_S) throw new TokenError("iat is in the future");
-    if (payload.nbf !== undefined && payload.nbf > now + CLOCK_TOLERANCE_S) throw new TokenError("token not yet valid (nbf)");
+    if (payload.nbf !== undefined && payload.nbf > now + CLOCK_TOLERANCE_S)
+      throw new TokenError("token not yet valid (nbf)");
     return payload.exp <= now - CLOCK_TOLERANCE_S;
   }
 }

@@ -62,6 +62,9 @@ export function hasValidHs256Signature(token: string, secret: Uint8Array): boole
   // The canonical encoding's text is compared, so no other spelling of the same bytes passes, and nothing is
   // decoded. As UTF-8, a non-ASCII character cannot match the ASCII expected (latin1 would fold some onto it).
   const given = Buffer.from(token.slice(lastDot + 1), "utf8");
-  const expected = Buffer.from(createHmac("sha256", secret).update(token.slice(0, lastDot)).digest("base64url"), "utf8");
+  const expected = Buffer.from(
+    createHmac("sha256", secret).update(token.slice(0, lastDot)).digest("base64url"),
+    "utf8",
+  );
   return given.length === expected.length && timingSafeEqual(given, expected);
 }

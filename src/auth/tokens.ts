@@ -53,7 +53,7 @@ const nowSeconds = (clock: Clock): number => Math.floor(clock.now() / 1000);
 
 /** Client-controlled text put in a message: quoted and cut, so an error never echoes a huge or odd value. */
 export function quote(value: unknown): string {
-  const text = typeof value === "string" ? value : JSON.stringify(value) ?? String(value);
+  const text = typeof value === "string" ? value : (JSON.stringify(value) ?? String(value));
   return JSON.stringify(text.length > 64 ? `${text.slice(0, 64)}...` : text);
 }
 
@@ -88,7 +88,9 @@ export function readHeader(token: string): TokenHeader {
   };
   for (const [name, text] of Object.entries(segments)) {
     if (!isCanonicalSegment(text)) {
-      throw new TokenError(`malformed token: the ${name} is not canonical base64url (unpadded, no + or /, no spare bits set)`);
+      throw new TokenError(
+        `malformed token: the ${name} is not canonical base64url (unpadded, no + or /, no spare bits set)`,
+      );
     }
   }
   const segment = segments.header;

@@ -34,7 +34,10 @@ const BATCH = 200;
 export const SETTLE_CURSOR = "chain-settle";
 
 /** Which callback a state calls. */
-const CALLBACK_OF: Partial<Record<JobStatus, "on_complete" | "on_dead">> = { succeeded: "on_complete", dead: "on_dead" };
+const CALLBACK_OF: Partial<Record<JobStatus, "on_complete" | "on_dead">> = {
+  succeeded: "on_complete",
+  dead: "on_dead",
+};
 
 /** One pass: every due job callback, every due on_settled, and the chains that settled since the last pass. */
 export async function sweepChains(deps: ChainSweepDeps): Promise<void> {
@@ -74,9 +77,16 @@ export async function fireSettledCallbacks(deps: ChainSweepDeps): Promise<number
     if (!setter) {
       // The job that set it, whose authority the callback runs under, was deleted by retention: nothing can be
       // enqueued. Recorded as fired all the same, or the chain would stay due forever and crowd out the others.
-      const outcome = await deps.store.chainOnSettledEnqueue({ originalRequestId: chain.originalRequestId, insert: null });
+      const outcome = await deps.store.chainOnSettledEnqueue({
+        originalRequestId: chain.originalRequestId,
+        insert: null,
+      });
       if (outcome.kind === "cleared") {
-        deps.telemetry.emit("callback:refused", { kind: "on_settled", of: chain.originalRequestId, reason: "setter_deleted" });
+        deps.telemetry.emit("callback:refused", {
+          kind: "on_settled",
+          of: chain.originalRequestId,
+          reason: "setter_deleted",
+        });
       }
       continue;
     }
@@ -99,7 +109,10 @@ export async function observeSettledChains(deps: ChainSweepDeps): Promise<number
   for (let read = 0; read < SETTLE_READS; read++) {
     const settled = await deps.store.chainSettledSince({ cursor: SETTLE_CURSOR, limit: 1000 });
     for (const chain of settled) {
-      deps.telemetry.emit("chain:settled", { originalRequestId: chain.originalRequestId, seconds: (chain.settledAt - chain.startedAt) / 1000 });
+      deps.telemetry.emit("chain:settled", {
+        originalRequestId: chain.originalRequestId,
+        seconds: (chain.settledAt - chain.startedAt) / 1000,
+      });
     }
     seen += settled.length;
     if (settled.length === 0) break;
@@ -110,7 +123,11 @@ export async function observeSettledChains(deps: ChainSweepDeps): Promise<number
 /** Reports an enqueued (or refused) callback; true when a job was enqueued. */
 function report(
   deps: ChainSweepDeps,
-  options: { kind: "on_complete" | "on_dead" | "on_settled"; of: string; outcome: JobInsertOutcome | { kind: "skipped" } | { kind: "cleared" } },
+  options: {
+    kind: "on_complete" | "on_dead" | "on_settled";
+    of: string;
+    outcome: JobInsertOutcome | { kind: "skipped" } | { kind: "cleared" };
+  },
 ): boolean {
   const { outcome } = options;
   if (outcome.kind === "skipped" || outcome.kind === "cleared") return false;
@@ -178,7 +195,8 @@ export function chainOutcomeBody(chain: ChainRow, jobs: ChainJobCounts): unknown
     original_request_id: chain.originalRequestId,
     jobs: jobs.jobs,
     counts: { succeeded: 0, dead: 0, cancelled: 0, ...jobs.byStatus },
-    started_at: startedAt === null ? null : new Date(Math.min(startedAt, jobs.firstCreatedAt ?? startedAt)).toISOString(),
+    started_at:
+      startedAt === null ? null : new Date(Math.min(startedAt, jobs.firstCreatedAt ?? startedAt)).toISOString(),
     settled_at: jobs.lastFinishedAt === null ? null : new Date(jobs.lastFinishedAt).toISOString(),
   };
 }

@@ -57,8 +57,13 @@ export const Chain = Type.Object(
       ),
       Type.Null(),
     ]),
-    jobs: Type.Array(ChainNode, { description: "Its root jobs (no parent in the chain), oldest first, each with its descendants." }),
-    truncated: Type.Boolean({ description: "More jobs than one answer holds (10,000): the tree has the newest; counts and settling are of every job." }),
+    jobs: Type.Array(ChainNode, {
+      description: "Its root jobs (no parent in the chain), oldest first, each with its descendants.",
+    }),
+    truncated: Type.Boolean({
+      description:
+        "More jobs than one answer holds (10,000): the tree has the newest; counts and settling are of every job.",
+    }),
   },
   { additionalProperties: false },
 );

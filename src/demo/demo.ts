@@ -36,7 +36,11 @@ export async function runDemo(): Promise<void> {
   running.service.telemetry.on("delivery:finished", (event) => {
     const status = event.statusCode === undefined ? "no response" : `HTTP ${event.statusCode}`;
     const what =
-      event.outcome === "retrying" ? "will retry" : event.outcome === "dead" ? `dead (${event.terminalReason})` : "succeeded";
+      event.outcome === "retrying"
+        ? "will retry"
+        : event.outcome === "dead"
+          ? `dead (${event.terminalReason})`
+          : "succeeded";
     say(`opqueue: delivered ${event.operationId} job ${event.jobId} attempt ${event.attempt}: ${status}, ${what}`);
   });
   running.service.telemetry.on("cron:tick", (event) => {
@@ -60,7 +64,9 @@ export async function runDemo(): Promise<void> {
       .catch((error: unknown) => say(`demo: sign-up failed: ${(error as Error).message}`));
     if (signups >= MAX_SIGNUPS) {
       clearInterval(traffic);
-      say(`demo: ${MAX_SIGNUPS} sign-ups done; the product signs no more users up (opqueue and the product keep running: enqueue, cron and the dashboard work as before; restart npm start for more)`);
+      say(
+        `demo: ${MAX_SIGNUPS} sign-ups done; the product signs no more users up (opqueue and the product keep running: enqueue, cron and the dashboard work as before; restart npm start for more)`,
+      );
     }
   };
   const traffic = setInterval(signUp, SIGNUP_EVERY_MS);
@@ -69,7 +75,13 @@ export async function runDemo(): Promise<void> {
     await product.close();
   });
 
-  const admin = await mintToken({ auth: config.auth, clock: systemClock, sub: "admin", siteAdmin: true, ttlSeconds: 86_400 });
+  const admin = await mintToken({
+    auth: config.auth,
+    clock: systemClock,
+    sub: "admin",
+    siteAdmin: true,
+    ttlSeconds: 86_400,
+  });
   const assertion = await mintToken({
     auth: config.auth,
     clock: systemClock,

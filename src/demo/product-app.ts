@@ -55,7 +55,9 @@ export async function buildProductApp(options: ProductAppOptions): Promise<Fasti
       request: { path_params: { userId: name }, body: { email: `${name}@example.com` } },
       dedupeKey: `welcome:${name}`,
     });
-    log(`product: ${name} signed up (request ${requestId}); sendWelcomeEmail ${created ? "enqueued" : "deduplicated"} as job ${job.id}`);
+    log(
+      `product: ${name} signed up (request ${requestId}); sendWelcomeEmail ${created ? "enqueued" : "deduplicated"} as job ${job.id}`,
+    );
     return reply.code(201).send({ user: name, welcome_job: job.id });
   });
 
@@ -68,26 +70,41 @@ export async function buildProductApp(options: ProductAppOptions): Promise<Fasti
     });
 
     const welcomeEmail = { schema: { operationId: "sendWelcomeEmail" } };
-    background.post<{ Params: { userId: string } }>("/users/:userId/welcome-email", welcomeEmail, async (req, reply) => {
-      const delivery = req.delivery;
-      if (/^(erin|judy)-/.test(req.params.userId) && delivery && !refusedOnce.has(delivery.jobId)) {
-        refusedOnce.add(delivery.jobId);
-        log(`product: sendWelcomeEmail for ${req.params.userId} (job ${delivery.jobId}): mailbox full, answering 400 (the job goes dead; retry it from the dashboard)`);
-        return reply.code(400).send({ code: "mailbox_full", message: "the mailbox is full" });
-      }
-      if (Math.random() < failureRate) {
-        log(`product: sendWelcomeEmail for ${req.params.userId} (job ${delivery?.jobId}, attempt ${delivery?.attempt}): mail provider busy, answering 503`);
-        return reply.code(503).header("retry-after", "1").send({ code: "busy", message: "mail provider busy" });
-      }
-      // Inside a delivery, enqueue chains to the job being delivered: no assertion code here.
-      const { job } = await jobs.enqueue({ operationId: "recordEmailSent", request: { path_params: { userId: req.params.userId } } });
-      log(`product: sendWelcomeEmail for ${req.params.userId} (job ${delivery?.jobId}, attempt ${delivery?.attempt}): sent; chained recordEmailSent as job ${job.id}`);
-      return reply.code(204).send();
-    });
+    background.post<{ Params: { userId: string } }>(
+      "/users/:userId/welcome-email",
+      welcomeEmail,
+      async (req, reply) => {
+        const delivery = req.delivery;
+        if (/^(erin|judy)-/.test(req.params.userId) && delivery && !refusedOnce.has(delivery.jobId)) {
+          refusedOnce.add(delivery.jobId);
+          log(
+            `product: sendWelcomeEmail for ${req.params.userId} (job ${delivery.jobId}): mailbox full, answering 400 (the job goes dead; retry it from the dashboard)`,
+          );
+          return reply.code(400).send({ code: "mailbox_full", message: "the mailbox is full" });
+        }
+        if (Math.random() < failureRate) {
+          log(
+            `product: sendWelcomeEmail for ${req.params.userId} (job ${delivery?.jobId}, attempt ${delivery?.attempt}): mail provider busy, answering 503`,
+          );
+          return reply.code(503).header("retry-after", "1").send({ code: "busy", message: "mail provider busy" });
+        }
+        // Inside a delivery, enqueue chains to the job being delivered: no assertion code here.
+        const { job } = await jobs.enqueue({
+          operationId: "recordEmailSent",
+          request: { path_params: { userId: req.params.userId } },
+        });
+        log(
+          `product: sendWelcomeEmail for ${req.params.userId} (job ${delivery?.jobId}, attempt ${delivery?.attempt}): sent; chained recordEmailSent as job ${job.id}`,
+        );
+        return reply.code(204).send();
+      },
+    );
 
     const emailSent = { schema: { operationId: "recordEmailSent" } };
     background.put<{ Params: { userId: string } }>("/emails/:userId/sent", emailSent, async (req, reply) => {
-      log(`product: recordEmailSent for ${req.params.userId} (job ${req.delivery?.jobId}, chain ${req.delivery?.originalRequestId}): recorded`);
+      log(
+        `product: recordEmailSent for ${req.params.userId} (job ${req.delivery?.jobId}, chain ${req.delivery?.originalRequestId}): recorded`,
+      );
       return reply.code(204).send();
     });
 

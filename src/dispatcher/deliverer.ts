@@ -190,7 +190,10 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.async) return { kind: "async" };
     const body = this.chunks === null ? null : cutUtf8(Buffer.concat(this.chunks), MAX_ERROR_BODY_BYTES);
     // A kept success body is stored in the job's result, parsed when its type says JSON and it arrived whole.
-    const stored = body !== null && response.statusCode < 300 ? { contentType: this.contentType, truncated: this.size > MAX_ERROR_BODY_BYTES } : {};
+    const stored =
+      body !== null && response.statusCode < 300
+        ? { contentType: this.contentType, truncated: this.size > MAX_ERROR_BODY_BYTES }
+        : {};
     return { kind: "response", ...response, body, ...stored };
   }
 
@@ -208,17 +211,17 @@ class Exchange implements Dispatcher.DispatchHandler {
     else if (this.aborted) controller.abort(new Error(ABORTED_BY_CANCEL));
   }
 
-  onResponseStart(
-    _controller: Dispatcher.DispatchController,
-    statusCode: number,
-    headers: IncomingHttpHeaders,
-  ): void {
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
     if (statusCode < 200) return; // 1xx: the real response follows
     const header = (name: string) => {
       const value = headers[name];
       return Array.isArray(value) ? value[0] : value;
     };
-    this.response = { statusCode, jobRetry: header("x-job-retry")?.trim().toLowerCase(), retryAfter: header("retry-after") };
+    this.response = {
+      statusCode,
+      jobRetry: header("x-job-retry")?.trim().toLowerCase(),
+      retryAfter: header("retry-after"),
+    };
     this.contentType = header("content-type");
     this.async = takesAsync(statusCode, header("x-job-async")?.trim());
     if (statusCode >= 300 || (this.keepSuccessBody && !this.async)) this.chunks = [];
@@ -228,7 +231,8 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.chunks === null) return;
     this.size += chunk.length;
     if (this.settled) {
-      if (this.size > MAX_ERROR_BODY_BYTES + DISCARDED_BYTES_MAX) controller.abort(new Error("failure body too long to discard"));
+      if (this.size > MAX_ERROR_BODY_BYTES + DISCARDED_BYTES_MAX)
+        controller.abort(new Error("failure body too long to discard"));
       return;
     }
     this.chunks.push(chunk);
@@ -270,13 +274,15 @@ export class Deliverer {
     this.settings = options.settings;
     this.registry = options.registry;
     this.signer = options.signer;
-    this.agent = options.agent ?? new Agent({
-      connections: options.settings.deliveryConnectionsPerOrigin,
-      keepAliveTimeout: 10_000,
-      // The whole-exchange timeout below is the one that counts; undici's own per-phase timers stay out of its way.
-      headersTimeout: 0,
-      bodyTimeout: 0,
-    });
+    this.agent =
+      options.agent ??
+      new Agent({
+        connections: options.settings.deliveryConnectionsPerOrigin,
+        keepAliveTimeout: 10_000,
+        // The whole-exchange timeout below is the one that counts; undici's own per-phase timers stay out of its way.
+        headersTimeout: 0,
+        bodyTimeout: 0,
+      });
   }
 
   /**
@@ -331,7 +337,10 @@ export class Deliverer {
       path = buildPath(operation.path, job.request.path_params);
     } catch (error) {
       // A job stored before enqueue bounded its callbacks' nesting may hold a path parameter too deep to write out.
-      return { kind: "undeliverable", error: `not sent: its path parameters cannot be written into ${operation.path}: ${String(error)}` };
+      return {
+        kind: "undeliverable",
+        error: `not sent: its path parameters cannot be written into ${operation.path}: ${String(error)}`,
+      };
     }
     const problem = pathShapeProblem(operation.path, path);
     if (problem !== undefined) return { kind: "undeliverable", error: `not sent: ${problem}` };

@@ -119,7 +119,11 @@ export class Dispatcher {
     this.stopwatch = options.stopwatch ?? (() => performance.now());
     this.minClaimBatch = Math.max(1, Math.floor(options.config.worker.concurrency / 4));
     this.claimAheadMax = Math.floor(options.config.worker.concurrency / 2);
-    this.completer = new Completer({ store: options.store, logger: options.logger, onWritten: (written) => this.written(written) });
+    this.completer = new Completer({
+      store: options.store,
+      logger: options.logger,
+      onWritten: (written) => this.written(written),
+    });
   }
 
   /** Deliveries in progress on this node. */
@@ -209,18 +213,29 @@ export class Dispatcher {
     try {
       jobs = await store.jobClaimMany({ limit });
     } catch (error) {
-      if (traced) telemetry.emit("claim:finished", { startTime, endTime: wallClockMs(), limit, jobs: 0, error: String(error) });
+      if (traced)
+        telemetry.emit("claim:finished", { startTime, endTime: wallClockMs(), limit, jobs: 0, error: String(error) });
       this.pause(error, "claim failed");
       return;
     } finally {
       this.claimsInFlight -= 1;
       this.reservedSlots -= limit;
     }
-    if (traced) telemetry.emit("claim:finished", { startTime, endTime: wallClockMs(), limit, jobs: jobs.length, error: undefined });
+    if (traced)
+      telemetry.emit("claim:finished", {
+        startTime,
+        endTime: wallClockMs(),
+        limit,
+        jobs: jobs.length,
+        error: undefined,
+      });
     // Claimed jobs are delivered even if a stop began (or another claim failed) meanwhile: they are running in the
     // database now, and a stop waits for the claims on their way back, then for (or requeues) whatever is in flight.
     for (const job of jobs) {
-      this.options.telemetry.emit("job:claimed", { operationId: job.operationId, waitMs: (job.startedAt ?? job.runAt) - job.runAt });
+      this.options.telemetry.emit("job:claimed", {
+        operationId: job.operationId,
+        waitMs: (job.startedAt ?? job.runAt) - job.runAt,
+      });
       if (this.inFlight.size < config.worker.concurrency) this.startDelivery(job);
       else this.ready.push(job);
     }
@@ -252,7 +267,10 @@ export class Dispatcher {
     // Two heartbeats at once could commit out of order on a pool of connections, the older time last.
     if (this.heartbeating) return;
     this.heartbeating = true;
-    const jobs = [...this.inFlight.values()].map(({ job }) => job).concat(this.ready).map(attemptOf);
+    const jobs = [...this.inFlight.values()]
+      .map(({ job }) => job)
+      .concat(this.ready)
+      .map(attemptOf);
     try {
       if (jobs.length > 0 || this.state === "paused") {
         await this.options.store.jobHeartbeatMany({ jobs });
@@ -389,7 +407,10 @@ export class Dispatcher {
    */
   private async giveBack(job: JobRow, error: string): Promise<void> {
     const { store, logger, config } = this.options;
-    logger.warn({ jobId: job.id, attempt: job.attempt, err: error }, "this process could not send a delivery; the attempt is not counted");
+    logger.warn(
+      { jobId: job.id, attempt: job.attempt, err: error },
+      "this process could not send a delivery; the attempt is not counted",
+    );
     this.pause(error, "this process is out of resources for deliveries");
     try {
       await store.jobRequeueMany({
@@ -399,7 +420,10 @@ export class Dispatcher {
         refund: "always",
       });
     } catch (writeError) {
-      logger.error({ err: writeError, jobId: job.id }, "could not put back a job this process could not send; its lease will expire");
+      logger.error(
+        { err: writeError, jobId: job.id },
+        "could not put back a job this process could not send; its lease will expire",
+      );
     }
   }
 

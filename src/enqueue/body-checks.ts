@@ -120,7 +120,12 @@ function expiryOf(body: EnqueueBody, runTime: RunTime, now: number): RunTime | n
   const runs = "at" in runTime ? runTime.at : now + runTime.delayMs;
   const expires = "at" in expiry ? expiry.at : now + expiry.delayMs;
   const after = "delayMs" in runTime && "delayMs" in expiry ? expiry.delayMs > runTime.delayMs : expires > runs;
-  if (!after) throw new ApiError(400, "invalid_request", "the job would expire before it may run: its expiry must come after its run time");
+  if (!after)
+    throw new ApiError(
+      400,
+      "invalid_request",
+      "the job would expire before it may run: its expiry must come after its run time",
+    );
   return expiry;
 }
 
@@ -131,14 +136,19 @@ function checkPayload(body: EnqueueBody): void {
   for (const field of CALLBACK_FIELDS) {
     const request = body[field]?.request;
     if (request !== undefined && nestsDeeperThan(request, MAX_PAYLOAD_DEPTH)) {
-      throw new ApiError(400, "invalid_request", `${field}.request is nested more than ${MAX_PAYLOAD_DEPTH} levels deep`);
+      throw new ApiError(
+        400,
+        "invalid_request",
+        `${field}.request is nested more than ${MAX_PAYLOAD_DEPTH} levels deep`,
+      );
     }
   }
 }
 
 function checkPathParams(target: Operation, pathParams: Record<string, unknown>, callback?: CallbackField): void {
   const problem = pathParamsProblem({ path: `${target.method} ${target.path}`, names: target.pathParams, pathParams });
-  if (problem) throw new ApiError(400, problem.code, callback === undefined ? problem.message : `${callback}: ${problem.message}`);
+  if (problem)
+    throw new ApiError(400, problem.code, callback === undefined ? problem.message : `${callback}: ${problem.message}`);
 }
 
 /** `delay_ms` wins over `run_at`; neither means now. A delay runs from the store's clock, the database's on PostgreSQL. */
@@ -159,4 +169,3 @@ function parseInstant(field: string, text: string): number {
   }
   return ms;
 }
-

@@ -57,7 +57,11 @@ export interface EnqueueResult {
 export type EnqueueOutcome = "created" | "deduplicated" | "cancelled-by-chain" | "replayed";
 
 /** Runs steps 3 to 7; throws `ApiError` for every refusal. */
-export async function enqueueJob(deps: EnqueueDeps, caller: EnqueueCaller, checked: CheckedEnqueueBody): Promise<EnqueueResult> {
+export async function enqueueJob(
+  deps: EnqueueDeps,
+  caller: EnqueueCaller,
+  checked: CheckedEnqueueBody,
+): Promise<EnqueueResult> {
   return enqueuePrepared(deps, insertParams(deps, caller, checked));
 }
 
@@ -117,9 +121,17 @@ export async function enqueueJobs(
 function failedInsert(error: unknown): ApiError {
   if (error instanceof ApiError) return error;
   if (error instanceof StoreUnavailableError) {
-    return new ApiError(503, "unavailable", "the database is unavailable; this item was not enqueued (try it again shortly)");
+    return new ApiError(
+      503,
+      "unavailable",
+      "the database is unavailable; this item was not enqueued (try it again shortly)",
+    );
   }
-  const failure = new ApiError(500, "internal", "internal error; this item was not enqueued; the service log has the details");
+  const failure = new ApiError(
+    500,
+    "internal",
+    "internal error; this item was not enqueued; the service log has the details",
+  );
   failure.cause = error;
   return failure;
 }
@@ -133,8 +145,13 @@ export function enqueueOutcome(result: EnqueueResult): EnqueueOutcome {
 /** Wakes a dispatcher for a job that may run, and reports the enqueue. */
 function announce(deps: EnqueueDeps, result: EnqueueResult): void {
   const { job } = result;
-  if (result.kind !== "replayed" && (job.status === "pending" || job.status === "retrying")) deps.notifier.notify(job.runAt);
-  deps.telemetry.emit("job:enqueued", { operationId: job.operationId, outcome: enqueueOutcome(result), runAt: job.runAt });
+  if (result.kind !== "replayed" && (job.status === "pending" || job.status === "retrying"))
+    deps.notifier.notify(job.runAt);
+  deps.telemetry.emit("job:enqueued", {
+    operationId: job.operationId,
+    outcome: enqueueOutcome(result),
+    runAt: job.runAt,
+  });
 }
 
 /** Steps 3 and 4, then the insert the store is to make (steps 5 to 7); throws `ApiError` for a refusal. */
@@ -145,12 +162,21 @@ function insertParams(deps: EnqueueDeps, caller: EnqueueCaller, checked: Checked
   const onBehalfOf = body.on_behalf_of;
 
   // Steps 3 and 4: the target, and the trigger map; then step 4's other checks.
-  const allowed = checkTarget({ target: checked.target, operationId: body.operation_id, triggers: config.triggers, caller: assertion.op });
+  const allowed = checkTarget({
+    target: checked.target,
+    operationId: body.operation_id,
+    triggers: config.triggers,
+    caller: assertion.op,
+  });
   if (!allowed.ok) throw allowed.error;
   const { target } = allowed;
   if (onBehalfOf) {
     if (parent) {
-      throw new ApiError(403, "on_behalf_of_not_allowed", "a chained enqueue inherits its chain's authority; on_behalf_of is refused");
+      throw new ApiError(
+        403,
+        "on_behalf_of_not_allowed",
+        "a chained enqueue inherits its chain's authority; on_behalf_of is refused",
+      );
     }
     if (!config.on_behalf_of.includes(assertion.op)) {
       throw new ApiError(403, "on_behalf_of_not_allowed", `"${assertion.op}" is not allowed to send on_behalf_of`);
@@ -194,7 +220,10 @@ function insertParams(deps: EnqueueDeps, caller: EnqueueCaller, checked: Checked
     callbacks:
       body.on_complete === undefined && body.on_dead === undefined
         ? null
-        : { ...(body.on_complete ? { on_complete: body.on_complete } : {}), ...(body.on_dead ? { on_dead: body.on_dead } : {}) },
+        : {
+            ...(body.on_complete ? { on_complete: body.on_complete } : {}),
+            ...(body.on_dead ? { on_dead: body.on_dead } : {}),
+          },
     onSettled: body.on_settled,
     idempotency:
       checked.idempotencyKey === undefined
@@ -250,7 +279,11 @@ function settle(deps: EnqueueDeps, params: JobInsertParams, outcome: JobInsertOu
  * Steps 3 and 4 for the job's callbacks (docs/chains.md, "Callbacks"): each names a background operation that the
  * job's own operation may enqueue (the callback is a chained job of it), and on_settled comes with a root call.
  */
-function checkCallbacks(config: EnqueueDeps["config"], checked: CheckedEnqueueBody, options: { chained: boolean }): void {
+function checkCallbacks(
+  config: EnqueueDeps["config"],
+  checked: CheckedEnqueueBody,
+  options: { chained: boolean },
+): void {
   const { body, callbackTargets } = checked;
   const caller = body.operation_id;
   for (const field of CALLBACK_FIELDS) {
@@ -267,7 +300,11 @@ function checkCallbacks(config: EnqueueDeps["config"], checked: CheckedEnqueueBo
     if (!allowed.ok) throw allowed.error;
   }
   if (body.on_settled !== undefined && options.chained) {
-    throw new ApiError(400, "invalid_request", "on_settled comes with a chain's first job, from a root call; this call is chained");
+    throw new ApiError(
+      400,
+      "invalid_request",
+      "on_settled comes with a chain's first job, from a root call; this call is chained",
+    );
   }
 }
 

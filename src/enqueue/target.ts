@@ -30,21 +30,31 @@ export function checkTarget(options: {
     // Suggested only among what the caller may enqueue: the answer never tells it of another operation.
     const suggestion = didYouMean(operationId, allowed ?? []);
     return refused(
-      new ApiError(422, "unknown_operation", `${prefix}operation "${operationId}" is not in the product's OpenAPI document${suggestion}`),
+      new ApiError(
+        422,
+        "unknown_operation",
+        `${prefix}operation "${operationId}" is not in the product's OpenAPI document${suggestion}`,
+      ),
     );
   }
   if (!target.background) {
     return refused(
       new ApiError(
-      422,
-      "operation_not_background",
-      `${prefix}operation "${operationId}" does not carry the "background" tag, so it cannot be enqueued`,
+        422,
+        "operation_not_background",
+        `${prefix}operation "${operationId}" does not carry the "background" tag, so it cannot be enqueued`,
       ),
     );
   }
   if (!(allowed ?? []).includes(target.operationId)) {
     const hint = options.triggerHint ?? "";
-    return refused(new ApiError(403, "trigger_not_allowed", `${prefix}the trigger map does not let "${caller}" enqueue "${target.operationId}"${hint}`));
+    return refused(
+      new ApiError(
+        403,
+        "trigger_not_allowed",
+        `${prefix}the trigger map does not let "${caller}" enqueue "${target.operationId}"${hint}`,
+      ),
+    );
   }
   return { ok: true, target };
 }

@@ -79,12 +79,16 @@ export function rateFromConfig(rate: RateLimitConfig | undefined): RateLimit | n
 }
 
 /** The limits an operation's configuration entry gives it. */
-export function limitsFromConfig(entry: {
-  rate?: RateLimitConfig | undefined;
-  rate_per_key?: RateLimitConfig | undefined;
-  max_concurrency?: number | undefined;
-  concurrency_limit?: number | undefined;
-} | undefined): OperationLimits {
+export function limitsFromConfig(
+  entry:
+    | {
+        rate?: RateLimitConfig | undefined;
+        rate_per_key?: RateLimitConfig | undefined;
+        max_concurrency?: number | undefined;
+        concurrency_limit?: number | undefined;
+      }
+    | undefined,
+): OperationLimits {
   return {
     rate: rateFromConfig(entry?.rate),
     ratePerKey: rateFromConfig(entry?.rate_per_key),
@@ -95,7 +99,9 @@ export function limitsFromConfig(entry: {
 
 /** Whether `limits` limits anything (the contract's one running job per concurrency key aside). */
 export function limitsSomething(limits: OperationLimits): boolean {
-  return limits.rate !== null || limits.ratePerKey !== null || limits.maxConcurrency !== null || limits.concurrencyLimit > 1;
+  return (
+    limits.rate !== null || limits.ratePerKey !== null || limits.maxConcurrency !== null || limits.concurrencyLimit > 1
+  );
 }
 
 /** Slack for floating-point arithmetic on times in ms: far below a millisecond, far above rounding errors. */

@@ -4,7 +4,14 @@
  * TypeBox, so the configuration's validation, the routes' and the served OpenAPI come from these.
  */
 import { Type, type Static } from "@sinclair/typebox";
-import { RATE_PERIOD_MS_DEFAULT, type OperationControl, type OperationLimits, type PausedKey, type RateLimit as RateLimitValue, type Stamp } from "./limits.js";
+import {
+  RATE_PERIOD_MS_DEFAULT,
+  type OperationControl,
+  type OperationLimits,
+  type PausedKey,
+  type RateLimit as RateLimitValue,
+  type Stamp,
+} from "./limits.js";
 import { formatTime } from "../job/wire.js";
 
 /** The largest count or period the database holds (a PostgreSQL integer). */
@@ -45,7 +52,9 @@ export type RateLimitInput = Static<typeof RateLimitInput>;
 /** An operation's limits as the API shows them; null: no such limit. */
 export const Limits = Type.Object(
   {
-    rate: Type.Union([RateLimit, Type.Null()], { description: "Jobs of the operation started over time, cluster-wide." }),
+    rate: Type.Union([RateLimit, Type.Null()], {
+      description: "Jobs of the operation started over time, cluster-wide.",
+    }),
     rate_per_key: Type.Union([RateLimit, Type.Null()], { description: "Jobs started over time per `rate_key`." }),
     max_concurrency: Type.Union([Count("Jobs running at once, across every node."), Type.Null()]),
     concurrency_limit: Count("Jobs running at once per concurrency key (1: the contract's rule)."),
@@ -57,7 +66,9 @@ export const Limits = Type.Object(
 export const LimitsPatch = Type.Partial(
   Type.Object({
     ...Limits.properties,
-    rate: Type.Union([RateLimitInput, Type.Null()], { description: "Jobs of the operation started over time, cluster-wide." }),
+    rate: Type.Union([RateLimitInput, Type.Null()], {
+      description: "Jobs of the operation started over time, cluster-wide.",
+    }),
     rate_per_key: Type.Union([RateLimitInput, Type.Null()], { description: "Jobs started over time per `rate_key`." }),
   }),
   { additionalProperties: false, minProperties: 1 },
@@ -109,7 +120,9 @@ export const CancelJobsBody = Type.Object(
     original_request_id: Type.Optional(Type.String({ minLength: 1 })),
     user_id: Type.Optional(Type.String({ minLength: 1 })),
     dedupe_key: Type.Optional(Type.String({ minLength: 1 })),
-    created_after: Type.Optional(Type.String({ format: "date-time", description: "Created at or after this instant." })),
+    created_after: Type.Optional(
+      Type.String({ format: "date-time", description: "Created at or after this instant." }),
+    ),
     created_before: Type.Optional(Type.String({ format: "date-time", description: "Created before this instant." })),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_BULK_CANCEL, default: 100 })),
   },

@@ -80,7 +80,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       } catch (syntax) {
         return done(new ApiError(400, "invalid_request", `the body is not valid JSON: ${(syntax as Error).message}`));
       }
-      done(new ApiError(400, "invalid_request", "the body has a __proto__ or constructor.prototype key, which is refused"));
+      done(
+        new ApiError(400, "invalid_request", "the body has a __proto__ or constructor.prototype key, which is refused"),
+      );
     });
   });
 
@@ -130,7 +132,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     jwks: options.jwks ?? null,
     ...(options.countsRead ? { countsRead: options.countsRead } : {}),
   });
-  await app.register(adminBackupRoutes, { store: options.store, adminOnly: adminAuthHook({ verifier: options.verifier }) });
+  await app.register(adminBackupRoutes, {
+    store: options.store,
+    adminOnly: adminAuthHook({ verifier: options.verifier }),
+  });
   // The operators' dashboard (static files; it calls the admin API above with the token the operator signs in with).
   await app.register(uiRoutes);
   return app;

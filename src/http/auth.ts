@@ -42,17 +42,26 @@ export function enqueueAuthHook(options: { verifier: TokenVerifier; store: Store
     try {
       assertion = await options.verifier.verifyAssertion(token);
     } catch (error) {
-      if (error instanceof TokenError) throw new ApiError(401, "invalid_assertion", `invalid assertion: ${error.message}`);
+      if (error instanceof TokenError)
+        throw new ApiError(401, "invalid_assertion", `invalid assertion: ${error.message}`);
       throw error;
     }
     if (hasUnstorableText([assertion.sub, assertion.op, assertion.rid ?? "", assertion.job ?? ""])) {
-      throw new ApiError(401, "invalid_assertion", "invalid assertion: a claim holds U+0000 or a lone UTF-16 surrogate");
+      throw new ApiError(
+        401,
+        "invalid_assertion",
+        "invalid assertion: a claim holds U+0000 or a lone UTF-16 surrogate",
+      );
     }
     let parent;
     if (assertion.job !== undefined) {
       parent = await options.store.jobGet({ id: assertion.job });
       if (!parent) {
-        throw new ApiError(401, "invalid_assertion", `the assertion names job "${assertion.job}", which does not exist`);
+        throw new ApiError(
+          401,
+          "invalid_assertion",
+          `the assertion names job "${assertion.job}", which does not exist`,
+        );
       }
     }
     request.enqueueCaller = { assertion, parent };
@@ -91,11 +100,16 @@ export function adminAuthHook(options: { verifier: TokenVerifier }) {
     try {
       admin = await options.verifier.verifyAdmin(token);
     } catch (error) {
-      if (error instanceof TokenError) throw new ApiError(401, "unauthenticated", `invalid admin token: ${error.message}`);
+      if (error instanceof TokenError)
+        throw new ApiError(401, "unauthenticated", `invalid admin token: ${error.message}`);
       throw error;
     }
     if (!admin.siteAdmin) {
-      throw new ApiError(403, "site_admin_required", `"${admin.sub}" is not a site administrator (site_admin: true is required)`);
+      throw new ApiError(
+        403,
+        "site_admin_required",
+        `"${admin.sub}" is not a site administrator (site_admin: true is required)`,
+      );
     }
     request.admin = admin;
   };
@@ -120,12 +134,17 @@ export function deliveryCallbackHook(options: { verifier: DeliveryTokenVerifier 
     try {
       caller = await options.verifier.verify(token);
     } catch (error) {
-      if (error instanceof TokenError) throw new ApiError(401, "invalid_delivery_token", `invalid delivery token: ${error.message}`);
+      if (error instanceof TokenError)
+        throw new ApiError(401, "invalid_delivery_token", `invalid delivery token: ${error.message}`);
       throw error;
     }
     const pathId = (request.params as { id?: unknown }).id;
     if (pathId !== caller.jobId) {
-      throw new ApiError(401, "invalid_delivery_token", `the delivery token is for job ${JSON.stringify(caller.jobId.slice(0, 64))}, not this one`);
+      throw new ApiError(
+        401,
+        "invalid_delivery_token",
+        `the delivery token is for job ${JSON.stringify(caller.jobId.slice(0, 64))}, not this one`,
+      );
     }
     request.deliveryCaller = caller;
   };

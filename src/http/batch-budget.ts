@@ -72,7 +72,11 @@ export function batchBudget(options: { limitBytes: number; bodyLimit: number }) 
       const declared = declaredLength(request);
       // Too large to be read at all: refused unread, whatever the budget (the body parser would say 1 MiB).
       if (declared !== undefined && declared > options.bodyLimit) {
-        throw new ApiError(413, "body_too_large", `the batch body is larger than limits.batch_body_bytes (${options.bodyLimit} bytes)`);
+        throw new ApiError(
+          413,
+          "body_too_large",
+          `the batch body is larger than limits.batch_body_bytes (${options.bodyLimit} bytes)`,
+        );
       }
       const release = budget.take((declared ?? options.bodyLimit) + BATCH_ITEMS_BYTES);
       if (!release) {

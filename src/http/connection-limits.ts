@@ -54,7 +54,13 @@ export function connectionLimit(options: {
     margin: FD_MARGIN,
   };
   if (options.fdLimit === null) {
-    return { maxConnections: options.configured, configured: options.configured, fdLimit: null, reserved, lowered: false };
+    return {
+      maxConnections: options.configured,
+      configured: options.configured,
+      fdLimit: null,
+      reserved,
+      lowered: false,
+    };
   }
   const room = Math.max(1, options.fdLimit - reserved.database - reserved.deliveries - reserved.margin);
   const maxConnections = Math.min(options.configured, room);
@@ -107,7 +113,10 @@ export function resolveConnectionLimit(
  * Node's default of 30 s would let a 10 s headers timeout run to 40 s. Never below 10 ms, so that tiny test
  * timeouts do not turn the sweep into a busy loop; never above 1 s, the lateness an operator would notice.
  */
-export function connectionsCheckingIntervalMs(listen: { headers_timeout_ms: number; request_timeout_ms: number }): number {
+export function connectionsCheckingIntervalMs(listen: {
+  headers_timeout_ms: number;
+  request_timeout_ms: number;
+}): number {
   const shorter = Math.min(listen.headers_timeout_ms, listen.request_timeout_ms);
   return Math.min(1000, Math.max(10, Math.floor(shorter / 10)));
 }

@@ -65,7 +65,8 @@ export function errorHandler(error: FastifyError, request: FastifyRequest, reply
   const apiError = toApiError(error);
   if (apiError) {
     // A 503 of opqueue's own (shutting down, no room for a batch) says why; any other is the database's.
-    if (apiError.statusCode === 503) request.log.warn({ err: error }, error instanceof ApiError ? apiError.message : "database unavailable");
+    if (apiError.statusCode === 503)
+      request.log.warn({ err: error }, error instanceof ApiError ? apiError.message : "database unavailable");
     return sendError(reply, apiError);
   }
   request.log.error({ err: error }, "unexpected error");

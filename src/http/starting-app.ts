@@ -40,7 +40,10 @@ export async function buildStartingApp(options: {
     refuseApiRoutes(app);
   } else {
     app.all("/*", { schema: { hide: true } }, (_request, reply) =>
-      sendError(reply, new ApiError(503, "unavailable", `the service is starting: ${options.waitingFor()}`, { "retry-after": "1" })),
+      sendError(
+        reply,
+        new ApiError(503, "unavailable", `the service is starting: ${options.waitingFor()}`, { "retry-after": "1" }),
+      ),
     );
   }
   await app.ready();

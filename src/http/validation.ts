@@ -22,9 +22,9 @@ const RFC3339_DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?
 export function isRfc3339DateTime(text: string): boolean {
   const match = RFC3339_DATE_TIME.exec(text);
   if (!match) return false;
-  const [year, month, day, hour, minute, second, offsetHour, offsetMinute] = match.slice(1).map((part) => Number(part ?? 0)) as [
-    number, number, number, number, number, number, number, number,
-  ];
+  const [year, month, day, hour, minute, second, offsetHour, offsetMinute] = match
+    .slice(1)
+    .map((part) => Number(part ?? 0)) as [number, number, number, number, number, number, number, number];
   const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
   const daysInMonth = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1];
   if (daysInMonth === undefined || day < 1 || day > daysInMonth) return false;
@@ -114,7 +114,8 @@ export function strictQueryStrings(route: RouteOptions): void {
     );
   }
   if (route.attachValidation) {
-    const own = route.preHandler === undefined ? [] : Array.isArray(route.preHandler) ? route.preHandler : [route.preHandler];
+    const own =
+      route.preHandler === undefined ? [] : Array.isArray(route.preHandler) ? route.preHandler : [route.preHandler];
     route.preHandler = [refuseAttachedQueryProblem, ...own] as RouteOptions["preHandler"];
   }
 }

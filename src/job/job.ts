@@ -54,7 +54,8 @@ export interface JobRow {
 export interface CallbackSpec {
   operation_id: string;
   /** The callback's path parameters and query; its body is the outcome. */
-  request?: { path_params?: Record<string, unknown> | undefined; query?: Record<string, unknown> | undefined } | undefined;
+  request?:
+    { path_params?: Record<string, unknown> | undefined; query?: Record<string, unknown> | undefined } | undefined;
 }
 
 /** A job's callbacks: one for `succeeded`, one for `dead`. */

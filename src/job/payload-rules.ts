@@ -54,7 +54,10 @@ export function jsonValueProblem(options: {
     return { code: "invalid_request", message: `${name} is nested more than ${MAX_PAYLOAD_DEPTH} levels deep` };
   }
   if (hasUnstorableText(value)) {
-    return { code: "invalid_request", message: `a string in ${name} holds U+0000 or a lone UTF-16 surrogate, which cannot be stored` };
+    return {
+      code: "invalid_request",
+      message: `a string in ${name} holds U+0000 or a lone UTF-16 surrogate, which cannot be stored`,
+    };
   }
   const bytes = Buffer.byteLength(JSON.stringify(value) ?? "null", "utf8");
   if (bytes > maxBytes) {
@@ -120,7 +123,8 @@ export function pathParamText(pathParams: Record<string, unknown> | undefined, n
  */
 export function jsonText(value: unknown): string {
   if (value === null || value === undefined) return String(value);
-  if (Array.isArray(value)) return value.map((item: unknown) => (item === null || item === undefined ? "" : jsonText(item))).join(",");
+  if (Array.isArray(value))
+    return value.map((item: unknown) => (item === null || item === undefined ? "" : jsonText(item))).join(",");
   return typeof value === "object" ? "[object Object]" : String(value as string | number | boolean);
 }
 
@@ -158,4 +162,3 @@ export function hasUnstorableText(value: unknown): boolean {
   }
   return false;
 }
-

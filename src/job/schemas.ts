@@ -82,11 +82,14 @@ export const JobResult = Type.Object(
     ),
     body_format: Type.Optional(
       Type.Union([Type.Literal("json"), Type.Literal("text")], {
-        description: "json: body is the parsed JSON answer; text: body is text. Absent on results stored as text before it existed.",
+        description:
+          "json: body is the parsed JSON answer; text: body is text. Absent on results stored as text before it existed.",
       }),
     ),
     body_truncated: Type.Optional(
-      Type.Literal(true, { description: "Present when the body was cut at 8,192 bytes: it is then text, even from a JSON answer." }),
+      Type.Literal(true, {
+        description: "Present when the body was cut at 8,192 bytes: it is then text, even from a JSON answer.",
+      }),
     ),
   },
   { additionalProperties: false },
@@ -136,9 +139,13 @@ export const JobExtensions = Type.Object(
   {
     extensions: Type.Object(
       {
-        rate_key: Type.Union([Type.String(), Type.Null()], { description: "The rate key it was enqueued with (flow-control.md)." }),
-        expires_at: Type.Union([DateTime, Type.Null()], { description: "Its expiry (api.md, \"Expiry\"), or null." }),
-        traceparent: Type.Union([Type.String(), Type.Null()], { description: "Its W3C trace context (tracing.md), or null." }),
+        rate_key: Type.Union([Type.String(), Type.Null()], {
+          description: "The rate key it was enqueued with (flow-control.md).",
+        }),
+        expires_at: Type.Union([DateTime, Type.Null()], { description: 'Its expiry (api.md, "Expiry"), or null.' }),
+        traceparent: Type.Union([Type.String(), Type.Null()], {
+          description: "Its W3C trace context (tracing.md), or null.",
+        }),
         async: Type.Union(
           [
             Type.Object(
@@ -168,7 +175,9 @@ export const JobExtensions = Type.Object(
             ),
             Type.Null(),
           ],
-          { description: "The latest progress a target's heartbeat reported, by which attempt and when; null if none." },
+          {
+            description: "The latest progress a target's heartbeat reported, by which attempt and when; null if none.",
+          },
         ),
       },
       { additionalProperties: false },
@@ -209,7 +218,10 @@ export const BatchEnqueueResult = Type.Union([
 ]);
 
 /** The answer to `POST /jobs/batch`: one result per item, in order. */
-export const BatchEnqueueAnswer = Type.Object({ results: Type.Array(BatchEnqueueResult) }, { additionalProperties: false });
+export const BatchEnqueueAnswer = Type.Object(
+  { results: Type.Array(BatchEnqueueResult) },
+  { additionalProperties: false },
+);
 
 /** `{ jobs }`, the answer of operations that return several. */
 export const JobsEnvelope = Type.Object({ jobs: Type.Array(Job) }, { additionalProperties: false });
@@ -221,10 +233,7 @@ export const JobPage = Type.Object(
 );
 
 /** The body of every error response. */
-export const ErrorBody = Type.Object(
-  { code: Type.String(), message: Type.String() },
-  { additionalProperties: false },
-);
+export const ErrorBody = Type.Object({ code: Type.String(), message: Type.String() }, { additionalProperties: false });
 
 /** Longest key for dedupe and concurrency. */
 const Key = Type.Union([Type.String({ minLength: 1, maxLength: 255 }), Type.Null()]);
@@ -280,7 +289,9 @@ export const EnqueueBody = Type.Object(
     on_complete: Type.Optional(CallbackSpecSchema("when the job succeeds")),
     on_dead: Type.Optional(CallbackSpecSchema("when the job ends dead")),
     on_settled: Type.Optional(
-      CallbackSpecSchema("when the whole chain settles (no job pending, running or retrying); with the chain's first job only"),
+      CallbackSpecSchema(
+        "when the whole chain settles (no job pending, running or retrying); with the chain's first job only",
+      ),
     ),
     idempotency_key: Type.Optional(
       Type.String({
@@ -347,9 +358,12 @@ export const JobAttempt = Type.Object(
     attempt: Type.Integer({ minimum: 1 }),
     started_at: Type.Union([DateTime, Type.Null()]),
     finished_at: DateTime,
-    outcome: Type.Union(JOB_STATUSES.map((status) => Type.Literal(status)), {
-      description: "The status the attempt left the job in.",
-    }),
+    outcome: Type.Union(
+      JOB_STATUSES.map((status) => Type.Literal(status)),
+      {
+        description: "The status the attempt left the job in.",
+      },
+    ),
     status_code: Type.Union([Type.Integer(), Type.Null()]),
     error_body: Type.Union([Type.String(), Type.Null()]),
   },
@@ -376,8 +390,14 @@ export const JobHistoryEvent = Type.Union([
     {
       type: Type.Literal("attempt"),
       at: DateTime,
-      number: Type.Integer({ minimum: 1, description: "The attempt's place among all of the job's attempts, 1 first." }),
-      attempt: Type.Integer({ minimum: 1, description: "The job's attempt counter then (an administrator's retry starts it again)." }),
+      number: Type.Integer({
+        minimum: 1,
+        description: "The attempt's place among all of the job's attempts, 1 first.",
+      }),
+      attempt: Type.Integer({
+        minimum: 1,
+        description: "The job's attempt counter then (an administrator's retry starts it again).",
+      }),
       started_at: Type.Union([DateTime, Type.Null()]),
       outcome: Type.Union(JOB_STATUSES.map((status) => Type.Literal(status))),
       status_code: Type.Union([Type.Integer(), Type.Null()]),
@@ -390,9 +410,7 @@ export const JobHistoryEvent = Type.Union([
       type: Type.Literal("admin"),
       at: DateTime,
       actor: Type.String({ description: "The administrator (the admin token's sub)." }),
-      action: Type.Union(
-        ADMIN_ACTIONS.map((action) => Type.Literal(action)),
-      ),
+      action: Type.Union(ADMIN_ACTIONS.map((action) => Type.Literal(action))),
     },
     { additionalProperties: false },
   ),
@@ -411,7 +429,10 @@ export const Stats = Type.Object(
   {
     by_status: Type.Record(Type.String(), Type.Integer()),
     by_operation: Type.Array(
-      Type.Object({ operation_id: Type.String(), status: Type.String(), count: Type.Integer() }, { additionalProperties: false }),
+      Type.Object(
+        { operation_id: Type.String(), status: Type.String(), count: Type.Integer() },
+        { additionalProperties: false },
+      ),
     ),
     queue_lag_seconds: Type.Number({
       description:
@@ -420,7 +441,10 @@ export const Stats = Type.Object(
     }),
     paused_jobs: Type.Array(
       Type.Object({ operation_id: Type.String(), count: Type.Integer() }, { additionalProperties: false }),
-      { description: "Jobs due now that a pause of their operation or concurrency key holds back, by operation; none listed when nothing is held." },
+      {
+        description:
+          "Jobs due now that a pause of their operation or concurrency key holds back, by operation; none listed when nothing is held.",
+      },
     ),
     throughput: Type.Array(
       Type.Object(

@@ -38,4 +38,3 @@ export function storedBody(options: { text: string; contentType: string | undefi
   }
   return { body: text, body_format: "text" };
 }
-

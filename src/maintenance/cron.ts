@@ -30,7 +30,7 @@ import type { Telemetry } from "../telemetry/events.js";
 import { Periodic } from "./periodic.js";
 
 /** Longest delay a Node timer takes; longer waits are done in steps. */
-const MAX_TIMER_MS = 2 **31 - 1;
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** First and longest wait before a tick is tried again while the database does not answer. */
 const RETRY_FIRST_MS = 250;
@@ -160,7 +160,10 @@ export class CronScheduler {
         // Start-up refuses this (docs/schedules.md); another node may have created it since. The config entry wins here.
         if (!this.shadowed.has(row.name)) {
           this.shadowed.add(row.name);
-          logger.error({ cron: row.name }, "a schedule created through the API has a config entry's name; it is not run on this node");
+          logger.error(
+            { cron: row.name },
+            "a schedule created through the API has a config entry's name; it is not run on this node",
+          );
         }
         continue;
       }
@@ -179,20 +182,25 @@ export class CronScheduler {
   /** Listens for the store's announcements of changed schedules, unless already listening; the poll tries again. */
   private listen(): void {
     if (this.stopped || this.listening || this.stopListening) return;
-    this.listening = this.options.store.scheduleChangeListen(() => void this.sync()).then(
-      (stop) => {
-        this.listening = undefined;
-        if (this.stopped) return stop();
-        this.stopListening = stop;
-        // A change committed before the LISTEN took effect was announced to nobody here.
-        void this.sync();
-        return undefined;
-      },
-      (error: unknown) => {
-        this.listening = undefined;
-        this.options.logger.warn({ err: error }, "cannot listen for changes of the schedules yet; reading them every few seconds meanwhile");
-      },
-    );
+    this.listening = this.options.store
+      .scheduleChangeListen(() => void this.sync())
+      .then(
+        (stop) => {
+          this.listening = undefined;
+          if (this.stopped) return stop();
+          this.stopListening = stop;
+          // A change committed before the LISTEN took effect was announced to nobody here.
+          void this.sync();
+          return undefined;
+        },
+        (error: unknown) => {
+          this.listening = undefined;
+          this.options.logger.warn(
+            { err: error },
+            "cannot listen for changes of the schedules yet; reading them every few seconds meanwhile",
+          );
+        },
+      );
   }
 
   private arm(spec: { entry: CronConfig; revision: string | null }, after: number): void {
@@ -227,7 +235,10 @@ export class CronScheduler {
       tickAt = this.nextTick(armed.entry, after);
     } catch (error) {
       // A stored expression this node cannot read (a time zone its ICU lacks): the schedule does not run here.
-      this.options.logger.error({ err: error, cron: armed.entry.name }, "cannot compute the schedule's next tick; it does not run on this node");
+      this.options.logger.error(
+        { err: error, cron: armed.entry.name },
+        "cannot compute the schedule's next tick; it does not run on this node",
+      );
       tickAt = null;
     }
     armed.nextTickAt = tickAt;
@@ -332,14 +343,27 @@ export class CronScheduler {
   }
 
   /** `fire`, telling a tick the store refused for a changed, paused or deleted schedule ("changed") from the others. */
-  private async fireOnce(entry: CronConfig, tickAt: number, options: { revision?: string }): Promise<"settled" | "changed" | "retry"> {
+  private async fireOnce(
+    entry: CronConfig,
+    tickAt: number,
+    options: { revision?: string },
+  ): Promise<"settled" | "changed" | "retry"> {
     const { store, telemetry, logger, config, settings, notifier, registry } = this.options;
     const { revision } = options;
     if (revision !== undefined) {
-      const refusal = scheduleTargetError({ config, registry, source: "api", name: entry.name, operationId: entry.operation_id });
+      const refusal = scheduleTargetError({
+        config,
+        registry,
+        source: "api",
+        name: entry.name,
+        operationId: entry.operation_id,
+      });
       if (refusal) {
         telemetry.emit("cron:tick", { name: entry.name, tickAt, outcome: refusal.code });
-        logger.error({ cron: entry.name, tick: new Date(tickAt).toISOString(), code: refusal.code }, `schedule tick not enqueued: ${refusal.message}`);
+        logger.error(
+          { cron: entry.name, tick: new Date(tickAt).toISOString(), code: refusal.code },
+          `schedule tick not enqueued: ${refusal.message}`,
+        );
         return "settled";
       }
     }
@@ -354,10 +378,16 @@ export class CronScheduler {
           outcome: enqueueOutcome({ kind: outcome.kind, job: outcome.job }),
           runAt: outcome.job.runAt,
         });
-        logger.info({ cron: entry.name, tick: new Date(tickAt).toISOString(), jobId: outcome.job.id, outcome: outcome.kind }, "cron tick enqueued");
+        logger.info(
+          { cron: entry.name, tick: new Date(tickAt).toISOString(), jobId: outcome.job.id, outcome: outcome.kind },
+          "cron tick enqueued",
+        );
       } else if (outcome.kind === "schedule_changed") {
         // This node missed the change (or it raced the tick): read the schedules again rather than wait for the poll.
-        logger.info({ cron: entry.name, tick: new Date(tickAt).toISOString() }, "schedule tick not enqueued: the schedule changed, was paused or was deleted");
+        logger.info(
+          { cron: entry.name, tick: new Date(tickAt).toISOString() },
+          "schedule tick not enqueued: the schedule changed, was paused or was deleted",
+        );
         void this.sync();
         return "changed";
       } else if (outcome.kind !== "already_enqueued") {

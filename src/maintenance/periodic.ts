@@ -39,7 +39,9 @@ export class Periodic {
   runNow(): Promise<void> {
     this.running ??= this.options
       .run()
-      .catch((error: unknown) => this.options.logger.warn({ err: error, task: this.options.name }, "periodic task failed"))
+      .catch((error: unknown) =>
+        this.options.logger.warn({ err: error, task: this.options.name }, "periodic task failed"),
+      )
       .finally(() => {
         this.running = undefined;
       });

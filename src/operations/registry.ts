@@ -82,7 +82,11 @@ class DocumentReader {
     private readonly source: string,
   ) {}
 
-  read(): { operations: Map<string, Operation>; definitions: Map<string, OperationDefinition>; version: OpenApiVersion } {
+  read(): {
+    operations: Map<string, Operation>;
+    definitions: Map<string, OperationDefinition>;
+    version: OpenApiVersion;
+  } {
     const { paths, version } = this.checkHeader();
     for (const [path, item] of Object.entries(paths)) {
       // Specification extensions ("x-...") may sit beside the paths; they are not paths.
@@ -99,7 +103,8 @@ class DocumentReader {
 
   private checkHeader(): { paths: JsonObject; version: OpenApiVersion } {
     const doc = this.root;
-    if (!isObject(doc)) throw this.fail("", `is not an OpenAPI document (it holds ${describeValue(doc)}, not an object)`);
+    if (!isObject(doc))
+      throw this.fail("", `is not an OpenAPI document (it holds ${describeValue(doc)}, not an object)`);
     if (doc["swagger"] !== undefined) {
       throw this.fail("", "is a Swagger 2.0 document; convert it to OpenAPI 3.0 or 3.1");
     }
@@ -113,10 +118,15 @@ class DocumentReader {
     if (version === undefined) throw this.fail("", 'is not an OpenAPI document (no "openapi" version field)');
     if (typeof version === "number") {
       // YAML reads `openapi: 3.1` as a number, which the OpenAPI schema rejects; say how to fix it.
-      throw this.fail("openapi", `must be a version string such as "3.1.0", not the number ${version} (quote it in YAML)`);
+      throw this.fail(
+        "openapi",
+        `must be a version string such as "3.1.0", not the number ${version} (quote it in YAML)`,
+      );
     }
     const supported =
-      typeof version === "string" ? SUPPORTED_VERSIONS.find((v) => version === v || version.startsWith(`${v}.`)) : undefined;
+      typeof version === "string"
+        ? SUPPORTED_VERSIONS.find((v) => version === v || version.startsWith(`${v}.`))
+        : undefined;
     if (supported === undefined) {
       throw this.fail("openapi", `version ${JSON.stringify(version)} is not supported (need 3.0.x or 3.1.x)`);
     }
@@ -132,7 +142,8 @@ class DocumentReader {
     for (const method of HTTP_METHODS) {
       if (item[method] === undefined) continue;
       const read = this.readOperation({ path, method, value: item[method], where: `${where}.${method}` });
-      if (read) this.add(read.operation, `${where}.${method}.operationId`, { operation: read.definition, pathItem: item });
+      if (read)
+        this.add(read.operation, `${where}.${method}.operationId`, { operation: read.definition, pathItem: item });
     }
   }
 
@@ -301,7 +312,9 @@ function requireBackgroundOperation(options: {
   const { registry, operationId, key, subject } = options;
   const operation = registry.get(operationId);
   if (!operation) {
-    throw new ConfigError(`config: ${key}: ${subject} is not an operation of the OpenAPI document${suggestOperation(registry, operationId)}`);
+    throw new ConfigError(
+      `config: ${key}: ${subject} is not an operation of the OpenAPI document${suggestOperation(registry, operationId)}`,
+    );
   }
   if (!operation.background) {
     throw new ConfigError(
@@ -314,7 +327,12 @@ function requireBackgroundOperation(options: {
 function checkTriggerTargets(config: Config, registry: OperationRegistry): void {
   for (const [caller, targets] of Object.entries(config.triggers)) {
     for (const target of targets) {
-      requireBackgroundOperation({ registry, operationId: target, key: `triggers.${caller}`, subject: `target "${target}"` });
+      requireBackgroundOperation({
+        registry,
+        operationId: target,
+        key: `triggers.${caller}`,
+        subject: `target "${target}"`,
+      });
     }
   }
 }
@@ -414,7 +432,9 @@ function unknownOperationWarnings(config: Config, registry: OperationRegistry): 
     );
   const onBehalfOf = config.on_behalf_of.flatMap((operationId, index) =>
     registry.get(operationId) === undefined
-      ? [`config: on_behalf_of.${index}: "${operationId}" names no operation of the OpenAPI document${suggestOperation(registry, operationId)}`]
+      ? [
+          `config: on_behalf_of.${index}: "${operationId}" names no operation of the OpenAPI document${suggestOperation(registry, operationId)}`,
+        ]
       : [],
   );
   return [...overrides, ...onBehalfOf];

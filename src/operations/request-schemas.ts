@@ -74,7 +74,8 @@ export class RequestSchema {
 
   /** The first mismatch of `request` in words (path parameters, then query, then body), or undefined. */
   problem(request: RequestPayload): string | undefined {
-    const mismatch = this.pathMismatch(request.path_params) ?? this.queryMismatch(request.query) ?? this.bodyMismatch(request);
+    const mismatch =
+      this.pathMismatch(request.path_params) ?? this.queryMismatch(request.query) ?? this.bodyMismatch(request);
     if (mismatch === undefined) return undefined;
     const message =
       `${excerpt(mismatch.pointer, MAX_POINTER_CHARS)}: ${mismatch.problem} ` +
@@ -90,7 +91,8 @@ export class RequestSchema {
       const text = jsonText(value);
       const readings = text.includes(",") ? [text, text.split(",")] : [text];
       const problem = firstProblem(validate, readings);
-      if (problem) return at(`/request/path_params/${escapeSegment(name)}`, problem, `path parameter "${excerpt(name)}"`);
+      if (problem)
+        return at(`/request/path_params/${escapeSegment(name)}`, problem, `path parameter "${excerpt(name)}"`);
     }
     return undefined;
   }
@@ -108,7 +110,8 @@ export class RequestSchema {
       }
       if (validate === undefined) continue;
       // An object is sent as its JSON text: a target that parses it reads the object, another reads the text.
-      const readings = sent.kept === undefined && typeof value === "object" ? [structuredClone(value), sent.text] : [sent.text];
+      const readings =
+        sent.kept === undefined && typeof value === "object" ? [structuredClone(value), sent.text] : [sent.text];
       const problem = firstProblem(validate, readings);
       if (problem) return at(pointer, { ...problem, pointer: originalIndex(problem.pointer, sent.kept) }, source);
     }
@@ -120,7 +123,9 @@ export class RequestSchema {
     if (body === undefined) return undefined;
     const source = "the request body schema";
     if (request.body === undefined) {
-      return body.required ? { pointer: "/request/body", problem: "is required", source: "the request body" } : undefined;
+      return body.required
+        ? { pointer: "/request/body", problem: "is required", source: "the request body" }
+        : undefined;
     }
     if (body.validate === undefined) return undefined;
     const problem = firstProblem(body.validate, [request.body]);
@@ -226,7 +231,9 @@ function compileAt(ajv: Ajv, segments: readonly string[]): ValidateFunction {
     return ajv.compile({ $ref: `${DOCUMENT_ID}#${fragment}` });
   } catch (error) {
     const pointer = segments.map((segment) => `/${escapeSegment(segment)}`).join("");
-    throw new Error(`cannot compile #${pointer}: ${excerpt(String((error as Error).message), MAX_WARNING_DETAIL_CHARS)}`);
+    throw new Error(
+      `cannot compile #${pointer}: ${excerpt(String((error as Error).message), MAX_WARNING_DETAIL_CHARS)}`,
+    );
   }
 }
 
@@ -286,7 +293,11 @@ export class RequestSchemas {
   }
 }
 
-function compileShape(operationId: string, shape: RequestShape, validators: { body: Ajv; parameters: Ajv }): RequestSchema {
+function compileShape(
+  operationId: string,
+  shape: RequestShape,
+  validators: { body: Ajv; parameters: Ajv },
+): RequestSchema {
   const parameter = (declared: RequestShape["query"][number]): ParameterCheck => ({
     name: declared.name,
     required: declared.required,
@@ -308,7 +319,10 @@ function compileShape(operationId: string, shape: RequestShape, validators: { bo
  * Start-up warnings for cron entries whose request its target's schemas refuse: each tick's job would be refused by
  * the target. Warnings, not refusals: the schemas are the product's, and the product may accept more than they say.
  */
-export function cronRequestWarnings(options: { config: Pick<Config, "cron">; requestSchemas: RequestSchemas }): string[] {
+export function cronRequestWarnings(options: {
+  config: Pick<Config, "cron">;
+  requestSchemas: RequestSchemas;
+}): string[] {
   return options.config.cron.flatMap((entry, index) => {
     const problem = options.requestSchemas.get(entry.operation_id)?.problem(entry.request);
     return problem === undefined ? [] : [`config: cron.${index}.request: its target would refuse it: ${problem}`];

@@ -57,7 +57,12 @@ export function jsonSchemaDocument(document: unknown, version: OpenApiVersion): 
   return rewrite({ node: document, version, namesBelow: false, enclosing: new Set() });
 }
 
-function rewrite(options: { node: unknown; version: OpenApiVersion; namesBelow: boolean; enclosing: Set<object> }): unknown {
+function rewrite(options: {
+  node: unknown;
+  version: OpenApiVersion;
+  namesBelow: boolean;
+  enclosing: Set<object>;
+}): unknown {
   const { node, version, namesBelow, enclosing } = options;
   if (typeof node !== "object" || node === null) return node;
   // A value that contains itself (a YAML alias to an enclosing node) has no finite copy; an empty schema admits all.

@@ -74,7 +74,10 @@ function described(error: ErrorObject, data: unknown): SchemaProblem {
     case "additionalProperties":
       return { pointer: named("additionalProperty"), problem: "is not allowed: the schema admits no other properties" };
     case "unevaluatedProperties":
-      return { pointer: named("unevaluatedProperty"), problem: "is not allowed: the schema admits no other properties" };
+      return {
+        pointer: named("unevaluatedProperty"),
+        problem: "is not allowed: the schema admits no other properties",
+      };
     case "type": {
       const types = String(params["type"]).replaceAll(",", " or ");
       return { pointer, problem: `must be ${types}, got ${describeValue(valueAt(data, pointer))}` };

@@ -94,7 +94,10 @@ export class PerOperationSettings {
 
   /** The distinct origins deliveries go to: `target.base_url` and every `operations.*.base_url`. */
   deliveryOrigins(): string[] {
-    const urls = [this.config.target.base_url, ...Object.values(this.config.operations).map((override) => override.base_url)];
+    const urls = [
+      this.config.target.base_url,
+      ...Object.values(this.config.operations).map((override) => override.base_url),
+    ];
     return [...new Set(urls.filter((url): url is string => url !== undefined).map((url) => new URL(url).origin))];
   }
 }

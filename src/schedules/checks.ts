@@ -52,7 +52,8 @@ export function scheduleTargetError(options: {
     operationId,
     triggers: config.triggers,
     caller: triggerKeyOf(options),
-    triggerHint: options.source === "api" ? ` (add it to triggers."${SCHEDULE_TRIGGER_KEY}" to let schedules enqueue it)` : "",
+    triggerHint:
+      options.source === "api" ? ` (add it to triggers."${SCHEDULE_TRIGGER_KEY}" to let schedules enqueue it)` : "",
   });
   return allowed.ok ? undefined : allowed.error;
 }
@@ -74,10 +75,19 @@ export function checkScheduleFields(options: {
   if (payload) throw new ApiError(400, payload.code, payload.message);
   const target = registry.get(fields.operationId);
   if (target) {
-    const path = pathParamsProblem({ path: `${target.method} ${target.path}`, names: target.pathParams, pathParams: fields.request.path_params ?? {} });
+    const path = pathParamsProblem({
+      path: `${target.method} ${target.path}`,
+      names: target.pathParams,
+      pathParams: fields.request.path_params ?? {},
+    });
     if (path) throw new ApiError(400, path.code, path.message);
   }
-  const refusal = scheduleTargetError({ ...options, source: "api", name: fields.name, operationId: fields.operationId });
+  const refusal = scheduleTargetError({
+    ...options,
+    source: "api",
+    name: fields.name,
+    operationId: fields.operationId,
+  });
   if (refusal) throw refusal;
   // Step 4a, as the enqueue makes it: a request the target's schemas refuse would make every tick's job die.
   options.requestSchemas.get(fields.operationId)?.check(fields.request);
@@ -88,7 +98,10 @@ export function checkScheduleFields(options: {
  * entry): names are unique, and which of the two `cron:{name}` would mean is for an operator to say. Throws
  * `ConfigError` naming the entry.
  */
-export async function checkCronEntriesAgainstSchedules(options: { config: Pick<Config, "cron">; store: Store }): Promise<void> {
+export async function checkCronEntriesAgainstSchedules(options: {
+  config: Pick<Config, "cron">;
+  store: Store;
+}): Promise<void> {
   const { config, store } = options;
   if (config.cron.length === 0) return;
   const stored = new Set((await store.scheduleList()).map((row) => row.name));

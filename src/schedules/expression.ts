@@ -43,6 +43,8 @@ export function expressionProblem(schedule: string, timezone: string): string | 
 
 /** The first tick strictly after `after` (ms since the epoch), or null if the expression never fires again. */
 export function nextTickAfter(options: { schedule: string; timezone: string; after: number }): number | null {
-  const next = new Cron(options.schedule, { timezone: options.timezone, paused: true }).nextRun(new Date(options.after));
+  const next = new Cron(options.schedule, { timezone: options.timezone, paused: true }).nextRun(
+    new Date(options.after),
+  );
   return next ? next.getTime() : null;
 }

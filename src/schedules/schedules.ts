@@ -20,7 +20,14 @@ import type { RequestSchemas } from "../operations/request-schemas.js";
 import { checkScheduleFields, scheduleTargetError, type ScheduleSource } from "./checks.js";
 import { nextTickAfter } from "./expression.js";
 import { cronRunNowJob } from "./schedule-jobs.js";
-import { cronEntryOf, fieldsOfCronEntry, newRevision, type CronTick, type ScheduleFields, type ScheduleRow } from "./schedule.js";
+import {
+  cronEntryOf,
+  fieldsOfCronEntry,
+  newRevision,
+  type CronTick,
+  type ScheduleFields,
+  type ScheduleRow,
+} from "./schedule.js";
 
 /** What the schedules' use cases need from the running service. */
 export interface ScheduleDeps extends EnqueueDeps {
@@ -75,9 +82,19 @@ export class Schedules {
    */
   async create(fields: ScheduleFields, actor: string): Promise<ScheduleView> {
     if (this.configEntry(fields.name)) throw exists(fields.name, "a config entry");
-    checkScheduleFields({ fields, config: this.deps.config, registry: this.deps.registry, requestSchemas: this.deps.requestSchemas });
+    checkScheduleFields({
+      fields,
+      config: this.deps.config,
+      registry: this.deps.registry,
+      requestSchemas: this.deps.requestSchemas,
+    });
     const maxSchedules = this.deps.config.limits.max_schedules;
-    const outcome = await this.deps.store.scheduleCreate({ schedule: fields, revision: newRevision(), actor, maxSchedules });
+    const outcome = await this.deps.store.scheduleCreate({
+      schedule: fields,
+      revision: newRevision(),
+      actor,
+      maxSchedules,
+    });
     if (outcome.kind === "exists") throw exists(fields.name, "a schedule");
     if (outcome.kind === "limit_reached") {
       throw new ApiError(
@@ -94,16 +111,35 @@ export class Schedules {
    * Changes a stored schedule's fields to what `change` makes of the current ones, checked as a create's. A change
    * landing between the read and the write makes it start again from that change (never overwrite it unseen).
    */
-  async update(name: string, change: (current: ScheduleFields) => ScheduleFields, actor: string): Promise<ScheduleView> {
+  async update(
+    name: string,
+    change: (current: ScheduleFields) => ScheduleFields,
+    actor: string,
+  ): Promise<ScheduleView> {
     for (let tries = 1; ; tries++) {
       const row = await this.findStored(name, "changed");
       const fields = { ...change(row), name: row.name };
-      checkScheduleFields({ fields, config: this.deps.config, registry: this.deps.registry, requestSchemas: this.deps.requestSchemas });
-      const outcome = await this.deps.store.scheduleUpdate({ schedule: fields, ifRevision: row.revision, revision: newRevision(), actor });
+      checkScheduleFields({
+        fields,
+        config: this.deps.config,
+        registry: this.deps.registry,
+        requestSchemas: this.deps.requestSchemas,
+      });
+      const outcome = await this.deps.store.scheduleUpdate({
+        schedule: fields,
+        ifRevision: row.revision,
+        revision: newRevision(),
+        actor,
+      });
       if (outcome.kind === "updated") return this.viewOf({ source: "api", row: outcome.schedule });
       if (outcome.kind === "not_found") throw notFound(name);
       if (tries >= UPDATE_TRIES) {
-        throw new ApiError(503, "unavailable", `schedule "${name}" kept changing while this change was made; try again`, { "retry-after": "1" });
+        throw new ApiError(
+          503,
+          "unavailable",
+          `schedule "${name}" kept changing while this change was made; try again`,
+          { "retry-after": "1" },
+        );
       }
     }
   }
@@ -234,5 +270,9 @@ function notFound(name: string): ApiError {
 }
 
 function exists(name: string, holder: string): ApiError {
-  return new ApiError(409, "schedule_exists", `${holder} is already named "${name}": schedule names are unique, config entries included`);
+  return new ApiError(
+    409,
+    "schedule_exists",
+    `${holder} is already named "${name}": schedule names are unique, config entries included`,
+  );
 }

@@ -11,8 +11,13 @@ import { defaultDedupeKey, type ScheduleFields } from "./schedule.js";
 import type { ScheduleView } from "./schedules.js";
 
 /** The largest priority, concurrency and dedupe keys of an enqueue (docs/api.md, "Enqueue, step by step"). */
-const Priority = Type.Integer({ minimum: -2_147_483_648, maximum: 2_147_483_647, description: "Claim order, higher first (default 0)." });
-const Key = (description: string) => Type.Union([Type.String({ minLength: 1, maxLength: 255 }), Type.Null()], { description });
+const Priority = Type.Integer({
+  minimum: -2_147_483_648,
+  maximum: 2_147_483_647,
+  description: "Claim order, higher first (default 0).",
+});
+const Key = (description: string) =>
+  Type.Union([Type.String({ minLength: 1, maxLength: 255 }), Type.Null()], { description });
 
 /**
  * A schedule's name: letters, digits, `_`, `-` and `.`, not starting with `.` (so no name is a dot-segment of a URL),
@@ -32,7 +37,11 @@ const DefinitionFields = {
     maxLength: 255,
     description: "A cron expression of 5 fields (minute hour day-of-month month day-of-week) or 6 (seconds first).",
   }),
-  timezone: Type.String({ minLength: 1, maxLength: 100, description: 'The IANA time zone the expression is read in (default "UTC").' }),
+  timezone: Type.String({
+    minLength: 1,
+    maxLength: 100,
+    description: 'The IANA time zone the expression is read in (default "UTC").',
+  }),
   operation_id: Type.String({ minLength: 1, description: "The background operation each tick enqueues a job of." }),
   user_id: Type.String({ minLength: 1, maxLength: 255, description: "The user the jobs run as." }),
   request: RequestPayload,
@@ -60,7 +69,10 @@ export const ScheduleCreateBody = Type.Object(
 export type ScheduleCreateBody = Static<typeof ScheduleCreateBody>;
 
 /** The body of `PATCH /schedules/{name}`: the fields to change (null removes a key); the others are kept. */
-export const SchedulePatchBody = Type.Partial(Type.Object(DefinitionFields), { additionalProperties: false, minProperties: 1 });
+export const SchedulePatchBody = Type.Partial(Type.Object(DefinitionFields), {
+  additionalProperties: false,
+  minProperties: 1,
+});
 /** The body of `PATCH /schedules/{name}`. */
 export type SchedulePatchBody = Static<typeof SchedulePatchBody>;
 
@@ -80,12 +92,18 @@ export const ScheduleBody = Type.Object(
     dedupe_key: Type.Union([Type.String(), Type.Null()]),
     concurrency_key: Type.Union([Type.String(), Type.Null()]),
     paused: Type.Union([WireStamp, Type.Null()], { description: "Who paused the schedule, and when; null: it runs." }),
-    created: Type.Union([WireStamp, Type.Null()], { description: "Who created it, and when; null for a config entry." }),
-    updated: Type.Union([WireStamp, Type.Null()], { description: "Who last changed its definition, and when; null for a config entry." }),
+    created: Type.Union([WireStamp, Type.Null()], {
+      description: "Who created it, and when; null for a config entry.",
+    }),
+    updated: Type.Union([WireStamp, Type.Null()], {
+      description: "Who last changed its definition, and when; null for a config entry.",
+    }),
     next_run_at: Type.Union([Type.String({ format: "date-time" }), Type.Null()], {
       description: "Its next tick; null while paused, or when the expression never fires again.",
     }),
-    last_run_at: Type.Union([Type.String({ format: "date-time" }), Type.Null()], { description: "Its last recorded tick, or null." }),
+    last_run_at: Type.Union([Type.String({ format: "date-time" }), Type.Null()], {
+      description: "Its last recorded tick, or null.",
+    }),
     last_job_id: Type.Union([Type.String(), Type.Null()], {
       description: "The job the last tick enqueued (or refreshed, with a dedupe key); null when it enqueued none.",
     }),

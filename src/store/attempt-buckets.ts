@@ -14,7 +14,6 @@ export function requireWholeMinutes(params: { since: number; bucketMs: number })
   }
 }
 
-
 /** Turns per-slot counts into every bucket from `since` to `now`, zeros included (shared by the engines). */
 export function toBuckets(options: {
   since: number;
@@ -33,7 +32,13 @@ export function toBuckets(options: {
   }));
   for (const row of options.rows) {
     const bucket = buckets[Math.floor(Number(row.slot))];
-    if (bucket && (row.outcome === "succeeded" || row.outcome === "retrying" || row.outcome === "dead" || row.outcome === "cancelled")) {
+    if (
+      bucket &&
+      (row.outcome === "succeeded" ||
+        row.outcome === "retrying" ||
+        row.outcome === "dead" ||
+        row.outcome === "cancelled")
+    ) {
       bucket[row.outcome] += Number(row.count);
     }
   }

@@ -17,7 +17,8 @@ export function chainJobCountsOf(groups: readonly ChainStatusGroup[]): ChainJobC
     counts.jobs += group.jobs;
     counts.byStatus[group.status as JobStatus] = group.jobs;
     counts.firstCreatedAt = Math.min(counts.firstCreatedAt ?? group.firstCreatedAt, group.firstCreatedAt);
-    if (group.lastFinishedAt !== null) counts.lastFinishedAt = Math.max(counts.lastFinishedAt ?? 0, group.lastFinishedAt);
+    if (group.lastFinishedAt !== null)
+      counts.lastFinishedAt = Math.max(counts.lastFinishedAt ?? 0, group.lastFinishedAt);
   }
   return counts;
 }

@@ -35,7 +35,8 @@ export function externalCallRefusal(options: {
   // The token's claim: a token of an earlier claim that reused the attempt's number (an administrator's retry) names
   // another claim, even within the same second, when the two tokens' other claims are equal.
   const tokenClaim = token.claim === null ? job.claimCount === 0 : token.claim === job.claimCount;
-  if (job.status !== "running" || job.attempt !== attempt || !sameClaim || !tokenClaim) return { kind: "not_running", job };
+  if (job.status !== "running" || job.attempt !== attempt || !sameClaim || !tokenClaim)
+    return { kind: "not_running", job };
   if (target.async) {
     return target.asyncTokenHash === token.hash ? undefined : { kind: "token_refused", job, reason: "other_token" };
   }

@@ -130,8 +130,7 @@ export type ScheduleUpdateOutcome =
 
 /** The result of `schedulePause`, `scheduleResume` and `scheduleDelete`: the schedule as the write left it. */
 export type ScheduleWriteOutcome<K extends "paused" | "resumed" | "deleted"> =
-  | { kind: K; schedule: ScheduleRow }
-  | { kind: "not_found" };
+  { kind: K; schedule: ScheduleRow } | { kind: "not_found" };
 
 /** The result of `cronTickInsert`. */
 export type CronTickOutcome =
@@ -158,14 +157,12 @@ export type ExternalCallRefusal =
 /** The result of `jobHeartbeatExternal`. */
 export type ExternalHeartbeatOutcome =
   /** The lease was renewed at `heartbeatAt`; `async` says whether the attempt runs asynchronously (which lease holds). */
-  | { kind: "renewed"; heartbeatAt: number; async: boolean }
-  | ExternalCallRefusal;
+  { kind: "renewed"; heartbeatAt: number; async: boolean } | ExternalCallRefusal;
 
 /** The result of `jobSetStateExternal`. */
 export type ExternalSetStateOutcome =
   /** The outcome was written; the job as it is now. */
-  | { kind: "written"; job: JobRow }
-  | ExternalCallRefusal;
+  { kind: "written"; job: JobRow } | ExternalCallRefusal;
 
 /** One administrator's action on one job. */
 export interface AdminActionRow {
@@ -368,7 +365,12 @@ export interface Store {
    * Puts interrupted attempts back to `retrying`, due `delayMs` after the store's now, refunding the attempt as
    * `refund` says; a cancelled chain ends the job `cancelled-by-chain`. Returns how many were requeued.
    */
-  jobRequeueMany(params: { jobs: JobAttempt[]; delayMs: number; errorBody: string; refund: AttemptRefund }): Promise<number>;
+  jobRequeueMany(params: {
+    jobs: JobAttempt[];
+    delayMs: number;
+    errorBody: string;
+    refund: AttemptRefund;
+  }): Promise<number>;
   /**
    * When a claim may next find a job, on the database's clock (compare it with `now`): the earliest `run_at` of a
    * claimable job whose gates are open, or the time a rate limit lets it start if later; null when nothing waits
@@ -412,9 +414,11 @@ export interface Store {
    * `skipped` when that is no longer so (another node fired it, or an administrator retried the job meanwhile). With
    * `insert` null (the job has no callback for that state) the pending callback is only cleared (`cleared`).
    */
-  jobCallbackEnqueue(params: { jobId: string; status: "succeeded" | "dead"; insert: JobInsertParams | null }): Promise<
-    JobInsertOutcome | { kind: "skipped" } | { kind: "cleared" }
-  >;
+  jobCallbackEnqueue(params: {
+    jobId: string;
+    status: "succeeded" | "dead";
+    insert: JobInsertParams | null;
+  }): Promise<JobInsertOutcome | { kind: "skipped" } | { kind: "cleared" }>;
   /** Chains whose on_settled callback is still to fire and that have settled (no job pending, running or retrying). */
   chainSettledDueList(params: { limit: number }): Promise<ChainRow[]>;
   /**
@@ -431,7 +435,10 @@ export interface Store {
    * starts at the store's now), each once per settling: their start and settle times. Records how far it read. On
    * PostgreSQL one node at a time reads (the others answer `[]`).
    */
-  chainSettledSince(params: { cursor: string; limit: number }): Promise<Array<{ originalRequestId: string; startedAt: number; settledAt: number }>>;
+  chainSettledSince(params: {
+    cursor: string;
+    limit: number;
+  }): Promise<Array<{ originalRequestId: string; startedAt: number; settledAt: number }>>;
   /** A chain's row, or undefined when it has none (no job was ever enqueued into it, and it was never cancelled). */
   chainGet(params: { originalRequestId: string }): Promise<ChainRow | undefined>;
   /** How the jobs of a chain stand (none: zero jobs), counted in the database. */
@@ -471,7 +478,10 @@ export interface Store {
    * administrator cancelled on another node (its delivery, if this node has it, is to be aborted). Resolves to a
    * function that stops listening.
    */
-  jobAvailableListen(onAvailable: (runAt: number) => void, onAbort?: (jobId: string) => void): Promise<() => Promise<void>>;
+  jobAvailableListen(
+    onAvailable: (runAt: number) => void,
+    onAbort?: (jobId: string) => void,
+  ): Promise<() => Promise<void>>;
   /**
    * Writes the configuration's limits of every operation whose limits come from it (`limitsSource` "config"), and
    * puts back to no limits those of the operations it no longer lists. Every node does so when it starts.

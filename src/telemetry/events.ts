@@ -33,7 +33,11 @@ export interface OpqueueEvents {
     /** The error code of a request refused whole. */
     code: string | undefined;
     /** The jobs it answered with, in order (a batch's refused items aside). */
-    jobs: Array<{ jobId: string; operationId: string; outcome: "created" | "deduplicated" | "cancelled-by-chain" | "replayed" }>;
+    jobs: Array<{
+      jobId: string;
+      operationId: string;
+      outcome: "created" | "deduplicated" | "cancelled-by-chain" | "replayed";
+    }>;
     /** A batch's items refused on their own. */
     refused: number;
   };
@@ -126,9 +130,11 @@ export class Telemetry {
   private readonly onListenerError: (event: keyof OpqueueEvents, error: unknown) => void;
 
   constructor(options: { onListenerError?: (event: keyof OpqueueEvents, error: unknown) => void } = {}) {
-    this.onListenerError = options.onListenerError ?? ((event, error) => {
-      process.emitWarning(`a telemetry subscriber to "${event}" threw: ${String(error)}`);
-    });
+    this.onListenerError =
+      options.onListenerError ??
+      ((event, error) => {
+        process.emitWarning(`a telemetry subscriber to "${event}" threw: ${String(error)}`);
+      });
   }
 
   /** Subscribes to one event; returns the function that unsubscribes. */

@@ -30,7 +30,12 @@ export function logJobEvents(options: { telemetry: Telemetry; logger: Logger; cl
     }
   });
   telemetry.on("delivery:async", (event) => {
-    const line = { jobId: event.jobId, operationId: event.operationId, attempt: event.attempt, durationMs: Math.round(event.durationMs) };
+    const line = {
+      jobId: event.jobId,
+      operationId: event.operationId,
+      attempt: event.attempt,
+      durationMs: Math.round(event.durationMs),
+    };
     logger.info(line, "attempt continues asynchronously");
   });
   telemetry.on("async:finished", (event) => {
@@ -43,7 +48,10 @@ export function logJobEvents(options: { telemetry: Telemetry; logger: Logger; cl
       via: event.via,
     };
     if (event.outcome === "dead" || event.outcome === "cancelled") {
-      logger.warn({ ...line, reason: event.terminalReason, error: event.error }, `asynchronous attempt ended; job ${event.outcome}`);
+      logger.warn(
+        { ...line, reason: event.terminalReason, error: event.error },
+        `asynchronous attempt ended; job ${event.outcome}`,
+      );
     } else if (event.outcome === "retrying") {
       const nextRunAt = new Date(clock.now() + (event.retryInMs ?? 0)).toISOString();
       logger.info({ ...line, nextRunAt, error: event.error }, "asynchronous attempt failed; will retry");
@@ -58,7 +66,10 @@ export function logJobEvents(options: { telemetry: Telemetry; logger: Logger; cl
     );
   });
   telemetry.on("callback:enqueued", (event) => {
-    logger.info({ kind: event.kind, of: event.of, jobId: event.jobId, operationId: event.operationId }, "callback enqueued");
+    logger.info(
+      { kind: event.kind, of: event.of, jobId: event.jobId, operationId: event.operationId },
+      "callback enqueued",
+    );
   });
   telemetry.on("callback:refused", (event) => {
     logger.warn({ kind: event.kind, of: event.of, reason: event.reason }, "callback due but refused; none enqueued");

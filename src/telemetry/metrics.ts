@@ -147,7 +147,8 @@ export function createMetrics(options: {
         if (!current) return;
         this.reset();
         for (const { operationId, paused, limits } of current.controls) {
-          const gated = paused !== null || limits.rate !== null || limits.ratePerKey !== null || limits.maxConcurrency !== null;
+          const gated =
+            paused !== null || limits.rate !== null || limits.ratePerKey !== null || limits.maxConcurrency !== null;
           this.set({ operation_id: operationId }, gated && (current.waiting.get(operationId) ?? 0) > 0 ? 1 : 0);
         }
       },
@@ -160,7 +161,9 @@ export function createMetrics(options: {
     buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600],
     registers,
   });
-  telemetry.on("job:claimed", ({ operationId, waitMs }) => wait.observe({ operation_id: operationId }, Math.max(0, waitMs) / 1000));
+  telemetry.on("job:claimed", ({ operationId, waitMs }) =>
+    wait.observe({ operation_id: operationId }, Math.max(0, waitMs) / 1000),
+  );
 
   const clockOffset = new Gauge({
     name: "opqueue_clock_offset_seconds",

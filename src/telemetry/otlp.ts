@@ -46,11 +46,23 @@ import {
 } from "@opentelemetry/semantic-conventions";
 import type { Logger } from "pino";
 import type { OtlpConfig } from "../config.js";
-import { continuesProducerTrace, type DeliveryEnding, type DeliverySpan, type DeliveryTracer } from "../dispatcher/delivery-trace.js";
+import {
+  continuesProducerTrace,
+  type DeliveryEnding,
+  type DeliverySpan,
+  type DeliveryTracer,
+} from "../dispatcher/delivery-trace.js";
 import type { JobRow } from "../job/job.js";
 import { VERSION } from "../version.js";
 import type { OpqueueEvents, Telemetry } from "./events.js";
-import { formatTraceparent, newSpanId, newTraceId, parseTraceparent, sampledFlagOnly, type TraceContext } from "./trace-context.js";
+import {
+  formatTraceparent,
+  newSpanId,
+  newTraceId,
+  parseTraceparent,
+  sampledFlagOnly,
+  type TraceContext,
+} from "./trace-context.js";
 import type { Tracing } from "./tracing.js";
 
 /** opqueue's own span attributes (the HTTP ones follow OpenTelemetry's semantic conventions). */
@@ -93,7 +105,12 @@ const followProducerSampler: Sampler = {
 
 /** A stored or received trace context as the remote parent (or link) OpenTelemetry takes. */
 function remoteSpanContext(context: TraceContext): SpanContext {
-  return { traceId: context.traceId, spanId: context.spanId, traceFlags: Number.parseInt(context.flags, 16), isRemote: true };
+  return {
+    traceId: context.traceId,
+    spanId: context.spanId,
+    traceFlags: Number.parseInt(context.flags, 16),
+    isRemote: true,
+  };
 }
 
 /**
@@ -167,7 +184,10 @@ class OtlpDeliverySpan implements DeliverySpan {
       if (ending.outcome !== "succeeded") {
         // `_OTHER` is the conventions' error type when no status code names the failure (no answer, not sent).
         span.setAttribute(ATTR_ERROR_TYPE, ending.statusCode === undefined ? "_OTHER" : String(ending.statusCode));
-        span.setStatus({ code: SpanStatusCode.ERROR, message: (ending.error ?? ending.outcome).slice(0, STATUS_MESSAGE_MAX) });
+        span.setStatus({
+          code: SpanStatusCode.ERROR,
+          message: (ending.error ?? ending.outcome).slice(0, STATUS_MESSAGE_MAX),
+        });
       }
     }
     span.end();
@@ -184,7 +204,9 @@ export function startOtlpTracing(options: { otlp: OtlpConfig; telemetry: Telemet
     // The ids the deliveries without a tracer use too: one generator, cheap and never all zeros.
     idGenerator: { generateTraceId: newTraceId, generateSpanId: newSpanId },
     spanProcessors: [
-      new BatchSpanProcessor(new ReportingExporter(exporter, logger, otlp.endpoint), { exportTimeoutMillis: otlp.timeout_ms }),
+      new BatchSpanProcessor(new ReportingExporter(exporter, logger, otlp.endpoint), {
+        exportTimeoutMillis: otlp.timeout_ms,
+      }),
     ],
   });
   const tracer = provider.getTracer("opqueue", VERSION);
@@ -215,7 +237,8 @@ export function startOtlpTracing(options: { otlp: OtlpConfig; telemetry: Telemet
       },
       ROOT_CONTEXT,
     );
-    if (event.error !== undefined) span.setStatus({ code: SpanStatusCode.ERROR, message: event.error.slice(0, STATUS_MESSAGE_MAX) });
+    if (event.error !== undefined)
+      span.setStatus({ code: SpanStatusCode.ERROR, message: event.error.slice(0, STATUS_MESSAGE_MAX) });
     span.end(event.endTime);
   });
 
@@ -231,7 +254,10 @@ export function startOtlpTracing(options: { otlp: OtlpConfig; telemetry: Telemet
       if (stored === undefined) {
         // No trace to continue: the span starts one of its own, and the request carries no traceparent (the contract's
         // headers, and nothing more, for a job whose producer did not trace it).
-        return new OtlpDeliverySpan(tracer.startSpan(name, { kind: SpanKind.CLIENT, root: true, attributes }, ROOT_CONTEXT), undefined);
+        return new OtlpDeliverySpan(
+          tracer.startSpan(name, { kind: SpanKind.CLIENT, root: true, attributes }, ROOT_CONTEXT),
+          undefined,
+        );
       }
       if (continuesProducerTrace(job.attempt)) {
         const span = tracer.startSpan(
@@ -267,12 +293,15 @@ export function startOtlpTracing(options: { otlp: OtlpConfig; telemetry: Telemet
         const gaveUp = new Promise<"gave up">((resolve) => {
           timer = setTimeout(() => resolve("gave up"), otlp.timeout_ms + 1000);
         });
-        const ended = await Promise.race([provider.shutdown().then(() => "done" as const), gaveUp]).catch((error: unknown) => {
-          logger.warn({ err: error }, "the OTLP exporter failed to shut down cleanly");
-          return "done" as const;
-        });
+        const ended = await Promise.race([provider.shutdown().then(() => "done" as const), gaveUp]).catch(
+          (error: unknown) => {
+            logger.warn({ err: error }, "the OTLP exporter failed to shut down cleanly");
+            return "done" as const;
+          },
+        );
         clearTimeout(timer);
-        if (ended === "gave up") logger.warn({ endpoint: otlp.endpoint }, "gave up exporting the last spans at shutdown");
+        if (ended === "gave up")
+          logger.warn({ endpoint: otlp.endpoint }, "gave up exporting the last spans at shutdown");
       })();
       return shutdown;
     },

@@ -24,7 +24,14 @@ export function parseTraceparent(header: string | string[] | undefined): TraceCo
   if (typeof header !== "string") return undefined;
   const match = TRACEPARENT.exec(header.trim());
   if (!match) return undefined;
-  const [, version, traceId, spanId, flags, rest] = match as unknown as [string, string, string, string, string, string | undefined];
+  const [, version, traceId, spanId, flags, rest] = match as unknown as [
+    string,
+    string,
+    string,
+    string,
+    string,
+    string | undefined,
+  ];
   // Version ff is forbidden; version 00 has exactly four fields; all-zero ids are invalid.
   if (version === "ff" || (version === "00" && rest !== undefined)) return undefined;
   if (/^0+$/.test(traceId) || /^0+$/.test(spanId)) return undefined;

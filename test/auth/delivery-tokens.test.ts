@@ -38,7 +38,9 @@ async function setup(deliveryKey: DeliveryKeysConfig = KEYS) {
 
 /** Signs `payload` with `secret` under the kid `kid` (null: no kid). */
 function signHs(payload: JWTPayload, kid: string | null = "d2", secret = SECRET): Promise<string> {
-  return new SignJWT(payload).setProtectedHeader(kid === null ? { alg: "HS256" } : { alg: "HS256", kid }).sign(new TextEncoder().encode(secret));
+  return new SignJWT(payload)
+    .setProtectedHeader(kid === null ? { alg: "HS256" } : { alg: "HS256", kid })
+    .sign(new TextEncoder().encode(secret));
 }
 
 /** The claims opqueue signs for CLAIMS at `iat`, changed by `change`. */
@@ -95,7 +97,10 @@ describe("DeliveryTokenVerifier", () => {
 
   it("accepts a token without kid when one delivery key is configured", async () => {
     const { clock, verifier } = await setup({ kid: "q1", alg: "HS256", secret: SECRET });
-    assert.equal((await verifier.verify(await signHs(payload(Math.floor(clock.now() / 1000)), null))).jobId, "job_12345678");
+    assert.equal(
+      (await verifier.verify(await signHs(payload(Math.floor(clock.now() / 1000)), null))).jobId,
+      "job_12345678",
+    );
   });
 
   it("refuses a wrong issuer or audience, a malformed job, att or jti, a future iat and missing times", async () => {
@@ -140,7 +145,11 @@ describe("DeliveryTokenVerifier", () => {
   it("checks EdDSA and ES256 tokens with the public half of the delivery key, expired or not", async () => {
     for (const alg of ["EdDSA", "ES256"] as const) {
       const pair = await generateKeyPair(alg, { extractable: true });
-      const { clock, verifier, signer } = await setup({ kid: "p1", alg, private_key: await exportPKCS8(pair.privateKey) });
+      const { clock, verifier, signer } = await setup({
+        kid: "p1",
+        alg,
+        private_key: await exportPKCS8(pair.privateKey),
+      });
       const token = await signer.sign(CLAIMS);
       assert.equal((await verifier.verify(token)).token.expired, false, alg);
       clock.advance(3_600_000);

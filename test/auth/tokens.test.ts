@@ -33,7 +33,9 @@ function hsAuth(overrides: Partial<Config["auth"]> = {}): Config["auth"] {
   };
 }
 
-async function setup(auth: Config["auth"] = hsAuth()): Promise<{ clock: ManualClock; verifier: TokenVerifier; auth: Config["auth"] }> {
+async function setup(
+  auth: Config["auth"] = hsAuth(),
+): Promise<{ clock: ManualClock; verifier: TokenVerifier; auth: Config["auth"] }> {
   const clock = new ManualClock();
   return { clock, verifier: await TokenVerifier.create({ auth, clock }), auth };
 }
@@ -70,7 +72,13 @@ describe("enqueue assertions", () => {
   it("accepts a minted assertion and returns its claims and raw token", async () => {
     const { clock, verifier, auth } = await setup();
     const token = await mintToken({ auth, clock, sub: "u1", op: "createUser", rid: "req-1" });
-    assert.deepEqual(await verifier.verifyAssertion(token), { sub: "u1", op: "createUser", rid: "req-1", job: undefined, token });
+    assert.deepEqual(await verifier.verifyAssertion(token), {
+      sub: "u1",
+      op: "createUser",
+      rid: "req-1",
+      job: undefined,
+      token,
+    });
   });
 
   it("refuses alg none crafted by hand, with or without a kid", async () => {
@@ -96,7 +104,11 @@ describe("enqueue assertions", () => {
 
   it("refuses a bad signature", async () => {
     const { clock, verifier } = await setup();
-    const token = await signRaw({ payload: assertionClaims(clock), kid: "k1", key: encode("another-secret-of-at-least-32-bytes!!") });
+    const token = await signRaw({
+      payload: assertionClaims(clock),
+      kid: "k1",
+      key: encode("another-secret-of-at-least-32-bytes!!"),
+    });
     await refused(verifier.verifyAssertion(token), "bad signature");
   });
 
@@ -137,7 +149,14 @@ describe("enqueue assertions", () => {
 
   it("refuses a missing exp and a non-numeric exp", async () => {
     const { clock, verifier, auth } = await setup();
-    const missing = await mintToken({ auth, clock, sub: "u1", op: "createUser", rid: "r", extraClaims: { exp: undefined } });
+    const missing = await mintToken({
+      auth,
+      clock,
+      sub: "u1",
+      op: "createUser",
+      rid: "r",
+      extraClaims: { exp: undefined },
+    });
     await refused(verifier.verifyAssertion(missing), "missing claim exp");
     const text = await mintToken({ auth, clock, sub: "u1", op: "createUser", rid: "r", extraClaims: { exp: "soon" } });
     await refused(verifier.verifyAssertion(text), "claim exp must be a number");
@@ -164,15 +183,28 @@ describe("enqueue assertions", () => {
 
   it("refuses a missing iat", async () => {
     const { clock, verifier, auth } = await setup();
-    const token = await mintToken({ auth, clock, sub: "u1", op: "createUser", rid: "r", extraClaims: { iat: undefined } });
+    const token = await mintToken({
+      auth,
+      clock,
+      sub: "u1",
+      op: "createUser",
+      rid: "r",
+      extraClaims: { iat: undefined },
+    });
     await refused(verifier.verifyAssertion(token), "missing claim iat");
   });
 
   it("refuses an iat more than 30 s in the future and accepts one within 30 s", async () => {
     const { clock, verifier } = await setup();
-    const near = await signRaw({ payload: assertionClaims(clock, { iat: nowS(clock) + 30, exp: nowS(clock) + 330 }), kid: "k1" });
+    const near = await signRaw({
+      payload: assertionClaims(clock, { iat: nowS(clock) + 30, exp: nowS(clock) + 330 }),
+      kid: "k1",
+    });
     assert.equal((await verifier.verifyAssertion(near)).sub, "u1");
-    const far = await signRaw({ payload: assertionClaims(clock, { iat: nowS(clock) + 31, exp: nowS(clock) + 331 }), kid: "k1" });
+    const far = await signRaw({
+      payload: assertionClaims(clock, { iat: nowS(clock) + 31, exp: nowS(clock) + 331 }),
+      kid: "k1",
+    });
     await refused(verifier.verifyAssertion(far), "iat is in the future");
   });
 
@@ -215,18 +247,31 @@ describe("enqueue assertions", () => {
     const [header, payload, signature] = token.split(".");
     const forged = base64url.encode(JSON.stringify(assertionClaims(clock, { sub: "admin" })));
     await refused(verifier.verifyAssertion(`${header}.${forged}.${signature}`), "bad signature");
-    await refused(verifier.verifyAssertion(`${header}.${payload}`), "malformed token: expected a compact JWT (header.payload.signature)");
-    await refused(verifier.verifyAssertion(`${header}.${payload}.${signature}.x`), "malformed token: expected a compact JWT (header.payload.signature)");
-    for (let i = 0; i < 2; i++) await refused(verifier.verifyAssertion("e30.e30."), "malformed token: the header has no alg");
+    await refused(
+      verifier.verifyAssertion(`${header}.${payload}`),
+      "malformed token: expected a compact JWT (header.payload.signature)",
+    );
+    await refused(
+      verifier.verifyAssertion(`${header}.${payload}.${signature}.x`),
+      "malformed token: expected a compact JWT (header.payload.signature)",
+    );
+    for (let i = 0; i < 2; i++)
+      await refused(verifier.verifyAssertion("e30.e30."), "malformed token: the header has no alg");
   });
 
   it("refuses malformed tokens", async () => {
     const { verifier } = await setup();
     for (const token of ["", "not-a-token", "a.b", "a.b.c.d.e"]) {
-      await refused(verifier.verifyAssertion(token), "malformed token: expected a compact JWT (header.payload.signature)");
+      await refused(
+        verifier.verifyAssertion(token),
+        "malformed token: expected a compact JWT (header.payload.signature)",
+      );
     }
     await refused(verifier.verifyAssertion("a.b.c"), /^malformed token: the header is not canonical base64url/);
-    await refused(verifier.verifyAssertion(`${base64url.encode("abc")}.e30.`), "malformed token: the header is not base64url-encoded JSON");
+    await refused(
+      verifier.verifyAssertion(`${base64url.encode("abc")}.e30.`),
+      "malformed token: the header is not base64url-encoded JSON",
+    );
     await refused(verifier.verifyAssertion("e30.e30."), "malformed token: the header has no alg");
     const objectKid = `${base64url.encode(JSON.stringify({ alg: "HS256", kid: { a: 1 } }))}.e30.`;
     await refused(verifier.verifyAssertion(objectKid), "malformed token: kid must be a string");
@@ -235,8 +280,13 @@ describe("enqueue assertions", () => {
   it("refuses a correctly signed payload that is not a JSON object", async () => {
     const { verifier } = await setup();
     for (const body of ["not json", "[1,2]"]) {
-      const token = await new CompactSign(encode(body)).setProtectedHeader({ alg: "HS256", kid: "k1" }).sign(encode(SECRET));
-      await refused(verifier.verifyAssertion(token), /^malformed token: JWT Claims Set must be a top-level JSON object/);
+      const token = await new CompactSign(encode(body))
+        .setProtectedHeader({ alg: "HS256", kid: "k1" })
+        .sign(encode(SECRET));
+      await refused(
+        verifier.verifyAssertion(token),
+        /^malformed token: JWT Claims Set must be a top-level JSON object/,
+      );
     }
   });
 
@@ -283,9 +333,18 @@ describe("admin tokens", () => {
 
   it("refuses a missing sub or exp, an expired token and a wrong aud", async () => {
     const { clock, verifier, auth } = await setup();
-    await refused(verifier.verifyAdmin(await mintToken({ auth, clock, sub: "ops", extraClaims: { sub: undefined } })), "missing claim sub");
-    await refused(verifier.verifyAdmin(await mintToken({ auth, clock, sub: "ops", extraClaims: { exp: undefined } })), "missing claim exp");
-    await refused(verifier.verifyAdmin(await mintToken({ auth, clock, sub: "ops", extraClaims: { aud: "product" } })), /^wrong aud/);
+    await refused(
+      verifier.verifyAdmin(await mintToken({ auth, clock, sub: "ops", extraClaims: { sub: undefined } })),
+      "missing claim sub",
+    );
+    await refused(
+      verifier.verifyAdmin(await mintToken({ auth, clock, sub: "ops", extraClaims: { exp: undefined } })),
+      "missing claim exp",
+    );
+    await refused(
+      verifier.verifyAdmin(await mintToken({ auth, clock, sub: "ops", extraClaims: { aud: "product" } })),
+      /^wrong aud/,
+    );
     const token = await mintToken({ auth, clock, sub: "ops", ttlSeconds: 60 });
     clock.advance(91_000);
     await refused(verifier.verifyAdmin(token), "token expired");
@@ -293,7 +352,10 @@ describe("admin tokens", () => {
 
   it("refuses an admin token signed by an unknown kid", async () => {
     const { clock, verifier } = await setup();
-    const token = await signRaw({ payload: { aud: "opqueue", sub: "ops", exp: nowS(clock) + 60, site_admin: true }, kid: "nope" });
+    const token = await signRaw({
+      payload: { aud: "opqueue", sub: "ops", exp: nowS(clock) + 60, site_admin: true },
+      kid: "nope",
+    });
     await refused(verifier.verifyAdmin(token), 'unknown kid "nope"');
   });
 });
@@ -304,14 +366,24 @@ describe("asymmetric verification keys", () => {
       const pair = await generateKeyPair(alg, { extractable: true });
       const other = await generateKeyPair(alg, { extractable: true });
       const publicPem = await exportSPKI(pair.publicKey);
-      const auth = hsAuth({ keys: [{ kid: "k1", alg: "HS256", secret: SECRET }, { kid: "a1", alg, public_key: publicPem }] });
+      const auth = hsAuth({
+        keys: [
+          { kid: "k1", alg: "HS256", secret: SECRET },
+          { kid: "a1", alg, public_key: publicPem },
+        ],
+      });
       const { clock, verifier } = await setup(auth);
       const good = await signRaw({ payload: assertionClaims(clock), alg, kid: "a1", key: pair.privateKey });
       assert.equal((await verifier.verifyAssertion(good)).sub, "u1");
       const forged = await signRaw({ payload: assertionClaims(clock), alg, kid: "a1", key: other.privateKey });
       await refused(verifier.verifyAssertion(forged), "bad signature");
       // The classic key confusion: HS256 keyed with the public PEM must not pass for this key.
-      const confused = await signRaw({ payload: assertionClaims(clock), alg: "HS256", kid: "a1", key: encode(publicPem) });
+      const confused = await signRaw({
+        payload: assertionClaims(clock),
+        alg: "HS256",
+        kid: "a1",
+        key: encode(publicPem),
+      });
       await refused(verifier.verifyAssertion(confused), `alg "HS256" is not allowed for kid "a1" (expects ${alg})`);
     });
   }
@@ -418,7 +490,12 @@ describe("delivery tokens", () => {
     const clock = new ManualClock(Date.UTC(2026, 5, 1, 12, 0, 0, 999));
     const signer = await DeliverySigner.create({ deliveryKey: hsAuth().delivery_key, audience: "product", clock });
     const iat = Math.floor(clock.now() / 1000);
-    for (const [timeoutMs, expected] of [[30_000, 90], [1500, 62], [30_001, 91], [1, 61]] as const) {
+    for (const [timeoutMs, expected] of [
+      [30_000, 90],
+      [1500, 62],
+      [30_001, 91],
+      [1, 61],
+    ] as const) {
       const { payload } = await jwtVerify(await signer.sign({ ...claims, timeoutMs }), encode(DELIVERY_SECRET), {
         currentDate: new Date(clock.now()),
       });
@@ -428,7 +505,11 @@ describe("delivery tokens", () => {
   });
 
   it("has no JWKS for an HS256 delivery key", async () => {
-    const signer = await DeliverySigner.create({ deliveryKey: hsAuth().delivery_key, audience: "product", clock: new ManualClock() });
+    const signer = await DeliverySigner.create({
+      deliveryKey: hsAuth().delivery_key,
+      audience: "product",
+      clock: new ManualClock(),
+    });
     assert.equal(signer.jwks(), null);
   });
 
@@ -494,11 +575,17 @@ describe("delivery tokens", () => {
     const jwks = signer.jwks();
     assert.ok(jwks !== null);
     const published = jwks.keys as Array<Record<string, unknown>>;
-    assert.deepEqual(published.map((jwk) => [jwk["kid"], jwk["alg"], jwk["use"]]), [
-      ["q-next", "EdDSA", "sig"],
-      ["q-previous", "ES256", "sig"],
-    ]);
-    assert.ok(published.every((jwk) => jwk["d"] === undefined), "no private part is ever published");
+    assert.deepEqual(
+      published.map((jwk) => [jwk["kid"], jwk["alg"], jwk["use"]]),
+      [
+        ["q-next", "EdDSA", "sig"],
+        ["q-previous", "ES256", "sig"],
+      ],
+    );
+    assert.ok(
+      published.every((jwk) => jwk["d"] === undefined),
+      "no private part is ever published",
+    );
     const token = await signer.sign({ ...claims, timeoutMs: 10_000 });
     const { protectedHeader } = await jwtVerify(token, createLocalJWKSet(jwks as JSONWebKeySet), {
       audience: "product",
@@ -516,7 +603,10 @@ describe("delivery tokens", () => {
       audience: "product",
       clock,
     });
-    assert.deepEqual(hsFirst.jwks()?.keys.map((jwk) => (jwk as Record<string, unknown>)["kid"]), ["q-next"]);
+    assert.deepEqual(
+      hsFirst.jwks()?.keys.map((jwk) => (jwk as Record<string, unknown>)["kid"]),
+      ["q-next"],
+    );
     assert.equal(decodeProtectedHeader(await hsFirst.sign({ ...claims, timeoutMs: 10_000 })).kid, "q-hs");
   });
 
@@ -530,7 +620,10 @@ describe("delivery tokens", () => {
       audience: "product",
       clock: new ManualClock(),
     });
-    await assert.rejects(create, (error: unknown) => error instanceof ConfigError && /auth\.delivery_key\.1\.private_key/.test(error.message));
+    await assert.rejects(
+      create,
+      (error: unknown) => error instanceof ConfigError && /auth\.delivery_key\.1\.private_key/.test(error.message),
+    );
   });
 
   it("refuses at start-up a delivery private key that is not PKCS#8 PEM", async () => {
@@ -540,7 +633,10 @@ describe("delivery tokens", () => {
       audience: "product",
       clock: new ManualClock(),
     });
-    await assert.rejects(create, (error: unknown) => error instanceof ConfigError && /auth\.delivery_key\.private_key/.test(error.message));
+    await assert.rejects(
+      create,
+      (error: unknown) => error instanceof ConfigError && /auth\.delivery_key\.private_key/.test(error.message),
+    );
   });
 });
 
@@ -562,7 +658,21 @@ describe("one token, one spelling (docs/tokens.md, Revision 2)", () => {
     for (const segment of ["", "e30", "eyJhIjoxfQ", "Pz8_", "Pj4-", "AA", "AAA", "QQ", "QUE"]) {
       assert.equal(isCanonicalSegment(segment), true, segment);
     }
-    for (const segment of ["A", "AAAAA", "QR", "QUF", "AA==", "AAA=", "Pz8/", "Pj4+", "e3 0", "e30\n", "e3!0", "e3.0", "éé"]) {
+    for (const segment of [
+      "A",
+      "AAAAA",
+      "QR",
+      "QUF",
+      "AA==",
+      "AAA=",
+      "Pz8/",
+      "Pj4+",
+      "e3 0",
+      "e30\n",
+      "e3!0",
+      "e3.0",
+      "éé",
+    ]) {
       assert.equal(isCanonicalSegment(segment), false, segment);
     }
   });

@@ -82,13 +82,19 @@ describe("long jobs with @opqueue/client", () => {
     const targetUrl = await startAsyncFastifyTarget(t, (delivery) => delivered.resolve(delivery));
     const s = await startDeliveringService(t, targetUrl);
     const client = createJobsClient({ baseUrl: s.url, sign: SIGN });
-    const { job } = await client.enqueue({ caller: CALLER, operationId: "buildReport", request: { body: { video: 7 } } });
+    const { job } = await client.enqueue({
+      caller: CALLER,
+      operationId: "buildReport",
+      request: { body: { video: 7 } },
+    });
     const delivery = await delivered.promise;
     assert.equal(delivery.jobId, job.id);
     assert.equal(typeof delivery.token, "string", "the delivery carries its token");
 
     // What the product's worker keeps: three fields of plain JSON, saved and read back elsewhere.
-    const kept = JSON.parse(JSON.stringify({ jobId: delivery.jobId, attempt: delivery.attempt, token: delivery.token })) as AsyncAttempt;
+    const kept = JSON.parse(
+      JSON.stringify({ jobId: delivery.jobId, attempt: delivery.attempt, token: delivery.token }),
+    ) as AsyncAttempt;
     await waitForHandOff(s, job.id);
     const beat = await client.heartbeat(kept, { progress: { done: 1, of: 3 } });
     assert.ok(Date.parse(beat.lease_expires_at) > Date.now(), beat.lease_expires_at);
@@ -98,7 +104,10 @@ describe("long jobs with @opqueue/client", () => {
     assert.equal(done.status, "succeeded");
     assert.deepEqual(done.result, { status_code: 200, error_body: null, terminal_reason: null });
 
-    await assert.rejects(client.heartbeat(kept), (error: unknown) => error instanceof JobNotRunningError && error.status === 409);
+    await assert.rejects(
+      client.heartbeat(kept),
+      (error: unknown) => error instanceof JobNotRunningError && error.status === 409,
+    );
     await assert.rejects(client.complete(kept), JobNotRunningError);
     await assert.rejects(
       client.heartbeat({ ...kept, token: `${kept.token}x` }),
@@ -128,7 +137,11 @@ describe("long jobs with @opqueue/client", () => {
     await waitForHandOff(s, delivery.jobId);
     const failed = await client.fail(delivery, { statusCode: 404, error: "no such report" });
     assert.equal(failed.status, "dead");
-    assert.deepEqual(failed.result, { status_code: 404, error_body: "no such report", terminal_reason: "permanent-status" });
+    assert.deepEqual(failed.result, {
+      status_code: 404,
+      error_body: "no such report",
+      terminal_reason: "permanent-status",
+    });
     const extensions = await client.extensions(delivery.jobId);
     assert.equal(extensions.async?.attempt, 1);
   });
@@ -156,7 +169,10 @@ describe("long jobs with @opqueue/client", () => {
     const client = createJobsClient({ baseUrl: "http://127.0.0.1:9" });
     const attempt = { jobId: "job_12345678", attempt: 1 };
     for (const call of [() => client.heartbeat(attempt), () => client.complete(attempt), () => client.fail(attempt)]) {
-      await assert.rejects(call(), (error: unknown) => !(error instanceof OpqueueError) && /has no token/.test(String(error)));
+      await assert.rejects(
+        call(),
+        (error: unknown) => !(error instanceof OpqueueError) && /has no token/.test(String(error)),
+      );
     }
   });
 });

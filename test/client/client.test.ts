@@ -260,9 +260,14 @@ async function badAuthorizations(): Promise<Array<{ what: string; headers: Recor
     { what: "another scheme", headers: withToken(`Basic ${token}`) },
     {
       what: "a wrong secret",
-      headers: withToken(`Bearer ${await deliveryToken(SAMPLE_DELIVERY, { secret: "another-secret-that-is-32-bytes-long!!" })}`),
+      headers: withToken(
+        `Bearer ${await deliveryToken(SAMPLE_DELIVERY, { secret: "another-secret-that-is-32-bytes-long!!" })}`,
+      ),
     },
-    { what: "a wrong audience", headers: withToken(`Bearer ${await deliveryToken(SAMPLE_DELIVERY, { audience: "opqueue" })}`) },
+    {
+      what: "a wrong audience",
+      headers: withToken(`Bearer ${await deliveryToken(SAMPLE_DELIVERY, { audience: "opqueue" })}`),
+    },
   ];
 }
 
@@ -299,9 +304,19 @@ describe("enqueue", () => {
   test("enqueue with an idempotencyKey answers the same job again (replayed), and IdempotencyKeyReusedError for another request", async (t) => {
     const s = await startLiveService(t);
     const client = clientOf(s);
-    const first = await client.enqueue({ ...welcomeEmail(), caller: CALLER, idempotencyKey: "signup-1:welcome", ttlMs: 3_600_000 });
+    const first = await client.enqueue({
+      ...welcomeEmail(),
+      caller: CALLER,
+      idempotencyKey: "signup-1:welcome",
+      ttlMs: 3_600_000,
+    });
     assert.deepEqual([first.created, first.replayed], [true, false]);
-    const again = await client.enqueue({ ...welcomeEmail(), caller: CALLER, idempotencyKey: "signup-1:welcome", ttlMs: 3_600_000 });
+    const again = await client.enqueue({
+      ...welcomeEmail(),
+      caller: CALLER,
+      idempotencyKey: "signup-1:welcome",
+      ttlMs: 3_600_000,
+    });
     assert.deepEqual([again.created, again.replayed, again.job.id], [false, true, first.job.id]);
     await assert.rejects(
       client.enqueue({ ...welcomeEmail("43"), caller: CALLER, idempotencyKey: "signup-1:welcome" }),
@@ -317,10 +332,18 @@ describe("enqueue", () => {
     const client = clientOf(s);
     const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
     const results = await client.enqueueBatch(
-      [welcomeEmail("1"), { operationId: "noSuchOperation", request: {} }, welcomeEmail("2"), { ...welcomeEmail("3"), idempotencyKey: "k" }],
+      [
+        welcomeEmail("1"),
+        { operationId: "noSuchOperation", request: {} },
+        welcomeEmail("2"),
+        { ...welcomeEmail("3"), idempotencyKey: "k" },
+      ],
       { caller: CALLER, traceparent },
     );
-    assert.deepEqual(results.map((result) => result.ok), [true, false, true, true]);
+    assert.deepEqual(
+      results.map((result) => result.ok),
+      [true, false, true, true],
+    );
     const refused = results[1];
     assert.ok(refused && !refused.ok && refused.error instanceof UnknownOperationError);
     const created = results[0];
@@ -335,7 +358,12 @@ describe("enqueue", () => {
     const s = await startLiveService(t);
     const client = clientOf(s);
     const before = Date.now();
-    const delayed = await client.enqueue({ ...welcomeEmail(), caller: CALLER, delayMs: 60_000, concurrencyKey: "user:42" });
+    const delayed = await client.enqueue({
+      ...welcomeEmail(),
+      caller: CALLER,
+      delayMs: 60_000,
+      concurrencyKey: "user:42",
+    });
     assert.ok(Date.parse(delayed.job.run_at) >= before + 60_000, delayed.job.run_at);
     assert.equal(delayed.job.concurrency_key, "user:42");
 
@@ -361,7 +389,11 @@ describe("enqueue", () => {
       sign: async (claims) => {
         received.push(claims);
         // The service's own minting, so the token is valid only if these claims reach it.
-        return s.assertion({ sub: claims.sub, op: claims.op, ...(claims.rid === undefined ? {} : { rid: claims.rid }) });
+        return s.assertion({
+          sub: claims.sub,
+          op: claims.op,
+          ...(claims.rid === undefined ? {} : { rid: claims.rid }),
+        });
       },
     });
     const { job, created } = await client.enqueue({
@@ -374,7 +406,12 @@ describe("enqueue", () => {
     assert.equal(job.original_request_id, "signup-7");
 
     const refusing = createJobsClient({ baseUrl: s.url, sign: () => "not-a-token" });
-    await assertRefused(refusing.enqueue({ ...welcomeEmail(), caller: CALLER }), InvalidAssertionError, 401, "invalid_assertion");
+    await assertRefused(
+      refusing.enqueue({ ...welcomeEmail(), caller: CALLER }),
+      InvalidAssertionError,
+      401,
+      "invalid_assertion",
+    );
   });
 
   test("enqueue outside a delivery without `caller` throws before calling the service", async (t) => {
@@ -457,17 +494,29 @@ describe("errors of the client's own setup", () => {
 
     // What fetch throws for a name that does not resolve, and for refusals on every address of a name (happy eyeballs).
     const thrown = (cause: Error) => () => Promise.reject(new TypeError("fetch failed", { cause }));
-    const notFound = Object.assign(new Error("getaddrinfo ENOTFOUND opqueue.internal"), { code: "ENOTFOUND", hostname: "opqueue.internal" });
+    const notFound = Object.assign(new Error("getaddrinfo ENOTFOUND opqueue.internal"), {
+      code: "ENOTFOUND",
+      hostname: "opqueue.internal",
+    });
     const refused = (address: string) =>
       Object.assign(new Error(`connect ECONNREFUSED ${address}:8081`), { code: "ECONNREFUSED", address, port: 8081 });
-    const everyAddress = Object.assign(new AggregateError([refused("::1"), refused("127.0.0.1")], ""), { code: "ECONNREFUSED" });
+    const everyAddress = Object.assign(new AggregateError([refused("::1"), refused("127.0.0.1")], ""), {
+      code: "ECONNREFUSED",
+    });
     for (const [cause, expected] of [
       [notFound, "ENOTFOUND opqueue.internal"],
       [everyAddress, "ECONNREFUSED ::1:8081, ECONNREFUSED 127.0.0.1:8081"],
     ] as const) {
-      const failing = createJobsClient({ baseUrl: "http://opqueue.internal:8081", adminToken: "t", fetch: thrown(cause) });
+      const failing = createJobsClient({
+        baseUrl: "http://opqueue.internal:8081",
+        adminToken: "t",
+        fetch: thrown(cause),
+      });
       const other = await assertRefused(failing.cancel("some_job_0001"), OpqueueError, 0, "network_error");
-      assert.equal(other.message, `opqueue did not answer POST http://opqueue.internal:8081/jobs/some_job_0001/cancel: ${expected}`);
+      assert.equal(
+        other.message,
+        `opqueue did not answer POST http://opqueue.internal:8081/jobs/some_job_0001/cancel: ${expected}`,
+      );
     }
   });
 });
@@ -494,7 +543,11 @@ describe("typed errors of enqueue", () => {
       status: 400,
       code: "payload_too_large",
       run: (_s, client) =>
-        client.enqueue({ operationId: "sendWelcomeEmail", request: { path_params: { userId: "42" }, body: "x".repeat(17_000) }, caller: CALLER }),
+        client.enqueue({
+          operationId: "sendWelcomeEmail",
+          request: { path_params: { userId: "42" }, body: "x".repeat(17_000) },
+          caller: CALLER,
+        }),
     },
     {
       when: "on_behalf_of's authority names another user",
@@ -529,7 +582,10 @@ describe("typed errors of enqueue", () => {
       status: 401,
       code: "invalid_assertion",
       run: (s) =>
-        createJobsClient({ baseUrl: s.url, sign: { kid: "k1", secret: "a-wrong-secret-that-is-also-32-bytes-long" } }).enqueue({
+        createJobsClient({
+          baseUrl: s.url,
+          sign: { kid: "k1", secret: "a-wrong-secret-that-is-also-32-bytes-long" },
+        }).enqueue({
           ...welcomeEmail(),
           caller: CALLER,
         }),
@@ -539,14 +595,19 @@ describe("typed errors of enqueue", () => {
       ErrorClass: InvalidAssertionError,
       status: 401,
       code: "invalid_assertion",
-      run: (s) => createJobsClient({ baseUrl: s.url, sign: { ...SIGN, audience: "product" } }).enqueue({ ...welcomeEmail(), caller: CALLER }),
+      run: (s) =>
+        createJobsClient({ baseUrl: s.url, sign: { ...SIGN, audience: "product" } }).enqueue({
+          ...welcomeEmail(),
+          caller: CALLER,
+        }),
     },
     {
       when: "the trigger map does not let the caller enqueue the target",
       ErrorClass: TriggerNotAllowedError,
       status: 403,
       code: "trigger_not_allowed",
-      run: (_s, client) => client.enqueue({ operationId: "recordEmailSent", request: { path_params: { emailId: "e1" } }, caller: CALLER }),
+      run: (_s, client) =>
+        client.enqueue({ operationId: "recordEmailSent", request: { path_params: { emailId: "e1" } }, caller: CALLER }),
     },
     {
       when: "a caller not listed under on_behalf_of sends it",
@@ -584,7 +645,8 @@ describe("typed errors of enqueue", () => {
       ErrorClass: OperationNotBackgroundError,
       status: 422,
       code: "operation_not_background",
-      run: (_s, client) => client.enqueue({ operationId: "getUser", request: { path_params: { userId: "42" } }, caller: CALLER }),
+      run: (_s, client) =>
+        client.enqueue({ operationId: "getUser", request: { path_params: { userId: "42" } }, caller: CALLER }),
     },
     {
       when: "the request breaks the target's own schemas",
@@ -598,7 +660,8 @@ describe("typed errors of enqueue", () => {
         raw["operations"] = {};
         raw["cron"] = [];
       },
-      run: (_s, client) => client.enqueue({ operationId: "listReports", request: { query: { limit: "many" } }, caller: CALLER }),
+      run: (_s, client) =>
+        client.enqueue({ operationId: "listReports", request: { query: { limit: "many" } }, caller: CALLER }),
     },
     {
       when: "a pending job of another operation holds the dedupe key",
@@ -607,7 +670,12 @@ describe("typed errors of enqueue", () => {
       code: "dedupe_conflict",
       run: async (_s, client) => {
         await client.enqueue({ ...welcomeEmail(), caller: CALLER, dedupeKey: "shared" });
-        return client.enqueue({ operationId: "buildReport", request: { body: {} }, caller: CALLER, dedupeKey: "shared" });
+        return client.enqueue({
+          operationId: "buildReport",
+          request: { body: {} },
+          caller: CALLER,
+          dedupeKey: "shared",
+        });
       },
     },
     {
@@ -714,7 +782,12 @@ describe("503 unavailable", () => {
     const s = await startLiveService(t);
     const flaky = flakyFetch(Number.POSITIVE_INFINITY);
     const client = clientOf(s, { fetch: flaky.fetch, retries: 1 });
-    const error = await assertRefused(client.enqueue({ ...welcomeEmail(), caller: CALLER }), UnavailableError, 503, "unavailable");
+    const error = await assertRefused(
+      client.enqueue({ ...welcomeEmail(), caller: CALLER }),
+      UnavailableError,
+      503,
+      "unavailable",
+    );
     assert.equal(error.retryAfterSeconds, 0);
     assert.equal(flaky.calls.length, 2);
     assert.equal((await s.service.store.jobList({ limit: 10 })).length, 0);
@@ -724,7 +797,12 @@ describe("503 unavailable", () => {
     const s = await startLiveService(t);
     const flaky = flakyFetch(0);
     const client = clientOf(s, { fetch: flaky.fetch });
-    await assertRefused(client.enqueue({ operationId: "getUser", request: { path_params: { userId: "42" } }, caller: CALLER }), OperationNotBackgroundError, 422, "operation_not_background");
+    await assertRefused(
+      client.enqueue({ operationId: "getUser", request: { path_params: { userId: "42" } }, caller: CALLER }),
+      OperationNotBackgroundError,
+      422,
+      "operation_not_background",
+    );
     assert.equal(flaky.calls.length, 1);
   });
 });
@@ -753,10 +831,16 @@ describe("admin calls", () => {
     const newestFirst = created.map((job) => job.id).reverse();
 
     const first = await client.listPage({ limit: 2 });
-    assert.deepEqual(first.jobs.map((job) => job.id), newestFirst.slice(0, 2));
+    assert.deepEqual(
+      first.jobs.map((job) => job.id),
+      newestFirst.slice(0, 2),
+    );
     assert.equal(typeof first.nextCursor, "string");
     const second = await client.listPage({ limit: 2, cursor: first.nextCursor ?? "" });
-    assert.deepEqual(second.jobs.map((job) => job.id), newestFirst.slice(2, 4));
+    assert.deepEqual(
+      second.jobs.map((job) => job.id),
+      newestFirst.slice(2, 4),
+    );
 
     const pages = [];
     for await (const page of client.pages({ limit: 2 })) pages.push(page);
@@ -773,7 +857,13 @@ describe("admin calls", () => {
     const client = clientOf(s);
     const chainA = await enqueueMany(client, 3, "chain-a");
     const chainB = await enqueueMany(client, 4, "chain-b");
-    const report = (await client.enqueue({ operationId: "buildReport", request: { body: {} }, caller: { ...CALLER, requestId: "chain-a" } })).job;
+    const report = (
+      await client.enqueue({
+        operationId: "buildReport",
+        request: { body: {} },
+        caller: { ...CALLER, requestId: "chain-a" },
+      })
+    ).job;
     await client.cancel(chainB[1]?.id ?? "");
 
     const all: string[] = [];
@@ -781,7 +871,8 @@ describe("admin calls", () => {
     assert.deepEqual(all, [...chainA, ...chainB, report].map((job) => job.id).reverse());
 
     const inChainA: string[] = [];
-    for await (const job of client.list({ limit: 2, originalRequestId: "chain-a", operationId: "sendWelcomeEmail" })) inChainA.push(job.id);
+    for await (const job of client.list({ limit: 2, originalRequestId: "chain-a", operationId: "sendWelcomeEmail" }))
+      inChainA.push(job.id);
     assert.deepEqual(inChainA, chainA.map((job) => job.id).reverse());
 
     const cancelledOfU1: string[] = [];
@@ -816,7 +907,9 @@ describe("admin calls", () => {
 
     const cancelled = await client.cancelChain(rid);
     assert.deepEqual(cancelled.map((job) => job.id).sort(), inChain.map((job) => job.id).sort());
-    assert.ok(cancelled.every((job) => job.status === "cancelled" && job.result?.terminal_reason === "cancelled-by-chain"));
+    assert.ok(
+      cancelled.every((job) => job.status === "cancelled" && job.result?.terminal_reason === "cancelled-by-chain"),
+    );
     assert.equal((await client.get(elsewhere?.id ?? "")).status, "pending");
 
     const later = await client.enqueue({ ...welcomeEmail(), caller: { ...CALLER, requestId: rid } });
@@ -832,7 +925,11 @@ describe("chains: callbacks, waiting, the chain as a unit", () => {
     const targetUrl = await startHttpTarget(t, (_req, res) => {
       res.writeHead(200, { "content-type": "application/json" }).end('{"sent":true,"id":"m-1"}');
     });
-    const s = await startDeliveringService(t, targetUrl, (raw) => (raw["operations"] = { sendWelcomeEmail: { store_result: true } }));
+    const s = await startDeliveringService(
+      t,
+      targetUrl,
+      (raw) => (raw["operations"] = { sendWelcomeEmail: { store_result: true } }),
+    );
     const client = clientOf(s);
     const caller = { userId: "u1", operationId: "createUser", requestId: "signup-stored-1" };
     const { job } = await client.enqueue({ ...welcomeEmail(), caller });
@@ -850,7 +947,11 @@ describe("chains: callbacks, waiting, the chain as a unit", () => {
     });
     const s = await startDeliveringService(t, targetUrl, (raw) => {
       raw["chains"] = { check_ms: 20 };
-      raw["triggers"] = { createUser: ["sendWelcomeEmail"], sendWelcomeEmail: ["recordEmailSent"], "cron:nightly": ["buildReport"] };
+      raw["triggers"] = {
+        createUser: ["sendWelcomeEmail"],
+        sendWelcomeEmail: ["recordEmailSent"],
+        "cron:nightly": ["buildReport"],
+      };
     });
     const client = clientOf(s);
     const caller = { userId: "u1", operationId: "createUser", requestId: "signup-chain-1" };
@@ -877,7 +978,11 @@ describe("chains: callbacks, waiting, the chain as a unit", () => {
 describe("admin calls: run now, attempts and history", () => {
   test("runNow makes a delayed job due now; history names every administrator's action with the token's sub; attempts lists none yet", async (t) => {
     const s = await startLiveService(t);
-    const client = createJobsClient({ baseUrl: s.url, sign: SIGN, adminToken: () => s.adminToken({ sub: "alice@example.com" }) });
+    const client = createJobsClient({
+      baseUrl: s.url,
+      sign: SIGN,
+      adminToken: () => s.adminToken({ sub: "alice@example.com" }),
+    });
     const { job } = await client.enqueue({ ...welcomeEmail(), delayMs: 3_600_000, caller: CALLER });
     const moved = await client.runNow(job.id);
     assert.equal(moved.status, "pending");
@@ -915,7 +1020,10 @@ describe("admin calls: flow control", () => {
     const s = await startLiveService(t);
     const client = aliceOf(s);
     const operations = await client.listOperations();
-    assert.deepEqual(operations.map((operation) => operation.operation_id), ["buildReport", "recordEmailSent", "sendWelcomeEmail"]);
+    assert.deepEqual(
+      operations.map((operation) => operation.operation_id),
+      ["buildReport", "recordEmailSent", "sendWelcomeEmail"],
+    );
     const welcome = operations.find((operation) => operation.operation_id === "sendWelcomeEmail");
     assert.equal(welcome?.method, "POST");
     assert.equal(welcome?.path, "/users/{userId}/welcome-email");
@@ -974,8 +1082,15 @@ describe("admin calls: flow control", () => {
     assert.deepEqual(listed?.control.limits, configured);
     assert.equal(listed?.control.limits_source, "config");
 
-    const set = await client.setOperationLimits("buildReport", { max_concurrency: 5, rate_per_key: { limit: 2, period_ms: 60_000 } });
-    assert.deepEqual(set.limits, { ...configured, max_concurrency: 5, rate_per_key: { limit: 2, period_ms: 60_000, burst: 2 } });
+    const set = await client.setOperationLimits("buildReport", {
+      max_concurrency: 5,
+      rate_per_key: { limit: 2, period_ms: 60_000 },
+    });
+    assert.deepEqual(set.limits, {
+      ...configured,
+      max_concurrency: 5,
+      rate_per_key: { limit: 2, period_ms: 60_000, burst: 2 },
+    });
     assert.equal(set.limits_source, "admin");
     assert.equal(set.limits_set?.by, "alice@example.com");
     const removed = await client.setOperationLimits("buildReport", { rate: null, concurrency_limit: 4 });
@@ -987,7 +1102,12 @@ describe("admin calls: flow control", () => {
     // The limits it reads back round-trip.
     assert.deepEqual((await client.setOperationLimits("buildReport", removed.limits)).limits, removed.limits);
     await assertRefused(client.setOperationLimits("buildReport", {}), InvalidRequestError, 400, "invalid_request");
-    await assertRefused(client.setOperationLimits("buildReport", { max_concurrency: 0 }), InvalidRequestError, 400, "invalid_request");
+    await assertRefused(
+      client.setOperationLimits("buildReport", { max_concurrency: 0 }),
+      InvalidRequestError,
+      400,
+      "invalid_request",
+    );
 
     const reset = await client.resetOperationLimits("buildReport");
     assert.deepEqual(reset.limits, configured);
@@ -1007,7 +1127,11 @@ describe("admin calls: flow control", () => {
     const { job } = await client.enqueue({ ...welcomeEmail(), caller: CALLER, concurrencyKey: key });
     const { job: other } = await client.enqueue({ ...welcomeEmail("7"), caller: CALLER, concurrencyKey: "tenant/43" });
     const claimed = await s.service.store.jobClaimMany({ limit: 10 });
-    assert.deepEqual(claimed.map((row) => row.id), [other.id], "only the job whose key is not paused is claimed");
+    assert.deepEqual(
+      claimed.map((row) => row.id),
+      [other.id],
+      "only the job whose key is not paused is claimed",
+    );
 
     assert.equal(await client.resumeConcurrencyKey(key), true);
     assert.equal(await client.resumeConcurrencyKey(key), false, "a key that is not paused");
@@ -1018,10 +1142,17 @@ describe("admin calls: flow control", () => {
   test("cancelJobs cancels the waiting jobs matching each filter, newest first, up to its limit, and names the action in their history", async (t) => {
     const s = await startLiveService(t);
     const client = aliceOf(s);
-    const enqueue = async (options: { userId?: string; requestId?: string; operationId?: string; dedupeKey?: string }) =>
+    const enqueue = async (options: {
+      userId?: string;
+      requestId?: string;
+      operationId?: string;
+      dedupeKey?: string;
+    }) =>
       (
         await client.enqueue({
-          ...(options.operationId === "buildReport" ? { operationId: "buildReport", request: { body: {} } } : welcomeEmail()),
+          ...(options.operationId === "buildReport"
+            ? { operationId: "buildReport", request: { body: {} } }
+            : welcomeEmail()),
           caller: { ...CALLER, userId: options.userId ?? "u1", requestId: options.requestId ?? "signup-1" },
           ...(options.dedupeKey === undefined ? {} : { dedupeKey: options.dedupeKey }),
         })
@@ -1035,20 +1166,55 @@ describe("admin calls: flow control", () => {
     const late = [await enqueue({}), await enqueue({}), await enqueue({})];
 
     const byOperation = await client.cancelJobs({ operationId: "buildReport" });
-    assert.deepEqual(byOperation.map((job) => job.id), reports.map((job) => job.id).reverse(), "newest first");
-    assert.ok(byOperation.every((job) => job.status === "cancelled" && job.result?.terminal_reason === "cancelled-by-admin"));
-    assert.deepEqual((await client.cancelJobs({ userId: "u2" })).map((job) => job.id), [ofU2.id]);
-    assert.deepEqual((await client.cancelJobs({ originalRequestId: "chain-x" })).map((job) => job.id), [ofChain.id]);
-    assert.deepEqual((await client.cancelJobs({ dedupeKey: "welcome:once" })).map((job) => job.id), [deduped.id]);
-    assert.deepEqual((await client.cancelJobs({ createdAfter: boundary, limit: 2 })).map((job) => job.id), [late[2]?.id, late[1]?.id]);
-    assert.deepEqual((await client.cancelJobs({ createdAfter: boundary.toISOString() })).map((job) => job.id), [late[0]?.id]);
-    assert.deepEqual(await client.cancelJobs({ createdBefore: boundary }), [], "every earlier job is cancelled already");
+    assert.deepEqual(
+      byOperation.map((job) => job.id),
+      reports.map((job) => job.id).reverse(),
+      "newest first",
+    );
+    assert.ok(
+      byOperation.every((job) => job.status === "cancelled" && job.result?.terminal_reason === "cancelled-by-admin"),
+    );
+    assert.deepEqual(
+      (await client.cancelJobs({ userId: "u2" })).map((job) => job.id),
+      [ofU2.id],
+    );
+    assert.deepEqual(
+      (await client.cancelJobs({ originalRequestId: "chain-x" })).map((job) => job.id),
+      [ofChain.id],
+    );
+    assert.deepEqual(
+      (await client.cancelJobs({ dedupeKey: "welcome:once" })).map((job) => job.id),
+      [deduped.id],
+    );
+    assert.deepEqual(
+      (await client.cancelJobs({ createdAfter: boundary, limit: 2 })).map((job) => job.id),
+      [late[2]?.id, late[1]?.id],
+    );
+    assert.deepEqual(
+      (await client.cancelJobs({ createdAfter: boundary.toISOString() })).map((job) => job.id),
+      [late[0]?.id],
+    );
+    assert.deepEqual(
+      await client.cancelJobs({ createdBefore: boundary }),
+      [],
+      "every earlier job is cancelled already",
+    );
 
     const history = await client.history(ofU2.id);
-    assert.deepEqual(history.at(-1), { type: "admin", at: history.at(-1)?.at, actor: "alice@example.com", action: "cancel-many" });
+    assert.deepEqual(history.at(-1), {
+      type: "admin",
+      at: history.at(-1)?.at,
+      actor: "alice@example.com",
+      action: "cancel-many",
+    });
     await assertRefused(client.cancelJobs({}), InvalidRequestError, 400, "invalid_request");
     await assertRefused(client.cancelJobs({ statuses: ["pending"] }), InvalidRequestError, 400, "invalid_request");
-    await assertRefused(client.cancelJobs({ operationId: "buildReport", limit: 1001 }), InvalidRequestError, 400, "invalid_request");
+    await assertRefused(
+      client.cancelJobs({ operationId: "buildReport", limit: 1001 }),
+      InvalidRequestError,
+      400,
+      "invalid_request",
+    );
   });
 
   test("cancelJobs cancels running jobs only when statuses name running", async (t) => {
@@ -1056,9 +1222,16 @@ describe("admin calls: flow control", () => {
     const client = aliceOf(s);
     const { job } = await client.enqueue({ ...welcomeEmail(), caller: CALLER });
     assert.equal(await claims(s, job.id), true);
-    assert.deepEqual(await client.cancelJobs({ operationId: "sendWelcomeEmail" }), [], "pending and retrying by default");
+    assert.deepEqual(
+      await client.cancelJobs({ operationId: "sendWelcomeEmail" }),
+      [],
+      "pending and retrying by default",
+    );
     const cancelled = await client.cancelJobs({ operationId: "sendWelcomeEmail", statuses: ["running"] });
-    assert.deepEqual(cancelled.map((row) => [row.id, row.status]), [[job.id, "cancelled"]]);
+    assert.deepEqual(
+      cancelled.map((row) => [row.id, row.status]),
+      [[job.id, "cancelled"]],
+    );
   });
 
   test("cancel of a running job throws JobRunningError, and with { abort: true } cancels it", async (t) => {
@@ -1107,7 +1280,10 @@ describe("admin calls: flow control", () => {
         await assertRefused(call(), ErrorClass, status, code);
       }
     }
-    assert.equal((await clientOf(s).listOperations()).every((operation) => operation.control.paused === null), true);
+    assert.equal(
+      (await clientOf(s).listOperations()).every((operation) => operation.control.paused === null),
+      true,
+    );
   });
 });
 
@@ -1116,7 +1292,8 @@ describe("request ids and path segments (docs/tokens.md, Revision 2)", () => {
     const s = await startLiveService(t);
     const warnings: string[] = [];
     const onWarning = (warning: Error) => {
-      if ((warning as Error & { code?: string }).code === PER_PROCESS_REQUEST_ID_WARNING) warnings.push(warning.message);
+      if ((warning as Error & { code?: string }).code === PER_PROCESS_REQUEST_ID_WARNING)
+        warnings.push(warning.message);
     };
     process.on("warning", onWarning);
     t.after(() => void process.off("warning", onWarning));
@@ -1124,7 +1301,14 @@ describe("request ids and path segments (docs/tokens.md, Revision 2)", () => {
     const settle = () => new Promise((resolve) => setImmediate(resolve));
 
     const careful = clientOf(s);
-    for (const requestId of ["0b5c7a3e-8f61-4b8e-9d0a-2f6c1e7b4a90", "signup-42", "req-", "req-ABC", "request-1", "req-1/2"]) {
+    for (const requestId of [
+      "0b5c7a3e-8f61-4b8e-9d0a-2f6c1e7b4a90",
+      "signup-42",
+      "req-",
+      "req-ABC",
+      "request-1",
+      "req-1/2",
+    ]) {
       await careful.enqueue({ ...welcomeEmail(), caller: { ...CALLER, requestId } });
     }
     await settle();
@@ -1138,7 +1322,6 @@ describe("request ids and path segments (docs/tokens.md, Revision 2)", () => {
     assert.match(warnings[0] ?? "", /"req-1" looks like Fastify's default request id.*globally unique/);
   });
 
-
   test("enqueue throws before sending when caller.requestId is empty, over 255 characters, not visible ASCII, or . or ..", async (t) => {
     const s = await startLiveService(t);
     const sent: string[] = [];
@@ -1148,12 +1331,30 @@ describe("request ids and path segments (docs/tokens.md, Revision 2)", () => {
         return fetch(input, init);
       },
     });
-    for (const requestId of ["", "r".repeat(256), "req 1", "req-1\r\nx-admin: 1", "req\t1", "req-1\x7f", "réq-1", "req-\u{1F600}", ".", ".."]) {
-      await assert.rejects(client.enqueue({ ...welcomeEmail(), caller: { ...CALLER, requestId } }), (error: unknown) => {
-        assert.ok(!(error instanceof OpqueueError), `thrown by the client, not the service: ${String(error)}`);
-        assert.match((error as Error).message, /caller\.requestId must be 1\.\.255 characters of visible ASCII/, JSON.stringify(requestId));
-        return true;
-      });
+    for (const requestId of [
+      "",
+      "r".repeat(256),
+      "req 1",
+      "req-1\r\nx-admin: 1",
+      "req\t1",
+      "req-1\x7f",
+      "réq-1",
+      "req-\u{1F600}",
+      ".",
+      "..",
+    ]) {
+      await assert.rejects(
+        client.enqueue({ ...welcomeEmail(), caller: { ...CALLER, requestId } }),
+        (error: unknown) => {
+          assert.ok(!(error instanceof OpqueueError), `thrown by the client, not the service: ${String(error)}`);
+          assert.match(
+            (error as Error).message,
+            /caller\.requestId must be 1\.\.255 characters of visible ASCII/,
+            JSON.stringify(requestId),
+          );
+          return true;
+        },
+      );
     }
     assert.deepEqual(sent, []);
     const longest = "!~".repeat(128).slice(0, 255);
@@ -1191,12 +1392,18 @@ describe("request ids and path segments (docs/tokens.md, Revision 2)", () => {
     const client = clientOf(s);
     const rids = ["a/b", "a", "%2F", "/", "?x", "#y", "a%2Fb"];
     const jobs = new Map<string, Job>();
-    for (const rid of rids) jobs.set(rid, (await client.enqueue({ ...welcomeEmail(), caller: { ...CALLER, requestId: rid } })).job);
+    for (const rid of rids)
+      jobs.set(rid, (await client.enqueue({ ...welcomeEmail(), caller: { ...CALLER, requestId: rid } })).job);
     for (const rid of ["a/b", "%2F", "?x", "#y"]) {
       const cancelled = await client.cancelChain(rid);
-      assert.deepEqual(cancelled.map((job) => job.id), [jobs.get(rid)?.id], rid);
+      assert.deepEqual(
+        cancelled.map((job) => job.id),
+        [jobs.get(rid)?.id],
+        rid,
+      );
     }
-    for (const rid of ["a", "/", "a%2Fb"]) assert.equal((await client.get(jobs.get(rid)?.id ?? "")).status, "pending", rid);
+    for (const rid of ["a", "/", "a%2Fb"])
+      assert.equal((await client.get(jobs.get(rid)?.id ?? "")).status, "pending", rid);
   });
 
   test("an empty id, . or .. throws before sending: URL parsing would turn it into another route", async (t) => {
@@ -1221,7 +1428,11 @@ describe("request ids and path segments (docs/tokens.md, Revision 2)", () => {
         client.pauseConcurrencyKey(id),
         client.resumeConcurrencyKey(id),
       ]) {
-        await assert.rejects(call, (error: unknown) => !(error instanceof OpqueueError) && /must be a non-empty string other than/.test((error as Error).message));
+        await assert.rejects(
+          call,
+          (error: unknown) =>
+            !(error instanceof OpqueueError) && /must be a non-empty string other than/.test((error as Error).message),
+        );
       }
     }
     assert.equal(calls, 0);
@@ -1230,7 +1441,12 @@ describe("request ids and path segments (docs/tokens.md, Revision 2)", () => {
 
 describe("target side: the Fastify plugin", () => {
   test("a delivered job reaches the handler with request.delivery and currentDelivery() (also in awaited functions) matching the job", async (t) => {
-    const seen = deferred<{ plugin: DeliveryContext | undefined; inHandler: DeliveryContext | undefined; awaited: DeliveryContext | undefined; body: unknown }>();
+    const seen = deferred<{
+      plugin: DeliveryContext | undefined;
+      inHandler: DeliveryContext | undefined;
+      awaited: DeliveryContext | undefined;
+      body: unknown;
+    }>();
     const later = async (): Promise<DeliveryContext | undefined> => {
       await new Promise((resolve) => setImmediate(resolve));
       return currentDelivery();
@@ -1319,16 +1535,24 @@ describe("target side: the Fastify plugin", () => {
     const clientReady = deferred<JobsClient>();
     const chained = deferred<Job>();
     const targetUrl = await startFastifyTarget(t, DELIVERY_OPTIONS, (background) => {
-      background.post<{ Params: { userId: string } }>("/users/:userId/welcome-email", implementing("sendWelcomeEmail"), async (request, reply) => {
-        const client = await clientReady.promise;
-        const { job } = await client.enqueue({
-          operationId: "recordEmailSent",
-          request: { path_params: { emailId: `email-${request.params.userId}` } },
-        });
-        chained.resolve(job);
-        return reply.code(204).send();
-      });
-      background.put("/emails/:emailId/record", { config: { operationId: "recordEmailSent" } }, async (_request, reply) => reply.code(204).send());
+      background.post<{ Params: { userId: string } }>(
+        "/users/:userId/welcome-email",
+        implementing("sendWelcomeEmail"),
+        async (request, reply) => {
+          const client = await clientReady.promise;
+          const { job } = await client.enqueue({
+            operationId: "recordEmailSent",
+            request: { path_params: { emailId: `email-${request.params.userId}` } },
+          });
+          chained.resolve(job);
+          return reply.code(204).send();
+        },
+      );
+      background.put(
+        "/emails/:emailId/record",
+        { config: { operationId: "recordEmailSent" } },
+        async (_request, reply) => reply.code(204).send(),
+      );
     });
     const s = await startDeliveringService(t, targetUrl);
     const client = clientOf(s);
@@ -1375,12 +1599,16 @@ describe("target side: the Fastify plugin", () => {
 
   test("a target verifying with another secret refuses the service's delivery, which ends the job dead", async (t) => {
     let handled = 0;
-    const targetUrl = await startFastifyTarget(t, { secret: "not-the-delivery-secret-but-32-bytes-long", audience: "product" }, (background) => {
-      background.post("/users/:userId/welcome-email", implementing("sendWelcomeEmail"), async (_request, reply) => {
-        handled++;
-        return reply.code(204).send();
-      });
-    });
+    const targetUrl = await startFastifyTarget(
+      t,
+      { secret: "not-the-delivery-secret-but-32-bytes-long", audience: "product" },
+      (background) => {
+        background.post("/users/:userId/welcome-email", implementing("sendWelcomeEmail"), async (_request, reply) => {
+          handled++;
+          return reply.code(204).send();
+        });
+      },
+    );
     const s = await startDeliveringService(t, targetUrl);
     const { job } = await clientOf(s).enqueue({ ...welcomeEmail(), caller: CALLER });
     const finished = await s.deliveryFinished(job.id);
@@ -1394,7 +1622,12 @@ describe("target side: the Fastify plugin", () => {
 describe("target side: the Express-style middleware", () => {
   test("on a plain node:http server, a delivered job sets req.delivery and currentDelivery() inside next", async (t) => {
     const middleware = opqueueDeliveryMiddleware({ ...DELIVERY_OPTIONS, operationId: "sendWelcomeEmail" });
-    const seen = deferred<{ req: DeliveryContext | undefined; inNext: DeliveryContext | undefined; afterBody: DeliveryContext | undefined; body: string }>();
+    const seen = deferred<{
+      req: DeliveryContext | undefined;
+      inNext: DeliveryContext | undefined;
+      afterBody: DeliveryContext | undefined;
+      body: string;
+    }>();
     const targetUrl = await startHttpTarget(t, (req: IncomingMessage & { delivery?: DeliveryContext }, res) => {
       middleware(req, res, (error) => {
         if (error) throw error;
@@ -1440,7 +1673,10 @@ describe("target side: the Express-style middleware", () => {
       assert.equal(((await res.json()) as { code: string }).code, "invalid_delivery_token", what);
     }
     assert.equal(nextCalls, 0);
-    const valid = await fetch(`${targetUrl}/x`, { method: "POST", headers: deliveryHeaders(SAMPLE_DELIVERY, await deliveryToken(SAMPLE_DELIVERY)) });
+    const valid = await fetch(`${targetUrl}/x`, {
+      method: "POST",
+      headers: deliveryHeaders(SAMPLE_DELIVERY, await deliveryToken(SAMPLE_DELIVERY)),
+    });
     assert.equal(valid.status, 204);
     assert.equal(nextCalls, 1);
   });
@@ -1472,7 +1708,13 @@ describe("target side: the delivery's abort signal", () => {
   async function sendAndHangUp(url: string, watched: SignalWatch): Promise<AbortSignal> {
     const { port } = new URL(url);
     const headers = deliveryHeaders(SAMPLE_DELIVERY, await deliveryToken(SAMPLE_DELIVERY));
-    const req = httpRequest({ host: "127.0.0.1", port, method: "POST", path: "/users/42/welcome-email", headers: { ...headers, "content-type": "application/json" } });
+    const req = httpRequest({
+      host: "127.0.0.1",
+      port,
+      method: "POST",
+      path: "/users/42/welcome-email",
+      headers: { ...headers, "content-type": "application/json" },
+    });
     // The hang-up is the point: the client side's ECONNRESET is expected.
     req.on("error", () => undefined);
     req.end("{}");
@@ -1516,7 +1758,10 @@ describe("target side: the delivery's abort signal", () => {
     });
     const res = await fetch(`${targetUrl}/users/42/welcome-email`, {
       method: "POST",
-      headers: { ...deliveryHeaders(SAMPLE_DELIVERY, await deliveryToken(SAMPLE_DELIVERY)), "content-type": "application/json" },
+      headers: {
+        ...deliveryHeaders(SAMPLE_DELIVERY, await deliveryToken(SAMPLE_DELIVERY)),
+        "content-type": "application/json",
+      },
       body: "{}",
     });
     assert.equal(res.status, 204);
@@ -1610,7 +1855,10 @@ describe("target side: a delivery is bound to its route and its headers (docs/to
       { what: "no x-job-id", headers: without("x-job-id") },
       { what: "a fresh idempotency-key (a replay)", headers: { ...headers, "idempotency-key": "fresh-key-0001" } },
       { what: "no idempotency-key", headers: without("idempotency-key") },
-      { what: "x-job-id and idempotency-key both of another job", headers: { ...headers, "x-job-id": "job_other_0001", "idempotency-key": "job_other_0001" } },
+      {
+        what: "x-job-id and idempotency-key both of another job",
+        headers: { ...headers, "x-job-id": "job_other_0001", "idempotency-key": "job_other_0001" },
+      },
       { what: "x-job-attempt of another attempt", headers: { ...headers, "x-job-attempt": "3" } },
       { what: "x-job-attempt spelled otherwise", headers: { ...headers, "x-job-attempt": "02" } },
       { what: "no x-job-attempt", headers: without("x-job-attempt") },
@@ -1630,21 +1878,41 @@ describe("target side: a delivery is bound to its route and its headers (docs/to
     const verifier = createDeliveryVerifier(DELIVERY_OPTIONS);
     const headers = await sample();
     const token = (headers["authorization"] ?? "").slice("Bearer ".length);
-    assert.deepEqual(withoutToken(await verifier.verifyDelivery(headers, { operationId: "sendWelcomeEmail" }), token), SAMPLE_DELIVERY);
-    assert.deepEqual(withoutToken(await verifyDelivery(new Headers(headers), { ...DELIVERY_OPTIONS, operationId: "sendWelcomeEmail" })), SAMPLE_DELIVERY);
+    assert.deepEqual(
+      withoutToken(await verifier.verifyDelivery(headers, { operationId: "sendWelcomeEmail" }), token),
+      SAMPLE_DELIVERY,
+    );
+    assert.deepEqual(
+      withoutToken(
+        await verifyDelivery(new Headers(headers), { ...DELIVERY_OPTIONS, operationId: "sendWelcomeEmail" }),
+      ),
+      SAMPLE_DELIVERY,
+    );
   });
 
   test("the bare verifier refuses a token for operation A on B's route", async () => {
     const headers = await sample();
     const message = /it is for operation "sendWelcomeEmail", but this route serves "recordEmailSent"/;
-    await refusedDelivery(createDeliveryVerifier(DELIVERY_OPTIONS).verifyDelivery(headers, { operationId: "recordEmailSent" }), message, "verifier");
-    await refusedDelivery(verifyDelivery(headers, { ...DELIVERY_OPTIONS, operationId: "recordEmailSent" }), message, "one-shot");
+    await refusedDelivery(
+      createDeliveryVerifier(DELIVERY_OPTIONS).verifyDelivery(headers, { operationId: "recordEmailSent" }),
+      message,
+      "verifier",
+    );
+    await refusedDelivery(
+      verifyDelivery(headers, { ...DELIVERY_OPTIONS, operationId: "recordEmailSent" }),
+      message,
+      "one-shot",
+    );
   });
 
   test("the bare verifier refuses when x-job-id, idempotency-key or x-job-attempt disagrees with the token or is missing", async () => {
     const verifier = createDeliveryVerifier(DELIVERY_OPTIONS);
     for (const { what, headers } of mismatches(await sample())) {
-      await refusedDelivery(verifier.verifyDelivery(headers, { operationId: "sendWelcomeEmail" }), /^invalid delivery token: it is for (job|attempt)/, what);
+      await refusedDelivery(
+        verifier.verifyDelivery(headers, { operationId: "sendWelcomeEmail" }),
+        /^invalid delivery token: it is for (job|attempt)/,
+        what,
+      );
     }
   });
 
@@ -1653,10 +1921,18 @@ describe("target side: a delivery is bound to its route and its headers (docs/to
     const verifier = createDeliveryVerifier(DELIVERY_OPTIONS);
     const message = /needs the operationId of the route being served/;
     // Each as a JavaScript caller (or a cast) could write it: the type requires the argument, the code still checks.
-    await refusedDelivery((verifier.verifyDelivery as (h: unknown) => Promise<unknown>)(headers), message, "no argument");
+    await refusedDelivery(
+      (verifier.verifyDelivery as (h: unknown) => Promise<unknown>)(headers),
+      message,
+      "no argument",
+    );
     await refusedDelivery(verifier.verifyDelivery(headers, {} as DeliveryExpectation), message, "no operationId");
     await refusedDelivery(verifier.verifyDelivery(headers, { operationId: "" }), message, "an empty operationId");
-    await refusedDelivery(verifyDelivery(headers, DELIVERY_OPTIONS as DeliveryVerifierOptions & DeliveryExpectation), message, "one-shot");
+    await refusedDelivery(
+      verifyDelivery(headers, DELIVERY_OPTIONS as DeliveryVerifierOptions & DeliveryExpectation),
+      message,
+      "one-shot",
+    );
   });
 
   test("the Fastify plugin refuses a token for operation A on B's route, and the handler does not run", async (t) => {
@@ -1667,10 +1943,14 @@ describe("target side: a delivery is bound to its route and its headers (docs/to
         return reply.code(204).send();
       });
       // Declared in the route's config rather than its schema: the plugin reads either.
-      background.put("/emails/:emailId/record", { config: { operationId: "recordEmailSent" } }, async (_request, reply) => {
-        handled.push("recordEmailSent");
-        return reply.code(204).send();
-      });
+      background.put(
+        "/emails/:emailId/record",
+        { config: { operationId: "recordEmailSent" } },
+        async (_request, reply) => {
+          handled.push("recordEmailSent");
+          return reply.code(204).send();
+        },
+      );
     });
     const welcome = await sample();
     const wrong = await fetch(`${targetUrl}/emails/e1/record`, { method: "PUT", headers: welcome });
@@ -1680,7 +1960,10 @@ describe("target side: a delivery is bound to its route and its headers (docs/to
     assert.match(body.message, /it is for operation "sendWelcomeEmail", but this route serves "recordEmailSent"/);
     assert.deepEqual(handled, []);
 
-    assert.equal((await fetch(`${targetUrl}/users/42/welcome-email`, { method: "POST", headers: welcome })).status, 204);
+    assert.equal(
+      (await fetch(`${targetUrl}/users/42/welcome-email`, { method: "POST", headers: welcome })).status,
+      204,
+    );
     const record = await sample({ ...SAMPLE_DELIVERY, operationId: "recordEmailSent" });
     assert.equal((await fetch(`${targetUrl}/emails/e1/record`, { method: "PUT", headers: record })).status, 204);
     assert.equal((await fetch(`${targetUrl}/users/42/welcome-email`, { method: "POST", headers: record })).status, 401);
@@ -1725,7 +2008,9 @@ describe("target side: a delivery is bound to its route and its headers (docs/to
     const record = opqueueDeliveryMiddleware({ ...DELIVERY_OPTIONS, operationId: "recordEmailSent" });
     const nexts: string[] = [];
     const targetUrl = await startHttpTarget(t, (req, res) => {
-      const [middleware, name] = req.url?.startsWith("/emails/") ? [record, "recordEmailSent"] : [welcome, "sendWelcomeEmail"];
+      const [middleware, name] = req.url?.startsWith("/emails/")
+        ? [record, "recordEmailSent"]
+        : [welcome, "sendWelcomeEmail"];
       middleware(req, res, () => {
         nexts.push(name);
         res.statusCode = 204;
@@ -1749,7 +2034,12 @@ describe("target side: a delivery is bound to its route and its headers (docs/to
   test("the Express middleware with operationIdFor binds each request to the operation it names, and refuses one it names none for", async (t) => {
     const middleware = opqueueDeliveryMiddleware({
       ...DELIVERY_OPTIONS,
-      operationIdFor: (req) => (req.url?.startsWith("/users/") ? "sendWelcomeEmail" : req.url?.startsWith("/emails/") ? "recordEmailSent" : undefined),
+      operationIdFor: (req) =>
+        req.url?.startsWith("/users/")
+          ? "sendWelcomeEmail"
+          : req.url?.startsWith("/emails/")
+            ? "recordEmailSent"
+            : undefined,
     });
     let nextCalls = 0;
     const targetUrl = await startHttpTarget(t, (req, res) => {
@@ -1770,7 +2060,10 @@ describe("target side: a delivery is bound to its route and its headers (docs/to
 
   test("the Express middleware cannot be made without an operationId or operationIdFor", () => {
     for (const options of [DELIVERY_OPTIONS, { ...DELIVERY_OPTIONS, operationId: "" }]) {
-      assert.throws(() => opqueueDeliveryMiddleware(options as DeliveryMiddlewareOptions), /needs the operationId of the route it guards/);
+      assert.throws(
+        () => opqueueDeliveryMiddleware(options as DeliveryMiddlewareOptions),
+        /needs the operationId of the route it guards/,
+      );
     }
   });
 });
@@ -1781,7 +2074,8 @@ describe("target side: one token, one spelling (docs/tokens.md, Revision 2)", ()
   const respellings: Record<string, (segment: string) => string> = {
     "padded with =": (segment) => segment + "=".repeat(4 - (segment.length % 4)),
     "spelled with + and /": (segment) => segment.replaceAll("-", "+").replaceAll("_", "/"),
-    "with a spare bit set": (segment) => segment.slice(0, -1) + alphabet.charAt(alphabet.indexOf(segment.at(-1) ?? "") ^ 1),
+    "with a spare bit set": (segment) =>
+      segment.slice(0, -1) + alphabet.charAt(alphabet.indexOf(segment.at(-1) ?? "") ^ 1),
     // A space cannot reach the verifier: "Bearer <token>" holds one token, without whitespace.
     "holding a character outside the alphabet": (segment) => `${segment.slice(0, 4)}!${segment.slice(4)}`,
     "holding a non-ASCII character": (segment) => `${segment.slice(0, 4)}\u0141${segment.slice(4)}`,
@@ -1808,7 +2102,8 @@ describe("target side: one token, one spelling (docs/tokens.md, Revision 2)", ()
         pad: `???${n}`,
       });
       const signature = sign(`${header}.${payload}`);
-      if ([header, payload, signature].every((segment) => segment.length % 4 !== 0 && /[-_]/.test(segment))) return { header, payload, signature };
+      if ([header, payload, signature].every((segment) => segment.length % 4 !== 0 && /[-_]/.test(segment)))
+        return { header, payload, signature };
     }
     throw new Error("no token with respellable segments was found");
   }
@@ -1819,16 +2114,26 @@ describe("target side: one token, one spelling (docs/tokens.md, Revision 2)", ()
       const parts = respellableToken();
       const canonical = `${parts.header}.${parts.payload}.${parts.signature}`;
       const expected = { operationId: SAMPLE_DELIVERY.operationId };
-      assert.deepEqual(withoutToken(await verifier.verifyDelivery(deliveryHeaders(SAMPLE_DELIVERY, canonical), expected)), SAMPLE_DELIVERY);
+      assert.deepEqual(
+        withoutToken(await verifier.verifyDelivery(deliveryHeaders(SAMPLE_DELIVERY, canonical), expected)),
+        SAMPLE_DELIVERY,
+      );
       for (const [how, respell] of Object.entries(respellings)) {
         const changed = { ...parts, [segment]: respell(parts[segment]) };
         const input = `${changed.header}.${changed.payload}`;
         const token = segment === "signature" ? `${input}.${changed.signature}` : `${input}.${sign(input)}`;
-        await assert.rejects(verifier.verifyDelivery(deliveryHeaders(SAMPLE_DELIVERY, token), expected), (error: unknown) => {
-          assert.ok(error instanceof DeliveryTokenError, `${how}: ${String(error)}`);
-          assert.match(error.message, new RegExp(`^invalid delivery token: the ${segment} is not canonical base64url`), how);
-          return true;
-        });
+        await assert.rejects(
+          verifier.verifyDelivery(deliveryHeaders(SAMPLE_DELIVERY, token), expected),
+          (error: unknown) => {
+            assert.ok(error instanceof DeliveryTokenError, `${how}: ${String(error)}`);
+            assert.match(
+              error.message,
+              new RegExp(`^invalid delivery token: the ${segment} is not canonical base64url`),
+              how,
+            );
+            return true;
+          },
+        );
       }
     });
   }
@@ -1859,7 +2164,10 @@ describe("target side: verifying with the service's JWKS", () => {
     });
     jwksUrl = `${s.url}/.well-known/jwks.json`;
     const jwks = (await (await fetch(jwksUrl)).json()) as { keys: Array<{ kid: string; alg: string }> };
-    assert.deepEqual(jwks.keys.map((key) => [key.kid, key.alg]), [["q-ed", "EdDSA"]]);
+    assert.deepEqual(
+      jwks.keys.map((key) => [key.kid, key.alg]),
+      [["q-ed", "EdDSA"]],
+    );
 
     const { job } = await clientOf(s).enqueue({ ...welcomeEmail(), caller: CALLER });
     assert.deepEqual(withoutToken(await verified.promise), deliveryOf(job));
@@ -1878,7 +2186,13 @@ describe("target side: verifying with the service's JWKS", () => {
 describe("target side: several delivery keys (docs/tokens.md, 'Rotating keys')", () => {
   /** The next delivery secret of a rotation; the test config's one (kid q1) is the previous. */
   const NEXT_SECRET = "the-next-delivery-secret-of-32-bytes-or-more";
-  const BY_KID = { audience: "product", secrets: [{ kid: "q2", secret: NEXT_SECRET }, { kid: "q1", secret: TEST_DELIVERY_SECRET }] };
+  const BY_KID = {
+    audience: "product",
+    secrets: [
+      { kid: "q2", secret: NEXT_SECRET },
+      { kid: "q1", secret: TEST_DELIVERY_SECRET },
+    ],
+  };
   const WELCOME = { operationId: SAMPLE_DELIVERY.operationId };
 
   /** SAMPLE_DELIVERY's headers with a token made by `deliveryToken(SAMPLE_DELIVERY, options)`. */
@@ -1897,8 +2211,14 @@ describe("target side: several delivery keys (docs/tokens.md, 'Rotating keys')",
 
   test("secrets as { kid, secret } accept each listed key's tokens, each checked with the key its kid names and no other", async () => {
     const verifier = createDeliveryVerifier(BY_KID);
-    assert.deepEqual(withoutToken(await verifier.verifyDelivery(await headersWith({ kid: "q1" }), WELCOME)), SAMPLE_DELIVERY);
-    assert.deepEqual(withoutToken(await verifier.verifyDelivery(await headersWith({ kid: "q2", secret: NEXT_SECRET }), WELCOME)), SAMPLE_DELIVERY);
+    assert.deepEqual(
+      withoutToken(await verifier.verifyDelivery(await headersWith({ kid: "q1" }), WELCOME)),
+      SAMPLE_DELIVERY,
+    );
+    assert.deepEqual(
+      withoutToken(await verifier.verifyDelivery(await headersWith({ kid: "q2", secret: NEXT_SECRET }), WELCOME)),
+      SAMPLE_DELIVERY,
+    );
     // Signed with a listed secret, but not the one its kid names: the other key is never tried.
     await refused(verifier.verifyDelivery(await headersWith({ kid: "q2" }), WELCOME), /signature verification failed/);
     await refused(verifier.verifyDelivery(await headersWith({ kid: null }), WELCOME), /names no kid/);
@@ -1907,8 +2227,14 @@ describe("target side: several delivery keys (docs/tokens.md, 'Rotating keys')",
 
   test("secrets as plain strings accept a token signed with any of them, whatever its kid, and refuse one signed with none", async () => {
     const verifier = createDeliveryVerifier({ audience: "product", secrets: [NEXT_SECRET, TEST_DELIVERY_SECRET] });
-    assert.deepEqual(withoutToken(await verifier.verifyDelivery(await headersWith({ kid: null }), WELCOME)), SAMPLE_DELIVERY);
-    assert.deepEqual(withoutToken(await verifier.verifyDelivery(await headersWith({ kid: "any", secret: NEXT_SECRET }), WELCOME)), SAMPLE_DELIVERY);
+    assert.deepEqual(
+      withoutToken(await verifier.verifyDelivery(await headersWith({ kid: null }), WELCOME)),
+      SAMPLE_DELIVERY,
+    );
+    assert.deepEqual(
+      withoutToken(await verifier.verifyDelivery(await headersWith({ kid: "any", secret: NEXT_SECRET }), WELCOME)),
+      SAMPLE_DELIVERY,
+    );
     await refused(
       verifier.verifyDelivery(await headersWith({ secret: "a-third-secret-that-is-32-bytes-long!!" }), WELCOME),
       /signature verification failed/,
@@ -1920,18 +2246,39 @@ describe("target side: several delivery keys (docs/tokens.md, 'Rotating keys')",
   test("createDeliveryVerifier refuses at once options naming no key, two key forms, an empty or duplicated list, or mixed items", () => {
     const cases: Array<[unknown, RegExp]> = [
       [{ audience: "product" }, /exactly one of secret, secrets and jwksUrl; got none/],
-      [{ audience: "product", secret: TEST_DELIVERY_SECRET, secrets: [NEXT_SECRET] }, /exactly one of .*; got secret, secrets/],
+      [
+        { audience: "product", secret: TEST_DELIVERY_SECRET, secrets: [NEXT_SECRET] },
+        /exactly one of .*; got secret, secrets/,
+      ],
       [{ audience: "product", secrets: [] }, /non-empty list/],
-      [{ audience: "product", secrets: [{ kid: "q1", secret: NEXT_SECRET }, { kid: "q1", secret: TEST_DELIVERY_SECRET }] }, /"q1" is listed twice/],
-      [{ audience: "product", secrets: [{ kid: "q1", secret: NEXT_SECRET }, TEST_DELIVERY_SECRET] }, /secrets\[1\] must be \{ kid, secret \}/],
-      [{ audience: "product", secrets: [{ kid: "q1", secret: "" }] }, /secrets\[0\]\.secret must be a non-empty string/],
+      [
+        {
+          audience: "product",
+          secrets: [
+            { kid: "q1", secret: NEXT_SECRET },
+            { kid: "q1", secret: TEST_DELIVERY_SECRET },
+          ],
+        },
+        /"q1" is listed twice/,
+      ],
+      [
+        { audience: "product", secrets: [{ kid: "q1", secret: NEXT_SECRET }, TEST_DELIVERY_SECRET] },
+        /secrets\[1\] must be \{ kid, secret \}/,
+      ],
+      [
+        { audience: "product", secrets: [{ kid: "q1", secret: "" }] },
+        /secrets\[0\]\.secret must be a non-empty string/,
+      ],
     ];
     for (const [options, message] of cases) {
-      assert.throws(() => createDeliveryVerifier(options as DeliveryVerifierOptions), (error: unknown) => {
-        assert.ok(error instanceof TypeError, String(error));
-        assert.match(error.message, message);
-        return true;
-      });
+      assert.throws(
+        () => createDeliveryVerifier(options as DeliveryVerifierOptions),
+        (error: unknown) => {
+          assert.ok(error instanceof TypeError, String(error));
+          assert.match(error.message, message);
+          return true;
+        },
+      );
     }
   });
 
@@ -1947,17 +2294,32 @@ describe("target side: several delivery keys (docs/tokens.md, 'Rotating keys')",
       res.end(JSON.stringify({ keys: published }));
     });
     const verifier = createDeliveryVerifier({ audience: "product", jwksUrl: `${jwksBase}/.well-known/jwks.json` });
-    for (const [kid, privateKey] of [["d1", d1], ["d2", d2]] as const) {
-      assert.deepEqual(withoutToken(await verifier.verifyDelivery(await headersWith({ kid, privateKey }), WELCOME)), SAMPLE_DELIVERY, kid);
+    for (const [kid, privateKey] of [
+      ["d1", d1],
+      ["d2", d2],
+    ] as const) {
+      assert.deepEqual(
+        withoutToken(await verifier.verifyDelivery(await headersWith({ kid, privateKey }), WELCOME)),
+        SAMPLE_DELIVERY,
+        kid,
+      );
     }
     await refused(verifier.verifyDelivery(await headersWith({ kid: null, privateKey: d1 }), WELCOME), /names no kid/);
-    await refused(verifier.verifyDelivery(await headersWith({ kid: "d3", privateKey: unpublished }), WELCOME), /kid "d3" is not in opqueue's key set/);
-    await refused(verifier.verifyDelivery(await headersWith({ kid: "d1", privateKey: d2 }), WELCOME), /signature verification failed/);
+    await refused(
+      verifier.verifyDelivery(await headersWith({ kid: "d3", privateKey: unpublished }), WELCOME),
+      /kid "d3" is not in opqueue's key set/,
+    );
+    await refused(
+      verifier.verifyDelivery(await headersWith({ kid: "d1", privateKey: d2 }), WELCOME),
+      /signature verification failed/,
+    );
   });
 
   test("the Fastify plugin and the Express middleware take secrets by kid too", async (t) => {
     const fastifyUrl = await startFastifyTarget(t, BY_KID, (background) => {
-      background.post("/users/:userId/welcome-email", implementing("sendWelcomeEmail"), async (_request, reply) => reply.code(204).send());
+      background.post("/users/:userId/welcome-email", implementing("sendWelcomeEmail"), async (_request, reply) =>
+        reply.code(204).send(),
+      );
     });
     const middleware = opqueueDeliveryMiddleware({ ...BY_KID, operationId: "sendWelcomeEmail" });
     const expressUrl = await startHttpTarget(t, (req, res) => {
@@ -1968,7 +2330,8 @@ describe("target side: several delivery keys (docs/tokens.md, 'Rotating keys')",
     });
     for (const targetUrl of [fastifyUrl, expressUrl]) {
       const post = async (options: Parameters<typeof deliveryToken>[1]) =>
-        (await fetch(`${targetUrl}/users/42/welcome-email`, { method: "POST", headers: await headersWith(options) })).status;
+        (await fetch(`${targetUrl}/users/42/welcome-email`, { method: "POST", headers: await headersWith(options) }))
+          .status;
       assert.equal(await post({ kid: "q1" }), 204);
       assert.equal(await post({ kid: "q2", secret: NEXT_SECRET }), 204);
       assert.equal(await post({ kid: "q9" }), 401);
@@ -1980,7 +2343,9 @@ describe("target side: answers that decide the outcome", () => {
   /** Runs one job through a Fastify target whose handler answers with `answer`; the finished delivery. */
   async function deliverWith(t: After, answer: (reply: FastifyReply) => unknown) {
     const targetUrl = await startFastifyTarget(t, DELIVERY_OPTIONS, (background) => {
-      background.post("/users/:userId/welcome-email", implementing("sendWelcomeEmail"), async (_request, reply) => answer(reply));
+      background.post("/users/:userId/welcome-email", implementing("sendWelcomeEmail"), async (_request, reply) =>
+        answer(reply),
+      );
     });
     const s = await startDeliveringService(t, targetUrl);
     const { job } = await clientOf(s).enqueue({ ...welcomeEmail(), caller: CALLER });

@@ -72,7 +72,8 @@ function exportedNames(): Documentable[] {
     }
   };
   const walkCall = (signature: ts.Signature, where: string) => {
-    for (const parameter of signature.parameters) walkInput(checker.getTypeOfSymbol(parameter), `${where}(${parameter.name})`);
+    for (const parameter of signature.parameters)
+      walkInput(checker.getTypeOfSymbol(parameter), `${where}(${parameter.name})`);
   };
   // The methods of an interface or class the package declares, and what they take.
   const walkMethods = (type: ts.Type, owner: string) => {
@@ -82,7 +83,8 @@ function exportedNames(): Documentable[] {
       if (!ts.isMethodSignature(declaration) && !ts.isMethodDeclaration(declaration)) continue;
       if (ts.getCombinedModifierFlags(declaration) & (ts.ModifierFlags.Private | ts.ModifierFlags.Protected)) continue;
       need(property.name, `${owner}.${property.name}`);
-      for (const signature of checker.getTypeOfSymbol(property).getCallSignatures()) walkCall(signature, `${owner}.${property.name}`);
+      for (const signature of checker.getTypeOfSymbol(property).getCallSignatures())
+        walkCall(signature, `${owner}.${property.name}`);
     }
   };
 
@@ -118,7 +120,16 @@ function wordsOfReadmeCode(markdown: string): Set<string> {
 test("packages/client/README.md shows every exported function, method, constant and option field of the client", () => {
   const names = exportedNames();
   // The walk reaches the corners the README once missed; if it does not, it proves nothing.
-  for (const expected of ["createJobsClient", "enqueueBatch", "wait", "idempotencyKey", "ttlMs", "createSchedule", "period_ms", "heartbeat"]) {
+  for (const expected of [
+    "createJobsClient",
+    "enqueueBatch",
+    "wait",
+    "idempotencyKey",
+    "ttlMs",
+    "createSchedule",
+    "period_ms",
+    "heartbeat",
+  ]) {
     assert.ok(
       names.some((entry) => entry.name === expected),
       `the list derived from the sources has ${expected}`,

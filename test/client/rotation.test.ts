@@ -118,7 +118,10 @@ class Holds {
   async arrived(jobId: string): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
     const limit = new Promise<never>((_resolve, reject) => {
-      timer = setTimeout(() => reject(new Error(`the delivery of job ${jobId} never reached the product`)), WAIT_LIMIT_MS);
+      timer = setTimeout(
+        () => reject(new Error(`the delivery of job ${jobId} never reached the product`)),
+        WAIT_LIMIT_MS,
+      );
     });
     try {
       await Promise.race([this.entry(this.arrivals, jobId).promise, limit]);
@@ -150,7 +153,10 @@ interface ProductInstance {
  * Starts a product instance verifying deliveries with `keys`. Its `sendWelcomeEmail` holds the deliveries of users
  * `held-*` until released, answers 503 to the first attempt for users `retried-*`, and 204 otherwise.
  */
-async function startProduct(t: TestContext, options: { name: string; keys: DeliveryKeyOptions; holds: Holds }): Promise<ProductInstance> {
+async function startProduct(
+  t: TestContext,
+  options: { name: string; keys: DeliveryKeyOptions; holds: Holds },
+): Promise<ProductInstance> {
   const acceptedKids = new Set<string | undefined>();
   const app = Fastify({ logger: false });
   await app.register(async (background) => {
@@ -277,7 +283,12 @@ async function followRunbook(t: TestContext, runbook: Runbook): Promise<ProductI
   };
   const startNodeWith = async (deliveryKey: unknown) => {
     const database = nodes[0]?.config.database;
-    const node = await startNode({ clock, targetUrl: productFront.url, deliveryKey, ...(database ? { database } : {}) });
+    const node = await startNode({
+      clock,
+      targetUrl: productFront.url,
+      deliveryKey,
+      ...(database ? { database } : {}),
+    });
     nodes.push(node);
     return node;
   };
@@ -288,7 +299,11 @@ async function followRunbook(t: TestContext, runbook: Runbook): Promise<ProductI
       return;
     }
     const { keys } = (await answer.json()) as { keys: Array<{ kid: string }> };
-    assert.deepEqual(keys.map((key) => key.kid), expected, `the JWKS ${when}`);
+    assert.deepEqual(
+      keys.map((key) => key.kid),
+      expected,
+      `the JWKS ${when}`,
+    );
   };
 
   await deployProduct("before the rotation", runbook.product);
@@ -299,7 +314,13 @@ async function followRunbook(t: TestContext, runbook: Runbook): Promise<ProductI
   const jobs: JobsClient = createJobsClient({
     baseUrl: opqueueFront.url,
     sign: (claims) =>
-      mintToken({ auth: node.config.auth, clock, sub: claims.sub, op: claims.op, ...(claims.rid === undefined ? {} : { rid: claims.rid }) }),
+      mintToken({
+        auth: node.config.auth,
+        clock,
+        sub: claims.sub,
+        op: claims.op,
+        ...(claims.rid === undefined ? {} : { rid: claims.rid }),
+      }),
   });
   const enqueued: string[] = [];
   const enqueue = async (userId: string, delayMs?: number) => {
@@ -365,7 +386,11 @@ async function followRunbook(t: TestContext, runbook: Runbook): Promise<ProductI
 
   const refused = productFront.answers.filter((answer) => answer.status !== 204 && answer.status !== 503);
   assert.deepEqual(refused, [], "the product answered every delivery 204, or 503 as told");
-  assert.equal(productFront.answers.filter((answer) => answer.status === 503).length, runbook.steps.length + 1, "one 503 per retried job");
+  assert.equal(
+    productFront.answers.filter((answer) => answer.status === 503).length,
+    runbook.steps.length + 1,
+    "one 503 per retried job",
+  );
   const stored = await node.service.store.jobList({ limit: 100 });
   assert.equal(stored.length, enqueued.length);
   for (const job of stored) assert.equal(job.status, "succeeded", `job ${job.id} ${JSON.stringify(job.result)}`);
@@ -373,8 +398,16 @@ async function followRunbook(t: TestContext, runbook: Runbook): Promise<ProductI
 }
 
 /** The HS256 delivery keys of the rotation, as `auth.delivery_key` lists them. */
-const OLD_SECRET = { kid: "delivery-2025", alg: "HS256", secret: "the-old-delivery-secret-of-32-bytes-or-more" } as const;
-const NEW_SECRET = { kid: "delivery-2026", alg: "HS256", secret: "the-new-delivery-secret-of-32-bytes-or-more" } as const;
+const OLD_SECRET = {
+  kid: "delivery-2025",
+  alg: "HS256",
+  secret: "the-old-delivery-secret-of-32-bytes-or-more",
+} as const;
+const NEW_SECRET = {
+  kid: "delivery-2026",
+  alg: "HS256",
+  secret: "the-new-delivery-secret-of-32-bytes-or-more",
+} as const;
 /** A key as a product's verifier takes it. */
 const asSecret = (key: { kid: string; secret: string }) => ({ kid: key.kid, secret: key.secret });
 
@@ -465,11 +498,17 @@ describe("rotating the delivery key (docs/tokens.md, 'Rotating keys')", () => {
     const dead = await waitForStatus(node, jobId, "dead");
     assert.equal(dead.result?.status_code, 401);
     assert.equal(dead.result?.terminal_reason, "permanent-status");
-    assert.equal(JSON.parse(dead.result?.error_body ?? "{}").message, 'invalid delivery token: unknown kid "delivery-2025"');
-    assert.deepEqual(front.answers.map((answer) => [answer.kid, answer.status]), [
-      [OLD_SECRET.kid, 503],
-      [OLD_SECRET.kid, 401],
-    ]);
+    assert.equal(
+      JSON.parse(dead.result?.error_body ?? "{}").message,
+      'invalid delivery token: unknown kid "delivery-2025"',
+    );
+    assert.deepEqual(
+      front.answers.map((answer) => [answer.kid, answer.status]),
+      [
+        [OLD_SECRET.kid, 503],
+        [OLD_SECRET.kid, 401],
+      ],
+    );
   });
 });
 
@@ -510,7 +549,14 @@ describe("rotating enqueue and admin keys (docs/tokens.md, 'Rotating keys')", ()
       const auth = () => ({ ...(nodes.at(-1) as Node).config.auth, keys: [key] });
       return createJobsClient({
         baseUrl: front.url,
-        sign: (claims) => mintToken({ auth: auth(), clock, sub: claims.sub, op: claims.op, ...(claims.rid === undefined ? {} : { rid: claims.rid }) }),
+        sign: (claims) =>
+          mintToken({
+            auth: auth(),
+            clock,
+            sub: claims.sub,
+            op: claims.op,
+            ...(claims.rid === undefined ? {} : { rid: claims.rid }),
+          }),
         adminToken: () => mintToken({ auth: auth(), clock, sub: `admin-of-${key.kid}`, siteAdmin: true }),
       });
     };

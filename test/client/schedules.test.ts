@@ -25,11 +25,20 @@ function allowSchedules(raw: Record<string, unknown>): void {
 
 /** A client of `s` calling as the site admin `sub`. */
 function adminOf(s: LiveService, sub = "alice@example.com", fetchFn?: typeof fetch): JobsClient {
-  return createJobsClient({ baseUrl: s.url, adminToken: () => s.adminToken({ sub }), ...(fetchFn ? { fetch: fetchFn } : {}) });
+  return createJobsClient({
+    baseUrl: s.url,
+    adminToken: () => s.adminToken({ sub }),
+    ...(fetchFn ? { fetch: fetchFn } : {}),
+  });
 }
 
 /** `call` rejects with an instance of `ErrorClass` carrying `status` and `code`. */
-async function assertRefused(call: Promise<unknown>, ErrorClass: typeof OpqueueError, status: number, code: string): Promise<void> {
+async function assertRefused(
+  call: Promise<unknown>,
+  ErrorClass: typeof OpqueueError,
+  status: number,
+  code: string,
+): Promise<void> {
   await assert.rejects(call, (error: unknown) => {
     assert.ok(error instanceof ErrorClass, `expected ${ErrorClass.name}, got ${String(error)}`);
     assert.equal(error.status, status);
@@ -53,13 +62,22 @@ describe("the client's schedules", () => {
       concurrency_key: "digests",
     });
     assert.equal(created.source, "api");
-    assert.deepEqual([created.priority, created.dedupe_key, created.concurrency_key], [0, "cron:welcome-digest", "digests"]);
+    assert.deepEqual(
+      [created.priority, created.dedupe_key, created.concurrency_key],
+      [0, "cron:welcome-digest", "digests"],
+    );
     assert.equal(created.created?.by, "alice@example.com");
     assert.ok(created.next_run_at !== null && Date.parse(created.next_run_at) > Date.now() - 1000);
     assert.deepEqual(await alice.getSchedule("welcome-digest"), created);
 
     const listed: Schedule[] = await alice.listSchedules();
-    assert.deepEqual(listed.map((item) => [item.name, item.source]), [["nightly", "config"], ["welcome-digest", "api"]]);
+    assert.deepEqual(
+      listed.map((item) => [item.name, item.source]),
+      [
+        ["nightly", "config"],
+        ["welcome-digest", "api"],
+      ],
+    );
 
     const changed = await bob.updateSchedule("welcome-digest", { priority: 3, dedupe_key: null });
     assert.deepEqual([changed.priority, changed.dedupe_key, changed.schedule], [3, null, "0 9 * * 1-5"]);
@@ -73,13 +91,21 @@ describe("the client's schedules", () => {
 
     const deleted = await alice.deleteSchedule("welcome-digest");
     assert.equal(deleted.name, "welcome-digest");
-    assert.deepEqual((await alice.listSchedules()).map((item) => item.name), ["nightly"]);
+    assert.deepEqual(
+      (await alice.listSchedules()).map((item) => item.name),
+      ["nightly"],
+    );
   });
 
   test("runScheduleNow enqueues a job at once in a chain of its own: created, then refreshed while it waits", async (t) => {
     const s = await startLiveService(t, { configure: allowSchedules });
     const admin = adminOf(s);
-    await admin.createSchedule({ name: "report", schedule: "0 * * * *", operation_id: "buildReport", user_id: "system" });
+    await admin.createSchedule({
+      name: "report",
+      schedule: "0 * * * *",
+      operation_id: "buildReport",
+      user_id: "system",
+    });
     const first = await admin.runScheduleNow("report");
     assert.equal(first.created, true);
     assert.equal(first.job.enqueued_by_operation_id, "cron:report");
@@ -95,14 +121,39 @@ describe("the client's schedules", () => {
     await admin.createSchedule({ name: "report", ...hourly });
     await assertRefused(admin.getSchedule("nope"), ScheduleNotFoundError, 404, "schedule_not_found");
     await assertRefused(admin.runScheduleNow("nope"), ScheduleNotFoundError, 404, "schedule_not_found");
-    await assertRefused(admin.createSchedule({ name: "report", ...hourly }), ScheduleExistsError, 409, "schedule_exists");
-    await assertRefused(admin.createSchedule({ name: "nightly", ...hourly }), ScheduleExistsError, 409, "schedule_exists");
-    await assertRefused(admin.updateSchedule("nightly", { priority: 1 }), ScheduleReadOnlyError, 409, "schedule_read_only");
+    await assertRefused(
+      admin.createSchedule({ name: "report", ...hourly }),
+      ScheduleExistsError,
+      409,
+      "schedule_exists",
+    );
+    await assertRefused(
+      admin.createSchedule({ name: "nightly", ...hourly }),
+      ScheduleExistsError,
+      409,
+      "schedule_exists",
+    );
+    await assertRefused(
+      admin.updateSchedule("nightly", { priority: 1 }),
+      ScheduleReadOnlyError,
+      409,
+      "schedule_read_only",
+    );
     await assertRefused(admin.pauseSchedule("nightly"), ScheduleReadOnlyError, 409, "schedule_read_only");
     await assertRefused(admin.deleteSchedule("nightly"), ScheduleReadOnlyError, 409, "schedule_read_only");
-    await assertRefused(admin.createSchedule({ name: "bad", ...hourly, schedule: "@hourly" }), InvalidRequestError, 400, "invalid_request");
     await assertRefused(
-      admin.createSchedule({ name: "emails", ...hourly, operation_id: "recordEmailSent", request: { path_params: { emailId: "1" } } }),
+      admin.createSchedule({ name: "bad", ...hourly, schedule: "@hourly" }),
+      InvalidRequestError,
+      400,
+      "invalid_request",
+    );
+    await assertRefused(
+      admin.createSchedule({
+        name: "emails",
+        ...hourly,
+        operation_id: "recordEmailSent",
+        request: { path_params: { emailId: "1" } },
+      }),
       TriggerNotAllowedError,
       403,
       "trigger_not_allowed",
@@ -125,7 +176,11 @@ describe("the client's schedules", () => {
         admin.deleteSchedule(name),
         admin.runScheduleNow(name),
       ]) {
-        await assert.rejects(call, (error: unknown) => !(error instanceof OpqueueError) && /must be a non-empty string other than/.test((error as Error).message));
+        await assert.rejects(
+          call,
+          (error: unknown) =>
+            !(error instanceof OpqueueError) && /must be a non-empty string other than/.test((error as Error).message),
+        );
       }
     }
     assert.equal(calls, 0);

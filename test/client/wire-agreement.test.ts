@@ -47,7 +47,10 @@ const typesAgree: Array<true> = [
   true satisfies Same<client.OperationSummary, OperationList["operations"][number]>,
   // cancelJobs takes every filter of POST /jobs/cancel, by its camelCase name, and the same statuses.
   true satisfies Same<keyof client.CancelJobsFilter, Camel<keyof flow.CancelJobsBody>>,
-  true satisfies Same<NonNullable<client.CancelJobsFilter["statuses"]>[number], NonNullable<flow.CancelJobsBody["statuses"]>[number]>,
+  true satisfies Same<
+    NonNullable<client.CancelJobsFilter["statuses"]>[number],
+    NonNullable<flow.CancelJobsBody["statuses"]>[number]
+  >,
   true satisfies Same<client.Schedule, schedules.ScheduleBody>,
   true satisfies Same<client.ScheduleDefinition, schedules.ScheduleCreateBody>,
   true satisfies Same<client.SchedulePatch, schedules.SchedulePatchBody>,
@@ -120,6 +123,9 @@ describe("the client's wire agrees with the service's", () => {
       assert.equal(clientIsCanonicalSegment(segment), isCanonicalSegment(segment), JSON.stringify(segment));
     }
     // Not vacuous: the table holds both answers.
-    assert.ok(segments.some((segment) => isCanonicalSegment(segment)) && segments.some((segment) => !isCanonicalSegment(segment)));
+    assert.ok(
+      segments.some((segment) => isCanonicalSegment(segment)) &&
+        segments.some((segment) => !isCanonicalSegment(segment)),
+    );
   });
 });

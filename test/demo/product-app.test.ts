@@ -26,7 +26,9 @@ async function reservePort(): Promise<{ port: number; release: () => Promise<voi
   return { port, release: () => new Promise((resolve) => server.close(() => resolve())) };
 }
 
-async function startDemo(t: { after: (fn: () => Promise<void>) => void }): Promise<{ s: LiveService; productUrl: string }> {
+async function startDemo(t: {
+  after: (fn: () => Promise<void>) => void;
+}): Promise<{ s: LiveService; productUrl: string }> {
   const { port: productPort, release } = await reservePort();
   t.after(release); // should the service fail to start; closing twice is harmless
   const s = await startLiveService(t, {
@@ -99,7 +101,8 @@ test("the demo's background routes take a delivery token only for their own oper
   });
   const welcome = headersFor(await s.service.signer.sign({ ...claims, op: "sendWelcomeEmail" }));
   const recorded = headersFor(await s.service.signer.sign({ ...claims, op: "recordEmailSent" }));
-  const put = (headers: Record<string, string>) => request(`${productUrl}/emails/alice-2/sent`, { method: "PUT", headers });
+  const put = (headers: Record<string, string>) =>
+    request(`${productUrl}/emails/alice-2/sent`, { method: "PUT", headers });
 
   const refused = await put(welcome);
   assert.equal(refused.statusCode, 401);

@@ -42,7 +42,8 @@ const DELIVERY_SECRET = "install-test-delivery-secret-of-32-bytes-or-more";
 function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [name, value] of Object.entries(process.env)) {
-    if (/^npm_/i.test(name) || name.startsWith("NODE_TEST") || name === "NODE_OPTIONS" || name.startsWith("OPQUEUE_")) continue;
+    if (/^npm_/i.test(name) || name.startsWith("NODE_TEST") || name === "NODE_OPTIONS" || name.startsWith("OPQUEUE_"))
+      continue;
     env[name] = value;
   }
   return { ...env, ...extra };
@@ -63,7 +64,9 @@ async function run(
     });
   } catch (error) {
     const { stdout, stderr } = error as { stdout?: string; stderr?: string };
-    throw new Error(`${command} ${args.join(" ")} failed in ${options.cwd}: ${(error as Error).message}\n${stderr ?? ""}${stdout ?? ""}`);
+    throw new Error(
+      `${command} ${args.join(" ")} failed in ${options.cwd}: ${(error as Error).message}\n${stderr ?? ""}${stdout ?? ""}`,
+    );
   }
 }
 
@@ -82,7 +85,10 @@ function foldersNamed(dir: string, names: string[]): string[] {
 /** An empty npm project in `dir`, as `npm init -y` would leave it. */
 function emptyProject(dir: string, name: string): void {
   fs.mkdirSync(dir, { recursive: true });
-  fs.writeFileSync(path.join(dir, "package.json"), JSON.stringify({ name, version: "1.0.0", private: true, type: "module" }, null, 2));
+  fs.writeFileSync(
+    path.join(dir, "package.json"),
+    JSON.stringify({ name, version: "1.0.0", private: true, type: "module" }, null, 2),
+  );
 }
 
 /** The one tarball `npm pack` left in `dir`. */
@@ -94,7 +100,10 @@ function tarball(dir: string): string {
 
 /** The package.json of `name` as installed in `project`. */
 function installedManifest(project: string, name: string): Record<string, unknown> {
-  return JSON.parse(fs.readFileSync(path.join(project, "node_modules", name, "package.json"), "utf8")) as Record<string, unknown>;
+  return JSON.parse(fs.readFileSync(path.join(project, "node_modules", name, "package.json"), "utf8")) as Record<
+    string,
+    unknown
+  >;
 }
 
 /**
@@ -104,7 +113,8 @@ function installedManifest(project: string, name: string): Record<string, unknow
 async function provideSqliteModule(project: string): Promise<void> {
   const installedVersion = installedManifest(project, "better-sqlite3")["version"];
   const ours = path.join(REPO_ROOT, "node_modules", "better-sqlite3");
-  const ourVersion = (JSON.parse(fs.readFileSync(path.join(ours, "package.json"), "utf8")) as { version: string }).version;
+  const ourVersion = (JSON.parse(fs.readFileSync(path.join(ours, "package.json"), "utf8")) as { version: string })
+    .version;
   const built = path.join(ours, "build", "Release", "better_sqlite3.node");
   if (installedVersion === ourVersion && fs.existsSync(built)) {
     const release = path.join(project, "node_modules", "better-sqlite3", "build", "Release");
@@ -117,11 +127,15 @@ async function provideSqliteModule(project: string): Promise<void> {
 
 /** The installed `opqueue serve` of `project`, run as the systemd unit runs it: node on the installed dist/cli.js. */
 function startInstalledServe(t: TestContext, project: string, configFile: string): CliProcess {
-  const child = spawn(process.execPath, [path.join(project, "node_modules", "opqueue", "dist", "cli.js"), "serve", "--config", configFile], {
-    cwd: project,
-    env: cleanEnv(),
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const child = spawn(
+    process.execPath,
+    [path.join(project, "node_modules", "opqueue", "dist", "cli.js"), "serve", "--config", configFile],
+    {
+      cwd: project,
+      env: cleanEnv(),
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   return watchProcess(t, child);
 }
 
@@ -212,7 +226,9 @@ describe("the packed tarballs install outside the repository", () => {
     fs.mkdirSync(clientPack);
     // The service's prepare builds the client, then the service, whose tarball bundles the client's build.
     await run("npm", ["pack", "--pack-destination", servicePack], { cwd: REPO_ROOT });
-    await run("npm", ["pack", "--workspace", "@opqueue/client", "--ignore-scripts", "--pack-destination", clientPack], { cwd: REPO_ROOT });
+    await run("npm", ["pack", "--workspace", "@opqueue/client", "--ignore-scripts", "--pack-destination", clientPack], {
+      cwd: REPO_ROOT,
+    });
     emptyProject(service, "scratch-service");
     emptyProject(product, "scratch-product");
     const install = ["install", "--prefer-offline", "--no-audit", "--no-fund"];
@@ -225,8 +241,15 @@ describe("the packed tarballs install outside the repository", () => {
   after(() => fs.rmSync(dir, { recursive: true, force: true }));
 
   test("npm warns of no engine on this Node, and opqueue has no install script of its own", () => {
-    for (const [name, output] of [["service", serviceInstall], ["product", productInstall]] as const) {
-      assert.doesNotMatch(`${output.stderr}${output.stdout}`, /EBADENGINE/, `the ${name}'s install warned of an engine:\n${output.stderr}`);
+    for (const [name, output] of [
+      ["service", serviceInstall],
+      ["product", productInstall],
+    ] as const) {
+      assert.doesNotMatch(
+        `${output.stderr}${output.stdout}`,
+        /EBADENGINE/,
+        `the ${name}'s install warned of an engine:\n${output.stderr}`,
+      );
     }
     const scripts = (installedManifest(service, "opqueue")["scripts"] ?? {}) as Record<string, string>;
     assert.deepEqual(
@@ -240,9 +263,18 @@ describe("the packed tarballs install outside the repository", () => {
     const lock = JSON.parse(fs.readFileSync(path.join(service, "package-lock.json"), "utf8")) as {
       packages: Record<string, { resolved?: string; inBundle?: boolean; version?: string }>;
     };
-    const ours = Object.entries(lock.packages).filter(([where]) => /node_modules\/(opqueue|@opqueue\/client)$/.test(where));
-    assert.deepEqual(ours.map(([where]) => where).sort(), ["node_modules/opqueue", "node_modules/opqueue/node_modules/@opqueue/client"]);
-    assert.equal(lock.packages["node_modules/opqueue/node_modules/@opqueue/client"]?.inBundle, true, "the client came in the bundle");
+    const ours = Object.entries(lock.packages).filter(([where]) =>
+      /node_modules\/(opqueue|@opqueue\/client)$/.test(where),
+    );
+    assert.deepEqual(ours.map(([where]) => where).sort(), [
+      "node_modules/opqueue",
+      "node_modules/opqueue/node_modules/@opqueue/client",
+    ]);
+    assert.equal(
+      lock.packages["node_modules/opqueue/node_modules/@opqueue/client"]?.inBundle,
+      true,
+      "the client came in the bundle",
+    );
     assert.match(lock.packages["node_modules/opqueue"]?.resolved ?? "", /^file:/, "opqueue came from the tarball");
   });
 
@@ -253,14 +285,20 @@ describe("the packed tarballs install outside the repository", () => {
   });
 
   test("the opqueue/client entry of the service's install serves the bundled client", async () => {
-    const script = 'const client = await import("opqueue/client"); console.log(typeof client.createJobsClient, typeof client.createDeliveryVerifier);';
+    const script =
+      'const client = await import("opqueue/client"); console.log(typeof client.createJobsClient, typeof client.createDeliveryVerifier);';
     const { stdout } = await run("node", ["--input-type=module", "-e", script], { cwd: service });
     assert.equal(stdout.trim(), "function function");
   });
 
   test("the installed serve starts on a SQLite file, answers /readyz 200, and stops on SIGTERM", async (t) => {
     const port = await freePort();
-    const configFile = writeServiceConfig({ dir: path.join(dir, "readyz"), project: service, port, targetPort: await freePort() });
+    const configFile = writeServiceConfig({
+      dir: path.join(dir, "readyz"),
+      project: service,
+      port,
+      targetPort: await freePort(),
+    });
     const cli = startInstalledServe(t, service, configFile);
     await waitForStart(cli);
     const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
@@ -271,8 +309,15 @@ describe("the packed tarballs install outside the repository", () => {
   test("a product with the client alone enqueues to the installed serve and verifies the delivery", async (t) => {
     const modules = path.join(product, "node_modules");
     assert.deepEqual(foldersNamed(modules, SERVICE_ONLY), [], "none of the service's dependencies was installed");
-    assert.ok(fs.existsSync(path.join(modules, "jose", "package.json")), "jose, the client's one dependency, was installed");
-    assert.deepEqual(fs.readdirSync(path.join(modules, "@opqueue", "client")).sort(), ["README.md", "dist", "package.json"]);
+    assert.ok(
+      fs.existsSync(path.join(modules, "jose", "package.json")),
+      "jose, the client's one dependency, was installed",
+    );
+    assert.deepEqual(fs.readdirSync(path.join(modules, "@opqueue", "client")).sort(), [
+      "README.md",
+      "dist",
+      "package.json",
+    ]);
 
     const [port, targetPort] = [await freePort(), await freePort()];
     const configFile = writeServiceConfig({ dir: path.join(dir, "delivery"), project: service, port, targetPort });
@@ -314,7 +359,11 @@ describe("the packed tarballs install outside the repository", () => {
       authority: { kind: "request", request_id: "install-test-1", user_id: "u1" },
     });
     assert.equal(`${seen.method} ${seen.url}`, "POST /users/42/welcome-email");
-    assert.equal(seen.ended, "succeeded", `the job as its producer waited for it:\n${logLines(cli.stdout()).length} log lines`);
+    assert.equal(
+      seen.ended,
+      "succeeded",
+      `the job as its producer waited for it:\n${logLines(cli.stdout()).length} log lines`,
+    );
     await stopServe(cli);
   });
 });

@@ -88,7 +88,10 @@ function waitForOutput(running: Running, predicate: (output: string) => boolean)
   return new Promise((resolve, reject) => {
     let done = false;
     // A bound for a broken service, never a pause: a passing test is woken by the output itself.
-    const timer = setTimeout(() => finish(new Error(`not seen within ${WAIT_LIMIT_MS} ms:\n${running.output()}`)), WAIT_LIMIT_MS);
+    const timer = setTimeout(
+      () => finish(new Error(`not seen within ${WAIT_LIMIT_MS} ms:\n${running.output()}`)),
+      WAIT_LIMIT_MS,
+    );
     const onData = () => {
       if (predicate(running.output())) finish();
     };
@@ -114,11 +117,15 @@ function tempDir(t: TestContext): string {
   return dir;
 }
 
-test("the unit file passes systemd-analyze verify", { skip: spawnSync("systemd-analyze", ["--version"]).error ? "systemd-analyze is not installed" : false }, () => {
-  const result = spawnSync("systemd-analyze", ["verify", UNIT_FILE], { encoding: "utf8", cwd: os.tmpdir() });
-  assert.equal(result.status, 0, result.stderr);
-  assert.equal(result.stderr.trim(), "", "no warnings");
-});
+test(
+  "the unit file passes systemd-analyze verify",
+  { skip: spawnSync("systemd-analyze", ["--version"]).error ? "systemd-analyze is not installed" : false },
+  () => {
+    const result = spawnSync("systemd-analyze", ["verify", UNIT_FILE], { encoding: "utf8", cwd: os.tmpdir() });
+    assert.equal(result.status, 0, result.stderr);
+    assert.equal(result.stderr.trim(), "", "no warnings");
+  },
+);
 
 test("the unit's ExecStart runs node itself, and SIGTERM lets the delivery in flight finish before node exits 0", async (t) => {
   const settings = serviceSection(fs.readFileSync(UNIT_FILE, "utf8"));
@@ -187,7 +194,13 @@ test("the unit's ExecStart runs node itself, and SIGTERM lets the delivery in fl
   await waitForOutput(running, logged("opqueue started"));
 
   const config = parseConfig({ raw, baseDir: root, env });
-  const token = await mintToken({ auth: config.auth, clock: systemClock, sub: "u1", op: "createUser", rid: "systemd-test-1" });
+  const token = await mintToken({
+    auth: config.auth,
+    clock: systemClock,
+    sub: "u1",
+    op: "createUser",
+    rid: "systemd-test-1",
+  });
   const response = await fetch(`http://127.0.0.1:${port}/jobs`, {
     method: "POST",
     headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },

@@ -66,9 +66,13 @@ async function startNode(t: TestContext, dir: string, database: string, target: 
 /** Resolves once the node has logged the successful attempt of job `id`. */
 function succeeded(node: Node, id: string): Promise<void> {
   return new Promise((resolve, reject) => {
-    const seen = () => logLines(node.cli.stdout()).some((line) => line["msg"] === "attempt succeeded" && line["jobId"] === id);
+    const seen = () =>
+      logLines(node.cli.stdout()).some((line) => line["msg"] === "attempt succeeded" && line["jobId"] === id);
     // A bound for a broken node, never a pause: a passing test is woken by the log line itself.
-    const timer = setTimeout(() => finish(new Error(`job ${id} did not succeed:\n${node.cli.stdout()}`)), WAIT_LIMIT_MS);
+    const timer = setTimeout(
+      () => finish(new Error(`job ${id} did not succeed:\n${node.cli.stdout()}`)),
+      WAIT_LIMIT_MS,
+    );
     const onData = () => seen() && finish();
     node.cli.child.stdout?.on("data", onData);
     onData();
@@ -81,7 +85,12 @@ function succeeded(node: Node, id: string): Promise<void> {
   });
 }
 
-async function call(node: Node, method: string, pathname: string, token?: string): Promise<{ status: number; body: unknown }> {
+async function call(
+  node: Node,
+  method: string,
+  pathname: string,
+  token?: string,
+): Promise<{ status: number; body: unknown }> {
   const response = await fetch(`${node.url}${pathname}`, {
     method,
     headers: token ? { authorization: `Bearer ${token}` } : {},
@@ -95,7 +104,12 @@ async function call(node: Node, method: string, pathname: string, token?: string
  */
 async function checkUpgradedNode(node: Node, ids: { pending: string; dead: string }): Promise<void> {
   await succeeded(node, ids.pending);
-  const admin = await mintToken({ auth: node.config.auth, clock: systemClock, sub: "ops@example.com", siteAdmin: true });
+  const admin = await mintToken({
+    auth: node.config.auth,
+    clock: systemClock,
+    sub: "ops@example.com",
+    siteAdmin: true,
+  });
   const retried = await call(node, "POST", `/jobs/${ids.dead}/retry`, admin);
   assert.equal(retried.status, 200, JSON.stringify(retried.body));
   await succeeded(node, ids.dead);
@@ -140,7 +154,15 @@ describe("SQLite upgrades", () => {
          VALUES (:id, 'sendWelcomeEmail', :status, :attempt, 5, :at, :at, :finished, 'createUser', :rid, 'u1',
            '{"kind":"request","request_id":"r","user_id":"u1"}', '{"path_params":{"userId":"u1"}}', :result)`,
       );
-      insert.run({ id: "earlier-pending-job-1", status: "pending", attempt: 0, at: T_PAST, finished: null, rid: "r1", result: null });
+      insert.run({
+        id: "earlier-pending-job-1",
+        status: "pending",
+        attempt: 0,
+        at: T_PAST,
+        finished: null,
+        rid: "r1",
+        result: null,
+      });
       insert.run({
         id: "earlier-dead-job-0001",
         status: "dead",
@@ -180,9 +202,13 @@ describe("SQLite upgrades", () => {
     db.close();
     const target = await startTarget(t, answer(204));
     const { file: configFile } = writeConfig(dir, `sqlite:${file}`, target);
-    const result = await startCli(t, ["serve", "--config", configFile], { OPQUEUE_PORT: String(await freePort()) }).exited;
+    const result = await startCli(t, ["serve", "--config", configFile], { OPQUEUE_PORT: String(await freePort()) })
+      .exited;
     assert.equal(result.code, 2, result.stderr);
-    assert.match(result.stderr, new RegExp(`schema \\(version ${newer}\\) is newer than this opqueue .*run the newer opqueue`));
+    assert.match(
+      result.stderr,
+      new RegExp(`schema \\(version ${newer}\\) is newer than this opqueue .*run the newer opqueue`),
+    );
     assert.doesNotMatch(result.stderr, /\n\s+at /, "a message, not a stack trace");
     const after = new Database(file, { readonly: true });
     t.after(() => after.close());
@@ -194,11 +220,20 @@ describe("SQLite upgrades", () => {
 const FIRST_DECLARED_POSTGRES_VERSION = 9;
 
 test("every PostgreSQL migration of a release says whether nodes of the version before it may keep running", () => {
-  const declared = readMigrations("postgres").filter((migration) => migration.version >= FIRST_DECLARED_POSTGRES_VERSION);
+  const declared = readMigrations("postgres").filter(
+    (migration) => migration.version >= FIRST_DECLARED_POSTGRES_VERSION,
+  );
   assert.ok(declared.length > 0);
   for (const migration of declared) {
-    const header = migration.sql.split("\n").filter((line) => line.startsWith("--")).join("\n");
-    assert.match(header, /^-- Rolling upgrade: (yes|no)\. \S/m, `${migration.version}_${migration.name}.sql says "Rolling upgrade: yes. ..." or "no. ..."`);
+    const header = migration.sql
+      .split("\n")
+      .filter((line) => line.startsWith("--"))
+      .join("\n");
+    assert.match(
+      header,
+      /^-- Rolling upgrade: (yes|no)\. \S/m,
+      `${migration.version}_${migration.name}.sql says "Rolling upgrade: yes. ..." or "no. ..."`,
+    );
   }
 });
 
@@ -223,13 +258,18 @@ describe("PostgreSQL upgrades", { skip: POSTGRES_SKIP }, () => {
     for (const migration of migrations) {
       await db.query("BEGIN");
       await db.query(migration.sql);
-      await db.query("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", [migration.version, migration.name]);
+      await db.query("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", [
+        migration.version,
+        migration.name,
+      ]);
       await db.query("COMMIT");
     }
   }
 
   /** A fresh schema at `EARLIER_POSTGRES_VERSION` holding a pending and a dead job, written as that version wrote them. */
-  async function earlierSchema(t: TestContext): Promise<{ schema: string; db: pg.Client; ids: { pending: string; dead: string } }> {
+  async function earlierSchema(
+    t: TestContext,
+  ): Promise<{ schema: string; db: pg.Client; ids: { pending: string; dead: string } }> {
     const schema = freshSchemaName();
     t.after(() => dropSchema(schema));
     const db = await schemaClient(t, schema);
@@ -238,13 +278,26 @@ describe("PostgreSQL upgrades", { skip: POSTGRES_SKIP }, () => {
       version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
     await applyMigrations(db, readMigrations("postgres").slice(0, EARLIER_POSTGRES_VERSION));
     const item = (id: string, rid: string) => ({
-      id, operation_id: "sendWelcomeEmail", max_attempts: 5, priority: 0, run_at: new Date(T_PAST).toISOString(),
-      dedupe_key: null, concurrency_key: null, enqueued_by_operation_id: "createUser", parent_job_id: null,
-      original_request_id: rid, user_id: "u1", authority: { kind: "request", request_id: rid, user_id: "u1" },
-      request: { path_params: { userId: "u1" } }, spawn_cap: 1000,
+      id,
+      operation_id: "sendWelcomeEmail",
+      max_attempts: 5,
+      priority: 0,
+      run_at: new Date(T_PAST).toISOString(),
+      dedupe_key: null,
+      concurrency_key: null,
+      enqueued_by_operation_id: "createUser",
+      parent_job_id: null,
+      original_request_id: rid,
+      user_id: "u1",
+      authority: { kind: "request", request_id: rid, user_id: "u1" },
+      request: { path_params: { userId: "u1" } },
+      spawn_cap: 1000,
     });
     const ids = { pending: "earlier-pending-job-1", dead: "earlier-dead-job-0001" };
-    await db.query("SELECT opqueue_insert_jobs($1::json, $2)", [JSON.stringify([item(ids.pending, "r1"), item(ids.dead, "r2")]), new Date(T_PAST)]);
+    await db.query("SELECT opqueue_insert_jobs($1::json, $2)", [
+      JSON.stringify([item(ids.pending, "r1"), item(ids.dead, "r2")]),
+      new Date(T_PAST),
+    ]);
     await db.query(
       `UPDATE job_state SET status = 'dead', attempt = 5, finished_at = $2,
          result = '{"status_code":500,"error_body":"down","terminal_reason":"exhausted"}'
@@ -273,7 +326,9 @@ describe("PostgreSQL upgrades", { skip: POSTGRES_SKIP }, () => {
 
     // A newer release starts on another machine and migrates the schema past this one (an additive migration).
     const latest = readMigrations("postgres").length;
-    await applyMigrations(db, [{ version: latest + 1, name: "from_a_newer_release", sql: "CREATE TABLE newer_release_things (id bigint)" }]);
+    await applyMigrations(db, [
+      { version: latest + 1, name: "from_a_newer_release", sql: "CREATE TABLE newer_release_things (id bigint)" },
+    ]);
 
     const ready = await call(current, "GET", "/readyz");
     assert.equal(ready.status, 503);
@@ -287,7 +342,10 @@ describe("PostgreSQL upgrades", { skip: POSTGRES_SKIP }, () => {
     const { file } = writeConfig(dir, databaseUrl(schema), target);
     const refused = await startCli(t, ["serve", "--config", file], { OPQUEUE_PORT: String(await freePort()) }).exited;
     assert.equal(refused.code, 2, refused.stderr);
-    assert.match(refused.stderr, new RegExp(`\\(version ${latest + 1}\\) is newer than this opqueue \\(version ${latest}\\)`));
+    assert.match(
+      refused.stderr,
+      new RegExp(`\\(version ${latest + 1}\\) is newer than this opqueue \\(version ${latest}\\)`),
+    );
     assert.doesNotMatch(refused.stderr, /\n\s+at /, "a message, not a stack trace");
 
     await stopServe(current.cli);

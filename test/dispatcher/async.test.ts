@@ -77,10 +77,16 @@ function nextEvent<E extends keyof OpqueueEvents>(
 }
 
 /** The delivery token a target request carried. */
-const tokenOf = (request: TargetRequest | undefined): string => String(request?.headers["authorization"]).slice("Bearer ".length);
+const tokenOf = (request: TargetRequest | undefined): string =>
+  String(request?.headers["authorization"]).slice("Bearer ".length);
 
 /** A target's call on its attempt, through the service's API. */
-async function callBack(s: TestService, request: TargetRequest | undefined, action: "heartbeat" | "complete" | "fail", payload: object = {}) {
+async function callBack(
+  s: TestService,
+  request: TargetRequest | undefined,
+  action: "heartbeat" | "complete" | "fail",
+  payload: object = {},
+) {
   const id = String(request?.headers["x-job-id"]);
   return s.inject({ method: "POST", url: `/jobs/${id}/${action}`, token: tokenOf(request), payload });
 }
@@ -125,7 +131,10 @@ describe("long jobs: a target that answers 202 with x-job-async: 1", () => {
     s.clock.set(retrying?.runAt ?? 0);
     dispatcherOf(s).wake();
     await second;
-    assert.deepEqual(target.requests.map((request) => request.headers["x-job-attempt"]), ["1", "2"]);
+    assert.deepEqual(
+      target.requests.map((request) => request.headers["x-job-attempt"]),
+      ["1", "2"],
+    );
     assert.equal((await callBack(s, target.requests[0], "complete")).statusCode, 409);
     assert.equal((await callBack(s, target.requests[1], "complete")).statusCode, 200);
     assert.equal((await s.service.store.jobGet({ id: job.id }))?.status, "succeeded");
@@ -198,11 +207,17 @@ describe("long jobs: a target that answers 202 with x-job-async: 1", () => {
     const job = await enqueue(s, report());
     s.service.start();
     await handedOff;
-    const failed = await callBack(s, target.requests[0], "fail", { retry: "never", error: "the source file is corrupt" });
+    const failed = await callBack(s, target.requests[0], "fail", {
+      retry: "never",
+      error: "the source file is corrupt",
+    });
     assert.equal(failed.statusCode, 200, failed.body);
     const dead = await s.service.store.jobGet({ id: job.id });
     assert.equal(dead?.status, "dead");
-    assert.deepEqual(dead?.result, { error_body: "the source file is corrupt", terminal_reason: "rejected-by-endpoint" });
+    assert.deepEqual(dead?.result, {
+      error_body: "the source file is corrupt",
+      terminal_reason: "rejected-by-endpoint",
+    });
   });
 
   test("a complete that overtakes its own 202 ends the job; the hand-off then writes nothing", async (t) => {
@@ -219,14 +234,19 @@ describe("long jobs: a target that answers 202 with x-job-async: 1", () => {
     await waitForStatus(s, job.id, "succeeded");
     await target.waitForRequests(1);
     await waitForJob(s, job.id, () => dispatcherOf(s).inFlightCount === 0, "the hand-off to end");
-    assert.equal((await s.service.store.jobAsyncStateGet({ id: job.id }))?.accepted, null, "the late mark wrote nothing");
+    assert.equal(
+      (await s.service.store.jobAsyncStateGet({ id: job.id }))?.accepted,
+      null,
+      "the late mark wrote nothing",
+    );
     assert.equal((await s.service.store.jobGet({ id: job.id }))?.status, "succeeded");
   });
 
   test("a 202 without x-job-async, or another 2xx with it, is a success as the contract reads it", async (t) => {
     let calls = 0;
     const { s } = await setup(t, {
-      handler: (_request, res) => (++calls === 1 ? reply(res, 202) : reply(res, 200, { headers: { "x-job-async": "1" } })),
+      handler: (_request, res) =>
+        ++calls === 1 ? reply(res, 202) : reply(res, 200, { headers: { "x-job-async": "1" } }),
     });
     const first = await enqueue(s, report(1));
     const second = await enqueue(s, report(2));
@@ -244,7 +264,11 @@ describe("long jobs: a target that answers 202 with x-job-async: 1", () => {
     const job = await enqueue(s, report());
     s.service.start();
     await handedOff;
-    const cancel = await s.inject({ method: "POST", url: `/jobs/${job.id}/cancel?abort=true`, token: await s.adminToken() });
+    const cancel = await s.inject({
+      method: "POST",
+      url: `/jobs/${job.id}/cancel?abort=true`,
+      token: await s.adminToken(),
+    });
     assert.equal(cancel.statusCode, 200, cancel.body);
     assert.equal((cancel.json() as { job: Job }).job.result?.terminal_reason, "cancelled-by-admin");
     for (const action of ["heartbeat", "complete"] as const) {
@@ -278,7 +302,11 @@ describe("long jobs: a target that answers 202 with x-job-async: 1", () => {
     s.service.start();
     await handedOff;
     await dispatcherOf(s).stop({ graceMs: 0 });
-    assert.equal((await s.service.store.jobGet({ id: job.id }))?.status, "running", "nothing to requeue: it was handed off");
+    assert.equal(
+      (await s.service.store.jobGet({ id: job.id }))?.status,
+      "running",
+      "nothing to requeue: it was handed off",
+    );
     const done = await callBack(s, target.requests[0], "complete");
     assert.equal(done.statusCode, 200, done.body);
   });

@@ -21,7 +21,9 @@ async function post(s: LiveService, body: unknown, claims: Parameters<LiveServic
 
 /** A GET with an admin token (or `token`); status and body. */
 async function get(s: LiveService, path: string, token?: string) {
-  const response = await fetch(`${s.url}${path}`, { headers: { authorization: `Bearer ${token ?? (await s.adminToken())}` } });
+  const response = await fetch(`${s.url}${path}`, {
+    headers: { authorization: `Bearer ${token ?? (await s.adminToken())}` },
+  });
   return { status: response.status, body: (await response.json()) as Record<string, unknown> };
 }
 
@@ -59,22 +61,37 @@ describe("stored results and callbacks", () => {
     assert.equal(status, 201);
     const job = body.job as Job;
     const done = await s.waitForJob(job.id, (row) => row.status === "succeeded");
-    assert.deepEqual(done.result, { status_code: 200, error_body: null, terminal_reason: null, body: { rows: 42 }, body_format: "json" });
+    assert.deepEqual(done.result, {
+      status_code: 200,
+      error_body: null,
+      terminal_reason: null,
+      body: { rows: 42 },
+      body_format: "json",
+    });
     const [, callbackRequest] = await target.waitForRequests(2);
     assert.ok(callbackRequest);
     assert.equal(callbackRequest.path, "/emails/e-1/record");
     const outcome = JSON.parse(callbackRequest.body) as { job_id: string; status: string; result: Job["result"] };
     assert.equal(outcome.job_id, job.id);
     assert.equal(outcome.status, "succeeded");
-    assert.deepEqual(outcome.result?.body, { rows: 42 }, "the callback carries the result as JSON, not a string to parse again");
+    assert.deepEqual(
+      outcome.result?.body,
+      { rows: 42 },
+      "the callback carries the result as JSON, not a string to parse again",
+    );
     assert.equal(outcome.result?.body_format, "json");
-    const callbackJob = (await s.service.store.jobList({ limit: 10 })).find((row) => row.operationId === "recordEmailSent");
+    const callbackJob = (await s.service.store.jobList({ limit: 10 })).find(
+      (row) => row.operationId === "recordEmailSent",
+    );
     assert.equal(callbackJob?.parentJobId, job.id);
     assert.equal(callbackJob?.enqueuedByOperationId, "buildReport");
     assert.equal(callbackJob?.originalRequestId, job.original_request_id);
     // Later sweeps enqueue no second callback.
     await s.service.store.jobCallbackDueList({ limit: 10 }).then((due) => assert.deepEqual(due, []));
-    assert.equal((await s.service.store.jobList({ limit: 10 })).filter((row) => row.operationId === "recordEmailSent").length, 1);
+    assert.equal(
+      (await s.service.store.jobList({ limit: 10 })).filter((row) => row.operationId === "recordEmailSent").length,
+      1,
+    );
   });
 
   test("a text body stays text, a JSON body cut at 8,192 bytes or not JSON stays text (body_truncated says it was cut), a JSON string is JSON", async (t) => {
@@ -93,7 +110,11 @@ describe("stored results and callbacks", () => {
     const s = await service(t, target.url);
     const results: Record<string, unknown> = {};
     for (const kind of Object.keys(answers)) {
-      const { body } = await post(s, { operation_id: "buildReport", request: { body: { kind } } }, { rid: `stored-${kind}` });
+      const { body } = await post(
+        s,
+        { operation_id: "buildReport", request: { body: { kind } } },
+        { rid: `stored-${kind}` },
+      );
       const done = await s.waitForJob((body.job as Job).id, (row) => row.status === "succeeded");
       results[kind] = done.result;
     }
@@ -112,14 +133,28 @@ describe("stored results and callbacks", () => {
   });
 
   test("on_dead is enqueued when the job dies, not per attempt; a callback the trigger map forbids is refused at enqueue", async (t) => {
-    const target = await startTarget(t, (request, res) => reply(res, request.path === "/reports" ? 400 : 204, { body: "bad" }));
+    const target = await startTarget(t, (request, res) =>
+      reply(res, request.path === "/reports" ? 400 : 204, { body: "bad" }),
+    );
     const s = await service(t, target.url);
-    const forbidden = await post(s, { operation_id: "buildReport", request: { body: {} }, on_dead: { operation_id: "sendWelcomeEmail", request: { path_params: { userId: "1" } } } });
+    const forbidden = await post(s, {
+      operation_id: "buildReport",
+      request: { body: {} },
+      on_dead: { operation_id: "sendWelcomeEmail", request: { path_params: { userId: "1" } } },
+    });
     assert.equal(forbidden.status, 403);
     assert.equal(forbidden.body.code, "trigger_not_allowed");
-    const unknown = await post(s, { operation_id: "buildReport", request: { body: {} }, on_dead: { operation_id: "nope" } });
+    const unknown = await post(s, {
+      operation_id: "buildReport",
+      request: { body: {} },
+      on_dead: { operation_id: "nope" },
+    });
     assert.equal(unknown.status, 422);
-    const { body } = await post(s, { operation_id: "buildReport", request: { body: {} }, on_dead: { operation_id: "buildReport" } });
+    const { body } = await post(s, {
+      operation_id: "buildReport",
+      request: { body: {} },
+      on_dead: { operation_id: "buildReport" },
+    });
     const job = body.job as Job;
     await s.waitForJob(job.id, (row) => row.status === "dead");
     const callback = await target.waitForRequests(2).then((requests) => requests[1]);
@@ -138,24 +173,38 @@ describe("chains", () => {
         chained = true;
         const jobId = String(request.headers["x-job-id"]);
         for (const n of [1, 2]) {
-          await post(s, { operation_id: "buildReport", request: { body: { n } } }, { op: "sendWelcomeEmail", job: jobId });
+          await post(
+            s,
+            { operation_id: "buildReport", request: { body: { n } } },
+            { op: "sendWelcomeEmail", job: jobId },
+          );
         }
       }
       reply(res, 204);
     });
-    const { body } = await post(s, {
-      operation_id: "sendWelcomeEmail",
-      request: { path_params: { userId: "9" } },
-      on_settled: { operation_id: "recordEmailSent", request: { path_params: { emailId: "done" } } },
-    }, { rid: "chain-9" });
+    const { body } = await post(
+      s,
+      {
+        operation_id: "sendWelcomeEmail",
+        request: { path_params: { userId: "9" } },
+        on_settled: { operation_id: "recordEmailSent", request: { path_params: { emailId: "done" } } },
+      },
+      { rid: "chain-9" },
+    );
     const root = body.job as Job;
     const requests = await target.waitForRequests(4);
     const settledCall = requests.find((request) => request.path === "/emails/done/record");
     assert.ok(settledCall, "on_settled was delivered");
-    const outcome = JSON.parse(settledCall.body) as { original_request_id: string; counts: Record<string, number>; jobs: number };
+    const outcome = JSON.parse(settledCall.body) as {
+      original_request_id: string;
+      counts: Record<string, number>;
+      jobs: number;
+    };
     assert.equal(outcome.original_request_id, "chain-9");
     assert.deepEqual(outcome.counts, { succeeded: 3, dead: 0, cancelled: 0 });
-    const callback = (await s.service.store.jobList({ originalRequestId: "chain-9", limit: 10 })).find((row) => row.operationId === "recordEmailSent");
+    const callback = (await s.service.store.jobList({ originalRequestId: "chain-9", limit: 10 })).find(
+      (row) => row.operationId === "recordEmailSent",
+    );
     assert.ok(callback);
     await s.waitForJob(callback.id, (row) => row.status === "succeeded");
 
@@ -177,7 +226,16 @@ describe("chains", () => {
     assert.equal(chain.jobs[0]?.attempts.length, 1);
     assert.equal(chain.jobs[0]?.children.length, 3, "two children and the callback, under the root");
     assert.equal((await get(s, "/chains/no-such-chain")).body["code"], "chain_not_found");
-    assert.equal((await post(s, { operation_id: "buildReport", request: { body: {} }, on_settled: { operation_id: "buildReport" } }, { rid: "chain-9" })).body.code, "chain_exists");
+    assert.equal(
+      (
+        await post(
+          s,
+          { operation_id: "buildReport", request: { body: {} }, on_settled: { operation_id: "buildReport" } },
+          { rid: "chain-9" },
+        )
+      ).body.code,
+      "chain_exists",
+    );
   });
 
   test("GET /jobs/{id}?wait_ms answers at the terminal state, not at its bound; a producer reads its own jobs only", async (t) => {
@@ -188,7 +246,11 @@ describe("chains", () => {
       reply(res, 200, { body: "ok" });
     });
     const s = await service(t, target.url);
-    const { body } = await post(s, { operation_id: "buildReport", request: { body: {} } }, { sub: "u5", rid: "wait-1" });
+    const { body } = await post(
+      s,
+      { operation_id: "buildReport", request: { body: {} } },
+      { sub: "u5", rid: "wait-1" },
+    );
     const job = body.job as Job;
     await target.waitForRequests(1);
     const producer = await s.assertion({ sub: "u5", rid: "wait-1" });

@@ -36,5 +36,9 @@ test("an outcome the database refuses is dropped and logged; the rest of its bat
   assert.equal((await store.jobGet({ id: refused.id }))?.status, "running", "left to its lease and the rescuer");
   assert.ok(writes >= 1, "the dispatcher is told slots and keys are free");
   const errors = logged.filter((line) => Number(line["level"]) >= 50);
-  assert.deepEqual(errors.map((line) => line["jobId"]), [refused.id], logged.map((line) => line["msg"]).join("\n"));
+  assert.deepEqual(
+    errors.map((line) => line["jobId"]),
+    [refused.id],
+    logged.map((line) => line["msg"]).join("\n"),
+  );
 });

@@ -155,7 +155,6 @@ function childEnv(): NodeJS.ProcessEnv {
   return env;
 }
 
-
 /** Starts `opqueue serve --config FILE` from source and waits until it is ready (/readyz; /healthz answers while it still opens its database). */
 async function startServe(t: TestContext, configFile: string, port: number): Promise<Serve> {
   const child = spawn(process.execPath, ["--import", "tsx", "src/cli.ts", "serve", "--config", configFile], {
@@ -214,7 +213,8 @@ async function startServe(t: TestContext, configFile: string, port: number): Pro
       }),
   };
   for (let waited = 0; waited < WAIT_MS; waited += POLL_MS) {
-    if (result) assert.fail(`serve exited (code ${result.code}, signal ${result.signal}) before answering:\n${serve.output()}`);
+    if (result)
+      assert.fail(`serve exited (code ${result.code}, signal ${result.signal}) before answering:\n${serve.output()}`);
     try {
       if ((await fetch(`${serve.url}/readyz`)).ok) return serve;
     } catch {
@@ -242,7 +242,11 @@ interface Setup {
  * longer than any wait here: every claim must come from a wake-up (an enqueue, a finished delivery, a rescue, the
  * timer to the next due job), never from the `worker.poll_ms` fallback (docs/delivery.md, "Dispatch").
  */
-async function setup(t: TestContext, targetUrl: string, change: (raw: Record<string, unknown>) => void = () => {}): Promise<Setup> {
+async function setup(
+  t: TestContext,
+  targetUrl: string,
+  change: (raw: Record<string, unknown>) => void = () => {},
+): Promise<Setup> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "opqueue-crash-"));
   t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
   const port = await freePort();
@@ -266,11 +270,7 @@ async function setup(t: TestContext, targetUrl: string, change: (raw: Record<str
 const welcomePath = (userId: string) => `/users/${encodeURIComponent(userId)}/welcome-email`;
 
 /** `POST /jobs` for `sendWelcomeEmail` with a freshly minted assertion (system clock); the status and job. */
-async function enqueueWelcome(
-  setupInfo: Setup,
-  serve: Serve,
-  userId: string,
-): Promise<{ status: number; job: Job }> {
+async function enqueueWelcome(setupInfo: Setup, serve: Serve, userId: string): Promise<{ status: number; job: Job }> {
   const token = await mintToken({
     auth: setupInfo.config.auth,
     clock: systemClock,
@@ -397,7 +397,13 @@ test(
     await target.start(t);
     const s = await setup(t, target.url);
     const first = await startServe(t, s.configFile, s.port);
-    const token = await mintToken({ auth: s.config.auth, clock: systemClock, sub: "u1", op: "createUser", rid: "batch-crash" });
+    const token = await mintToken({
+      auth: s.config.auth,
+      clock: systemClock,
+      sub: "u1",
+      op: "createUser",
+      rid: "batch-crash",
+    });
     const post = (serve: Serve, jobs: unknown[]) =>
       fetch(`${serve.url}/jobs/batch`, {
         method: "POST",
@@ -419,14 +425,27 @@ test(
 
     const ids = results.map((result) => result.id);
     const stored = await readJobsFromFile(s.databasePath, ids);
-    assert.ok(stored.every((job) => job?.status === "pending"), "every acknowledged item is in the file");
+    assert.ok(
+      stored.every((job) => job?.status === "pending"),
+      "every acknowledged item is in the file",
+    );
 
     const second = await startServe(t, s.configFile, s.port);
     const replay = await post(second, items.slice(0, 5));
-    const replayed = ((await replay.json()) as { results: Array<{ status: number; id: string; replayed?: boolean }> }).results;
-    assert.deepEqual(replayed.map((result) => [result.status, result.replayed, result.id]), ids.slice(0, 5).map((id) => [200, true, id]));
+    const replayed = ((await replay.json()) as { results: Array<{ status: number; id: string; replayed?: boolean }> })
+      .results;
+    assert.deepEqual(
+      replayed.map((result) => [result.status, result.replayed, result.id]),
+      ids.slice(0, 5).map((id) => [200, true, id]),
+    );
     const admin = await mintToken({ auth: s.config.auth, clock: systemClock, sub: "admin", siteAdmin: true });
-    await Promise.all(ids.slice(0, 20).map((id) => fetch(`${second.url}/jobs/${id}/run-now`, { method: "POST", headers: { authorization: `Bearer ${admin}` } })));
+    await Promise.all(
+      ids
+        .slice(0, 20)
+        .map((id) =>
+          fetch(`${second.url}/jobs/${id}/run-now`, { method: "POST", headers: { authorization: `Bearer ${admin}` } }),
+        ),
+    );
     await waitForStatus(s, second, ids.slice(0, 20), "succeeded");
     second.child.kill("SIGTERM");
     assert.equal((await second.exited).code, 0);
@@ -453,7 +472,13 @@ test(
     // The dispatcher has stopped claiming and is waiting for the in-flight delivery: answer it now.
     await serve.logged("waiting for in-flight deliveries");
     // Stopped accepting: a new enqueue cannot get in any more.
-    const token = await mintToken({ auth: s.config.auth, clock: systemClock, sub: "u1", op: "createUser", rid: "late" });
+    const token = await mintToken({
+      auth: s.config.auth,
+      clock: systemClock,
+      sub: "u1",
+      op: "createUser",
+      rid: "late",
+    });
     const late = await fetch(`${serve.url}/jobs`, {
       method: "POST",
       headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },

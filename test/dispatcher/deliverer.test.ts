@@ -10,7 +10,13 @@ import { jwtVerify } from "jose";
 import { pino } from "pino";
 import { parse as parseYaml } from "yaml";
 import { deliveryTokenHash } from "../../src/auth/delivery-tokens.js";
-import { buildPath, buildQueryString, cutUtf8, Deliverer, MAX_ERROR_BODY_BYTES } from "../../src/dispatcher/deliverer.js";
+import {
+  buildPath,
+  buildQueryString,
+  cutUtf8,
+  Deliverer,
+  MAX_ERROR_BODY_BYTES,
+} from "../../src/dispatcher/deliverer.js";
 import { Dispatcher } from "../../src/dispatcher/dispatcher.js";
 import { OperationRegistry } from "../../src/operations/registry.js";
 import type { JobRow } from "../../src/job/job.js";
@@ -75,7 +81,13 @@ describe("the delivered request", () => {
     const { s, target } = await setup(t);
     const body = { hello: "wörld", n: [1, 2] };
     const { job, result } = await deliverOnce(s, welcome({ path_params: { userId: "42" }, body }), { rid: "req-abc" });
-    assert.deepEqual(result, { kind: "response", statusCode: 204, jobRetry: undefined, retryAfter: undefined, body: null });
+    assert.deepEqual(result, {
+      kind: "response",
+      statusCode: 204,
+      jobRetry: undefined,
+      retryAfter: undefined,
+      body: null,
+    });
     const [request] = target.requests;
     assert.ok(request);
     assert.equal(request.method, "POST");
@@ -125,7 +137,11 @@ describe("the delivered request", () => {
     ];
     for (const [value, encoded] of cases) {
       await deliverOnce(s, welcome({ path_params: { userId: value } }));
-      assert.equal(target.requests.at(-1)?.url, `/users/${encoded}/welcome-email`, `path param ${JSON.stringify(value)}`);
+      assert.equal(
+        target.requests.at(-1)?.url,
+        `/users/${encoded}/welcome-email`,
+        `path param ${JSON.stringify(value)}`,
+      );
       assert.equal(encoded, encodeURIComponent(String(value)));
     }
   });
@@ -198,7 +214,9 @@ describe("the delivered request", () => {
 
     // The second attempt carries its own number, in the token and in x-job-attempt.
     const written = await s.service.store.jobSetStateIfRunningMany({
-      outcomes: [{ id: job.id, attempt: 1, status: "retrying", delayMs: 0, result: { error_body: "", terminal_reason: null } }],
+      outcomes: [
+        { id: job.id, attempt: 1, status: "retrying", delayMs: 0, result: { error_body: "", terminal_reason: null } },
+      ],
     });
     assert.deepEqual(written, [true]);
     s.clock.advance(5000);
@@ -249,7 +267,8 @@ describe("the delivered request", () => {
 
   test("reads x-job-retry and Retry-After whatever their case, x-job-retry lower-cased", async (t) => {
     const { s } = await setup(t, {
-      handler: (_request, res) => reply(res, 503, { headers: { "X-Job-Retry": " Never ", "Retry-After": "120" }, body: "no" }),
+      handler: (_request, res) =>
+        reply(res, 503, { headers: { "X-Job-Retry": " Never ", "Retry-After": "120" }, body: "no" }),
     });
     const { result } = await deliverOnce(s, welcome());
     assert.deepEqual(result, { kind: "response", statusCode: 503, jobRetry: "never", retryAfter: "120", body: "no" });
@@ -258,11 +277,18 @@ describe("the delivered request", () => {
 
 describe("how an exchange ends", () => {
   test("a 202 with x-job-async: 1 takes the attempt asynchronously, bound to the digest of the token it was sent with", async (t) => {
-    const { s, target } = await setup(t, { handler: (_request, res) => reply(res, 202, { headers: { "x-job-async": " 1 " } }) });
+    const { s, target } = await setup(t, {
+      handler: (_request, res) => reply(res, 202, { headers: { "x-job-async": " 1 " } }),
+    });
     const { result } = await deliverOnce(s, welcome());
     const token = (target.requests[0]?.headers["authorization"] ?? "").slice("Bearer ".length);
     assert.deepEqual(result, { kind: "async", tokenHash: deliveryTokenHash(token) });
-    for (const [status, value] of [[202, "true"], [202, "0"], [200, "1"], [204, "1"]] as const) {
+    for (const [status, value] of [
+      [202, "true"],
+      [202, "0"],
+      [200, "1"],
+      [204, "1"],
+    ] as const) {
       target.setHandler((_request, res) => reply(res, status, { headers: { "x-job-async": value } }));
       const other = await deliverOnce(s, welcome());
       assert.equal(other.result.kind, "response", `${status} with x-job-async: ${value} is an answer like any`);

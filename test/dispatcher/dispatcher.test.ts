@@ -15,7 +15,15 @@ import type { JobRow } from "../../src/job/job.js";
 import { startDeliveryService, waitForJob, waitForStatus } from "../helpers/delivery.js";
 import { enqueue } from "../helpers/jobs.js";
 import { TEST_DELIVERY_SECRET, type TestService } from "../helpers/service.js";
-import { answer, deferred, reply, startTarget, type Target, type TargetHandler, type TargetRequest } from "../helpers/target.js";
+import {
+  answer,
+  deferred,
+  reply,
+  startTarget,
+  type Target,
+  type TargetHandler,
+  type TargetRequest,
+} from "../helpers/target.js";
 
 type TestContext = { after: (fn: () => Promise<void>) => void };
 
@@ -155,7 +163,11 @@ describe("dispatch and outcomes", () => {
     s.service.start();
     for (const attempt of [1, 2]) {
       const failed = await waitForJob(s, job.id, (row) => row.status === "retrying" && row.attempt === attempt);
-      assert.equal(failed.runAt - s.clock.now(), FIRST_BACKOFF_MS * 2 ** (attempt - 1), `backoff after attempt ${attempt}`);
+      assert.equal(
+        failed.runAt - s.clock.now(),
+        FIRST_BACKOFF_MS * 2 ** (attempt - 1),
+        `backoff after attempt ${attempt}`,
+      );
       moveClockTo(s, failed.runAt);
     }
     const dead = await waitForStatus(s, job.id, "dead");
@@ -202,7 +214,8 @@ describe("dispatch and outcomes", () => {
   for (const ending of endings) {
     test(ending.name, async (t) => {
       const { s, target } = await setup(t, {
-        handler: (_request, res) => reply(res, ending.status, { ...(ending.headers ? { headers: ending.headers } : {}), body: ending.body }),
+        handler: (_request, res) =>
+          reply(res, ending.status, { ...(ending.headers ? { headers: ending.headers } : {}), body: ending.body }),
       });
       const job = await enqueue(s, welcome());
       s.service.start();
@@ -240,7 +253,10 @@ describe("chains", () => {
     {
       kind: "resource",
       claims: { op: "importUsers", sub: "importer", rid: "req-import" },
-      onBehalfOf: { user_id: "u7", authority: { kind: "resource", resource_id: "imp-9", resource_kind: "import", user_id: "u7" } },
+      onBehalfOf: {
+        user_id: "u7",
+        authority: { kind: "resource", resource_id: "imp-9", resource_kind: "import", user_id: "u7" },
+      },
       expected: { kind: "resource", resource_id: "imp-9", resource_kind: "import", user_id: "u7" },
     },
     {
@@ -295,10 +311,7 @@ describe("chains", () => {
       const [rowA, rowB, rowC] = await Promise.all(jobs.map((job) => waitForStatus(s, job.id, "succeeded")));
       assert.ok(rowA && rowB && rowC);
       assert.equal(rowA.id, a.id);
-      assert.deepEqual(
-        [rowA.parentJobId, rowB.parentJobId, rowC.parentJobId],
-        [null, rowA.id, rowB.id],
-      );
+      assert.deepEqual([rowA.parentJobId, rowB.parentJobId, rowC.parentJobId], [null, rowA.id, rowB.id]);
       assert.deepEqual(
         [rowA.enqueuedByOperationId, rowB.enqueuedByOperationId, rowC.enqueuedByOperationId],
         [root.claims.op, "sendWelcomeEmail", "recordEmailSent"],
@@ -424,7 +437,10 @@ describe("claiming", () => {
       await target.waitForRequests(answered + slotsFull);
       assert.equal(held.length, slotsFull);
       const running = (await s.service.store.jobStats()).byStatus.running;
-      assert.ok(running >= slotsFull && running <= slotsFull + Math.floor(concurrency / 2), `${running} running in the store`);
+      assert.ok(
+        running >= slotsFull && running <= slotsFull + Math.floor(concurrency / 2),
+        `${running} running in the store`,
+      );
       assert.equal(dispatcherOf(s).inFlightCount, slotsFull);
       const oldest = held.shift();
       assert.ok(oldest);
@@ -597,14 +613,18 @@ describe("conditional outcome writes", () => {
     const job = await enqueue(s, welcome());
     await claimOne(s);
     assert.deepEqual(
-      await store.jobSetStateIfRunningMany({ outcomes: [{ id: job.id, attempt: 1, status: "retrying", delayMs: 1000, result: failed }] }),
+      await store.jobSetStateIfRunningMany({
+        outcomes: [{ id: job.id, attempt: 1, status: "retrying", delayMs: 1000, result: failed }],
+      }),
       [true],
     );
     const cancelled = await s.inject({ method: "POST", url: `/jobs/${job.id}/cancel`, token: await s.adminToken() });
     assert.equal(cancelled.statusCode, 200, cancelled.body);
     const before = await store.jobGet({ id: job.id });
     assert.deepEqual(
-      await store.jobSetStateIfRunningMany({ outcomes: [{ id: job.id, attempt: 1, status: "succeeded", result: succeeded }] }),
+      await store.jobSetStateIfRunningMany({
+        outcomes: [{ id: job.id, attempt: 1, status: "succeeded", result: succeeded }],
+      }),
       [false],
     );
     const after = await store.jobGet({ id: job.id });
@@ -618,14 +638,20 @@ describe("conditional outcome writes", () => {
     const store = s.service.store;
     const job = await enqueue(s, welcome(), { rid: "req-late" });
     await claimOne(s);
-    await store.jobSetStateIfRunningMany({ outcomes: [{ id: job.id, attempt: 1, status: "retrying", delayMs: 1000, result: failed }] });
+    await store.jobSetStateIfRunningMany({
+      outcomes: [{ id: job.id, attempt: 1, status: "retrying", delayMs: 1000, result: failed }],
+    });
     assert.deepEqual(
       (await store.chainCancel({ originalRequestId: "req-late", actor: "admin" })).map((row) => row.id),
       [job.id],
     );
     const before = await store.jobGet({ id: job.id });
     assert.deepEqual(
-      await store.jobSetStateIfRunningMany({ outcomes: [{ id: job.id, attempt: 1, status: "dead", result: { ...failed, terminal_reason: "permanent-status" } }] }),
+      await store.jobSetStateIfRunningMany({
+        outcomes: [
+          { id: job.id, attempt: 1, status: "dead", result: { ...failed, terminal_reason: "permanent-status" } },
+        ],
+      }),
       [false],
     );
     assert.deepEqual(await store.jobGet({ id: job.id }), before);
@@ -642,7 +668,13 @@ describe("conditional outcome writes", () => {
     const job = await enqueue(s, welcome());
     await claimOne(s);
     s.clock.advance(30_000 + 1000 + 1);
-    const rescued = await rescueExpiredLeases({ settings: s.service.settings, store, clock: s.clock, telemetry: s.service.telemetry, random: () => 0.5 });
+    const rescued = await rescueExpiredLeases({
+      settings: s.service.settings,
+      store,
+      clock: s.clock,
+      telemetry: s.service.telemetry,
+      random: () => 0.5,
+    });
     assert.equal(rescued, 1);
     const lateSuccess = { id: job.id, attempt: 1, status: "succeeded" as const, result: succeeded };
     assert.deepEqual(await store.jobSetStateIfRunningMany({ outcomes: [lateSuccess] }), [false]);
@@ -677,14 +709,23 @@ describe("conditional outcome writes", () => {
     await target.waitForRequests(1);
     // As a rescuer elsewhere would, once this node's lease looked expired: the job goes back, and this node takes it.
     assert.equal(
-      await store.jobRequeueMany({ jobs: [{ id: job.id, attempt: 1 }], delayMs: 0, errorBody: "lease expired", refund: "if-last" }),
+      await store.jobRequeueMany({
+        jobs: [{ id: job.id, attempt: 1 }],
+        delayMs: 0,
+        errorBody: "lease expired",
+        refund: "if-last",
+      }),
       1,
     );
     dispatcherOf(s).wake();
     await target.waitForRequests(2);
     assert.equal(dispatcherOf(s).inFlightCount, 2, "both deliveries are in flight");
     holds[0]?.resolve();
-    for (const deadline = Date.now() + 10_000; dispatcherOf(s).inFlightCount !== 1; await new Promise((r) => setTimeout(r, 10))) {
+    for (
+      const deadline = Date.now() + 10_000;
+      dispatcherOf(s).inFlightCount !== 1;
+      await new Promise((r) => setTimeout(r, 10))
+    ) {
       assert.ok(Date.now() < deadline, "the first delivery ends within 10 s");
     }
     assert.equal((await store.jobGet({ id: job.id }))?.status, "running", "its outcome is refused: attempt 2 runs");
@@ -699,18 +740,44 @@ describe("conditional outcome writes", () => {
     const store = s.service.store;
     const job = await enqueue(s, welcome());
     await claimOne(s);
-    const outcome = { id: job.id, attempt: 1, status: "dead" as const, result: { ...failed, terminal_reason: "exhausted" as const } };
+    const outcome = {
+      id: job.id,
+      attempt: 1,
+      status: "dead" as const,
+      result: { ...failed, terminal_reason: "exhausted" as const },
+    };
     assert.deepEqual(await store.jobSetStateIfRunningMany({ outcomes: [outcome] }), [true]);
     const written = await store.jobGet({ id: job.id });
     s.clock.advance(1000);
-    assert.deepEqual(await store.jobSetStateIfRunningMany({ outcomes: [{ ...outcome, status: "succeeded", result: succeeded }] }), [false]);
+    assert.deepEqual(
+      await store.jobSetStateIfRunningMany({ outcomes: [{ ...outcome, status: "succeeded", result: succeeded }] }),
+      [false],
+    );
     assert.deepEqual(await store.jobGet({ id: job.id }), written);
   });
 
   for (const ending of [
-    { name: "fails (503)", status: 503, expected: { status: "cancelled", result: { status_code: 503, error_body: "busy", terminal_reason: "cancelled-by-chain" } } },
-    { name: "fails for good (400)", status: 400, expected: { status: "cancelled", result: { status_code: 400, error_body: "busy", terminal_reason: "cancelled-by-chain" } } },
-    { name: "succeeds (204)", status: 204, expected: { status: "succeeded", result: { status_code: 204, error_body: null, terminal_reason: null } } },
+    {
+      name: "fails (503)",
+      status: 503,
+      expected: {
+        status: "cancelled",
+        result: { status_code: 503, error_body: "busy", terminal_reason: "cancelled-by-chain" },
+      },
+    },
+    {
+      name: "fails for good (400)",
+      status: 400,
+      expected: {
+        status: "cancelled",
+        result: { status_code: 400, error_body: "busy", terminal_reason: "cancelled-by-chain" },
+      },
+    },
+    {
+      name: "succeeds (204)",
+      status: 204,
+      expected: { status: "succeeded", result: { status_code: 204, error_body: null, terminal_reason: null } },
+    },
   ] as const) {
     test(`a job whose chain is cancelled while it runs ends ${ending.expected.status} when its attempt ${ending.name}`, async (t) => {
       const release = deferred();
@@ -743,7 +810,14 @@ describe("leases", () => {
       },
     });
     const store = s.service.store;
-    const rescue = () => rescueExpiredLeases({ settings: s.service.settings, store, clock: s.clock, telemetry: s.service.telemetry, random: () => 0.5 });
+    const rescue = () =>
+      rescueExpiredLeases({
+        settings: s.service.settings,
+        store,
+        clock: s.clock,
+        telemetry: s.service.telemetry,
+        random: () => 0.5,
+      });
     const job = await enqueue(s, welcome());
     const [claimed] = await store.jobClaimMany({ limit: 1 });
     assert.equal(claimed?.id, job.id);
@@ -775,7 +849,15 @@ describe("leases", () => {
     const short = await enqueue(s, report());
     assert.equal((await store.jobClaimMany({ limit: 2 })).length, 2);
     s.clock.advance(6001);
-    assert.equal(await rescueExpiredLeases({ settings: s.service.settings, store, clock: s.clock, telemetry: s.service.telemetry }), 1);
+    assert.equal(
+      await rescueExpiredLeases({
+        settings: s.service.settings,
+        store,
+        clock: s.clock,
+        telemetry: s.service.telemetry,
+      }),
+      1,
+    );
     assert.equal((await store.jobGet({ id: short.id }))?.status, "retrying");
     assert.equal((await store.jobGet({ id: long.id }))?.status, "running");
   });
@@ -791,7 +873,15 @@ describe("leases", () => {
     const job = await enqueue(s, report());
     await store.jobClaimMany({ limit: 1 });
     s.clock.advance(31_001);
-    assert.equal(await rescueExpiredLeases({ settings: s.service.settings, store, clock: s.clock, telemetry: s.service.telemetry }), 1);
+    assert.equal(
+      await rescueExpiredLeases({
+        settings: s.service.settings,
+        store,
+        clock: s.clock,
+        telemetry: s.service.telemetry,
+      }),
+      1,
+    );
     const dead = await store.jobGet({ id: job.id });
     assert.equal(dead?.status, "dead");
     assert.deepEqual(dead?.result, { error_body: LEASE_EXPIRED_ERROR, terminal_reason: "exhausted" });
@@ -817,7 +907,15 @@ describe("leases", () => {
     // Far past timeout_ms + grace_ms since the claim; the next heartbeat renews the lease at this time.
     s.clock.advance(10_000);
     await waitForJob(s, job.id, (row) => row.heartbeatAt === s.clock.now(), "a heartbeat at the new time");
-    assert.equal(await rescueExpiredLeases({ settings: s.service.settings, store, clock: s.clock, telemetry: s.service.telemetry }), 0);
+    assert.equal(
+      await rescueExpiredLeases({
+        settings: s.service.settings,
+        store,
+        clock: s.clock,
+        telemetry: s.service.telemetry,
+      }),
+      0,
+    );
     assert.equal((await store.jobGet({ id: job.id }))?.status, "running");
     release.resolve();
     const done = await waitForStatus(s, job.id, "succeeded");

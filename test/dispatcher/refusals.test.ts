@@ -84,7 +84,10 @@ function agentFailingConnects(failures: number): { agent: Agent; attempts: () =>
     connect: (options, callback) => {
       attempts++;
       if (attempts <= failures) {
-        callback(Object.assign(new Error("connect EMFILE: too many open files"), { code: "EMFILE", syscall: "connect" }), null);
+        callback(
+          Object.assign(new Error("connect EMFILE: too many open files"), { code: "EMFILE", syscall: "connect" }),
+          null,
+        );
         return;
       }
       connect(options, callback);
@@ -104,7 +107,12 @@ test("a delivery this process cannot send (EMFILE) uses no attempt: the job goes
     },
   });
   const { agent, attempts } = agentFailingConnects(2);
-  const deliverer = new Deliverer({ settings: s.service.settings, registry: s.service.registry, signer: s.service.signer, agent });
+  const deliverer = new Deliverer({
+    settings: s.service.settings,
+    registry: s.service.registry,
+    signer: s.service.signer,
+    agent,
+  });
   const dispatcher = new Dispatcher({
     config: s.config,
     settings: s.service.settings,
@@ -119,7 +127,12 @@ test("a delivery this process cannot send (EMFILE) uses no attempt: the job goes
   dispatcher.start();
 
   for (let failure = 1; failure <= 2; failure++) {
-    const back = await waitForJob(s, job.id, (row) => row.status === "retrying" && attempts() === failure, `failure ${failure} written`);
+    const back = await waitForJob(
+      s,
+      job.id,
+      (row) => row.status === "retrying" && attempts() === failure,
+      `failure ${failure} written`,
+    );
     assert.equal(back.attempt, 0, "the attempt was refunded");
     assert.match(back.result?.error_body ?? "", /not counted as an attempt: .*EMFILE/);
     // The job is due again poll_ms after the failure, on the store's (manual) clock.

@@ -27,11 +27,18 @@ const NEVER_POLL_MS = 3_600_000;
  * library as product code would (its contexts in `delivered`), and a service delivering to it; not started. The
  * clock starts at the real time so the client's verifier, which reads the real clock, accepts the tokens.
  */
-async function setup(t: TestContext, failures = 0): Promise<{ s: TestService; target: Target; delivered: DeliveryContext[] }> {
+async function setup(
+  t: TestContext,
+  failures = 0,
+): Promise<{ s: TestService; target: Target; delivered: DeliveryContext[] }> {
   const delivered: DeliveryContext[] = [];
   const target = await startTarget(t, async (request, res) => {
     delivered.push(
-      await verifyDelivery(request.headers, { audience: "product", secret: TEST_DELIVERY_SECRET, operationId: "buildReport" }),
+      await verifyDelivery(request.headers, {
+        audience: "product",
+        secret: TEST_DELIVERY_SECRET,
+        operationId: "buildReport",
+      }),
     );
     reply(res, delivered.length <= failures ? 503 : 204);
   });
@@ -65,7 +72,12 @@ async function enqueueTraced(s: TestService, traceparent?: string): Promise<stri
 
 /** Lets the job's retry come due (the clock to its run_at) and waits for the target's request of that attempt. */
 async function nextAttempt(s: TestService, target: Target, jobId: string, attempt: number): Promise<TargetRequest> {
-  const waiting = await waitForJob(s, jobId, (job) => job.status === "retrying" && job.attempt === attempt - 1, "retrying");
+  const waiting = await waitForJob(
+    s,
+    jobId,
+    (job) => job.status === "retrying" && job.attempt === attempt - 1,
+    "retrying",
+  );
   s.clock.set(waiting.runAt);
   s.service.worker?.dispatcher.wake();
   const requests = await target.waitForRequests(attempt);
@@ -95,7 +107,11 @@ describe("traceparent on delivery, OTLP export off", () => {
     assert.equal(sent.traceId, PRODUCER.traceId);
     assert.notEqual(sent.spanId, PRODUCER.spanId, "the delivery's own span id, not the producer's");
     assert.equal(sent.flags, "01");
-    assert.equal(delivered[0]?.traceparent, request.headers["traceparent"], "the client's delivery context reads the header");
+    assert.equal(
+      delivered[0]?.traceparent,
+      request.headers["traceparent"],
+      "the client's delivery context reads the header",
+    );
   });
 
   test("a retry starts a new trace: another trace id and parent-id, and of the stored flags the sampled bit alone", async (t) => {
@@ -137,10 +153,16 @@ describe("traceparent on delivery, OTLP export off", () => {
     );
     s.clock.set(Math.max(...waiting.map((job) => job.runAt)));
     s.service.worker?.dispatcher.wake();
-    await Promise.all([plain, invalid].map((id) => waitForJob(s, id, (job) => job.status === "succeeded", "succeeded")));
+    await Promise.all(
+      [plain, invalid].map((id) => waitForJob(s, id, (job) => job.status === "succeeded", "succeeded")),
+    );
     assert.deepEqual(target.requests.map((request) => request.headers["x-job-attempt"]).sort(), ["1", "1", "2", "2"]);
     for (const request of target.requests) {
-      assert.equal(request.headers["traceparent"], undefined, `attempt ${String(request.headers["x-job-attempt"])} sends none`);
+      assert.equal(
+        request.headers["traceparent"],
+        undefined,
+        `attempt ${String(request.headers["x-job-attempt"])} sends none`,
+      );
     }
     assert.ok(delivered.every((context) => context.traceparent === undefined));
   });

@@ -113,7 +113,11 @@ export function waitForStart(cli: CliProcess): Promise<void> {
       if (logLines(cli.stdout()).some((line) => line["msg"] === "opqueue started")) settle();
     };
     const onExit = (result: CliResult) => {
-      settle(new Error(`serve exited (code ${result.code}, signal ${result.signal}) before starting:\n${result.stderr}${result.stdout}`));
+      settle(
+        new Error(
+          `serve exited (code ${result.code}, signal ${result.signal}) before starting:\n${result.stderr}${result.stdout}`,
+        ),
+      );
     };
     // A bound for a broken service, never a pause: a passing test is woken by the log line itself.
     const timer = setTimeout(

@@ -244,7 +244,6 @@ export function testDatabaseUrl(): string {
   return POSTGRES_URL;
 }
 
-
 /** The child's environment: this process's, without anything that could steer opqueue or the test runner. */
 export function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
@@ -360,7 +359,8 @@ export async function createCluster(
     const api = !args.includes("--no-api");
     const worker = !args.includes("--no-worker");
     await until(`${name} to serve`, async () => {
-      if (exit) assert.fail(`${name} exited (code ${exit.code}, signal ${exit.signal}) before serving:\n${node.output()}`);
+      if (exit)
+        assert.fail(`${name} exited (code ${exit.code}, signal ${exit.signal}) before serving:\n${node.output()}`);
       if (!api) return node.logLines().some((line) => line["msg"] === "opqueue started") || undefined;
       try {
         return (await fetch(`${node.url}/readyz`)).ok || undefined;
@@ -385,7 +385,9 @@ export async function listenerConnections(db: pg.Client, node: Node): Promise<nu
 }
 
 export async function waitForListener(db: pg.Client, node: Node): Promise<void> {
-  await until(`${node.name}'s LISTEN connection`, async () => ((await listenerConnections(db, node)) > 0 ? true : undefined));
+  await until(`${node.name}'s LISTEN connection`, async () =>
+    (await listenerConnections(db, node)) > 0 ? true : undefined,
+  );
 }
 
 /** Database connections a node holds right now (pool and listener). */
@@ -429,7 +431,9 @@ export function tcpPortsOf(pid: number): Set<number> {
 
 /** Jobs by status, straight from the database. */
 export async function statusCounts(db: pg.Client): Promise<Record<string, number>> {
-  const result = await db.query<{ status: string; n: number }>("SELECT status, count(*)::int AS n FROM jobs GROUP BY status");
+  const result = await db.query<{ status: string; n: number }>(
+    "SELECT status, count(*)::int AS n FROM jobs GROUP BY status",
+  );
   return Object.fromEntries(result.rows.map((row) => [row.status, row.n]));
 }
 
@@ -488,7 +492,11 @@ export async function enqueueLoad(c: Cluster, nodes: Node[], total: number): Pro
               }),
             });
             const text = await response.body.text();
-            assert.equal(response.statusCode, 201, `enqueue of job ${n} on ${node.name} answered ${response.statusCode}: ${text}`);
+            assert.equal(
+              response.statusCode,
+              201,
+              `enqueue of job ${n} on ${node.name} answered ${response.statusCode}: ${text}`,
+            );
             return (JSON.parse(text) as { job: Job }).job.id;
           }),
         );
@@ -512,7 +520,9 @@ export async function adminToken(c: Cluster): Promise<string> {
 }
 
 export async function getJob(c: Cluster, node: Node, id: string): Promise<Job> {
-  const response = await fetch(`${node.url}/jobs/${id}`, { headers: { authorization: `Bearer ${await adminToken(c)}` } });
+  const response = await fetch(`${node.url}/jobs/${id}`, {
+    headers: { authorization: `Bearer ${await adminToken(c)}` },
+  });
   const text = await response.text();
   assert.equal(response.status, 200, text);
   return (JSON.parse(text) as { job: Job }).job;
@@ -536,4 +546,3 @@ export function byJob(deliveries: Delivery[]): Map<string, Delivery[]> {
   for (const delivery of deliveries) map.set(delivery.jobId, [...(map.get(delivery.jobId) ?? []), delivery]);
   return map;
 }
-

@@ -90,7 +90,8 @@ export async function startLiveService(
       const deadline = Date.now() + WAIT_LIMIT_MS;
       let job = await s.service.store.jobGet({ id });
       while (!job || !predicate(job)) {
-        if (Date.now() > deadline) throw new Error(`job ${id} did not reach ${what}; last seen: ${JSON.stringify(job)}`);
+        if (Date.now() > deadline)
+          throw new Error(`job ${id} did not reach ${what}; last seen: ${JSON.stringify(job)}`);
         // The outcome write is batched on the next turn of the event loop: yield to it, do not pause.
         await new Promise((resolve) => setImmediate(resolve));
         job = await s.service.store.jobGet({ id });

@@ -24,7 +24,8 @@ export const TEST_OPENAPI = fileURLToPath(new URL("../fixtures/product.openapi.y
  * The engine tests of the API and the worker run on: `OPQUEUE_TEST_ENGINE=postgres` (set by `npm test` for its
  * PostgreSQL pass) runs them on the server of OPQUEUE_TEST_DATABASE_URL, one fresh schema per service.
  */
-export const TEST_ENGINE: "sqlite" | "postgres" = process.env["OPQUEUE_TEST_ENGINE"] === "postgres" ? "postgres" : "sqlite";
+export const TEST_ENGINE: "sqlite" | "postgres" =
+  process.env["OPQUEUE_TEST_ENGINE"] === "postgres" ? "postgres" : "sqlite";
 
 /** A raw (unparsed) config for the test product, writing to `dir`. */
 export function rawTestConfig(dir: string): Record<string, unknown> {

@@ -38,7 +38,11 @@ export interface Target {
 }
 
 /** Writes a whole answer: `status`, optional headers, optional body. */
-export function reply(res: ServerResponse, status: number, options: { headers?: Record<string, string>; body?: string } = {}): void {
+export function reply(
+  res: ServerResponse,
+  status: number,
+  options: { headers?: Record<string, string>; body?: string } = {},
+): void {
   res.writeHead(status, options.headers ?? {});
   res.end(options.body);
 }

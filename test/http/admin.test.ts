@@ -56,7 +56,10 @@ describe("admin authentication", () => {
     const expired = await s.adminToken();
     s.clock.advance((3600 + 31) * 1000);
     const foreign = await mintToken({
-      auth: { ...s.config.auth, keys: [{ kid: "k1", alg: "HS256", secret: "a-different-secret-of-at-least-32-bytes" }] },
+      auth: {
+        ...s.config.auth,
+        keys: [{ kid: "k1", alg: "HS256", secret: "a-different-secret-of-at-least-32-bytes" }],
+      },
       clock: s.clock,
       sub: "admin",
       siteAdmin: true,
@@ -73,7 +76,11 @@ describe("admin authentication", () => {
       for (const token of ["garbage", "a.b.c", expired, foreign, wrongAudience]) {
         assertError(await s.inject({ ...route, token }), 401, "unauthenticated");
       }
-      assertError(await s.inject({ ...route, headers: { authorization: "Basic YWRtaW46YWRtaW4=" } }), 401, "unauthenticated");
+      assertError(
+        await s.inject({ ...route, headers: { authorization: "Basic YWRtaW46YWRtaW4=" } }),
+        401,
+        "unauthenticated",
+      );
     }
     assert.equal((await getJob(s, job.id)).status, "pending");
   });
@@ -82,9 +89,15 @@ describe("admin authentication", () => {
     const s = await startService(t);
     const job = await enqueue(s, welcomeEmail());
     const plain = await s.adminToken({ siteAdmin: false });
-    const stringly = await mintToken({ auth: s.config.auth, clock: s.clock, sub: "eve", extraClaims: { site_admin: "true" } });
+    const stringly = await mintToken({
+      auth: s.config.auth,
+      clock: s.clock,
+      sub: "eve",
+      extraClaims: { site_admin: "true" },
+    });
     for (const route of adminRoutes(job.id)) {
-      for (const token of [plain, stringly]) assertError(await s.inject({ ...route, token }), 403, "site_admin_required");
+      for (const token of [plain, stringly])
+        assertError(await s.inject({ ...route, token }), 403, "site_admin_required");
     }
     assert.equal((await getJob(s, job.id)).status, "pending");
   });
@@ -92,7 +105,11 @@ describe("admin authentication", () => {
   test("answers 401 before 404 for an unknown job", async (t) => {
     const s = await startService(t);
     assertError(await s.inject({ method: "GET", url: "/jobs/nosuchjob1" }), 401, "unauthenticated");
-    assertError(await admin(s, "GET", "/jobs/nosuchjob1", await s.adminToken({ siteAdmin: false })), 403, "site_admin_required");
+    assertError(
+      await admin(s, "GET", "/jobs/nosuchjob1", await s.adminToken({ siteAdmin: false })),
+      403,
+      "site_admin_required",
+    );
   });
 });
 
@@ -155,7 +172,11 @@ describe("list jobs", () => {
       assert.deepEqual(ids(page.jobs), [job.id], status);
       assert.equal(page.jobs[0]?.status, status);
     }
-    assert.deepEqual(ids((await list(s, "status=pending&status=dead&status=retrying")).jobs), [pending.id, retrying.id, dead.id]);
+    assert.deepEqual(ids((await list(s, "status=pending&status=dead&status=retrying")).jobs), [
+      pending.id,
+      retrying.id,
+      dead.id,
+    ]);
     assert.equal((await list(s)).jobs.length, 6);
   });
 
@@ -165,11 +186,15 @@ describe("list jobs", () => {
     const b = await enqueue(s, buildReport(), { sub: "alice", rid: "r-a" });
     const c = await enqueue(s, buildReport(), { sub: "bob", rid: "r-b" });
     const childOfA = await enqueue(s, welcomeEmail(), { sub: "alice", op: "sendWelcomeEmail", job: a.id });
-    const childOfC = await enqueue(s, { operation_id: "recordEmailSent", request: { path_params: { emailId: "e" } } }, {
-      sub: "alice",
-      op: "sendWelcomeEmail",
-      job: childOfA.id,
-    });
+    const childOfC = await enqueue(
+      s,
+      { operation_id: "recordEmailSent", request: { path_params: { emailId: "e" } } },
+      {
+        sub: "alice",
+        op: "sendWelcomeEmail",
+        job: childOfA.id,
+      },
+    );
 
     assert.deepEqual(ids((await list(s, "operation_id=buildReport")).jobs), [c.id, b.id]);
     assert.deepEqual(ids((await list(s, "operation_id=sendWelcomeEmail")).jobs), [childOfA.id, a.id]);
@@ -263,7 +288,12 @@ describe("list jobs", () => {
   test("returns 400 invalid_request for a cursor this service did not return", async (t) => {
     const s = await startService(t);
     await enqueue(s, buildReport());
-    for (const cursor of ["garbage", "!!!", Buffer.from("s-1").toString("base64url"), Buffer.from("x12").toString("base64url")]) {
+    for (const cursor of [
+      "garbage",
+      "!!!",
+      Buffer.from("s-1").toString("base64url"),
+      Buffer.from("x12").toString("base64url"),
+    ]) {
       assertError(await admin(s, "GET", `/jobs?cursor=${encodeURIComponent(cursor)}`), 400, "invalid_request");
     }
   });
@@ -508,7 +538,11 @@ describe("run a job now", () => {
     const s = await startService(t);
     const job = await enqueue(s, welcomeEmail({ delay_ms: 3_600_000 }));
     s.clock.advance(1000);
-    const res = await s.inject({ method: "POST", url: `/jobs/${job.id}/run-now`, token: await s.adminToken({ sub: "alice" }) });
+    const res = await s.inject({
+      method: "POST",
+      url: `/jobs/${job.id}/run-now`,
+      token: await s.adminToken({ sub: "alice" }),
+    });
     assert.equal(res.statusCode, 200, res.body);
     const moved = (res.json() as { job: Job }).job;
     assert.equal(moved.run_at, iso(s.clock.now()));
@@ -535,7 +569,11 @@ describe("job history", () => {
     s.clock.advance(1000);
     await driveTo(s, job.id, "dead");
     s.clock.advance(1000);
-    const retried = await s.inject({ method: "POST", url: `/jobs/${job.id}/retry`, token: await s.adminToken({ sub: "carol" }) });
+    const retried = await s.inject({
+      method: "POST",
+      url: `/jobs/${job.id}/retry`,
+      token: await s.adminToken({ sub: "carol" }),
+    });
     assert.equal(retried.statusCode, 200, retried.body);
     s.clock.advance(1000);
     await driveTo(s, job.id, "succeeded");
@@ -543,7 +581,13 @@ describe("job history", () => {
     assert.equal(res.statusCode, 200, res.body);
     const { events } = res.json() as { events: Array<Record<string, unknown>> };
     assert.deepEqual(
-      events.map((event) => [event["type"], event["number"] ?? null, event["attempt"] ?? null, event["outcome"] ?? event["action"] ?? event["by"], event["actor"] ?? null]),
+      events.map((event) => [
+        event["type"],
+        event["number"] ?? null,
+        event["attempt"] ?? null,
+        event["outcome"] ?? event["action"] ?? event["by"],
+        event["actor"] ?? null,
+      ]),
       [
         ["enqueued", null, null, "createUser", null],
         ["attempt", 1, 1, "dead", null],
@@ -556,13 +600,14 @@ describe("job history", () => {
   });
 });
 
-
 describe("a chain", () => {
   test("of more than 10,000 jobs answers the newest 10,000 in its tree, and counts and settles every job", async (t) => {
     const s = await startService(t, { configure: (raw) => void (raw["limits"] = { spawn_cap: 20_000 }) });
     const token = await s.assertion({ rid: "big" });
     for (let batch = 0; batch < 11; batch++) {
-      const jobs = Array.from({ length: batch === 10 ? 2 : 1000 }, (_, i) => buildReport({ request: { body: { n: batch * 1000 + i } } }));
+      const jobs = Array.from({ length: batch === 10 ? 2 : 1000 }, (_, i) =>
+        buildReport({ request: { body: { n: batch * 1000 + i } } }),
+      );
       const res = await s.inject({ method: "POST", url: "/jobs/batch", token, payload: { jobs } });
       assert.equal(res.statusCode, 200, res.body);
     }
@@ -572,7 +617,11 @@ describe("a chain", () => {
 
     const res = await admin(s, "GET", "/chains/big");
     assert.equal(res.statusCode, 200, res.body);
-    const chain = (res.json() as { chain: { truncated: boolean; counts: Record<string, number>; settled: boolean; jobs: Array<{ job: Job }> } }).chain;
+    const chain = (
+      res.json() as {
+        chain: { truncated: boolean; counts: Record<string, number>; settled: boolean; jobs: Array<{ job: Job }> };
+      }
+    ).chain;
     assert.equal(chain.truncated, true);
     assert.equal(chain.jobs.length, 10_000, "the newest 10,000, each a root");
     assert.ok(!chain.jobs.some((node) => node.job.id === first.id), "the oldest job is left out of the tree");

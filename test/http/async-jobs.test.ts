@@ -53,7 +53,13 @@ async function runningAttempt(
 }
 
 /** `POST /jobs/{id}/{action}` with a delivery token and an optional JSON body. */
-function call(s: TestService, id: string, action: "heartbeat" | "complete" | "fail", token?: string, payload?: unknown): Promise<Response> {
+function call(
+  s: TestService,
+  id: string,
+  action: "heartbeat" | "complete" | "fail",
+  token?: string,
+  payload?: unknown,
+): Promise<Response> {
   return s.inject({
     method: "POST",
     url: `/jobs/${id}/${action}`,
@@ -101,12 +107,21 @@ describe("authentication of the callback routes", () => {
       await s.assertion(),
       await deliveryToken(s, job, foreignSigner),
       await deliveryToken(s, job, otherAudience),
-      await mintToken({ auth: s.config.auth, clock: s.clock, sub: "u1", extraClaims: { aud: "product", iss: "opqueue", job: job.id, att: 1, op: "buildReport", jti: `${job.id}:1` } }),
+      await mintToken({
+        auth: s.config.auth,
+        clock: s.clock,
+        sub: "u1",
+        extraClaims: { aud: "product", iss: "opqueue", job: job.id, att: 1, op: "buildReport", jti: `${job.id}:1` },
+      }),
     ];
     for (const action of ["heartbeat", "complete", "fail"] as const) {
       for (const bad of refused) assertError(await call(s, job.id, action, bad), 401, "invalid_delivery_token");
       assertError(
-        await s.inject({ method: "POST", url: `/jobs/${job.id}/${action}`, headers: { authorization: "Basic YWRtaW46YWRtaW4=" } }),
+        await s.inject({
+          method: "POST",
+          url: `/jobs/${job.id}/${action}`,
+          headers: { authorization: "Basic YWRtaW46YWRtaW4=" },
+        }),
         401,
         "invalid_delivery_token",
       );
@@ -160,7 +175,11 @@ describe("authentication of the callback routes", () => {
     assert.equal(retried.statusCode, 200, retried.body);
     await driveTo(s, job.id, "running");
     const again = (await s.service.store.jobGet({ id: job.id })) as JobRow;
-    assert.deepEqual([again.attempt, again.startedAt, again.claimCount], [1, job.startedAt, 2], "attempt 1 again, in the same instant");
+    assert.deepEqual(
+      [again.attempt, again.startedAt, again.claimCount],
+      [1, job.startedAt, 2],
+      "attempt 1 again, in the same instant",
+    );
     const current = await deliveryToken(s, again);
     assert.notEqual(current, token, "each claim's token is its own");
     for (const action of ["heartbeat", "complete", "fail"] as const) {
@@ -182,7 +201,11 @@ describe("authentication of the callback routes", () => {
       },
     });
     const { job } = await runningAttempt(rotating, { async: false });
-    const olderSigner = await DeliverySigner.create({ deliveryKey: keys[1] as never, audience: "product", clock: rotating.clock });
+    const olderSigner = await DeliverySigner.create({
+      deliveryKey: keys[1] as never,
+      audience: "product",
+      clock: rotating.clock,
+    });
     const byOlder = await deliveryToken(rotating, job, olderSigner);
     assert.equal((await call(rotating, job.id, "heartbeat", byOlder)).statusCode, 200);
     const byNewer = await deliveryToken(rotating, job);
@@ -206,11 +229,19 @@ describe("POST /jobs/{id}/heartbeat", () => {
     const res = await call(s, taken.job.id, "heartbeat", taken.token);
     assert.equal(res.statusCode, 200, res.body);
     assert.deepEqual(res.json(), { lease_expires_at: iso(s.clock.now() + 60_000) });
-    assert.deepEqual((await call(s, waiting.job.id, "heartbeat", waiting.token)).json(), { lease_expires_at: iso(s.clock.now() + 3000) });
+    assert.deepEqual((await call(s, waiting.job.id, "heartbeat", waiting.token)).json(), {
+      lease_expires_at: iso(s.clock.now() + 3000),
+    });
     assert.equal((await s.service.store.jobGet({ id: taken.job.id }))?.heartbeatAt, s.clock.now());
 
     // The rescuer holds each to its lease: past 3 s the one not taken asynchronously, past 60 s the other.
-    const rescue = () => rescueExpiredLeases({ settings: s.service.settings, store: s.service.store, clock: s.clock, telemetry: s.service.telemetry });
+    const rescue = () =>
+      rescueExpiredLeases({
+        settings: s.service.settings,
+        store: s.service.store,
+        clock: s.clock,
+        telemetry: s.service.telemetry,
+      });
     s.clock.advance(3001);
     assert.equal(await rescue(), 1);
     assert.equal((await s.service.store.jobGet({ id: waiting.job.id }))?.status, "retrying");
@@ -238,21 +269,45 @@ describe("POST /jobs/{id}/heartbeat", () => {
     s.clock.advance(700);
     assert.equal((await call(s, job.id, "heartbeat", token)).statusCode, 200, "no body");
     assert.equal(
-      (await s.inject({ method: "POST", url: `/jobs/${job.id}/heartbeat`, token, headers: { "content-type": "application/json" }, payload: "" })).statusCode,
+      (
+        await s.inject({
+          method: "POST",
+          url: `/jobs/${job.id}/heartbeat`,
+          token,
+          headers: { "content-type": "application/json" },
+          payload: "",
+        })
+      ).statusCode,
       200,
       "an empty JSON body",
     );
-    assert.deepEqual((await extensionsOf(s, job.id))["progress"], { attempt: 1, value: progress, reported_at: iso(reportedAt) });
+    assert.deepEqual((await extensionsOf(s, job.id))["progress"], {
+      attempt: 1,
+      value: progress,
+      reported_at: iso(reportedAt),
+    });
     assert.equal((await call(s, job.id, "heartbeat", token, { progress: null })).statusCode, 200);
-    assert.deepEqual((await extensionsOf(s, job.id))["progress"], { attempt: 1, value: null, reported_at: iso(s.clock.now()) });
+    assert.deepEqual((await extensionsOf(s, job.id))["progress"], {
+      attempt: 1,
+      value: null,
+      reported_at: iso(s.clock.now()),
+    });
   });
 
   test("refuses progress it cannot keep: over 4 KB of JSON, unstorable text, too deep, or an unknown field", async (t) => {
     const s = await startService(t);
     const { job, token } = await runningAttempt(s);
     assertError(await call(s, job.id, "heartbeat", token, { progress: "x".repeat(4095) }), 400, "payload_too_large");
-    assert.equal((await call(s, job.id, "heartbeat", token, { progress: "x".repeat(4094) })).statusCode, 200, "4096 bytes of JSON fit");
-    assertError(await call(s, job.id, "heartbeat", token, { progress: { text: "nul \u0000 here" } }), 400, "invalid_request");
+    assert.equal(
+      (await call(s, job.id, "heartbeat", token, { progress: "x".repeat(4094) })).statusCode,
+      200,
+      "4096 bytes of JSON fit",
+    );
+    assertError(
+      await call(s, job.id, "heartbeat", token, { progress: { text: "nul \u0000 here" } }),
+      400,
+      "invalid_request",
+    );
     assertError(await call(s, job.id, "heartbeat", token, { progress: { ["\ud800"]: 1 } }), 400, "invalid_request");
     let deep: unknown = 1;
     for (let level = 0; level < 200; level++) deep = [deep];
@@ -264,7 +319,11 @@ describe("POST /jobs/{id}/heartbeat", () => {
   test("answers 409 job_not_running once the attempt is over: cancelled with abort, rescued, succeeded", async (t) => {
     const s = await startService(t, { configure: (raw) => void (raw["retry"] = RETRY) });
     const cancelled = await runningAttempt(s);
-    const cancel = await s.inject({ method: "POST", url: `/jobs/${cancelled.job.id}/cancel?abort=true`, token: await s.adminToken() });
+    const cancel = await s.inject({
+      method: "POST",
+      url: `/jobs/${cancelled.job.id}/cancel?abort=true`,
+      token: await s.adminToken(),
+    });
     assert.equal(cancel.statusCode, 200, cancel.body);
     for (const action of ["heartbeat", "complete", "fail"] as const) {
       const res = await call(s, cancelled.job.id, action, cancelled.token);
@@ -274,7 +333,12 @@ describe("POST /jobs/{id}/heartbeat", () => {
 
     const rescued = await runningAttempt(s, { enqueue: { priority: -1 } });
     s.clock.advance(60_001);
-    await rescueExpiredLeases({ settings: s.service.settings, store: s.service.store, clock: s.clock, telemetry: s.service.telemetry });
+    await rescueExpiredLeases({
+      settings: s.service.settings,
+      store: s.service.store,
+      clock: s.clock,
+      telemetry: s.service.telemetry,
+    });
     assert.equal((await s.service.store.jobGet({ id: rescued.job.id }))?.status, "retrying");
     assertError(await call(s, rescued.job.id, "heartbeat", rescued.token), 409, "job_not_running");
     // Its second attempt: the first attempt's token cannot touch it.
@@ -287,7 +351,11 @@ describe("POST /jobs/{id}/heartbeat", () => {
 
     const pending = await enqueue(s, buildReport({ delay_ms: 3_600_000 }));
     const row = (await s.service.store.jobGet({ id: pending.id })) as JobRow;
-    assertError(await call(s, pending.id, "heartbeat", await deliveryToken(s, { ...row, attempt: 1, claimCount: 1 })), 409, "job_not_running");
+    assertError(
+      await call(s, pending.id, "heartbeat", await deliveryToken(s, { ...row, attempt: 1, claimCount: 1 })),
+      409,
+      "job_not_running",
+    );
   });
 
   test("past its operation's max_async_ms from its claim, an attempt's next call ends it as timed out and is refused 409 job_not_running", async (t) => {
@@ -311,13 +379,22 @@ describe("POST /jobs/{id}/heartbeat", () => {
     // Heartbeats keep the lease alive up to the cap itself: 30 minutes of buildReport's.
     for (let minutes = 5; minutes <= 30; minutes += 5) {
       s.clock.advance(300_000);
-      assert.equal((await call(s, heartbeat.job.id, "heartbeat", heartbeat.token)).statusCode, 200, `heartbeat at ${minutes} min`);
+      assert.equal(
+        (await call(s, heartbeat.job.id, "heartbeat", heartbeat.token)).statusCode,
+        200,
+        `heartbeat at ${minutes} min`,
+      );
     }
     s.clock.advance(1);
     const overrun = await call(s, heartbeat.job.id, "heartbeat", heartbeat.token, { progress: { done: 99 } });
     assertError(overrun, 409, "job_not_running");
-    assert.match((overrun.json() as { message: string }).message, /ran longer than its operation's max_async_ms \(1800000 ms\).*retrying/);
-    const retried = jobOf(await s.inject({ method: "GET", url: `/jobs/${heartbeat.job.id}`, token: await s.adminToken() }));
+    assert.match(
+      (overrun.json() as { message: string }).message,
+      /ran longer than its operation's max_async_ms \(1800000 ms\).*retrying/,
+    );
+    const retried = jobOf(
+      await s.inject({ method: "GET", url: `/jobs/${heartbeat.job.id}`, token: await s.adminToken() }),
+    );
     assert.equal(retried.status, "retrying");
     assert.deepEqual(retried.result, { error_body: timedOutError(1_800_000), terminal_reason: null });
     assert.equal(retried.run_at, iso(s.clock.now() + 750), "the backoff after attempt 1, as for any timeout");
@@ -359,31 +436,57 @@ describe("POST /jobs/{id}/complete", () => {
     const s = await startService(t);
     const { job, token } = await runningAttempt(s);
     s.clock.advance(3_600_000);
-    const done = jobOf(await call(s, job.id, "complete", token, { status_code: 201, result: { url: "s3://bucket/out.mp4" } }));
+    const done = jobOf(
+      await call(s, job.id, "complete", token, { status_code: 201, result: { url: "s3://bucket/out.mp4" } }),
+    );
     assert.equal(done.status, "succeeded");
     assert.equal(done.finished_at, iso(s.clock.now()));
     assert.deepEqual(done.result, { status_code: 201, error_body: null, terminal_reason: null });
     assertError(await call(s, job.id, "complete", token), 409, "job_not_running");
 
     const other = await runningAttempt(s, { enqueue: { priority: -1 } });
-    assert.deepEqual(jobOf(await call(s, other.job.id, "complete", other.token)).result, { status_code: 200, error_body: null, terminal_reason: null });
-    const attempts = await s.inject({ method: "GET", url: `/jobs/${other.job.id}/attempts`, token: await s.adminToken() });
+    assert.deepEqual(jobOf(await call(s, other.job.id, "complete", other.token)).result, {
+      status_code: 200,
+      error_body: null,
+      terminal_reason: null,
+    });
+    const attempts = await s.inject({
+      method: "GET",
+      url: `/jobs/${other.job.id}/attempts`,
+      token: await s.adminToken(),
+    });
     assert.deepEqual(
-      (attempts.json() as { attempts: Array<{ outcome: string; status_code: number }> }).attempts.map(({ outcome, status_code }) => ({ outcome, status_code })),
+      (attempts.json() as { attempts: Array<{ outcome: string; status_code: number }> }).attempts.map(
+        ({ outcome, status_code }) => ({ outcome, status_code }),
+      ),
       [{ outcome: "succeeded", status_code: 200 }],
     );
   });
 
   test("keeps the result as result.body (the JSON value itself, body_format json) for an operation that stores its results", async (t) => {
-    const s = await startService(t, { configure: (raw) => (raw["operations"] = { buildReport: { store_result: true } }) });
+    const s = await startService(t, {
+      configure: (raw) => (raw["operations"] = { buildReport: { store_result: true } }),
+    });
     const { job, token } = await runningAttempt(s);
-    const done = jobOf(await call(s, job.id, "complete", token, { result: { url: "s3://bucket/out.mp4", parts: [1, 2] } }));
-    const stored = { status_code: 200, error_body: null, terminal_reason: null, body: { url: "s3://bucket/out.mp4", parts: [1, 2] }, body_format: "json" };
+    const done = jobOf(
+      await call(s, job.id, "complete", token, { result: { url: "s3://bucket/out.mp4", parts: [1, 2] } }),
+    );
+    const stored = {
+      status_code: 200,
+      error_body: null,
+      terminal_reason: null,
+      body: { url: "s3://bucket/out.mp4", parts: [1, 2] },
+      body_format: "json",
+    };
     assert.deepEqual(done.result, stored);
     const read = await s.inject({ method: "GET", url: `/jobs/${job.id}`, token: await s.adminToken() });
     assert.deepEqual(jobOf(read).result, stored, "read back as it was answered");
     const bare = await runningAttempt(s, { enqueue: { priority: -1 } });
-    assert.deepEqual(jobOf(await call(s, bare.job.id, "complete", bare.token)).result, { status_code: 200, error_body: null, terminal_reason: null });
+    assert.deepEqual(jobOf(await call(s, bare.job.id, "complete", bare.token)).result, {
+      status_code: 200,
+      error_body: null,
+      terminal_reason: null,
+    });
   });
 
   test("refuses a status code outside 2xx, an unknown field, and a result over 8 KB of JSON", async (t) => {
@@ -439,7 +542,11 @@ describe("POST /jobs/{id}/fail", () => {
       name: "a 401 auth_unresolvable: dead auth-unresolvable",
       body: { status_code: 401, error: '{"code":"auth_unresolvable","message":"user deleted"}' },
       status: "dead",
-      result: { status_code: 401, error_body: '{"code":"auth_unresolvable","message":"user deleted"}', terminal_reason: "auth-unresolvable" },
+      result: {
+        status_code: 401,
+        error_body: '{"code":"auth_unresolvable","message":"user deleted"}',
+        terminal_reason: "auth-unresolvable",
+      },
     },
   ];
   for (const { name, body, status, result } of cases) {
@@ -456,7 +563,9 @@ describe("POST /jobs/{id}/fail", () => {
   }
 
   test("the last attempt's retryable failure ends the job dead exhausted; a cancelled chain's, cancelled-by-chain", async (t) => {
-    const s = await startService(t, { configure: (raw) => void (raw["operations"] = { buildReport: { max_attempts: 1 } }) });
+    const s = await startService(t, {
+      configure: (raw) => void (raw["operations"] = { buildReport: { max_attempts: 1 } }),
+    });
     const last = await runningAttempt(s);
     assert.deepEqual(jobOf(await call(s, last.job.id, "fail", last.token, { status_code: 503 })).result, {
       status_code: 503,
@@ -464,7 +573,11 @@ describe("POST /jobs/{id}/fail", () => {
       terminal_reason: "exhausted",
     });
     const chained = await runningAttempt(s, { enqueue: { priority: -1 } });
-    const cancelChain = await s.inject({ method: "POST", url: `/chains/${chained.job.originalRequestId}/cancel`, token: await s.adminToken() });
+    const cancelChain = await s.inject({
+      method: "POST",
+      url: `/chains/${chained.job.originalRequestId}/cancel`,
+      token: await s.adminToken(),
+    });
     assert.equal(cancelChain.statusCode, 200, cancelChain.body);
     const ended = jobOf(await call(s, chained.job.id, "fail", chained.token, { error: "gave up" }));
     assert.equal(ended.status, "cancelled");
@@ -474,16 +587,27 @@ describe("POST /jobs/{id}/fail", () => {
   test("cuts a long error to 8,192 bytes on a UTF-8 boundary, and stores U+0000 as U+FFFD", async (t) => {
     const s = await startService(t);
     const { job, token } = await runningAttempt(s);
-    const failed = jobOf(await call(s, job.id, "fail", token, { status_code: 500, error: `${"é".repeat(5000)}\u0000` }));
+    const failed = jobOf(
+      await call(s, job.id, "fail", token, { status_code: 500, error: `${"é".repeat(5000)}\u0000` }),
+    );
     assert.equal(failed.result?.error_body, "é".repeat(4096));
     const other = await runningAttempt(s, { enqueue: { priority: -1 } });
-    assert.equal(jobOf(await call(s, other.job.id, "fail", other.token, { error: "a\u0000b" })).result?.error_body, "a\ufffdb");
+    assert.equal(
+      jobOf(await call(s, other.job.id, "fail", other.token, { error: "a\u0000b" })).result?.error_body,
+      "a\ufffdb",
+    );
   });
 
   test("refuses a 2xx status code, an unknown retry, and an unknown field", async (t) => {
     const s = await startService(t);
     const { job, token } = await runningAttempt(s);
-    for (const body of [{ status_code: 200 }, { status_code: 600 }, { retry: "sometimes" }, { reason: "x" }, { error: 5 }]) {
+    for (const body of [
+      { status_code: 200 },
+      { status_code: 600 },
+      { retry: "sometimes" },
+      { reason: "x" },
+      { error: 5 },
+    ]) {
       assertError(await call(s, job.id, "fail", token, body), 400, "invalid_request");
     }
     assert.equal((await s.service.store.jobGet({ id: job.id }))?.status, "running");
@@ -496,7 +620,11 @@ test("GET /openapi.json lists the three calls, authenticated by the delivery tok
     paths: Record<string, Record<string, { operationId: string; security: unknown[] }>>;
     components: { securitySchemes: Record<string, unknown> };
   };
-  for (const [action, operationId] of [["heartbeat", "heartbeatJob"], ["complete", "completeJob"], ["fail", "failJob"]]) {
+  for (const [action, operationId] of [
+    ["heartbeat", "heartbeatJob"],
+    ["complete", "completeJob"],
+    ["fail", "failJob"],
+  ]) {
     const operation = doc.paths[`/jobs/{id}/${action}`]?.["post"];
     assert.equal(operation?.operationId, operationId);
     assert.deepEqual(operation?.security, [{ deliveryToken: [] }]);

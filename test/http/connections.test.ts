@@ -164,41 +164,51 @@ describe("the request timeout and early refusals", () => {
   // A declared megabyte (just under the body limit), of which one byte arrives every 20 ms: without the bounds,
   // the server would wait about six hours for it.
   const MEGABYTE = 1024 * 1024 - 1;
-  const refusals: Array<{ what: string; request: (s: LiveService) => Promise<string>; status: number; code: string }> = [
-    {
-      what: "to an unknown route is answered 404 not_found",
-      request: async () => declaredBody({ method: "POST", url: "/no-such-route", length: MEGABYTE }),
-      status: 404,
-      code: "not_found",
-    },
-    {
-      what: "to POST /jobs without an assertion is answered 401 invalid_assertion",
-      request: async () => declaredBody({ method: "POST", url: "/jobs", length: MEGABYTE }),
-      status: 401,
-      code: "invalid_assertion",
-    },
-    {
-      what: "to an admin action without a token is answered 401 unauthenticated",
-      request: async () => declaredBody({ method: "POST", url: "/jobs/abcdefgh/cancel", length: MEGABYTE }),
-      status: 401,
-      code: "unauthenticated",
-    },
-    {
-      what: "in another media type is answered 415 unsupported_media_type",
-      request: async (s) =>
-        declaredBody({ method: "POST", url: "/jobs", length: MEGABYTE, headers: [`Authorization: Bearer ${await s.assertion()}`] })
-          .replace("Content-Type: application/json", "Content-Type: text/plain"),
-      status: 415,
-      code: "unsupported_media_type",
-    },
-    {
-      what: "over the body limit is answered 413 body_too_large",
-      request: async (s) =>
-        declaredBody({ method: "POST", url: "/jobs", length: 2 * 1024 * 1024, headers: [`Authorization: Bearer ${await s.assertion()}`] }),
-      status: 413,
-      code: "body_too_large",
-    },
-  ];
+  const refusals: Array<{ what: string; request: (s: LiveService) => Promise<string>; status: number; code: string }> =
+    [
+      {
+        what: "to an unknown route is answered 404 not_found",
+        request: async () => declaredBody({ method: "POST", url: "/no-such-route", length: MEGABYTE }),
+        status: 404,
+        code: "not_found",
+      },
+      {
+        what: "to POST /jobs without an assertion is answered 401 invalid_assertion",
+        request: async () => declaredBody({ method: "POST", url: "/jobs", length: MEGABYTE }),
+        status: 401,
+        code: "invalid_assertion",
+      },
+      {
+        what: "to an admin action without a token is answered 401 unauthenticated",
+        request: async () => declaredBody({ method: "POST", url: "/jobs/abcdefgh/cancel", length: MEGABYTE }),
+        status: 401,
+        code: "unauthenticated",
+      },
+      {
+        what: "in another media type is answered 415 unsupported_media_type",
+        request: async (s) =>
+          declaredBody({
+            method: "POST",
+            url: "/jobs",
+            length: MEGABYTE,
+            headers: [`Authorization: Bearer ${await s.assertion()}`],
+          }).replace("Content-Type: application/json", "Content-Type: text/plain"),
+        status: 415,
+        code: "unsupported_media_type",
+      },
+      {
+        what: "over the body limit is answered 413 body_too_large",
+        request: async (s) =>
+          declaredBody({
+            method: "POST",
+            url: "/jobs",
+            length: 2 * 1024 * 1024,
+            headers: [`Authorization: Bearer ${await s.assertion()}`],
+          }),
+        status: 413,
+        code: "body_too_large",
+      },
+    ];
   for (const refusal of refusals) {
     test(`a body trickled ${refusal.what} and the connection closed`, async (t) => {
       const s = await startBounded(t);
@@ -219,7 +229,12 @@ describe("the request timeout and early refusals", () => {
     const s = await startBounded(t);
     const client = await openClient(s);
     client.socket.write(
-      declaredBody({ method: "POST", url: "/jobs", length: MEGABYTE, headers: [`Authorization: Bearer ${await s.assertion()}`] }),
+      declaredBody({
+        method: "POST",
+        url: "/jobs",
+        length: MEGABYTE,
+        headers: [`Authorization: Bearer ${await s.assertion()}`],
+      }),
     );
     trickle(client);
     const res = firstResponse(await client.closed("a body trickled to an accepting route"));
@@ -235,8 +250,12 @@ describe("the request timeout and early refusals", () => {
     const client = await openClient(s);
     const body = JSON.stringify({ operation_id: "buildReport", unknown_field: true });
     client.socket.write(
-      declaredBody({ method: "POST", url: "/jobs", length: Buffer.byteLength(body), headers: [`Authorization: Bearer ${await s.assertion()}`] }) +
-        body,
+      declaredBody({
+        method: "POST",
+        url: "/jobs",
+        length: Buffer.byteLength(body),
+        headers: [`Authorization: Bearer ${await s.assertion()}`],
+      }) + body,
     );
     const first = firstResponse(await client.until((text) => text.endsWith("}"), "the 400 answer"));
     assert.equal(first.status, 400);
@@ -262,7 +281,10 @@ describe("stalled responses", () => {
     await Promise.race([
       once(socket, "close"),
       new Promise((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`a stalled connection still open after ${CLOSE_LIMIT_MS} ms`)), CLOSE_LIMIT_MS);
+        timer = setTimeout(
+          () => reject(new Error(`a stalled connection still open after ${CLOSE_LIMIT_MS} ms`)),
+          CLOSE_LIMIT_MS,
+        );
       }),
     ]).finally(() => {
       clearTimeout(timer);
@@ -319,7 +341,10 @@ describe("the connection cap", () => {
     assert.equal(health.status, 200);
     const res = await fetch(`${s.url}/jobs`, {
       method: "POST",
-      headers: { authorization: `Bearer ${await s.assertion({ rid: "after-reclaim" })}`, "content-type": "application/json" },
+      headers: {
+        authorization: `Bearer ${await s.assertion({ rid: "after-reclaim" })}`,
+        "content-type": "application/json",
+      },
       body: JSON.stringify(buildReport()),
     });
     assert.equal(res.status, 201, await res.clone().text());
@@ -331,7 +356,13 @@ describe("the connection cap", () => {
 
 describe("the connection cap's computation", () => {
   test("fd limit 1024, pool 10, concurrency 32 and two origins leave 885 connections: 1024 - 11 - 64 - 64", () => {
-    const limit = connectionLimit({ configured: 10_000, fdLimit: 1024, databasePoolSize: 10, deliveryConnectionsPerOrigin: 32, deliveryOrigins: 2 });
+    const limit = connectionLimit({
+      configured: 10_000,
+      fdLimit: 1024,
+      databasePoolSize: 10,
+      deliveryConnectionsPerOrigin: 32,
+      deliveryOrigins: 2,
+    });
     assert.deepEqual(limit, {
       maxConnections: 885,
       configured: 10_000,
@@ -342,25 +373,49 @@ describe("the connection cap's computation", () => {
   });
 
   test("a configured cap below what the descriptors allow stays as configured", () => {
-    const limit = connectionLimit({ configured: 500, fdLimit: 1024, databasePoolSize: 10, deliveryConnectionsPerOrigin: 32, deliveryOrigins: 2 });
+    const limit = connectionLimit({
+      configured: 500,
+      fdLimit: 1024,
+      databasePoolSize: 10,
+      deliveryConnectionsPerOrigin: 32,
+      deliveryOrigins: 2,
+    });
     assert.equal(limit.maxConnections, 500);
     assert.equal(limit.lowered, false);
   });
 
   test("the deliverer's connections are reserved per origin", () => {
-    const limit = connectionLimit({ configured: 10_000, fdLimit: 1024, databasePoolSize: 10, deliveryConnectionsPerOrigin: 8, deliveryOrigins: 3 });
+    const limit = connectionLimit({
+      configured: 10_000,
+      fdLimit: 1024,
+      databasePoolSize: 10,
+      deliveryConnectionsPerOrigin: 8,
+      deliveryOrigins: 3,
+    });
     assert.equal(limit.reserved.deliveries, 24);
     assert.equal(limit.maxConnections, 1024 - 11 - 24 - FD_MARGIN);
   });
 
   test("an unknown descriptor limit leaves the configured cap", () => {
-    const limit = connectionLimit({ configured: 10_000, fdLimit: null, databasePoolSize: 10, deliveryConnectionsPerOrigin: 32, deliveryOrigins: 1 });
+    const limit = connectionLimit({
+      configured: 10_000,
+      fdLimit: null,
+      databasePoolSize: 10,
+      deliveryConnectionsPerOrigin: 32,
+      deliveryOrigins: 1,
+    });
     assert.equal(limit.maxConnections, 10_000);
     assert.equal(limit.lowered, false);
   });
 
   test("a descriptor limit below the reserve still leaves one connection", () => {
-    const limit = connectionLimit({ configured: 10_000, fdLimit: 100, databasePoolSize: 10, deliveryConnectionsPerOrigin: 32, deliveryOrigins: 1 });
+    const limit = connectionLimit({
+      configured: 10_000,
+      fdLimit: 100,
+      databasePoolSize: 10,
+      deliveryConnectionsPerOrigin: 32,
+      deliveryOrigins: 1,
+    });
     assert.equal(limit.maxConnections, 1);
     assert.equal(limit.lowered, true);
   });
@@ -368,7 +423,11 @@ describe("the connection cap's computation", () => {
   test("the settings count distinct delivery origins of target.base_url and operations.*.base_url, and 8 connections per origin at least", () => {
     const raw = rawTestConfig("/tmp/unused");
     raw["target"] = { base_url: "http://product:3000/api", audience: "product" };
-    raw["operations"] = { a: { base_url: "http://product:3000/v2" }, b: { base_url: "http://mailer:8080" }, c: { max_attempts: 3 } };
+    raw["operations"] = {
+      a: { base_url: "http://product:3000/v2" },
+      b: { base_url: "http://mailer:8080" },
+      c: { max_attempts: 3 },
+    };
     raw["worker"] = { concurrency: 2 };
     const settings = new PerOperationSettings(parseConfig({ raw, baseDir: "/tmp/unused", env: {} }));
     assert.deepEqual(settings.deliveryOrigins(), ["http://product:3000", "http://mailer:8080"]);
@@ -396,7 +455,10 @@ describe("the connection cap's computation", () => {
     ].join("\n");
     assert.equal(parseOpenFilesLimit(limits), 1024);
     assert.equal(parseOpenFilesLimit(limits.replace("1024   ", "unlimited")), null);
-    assert.equal(parseOpenFilesLimit("Max processes             63432                63432                processes"), null);
+    assert.equal(
+      parseOpenFilesLimit("Max processes             63432                63432                processes"),
+      null,
+    );
     assert.equal(readOpenFilesLimit("/no/such/proc/limits"), null);
   });
 

@@ -22,7 +22,9 @@ async function schemaService(
   return startService(t, {
     configure: (raw) => {
       raw["openapi"] = options.openapi ?? OPENAPI_31;
-      raw["triggers"] = { signUp: options.targets ?? ["sendEmail", "listReports", "storeTree", "addNote", "brokenSchema"] };
+      raw["triggers"] = {
+        signUp: options.targets ?? ["sendEmail", "listReports", "storeTree", "addNote", "brokenSchema"],
+      };
       raw["on_behalf_of"] = [];
       raw["operations"] = {};
       raw["cron"] = [];
@@ -80,7 +82,10 @@ describe("step 4a: 422 request_schema_mismatch", () => {
   test("returns 422 naming a field of a nested $ref schema, and a property the schema does not admit", async (t) => {
     const s = await schemaService(t);
     const wrongEmail = { to: { email: "not an address" }, subject: "Hi" };
-    assert.match(assertMismatch(await postJob(s, sendEmail({ body: wrongEmail }), assertion), "/request/body/to/email"), /email/);
+    assert.match(
+      assertMismatch(await postJob(s, sendEmail({ body: wrongEmail }), assertion), "/request/body/to/email"),
+      /email/,
+    );
     const noEmail = { to: { name: "Ada" }, subject: "Hi" };
     assertMismatch(await postJob(s, sendEmail({ body: noEmail }), assertion), "/request/body/to/email");
     const extra = { to: { email: "ada@example.com" }, subject: "Hi", cc: "bob@example.com" };
@@ -89,7 +94,10 @@ describe("step 4a: 422 request_schema_mismatch", () => {
 
   test("follows a recursive schema to any depth", async (t) => {
     const s = await schemaService(t);
-    const tree = (leaf: unknown) => ({ name: "root", children: [{ name: "a", children: [{ name: "b", children: [leaf] }] }] });
+    const tree = (leaf: unknown) => ({
+      name: "root",
+      children: [{ name: "a", children: [{ name: "b", children: [leaf] }] }],
+    });
     await enqueue(s, { operation_id: "storeTree", request: { body: tree({ name: "c" }) } }, assertion);
     const res = await postJob(s, { operation_id: "storeTree", request: { body: tree({ name: 3 }) } }, assertion);
     assertMismatch(res, "/request/body/children/0/children/0/children/0/name");
@@ -98,19 +106,29 @@ describe("step 4a: 422 request_schema_mismatch", () => {
   test("returns 422 naming /request/query/limit when a required query parameter is missing or null", async (t) => {
     const s = await schemaService(t);
     for (const query of [undefined, {}, { limit: null }, { limit: [] }, { period: ["day"] }]) {
-      const res = await postJob(s, { operation_id: "listReports", request: query === undefined ? {} : { query } }, assertion);
+      const res = await postJob(
+        s,
+        { operation_id: "listReports", request: query === undefined ? {} : { query } },
+        assertion,
+      );
       assert.match(assertMismatch(res, "/request/query/limit"), /is required/);
     }
   });
 
-  test("checks query parameters by the text delivery sends: 5 and \"5\" both pass type integer, \"five\" does not", async (t) => {
+  test('checks query parameters by the text delivery sends: 5 and "5" both pass type integer, "five" does not', async (t) => {
     const s = await schemaService(t);
     const reports = (query: Record<string, unknown>) => ({ operation_id: "listReports", request: { query } });
     for (const limit of [5, "5", [5]]) await enqueue(s, reports({ limit, period: ["day", "week"] }), assertion);
-    assert.match(assertMismatch(await postJob(s, reports({ limit: "five" }), assertion), "/request/query/limit"), /must be integer, got "five"/);
+    assert.match(
+      assertMismatch(await postJob(s, reports({ limit: "five" }), assertion), "/request/query/limit"),
+      /must be integer, got "five"/,
+    );
     assertMismatch(await postJob(s, reports({ limit: 500 }), assertion), "/request/query/limit");
     // The null item is not sent, yet the pointer counts it: it indexes the array the caller gave.
-    assertMismatch(await postJob(s, reports({ limit: 5, period: ["day", null, "month"] }), assertion), "/request/query/period/2");
+    assertMismatch(
+      await postJob(s, reports({ limit: 5, period: ["day", null, "month"] }), assertion),
+      "/request/query/period/2",
+    );
     const locale = sendEmail({ query: { locale: "French" } });
     assertMismatch(await postJob(s, locale, assertion), "/request/query/locale");
   });
@@ -120,13 +138,20 @@ describe("step 4a: 422 request_schema_mismatch", () => {
     await enqueue(s, sendEmail({ path_params: { userId: "12" } }), assertion);
     const ada = await postJob(s, sendEmail({ path_params: { userId: "ada" } }), assertion);
     assert.match(assertMismatch(ada, "/request/path_params/userId"), /integer/);
-    assertMismatch(await postJob(s, sendEmail({ path_params: { userId: 0 } }), assertion), "/request/path_params/userId");
+    assertMismatch(
+      await postJob(s, sendEmail({ path_params: { userId: 0 } }), assertion),
+      "/request/path_params/userId",
+    );
     assertError(await postJob(s, sendEmail({ path_params: {} }), assertion), 400, "missing_path_param");
   });
 
   test("lets a body through to an operation that declares none, and checks nothing of an operation without schemas", async (t) => {
     const s = await schemaService(t);
-    await enqueue(s, { operation_id: "addNote", request: { body: { anything: [1, "two"] }, query: { x: {} } } }, assertion);
+    await enqueue(
+      s,
+      { operation_id: "addNote", request: { body: { anything: [1, "two"] }, query: { x: {} } } },
+      assertion,
+    );
     await enqueue(s, { operation_id: "addNote", request: {} }, assertion);
   });
 
@@ -162,7 +187,9 @@ describe("step 4a's place among the steps", () => {
     const held = await enqueue(s, { ...first, dedupe_key: "welcome-7" }, assertion);
     const res = await postJob(s, { ...sendEmail({ body: { subject: "" } }), dedupe_key: "welcome-7" }, assertion);
     assertMismatch(res, "/request/body/to");
-    const { job } = (await s.inject({ method: "GET", url: `/jobs/${held.id}`, token: await s.adminToken() })).json() as {
+    const { job } = (
+      await s.inject({ method: "GET", url: `/jobs/${held.id}`, token: await s.adminToken() })
+    ).json() as {
       job: { request: unknown };
     };
     assert.deepEqual(job.request, held.request);
@@ -176,13 +203,22 @@ describe("OpenAPI 3.0 documents", () => {
     const profile = (body: unknown) => ({ operation_id: "saveProfile", request: { body } });
     await enqueue(s, profile({ name: "Ada", nickname: null, manager: null }), assertion);
     await enqueue(s, profile({ name: "Ada", manager: { name: "Grace", manager: null } }), assertion);
-    assert.match(assertMismatch(await postJob(s, profile({ name: null }), assertion), "/request/body/name"), /must be string, got null/);
-    assertMismatch(await postJob(s, profile({ name: "Ada", manager: { nickname: "G" } }), assertion), "/request/body/manager/name");
+    assert.match(
+      assertMismatch(await postJob(s, profile({ name: null }), assertion), "/request/body/name"),
+      /must be string, got null/,
+    );
+    assertMismatch(
+      await postJob(s, profile({ name: "Ada", manager: { nickname: "G" } }), assertion),
+      "/request/body/manager/name",
+    );
   });
 
   test("does not require a readOnly property, and reads a boolean exclusiveMinimum", async (t) => {
     const s = await schemaService(t, { openapi: OPENAPI_30, targets: ["saveProfile"] });
-    const profile = (version: number) => ({ operation_id: "saveProfile", request: { query: { version }, body: { name: "Ada" } } });
+    const profile = (version: number) => ({
+      operation_id: "saveProfile",
+      request: { query: { version }, body: { name: "Ada" } },
+    });
     await enqueue(s, profile(1), assertion);
     assert.match(assertMismatch(await postJob(s, profile(0), assertion), "/request/query/version"), /> 0/);
   });
@@ -228,13 +264,17 @@ describe("opting out, and schemas opqueue cannot use", () => {
       },
     });
     assert.ok(
-      s.service.warnings.some((warning) => warning.startsWith("config: cron.0.request:") && warning.includes("/request/query/limit")),
+      s.service.warnings.some(
+        (warning) => warning.startsWith("config: cron.0.request:") && warning.includes("/request/query/limit"),
+      ),
       s.service.warnings.join("\n"),
     );
   });
 
   test("a schedule created or changed through the API with a request its target's schemas refuse gets 422, and none is stored", async (t) => {
-    const s = await schemaService(t, { configure: (raw) => (raw["triggers"] = { signUp: ["listReports"], "cron:*": ["listReports"] }) });
+    const s = await schemaService(t, {
+      configure: (raw) => (raw["triggers"] = { signUp: ["listReports"], "cron:*": ["listReports"] }),
+    });
     const token = await s.adminToken({ sub: "alice" });
     const post = (payload: Record<string, unknown>) => s.inject({ method: "POST", url: "/schedules", token, payload });
     const hourly = { name: "hourly", schedule: "0 * * * *", operation_id: "listReports", user_id: "system" };
@@ -243,6 +283,8 @@ describe("opting out, and schemas opqueue cannot use", () => {
     const patch = await s.inject({ method: "PATCH", url: "/schedules/hourly", token, payload: { request: {} } });
     assertMismatch(patch, "/request/query/limit");
     const stored = await s.inject({ method: "GET", url: "/schedules/hourly", token });
-    assert.deepEqual((stored.json() as { schedule: { request: unknown } }).schedule.request, { query: { limit: "10" } });
+    assert.deepEqual((stored.json() as { schedule: { request: unknown } }).schedule.request, {
+      query: { limit: "10" },
+    });
   });
 });

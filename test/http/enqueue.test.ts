@@ -38,7 +38,11 @@ function onBehalfOf(authority: Record<string, unknown>, extra: Record<string, un
 }
 
 /** POSTs a raw body text with a content type. */
-async function postRaw(s: TestService, payload: string, token?: string): Promise<Awaited<ReturnType<TestService["inject"]>>> {
+async function postRaw(
+  s: TestService,
+  payload: string,
+  token?: string,
+): Promise<Awaited<ReturnType<TestService["inject"]>>> {
   return s.inject({
     method: "POST",
     url: "/jobs",
@@ -62,7 +66,13 @@ describe("step 1: 401 invalid_assertion", () => {
 
   test("returns 401 invalid_assertion for a garbage token or a non-Bearer scheme", async (t) => {
     const s = await startService(t);
-    for (const authorization of ["Bearer not-a-jwt", "Bearer a.b.c", "Basic dXNlcjpwYXNz", "Bearer", await s.assertion()]) {
+    for (const authorization of [
+      "Bearer not-a-jwt",
+      "Bearer a.b.c",
+      "Basic dXNlcjpwYXNz",
+      "Bearer",
+      await s.assertion(),
+    ]) {
       const res = await s.inject({ method: "POST", url: "/jobs", payload: welcomeEmail(), headers: { authorization } });
       assertError(res, 401, "invalid_assertion");
     }
@@ -93,7 +103,10 @@ describe("step 1: 401 invalid_assertion", () => {
   test("returns 401 invalid_assertion for an assertion signed with another secret", async (t) => {
     const s = await startService(t);
     const token = await mintToken({
-      auth: { ...s.config.auth, keys: [{ kid: "k1", alg: "HS256", secret: "a-different-secret-of-at-least-32-bytes" }] },
+      auth: {
+        ...s.config.auth,
+        keys: [{ kid: "k1", alg: "HS256", secret: "a-different-secret-of-at-least-32-bytes" }],
+      },
       clock: s.clock,
       sub: "u1",
       op: "createUser",
@@ -152,7 +165,12 @@ describe("step 1: 401 invalid_assertion", () => {
       headers: { "content-type": "application/json" },
     });
     assertError(tooLarge, 401, "invalid_assertion");
-    const wrongType = await s.inject({ method: "POST", url: "/jobs", payload: "x", headers: { "content-type": "text/plain" } });
+    const wrongType = await s.inject({
+      method: "POST",
+      url: "/jobs",
+      payload: "x",
+      headers: { "content-type": "text/plain" },
+    });
     assertError(wrongType, 401, "invalid_assertion");
     assert.equal(await countJobs(s), 0);
   });
@@ -166,7 +184,10 @@ describe("step 2: 400 invalid_request", () => {
 
   test("returns 400 invalid_request for an unknown field inside request", async (t) => {
     const s = await startService(t);
-    const res = await postJob(s, { operation_id: "sendWelcomeEmail", request: { path_params: { userId: "1" }, headers: {} } });
+    const res = await postJob(s, {
+      operation_id: "sendWelcomeEmail",
+      request: { path_params: { userId: "1" }, headers: {} },
+    });
     assertError(res, 400, "invalid_request");
   });
 
@@ -288,7 +309,11 @@ describe("step 2: 400 payload_too_large", () => {
     const s = await startService(t);
     const overCap = payloadOf("a".repeat(16385 - 11));
     const authority = { kind: "request", request_id: "req-9", user_id: "u9" };
-    for (const on_behalf_of of [{ authority }, { user_id: "u8", authority }, { user_id: "u9", authority: { kind: "request" } }]) {
+    for (const on_behalf_of of [
+      { authority },
+      { user_id: "u8", authority },
+      { user_id: "u9", authority: { kind: "request" } },
+    ]) {
       assertError(await postJob(s, buildReport({ request: overCap, on_behalf_of })), 400, "payload_too_large");
       // The same on_behalf_of with a small payload is its own error.
       assertError(await postJob(s, buildReport({ on_behalf_of })), 400, "invalid_on_behalf_of");
@@ -326,7 +351,12 @@ describe("step 2: 400 invalid_on_behalf_of", () => {
 
   test("returns 400 invalid_on_behalf_of when user_id or authority is missing", async (t) => {
     const s = await startService(t);
-    for (const on_behalf_of of [{ authority: REQUEST_AUTHORITY }, { user_id: "u9" }, {}, { user_id: "", authority: REQUEST_AUTHORITY }]) {
+    for (const on_behalf_of of [
+      { authority: REQUEST_AUTHORITY },
+      { user_id: "u9" },
+      {},
+      { user_id: "", authority: REQUEST_AUTHORITY },
+    ]) {
       assertError(await postJob(s, welcomeEmail({ on_behalf_of }), asImporter), 400, "invalid_on_behalf_of");
     }
   });
@@ -378,7 +408,12 @@ describe("step 2: 400 invalid_on_behalf_of", () => {
 describe("step 2: 400 missing_path_param", () => {
   test("returns 400 missing_path_param when the target's path template needs a parameter that is absent", async (t) => {
     const s = await startService(t);
-    for (const request of [{}, { path_params: {} }, { path_params: { user_id: "1" } }, { path_params: { userId: null } }]) {
+    for (const request of [
+      {},
+      { path_params: {} },
+      { path_params: { user_id: "1" } },
+      { path_params: { userId: null } },
+    ]) {
       const res = await postJob(s, { operation_id: "sendWelcomeEmail", request });
       assertError(res, 400, "missing_path_param");
       assert.match(res.json().message, /userId/);
@@ -483,7 +518,11 @@ describe("step 4: 403", () => {
     const parent = await enqueue(s, welcomeEmail());
     const res = await postJob(
       s,
-      { operation_id: "recordEmailSent", request: { path_params: { emailId: "e1" } }, on_behalf_of: { user_id: "u9", authority: REQUEST_AUTHORITY } },
+      {
+        operation_id: "recordEmailSent",
+        request: { path_params: { emailId: "e1" } },
+        on_behalf_of: { user_id: "u9", authority: REQUEST_AUTHORITY },
+      },
       { op: "sendWelcomeEmail", sub: "u1", job: parent.id },
     );
     assertError(res, 403, "on_behalf_of_not_allowed");
@@ -509,7 +548,11 @@ describe("step 4: 403", () => {
   test("answers 403, not 200 or 409, when a refused caller names a held dedupe key", async (t) => {
     const s = await startService(t);
     const held = await enqueue(s, welcomeEmail({ dedupe_key: "k", request: { path_params: { userId: "1" } } }));
-    const recordEmail = { operation_id: "recordEmailSent", request: { path_params: { emailId: "e1" } }, dedupe_key: "k" };
+    const recordEmail = {
+      operation_id: "recordEmailSent",
+      request: { path_params: { emailId: "e1" } },
+      dedupe_key: "k",
+    };
     assertError(await postJob(s, recordEmail, { op: "createUser" }), 403, "trigger_not_allowed");
     const sameOp = welcomeEmail({ dedupe_key: "k", request: { path_params: { userId: "2" } } });
     assertError(await postJob(s, sameOp, { op: "recordEmailSent" }), 403, "trigger_not_allowed");
@@ -522,7 +565,12 @@ describe("step 5: dedupe upsert and 409 dedupe_conflict", () => {
     const s = await startService(t);
     const first = await enqueue(
       s,
-      welcomeEmail({ dedupe_key: "k", delay_ms: 1000, priority: 5, request: { path_params: { userId: "1" }, body: { v: 1 } } }),
+      welcomeEmail({
+        dedupe_key: "k",
+        delay_ms: 1000,
+        priority: 5,
+        request: { path_params: { userId: "1" }, body: { v: 1 } },
+      }),
     );
     s.clock.advance(5000);
     const newRequest = { path_params: { userId: "1" }, query: { lang: "fr" }, body: { v: 2 } };
@@ -595,7 +643,10 @@ describe("step 5: dedupe upsert and 409 dedupe_conflict", () => {
     const s = await startService(t);
     const first = await enqueue(s, welcomeEmail({ dedupe_key: "k" }));
     const claimed = await s.service.store.jobClaimMany({ limit: 10 });
-    assert.deepEqual(claimed.map((job) => job.id), [first.id]);
+    assert.deepEqual(
+      claimed.map((job) => job.id),
+      [first.id],
+    );
     const second = await enqueue(s, welcomeEmail({ dedupe_key: "k" }));
     assert.notEqual(second.id, first.id);
     assert.equal(second.status, "pending");
@@ -626,12 +677,19 @@ describe("step 5: dedupe upsert and 409 dedupe_conflict", () => {
 
   test("returns 409 dedupe_conflict when the job holding the key runs as another user, changing nothing (Revision 2)", async (t) => {
     const s = await startService(t);
-    const held = await enqueue(s, welcomeEmail({ dedupe_key: "k", request: { path_params: { userId: "42" }, body: "a's" } }));
+    const held = await enqueue(
+      s,
+      welcomeEmail({ dedupe_key: "k", request: { path_params: { userId: "42" }, body: "a's" } }),
+    );
     s.clock.advance(1000);
-    const res = await postJob(s, welcomeEmail({ dedupe_key: "k", request: { path_params: { userId: "43" }, body: "b's" } }), {
-      sub: "u2",
-      rid: "req-b",
-    });
+    const res = await postJob(
+      s,
+      welcomeEmail({ dedupe_key: "k", request: { path_params: { userId: "43" }, body: "b's" } }),
+      {
+        sub: "u2",
+        rid: "req-b",
+      },
+    );
     assertError(res, 409, "dedupe_conflict");
     assert.match(res.json().message, new RegExp(held.id));
     assert.deepEqual(await getJob(s, held.id), held);
@@ -641,11 +699,15 @@ describe("step 5: dedupe upsert and 409 dedupe_conflict", () => {
   test("returns 409 dedupe_conflict when the job holding the key runs under another kind of authority, changing nothing", async (t) => {
     const s = await startService(t);
     const held = await enqueue(s, onBehalfOf(RESOURCE_AUTHORITY, { dedupe_key: "k" }), { op: "importUsers" });
-    const res = await postJob(s, onBehalfOf(REQUEST_AUTHORITY, { dedupe_key: "k", delay_ms: 5 }), { op: "importUsers" });
+    const res = await postJob(s, onBehalfOf(REQUEST_AUTHORITY, { dedupe_key: "k", delay_ms: 5 }), {
+      op: "importUsers",
+    });
     assertError(res, 409, "dedupe_conflict");
     assert.deepEqual(await getJob(s, held.id), held);
     // The same user under the same kind of authority still upserts.
-    const again = await postJob(s, onBehalfOf(RESOURCE_AUTHORITY, { dedupe_key: "k", delay_ms: 5 }), { op: "importUsers" });
+    const again = await postJob(s, onBehalfOf(RESOURCE_AUTHORITY, { dedupe_key: "k", delay_ms: 5 }), {
+      op: "importUsers",
+    });
     assert.equal(again.statusCode, 200, again.body);
   });
 
@@ -726,12 +788,24 @@ describe("step 7: 201 and the defaults of a new job", () => {
     s.clock.advance(1234);
     const now = s.clock.now();
     assert.equal((await enqueue(s, welcomeEmail({ delay_ms: 60_000 }))).run_at, iso(now + 60_000));
-    assert.equal((await enqueue(s, welcomeEmail({ run_at: "2030-05-06T07:08:09.123Z" }))).run_at, "2030-05-06T07:08:09.123Z");
+    assert.equal(
+      (await enqueue(s, welcomeEmail({ run_at: "2030-05-06T07:08:09.123Z" }))).run_at,
+      "2030-05-06T07:08:09.123Z",
+    );
     // An offset is normalised to UTC; a past run_at is simply due at once.
-    assert.equal((await enqueue(s, welcomeEmail({ run_at: "2030-05-06T09:08:09+02:00" }))).run_at, "2030-05-06T07:08:09.000Z");
-    assert.equal((await enqueue(s, welcomeEmail({ run_at: "2001-01-01T00:00:00Z" }))).run_at, "2001-01-01T00:00:00.000Z");
+    assert.equal(
+      (await enqueue(s, welcomeEmail({ run_at: "2030-05-06T09:08:09+02:00" }))).run_at,
+      "2030-05-06T07:08:09.000Z",
+    );
+    assert.equal(
+      (await enqueue(s, welcomeEmail({ run_at: "2001-01-01T00:00:00Z" }))).run_at,
+      "2001-01-01T00:00:00.000Z",
+    );
     // RFC 3339 allows a lower-case t and z, and any fraction of a second.
-    assert.equal((await enqueue(s, welcomeEmail({ run_at: "2028-02-29t10:00:00.5z" }))).run_at, "2028-02-29T10:00:00.500Z");
+    assert.equal(
+      (await enqueue(s, welcomeEmail({ run_at: "2028-02-29t10:00:00.5z" }))).run_at,
+      "2028-02-29T10:00:00.500Z",
+    );
     const both = await enqueue(s, welcomeEmail({ delay_ms: 500, run_at: "2030-05-06T07:08:09.123Z" }));
     assert.equal(both.run_at, iso(now + 500));
   });
@@ -871,16 +945,26 @@ describe("wire form", () => {
       return (res.json() as { job: Job }).job;
     };
 
-    const root = collect(await s.inject({ method: "POST", url: "/jobs", token: rootToken, payload: welcomeEmail({ dedupe_key: "w" }) }), 201);
-    collect(await s.inject({ method: "POST", url: "/jobs", token: rootToken, payload: welcomeEmail({ dedupe_key: "w" }) }), 200);
+    const root = collect(
+      await s.inject({ method: "POST", url: "/jobs", token: rootToken, payload: welcomeEmail({ dedupe_key: "w" }) }),
+      201,
+    );
+    collect(
+      await s.inject({ method: "POST", url: "/jobs", token: rootToken, payload: welcomeEmail({ dedupe_key: "w" }) }),
+      200,
+    );
     const importToken = await s.assertion({ op: "importUsers", rid: "req-w" });
     const imported = collect(
       await s.inject({ method: "POST", url: "/jobs", token: importToken, payload: onBehalfOf(RESOURCE_AUTHORITY) }),
       201,
     );
     const childToken = await s.assertion({ op: "sendWelcomeEmail", job: root.id });
-    const child = collect(await s.inject({ method: "POST", url: "/jobs", token: childToken, payload: welcomeEmail() }), 201);
-    for (const job of [root, imported, child]) collect(await s.inject({ method: "GET", url: `/jobs/${job.id}`, token: admin }), 200);
+    const child = collect(
+      await s.inject({ method: "POST", url: "/jobs", token: childToken, payload: welcomeEmail() }),
+      201,
+    );
+    for (const job of [root, imported, child])
+      collect(await s.inject({ method: "GET", url: `/jobs/${job.id}`, token: admin }), 200);
     const list = await s.inject({ method: "GET", url: "/jobs", token: admin });
     assert.equal(list.statusCode, 200);
     bodies.push(list.body);
@@ -892,7 +976,8 @@ describe("wire form", () => {
     assert.equal((chain.json() as { jobs: Job[] }).jobs.length, 3);
 
     for (const body of bodies) {
-      for (const token of [rootToken, importToken, childToken]) assert.ok(!body.includes(token), "no token in a response");
+      for (const token of [rootToken, importToken, childToken])
+        assert.ok(!body.includes(token), "no token in a response");
       assert.ok(!body.includes("assertion"), `no "assertion" in ${body.slice(0, 200)}`);
     }
     const jobs = [root, imported, child, ...(list.json() as { jobs: Job[] }).jobs];

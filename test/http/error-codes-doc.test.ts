@@ -53,12 +53,16 @@ test("docs/api.md's error table lists exactly the codes of ERROR_CODES, each und
 
 test("every code the source raises or answers is one of ERROR_CODES, under the status it is raised with", () => {
   const known = new Map<string, string[]>();
-  for (const [status, codes] of Object.entries(ERROR_CODES)) for (const code of codes) known.set(code, [...(known.get(code) ?? []), status]);
+  for (const [status, codes] of Object.entries(ERROR_CODES))
+    for (const code of codes) known.set(code, [...(known.get(code) ?? []), status]);
   const found = new Map<string, Set<string>>();
   for (const file of sourceFiles("src")) {
     const text = readFileSync(join(ROOT, file), "utf8");
     for (const [, status, code] of text.matchAll(/new ApiError\(\s*(\d{3}),\s*"([a-z_]+)"/g)) {
-      assert.ok(known.get(String(code))?.includes(String(status)), `${file}: ${status} ${code} is in ERROR_CODES under ${status}`);
+      assert.ok(
+        known.get(String(code))?.includes(String(status)),
+        `${file}: ${status} ${code} is in ERROR_CODES under ${status}`,
+      );
       found.set(String(code), (found.get(String(code)) ?? new Set()).add(file));
     }
     for (const [, code] of text.matchAll(/\bcode: "([a-z_]+)"/g)) {

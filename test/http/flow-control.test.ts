@@ -21,17 +21,31 @@ describe("pause and resume", () => {
     assert.equal(first.statusCode, 200, first.body);
     const at = new Date(s.clock.now()).toISOString();
     assert.deepEqual(first.json(), {
-      operation: { operation_id: "sendWelcomeEmail", paused: { at, by: "alice" }, limits: NO_LIMITS, limits_source: "config", limits_set: null },
+      operation: {
+        operation_id: "sendWelcomeEmail",
+        paused: { at, by: "alice" },
+        limits: NO_LIMITS,
+        limits_source: "config",
+        limits_set: null,
+      },
     });
     s.clock.advance(1000);
     const again = await pause("bob");
     assert.deepEqual((again.json() as { operation: { paused: unknown } }).operation.paused, { at, by: "alice" });
 
     const listed = await s.inject({ method: "GET", url: "/operations", token: await s.adminToken() });
-    const operations = (listed.json() as { operations: Array<{ operation_id: string; control: { paused: unknown } }> }).operations;
-    assert.deepEqual(operations.find((op) => op.operation_id === "sendWelcomeEmail")?.control.paused, { at, by: "alice" });
+    const operations = (listed.json() as { operations: Array<{ operation_id: string; control: { paused: unknown } }> })
+      .operations;
+    assert.deepEqual(operations.find((op) => op.operation_id === "sendWelcomeEmail")?.control.paused, {
+      at,
+      by: "alice",
+    });
 
-    const resumed = await s.inject({ method: "POST", url: "/operations/sendWelcomeEmail/resume", token: await s.adminToken() });
+    const resumed = await s.inject({
+      method: "POST",
+      url: "/operations/sendWelcomeEmail/resume",
+      token: await s.adminToken(),
+    });
     assert.equal(resumed.statusCode, 200, resumed.body);
     assert.equal((resumed.json() as { operation: { paused: unknown } }).operation.paused, null);
   });
@@ -39,17 +53,32 @@ describe("pause and resume", () => {
   test("an operation that is not a background operation of the document is 404 operation_not_found; no token is 401", async (t) => {
     const s = await startService(t);
     for (const id of ["noSuchOperation", "createUser"]) {
-      assertError(await s.inject({ method: "POST", url: `/operations/${id}/pause`, token: await s.adminToken() }), 404, "operation_not_found");
+      assertError(
+        await s.inject({ method: "POST", url: `/operations/${id}/pause`, token: await s.adminToken() }),
+        404,
+        "operation_not_found",
+      );
     }
     assertError(await s.inject({ method: "POST", url: "/operations/sendWelcomeEmail/pause" }), 401, "unauthenticated");
     const token = await s.adminToken({ siteAdmin: false });
-    assertError(await s.inject({ method: "POST", url: "/operations/sendWelcomeEmail/pause", token }), 403, "site_admin_required");
+    assertError(
+      await s.inject({ method: "POST", url: "/operations/sendWelcomeEmail/pause", token }),
+      403,
+      "site_admin_required",
+    );
   });
 
   test("a paused operation's jobs wait pending while others are delivered, and are delivered once it resumes", async (t) => {
     const target = await startTarget(t);
-    const s = await startLiveService(t, { worker: true, configure: (raw) => (raw["target"] = { base_url: target.url, audience: "product" }) });
-    const paused = await s.inject({ method: "POST", url: "/operations/sendWelcomeEmail/pause", token: await s.adminToken() });
+    const s = await startLiveService(t, {
+      worker: true,
+      configure: (raw) => (raw["target"] = { base_url: target.url, audience: "product" }),
+    });
+    const paused = await s.inject({
+      method: "POST",
+      url: "/operations/sendWelcomeEmail/pause",
+      token: await s.adminToken(),
+    });
     assert.equal(paused.statusCode, 200, paused.body);
     const held = await enqueue(s, welcomeEmail());
     const other = await enqueue(s, buildReport());
@@ -58,29 +87,51 @@ describe("pause and resume", () => {
     assert.equal((await getJob(s, held.id)).status, "pending");
     assert.equal(target.requests.length, 1);
 
-    const resumed = await s.inject({ method: "POST", url: "/operations/sendWelcomeEmail/resume", token: await s.adminToken() });
+    const resumed = await s.inject({
+      method: "POST",
+      url: "/operations/sendWelcomeEmail/resume",
+      token: await s.adminToken(),
+    });
     assert.equal(resumed.statusCode, 200, resumed.body);
     await s.waitForJob(held.id, (job) => job.status === "succeeded", "the held job delivered after the resume");
   });
 
   test("a paused concurrency key holds its jobs of every operation; it is listed, and resuming lets them go", async (t) => {
     const target = await startTarget(t);
-    const s = await startLiveService(t, { worker: true, configure: (raw) => (raw["target"] = { base_url: target.url, audience: "product" }) });
-    const pause = await s.inject({ method: "POST", url: "/concurrency-keys/tenant-7/pause", token: await s.adminToken({ sub: "carol" }) });
+    const s = await startLiveService(t, {
+      worker: true,
+      configure: (raw) => (raw["target"] = { base_url: target.url, audience: "product" }),
+    });
+    const pause = await s.inject({
+      method: "POST",
+      url: "/concurrency-keys/tenant-7/pause",
+      token: await s.adminToken({ sub: "carol" }),
+    });
     assert.equal(pause.statusCode, 200, pause.body);
     assert.equal((pause.json() as { key: { paused: { by: string } } }).key.paused.by, "carol");
     const listed = await s.inject({ method: "GET", url: "/concurrency-keys/paused", token: await s.adminToken() });
-    assert.deepEqual((listed.json() as { keys: Array<{ concurrency_key: string }> }).keys.map((key) => key.concurrency_key), ["tenant-7"]);
+    assert.deepEqual(
+      (listed.json() as { keys: Array<{ concurrency_key: string }> }).keys.map((key) => key.concurrency_key),
+      ["tenant-7"],
+    );
 
     const held = await enqueue(s, welcomeEmail({ concurrency_key: "tenant-7" }));
     const free = await enqueue(s, welcomeEmail({ concurrency_key: "tenant-8" }));
     await s.waitForJob(free.id, (job) => job.status === "succeeded");
     assert.equal((await getJob(s, held.id)).status, "pending");
 
-    const resume = await s.inject({ method: "POST", url: "/concurrency-keys/tenant-7/resume", token: await s.adminToken() });
+    const resume = await s.inject({
+      method: "POST",
+      url: "/concurrency-keys/tenant-7/resume",
+      token: await s.adminToken(),
+    });
     assert.deepEqual(resume.json(), { concurrency_key: "tenant-7", resumed: true });
     await s.waitForJob(held.id, (job) => job.status === "succeeded");
-    const again = await s.inject({ method: "POST", url: "/concurrency-keys/tenant-7/resume", token: await s.adminToken() });
+    const again = await s.inject({
+      method: "POST",
+      url: "/concurrency-keys/tenant-7/resume",
+      token: await s.adminToken(),
+    });
     assert.deepEqual(again.json(), { concurrency_key: "tenant-7", resumed: false });
   });
 });
@@ -94,8 +145,11 @@ describe("limits", () => {
     });
     const configured = { ...NO_LIMITS, rate: { limit: 10, period_ms: 1000, burst: 10 }, max_concurrency: 4 };
     const listed = await s.inject({ method: "GET", url: "/operations", token: await s.adminToken() });
-    const control = (listed.json() as { operations: Array<{ operation_id: string; control: { limits: unknown; limits_source: string } }> })
-      .operations.find((op) => op.operation_id === "sendWelcomeEmail")?.control;
+    const control = (
+      listed.json() as {
+        operations: Array<{ operation_id: string; control: { limits: unknown; limits_source: string } }>;
+      }
+    ).operations.find((op) => op.operation_id === "sendWelcomeEmail")?.control;
     assert.deepEqual(control?.limits, configured);
     assert.equal(control?.limits_source, "config");
 
@@ -110,22 +164,40 @@ describe("limits", () => {
       operation: {
         operation_id: "sendWelcomeEmail",
         paused: null,
-        limits: { rate: { limit: 2, period_ms: 500, burst: 1 }, rate_per_key: null, max_concurrency: null, concurrency_limit: 3 },
+        limits: {
+          rate: { limit: 2, period_ms: 500, burst: 1 },
+          rate_per_key: null,
+          max_concurrency: null,
+          concurrency_limit: 3,
+        },
         limits_source: "admin",
         limits_set: { at: new Date(s.clock.now()).toISOString(), by: "dave" },
       },
     });
 
-    const reset = await s.inject({ method: "DELETE", url: "/operations/sendWelcomeEmail/limits", token: await s.adminToken() });
+    const reset = await s.inject({
+      method: "DELETE",
+      url: "/operations/sendWelcomeEmail/limits",
+      token: await s.adminToken(),
+    });
     assert.equal(reset.statusCode, 200, reset.body);
-    const after = (reset.json() as { operation: { limits: unknown; limits_source: string; limits_set: unknown } }).operation;
+    const after = (reset.json() as { operation: { limits: unknown; limits_source: string; limits_set: unknown } })
+      .operation;
     assert.deepEqual([after.limits, after.limits_source, after.limits_set], [configured, "config", null]);
   });
 
   test("a malformed limits body is 400 invalid_request, never a 5xx", async (t) => {
     const s = await startService(t);
     const token = await s.adminToken();
-    for (const payload of [{}, { rate: { limit: 0 } }, { rate: { period_ms: 10 } }, { max_concurrency: 0 }, { concurrency_limit: null }, { nope: 1 }, { rate: { limit: 2 ** 31 } }]) {
+    for (const payload of [
+      {},
+      { rate: { limit: 0 } },
+      { rate: { period_ms: 10 } },
+      { max_concurrency: 0 },
+      { concurrency_limit: null },
+      { nope: 1 },
+      { rate: { limit: 2 ** 31 } },
+    ]) {
       const res = await s.inject({ method: "PATCH", url: "/operations/sendWelcomeEmail/limits", token, payload });
       assertError(res, 400, "invalid_request");
     }
@@ -133,7 +205,10 @@ describe("limits", () => {
 
   test("a rate limit set at runtime spaces the deliveries of a backlog: the second waits for its turn, pending", async (t) => {
     const target = await startTarget(t);
-    const s = await startLiveService(t, { worker: true, configure: (raw) => (raw["target"] = { base_url: target.url, audience: "product" }) });
+    const s = await startLiveService(t, {
+      worker: true,
+      configure: (raw) => (raw["target"] = { base_url: target.url, audience: "product" }),
+    });
     // One job per hour: the first starts at once, the second must wait an hour.
     const patched = await s.inject({
       method: "PATCH",
@@ -148,7 +223,11 @@ describe("limits", () => {
     await s.waitForJob(first.id, (job) => job.status === "succeeded");
     await s.waitForJob(other.id, (job) => job.status === "succeeded");
     const waiting = await getJob(s, second.id);
-    assert.deepEqual([waiting.status, waiting.attempt], ["pending", 0], "a throttled job stays pending and uses no attempt");
+    assert.deepEqual(
+      [waiting.status, waiting.attempt],
+      ["pending", 0],
+      "a throttled job stays pending and uses no attempt",
+    );
     const metrics = await s.inject({ method: "GET", url: "/metrics", token: await s.adminToken() });
     assert.match(metrics.body, /opqueue_operation_throttled\{operation_id="sendWelcomeEmail"\} 1/);
     assert.match(metrics.body, /opqueue_job_wait_seconds_count\{operation_id="sendWelcomeEmail"\} 1/);
@@ -163,14 +242,26 @@ describe("bulk cancel", () => {
     const c = await enqueue(s, welcomeEmail(), { sub: "u1" });
     const token = await s.adminToken({ sub: "erin" });
     assertError(await s.inject({ method: "POST", url: "/jobs/cancel", token, payload: {} }), 400, "invalid_request");
-    assertError(await s.inject({ method: "POST", url: "/jobs/cancel", token, payload: { statuses: ["pending"] } }), 400, "invalid_request");
-    assertError(await s.inject({ method: "POST", url: "/jobs/cancel", token, payload: { user_id: "u1", limit: 1001 } }), 400, "invalid_request");
+    assertError(
+      await s.inject({ method: "POST", url: "/jobs/cancel", token, payload: { statuses: ["pending"] } }),
+      400,
+      "invalid_request",
+    );
+    assertError(
+      await s.inject({ method: "POST", url: "/jobs/cancel", token, payload: { user_id: "u1", limit: 1001 } }),
+      400,
+      "invalid_request",
+    );
 
     const res = await s.inject({ method: "POST", url: "/jobs/cancel", token, payload: { user_id: "u1" } });
     assert.equal(res.statusCode, 200, res.body);
     const jobs = (res.json() as { jobs: Job[] }).jobs;
-    assert.deepEqual(jobs.map((job) => job.id), [c.id, a.id]);
-    for (const job of jobs) assert.deepEqual([job.status, job.result?.terminal_reason], ["cancelled", "cancelled-by-admin"]);
+    assert.deepEqual(
+      jobs.map((job) => job.id),
+      [c.id, a.id],
+    );
+    for (const job of jobs)
+      assert.deepEqual([job.status, job.result?.terminal_reason], ["cancelled", "cancelled-by-admin"]);
     assert.equal((await getJob(s, b.id)).status, "pending");
     const history = await s.inject({ method: "GET", url: `/jobs/${a.id}/history`, token });
     assert.ok(JSON.stringify(history.json()).includes('"cancel-many"'), history.body);
@@ -191,8 +282,16 @@ describe("bulk cancel", () => {
       token,
       payload: { created_after: middle.created_at, created_before: new Date(s.clock.now()).toISOString() },
     });
-    assert.deepEqual((res.json() as { jobs: Job[] }).jobs.map((job) => job.id), [middle.id]);
-    const limited = await s.inject({ method: "POST", url: "/jobs/cancel", token, payload: { operation_id: "sendWelcomeEmail", limit: 1 } });
+    assert.deepEqual(
+      (res.json() as { jobs: Job[] }).jobs.map((job) => job.id),
+      [middle.id],
+    );
+    const limited = await s.inject({
+      method: "POST",
+      url: "/jobs/cancel",
+      token,
+      payload: { operation_id: "sendWelcomeEmail", limit: 1 },
+    });
     assert.equal((limited.json() as { jobs: Job[] }).jobs.length, 1);
     assert.equal((await getJob(s, early.id)).status, "pending");
   });
@@ -205,7 +304,10 @@ describe("cancelling a running job", () => {
       // Never answers on its own: only opqueue's abort ends the exchange.
       res.on("close", () => closed.resolve());
     });
-    const s = await startLiveService(t, { worker: true, configure: (raw) => (raw["target"] = { base_url: target.url, audience: "product" }) });
+    const s = await startLiveService(t, {
+      worker: true,
+      configure: (raw) => (raw["target"] = { base_url: target.url, audience: "product" }),
+    });
     const job = await enqueue(s, welcomeEmail());
     await target.waitForRequests(1);
     await s.waitForJob(job.id, (row) => row.status === "running");
@@ -229,7 +331,11 @@ describe("cancelling a running job", () => {
     assert.equal(list.length, 1, attempts.body);
     assert.equal(list[0]?.outcome, "cancelled");
     assert.match(list[0]?.error_body ?? "", /^aborted/);
-    assert.equal(target.requests.filter((request) => request.headers["x-job-id"] === job.id).length, 1, "never delivered again");
+    assert.equal(
+      target.requests.filter((request) => request.headers["x-job-id"] === job.id).length,
+      1,
+      "never delivered again",
+    );
   });
 
   test("a bulk cancel with running among its statuses aborts the running job's delivery too", async (t) => {
@@ -237,7 +343,10 @@ describe("cancelling a running job", () => {
     const target = await startTarget(t, (_request, res) => {
       res.on("close", () => closed.resolve());
     });
-    const s = await startLiveService(t, { worker: true, configure: (raw) => (raw["target"] = { base_url: target.url, audience: "product" }) });
+    const s = await startLiveService(t, {
+      worker: true,
+      configure: (raw) => (raw["target"] = { base_url: target.url, audience: "product" }),
+    });
     const job = await enqueue(s, welcomeEmail({ dedupe_key: "bulk-abort" }));
     await target.waitForRequests(1);
     await s.waitForJob(job.id, (row) => row.status === "running");
@@ -248,7 +357,10 @@ describe("cancelling a running job", () => {
       payload: { dedupe_key: "bulk-abort", statuses: ["running", "pending"] },
     });
     assert.equal(res.statusCode, 200, res.body);
-    assert.deepEqual((res.json() as { jobs: Job[] }).jobs.map((row) => row.id), [job.id]);
+    assert.deepEqual(
+      (res.json() as { jobs: Job[] }).jobs.map((row) => row.id),
+      [job.id],
+    );
     await closed.promise;
     target.setHandler(answer(204));
     const later = await enqueue(s, welcomeEmail());
@@ -286,7 +398,11 @@ describe("rate keys out of their rate", () => {
       .filter((request) => request.path === "/reports")
       .map((request) => JSON.parse(request.body) as { g: string; k: number })
       .filter((body) => body.g !== "fresh");
-    assert.equal(keyed.filter((body) => body.g === "first" || body.g === "second").length, KEYS, "one job of each key within its hour");
+    assert.equal(
+      keyed.filter((body) => body.g === "first" || body.g === "second").length,
+      KEYS,
+      "one job of each key within its hour",
+    );
     assert.equal(new Set(keyed.map((body) => body.k)).size, KEYS);
     assert.ok(target.requests.some((request) => request.body === bodyOf("fresh", 0)));
   });

@@ -17,7 +17,13 @@ import { parse as parseYaml } from "yaml";
 import { deliveryTokenHash } from "../../src/auth/delivery-tokens.js";
 import { mintToken } from "../../src/auth/tokens.js";
 import { buildPath } from "../../src/dispatcher/deliverer.js";
-import { startTestService, TEST_DELIVERY_SECRET, TEST_OPENAPI, TEST_SECRET, type TestService } from "../helpers/service.js";
+import {
+  startTestService,
+  TEST_DELIVERY_SECRET,
+  TEST_OPENAPI,
+  TEST_SECRET,
+  type TestService,
+} from "../helpers/service.js";
 
 // ---------------------------------------------------------------------------------------------------------
 // Oracles
@@ -82,7 +88,10 @@ function describe(options: InjectOptions): string {
 }
 
 /** No 5xx; a 4xx body is `{code, message}` with a §11 code for its status. */
-function checkResponse(options: InjectOptions, res: Pick<LightMyRequestResponse, "statusCode" | "body" | "headers">): void {
+function checkResponse(
+  options: InjectOptions,
+  res: Pick<LightMyRequestResponse, "statusCode" | "body" | "headers">,
+): void {
   const where = `${describe(options)} -> ${res.statusCode} ${res.body.slice(0, 500)}`;
   assert.ok(res.statusCode < 500, `5xx: ${where}`);
   assert.ok(res.statusCode >= 200, `unexpected status: ${where}`);
@@ -97,7 +106,10 @@ function checkResponse(options: InjectOptions, res: Pick<LightMyRequestResponse,
   assert.ok((message as string).length > 0, `empty message: ${where}`);
   const allowed = DOCUMENTED_CODES[res.statusCode];
   assert.ok(allowed !== undefined, `status ${res.statusCode} has no §11 codes: ${where}`);
-  assert.ok(allowed.includes(code as string), `code ${JSON.stringify(code)} is not a §11 code for ${res.statusCode}: ${where}`);
+  assert.ok(
+    allowed.includes(code as string),
+    `code ${JSON.stringify(code)} is not a §11 code for ${res.statusCode}: ${where}`,
+  );
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {
@@ -251,7 +263,11 @@ function rawHttp(port: number, request: string | Buffer): Promise<RawResponse> {
       const end = text.indexOf("\r\n\r\n");
       const match = /^HTTP\/1\.[01] (\d{3})/.exec(text);
       if (end < 0 || !match) {
-        reject(new Error(`no HTTP response to ${JSON.stringify(String(request).slice(0, 300))}: ${JSON.stringify(text.slice(0, 300))}`));
+        reject(
+          new Error(
+            `no HTTP response to ${JSON.stringify(String(request).slice(0, 300))}: ${JSON.stringify(text.slice(0, 300))}`,
+          ),
+        );
         return;
       }
       const headers: Record<string, string> = {};
@@ -299,8 +315,12 @@ const runOptions = (numRuns = RUNS): fc.Parameters<unknown> => ({
 
 /** operationIds of the test product, read from the fixture itself. */
 const PRODUCT_OPERATIONS: string[] = (() => {
-  const doc = parseYaml(readFileSync(TEST_OPENAPI, "utf8")) as { paths: Record<string, Record<string, { operationId?: string }>> };
-  return Object.values(doc.paths).flatMap((item) => Object.values(item).flatMap((op) => (op.operationId ? [op.operationId] : [])));
+  const doc = parseYaml(readFileSync(TEST_OPENAPI, "utf8")) as {
+    paths: Record<string, Record<string, { operationId?: string }>>;
+  };
+  return Object.values(doc.paths).flatMap((item) =>
+    Object.values(item).flatMap((op) => (op.operationId ? [op.operationId] : [])),
+  );
 })();
 const PROTOTYPE_KEYS = ["constructor", "__proto__", "toString", "hasOwnProperty", "valueOf", "prototype"];
 const CALLERS = ["createUser", "importUsers", "sendWelcomeEmail", "recordEmailSent", "cron:nightly"];
@@ -393,7 +413,10 @@ const runAtArb = fc.oneof(
   { weight: 1, arbitrary: wildString },
 );
 
-const userIdArb = fc.oneof({ weight: 4, arbitrary: fc.constantFrom("u1", "u2", "importer") }, { weight: 1, arbitrary: wildString });
+const userIdArb = fc.oneof(
+  { weight: 4, arbitrary: fc.constantFrom("u1", "u2", "importer") },
+  { weight: 1, arbitrary: wildString },
+);
 const nonEmptyish = fc.oneof(
   { weight: 4, arbitrary: fc.constantFrom("r1", "res-9", "nightly", "user") },
   { weight: 1, arbitrary: wildString },
@@ -433,13 +456,23 @@ const oneIn = <T>(n: number, arb: fc.Arbitrary<T>): fc.Arbitrary<T | null> =>
   fc.oneof({ weight: n - 1, arbitrary: fc.constant(null) }, { weight: 1, arbitrary: arb });
 
 /** Present (mostly valid), present and invalid, or absent (JSON.stringify drops `undefined`). */
-function field<T, U>(valid: fc.Arbitrary<T>, invalid: fc.Arbitrary<U>, absentFreq = 2): fc.Arbitrary<T | U | undefined> {
-  return fc.option(fc.oneof({ weight: 9, arbitrary: valid }, { weight: 1, arbitrary: invalid }), { nil: undefined, freq: absentFreq });
+function field<T, U>(
+  valid: fc.Arbitrary<T>,
+  invalid: fc.Arbitrary<U>,
+  absentFreq = 2,
+): fc.Arbitrary<T | U | undefined> {
+  return fc.option(fc.oneof({ weight: 9, arbitrary: valid }, { weight: 1, arbitrary: invalid }), {
+    nil: undefined,
+    freq: absentFreq,
+  });
 }
 
 /** JSON objects whose keys are Object.prototype's members ({"toString": 1} makes `String(value)` throw), or arrays of them. */
 const prototypeKeyed = fc
-  .tuple(fc.dictionary(fc.constantFrom(...PROTOTYPE_KEYS), fc.jsonValue({ maxDepth: 1 }), { minKeys: 1, maxKeys: 3 }), fc.boolean())
+  .tuple(
+    fc.dictionary(fc.constantFrom(...PROTOTYPE_KEYS), fc.jsonValue({ maxDepth: 1 }), { minKeys: 1, maxKeys: 3 }),
+    fc.boolean(),
+  )
   .map(([object, inArray]) => (inArray ? [object] : object));
 const smallValue = fc.oneof(
   { weight: 4, arbitrary: fc.jsonValue({ maxDepth: 3 }) },
@@ -448,16 +481,18 @@ const smallValue = fc.oneof(
   { weight: 1, arbitrary: prototypeKeyed },
 );
 /** Nested arrays/objects of a given depth, built without recursion; kept shallow enough for JSON.stringify here. */
-const nestedArb = fc
-  .tuple(fc.integer({ min: 1, max: 3000 }), fc.boolean())
-  .map(([depth, asArrays]) => {
-    let value: unknown = 1;
-    for (let i = 0; i < depth; i++) value = asArrays ? [value] : { a: value };
-    return value;
-  });
+const nestedArb = fc.tuple(fc.integer({ min: 1, max: 3000 }), fc.boolean()).map(([depth, asArrays]) => {
+  let value: unknown = 1;
+  for (let i = 0; i < depth; i++) value = asArrays ? [value] : { a: value };
+  return value;
+});
 const requestArb = fc.record({
   body: fc.option(
-    fc.oneof({ weight: 12, arbitrary: smallValue }, { weight: 1, arbitrary: hugeString }, { weight: 1, arbitrary: nestedArb }),
+    fc.oneof(
+      { weight: 12, arbitrary: smallValue },
+      { weight: 1, arbitrary: hugeString },
+      { weight: 1, arbitrary: nestedArb },
+    ),
     { nil: undefined, freq: 3 },
   ),
   path_params: field(
@@ -484,9 +519,15 @@ const shapedBody = fc.record({
   operation_id: operationIdArb,
   request: fc.oneof({ weight: 12, arbitrary: requestArb }, { weight: 1, arbitrary: fc.anything() }),
   priority: field(fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }), numberLike),
-  delay_ms: field(fc.oneof(fc.integer({ min: 0, max: 60_000 }), fc.integer({ min: 0, max: MAX_DELAY_MS })), numberLike, 3),
+  delay_ms: field(
+    fc.oneof(fc.integer({ min: 0, max: 60_000 }), fc.integer({ min: 0, max: MAX_DELAY_MS })),
+    numberLike,
+    3,
+  ),
   run_at: field(
-    fc.date({ min: new Date(MIN_RFC3339_MS), max: new Date(MAX_RFC3339_MS), noInvalidDate: true }).map((d) => d.toISOString()),
+    fc
+      .date({ min: new Date(MIN_RFC3339_MS), max: new Date(MAX_RFC3339_MS), noInvalidDate: true })
+      .map((d) => d.toISOString()),
     runAtArb,
     3,
   ),
@@ -496,7 +537,9 @@ const shapedBody = fc.record({
   // opqueue's own fields (docs/api.md, "Expiry", "Idempotency"), mostly absent.
   ttl_ms: field(fc.integer({ min: 1, max: MAX_DELAY_MS }), numberLike, 4),
   expires_at: field(
-    fc.date({ min: new Date(MIN_RFC3339_MS), max: new Date(MAX_RFC3339_MS), noInvalidDate: true }).map((d) => d.toISOString()),
+    fc
+      .date({ min: new Date(MIN_RFC3339_MS), max: new Date(MAX_RFC3339_MS), noInvalidDate: true })
+      .map((d) => d.toISOString()),
     runAtArb,
     4,
   ),
@@ -529,11 +572,21 @@ const mutationArb: fc.Arbitrary<Mutation> = fc.oneof(
   { weight: 6, arbitrary: fc.constant<Mutation>({ kind: "none" }) },
   fc.record({
     kind: fc.constant("replace" as const),
-    field: fc.constantFrom(...FIELDS, "request.body", "request.path_params", "request.query", "request.headers", "on_behalf_of.authority"),
+    field: fc.constantFrom(
+      ...FIELDS,
+      "request.body",
+      "request.path_params",
+      "request.query",
+      "request.headers",
+      "on_behalf_of.authority",
+    ),
     value: fc.anything(),
   }),
   fc.record({ kind: fc.constant("delete" as const), field: fc.constantFrom(...FIELDS) }),
-  fc.record({ kind: fc.constant("extra" as const), extra: fc.dictionary(wildString, fc.anything(), { minKeys: 1, maxKeys: 3 }) }),
+  fc.record({
+    kind: fc.constant("extra" as const),
+    extra: fc.dictionary(wildString, fc.anything(), { minKeys: 1, maxKeys: 3 }),
+  }),
 );
 
 function applyMutation(body: Record<string, unknown>, mutation: Mutation): Record<string, unknown> {
@@ -562,12 +615,28 @@ function applyMutation(body: Record<string, unknown>, mutation: Mutation): Recor
 
 /** JSON text with raw number literals JSON.stringify cannot write (1e400, 1.0, 2^63, ...). */
 const rawNumber = fc.oneof(
-  fc.constantFrom("1e400", "-1e400", "1.0", "1e2", "1E9", "2147483648", "-2147483649", "9007199254740993", "-0", "0.0000001"),
+  fc.constantFrom(
+    "1e400",
+    "-1e400",
+    "1.0",
+    "1e2",
+    "1E9",
+    "2147483648",
+    "-2147483649",
+    "9007199254740993",
+    "-0",
+    "0.0000001",
+  ),
   fc.constantFrom("100000000000000000000000", "3153600000000", "3153600000001", "8640000000000001", "1e-400", "0e0"),
   wildNumber.map((n) => JSON.stringify(n)),
 );
 const rawNumberBody = fc
-  .record({ operation_id: fc.constantFrom("buildReport", "sendWelcomeEmail"), priority: rawNumber, delay_ms: rawNumber, which: fc.nat(3) })
+  .record({
+    operation_id: fc.constantFrom("buildReport", "sendWelcomeEmail"),
+    priority: rawNumber,
+    delay_ms: rawNumber,
+    which: fc.nat(3),
+  })
   .map(({ operation_id, priority, delay_ms, which }) => {
     const request = operation_id === "buildReport" ? "{}" : `{"path_params":{"userId":${priority}}}`;
     const fields = [`"operation_id":"${operation_id}"`, `"request":${request}`];
@@ -611,7 +680,16 @@ function signedTokenArb(nowS: number, kind: "assertion" | "admin"): fc.Arbitrary
     { weight: 1, arbitrary: fc.integer({ min: -400, max: 400 }).map((delta) => String(nowS + delta)) },
     {
       weight: 1,
-      arbitrary: fc.constantFrom(String(nowS + 0.5), `${nowS}.999`, "1e400", "-1e400", "0", "null", '"soon"', String(2 ** 53)),
+      arbitrary: fc.constantFrom(
+        String(nowS + 0.5),
+        `${nowS}.999`,
+        "1e400",
+        "-1e400",
+        "0",
+        "null",
+        '"soon"',
+        String(2 ** 53),
+      ),
     },
   );
   const headerArb = fc
@@ -642,7 +720,12 @@ function signedTokenArb(nowS: number, kind: "assertion" | "admin"): fc.Arbitrary
   return fc
     .record({
       headerText: fc.oneof({ weight: 12, arbitrary: headerArb }, { weight: 1, arbitrary: headerJunk }),
-      claims: fc.record(Object.fromEntries(Object.keys(base).map((claim) => [claim, claimChoice])) as Record<string, typeof claimChoice>),
+      claims: fc.record(
+        Object.fromEntries(Object.keys(base).map((claim) => [claim, claimChoice])) as Record<
+          string,
+          typeof claimChoice
+        >,
+      ),
       times: fc.record({ iat: timeText, exp: timeText }),
       extra: fc.dictionary(
         fc.constantFrom("job", "rid", "op", "site_admin", "nbf", "aud", "sub", "__proto__", "jti"),
@@ -662,7 +745,8 @@ function signedTokenArb(nowS: number, kind: "assertion" | "admin"): fc.Arbitrary
         entries.push(`${JSON.stringify(claim)}:${value}`);
       }
       // Extra (or duplicate: JSON.parse keeps the last) claims in one run of four.
-      if (extraCount === 0) for (const [claim, text] of Object.entries(extra)) entries.push(`${JSON.stringify(claim)}:${text}`);
+      if (extraCount === 0)
+        for (const [claim, text] of Object.entries(extra)) entries.push(`${JSON.stringify(claim)}:${text}`);
       const secret = wrongSecret ? "another-secret-that-is-also-32-bytes-long" : TEST_SECRET;
       return signRaw(headerText, `{${entries.join(",")}}`, secret);
     });
@@ -670,10 +754,17 @@ function signedTokenArb(nowS: number, kind: "assertion" | "admin"): fc.Arbitrary
 
 /** Three dot-separated segments of junk, base64url-encoded or not. */
 const jwtShapedJunk = fc
-  .array(fc.oneof(headerJunk, fc.jsonValue().map((value) => b64url(JSON.stringify(value))), fc.base64String()), {
-    minLength: 1,
-    maxLength: 6,
-  })
+  .array(
+    fc.oneof(
+      headerJunk,
+      fc.jsonValue().map((value) => b64url(JSON.stringify(value))),
+      fc.base64String(),
+    ),
+    {
+      minLength: 1,
+      maxLength: 6,
+    },
+  )
   .map((segments) => segments.join("."));
 
 /** `encodeURIComponent` that leaves a lone surrogate (which it cannot encode) raw. */
@@ -748,7 +839,10 @@ test("fuzz: POST /jobs with a valid assertion and random JSON bodies never answe
 
   // A few real jobs, for chained calls (assertions naming a parent).
   const parents: string[] = [];
-  for (const [op, userId] of [["createUser", "u1"], ["importUsers", "importer"]] as const) {
+  for (const [op, userId] of [
+    ["createUser", "u1"],
+    ["importUsers", "importer"],
+  ] as const) {
     const res = await send(s, {
       method: "POST",
       url: "/jobs",
@@ -766,7 +860,11 @@ test("fuzz: POST /jobs with a valid assertion and random JSON bodies never answe
       { weight: 1, arbitrary: wildString.filter((op) => op !== "") },
     ),
     sub: fc.oneof({ weight: 4, arbitrary: userIdArb }, { weight: 1, arbitrary: fc.constantFrom(...PROTOTYPE_KEYS) }),
-    rid: fc.oneof({ weight: 3, arbitrary: fc.uuid() }, fc.constant("req-shared"), wildString.filter((rid) => rid !== "")),
+    rid: fc.oneof(
+      { weight: 3, arbitrary: fc.uuid() },
+      fc.constant("req-shared"),
+      wildString.filter((rid) => rid !== ""),
+    ),
     job: fc.oneof(
       { weight: 8, arbitrary: fc.constant(null) },
       { weight: 1, arbitrary: fc.constantFrom(...parents) },
@@ -777,7 +875,12 @@ test("fuzz: POST /jobs with a valid assertion and random JSON bodies never answe
     { weight: 1, arbitrary: fc.anything().map((value) => JSON.stringify(value) ?? "") },
     { weight: 1, arbitrary: fc.jsonValue().map((value) => JSON.stringify(value)) },
     { weight: 1, arbitrary: rawNumberBody },
-    { weight: 10, arbitrary: fc.tuple(shapedBody, mutationArb).map(([body, mutation]) => JSON.stringify(applyMutation(body, mutation))) },
+    {
+      weight: 10,
+      arbitrary: fc
+        .tuple(shapedBody, mutationArb)
+        .map(([body, mutation]) => JSON.stringify(applyMutation(body, mutation))),
+    },
   );
 
   let created = 0;
@@ -804,7 +907,11 @@ test("fuzz: POST /jobs with a valid assertion and random JSON bodies never answe
       const body = checkSuccessBody(res, where) as { job: Record<string, unknown> };
       const sent = JSON.parse(payload) as Record<string, unknown>;
       assert.equal(body.job["operation_id"], sent["operation_id"], where);
-      assert.deepEqual(body.job["request"], JSON.parse(JSON.stringify(sent["request"])), `request round trip: ${where}`);
+      assert.deepEqual(
+        body.job["request"],
+        JSON.parse(JSON.stringify(sent["request"])),
+        `request round trip: ${where}`,
+      );
       if (res.statusCode === 201) assert.equal(body.job["attempt"], 0, where);
     }),
     runOptions(),
@@ -833,7 +940,10 @@ function checkBatchBody(res: LightMyRequestResponse, items: number, where: strin
     const status = result["status"] as number;
     if (status === 200 || status === 201) {
       const keys = Object.keys(result).sort();
-      assert.ok(keys.join() === "id,status" || keys.join() === "id,replayed,status", `result keys ${keys.join()}: ${where}`);
+      assert.ok(
+        keys.join() === "id,status" || keys.join() === "id,replayed,status",
+        `result keys ${keys.join()}: ${where}`,
+      );
       assert.match(String(result["id"]), /^[0-9A-Za-z_-]{8,32}$/, `result id: ${where}`);
     } else {
       assert.deepEqual(Object.keys(result).sort(), ["code", "message", "status"], `result keys: ${where}`);
@@ -853,7 +963,10 @@ test("fuzz: POST /jobs/batch with a valid assertion and random batches never ans
   });
   t.after(() => s.close());
   const itemArb = fc.oneof(
-    { weight: 10, arbitrary: fc.tuple(shapedBody, mutationArb).map(([body, mutation]) => applyMutation(body, mutation) as unknown) },
+    {
+      weight: 10,
+      arbitrary: fc.tuple(shapedBody, mutationArb).map(([body, mutation]) => applyMutation(body, mutation) as unknown),
+    },
     { weight: 1, arbitrary: fc.jsonValue() as fc.Arbitrary<unknown> },
   );
   const bodyArb = fc.oneof(
@@ -899,13 +1012,30 @@ const normalisesAway = (value: unknown) => ["", ".", ".."].includes(String(value
 const ridArb = fc.oneof(
   { weight: 4, arbitrary: fc.stringMatching(/^[\x21-\x7e]{1,40}$/) },
   { weight: 2, arbitrary: fc.string({ unit: "binary-ascii", minLength: 0, maxLength: 300 }) },
-  { weight: 2, arbitrary: fc.constantFrom(".", "..", "...", "a b", "a\r\nx-evil: 1", "\u00e9", "\u2028", "\x7f", "x".repeat(255), "x".repeat(256)) },
+  {
+    weight: 2,
+    arbitrary: fc.constantFrom(
+      ".",
+      "..",
+      "...",
+      "a b",
+      "a\r\nx-evil: 1",
+      "\u00e9",
+      "\u2028",
+      "\x7f",
+      "x".repeat(255),
+      "x".repeat(256),
+    ),
+  },
   { weight: 1, arbitrary: fc.string({ unit: "grapheme", minLength: 1, maxLength: 20 }) },
   { weight: 1, arbitrary: fc.integer({ min: 200, max: 9000 }).map((n) => "r".repeat(n)) },
 );
 const pathParamArb = fc.oneof(
   { weight: 3, arbitrary: fc.constantFrom("", ".", "..", "...", "./", "%2e%2e", "a/../b", "\\..", "..;", "42") },
-  { weight: 2, arbitrary: fc.array(fc.constantFrom(".", "/", "%", "2", "e", "a"), { maxLength: 5 }).map((parts) => parts.join("")) },
+  {
+    weight: 2,
+    arbitrary: fc.array(fc.constantFrom(".", "/", "%", "2", "e", "a"), { maxLength: 5 }).map((parts) => parts.join("")),
+  },
   { weight: 1, arbitrary: fc.oneof(fc.constant([]), fc.constant([".."]), fc.integer(), fc.boolean()) },
   { weight: 1, arbitrary: wildString },
 );
@@ -1097,12 +1227,25 @@ test("fuzz: POST /jobs with raw bodies, content types and Authorization headers 
     { weight: 1, arbitrary: fc.constant(undefined) },
     {
       weight: 1,
-      arbitrary: fc.constantFrom("", "Bearer", "Bearer ", "Bearer  ", "bearer", "Basic xyz", "Token abc", "Bearer a b", "Bearer\tx"),
+      arbitrary: fc.constantFrom(
+        "",
+        "Bearer",
+        "Bearer ",
+        "Bearer  ",
+        "bearer",
+        "Basic xyz",
+        "Token abc",
+        "Bearer a b",
+        "Bearer\tx",
+      ),
     },
     { weight: 1, arbitrary: headerJunk.map((junk) => `Bearer ${junk}`) },
     { weight: 1, arbitrary: jwtShapedJunk.map((junk) => `Bearer ${junk}`) },
     { weight: 2, arbitrary: signedTokenArb(nowS, "assertion").map((token) => `Bearer ${token}`) },
-    { weight: 10, arbitrary: fc.constantFrom(`Bearer ${valid}`, `bearer ${valid}`, `Bearer ${valid} `, `Bearer\t${valid}`) },
+    {
+      weight: 10,
+      arbitrary: fc.constantFrom(`Bearer ${valid}`, `bearer ${valid}`, `Bearer ${valid} `, `Bearer\t${valid}`),
+    },
     {
       weight: 1,
       arbitrary: fc
@@ -1116,14 +1259,25 @@ test("fuzz: POST /jobs with raw bodies, content types and Authorization headers 
 
   const tally: Tally = new Map();
   await fc.assert(
-    fc.asyncProperty(authArb, contentTypeArb, rawBodyArb, oneIn(4, extraHeadersArb), async (authorization, contentType, payload, extra) => {
-      const headers: Record<string, string> = { ...extra };
-      if (authorization !== undefined) headers["authorization"] = authorization;
-      if (contentType !== undefined) headers["content-type"] = contentType;
-      const options: InjectOptions = { method: "POST", url: "/jobs", headers, ...(payload === undefined ? {} : { payload }) };
-      const res = await send(s, options, tally);
-      if (res.statusCode < 300) checkSuccessBody(res, describe(options));
-    }),
+    fc.asyncProperty(
+      authArb,
+      contentTypeArb,
+      rawBodyArb,
+      oneIn(4, extraHeadersArb),
+      async (authorization, contentType, payload, extra) => {
+        const headers: Record<string, string> = { ...extra };
+        if (authorization !== undefined) headers["authorization"] = authorization;
+        if (contentType !== undefined) headers["content-type"] = contentType;
+        const options: InjectOptions = {
+          method: "POST",
+          url: "/jobs",
+          headers,
+          ...(payload === undefined ? {} : { payload }),
+        };
+        const res = await send(s, options, tally);
+        if (res.statusCode < 300) checkSuccessBody(res, describe(options));
+      },
+    ),
     runOptions(),
   );
   report(t, tally);
@@ -1136,10 +1290,24 @@ test("fuzz: POST /jobs with raw bodies, content types and Authorization headers 
 /** Bodies of the schedules' routes of the right shape, every field drawn from valid and (less often) invalid values. */
 const scheduleBodyArb = fc.record(
   {
-    name: field(fc.constantFrom("sched-a", "sched.b", "nightly", "new-one", "x".repeat(200)), fc.oneof(wildString, fc.constantFrom("..", ".x", "x".repeat(201)))),
+    name: field(
+      fc.constantFrom("sched-a", "sched.b", "nightly", "new-one", "x".repeat(200)),
+      fc.oneof(wildString, fc.constantFrom("..", ".x", "x".repeat(201))),
+    ),
     schedule: field(
-      fc.constantFrom("* * * * *", "0 3 * * *", "*/5 * * * * *", "0 0 29 2 *", "0 0 31 2 *", "59 59 23 31 12 *", "0 9 * * 1-5"),
-      fc.oneof(fc.constantFrom("61 * * * *", "@daily", "", "* * * *", "* * * * * * *", "0 0 0 0 0", "L W # ?"), wildString),
+      fc.constantFrom(
+        "* * * * *",
+        "0 3 * * *",
+        "*/5 * * * * *",
+        "0 0 29 2 *",
+        "0 0 31 2 *",
+        "59 59 23 31 12 *",
+        "0 9 * * 1-5",
+      ),
+      fc.oneof(
+        fc.constantFrom("61 * * * *", "@daily", "", "* * * *", "* * * * * * *", "0 0 0 0 0", "L W # ?"),
+        wildString,
+      ),
     ),
     timezone: field(
       fc.constantFrom("UTC", "Europe/Paris", "Asia/Kolkata", "America/St_Johns", "Etc/GMT+12"),
@@ -1159,14 +1327,22 @@ test("fuzz: admin routes with random ids, queries, tokens and bodies never answe
   const s = await startTestService({
     configure: (raw) => {
       // Schedules may enqueue two of the product's operations, so some creates go through.
-      raw["triggers"] = { ...(raw["triggers"] as Record<string, string[]>), "cron:*": ["buildReport", "sendWelcomeEmail"] };
+      raw["triggers"] = {
+        ...(raw["triggers"] as Record<string, string[]>),
+        "cron:*": ["buildReport", "sendWelcomeEmail"],
+      };
     },
   });
   t.after(() => s.close());
   const nowS = Math.floor(s.clock.now() / 1000);
   const admin = await s.adminToken();
   const notAdmin = await s.adminToken({ siteAdmin: false });
-  const expired = await mintToken({ auth: s.config.auth, clock: { now: () => s.clock.now() - 90_000_000 }, sub: "admin", siteAdmin: true });
+  const expired = await mintToken({
+    auth: s.config.auth,
+    clock: { now: () => s.clock.now() - 90_000_000 },
+    sub: "admin",
+    siteAdmin: true,
+  });
   const assertion = await s.assertion();
 
   // Real jobs in two chains; one cancelled, so retry can succeed.
@@ -1176,12 +1352,20 @@ test("fuzz: admin routes with random ids, queries, tokens and bodies never answe
       method: "POST",
       url: "/jobs",
       headers: { authorization: `Bearer ${await s.assertion({ rid: i < 3 ? "chain-a" : "chain/b%?#" })}` },
-      payload: { operation_id: "buildReport", request: { body: { i } }, ...(i === 5 ? { dedupe_key: "admin-dedupe" } : {}) },
+      payload: {
+        operation_id: "buildReport",
+        request: { body: { i } },
+        ...(i === 5 ? { dedupe_key: "admin-dedupe" } : {}),
+      },
     });
     assert.equal(res.statusCode, 201, res.body);
     ids.push((res.json() as { job: { id: string } }).job.id);
   }
-  const cancelled = await send(s, { method: "POST", url: `/jobs/${ids[0]}/cancel`, headers: { authorization: `Bearer ${admin}` } });
+  const cancelled = await send(s, {
+    method: "POST",
+    url: `/jobs/${ids[0]}/cancel`,
+    headers: { authorization: `Bearer ${admin}` },
+  });
   assert.equal(cancelled.statusCode, 200, cancelled.body);
   const page = await send(s, { method: "GET", url: "/jobs?limit=2", headers: { authorization: `Bearer ${admin}` } });
   const validCursor = (page.json() as { next_cursor: string }).next_cursor;
@@ -1220,7 +1404,11 @@ test("fuzz: admin routes with random ids, queries, tokens and bodies never answe
     fc.constantFrom("PENDING", "", "bogus", "pending,dead", "__proto__"),
     wildString.map(encodeLoosely),
   );
-  const plainValue = fc.oneof(fc.constantFrom(...ids, "chain-a", "buildReport", "u1"), wildString.map(encodeLoosely), urlJunk);
+  const plainValue = fc.oneof(
+    fc.constantFrom(...ids, "chain-a", "buildReport", "u1"),
+    wildString.map(encodeLoosely),
+    urlJunk,
+  );
   const queryPair = fc.oneof(
     statusArb.map((v) => `status=${v}`),
     limitArb.map((v) => `limit=${v}`),
@@ -1251,7 +1439,12 @@ test("fuzz: admin routes with random ids, queries, tokens and bodies never answe
     {
       weight: 2,
       arbitrary: fc.record({
-        payload: fc.oneof(fc.json(), fc.string({ unit: "binary" }), fc.constantFrom("{", '{"__proto__":{}}', "[]"), deepBody),
+        payload: fc.oneof(
+          fc.json(),
+          fc.string({ unit: "binary" }),
+          fc.constantFrom("{", '{"__proto__":{}}', "[]"),
+          deepBody,
+        ),
         contentType: contentTypeArb,
       }),
     },
@@ -1272,7 +1465,10 @@ test("fuzz: admin routes with random ids, queries, tokens and bodies never answe
     { weight: 2, arbitrary: idArb(ids) },
   );
   const scheduleRequestArb = fc.oneof(
-    { weight: 3, arbitrary: scheduleBodyArb.map((value) => ({ payload: JSON.stringify(value), contentType: "application/json" })) },
+    {
+      weight: 3,
+      arbitrary: scheduleBodyArb.map((value) => ({ payload: JSON.stringify(value), contentType: "application/json" })),
+    },
     { weight: 1, arbitrary: bodyArb },
   );
 
@@ -1363,9 +1559,15 @@ test("fuzz: admin routes with random ids, queries, tokens and bodies never answe
         const headers: Record<string, string> = {};
         if (authorization !== undefined) headers["authorization"] = authorization;
         if (body.contentType !== undefined) headers["content-type"] = body.contentType;
-        const options: InjectOptions = { method, url, headers, ...(body.payload === undefined ? {} : { payload: body.payload }) };
+        const options: InjectOptions = {
+          method,
+          url,
+          headers,
+          ...(body.payload === undefined ? {} : { payload: body.payload }),
+        };
         const res = await send(s, options, tally);
-        if (res.statusCode < 300) checkSuccessBody(res, `${describe(options)} -> ${res.statusCode} ${res.body.slice(0, 300)}`);
+        if (res.statusCode < 300)
+          checkSuccessBody(res, `${describe(options)} -> ${res.statusCode} ${res.body.slice(0, 300)}`);
       },
     ),
     runOptions(),
@@ -1406,59 +1608,75 @@ test("fuzz: heartbeat, complete and fail with random delivery tokens, ids and bo
       authority: { kind: "request", request_id: job.originalRequestId, user_id: job.userId },
       timeoutMs: 30_000,
     });
-    if (i % 2 === 0) await store.jobMarkAsyncIfRunning({ job: { id, attempt: 1, startedAt: job.startedAt }, tokenHash: deliveryTokenHash(token) });
+    if (i % 2 === 0)
+      await store.jobMarkAsyncIfRunning({
+        job: { id, attempt: 1, startedAt: job.startedAt },
+        tokenHash: deliveryTokenHash(token),
+      });
     running.push({ id, token });
   }
   const ids = running.map((job) => job.id);
 
   // Delivery tokens whose claims are fuzzed: each claim of a valid one kept, dropped or replaced, signed with the
   // delivery secret (or, once in twenty, another).
-  const deliveryTokenArb = (job: string) => fc
-    .record({
-      claims: fc.dictionary(fc.constantFrom("iss", "aud", "op", "job", "att", "jti", "iat", "exp", "kid-header"), claimText, { maxKeys: 2 }),
-      drop: fc.subarray(["iss", "aud", "op", "att", "jti", "iat", "exp"], { maxLength: 2 }),
-      exp: fc.integer({ min: -400, max: 400 }),
-      wrongSecret: fc.nat(19).map((n) => n === 0),
-    })
-    .map(({ claims, drop, exp, wrongSecret }) => {
-      const payload: Record<string, string> = {
-        iss: '"opqueue"',
-        aud: '"product"',
-        sub: '"u1"',
-        op: '"buildReport"',
-        job: JSON.stringify(job),
-        att: "1",
-        rid: '"req-1"',
-        authority: '{"kind":"request","request_id":"req-1","user_id":"u1"}',
-        iat: String(nowS),
-        exp: String(nowS + exp),
-        jti: JSON.stringify(`${job}:1`),
-      };
-      for (const claim of drop) delete payload[claim];
-      const header = { alg: "HS256", kid: "q1", typ: "JWT" };
-      for (const [claim, text] of Object.entries(claims)) {
-        if (claim === "kid-header") Object.assign(header, { kid: JSON.parse(text) as unknown });
-        else payload[claim] = text;
-      }
-      const payloadText = `{${Object.entries(payload).map(([claim, text]) => `${JSON.stringify(claim)}:${text}`).join(",")}}`;
-      return signRaw(JSON.stringify(header), payloadText, wrongSecret ? "another-secret-that-is-also-32-bytes-long" : TEST_DELIVERY_SECRET);
-    });
+  const deliveryTokenArb = (job: string) =>
+    fc
+      .record({
+        claims: fc.dictionary(
+          fc.constantFrom("iss", "aud", "op", "job", "att", "jti", "iat", "exp", "kid-header"),
+          claimText,
+          { maxKeys: 2 },
+        ),
+        drop: fc.subarray(["iss", "aud", "op", "att", "jti", "iat", "exp"], { maxLength: 2 }),
+        exp: fc.integer({ min: -400, max: 400 }),
+        wrongSecret: fc.nat(19).map((n) => n === 0),
+      })
+      .map(({ claims, drop, exp, wrongSecret }) => {
+        const payload: Record<string, string> = {
+          iss: '"opqueue"',
+          aud: '"product"',
+          sub: '"u1"',
+          op: '"buildReport"',
+          job: JSON.stringify(job),
+          att: "1",
+          rid: '"req-1"',
+          authority: '{"kind":"request","request_id":"req-1","user_id":"u1"}',
+          iat: String(nowS),
+          exp: String(nowS + exp),
+          jti: JSON.stringify(`${job}:1`),
+        };
+        for (const claim of drop) delete payload[claim];
+        const header = { alg: "HS256", kid: "q1", typ: "JWT" };
+        for (const [claim, text] of Object.entries(claims)) {
+          if (claim === "kid-header") Object.assign(header, { kid: JSON.parse(text) as unknown });
+          else payload[claim] = text;
+        }
+        const payloadText = `{${Object.entries(payload)
+          .map(([claim, text]) => `${JSON.stringify(claim)}:${text}`)
+          .join(",")}}`;
+        return signRaw(
+          JSON.stringify(header),
+          payloadText,
+          wrongSecret ? "another-secret-that-is-also-32-bytes-long" : TEST_DELIVERY_SECRET,
+        );
+      });
   const adminToken = await s.adminToken();
   const assertion = await s.assertion();
   // Mostly the job's own token on its own route, so the calls reach the store; else another's, fuzzed ones and junk.
-  const tokenArb = (own: { id: string; token: string }) => fc.oneof(
-    { weight: 8, arbitrary: fc.constant(`Bearer ${own.token}`) },
-    { weight: 1, arbitrary: fc.constantFrom(...running.map((job) => `Bearer ${job.token}`)) },
-    { weight: 3, arbitrary: deliveryTokenArb(own.id).map((token) => `Bearer ${token}`) },
-    {
-      weight: 1,
-      arbitrary: fc.constantFrom(
-        ...[undefined, `Bearer ${adminToken}`, `Bearer ${assertion}`, `Bearer ${own.token}x`],
-        ...["Bearer", "Basic YWRtaW46YWRtaW4="],
-      ),
-    },
-    { weight: 1, arbitrary: fc.oneof(jwtShapedJunk, headerJunk).map((junk) => `Bearer ${junk}`) },
-  );
+  const tokenArb = (own: { id: string; token: string }) =>
+    fc.oneof(
+      { weight: 8, arbitrary: fc.constant(`Bearer ${own.token}`) },
+      { weight: 1, arbitrary: fc.constantFrom(...running.map((job) => `Bearer ${job.token}`)) },
+      { weight: 3, arbitrary: deliveryTokenArb(own.id).map((token) => `Bearer ${token}`) },
+      {
+        weight: 1,
+        arbitrary: fc.constantFrom(
+          ...[undefined, `Bearer ${adminToken}`, `Bearer ${assertion}`, `Bearer ${own.token}x`],
+          ...["Bearer", "Basic YWRtaW46YWRtaW4="],
+        ),
+      },
+      { weight: 1, arbitrary: fc.oneof(jwtShapedJunk, headerJunk).map((junk) => `Bearer ${junk}`) },
+    );
   const jsonish = fc.oneof(fc.jsonValue(), fc.anything(), hugeString);
   // Deep values as text: JSON.stringify of them would overflow this test's own stack.
   const deepField = fc
@@ -1473,7 +1691,11 @@ test("fuzz: heartbeat, complete and fail with random delivery tokens, ids and bo
         .oneof(
           fc.record({ progress: fc.jsonValue({ maxDepth: 3 }) }, { requiredKeys: [] }),
           fc.record(
-            { status_code: fc.integer({ min: 300, max: 599 }), retry: fc.constantFrom("never", "always"), error: wildString },
+            {
+              status_code: fc.integer({ min: 300, max: 599 }),
+              retry: fc.constantFrom("never", "always"),
+              error: wildString,
+            },
             { requiredKeys: [] },
           ),
         )
@@ -1498,7 +1720,12 @@ test("fuzz: heartbeat, complete and fail with random delivery tokens, ids and bo
     {
       weight: 1,
       arbitrary: fc.record({
-        payload: fc.oneof(fc.json(), fc.string({ unit: "binary" }), fc.constantFrom("", "{", "null", "[]", '{"__proto__":{}}'), deepBody),
+        payload: fc.oneof(
+          fc.json(),
+          fc.string({ unit: "binary" }),
+          fc.constantFrom("", "{", "null", "[]", '{"__proto__":{}}'),
+          deepBody,
+        ),
         contentType: contentTypeArb,
       }),
     },
@@ -1510,7 +1737,12 @@ test("fuzz: heartbeat, complete and fail with random delivery tokens, ids and bo
       fc.constantFrom("heartbeat", "heartbeat", "heartbeat", "heartbeat", "complete", "fail"),
       fc
         .constantFrom(...running)
-        .chain((own) => fc.tuple(fc.oneof({ weight: 6, arbitrary: fc.constant(own.id) }, { weight: 1, arbitrary: idArb(ids) }), tokenArb(own))),
+        .chain((own) =>
+          fc.tuple(
+            fc.oneof({ weight: 6, arbitrary: fc.constant(own.id) }, { weight: 1, arbitrary: idArb(ids) }),
+            tokenArb(own),
+          ),
+        ),
       bodyArb,
       fc.nat(7),
       async (action, [id, authorization], body, clockStep) => {
@@ -1526,7 +1758,8 @@ test("fuzz: heartbeat, complete and fail with random delivery tokens, ids and bo
           ...(body.payload === undefined ? {} : { payload: body.payload }),
         };
         const res = await send(s, options, tally);
-        if (res.statusCode < 300) checkSuccessBody(res, `${describe(options)} -> ${res.statusCode} ${res.body.slice(0, 300)}`);
+        if (res.statusCode < 300)
+          checkSuccessBody(res, `${describe(options)} -> ${res.statusCode} ${res.body.slice(0, 300)}`);
       },
     ),
     runOptions(),
@@ -1562,7 +1795,10 @@ test("fuzz: random methods on random paths never answer 5xx", async (t) => {
         ...["jwks.json", id],
       ),
     },
-    { weight: 1, arbitrary: fc.constantFrom("", ".", "..", "*", "JOBS", "jobs.json", "docs", "documentation", "static", "admin") },
+    {
+      weight: 1,
+      arbitrary: fc.constantFrom("", ".", "..", "*", "JOBS", "jobs.json", "docs", "documentation", "static", "admin"),
+    },
     { weight: 1, arbitrary: urlJunk },
     { weight: 1, arbitrary: fc.webSegment() },
     { weight: 1, arbitrary: fc.string({ unit: "grapheme-ascii", maxLength: 8 }) },
@@ -1581,7 +1817,9 @@ test("fuzz: random methods on random paths never answer 5xx", async (t) => {
       if (fragment !== null) path += `#${fragment}`;
       return path;
     });
-  const methodArb = fc.constantFrom("GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD") as fc.Arbitrary<InjectOptions["method"]>;
+  const methodArb = fc.constantFrom("GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD") as fc.Arbitrary<
+    InjectOptions["method"]
+  >;
   const authArb = fc.constantFrom(undefined, `Bearer ${admin}`, `Bearer ${assertion}`, "Bearer junk");
   const bodyArb = fc.option(
     fc.record({ payload: fc.oneof(fc.json(), fc.string(), fc.constantFrom("{", "")), contentType: contentTypeArb }),
@@ -1608,7 +1846,8 @@ test("fuzz: random methods on random paths never answer 5xx", async (t) => {
           return;
         }
         // The request's framing is ours: no lying length, no chunking, no 100-continue.
-        for (const name of ["content-length", "transfer-encoding", "expect", "host", "connection"]) delete headers[name];
+        for (const name of ["content-length", "transfer-encoding", "expect", "host", "connection"])
+          delete headers[name];
         const res = await rawHttp(port, rawRequest(String(method), url, headers, body?.payload));
         checkResponse(options, res);
         tally.set(`socket ${res.statusCode}`, (tally.get(`socket ${res.statusCode}`) ?? 0) + 1);
@@ -1636,42 +1875,60 @@ test("fuzz regressions: inputs the fuzzer found or that sit on a boundary", asyn
     assert.equal((res.json() as { code: string }).code, code, res.body);
   };
 
-  await t.test("an assertion whose op is an Object.prototype key is refused by the trigger map, not a 500", async () => {
-    for (const op of ["constructor", "__proto__", "toString", "hasOwnProperty", "valueOf"]) {
-      const bearer = await s.assertion({ op, rid: "proto-op" });
-      const res = await enqueue('{"operation_id":"buildReport","request":{}}', bearer);
-      expectError(res, 403, "trigger_not_allowed");
-    }
-  });
+  await t.test(
+    "an assertion whose op is an Object.prototype key is refused by the trigger map, not a 500",
+    async () => {
+      for (const op of ["constructor", "__proto__", "toString", "hasOwnProperty", "valueOf"]) {
+        const bearer = await s.assertion({ op, rid: "proto-op" });
+        const res = await enqueue('{"operation_id":"buildReport","request":{}}', bearer);
+        expectError(res, 403, "trigger_not_allowed");
+      }
+    },
+  );
 
-  await t.test("a path parameter holding an object with a toString or valueOf member is sent as [object Object], not a 500", async () => {
-    // CI found it: String({"toString": 1}) throws, and every reading of a path parameter's text went through String.
-    const batch = (payload: string) =>
-      send(s, { method: "POST", url: "/jobs/batch", headers: { ...json, authorization: `Bearer ${token}` }, payload });
-    const cases: Array<[unknown, string]> = [
-      [{ toString: 1 }, "[object Object]"],
-      [{ valueOf: "x", toString: null }, "[object Object]"],
-      [[{ toString: 1 }, 2, null], "[object Object],2,"],
-      [[[{ valueOf: {} }]], "[object Object]"],
-    ];
-    for (const [userId, text] of cases) {
-      const item = { operation_id: "sendWelcomeEmail", request: { path_params: { userId } } };
-      const res = await enqueue(JSON.stringify(item));
-      assert.equal(res.statusCode, 201, res.body);
-      const results = (await batch(JSON.stringify({ jobs: [item] }))).json() as { results: Array<{ status: number }> };
-      assert.equal(results.results[0]?.status, 201, JSON.stringify(results));
-      assert.equal(buildPath("/users/{userId}/welcome", { userId }), `/users/${encodeURIComponent(text)}/welcome`);
-    }
-    // A callback's path parameter nested deeper than a request may be: refused as the request's would be, not a 500
-    // (its text is read recursively, as String reads an array).
-    const deep = `${"[".repeat(3000)}1${"]".repeat(3000)}`;
-    const withDeepCallback = `{"operation_id":"buildReport","request":{},"on_complete":{"operation_id":"sendWelcomeEmail","request":{"path_params":{"userId":${deep}}}}}`;
-    expectError(await enqueue(withDeepCallback), 400, "invalid_request");
-    const deepBatch = (await batch(`{"jobs":[${withDeepCallback}]}`)).json() as { results: Array<{ status: number; code?: string }> };
-    assert.deepEqual(deepBatch.results.map((result) => [result.status, result.code]), [[400, "invalid_request"]]);
-    // A template's parameter named after an Object.prototype member is missing unless the job holds it.
-    assert.equal(buildPath("/x/{constructor}", {}), "/x/");
-  });
+  await t.test(
+    "a path parameter holding an object with a toString or valueOf member is sent as [object Object], not a 500",
+    async () => {
+      // CI found it: String({"toString": 1}) throws, and every reading of a path parameter's text went through String.
+      const batch = (payload: string) =>
+        send(s, {
+          method: "POST",
+          url: "/jobs/batch",
+          headers: { ...json, authorization: `Bearer ${token}` },
+          payload,
+        });
+      const cases: Array<[unknown, string]> = [
+        [{ toString: 1 }, "[object Object]"],
+        [{ valueOf: "x", toString: null }, "[object Object]"],
+        [[{ toString: 1 }, 2, null], "[object Object],2,"],
+        [[[{ valueOf: {} }]], "[object Object]"],
+      ];
+      for (const [userId, text] of cases) {
+        const item = { operation_id: "sendWelcomeEmail", request: { path_params: { userId } } };
+        const res = await enqueue(JSON.stringify(item));
+        assert.equal(res.statusCode, 201, res.body);
+        const results = (await batch(JSON.stringify({ jobs: [item] }))).json() as {
+          results: Array<{ status: number }>;
+        };
+        assert.equal(results.results[0]?.status, 201, JSON.stringify(results));
+        assert.equal(buildPath("/users/{userId}/welcome", { userId }), `/users/${encodeURIComponent(text)}/welcome`);
+      }
+      // A callback's path parameter nested deeper than a request may be: refused as the request's would be, not a 500
+      // (its text is read recursively, as String reads an array).
+      const deep = `${"[".repeat(3000)}1${"]".repeat(3000)}`;
+      const withDeepCallback = `{"operation_id":"buildReport","request":{},"on_complete":{"operation_id":"sendWelcomeEmail","request":{"path_params":{"userId":${deep}}}}}`;
+      expectError(await enqueue(withDeepCallback), 400, "invalid_request");
+      const deepBatch = (await batch(`{"jobs":[${withDeepCallback}]}`)).json() as {
+        results: Array<{ status: number; code?: string }>;
+      };
+      assert.deepEqual(
+        deepBatch.results.map((result) => [result.status, result.code]),
+        [[400, "invalid_request"]],
+      );
+      // A template's parameter named after an Object.prototype member is missing unless the job holds it.
+      assert.equal(buildPath("/x/{constructor}", {}), "/x/");
+    },
+  );
 
   await t.test("deeply nested request payloads are refused with 400, not a stack overflow", async () => {
     const depth = 10_000;
@@ -1679,10 +1936,18 @@ test("fuzz regressions: inputs the fuzzer found or that sit on a boundary", asyn
     const objects = `${'{"a":'.repeat(depth)}1${"}".repeat(depth)}`;
     expectError(await enqueue(`{"operation_id":"buildReport","request":{"body":${arrays}}}`), 400, "invalid_request");
     expectError(await enqueue(`{"operation_id":"buildReport","request":{"body":${objects}}}`), 400, "invalid_request");
-    expectError(await enqueue(`{"operation_id":"buildReport","request":{"query":{"q":${arrays}}}}`), 400, "invalid_request");
+    expectError(
+      await enqueue(`{"operation_id":"buildReport","request":{"query":{"q":${arrays}}}}`),
+      400,
+      "invalid_request",
+    );
     // 5000 levels of arrays is only 10 KB: under the payload cap, still refused.
     const shallower = `${"[".repeat(5000)}${"]".repeat(5000)}`;
-    expectError(await enqueue(`{"operation_id":"buildReport","request":{"body":${shallower}}}`), 400, "invalid_request");
+    expectError(
+      await enqueue(`{"operation_id":"buildReport","request":{"body":${shallower}}}`),
+      400,
+      "invalid_request",
+    );
     // The whole body nested: a schema error.
     expectError(await enqueue(arrays), 400, "invalid_request");
   });
@@ -1697,31 +1962,50 @@ test("fuzz regressions: inputs the fuzzer found or that sit on a boundary", asyn
     const got = await send(s, { method: "GET", url: `/jobs/${id}`, headers: { authorization: `Bearer ${admin}` } });
     assert.equal(got.statusCode, 200, got.body);
     assert.equal(JSON.stringify((got.json() as { job: { request: { body: unknown } } }).job.request.body), body);
-    const list = await send(s, { method: "GET", url: "/jobs?limit=500", headers: { authorization: `Bearer ${admin}` } });
+    const list = await send(s, {
+      method: "GET",
+      url: "/jobs?limit=500",
+      headers: { authorization: `Bearer ${admin}` },
+    });
     assert.equal(list.statusCode, 200, list.body);
     const tooDeep = await enqueue(`{"operation_id":"buildReport","request":{"body":[${body}]}}`);
     expectError(tooDeep, 400, "invalid_request");
   });
 
-  await t.test("run_at that would leave RFC 3339's years once in UTC is refused, so wire dates stay RFC 3339", async () => {
-    // Year 0000 is refused too: PostgreSQL's timestamptz has no year 0.
-    for (const runAt of ["9999-12-31T23:59:59-23:59", "0000-01-01T00:00:00+00:01", "0000-01-01T00:00:00Z", "0000-12-31T23:59:59Z"]) {
-      expectError(await enqueue(JSON.stringify({ operation_id: "buildReport", request: {}, run_at: runAt })), 400, "invalid_request");
-    }
-    for (const [runAt, wire] of [
-      ["0001-01-01T00:00:00Z", "0001-01-01T00:00:00.000Z"],
-      ["9999-12-31T23:59:59.999Z", "9999-12-31T23:59:59.999Z"],
-      ["9999-12-31T23:59:59+00:00", "9999-12-31T23:59:59.000Z"],
-      ["2026-11-21T12:00:00.123456789012Z", "2026-11-21T12:00:00.123Z"],
-    ]) {
-      const res = await enqueue(JSON.stringify({ operation_id: "buildReport", request: {}, run_at: runAt }));
-      assert.equal(res.statusCode, 201, res.body);
-      assert.equal((res.json() as { job: { run_at: string } }).job.run_at, wire);
-    }
-  });
+  await t.test(
+    "run_at that would leave RFC 3339's years once in UTC is refused, so wire dates stay RFC 3339",
+    async () => {
+      // Year 0000 is refused too: PostgreSQL's timestamptz has no year 0.
+      for (const runAt of [
+        "9999-12-31T23:59:59-23:59",
+        "0000-01-01T00:00:00+00:01",
+        "0000-01-01T00:00:00Z",
+        "0000-12-31T23:59:59Z",
+      ]) {
+        expectError(
+          await enqueue(JSON.stringify({ operation_id: "buildReport", request: {}, run_at: runAt })),
+          400,
+          "invalid_request",
+        );
+      }
+      for (const [runAt, wire] of [
+        ["0001-01-01T00:00:00Z", "0001-01-01T00:00:00.000Z"],
+        ["9999-12-31T23:59:59.999Z", "9999-12-31T23:59:59.999Z"],
+        ["9999-12-31T23:59:59+00:00", "9999-12-31T23:59:59.000Z"],
+        ["2026-11-21T12:00:00.123456789012Z", "2026-11-21T12:00:00.123Z"],
+      ]) {
+        const res = await enqueue(JSON.stringify({ operation_id: "buildReport", request: {}, run_at: runAt }));
+        assert.equal(res.statusCode, 201, res.body);
+        assert.equal((res.json() as { job: { run_at: string } }).job.run_at, wire);
+      }
+    },
+  );
 
   await t.test("path_params and query keys holding line breaks survive the response serializer", async () => {
-    const request = { path_params: { userId: "1", "a\nb": 1, "\r": 2, "\u2028": 3 }, query: { "\n": [1], "x\ry": null } };
+    const request = {
+      path_params: { userId: "1", "a\nb": 1, "\r": 2, "\u2028": 3 },
+      query: { "\n": [1], "x\ry": null },
+    };
     const res = await enqueue(JSON.stringify({ operation_id: "sendWelcomeEmail", request }));
     assert.equal(res.statusCode, 201, res.body);
     const job = (res.json() as { job: { id: string; request: unknown } }).job;
@@ -1738,7 +2022,11 @@ test("fuzz regressions: inputs the fuzzer found or that sit on a boundary", asyn
   await t.test("prototype-pollution bodies are refused with 400", async () => {
     expectError(await enqueue('{"__proto__":{"x":1}}'), 400, "invalid_request");
     expectError(await enqueue('{"constructor":{"prototype":{"x":1}}}'), 400, "invalid_request");
-    expectError(await enqueue('{"operation_id":"buildReport","request":{"body":{"__proto__":{"x":1}}}}'), 400, "invalid_request");
+    expectError(
+      await enqueue('{"operation_id":"buildReport","request":{"body":{"__proto__":{"x":1}}}}'),
+      400,
+      "invalid_request",
+    );
     assert.equal(({} as Record<string, unknown>)["x"], undefined);
   });
 
@@ -1747,7 +2035,13 @@ test("fuzz regressions: inputs the fuzzer found or that sit on a boundary", asyn
     assert.equal((await enqueue(body('"priority":-2147483648'))).statusCode, 201);
     assert.equal((await enqueue(body('"priority":2147483647'))).statusCode, 201);
     assert.equal((await enqueue(body('"priority":1.0'))).statusCode, 201);
-    for (const extra of ['"priority":2147483648', '"priority":-2147483649', '"priority":1.5', '"priority":1e400', '"priority":"1"']) {
+    for (const extra of [
+      '"priority":2147483648',
+      '"priority":-2147483649',
+      '"priority":1.5',
+      '"priority":1e400',
+      '"priority":"1"',
+    ]) {
       expectError(await enqueue(body(extra)), 400, "invalid_request");
     }
     assert.equal((await enqueue(body(`"delay_ms":${MAX_DELAY_MS}`))).statusCode, 201);
@@ -1779,7 +2073,11 @@ test("fuzz regressions: inputs the fuzzer found or that sit on a boundary", asyn
     const badUrl = await send(s, { method: "GET", url: "/jobs/%zz", headers: { authorization: `Bearer ${admin}` } });
     expectError(badUrl, 400, "invalid_request");
     const cursor = Buffer.from(`s${"9".repeat(16)}`).toString("base64url");
-    const junkCursor = await send(s, { method: "GET", url: `/jobs?cursor=${cursor}`, headers: { authorization: `Bearer ${admin}` } });
+    const junkCursor = await send(s, {
+      method: "GET",
+      url: `/jobs?cursor=${cursor}`,
+      headers: { authorization: `Bearer ${admin}` },
+    });
     expectError(junkCursor, 400, "invalid_request");
   });
 });
@@ -1794,11 +2092,26 @@ test("fuzz regressions over a socket: requests Node's HTTP parser refuses get {c
     ["a space in the target", "GET /jobs/a b HTTP/1.1\r\nHost: x\r\n\r\n", 400, "invalid_request"],
     ["a non-ASCII target", "GET /jobs/\u00e9 HTTP/1.1\r\nHost: x\r\n\r\n", 400, "invalid_request"],
     ["a header name with a space", "GET /jobs HTTP/1.1\r\nHost: x\r\nBad Header: y\r\n\r\n", 400, "invalid_request"],
-    ["a control character in a header", "GET /jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \u0001\r\n\r\n", 400, "invalid_request"],
-    ["headers over 16 KiB", `GET /jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${"a".repeat(20_000)}\r\n\r\n`, 400, "invalid_request"],
+    [
+      "a control character in a header",
+      "GET /jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \u0001\r\n\r\n",
+      400,
+      "invalid_request",
+    ],
+    [
+      "headers over 16 KiB",
+      `GET /jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${"a".repeat(20_000)}\r\n\r\n`,
+      400,
+      "invalid_request",
+    ],
     ["not HTTP at all", "HELLO\r\n\r\n", 400, "invalid_request"],
     ["an HTTP/2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 400, "invalid_request"],
-    ["a non-numeric Content-Length", "POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n", 400, "invalid_request"],
+    [
+      "a non-numeric Content-Length",
+      "POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n",
+      400,
+      "invalid_request",
+    ],
     [
       "Content-Length with chunked",
       "POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
@@ -1814,7 +2127,12 @@ test("fuzz regressions over a socket: requests Node's HTTP parser refuses get {c
     ["HTTP/1.1 without Host", "GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n", 400, "invalid_request"],
     ["HTTP/1.0 without Host (allowed)", "GET /healthz HTTP/1.0\r\n\r\n", 200, null],
     ["a backslash target", "GET /\\ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 404, "not_found"],
-    ["an absolute-form target", "GET http://elsewhere/healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 200, null],
+    [
+      "an absolute-form target",
+      "GET http://elsewhere/healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+      200,
+      null,
+    ],
     ["an asterisk-form target", "OPTIONS * HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 404, "not_found"],
   ];
   for (const [what, bytes, status, code] of cases) {

@@ -26,14 +26,17 @@ function requiredDefaults(schema: unknown, at: string, doc: SchemaNode, seen = n
   const properties = (node["properties"] ?? {}) as Record<string, SchemaNode>;
   const required = new Set((node["required"] ?? []) as string[]);
   for (const [name, property] of Object.entries(properties)) {
-    if (required.has(name) && property["default"] !== undefined) found.push(`${at}.${name} (default ${JSON.stringify(property["default"])})`);
+    if (required.has(name) && property["default"] !== undefined)
+      found.push(`${at}.${name} (default ${JSON.stringify(property["default"])})`);
     found.push(...requiredDefaults(property, `${at}.${name}`, doc, seen));
   }
   for (const key of ["anyOf", "oneOf", "allOf", "prefixItems"]) {
     const list = node[key];
-    if (Array.isArray(list)) list.forEach((item, index) => found.push(...requiredDefaults(item, `${at}.${key}[${index}]`, doc, seen)));
+    if (Array.isArray(list))
+      list.forEach((item, index) => found.push(...requiredDefaults(item, `${at}.${key}[${index}]`, doc, seen)));
   }
-  for (const key of ["items", "additionalProperties", "not"]) found.push(...requiredDefaults(node[key], `${at}.${key}`, doc, seen));
+  for (const key of ["items", "additionalProperties", "not"])
+    found.push(...requiredDefaults(node[key], `${at}.${key}`, doc, seen));
   return found;
 }
 
@@ -55,9 +58,14 @@ test("the served OpenAPI document requires no request field or parameter that ha
         if (parameter["required"] === true && schema?.["default"] !== undefined) {
           found.push(`${where} ${String(parameter["in"])} parameter ${String(parameter["name"])}`);
         }
-        found.push(...requiredDefaults(schema, `${where} ${String(parameter["in"])} ${String(parameter["name"])}`, doc));
+        found.push(
+          ...requiredDefaults(schema, `${where} ${String(parameter["in"])} ${String(parameter["name"])}`, doc),
+        );
       }
-      const content = ((operation["requestBody"] as SchemaNode | undefined)?.["content"] ?? {}) as Record<string, SchemaNode>;
+      const content = ((operation["requestBody"] as SchemaNode | undefined)?.["content"] ?? {}) as Record<
+        string,
+        SchemaNode
+      >;
       for (const [type, media] of Object.entries(content)) {
         bodies += 1;
         found.push(...requiredDefaults(media["schema"], `${where} body (${type})`, doc));

@@ -25,9 +25,30 @@ describe("GET /operations", () => {
     };
     assert.deepEqual(res.json(), {
       operations: [
-        { operation_id: "buildReport", method: "POST", path: "/reports", max_attempts: 5, timeout_ms: 120_000, control },
-        { operation_id: "recordEmailSent", method: "PUT", path: "/emails/{emailId}/record", max_attempts: 5, timeout_ms: 30_000, control },
-        { operation_id: "sendWelcomeEmail", method: "POST", path: "/users/{userId}/welcome-email", max_attempts: 8, timeout_ms: 30_000, control },
+        {
+          operation_id: "buildReport",
+          method: "POST",
+          path: "/reports",
+          max_attempts: 5,
+          timeout_ms: 120_000,
+          control,
+        },
+        {
+          operation_id: "recordEmailSent",
+          method: "PUT",
+          path: "/emails/{emailId}/record",
+          max_attempts: 5,
+          timeout_ms: 30_000,
+          control,
+        },
+        {
+          operation_id: "sendWelcomeEmail",
+          method: "POST",
+          path: "/users/{userId}/welcome-email",
+          max_attempts: 8,
+          timeout_ms: 30_000,
+          control,
+        },
       ],
     });
   });
@@ -50,12 +71,24 @@ describe("GET /operations", () => {
   test("is described in the service's OpenAPI document as listOperations, secured, with its 200 schema", async (t) => {
     const s = await startService(t);
     const doc = (await s.inject({ method: "GET", url: "/openapi.json" })).json() as {
-      paths: Record<string, Record<string, { operationId: string; security: unknown[]; responses: Record<string, { content: Record<string, { schema: { properties: Record<string, unknown> } }> }> }>>;
+      paths: Record<
+        string,
+        Record<
+          string,
+          {
+            operationId: string;
+            security: unknown[];
+            responses: Record<string, { content: Record<string, { schema: { properties: Record<string, unknown> } }> }>;
+          }
+        >
+      >;
     };
     const operation = doc.paths["/operations"]?.["get"];
     assert.equal(operation?.operationId, "listOperations");
     assert.deepEqual(operation?.security, [{ adminToken: [] }]);
     assert.deepEqual(Object.keys(operation?.responses ?? {}).sort(), ["200", "401", "403", "503"]);
-    assert.deepEqual(Object.keys(operation?.responses["200"]?.content["application/json"]?.schema.properties ?? {}), ["operations"]);
+    assert.deepEqual(Object.keys(operation?.responses["200"]?.content["application/json"]?.schema.properties ?? {}), [
+      "operations",
+    ]);
   });
 });

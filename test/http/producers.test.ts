@@ -12,7 +12,17 @@ import { BATCH_ITEMS_BYTES } from "../../src/config.js";
 import type { Job } from "../../src/job/schemas.js";
 import type { TestService } from "../helpers/service.js";
 import { capturedLogger } from "../helpers/logs.js";
-import { assertError, buildReport, driveTo, enqueue, getJob, JOB_FIELDS, postJob, startService, welcomeEmail } from "../helpers/jobs.js";
+import {
+  assertError,
+  buildReport,
+  driveTo,
+  enqueue,
+  getJob,
+  JOB_FIELDS,
+  postJob,
+  startService,
+  welcomeEmail,
+} from "../helpers/jobs.js";
 
 interface BatchResult {
   status: number;
@@ -26,7 +36,11 @@ interface BatchResult {
 async function postBatch(
   s: TestService,
   jobs: unknown[],
-  options: { claims?: Parameters<TestService["assertion"]>[0]; headers?: Record<string, string>; payload?: unknown } = {},
+  options: {
+    claims?: Parameters<TestService["assertion"]>[0];
+    headers?: Record<string, string>;
+    payload?: unknown;
+  } = {},
 ) {
   return s.inject({
     method: "POST",
@@ -38,7 +52,11 @@ async function postBatch(
 }
 
 /** POST /jobs/batch that must answer 200; its results. */
-async function batch(s: TestService, jobs: unknown[], claims: Parameters<TestService["assertion"]>[0] = {}): Promise<BatchResult[]> {
+async function batch(
+  s: TestService,
+  jobs: unknown[],
+  claims: Parameters<TestService["assertion"]>[0] = {},
+): Promise<BatchResult[]> {
   const res = await postBatch(s, jobs, { claims });
   assert.equal(res.statusCode, 200, res.body);
   return (res.json() as { results: BatchResult[] }).results;
@@ -79,7 +97,8 @@ describe("POST /jobs/batch", () => {
     );
     assert.equal(results[1]?.id, holder.id, "the upsert answers with the job holding the key");
     assert.match(results[2]?.message ?? "", /^jobs\/2/, "an item's schema problem names the item");
-    for (const result of results.filter((r) => r.status < 300)) assert.deepEqual(Object.keys(result).sort(), ["id", "status"]);
+    for (const result of results.filter((r) => r.status < 300))
+      assert.deepEqual(Object.keys(result).sort(), ["id", "status"]);
     const created = results.filter((r) => r.status === 201).map((r) => r.id as string);
     for (const id of created) assert.equal((await getJob(s, id)).status, "pending");
     // The chain's cap (3) counted the batch's items one by one: three created in it, the fourth refused.
@@ -93,7 +112,11 @@ describe("POST /jobs/batch", () => {
     for (const payload of [{ jobs: [] }, {}, { jobs: {} }, { jobs: [buildReport()], extra: true }, []]) {
       assertError(await postBatch(s, [], { payload }), 400, "invalid_request");
     }
-    assertError(await postBatch(s, [], { payload: { jobs: Array.from({ length: 1001 }, () => buildReport()) } }), 400, "invalid_request");
+    assertError(
+      await postBatch(s, [], { payload: { jobs: Array.from({ length: 1001 }, () => buildReport()) } }),
+      400,
+      "invalid_request",
+    );
     const notJson = await s.inject({
       method: "POST",
       url: "/jobs/batch",
@@ -118,7 +141,8 @@ describe("POST /jobs/batch", () => {
     // Room for 3,000 bytes of bodies beside two batches' items: two batches of 2,000 bytes do not fit together, one of
     // 2,000 and one of 500 do.
     const s = await startService(t, {
-      configure: (raw) => void (raw["limits"] = { batch_body_bytes: 4096, batch_bytes_in_flight: 2 * BATCH_ITEMS_BYTES + 3000 }),
+      configure: (raw) =>
+        void (raw["limits"] = { batch_body_bytes: 4096, batch_bytes_in_flight: 2 * BATCH_ITEMS_BYTES + 3000 }),
     });
     const padded = (bytes: number, tag: string) => {
       const jobs = [buildReport({ request: { body: { tag, pad: "" } } })];
@@ -126,7 +150,10 @@ describe("POST /jobs/batch", () => {
       return [buildReport({ request: { body: { tag, pad: "x".repeat(pad) } } })];
     };
     const [a, b, c] = [padded(2000, "a"), padded(2000, "b"), padded(500, "c")];
-    assert.deepEqual([a, b, c].map((jobs) => JSON.stringify({ jobs }).length), [2000, 2000, 500]);
+    assert.deepEqual(
+      [a, b, c].map((jobs) => JSON.stringify({ jobs }).length),
+      [2000, 2000, 500],
+    );
 
     // Holds the next batch in the store until released: its bytes are in flight meanwhile.
     const store = s.service.store;
@@ -149,7 +176,8 @@ describe("POST /jobs/batch", () => {
       await entered;
       return { release, answer };
     };
-    const tags = async () => (await store.jobList({ limit: 100 })).map((job) => (job.request.body as { tag: string }).tag).sort();
+    const tags = async () =>
+      (await store.jobList({ limit: 100 })).map((job) => (job.request.body as { tag: string }).tag).sort();
 
     const first = await holdNext(a);
     const busy = await postBatch(s, b);
@@ -159,7 +187,11 @@ describe("POST /jobs/batch", () => {
     assert.equal((await postBatch(s, c)).statusCode, 200, "500 bytes fit beside the 2,000 in flight");
     const oversize = await postBatch(s, padded(5000, "e"));
     assertError(oversize, 413, "body_too_large");
-    assert.match((oversize.json() as { message: string }).message, /limits\.batch_body_bytes \(4096 bytes\)/, "413 comes before 503");
+    assert.match(
+      (oversize.json() as { message: string }).message,
+      /limits\.batch_body_bytes \(4096 bytes\)/,
+      "413 comes before 503",
+    );
     // Without a content-length, a batch counts as the largest body it may be.
     const token = await s.assertion();
     const chunked = () =>
@@ -179,7 +211,11 @@ describe("POST /jobs/batch", () => {
     // Batches refused after their bytes were taken (not JSON, not a batch, too large while being read) give them back.
     const notJson = `{"jobs": [${" ".repeat(1988)}`;
     for (let i = 0; i < 4; i++) {
-      assertError(await postBatch(s, [], { payload: notJson, headers: { "content-type": "application/json" } }), 400, "invalid_request");
+      assertError(
+        await postBatch(s, [], { payload: notJson, headers: { "content-type": "application/json" } }),
+        400,
+        "invalid_request",
+      );
       assertError(await postBatch(s, [], { payload: { jobs: [], pad: "x".repeat(1980) } }), 400, "invalid_request");
       const tooLarge = await s.inject({
         method: "POST",
@@ -199,12 +235,17 @@ describe("POST /jobs/batch", () => {
   test("a batch whose client goes away while its body is being read gives its bytes back, and the node serves on", async (t) => {
     // Room for one batch at a time.
     const s = await startService(t, {
-      configure: (raw) => void (raw["limits"] = { batch_body_bytes: 4096, batch_bytes_in_flight: 4096 + BATCH_ITEMS_BYTES }),
+      configure: (raw) =>
+        void (raw["limits"] = { batch_body_bytes: 4096, batch_bytes_in_flight: 4096 + BATCH_ITEMS_BYTES }),
     });
     await s.service.app.listen({ host: "127.0.0.1", port: 0 });
     const { port } = s.service.app.server.address() as AddressInfo;
     const body = Buffer.from(JSON.stringify({ jobs: [buildReport({ request: { body: { pad: "x".repeat(1900) } } })] }));
-    const headers = { "content-type": "application/json", authorization: `Bearer ${await s.assertion()}`, "content-length": String(body.length) };
+    const headers = {
+      "content-type": "application/json",
+      authorization: `Bearer ${await s.assertion()}`,
+      "content-length": String(body.length),
+    };
     const send = () =>
       new Promise<number>((resolve, reject) => {
         const req = httpRequest({ host: "127.0.0.1", port, path: "/jobs/batch", method: "POST", headers }, (res) => {
@@ -218,7 +259,13 @@ describe("POST /jobs/batch", () => {
     s.service.app.server.on("request", (req: { headers: Record<string, unknown>; socket: Socket }) => {
       if (req.headers["x-test"] === "half") halfSocket = req.socket;
     });
-    const half = httpRequest({ host: "127.0.0.1", port, path: "/jobs/batch", method: "POST", headers: { ...headers, "x-test": "half" } });
+    const half = httpRequest({
+      host: "127.0.0.1",
+      port,
+      path: "/jobs/batch",
+      method: "POST",
+      headers: { ...headers, "x-test": "half" },
+    });
     half.on("error", () => undefined);
     half.write(body.subarray(0, 500));
     // Its bytes are taken once its assertion checked out: from then on, another batch is refused.
@@ -241,14 +288,20 @@ describe("POST /jobs/batch", () => {
     // (on PostgreSQL, retried item by item, either may be the one), and nothing else.
     const store = s.service.store;
     const jobInsertMany = store.jobInsertMany.bind(store);
-    store.jobInsertMany = async ({ jobs }) => jobInsertMany({ jobs: jobs.map((job, i) => (i === 1 ? { ...job, id: jobs[0]?.id ?? job.id } : job)) });
-    const results = await batch(s, [buildReport({ request: { body: { i: 0 } } }), buildReport({ request: { body: { i: 1 } } }), buildReport()]);
+    store.jobInsertMany = async ({ jobs }) =>
+      jobInsertMany({ jobs: jobs.map((job, i) => (i === 1 ? { ...job, id: jobs[0]?.id ?? job.id } : job)) });
+    const results = await batch(s, [
+      buildReport({ request: { body: { i: 0 } } }),
+      buildReport({ request: { body: { i: 1 } } }),
+      buildReport(),
+    ]);
     const statuses = results.map((result) => result.status).sort();
     assert.deepEqual(statuses, [201, 201, 500], JSON.stringify(results));
     const failed = results.find((result) => result.status === 500);
     assert.equal(failed?.code, "internal");
     assert.match(failed?.message ?? "", /not enqueued/);
-    for (const result of results.filter((r) => r.status === 201)) assert.equal((await getJob(s, result.id as string)).status, "pending");
+    for (const result of results.filter((r) => r.status === 201))
+      assert.equal((await getJob(s, result.id as string)).status, "pending");
     assert.equal((await store.jobList({ limit: 10 })).length, 2);
   });
 
@@ -261,19 +314,31 @@ describe("POST /jobs/batch", () => {
     const heard: string[] = [];
     s.service.telemetry.on("job:enqueued", (event) => heard.push(event.outcome));
     const results = await batch(s, [buildReport(), buildReport()]);
-    assert.deepEqual(results.map((result) => result.status), [201, 201]);
+    assert.deepEqual(
+      results.map((result) => result.status),
+      [201, 201],
+    );
     const single = await postJob(s, buildReport());
     assert.equal(single.statusCode, 201, single.body);
     assert.deepEqual(heard, ["created", "created", "created"]);
     assert.equal((await s.service.store.jobList({ limit: 10 })).length, 3);
     // Each throw is reported, naming the event.
-    const reports = logged.filter((line) => line["msg"] === "a telemetry subscriber failed; what it was told of stands");
-    assert.deepEqual(reports.map((line) => line["event"]), ["job:enqueued", "job:enqueued", "job:enqueued"]);
+    const reports = logged.filter(
+      (line) => line["msg"] === "a telemetry subscriber failed; what it was told of stands",
+    );
+    assert.deepEqual(
+      reports.map((line) => line["event"]),
+      ["job:enqueued", "job:enqueued", "job:enqueued"],
+    );
   });
 
   test("a thousand jobs in one batch are all created, under the assertion's caller", async (t) => {
     const s = await startService(t);
-    const results = await batch(s, Array.from({ length: 1000 }, (_, i) => buildReport({ request: { body: { i } } })), { sub: "u7", rid: "bulk-1" });
+    const results = await batch(
+      s,
+      Array.from({ length: 1000 }, (_, i) => buildReport({ request: { body: { i } } })),
+      { sub: "u7", rid: "bulk-1" },
+    );
     assert.equal(results.filter((r) => r.status === 201).length, 1000);
     const job = await getJob(s, results[999]?.id as string);
     assert.equal(job.user_id, "u7");
@@ -285,12 +350,24 @@ describe("POST /jobs/batch", () => {
 describe("Idempotency-Key", () => {
   test("the same key again answers 200 with the job it created, marked replayed, even after the job ran", async (t) => {
     const s = await startService(t);
-    const first = await s.inject({ method: "POST", url: "/jobs", token: await s.assertion(), payload: buildReport(), headers: { "idempotency-key": "order-17" } });
+    const first = await s.inject({
+      method: "POST",
+      url: "/jobs",
+      token: await s.assertion(),
+      payload: buildReport(),
+      headers: { "idempotency-key": "order-17" },
+    });
     assert.equal(first.statusCode, 201, first.body);
     assert.equal(first.headers["idempotent-replayed"], undefined);
     const job = (first.json() as { job: Job }).job;
     await driveTo(s, job.id, "succeeded");
-    const again = await s.inject({ method: "POST", url: "/jobs", token: await s.assertion({ rid: "req-2" }), payload: buildReport(), headers: { "idempotency-key": "order-17" } });
+    const again = await s.inject({
+      method: "POST",
+      url: "/jobs",
+      token: await s.assertion({ rid: "req-2" }),
+      payload: buildReport(),
+      headers: { "idempotency-key": "order-17" },
+    });
     assert.equal(again.statusCode, 200, again.body);
     assert.equal(again.headers["idempotent-replayed"], "true");
     assert.equal((again.json() as { job: Job }).job.id, job.id);
@@ -305,7 +382,13 @@ describe("Idempotency-Key", () => {
     assert.equal(replay.statusCode, 200);
     assert.equal((replay.json() as { job: Job }).job.id, job.id);
     const results = await batch(s, [buildReport({ idempotency_key: "k1" }), buildReport({ idempotency_key: "k2" })]);
-    assert.deepEqual(results.map((r) => [r.status, r.replayed ?? false]), [[200, true], [201, false]]);
+    assert.deepEqual(
+      results.map((r) => [r.status, r.replayed ?? false]),
+      [
+        [200, true],
+        [201, false],
+      ],
+    );
     assert.equal(results[0]?.id, job.id);
     const otherUser = await enqueue(s, buildReport({ idempotency_key: "k1" }), { sub: "u2" });
     assert.notEqual(otherUser.id, job.id, "another user's key of the same name is another key");
@@ -315,9 +398,21 @@ describe("Idempotency-Key", () => {
     const s = await startService(t);
     await enqueue(s, buildReport({ idempotency_key: "k1" }));
     assertError(await postJob(s, buildReport({ idempotency_key: "k1", priority: 5 })), 422, "idempotency_key_reused");
-    const mismatch = await s.inject({ method: "POST", url: "/jobs", token: await s.assertion(), payload: buildReport({ idempotency_key: "a" }), headers: { "idempotency-key": "b" } });
+    const mismatch = await s.inject({
+      method: "POST",
+      url: "/jobs",
+      token: await s.assertion(),
+      payload: buildReport({ idempotency_key: "a" }),
+      headers: { "idempotency-key": "b" },
+    });
     assertError(mismatch, 400, "invalid_request");
-    const malformed = await s.inject({ method: "POST", url: "/jobs", token: await s.assertion(), payload: buildReport(), headers: { "idempotency-key": "has space" } });
+    const malformed = await s.inject({
+      method: "POST",
+      url: "/jobs",
+      token: await s.assertion(),
+      payload: buildReport(),
+      headers: { "idempotency-key": "has space" },
+    });
     assertError(malformed, 400, "invalid_request");
     assertError(await postJob(s, buildReport({ idempotency_key: "" })), 400, "invalid_request");
   });
@@ -326,14 +421,34 @@ describe("Idempotency-Key", () => {
     const s = await startService(t, { configure: (raw) => void (raw["limits"] = { spawn_cap: 1 }) });
     // Each refusal by the same caller (createUser, u1) as the enqueue after it, which sends another request under the
     // key: had the refusal taken the key, that would be 422 idempotency_key_reused.
-    assertError(await postJob(s, { operation_id: "recordEmailSent", request: { path_params: { emailId: "1" } }, idempotency_key: "k1" }), 403, "trigger_not_allowed");
+    assertError(
+      await postJob(s, {
+        operation_id: "recordEmailSent",
+        request: { path_params: { emailId: "1" } },
+        idempotency_key: "k1",
+      }),
+      403,
+      "trigger_not_allowed",
+    );
     assert.equal((await postJob(s, welcomeEmail({ idempotency_key: "k1" }), { rid: "r-1" })).statusCode, 201);
     // The store's refusals: a dedupe key held by a job of another operation, and a chain at its spawn cap.
     assert.equal((await postJob(s, buildReport({ dedupe_key: "dk" }), { rid: "r-2" })).statusCode, 201);
-    assertError(await postJob(s, welcomeEmail({ dedupe_key: "dk", idempotency_key: "k2" }), { rid: "r-3" }), 409, "dedupe_conflict");
+    assertError(
+      await postJob(s, welcomeEmail({ dedupe_key: "dk", idempotency_key: "k2" }), { rid: "r-3" }),
+      409,
+      "dedupe_conflict",
+    );
     assertError(await postJob(s, buildReport({ idempotency_key: "k3" }), { rid: "r-1" }), 429, "spawn_cap_exceeded");
-    assert.equal((await postJob(s, buildReport({ request: { body: { n: 2 } }, idempotency_key: "k2" }), { rid: "r-4" })).statusCode, 201);
-    assert.equal((await postJob(s, buildReport({ request: { body: { n: 3 } }, idempotency_key: "k3" }), { rid: "r-5" })).statusCode, 201);
+    assert.equal(
+      (await postJob(s, buildReport({ request: { body: { n: 2 } }, idempotency_key: "k2" }), { rid: "r-4" }))
+        .statusCode,
+      201,
+    );
+    assert.equal(
+      (await postJob(s, buildReport({ request: { body: { n: 3 } }, idempotency_key: "k3" }), { rid: "r-5" }))
+        .statusCode,
+      201,
+    );
   });
 });
 
@@ -354,7 +469,10 @@ describe("expiry", () => {
     assertError(await postJob(s, buildReport({ ttl_ms: 1000, delay_ms: 1000 })), 400, "invalid_request");
     assertError(await postJob(s, buildReport({ expires_at: new Date(now).toISOString() })), 400, "invalid_request");
     assertError(
-      await postJob(s, buildReport({ run_at: new Date(now + 10_000).toISOString(), expires_at: new Date(now + 5000).toISOString() })),
+      await postJob(
+        s,
+        buildReport({ run_at: new Date(now + 10_000).toISOString(), expires_at: new Date(now + 5000).toISOString() }),
+      ),
       400,
       "invalid_request",
     );
@@ -379,12 +497,28 @@ describe("traceparent", () => {
   test("a valid traceparent is kept with the job; an invalid one is ignored and the enqueue goes on", async (t) => {
     const s = await startService(t);
     const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
-    const kept = await s.inject({ method: "POST", url: "/jobs", token: await s.assertion(), payload: buildReport(), headers: { traceparent } });
+    const kept = await s.inject({
+      method: "POST",
+      url: "/jobs",
+      token: await s.assertion(),
+      payload: buildReport(),
+      headers: { traceparent },
+    });
     assert.equal(kept.statusCode, 201);
     const keptJob = (kept.json() as { job: Job }).job;
     assert.equal((await s.service.store.jobGet({ id: keptJob.id }))?.traceparent, traceparent);
-    for (const bad of ["00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01", "ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "junk"]) {
-      const res = await s.inject({ method: "POST", url: "/jobs", token: await s.assertion(), payload: buildReport(), headers: { traceparent: bad } });
+    for (const bad of [
+      "00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01",
+      "ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+      "junk",
+    ]) {
+      const res = await s.inject({
+        method: "POST",
+        url: "/jobs",
+        token: await s.assertion(),
+        payload: buildReport(),
+        headers: { traceparent: bad },
+      });
       assert.equal(res.statusCode, 201);
       assert.equal((await s.service.store.jobGet({ id: (res.json() as { job: Job }).job.id }))?.traceparent, null);
     }
@@ -393,10 +527,20 @@ describe("traceparent", () => {
   test("a chained job carries its parent's trace context unless the call sends its own", async (t) => {
     const s = await startService(t);
     const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
-    const parentRes = await s.inject({ method: "POST", url: "/jobs", token: await s.assertion(), payload: welcomeEmail(), headers: { traceparent } });
+    const parentRes = await s.inject({
+      method: "POST",
+      url: "/jobs",
+      token: await s.assertion(),
+      payload: welcomeEmail(),
+      headers: { traceparent },
+    });
     const parent = (parentRes.json() as { job: Job }).job;
     await driveTo(s, parent.id, "running");
-    const child = await enqueue(s, { operation_id: "recordEmailSent", request: { path_params: { emailId: "42" } } }, { op: "sendWelcomeEmail", job: parent.id });
+    const child = await enqueue(
+      s,
+      { operation_id: "recordEmailSent", request: { path_params: { emailId: "42" } } },
+      { op: "sendWelcomeEmail", job: parent.id },
+    );
     assert.equal((await s.service.store.jobGet({ id: child.id }))?.traceparent, traceparent);
   });
 });
@@ -413,7 +557,11 @@ describe("GET /jobs/{id}/extensions", () => {
       headers: { traceparent },
     });
     const job = (res.json() as { job: Job }).job;
-    const extensions = await s.inject({ method: "GET", url: `/jobs/${job.id}/extensions`, token: await s.adminToken() });
+    const extensions = await s.inject({
+      method: "GET",
+      url: `/jobs/${job.id}/extensions`,
+      token: await s.adminToken(),
+    });
     assert.equal(extensions.statusCode, 200, extensions.body);
     assert.deepEqual(extensions.json(), {
       extensions: {
@@ -426,8 +574,22 @@ describe("GET /jobs/{id}/extensions", () => {
     });
     const plain = await enqueue(s, buildReport());
     const none = await s.inject({ method: "GET", url: `/jobs/${plain.id}/extensions`, token: await s.adminToken() });
-    assert.deepEqual(none.json(), { extensions: { rate_key: null, expires_at: null, traceparent: null, async: null, progress: null } });
-    assertError(await s.inject({ method: "GET", url: "/jobs/nope1234/extensions", token: await s.adminToken() }), 404, "job_not_found");
-    assertError(await s.inject({ method: "GET", url: `/jobs/${job.id}/extensions`, token: await s.adminToken({ siteAdmin: false }) }), 403, "site_admin_required");
+    assert.deepEqual(none.json(), {
+      extensions: { rate_key: null, expires_at: null, traceparent: null, async: null, progress: null },
+    });
+    assertError(
+      await s.inject({ method: "GET", url: "/jobs/nope1234/extensions", token: await s.adminToken() }),
+      404,
+      "job_not_found",
+    );
+    assertError(
+      await s.inject({
+        method: "GET",
+        url: `/jobs/${job.id}/extensions`,
+        token: await s.adminToken({ siteAdmin: false }),
+      }),
+      403,
+      "site_admin_required",
+    );
   });
 });

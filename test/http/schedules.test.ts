@@ -37,7 +37,12 @@ async function call(s: TestService, method: Method, url: string, options: { body
 }
 
 /** A schedule's answer, which must have `status`. */
-async function schedule(s: TestService, method: Method, url: string, options: { body?: unknown; sub?: string; status?: number } = {}): Promise<ScheduleBody> {
+async function schedule(
+  s: TestService,
+  method: Method,
+  url: string,
+  options: { body?: unknown; sub?: string; status?: number } = {},
+): Promise<ScheduleBody> {
   const res = await call(s, method, url, options);
   assert.equal(res.statusCode, options.status ?? 200, res.body);
   return (res.json() as { schedule: ScheduleBody }).schedule;
@@ -92,7 +97,10 @@ describe("creating a schedule", () => {
       last_job_id: null,
     });
     assert.deepEqual(await schedule(s, "GET", "/schedules/welcome-digest"), created);
-    assert.deepEqual((await list(s)).find((item) => item.name === "welcome-digest"), created);
+    assert.deepEqual(
+      (await list(s)).find((item) => item.name === "welcome-digest"),
+      created,
+    );
   });
 
   test("fills in UTC, an empty request, priority 0, the dedupe key cron:{name} and no concurrency key", async (t) => {
@@ -102,7 +110,10 @@ describe("creating a schedule", () => {
       [created.timezone, created.request, created.priority, created.dedupe_key, created.concurrency_key],
       ["UTC", {}, 0, "cron:report", null],
     );
-    const none = await schedule(s, "POST", "/schedules", { status: 201, body: hourly("every-tick", { dedupe_key: null }) });
+    const none = await schedule(s, "POST", "/schedules", {
+      status: 201,
+      body: hourly("every-tick", { dedupe_key: null }),
+    });
     assert.equal(none.dedupe_key, null, "null: every tick a job of its own");
   });
 
@@ -110,7 +121,11 @@ describe("creating a schedule", () => {
     const s = await start(t);
     assertError(await call(s, "POST", "/schedules", { body: hourly("nightly") }), 409, "schedule_exists");
     await schedule(s, "POST", "/schedules", { status: 201, body: hourly("report") });
-    assertError(await call(s, "POST", "/schedules", { body: hourly("report", { schedule: "0 3 * * *" }) }), 409, "schedule_exists");
+    assertError(
+      await call(s, "POST", "/schedules", { body: hourly("report", { schedule: "0 3 * * *" }) }),
+      409,
+      "schedule_exists",
+    );
     assert.equal((await schedule(s, "GET", "/schedules/report")).schedule, "0 * * * *", "the first stays as it was");
   });
 
@@ -128,7 +143,10 @@ describe("creating a schedule", () => {
     assert.match((refused.json() as { message: string }).message, /limits\.max_schedules/);
     assertError(await call(s, "POST", "/schedules", { body: hourly("first") }), 409, "schedule_exists");
     assertError(await call(s, "GET", "/schedules/third"), 404, "schedule_not_found");
-    assert.deepEqual((await list(s)).map((item) => item.name), ["first", "nightly", "second"]);
+    assert.deepEqual(
+      (await list(s)).map((item) => item.name),
+      ["first", "nightly", "second"],
+    );
     await schedule(s, "DELETE", "/schedules/first");
     await schedule(s, "POST", "/schedules", { status: 201, body: hourly("third") });
   });
@@ -144,10 +162,13 @@ describe("creating a schedule", () => {
     await schedule(s, "POST", "/schedules", { status: 201, body: hourly("b") });
     // On PostgreSQL these run on the pool's connections at once: without the creates' lock, several count 2 under READ
     // COMMITTED and insert (40 racers made that happen on every run tried).
-    const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => call(s, "POST", "/schedules", { body: hourly(`racer-${i}`) })));
+    const answers = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => call(s, "POST", "/schedules", { body: hourly(`racer-${i}`) })),
+    );
     const statuses = answers.map((res) => res.statusCode).sort();
     assert.deepEqual(statuses, [201, ...Array<number>(39).fill(409)], answers.map((res) => res.body).join("\n"));
-    for (const res of answers.filter((answer) => answer.statusCode === 409)) assertError(res, 409, "schedule_limit_reached");
+    for (const res of answers.filter((answer) => answer.statusCode === 409))
+      assertError(res, 409, "schedule_limit_reached");
     assert.equal((await list(s)).filter((item) => item.source === "api").length, 3);
   });
 
@@ -173,10 +194,18 @@ describe("creating a schedule", () => {
       [hourly("report", { dedupe_key: "" }), 400, "invalid_request"],
       [hourly("report", { request: { body: "x".repeat(16_400) } }), 400, "payload_too_large"],
       [hourly("report", { operation_id: "sendWelcomeEmail" }), 400, "missing_path_param"],
-      [hourly("report", { operation_id: "sendWelcomeEmail", request: { path_params: { userId: ".." } } }), 400, "invalid_path_param"],
+      [
+        hourly("report", { operation_id: "sendWelcomeEmail", request: { path_params: { userId: ".." } } }),
+        400,
+        "invalid_path_param",
+      ],
       [hourly("report", { operation_id: "noSuchOperation" }), 422, "unknown_operation"],
       [hourly("report", { operation_id: "createUser" }), 422, "operation_not_background"],
-      [hourly("report", { operation_id: "recordEmailSent", request: { path_params: { emailId: "1" } } }), 403, "trigger_not_allowed"],
+      [
+        hourly("report", { operation_id: "recordEmailSent", request: { path_params: { emailId: "1" } } }),
+        403,
+        "trigger_not_allowed",
+      ],
       // The first failing step answers: a bad expression before an unknown operation.
       [hourly("report", { schedule: "nope", operation_id: "noSuchOperation" }), 400, "invalid_request"],
     ];
@@ -185,7 +214,11 @@ describe("creating a schedule", () => {
       assert.equal(res.statusCode, status, `${JSON.stringify(body).slice(0, 200)}: ${res.body}`);
       assert.equal((res.json() as { code: string }).code, code, JSON.stringify(body).slice(0, 200));
     }
-    assert.deepEqual((await list(s)).map((item) => item.name), ["nightly"], "nothing was created");
+    assert.deepEqual(
+      (await list(s)).map((item) => item.name),
+      ["nightly"],
+      "nothing was created",
+    );
   });
 
   test("is refused 403 trigger_not_allowed for every target while the trigger map has no cron:* key", async (t) => {
@@ -202,7 +235,14 @@ describe("the list", () => {
     await schedule(s, "POST", "/schedules", { status: 201, body: hourly("zeta") });
     await schedule(s, "POST", "/schedules", { status: 201, body: hourly("alpha") });
     const schedules = await list(s);
-    assert.deepEqual(schedules.map((item) => [item.name, item.source]), [["alpha", "api"], ["nightly", "config"], ["zeta", "api"]]);
+    assert.deepEqual(
+      schedules.map((item) => [item.name, item.source]),
+      [
+        ["alpha", "api"],
+        ["nightly", "config"],
+        ["zeta", "api"],
+      ],
+    );
     assert.deepEqual(schedules[1], {
       name: "nightly",
       source: "config",
@@ -240,7 +280,10 @@ describe("the list", () => {
     const jobOf = (name: string) => jobs.find((job) => job.enqueuedByOperationId === `cron:${name}`)?.id;
 
     const report = await schedule(s, "GET", "/schedules/report");
-    assert.deepEqual([report.last_run_at, report.last_job_id, report.next_run_at], [iso(tickAt), jobOf("report"), "2026-11-21T14:00:00.000Z"]);
+    assert.deepEqual(
+      [report.last_run_at, report.last_job_id, report.next_run_at],
+      [iso(tickAt), jobOf("report"), "2026-11-21T14:00:00.000Z"],
+    );
     const listed = await list(s);
     assert.deepEqual(
       listed.map((item) => [item.name, item.last_run_at, item.last_job_id]),
@@ -255,7 +298,10 @@ describe("the list", () => {
 describe("changing a schedule", () => {
   test("PATCH changes the given fields, keeps the others, stamps who changed it; null removes a key", async (t) => {
     const s = await start(t);
-    const created = await schedule(s, "POST", "/schedules", { status: 201, body: hourly("report", { concurrency_key: "reports", priority: 2 }) });
+    const created = await schedule(s, "POST", "/schedules", {
+      status: 201,
+      body: hourly("report", { concurrency_key: "reports", priority: 2 }),
+    });
     s.clock.advance(60_000);
     const changed = await schedule(s, "PATCH", "/schedules/report", {
       sub: "bob",
@@ -279,9 +325,21 @@ describe("changing a schedule", () => {
     await schedule(s, "POST", "/schedules", { status: 201, body: hourly("report") });
     assertError(await call(s, "PATCH", "/schedules/report", { body: {} }), 400, "invalid_request");
     assertError(await call(s, "PATCH", "/schedules/report", { body: { name: "other" } }), 400, "invalid_request");
-    assertError(await call(s, "PATCH", "/schedules/report", { body: { schedule: "every hour" } }), 400, "invalid_request");
-    assertError(await call(s, "PATCH", "/schedules/report", { body: { operation_id: "sendWelcomeEmail" } }), 400, "missing_path_param");
-    assertError(await call(s, "PATCH", "/schedules/report", { body: { operation_id: "createUser" } }), 422, "operation_not_background");
+    assertError(
+      await call(s, "PATCH", "/schedules/report", { body: { schedule: "every hour" } }),
+      400,
+      "invalid_request",
+    );
+    assertError(
+      await call(s, "PATCH", "/schedules/report", { body: { operation_id: "sendWelcomeEmail" } }),
+      400,
+      "missing_path_param",
+    );
+    assertError(
+      await call(s, "PATCH", "/schedules/report", { body: { operation_id: "createUser" } }),
+      422,
+      "operation_not_background",
+    );
     const changed = await schedule(s, "PATCH", "/schedules/report", {
       body: { operation_id: "sendWelcomeEmail", request: { path_params: { userId: "9" } } },
     });
@@ -302,7 +360,12 @@ describe("changing a schedule", () => {
           raced = true;
           const current = await real.scheduleGet({ name: "report" });
           assert.ok(current);
-          await real.scheduleUpdate({ schedule: { ...current, priority: 7 }, ifRevision: current.revision, revision: "bobs", actor: "bob" });
+          await real.scheduleUpdate({
+            schedule: { ...current, priority: 7 },
+            ifRevision: current.revision,
+            revision: "bobs",
+            actor: "bob",
+          });
         }
         return real.scheduleUpdate(params);
       },
@@ -310,9 +373,17 @@ describe("changing a schedule", () => {
     const { config, registry, settings, telemetry, notifier, clock } = s.service;
     const requestSchemas = RequestSchemas.compile({ registry, settings });
     const schedules = new Schedules({ config, registry, requestSchemas, settings, store, telemetry, notifier, clock });
-    const view = await schedules.update("report", (current) => patchFields(current, { timezone: "Asia/Tokyo" }), "alice");
+    const view = await schedules.update(
+      "report",
+      (current) => patchFields(current, { timezone: "Asia/Tokyo" }),
+      "alice",
+    );
     assert.equal(raced, true);
-    assert.deepEqual([view.fields.timezone, view.fields.priority, view.row?.updated.by], ["Asia/Tokyo", 7, "alice"], "bob's priority and alice's zone");
+    assert.deepEqual(
+      [view.fields.timezone, view.fields.priority, view.row?.updated.by],
+      ["Asia/Tokyo", 7, "alice"],
+      "bob's priority and alice's zone",
+    );
   });
 
   test("pause stamps who and when and clears the next run; a second pause keeps the first; resume clears the stamp and the next run is the next tick after now", async (t) => {
@@ -338,7 +409,10 @@ describe("changing a schedule", () => {
     assert.equal(deleted.name, "report");
     assert.equal(deleted.next_run_at, null);
     assertError(await call(s, "GET", "/schedules/report"), 404, "schedule_not_found");
-    assert.deepEqual((await list(s)).map((item) => item.name), ["nightly"]);
+    assert.deepEqual(
+      (await list(s)).map((item) => item.name),
+      ["nightly"],
+    );
     assertError(await call(s, "DELETE", "/schedules/report"), 404, "schedule_not_found");
     const job = (ran.json() as { job: Job }).job;
     const kept = await call(s, "GET", `/jobs/${job.id}`);
@@ -372,13 +446,25 @@ describe("changing a schedule", () => {
 describe("run now", () => {
   test("enqueues one job at once in a chain of its own, not a tick; again while it waits refreshes it (200, dedupe key)", async (t) => {
     const s = await start(t);
-    await schedule(s, "POST", "/schedules", { status: 201, body: hourly("report", { request: { body: { n: 1 } }, priority: 3 }) });
+    await schedule(s, "POST", "/schedules", {
+      status: 201,
+      body: hourly("report", { request: { body: { n: 1 } }, priority: 3 }),
+    });
     const now = iso(s.clock.now());
     const first = await call(s, "POST", "/schedules/report/run-now");
     assert.equal(first.statusCode, 201, first.body);
     const job = (first.json() as { job: Job }).job;
     assert.deepEqual(
-      [job.operation_id, job.status, job.run_at, job.enqueued_by_operation_id, job.original_request_id, job.user_id, job.dedupe_key, job.priority],
+      [
+        job.operation_id,
+        job.status,
+        job.run_at,
+        job.enqueued_by_operation_id,
+        job.original_request_id,
+        job.user_id,
+        job.dedupe_key,
+        job.priority,
+      ],
       ["buildReport", "pending", now, "cron:report", `cron:report:manual:${now}`, "system", "cron:report", 3],
     );
     assert.deepEqual(job.authority, { kind: "cron", cron_job_name: "report", user_id: "system" });
@@ -423,19 +509,31 @@ describe("access", () => {
       assertError(await s.inject({ method, url, ...payload }), 401, "unauthenticated");
       assertError(await s.inject({ method, url, token: notAdmin, ...payload }), 403, "site_admin_required");
     }
-    assert.deepEqual((await list(s)).map((item) => item.name), ["nightly"]);
+    assert.deepEqual(
+      (await list(s)).map((item) => item.name),
+      ["nightly"],
+    );
   });
 
   test("every change is logged as an admin action with the admin's sub", async (t) => {
     const { logger, lines } = capturedLogger();
     const s = await startService(t, { configure: allowSchedules, logger });
-    await schedule(s, "POST", "/schedules", { status: 201, body: hourly("report", { request: { body: { secret: "s3cr3t" } } }), sub: "alice" });
-    await schedule(s, "PATCH", "/schedules/report", { body: { priority: 1, request: { body: { secret: "t0p" } } }, sub: "bob" });
+    await schedule(s, "POST", "/schedules", {
+      status: 201,
+      body: hourly("report", { request: { body: { secret: "s3cr3t" } } }),
+      sub: "alice",
+    });
+    await schedule(s, "PATCH", "/schedules/report", {
+      body: { priority: 1, request: { body: { secret: "t0p" } } },
+      sub: "bob",
+    });
     await schedule(s, "POST", "/schedules/report/pause", { sub: "carol" });
     await schedule(s, "POST", "/schedules/report/resume", { sub: "dave" });
     assert.equal((await call(s, "POST", "/schedules/report/run-now", { sub: "erin" })).statusCode, 201);
     await schedule(s, "DELETE", "/schedules/report", { sub: "frank" });
-    const actions = lines.filter((line) => line["msg"] === "admin action").map((line) => [line["action"], line["actor"], line["schedule"]]);
+    const actions = lines
+      .filter((line) => line["msg"] === "admin action")
+      .map((line) => [line["action"], line["actor"], line["schedule"]]);
     assert.deepEqual(actions, [
       ["create-schedule", "alice", "report"],
       ["update-schedule", "bob", "report"],
@@ -444,12 +542,18 @@ describe("access", () => {
       ["run-schedule-now", "erin", "report"],
       ["delete-schedule", "frank", "report"],
     ]);
-    const changes = lines.filter((line) => line["msg"] === "admin action").slice(0, 2).map((line) => line["definition"] ?? line["changes"]);
+    const changes = lines
+      .filter((line) => line["msg"] === "admin action")
+      .slice(0, 2)
+      .map((line) => line["definition"] ?? line["changes"]);
     assert.deepEqual(changes, [
       { name: "report", schedule: "0 * * * *", operation_id: "buildReport", user_id: "system", request: "(given)" },
       { priority: 1, request: "(given)" },
     ]);
-    assert.ok(!lines.some((line) => JSON.stringify(line).includes("s3cr3t") || JSON.stringify(line).includes("t0p")), "the jobs' request is not logged");
+    assert.ok(
+      !lines.some((line) => JSON.stringify(line).includes("s3cr3t") || JSON.stringify(line).includes("t0p")),
+      "the jobs' request is not logged",
+    );
   });
 
   test("the served OpenAPI document describes every schedule route", async (t) => {

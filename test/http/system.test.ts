@@ -80,7 +80,10 @@ describe("metrics", () => {
     await enqueue(s, welcomeEmail());
     await enqueue(s, welcomeEmail({ dedupe_key: "k" }), {}, 200);
     await enqueue(s, buildReport());
-    assert.equal((await s.inject({ method: "POST", url: "/chains/gone/cancel", token: await s.adminToken() })).statusCode, 200);
+    assert.equal(
+      (await s.inject({ method: "POST", url: "/chains/gone/cancel", token: await s.adminToken() })).statusCode,
+      200,
+    );
     await enqueue(s, buildReport(), { rid: "gone" });
 
     assertError(await postJob(s, { operation_id: "nope", request: {} }), 422, "unknown_operation");
@@ -136,7 +139,8 @@ describe("stats", () => {
     const s = await startService(t);
     const token = await s.adminToken();
     const pending = async () =>
-      ((await s.inject({ method: "GET", url: "/stats", token })).json() as { by_status: { pending: number } }).by_status.pending;
+      ((await s.inject({ method: "GET", url: "/stats", token })).json() as { by_status: { pending: number } }).by_status
+        .pending;
     assert.equal(await pending(), 0);
     await enqueue(s, welcomeEmail());
     assert.equal(await pending(), 1);
@@ -153,7 +157,8 @@ describe("stats", () => {
       return jobStats(params);
     };
     const pending = async () =>
-      ((await s.inject({ method: "GET", url: "/stats", token })).json() as { by_status: { pending: number } }).by_status.pending;
+      ((await s.inject({ method: "GET", url: "/stats", token })).json() as { by_status: { pending: number } }).by_status
+        .pending;
     assert.equal(await pending(), 0);
     await enqueue(s, welcomeEmail());
     assert.equal(await pending(), 1);
@@ -163,7 +168,13 @@ describe("stats", () => {
 describe("the service's OpenAPI document", () => {
   interface Operation {
     operationId?: string;
-    parameters: Array<{ name: string; in: string; required: boolean; schema: Record<string, unknown>; explode?: boolean }>;
+    parameters: Array<{
+      name: string;
+      in: string;
+      required: boolean;
+      schema: Record<string, unknown>;
+      explode?: boolean;
+    }>;
     requestBody?: { required: boolean; content: Record<string, { schema: Record<string, unknown> }> };
     responses: Record<string, { description: string; content?: Record<string, { schema: Record<string, unknown> }> }>;
     security?: unknown[];
@@ -326,7 +337,13 @@ describe("HTTP edges", () => {
     const tooLarge = await s.inject({ method: "POST", url: "/jobs", token, payload: over, headers: json });
     assertContractError(tooLarge, 413, "body_too_large");
     const admin = await s.adminToken();
-    const adminTooLarge = await s.inject({ method: "POST", url: "/jobs/abcdefgh/cancel", token: admin, payload: over, headers: json });
+    const adminTooLarge = await s.inject({
+      method: "POST",
+      url: "/jobs/abcdefgh/cancel",
+      token: admin,
+      payload: over,
+      headers: json,
+    });
     assertContractError(adminTooLarge, 413, "body_too_large");
   });
 
@@ -339,7 +356,13 @@ describe("HTTP edges", () => {
       ["multipart/form-data; boundary=x", "--x--"],
       ["application/xml", "<job/>"],
     ] as const) {
-      const res = await s.inject({ method: "POST", url: "/jobs", token, payload, headers: { "content-type": contentType } });
+      const res = await s.inject({
+        method: "POST",
+        url: "/jobs",
+        token,
+        payload,
+        headers: { "content-type": contentType },
+      });
       assertContractError(res, 415, "unsupported_media_type");
     }
   });
@@ -359,8 +382,21 @@ describe("HTTP edges", () => {
   test("returns 400 invalid_request for malformed JSON", async (t) => {
     const s = await startService(t);
     const token = await s.assertion();
-    for (const payload of ["{", "{'a': 1}", '{"operation_id": }', "undefined", '{"a":1}{"b":2}', '{"__proto__": {"x": 1}}']) {
-      const res = await s.inject({ method: "POST", url: "/jobs", token, payload, headers: { "content-type": "application/json" } });
+    for (const payload of [
+      "{",
+      "{'a': 1}",
+      '{"operation_id": }',
+      "undefined",
+      '{"a":1}{"b":2}',
+      '{"__proto__": {"x": 1}}',
+    ]) {
+      const res = await s.inject({
+        method: "POST",
+        url: "/jobs",
+        token,
+        payload,
+        headers: { "content-type": "application/json" },
+      });
       assertContractError(res, 400, "invalid_request");
     }
   });
@@ -406,13 +442,21 @@ describe("HTTP edges", () => {
       [postJob(s, { operation_id: "createUser", request: {} }), 422, "operation_not_background"],
       [postJob(s, buildReport(), { op: "getUser" }), 403, "trigger_not_allowed"],
       [s.inject({ method: "GET", url: "/jobs" }), 401, "unauthenticated"],
-      [s.inject({ method: "GET", url: "/jobs", token: await s.adminToken({ siteAdmin: false }) }), 403, "site_admin_required"],
+      [
+        s.inject({ method: "GET", url: "/jobs", token: await s.adminToken({ siteAdmin: false }) }),
+        403,
+        "site_admin_required",
+      ],
       [s.inject({ method: "GET", url: "/jobs/nosuchjob1", token: admin }), 404, "job_not_found"],
       [s.inject({ method: "POST", url: `/jobs/${pending.id}/cancel`, token: admin }), 409, "job_running"],
       [s.inject({ method: "POST", url: `/jobs/${pending.id}/retry`, token: admin }), 409, "job_not_retryable"],
       [s.inject({ method: "GET", url: "/jobs?limit=0", token: admin }), 400, "invalid_request"],
       [s.inject({ method: "GET", url: "/nope" }), 404, "not_found"],
-      [s.inject({ method: "POST", url: "/jobs", token, payload: "x", headers: { "content-type": "text/plain" } }), 415, "unsupported_media_type"],
+      [
+        s.inject({ method: "POST", url: "/jobs", token, payload: "x", headers: { "content-type": "text/plain" } }),
+        415,
+        "unsupported_media_type",
+      ],
     ];
     for (const [pendingResponse, status, code] of cases) assertContractError(await pendingResponse, status, code);
   });
@@ -446,7 +490,10 @@ describe("an unavailable store", () => {
     }
     // Refusals decided without the database are still given, and authentication still comes first.
     assertContractError(await s.inject({ method: "GET", url: "/jobs" }), 401, "unauthenticated");
-    assertContractError(await s.inject({ method: "POST", url: "/jobs", payload: buildReport() }), 401, "invalid_assertion");
+    assertContractError(
+      await s.inject({ method: "POST", url: "/jobs", payload: buildReport() }),
+      401,
+      "invalid_assertion",
+    );
   });
-
 });

@@ -10,7 +10,8 @@ import { describe, test } from "node:test";
 import { dashboardUrl, signInLink, UI_CONTENT_SECURITY_POLICY, UI_DIR } from "../../src/http/routes/ui.js";
 import { assertError, startService } from "../helpers/jobs.js";
 
-const CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'";
+const CSP =
+  "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'";
 
 describe("dashboard files", () => {
   test("serves index.html at /ui and /ui/ with a strict CSP, without a token", async (t) => {
@@ -30,7 +31,12 @@ describe("dashboard files", () => {
 
   test("serves every file of ui/ with its content type, and no page loads anything from elsewhere", async (t) => {
     const s = await startService(t);
-    const types: Record<string, RegExp> = { js: /^text\/javascript/, css: /^text\/css/, html: /^text\/html/, svg: /^image\/svg\+xml/ };
+    const types: Record<string, RegExp> = {
+      js: /^text\/javascript/,
+      css: /^text\/css/,
+      html: /^text\/html/,
+      svg: /^image\/svg\+xml/,
+    };
     const files = readdirSync(fileURLToPath(UI_DIR));
     assert.ok(files.includes("app.js") && files.includes("style.css"));
     for (const file of files) {
@@ -39,7 +45,8 @@ describe("dashboard files", () => {
       const extension = file.split(".").pop() ?? "";
       assert.match(String(res.headers["content-type"]), types[extension] ?? /^$/, file);
       // Everything is bundled: no absolute URL to another origin (the SVG namespace is a name, not a fetch).
-      const foreign = res.body.match(/https?:\/\/[^\s"'`)]+/g)?.filter((url) => url !== "http://www.w3.org/2000/svg") ?? [];
+      const foreign =
+        res.body.match(/https?:\/\/[^\s"'`)]+/g)?.filter((url) => url !== "http://www.w3.org/2000/svg") ?? [];
       assert.deepEqual(foreign, [], `${file} refers to another origin`);
     }
   });
@@ -69,8 +76,13 @@ describe("dashboard files", () => {
 
   test("is not part of the API document", async (t) => {
     const s = await startService(t);
-    const document = (await s.inject({ method: "GET", url: "/openapi.json" })).json() as { paths: Record<string, unknown> };
-    assert.deepEqual(Object.keys(document.paths).filter((path) => path.startsWith("/ui")), []);
+    const document = (await s.inject({ method: "GET", url: "/openapi.json" })).json() as {
+      paths: Record<string, unknown>;
+    };
+    assert.deepEqual(
+      Object.keys(document.paths).filter((path) => path.startsWith("/ui")),
+      [],
+    );
   });
 });
 

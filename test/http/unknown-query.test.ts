@@ -145,13 +145,20 @@ describe("unknown query parameters", () => {
       ["GET", "/jobs?status=dead&limit=5&statuss=pending", "statuss"],
       ["POST", `/jobs/${f.job.id}/cancel?abort=true&x=1`, "x"],
     ];
-    for (const [method, url, name] of refused) assertRefused(await s.inject({ method, url, token }), name, `${method} ${url}`);
+    for (const [method, url, name] of refused)
+      assertRefused(await s.inject({ method, url, token }), name, `${method} ${url}`);
     // The probes are in the document too, on the ops listener as on the API's.
     for (const app of [s.service.app, s.service.ops]) {
-      for (const url of ["/healthz?x=1", "/readyz?x=1", "/metrics?x=1"]) assertRefused(await app.inject({ method: "GET", url }), "x", url);
+      for (const url of ["/healthz?x=1", "/readyz?x=1", "/metrics?x=1"])
+        assertRefused(await app.inject({ method: "GET", url }), "x", url);
     }
     // The enqueue answers an unknown parameter after its assertion checked out, as any other schema problem.
-    const enqueued = await s.inject({ method: "POST", url: "/jobs?x=1", token: await s.assertion(), payload: buildReport() });
+    const enqueued = await s.inject({
+      method: "POST",
+      url: "/jobs?x=1",
+      token: await s.assertion(),
+      payload: buildReport(),
+    });
     assertRefused(enqueued, "x", "POST /jobs?x=1");
     const unauthenticated = await s.inject({ method: "POST", url: "/jobs?x=1", payload: buildReport() });
     assert.equal(unauthenticated.statusCode, 401, unauthenticated.body);
@@ -174,7 +181,11 @@ describe("unknown query parameters", () => {
       assert.equal(res.statusCode, 200, `${url}: ${res.body}`);
     }
     const jwks = await s.inject({ method: "GET", url: "/.well-known/jwks.json?x=1" });
-    assert.equal(jwks.json<{ code: string }>().code, "not_found", "HS256 delivery keys: no key set, whatever the query");
+    assert.equal(
+      jwks.json<{ code: string }>().code,
+      "not_found",
+      "HS256 delivery keys: no key set, whatever the query",
+    );
   });
 
   test("a route declaring a querystring schema that admits other parameters is refused when it is added", () => {
@@ -184,7 +195,10 @@ describe("unknown query parameters", () => {
       handler: async () => ({}),
       schema: { querystring },
     });
-    assert.throws(() => strictQueryStrings(route({ type: "object", properties: { a: { type: "string" } } })), /additionalProperties: false/);
+    assert.throws(
+      () => strictQueryStrings(route({ type: "object", properties: { a: { type: "string" } } })),
+      /additionalProperties: false/,
+    );
     assert.throws(
       () => strictQueryStrings(route({ type: "object", properties: {}, additionalProperties: true })),
       /route GET \/lax: its querystring schema must be an object with additionalProperties: false/,
@@ -193,7 +207,12 @@ describe("unknown query parameters", () => {
     const bare: Parameters<typeof strictQueryStrings>[0] = { method: "GET", url: "/bare", handler: async () => ({}) };
     strictQueryStrings(bare);
     assert.deepEqual(bare.schema?.querystring, { type: "object", properties: {}, additionalProperties: false });
-    const hidden: Parameters<typeof strictQueryStrings>[0] = { method: "GET", url: "/h", handler: async () => ({}), schema: { hide: true } };
+    const hidden: Parameters<typeof strictQueryStrings>[0] = {
+      method: "GET",
+      url: "/h",
+      handler: async () => ({}),
+      schema: { hide: true },
+    };
     strictQueryStrings(hidden);
     assert.equal(hidden.schema?.querystring, undefined);
   });

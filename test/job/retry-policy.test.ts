@@ -58,14 +58,39 @@ describe("classify: the rules of docs/delivery.md, 'How an attempt ends', first 
   const dead = (reason: string) => ({ kind: "dead", reason });
   const rows: Array<{ rule: string; name: string; result: AttemptResult; expected: object }> = [
     // Rule 1: no response.
-    { rule: "1", name: "connection refused", result: noResponse("ECONNREFUSED: connect ECONNREFUSED"), expected: retry },
+    {
+      rule: "1",
+      name: "connection refused",
+      result: noResponse("ECONNREFUSED: connect ECONNREFUSED"),
+      expected: retry,
+    },
     { rule: "1", name: "a timeout", result: noResponse("timed out after 30000 ms"), expected: retry },
     { rule: "1", name: "a reset connection", result: noResponse("ECONNRESET: socket hang up"), expected: retry },
     // Rule 2: non-2xx with x-job-retry: never, even where a later rule would retry.
-    { rule: "2", name: "503 with x-job-retry: never", result: response(503, { jobRetry: "never" }), expected: dead("rejected-by-endpoint") },
-    { rule: "2", name: "429 with x-job-retry: never", result: response(429, { jobRetry: "never" }), expected: dead("rejected-by-endpoint") },
-    { rule: "2", name: "400 with x-job-retry: never", result: response(400, { jobRetry: "never" }), expected: dead("rejected-by-endpoint") },
-    { rule: "2", name: "302 with x-job-retry: never", result: response(302, { jobRetry: "never" }), expected: dead("rejected-by-endpoint") },
+    {
+      rule: "2",
+      name: "503 with x-job-retry: never",
+      result: response(503, { jobRetry: "never" }),
+      expected: dead("rejected-by-endpoint"),
+    },
+    {
+      rule: "2",
+      name: "429 with x-job-retry: never",
+      result: response(429, { jobRetry: "never" }),
+      expected: dead("rejected-by-endpoint"),
+    },
+    {
+      rule: "2",
+      name: "400 with x-job-retry: never",
+      result: response(400, { jobRetry: "never" }),
+      expected: dead("rejected-by-endpoint"),
+    },
+    {
+      rule: "2",
+      name: "302 with x-job-retry: never",
+      result: response(302, { jobRetry: "never" }),
+      expected: dead("rejected-by-endpoint"),
+    },
     {
       rule: "2",
       name: "401 auth_unresolvable with x-job-retry: never",
@@ -77,7 +102,12 @@ describe("classify: the rules of docs/delivery.md, 'How an attempt ends', first 
     { rule: "3", name: "204", result: response(204), expected: success },
     { rule: "3", name: "299", result: response(299), expected: success },
     { rule: "3", name: "200 with x-job-retry: never", result: response(200, { jobRetry: "never" }), expected: success },
-    { rule: "3", name: "204 with x-job-retry: always", result: response(204, { jobRetry: "always" }), expected: success },
+    {
+      rule: "3",
+      name: "204 with x-job-retry: always",
+      result: response(204, { jobRetry: "always" }),
+      expected: success,
+    },
     // Rule 4: x-job-retry: always retries what would otherwise be dead.
     { rule: "4", name: "400 with x-job-retry: always", result: response(400, { jobRetry: "always" }), expected: retry },
     { rule: "4", name: "404 with x-job-retry: always", result: response(404, { jobRetry: "always" }), expected: retry },
@@ -89,25 +119,60 @@ describe("classify: the rules of docs/delivery.md, 'How an attempt ends', first 
       expected: retry,
     },
     // Rule 5: 401 whose JSON body has code auth_unresolvable.
-    { rule: "5", name: "401 with JSON code auth_unresolvable", result: response(401, { body: AUTH_UNRESOLVABLE }), expected: dead("auth-unresolvable") },
+    {
+      rule: "5",
+      name: "401 with JSON code auth_unresolvable",
+      result: response(401, { body: AUTH_UNRESOLVABLE }),
+      expected: dead("auth-unresolvable"),
+    },
     {
       rule: "5",
       name: "401 with JSON code auth_unresolvable and whitespace",
       result: response(401, { body: ' \n{ "code" : "auth_unresolvable" }\n' }),
       expected: dead("auth-unresolvable"),
     },
-    { rule: "5", name: "401 with another JSON code", result: response(401, { body: '{"code":"token_expired"}' }), expected: dead("permanent-status") },
-    { rule: "5", name: "401 with a non-JSON body naming the code", result: response(401, { body: "auth_unresolvable" }), expected: dead("permanent-status") },
-    { rule: "5", name: "401 with a JSON string body", result: response(401, { body: '"auth_unresolvable"' }), expected: dead("permanent-status") },
+    {
+      rule: "5",
+      name: "401 with another JSON code",
+      result: response(401, { body: '{"code":"token_expired"}' }),
+      expected: dead("permanent-status"),
+    },
+    {
+      rule: "5",
+      name: "401 with a non-JSON body naming the code",
+      result: response(401, { body: "auth_unresolvable" }),
+      expected: dead("permanent-status"),
+    },
+    {
+      rule: "5",
+      name: "401 with a JSON string body",
+      result: response(401, { body: '"auth_unresolvable"' }),
+      expected: dead("permanent-status"),
+    },
     {
       rule: "5",
       name: "401 with the code nested deeper",
       result: response(401, { body: '{"error":{"code":"auth_unresolvable"}}' }),
       expected: dead("permanent-status"),
     },
-    { rule: "5", name: "401 with a JSON null body", result: response(401, { body: "null" }), expected: dead("permanent-status") },
-    { rule: "5", name: "401 with an empty body", result: response(401, { body: "" }), expected: dead("permanent-status") },
-    { rule: "5", name: "403 with JSON code auth_unresolvable", result: response(403, { body: AUTH_UNRESOLVABLE }), expected: dead("permanent-status") },
+    {
+      rule: "5",
+      name: "401 with a JSON null body",
+      result: response(401, { body: "null" }),
+      expected: dead("permanent-status"),
+    },
+    {
+      rule: "5",
+      name: "401 with an empty body",
+      result: response(401, { body: "" }),
+      expected: dead("permanent-status"),
+    },
+    {
+      rule: "5",
+      name: "403 with JSON code auth_unresolvable",
+      result: response(403, { body: AUTH_UNRESOLVABLE }),
+      expected: dead("permanent-status"),
+    },
     // Rule 6: 408, 425, 429, 5xx retry.
     ...[408, 425, 429, 500, 502, 503, 504, 599].map((status) => ({
       rule: "6",
@@ -115,7 +180,12 @@ describe("classify: the rules of docs/delivery.md, 'How an attempt ends', first 
       result: response(status, { body: "try later" }),
       expected: retry,
     })),
-    { rule: "6", name: "503 with an unknown x-job-retry value", result: response(503, { jobRetry: "sometimes" }), expected: retry },
+    {
+      rule: "6",
+      name: "503 with an unknown x-job-retry value",
+      result: response(503, { jobRetry: "sometimes" }),
+      expected: retry,
+    },
     // Rule 7: anything else is permanent.
     ...[300, 301, 302, 304, 307, 308, 400, 402, 403, 404, 405, 409, 410, 413, 422, 451].map((status) => ({
       rule: "7",
@@ -123,10 +193,16 @@ describe("classify: the rules of docs/delivery.md, 'How an attempt ends', first 
       result: response(status, { body: "no" }),
       expected: dead("permanent-status"),
     })),
-    { rule: "7", name: "400 with an unknown x-job-retry value", result: response(400, { jobRetry: "sometimes" }), expected: dead("permanent-status") },
+    {
+      rule: "7",
+      name: "400 with an unknown x-job-retry value",
+      result: response(400, { jobRetry: "sometimes" }),
+      expected: dead("permanent-status"),
+    },
   ];
   for (const row of rows) {
-    const verdict = "reason" in row.expected ? `dead ${String(row.expected.reason)}` : (row.expected as { kind: string }).kind;
+    const verdict =
+      "reason" in row.expected ? `dead ${String(row.expected.reason)}` : (row.expected as { kind: string }).kind;
     test(`rule ${row.rule}: ${row.name} → ${verdict}`, () => {
       assert.deepEqual(classify(row.result), row.expected);
     });
@@ -236,9 +312,24 @@ describe("backoff: min(max_ms, base_ms × factor^(attempt−1)) × (0.5 + 0.5 ×
     { attempt: 5000, random: 0.5, expected: 7500 },
     { attempt: 7, random: 1, expected: 1000, retry: { ...RETRY, factor: 1 } },
     // The config defaults: 5 s × 4^(attempt−1), capped at 1 h.
-    { attempt: 1, random: 1, expected: 5000, retry: { base_ms: 5000, factor: 4, max_ms: 3_600_000, retry_after_max_ms: 86_400_000 } },
-    { attempt: 3, random: 0, expected: 40_000, retry: { base_ms: 5000, factor: 4, max_ms: 3_600_000, retry_after_max_ms: 86_400_000 } },
-    { attempt: 7, random: 1, expected: 3_600_000, retry: { base_ms: 5000, factor: 4, max_ms: 3_600_000, retry_after_max_ms: 86_400_000 } },
+    {
+      attempt: 1,
+      random: 1,
+      expected: 5000,
+      retry: { base_ms: 5000, factor: 4, max_ms: 3_600_000, retry_after_max_ms: 86_400_000 },
+    },
+    {
+      attempt: 3,
+      random: 0,
+      expected: 40_000,
+      retry: { base_ms: 5000, factor: 4, max_ms: 3_600_000, retry_after_max_ms: 86_400_000 },
+    },
+    {
+      attempt: 7,
+      random: 1,
+      expected: 3_600_000,
+      retry: { base_ms: 5000, factor: 4, max_ms: 3_600_000, retry_after_max_ms: 86_400_000 },
+    },
   ];
   for (const row of rows) {
     const settings = row.retry ?? RETRY;

@@ -17,7 +17,10 @@ import { startTestService, type TestService } from "../helpers/service.js";
 const DAY = 24 * 3_600_000;
 const START = Date.UTC(2026, 10, 21, 12);
 
-async function start(t: TestContext, configure: (raw: Record<string, unknown>) => void = () => {}): Promise<TestService> {
+async function start(
+  t: TestContext,
+  configure: (raw: Record<string, unknown>) => void = () => {},
+): Promise<TestService> {
   const s = await startTestService({ configure, clock: new ManualClock(START) });
   t.after(() => s.close());
   return s;
@@ -194,7 +197,9 @@ test("terminal_days null keeps every terminal job forever", async (t) => {
 
 test("old cron ticks are forgotten while recent ones are still remembered", async (t) => {
   const s = await start(t, (raw) => {
-    raw["cron"] = [{ name: "nightly", schedule: "0 3 * * *", operation_id: "buildReport", user_id: "system", dedupe_key: null }];
+    raw["cron"] = [
+      { name: "nightly", schedule: "0 3 * * *", operation_id: "buildReport", user_id: "system", dedupe_key: null },
+    ];
   });
   const store = s.service.store;
   const [entry] = s.config.cron;
@@ -202,14 +207,22 @@ test("old cron ticks are forgotten while recent ones are still remembered", asyn
   const oldTick = START - 7 * DAY;
   const recentTick = START - 60_000;
   for (const tickAt of [oldTick, recentTick]) {
-    const outcome = await store.cronTickInsert({ name: "nightly", tickAt, job: cronTickJob({ config: s.config, settings: s.service.settings, entry, tickAt }) });
+    const outcome = await store.cronTickInsert({
+      name: "nightly",
+      tickAt,
+      job: cronTickJob({ config: s.config, settings: s.service.settings, entry, tickAt }),
+    });
     assert.equal(outcome.kind, "created");
   }
 
   await cleanFinishedJobs({ config: s.config, store });
 
   const again = (tickAt: number) =>
-    store.cronTickInsert({ name: "nightly", tickAt, job: cronTickJob({ config: s.config, settings: s.service.settings, entry, tickAt }) });
+    store.cronTickInsert({
+      name: "nightly",
+      tickAt,
+      job: cronTickJob({ config: s.config, settings: s.service.settings, entry, tickAt }),
+    });
   assert.equal((await again(recentTick)).kind, "already_enqueued", "a recent tick is remembered");
   assert.equal((await again(oldTick)).kind, "created", "a week-old tick was forgotten");
 });
@@ -229,14 +242,20 @@ test("a chain that settles after retention deleted the job that named its on_set
     const [claimed] = await store.jobClaimMany({ limit: 1 });
     assert.equal(claimed?.id, id);
     const result = { status_code: 200, error_body: null, terminal_reason: null };
-    assert.deepEqual(await store.jobSetStateIfRunningMany({ outcomes: [{ id, attempt: 1, status: "succeeded", result }] }), [true]);
+    assert.deepEqual(
+      await store.jobSetStateIfRunningMany({ outcomes: [{ id, attempt: 1, status: "succeeded", result }] }),
+      [true],
+    );
   };
   await finish(root.id);
   s.clock.advance(DAY + 1);
   assert.equal(await cleanFinishedJobs({ config: s.config, store }), 1, "the root is deleted; its chain still runs");
   s.clock.advance(DAY);
   await finish(child.id);
-  assert.deepEqual((await store.chainSettledDueList({ limit: 10 })).map((chain) => chain.originalRequestId), ["late"]);
+  assert.deepEqual(
+    (await store.chainSettledDueList({ limit: 10 })).map((chain) => chain.originalRequestId),
+    ["late"],
+  );
 
   const refused: unknown[] = [];
   telemetry.on("callback:refused", (event) => refused.push(event));
@@ -244,7 +263,11 @@ test("a chain that settles after retention deleted the job that named its on_set
   assert.deepEqual(refused, [{ kind: "on_settled", of: "late", reason: "setter_deleted" }]);
   assert.deepEqual(await store.chainSettledDueList({ limit: 10 }), [], "recorded as fired: never due again");
   assert.notEqual((await store.chainGet({ originalRequestId: "late" }))?.onSettledFiredAt, null);
-  assert.deepEqual((await store.jobList({ originalRequestId: "late", limit: 10 })).map((job) => job.id), [child.id], "no callback job");
+  assert.deepEqual(
+    (await store.jobList({ originalRequestId: "late", limit: 10 })).map((job) => job.id),
+    [child.id],
+    "no callback job",
+  );
 });
 
 test("a pass deletes the rate buckets whose time has passed (one per rate key used), and keeps those still in force", async (t) => {
@@ -255,7 +278,11 @@ test("a pass deletes the rate buckets whose time has passed (one per rate key us
   const KEYS = 300;
   for (let n = 0; n < KEYS; n++) await insert(store, jobParams(s, `bucket-${n}`, { rateKey: `key-${n}` }));
   let claimed = 0;
-  for (let batch = await store.jobClaimMany({ limit: 100 }); batch.length > 0; batch = await store.jobClaimMany({ limit: 100 })) {
+  for (
+    let batch = await store.jobClaimMany({ limit: 100 });
+    batch.length > 0;
+    batch = await store.jobClaimMany({ limit: 100 })
+  ) {
     claimed += batch.length;
   }
   assert.equal(claimed, KEYS, "one bucket per key now");

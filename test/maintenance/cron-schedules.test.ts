@@ -27,7 +27,10 @@ function allowSchedules(raw: Record<string, unknown>): void {
 }
 
 /** A test service whose scheduler runs (its dispatcher too, with nothing to deliver to), stopped when `t` ends. */
-async function startScheduling(t: TestContext, configure: (raw: Record<string, unknown>) => void = allowSchedules): Promise<TestService & { cron: CronScheduler }> {
+async function startScheduling(
+  t: TestContext,
+  configure: (raw: Record<string, unknown>) => void = allowSchedules,
+): Promise<TestService & { cron: CronScheduler }> {
   const s = await startTestService({ clock: new ManualClock(START), configure });
   t.after(() => s.close());
   const cron = s.service.worker?.cron;
@@ -52,15 +55,28 @@ function schedulerOf(s: TestService, options: { config?: TestService["config"]; 
 }
 
 /** `method url` as a site admin named `sub`, with a JSON body; the answer must have `status`. */
-async function admin(s: TestService, method: "GET" | "POST" | "PATCH" | "DELETE", url: string, options: { body?: object; status?: number; sub?: string } = {}) {
-  const res = await s.inject({ method, url, token: await s.adminToken({ sub: options.sub ?? "alice" }), ...(options.body ? { payload: options.body } : {}) });
+async function admin(
+  s: TestService,
+  method: "GET" | "POST" | "PATCH" | "DELETE",
+  url: string,
+  options: { body?: object; status?: number; sub?: string } = {},
+) {
+  const res = await s.inject({
+    method,
+    url,
+    token: await s.adminToken({ sub: options.sub ?? "alice" }),
+    ...(options.body ? { payload: options.body } : {}),
+  });
   assert.equal(res.statusCode, options.status ?? 200, res.body);
   return res.json() as Record<string, unknown>;
 }
 
 /** Creates a schedule through the API. */
 async function create(s: TestService, body: Record<string, unknown>): Promise<void> {
-  await admin(s, "POST", "/schedules", { body: { operation_id: "buildReport", user_id: "system", ...body }, status: 201 });
+  await admin(s, "POST", "/schedules", {
+    body: { operation_id: "buildReport", user_id: "system", ...body },
+    status: 201,
+  });
 }
 
 async function stored(s: TestService, name: string): Promise<ScheduleRow> {
@@ -159,7 +175,11 @@ describe("a read of the stored schedules", () => {
     s.clock.set(Date.UTC(2026, 10, 21, 15, 42));
     await admin(s, "POST", "/schedules/report/resume");
     await s.cron.sync();
-    assert.equal(s.cron.nextTicks().get("report"), Date.UTC(2026, 10, 21, 16), "13:00, 14:00 and 15:00 are not enqueued late");
+    assert.equal(
+      s.cron.nextTicks().get("report"),
+      Date.UTC(2026, 10, 21, 16),
+      "13:00, 14:00 and 15:00 are not enqueued late",
+    );
     assert.deepEqual(await allJobs(s), []);
   });
 
@@ -174,7 +194,11 @@ describe("a read of the stored schedules", () => {
     await admin(s, "PATCH", "/schedules/report", { body: { priority: 9 } });
     assert.equal(await s.cron.fire(entry, at(1), { revision: first.revision }), true);
     const second = await stored(s, "report");
-    assert.equal(await s.cron.fire(cronEntryOf(second), at(1), { revision: second.revision }), true, "the tick was not recorded: the current revision takes it");
+    assert.equal(
+      await s.cron.fire(cronEntryOf(second), at(1), { revision: second.revision }),
+      true,
+      "the tick was not recorded: the current revision takes it",
+    );
 
     await admin(s, "POST", "/schedules/report/pause");
     assert.equal(await s.cron.fire(cronEntryOf(second), at(2), { revision: second.revision }), true);
@@ -195,15 +219,27 @@ describe("a read of the stored schedules", () => {
       ],
     );
     const jobs = await allJobs(s);
-    assert.deepEqual(jobs.map((job) => [job.originalRequestId, job.priority]), [[`cron:report:${iso(at(1))}`, 9]]);
+    assert.deepEqual(
+      jobs.map((job) => [job.originalRequestId, job.priority]),
+      [[`cron:report:${iso(at(1))}`, 9]],
+    );
   });
 
   test("leaves out a stored schedule under a config entry's name: the config entry is what runs", async (t) => {
     const s = await startScheduling(t);
     // Made behind the API's back, as a node whose config lacks the entry would.
-    await s.service.store.scheduleCreate({ schedule: fieldsNamed("nightly"), revision: "r1", actor: "elsewhere", maxSchedules: 10 });
+    await s.service.store.scheduleCreate({
+      schedule: fieldsNamed("nightly"),
+      revision: "r1",
+      actor: "elsewhere",
+      maxSchedules: 10,
+    });
     await s.cron.sync();
-    assert.deepEqual([...s.cron.nextTicks()], [["nightly", Date.UTC(2026, 10, 22, 3)]], "the config entry's 03:00, not every minute");
+    assert.deepEqual(
+      [...s.cron.nextTicks()],
+      [["nightly", Date.UTC(2026, 10, 22, 3)]],
+      "the config entry's 03:00, not every minute",
+    );
   });
 });
 
@@ -229,12 +265,18 @@ describe("a schedule's tick", () => {
     await create(s, { name: "report", schedule: "0 * * * *" });
     const row = await stored(s, "report");
     // A node whose config no longer lists buildReport under cron:*.
-    const stricter = schedulerOf(s, { config: { ...s.config, triggers: { ...s.config.triggers, "cron:*": ["sendWelcomeEmail"] } } });
+    const stricter = schedulerOf(s, {
+      config: { ...s.config, triggers: { ...s.config.triggers, "cron:*": ["sendWelcomeEmail"] } },
+    });
     const tickAt = Date.UTC(2026, 10, 21, 13);
     assert.equal(await stricter.fire(cronEntryOf(row), tickAt, { revision: row.revision }), true);
     assert.deepEqual(ticks, [{ name: "report", tickAt, outcome: "trigger_not_allowed" }]);
     assert.deepEqual(await allJobs(s), []);
-    assert.deepEqual(await s.service.store.cronTickLatestMany({ names: ["report"] }), [], "no tick recorded: a node allowed to may take it");
+    assert.deepEqual(
+      await s.service.store.cronTickLatestMany({ names: ["report"] }),
+      [],
+      "no tick recorded: a node allowed to may take it",
+    );
     assert.equal(await s.cron.fire(cronEntryOf(row), tickAt, { revision: row.revision }), true);
     assert.equal((await allJobs(s)).length, 1);
   });
@@ -244,13 +286,13 @@ describe("a schedule's tick", () => {
     const ticks = recordTicks(s);
     await create(s, { name: "report", schedule: "0 * * * *", dedupe_key: null });
     const row = await stored(s, "report");
-    const [a, b] = [0, 1].map(
-      () =>
-        schedulerOf(s),
-    );
+    const [a, b] = [0, 1].map(() => schedulerOf(s));
     assert.ok(a && b);
     const tickAt = Date.UTC(2026, 10, 21, 13);
-    await Promise.all([a.fire(cronEntryOf(row), tickAt, { revision: row.revision }), b.fire(cronEntryOf(row), tickAt, { revision: row.revision })]);
+    await Promise.all([
+      a.fire(cronEntryOf(row), tickAt, { revision: row.revision }),
+      b.fire(cronEntryOf(row), tickAt, { revision: row.revision }),
+    ]);
     assert.equal((await allJobs(s)).length, 1);
     assert.deepEqual(ticks.map(({ outcome }) => outcome).sort(), ["already_enqueued", "created"]);
     const [last] = await s.service.store.cronTickLatestMany({ names: ["report"] });
@@ -264,7 +306,17 @@ test("a service refuses to start when a config entry has the name of a stored sc
   await create(s, { name: "weekly", schedule: "0 6 * * 1" });
   const config = {
     ...s.config,
-    cron: [...s.config.cron, { name: "weekly", schedule: "0 7 * * 1", timezone: "UTC", operation_id: "buildReport", user_id: "system", request: {} }],
+    cron: [
+      ...s.config.cron,
+      {
+        name: "weekly",
+        schedule: "0 7 * * 1",
+        timezone: "UTC",
+        operation_id: "buildReport",
+        user_id: "system",
+        request: {},
+      },
+    ],
     triggers: { ...s.config.triggers, "cron:weekly": ["buildReport"] },
   } satisfies typeof s.config;
   // The first service holds a SQLite file to itself: a second opens the same database once it is closed.
@@ -272,7 +324,8 @@ test("a service refuses to start when a config entry has the name of a stored sc
   await assert.rejects(
     () => createService({ config, clock: s.clock }),
     (error: unknown) =>
-      error instanceof ConfigError && /cron\.1\.name: "weekly" is also the name of a schedule created through the API/.test(error.message),
+      error instanceof ConfigError &&
+      /cron\.1\.name: "weekly" is also the name of a schedule created through the API/.test(error.message),
   );
 });
 

@@ -106,13 +106,21 @@ async function allJobs(service: Service) {
 /** `GET /jobs/{id}` as a site admin. */
 async function getJob(service: Service, clock: Clock, id: string): Promise<Job> {
   const token = await mintToken({ auth: service.config.auth, clock, sub: "admin", siteAdmin: true });
-  const res = await service.app.inject({ method: "GET", url: `/jobs/${id}`, headers: { authorization: `Bearer ${token}` } });
+  const res = await service.app.inject({
+    method: "GET",
+    url: `/jobs/${id}`,
+    headers: { authorization: `Bearer ${token}` },
+  });
   assert.equal(res.statusCode, 200, res.body);
   return (res.json() as { job: Job }).job;
 }
 
 /** A scheduler of `entry` alone on the service's settings, reading and writing `store`; stopped when the test ends. */
-function schedulerOn(t: TestContext, service: Service, options: { entry: CronConfig; store: Store; clock: Clock }): CronScheduler {
+function schedulerOn(
+  t: TestContext,
+  service: Service,
+  options: { entry: CronConfig; store: Store; clock: Clock },
+): CronScheduler {
   const scheduler = new CronScheduler({
     config: { ...service.config, cron: [options.entry] },
     registry: service.registry,
@@ -409,7 +417,10 @@ describe("nextTick", () => {
     assert.equal(cron.nextTick(entry("0 3 * * *"), Date.UTC(2026, 10, 21, 12)), Date.UTC(2026, 10, 22, 3));
     assert.equal(cron.nextTick(entry("0 3 * * *"), Date.UTC(2026, 10, 22, 3)), Date.UTC(2026, 10, 23, 3));
     assert.equal(cron.nextTick(entry("0 3 * * *"), Date.UTC(2026, 10, 22, 2, 59, 59, 999)), Date.UTC(2026, 10, 22, 3));
-    assert.equal(cron.nextTick(entry("*/5 * * * *"), Date.UTC(2026, 10, 21, 12, 7, 30)), Date.UTC(2026, 10, 21, 12, 10));
+    assert.equal(
+      cron.nextTick(entry("*/5 * * * *"), Date.UTC(2026, 10, 21, 12, 7, 30)),
+      Date.UTC(2026, 10, 21, 12, 10),
+    );
   });
 
   test("of a 6-field expression counts seconds", () => {
@@ -521,7 +532,9 @@ test("a tick the database does not take at first is tried again, and enqueued on
 
 /** A service whose config has one entry, "nightly" on `schedule` (each tick a job of its own), on a clock at `start`. */
 async function oneEntry(t: TestContext, schedule: string, start: number) {
-  const config = testConfig(t, [{ name: "nightly", schedule, operation_id: "buildReport", user_id: "system", dedupe_key: null }]);
+  const config = testConfig(t, [
+    { name: "nightly", schedule, operation_id: "buildReport", user_id: "system", dedupe_key: null },
+  ]);
   const clock = new ManualClock(start);
   const service = await openService(t, config, clock);
   return { nightly: entryNamed(config, "nightly"), clock, service, ticks: recordTicks(service) };
@@ -536,7 +549,10 @@ async function untilArmed(scheduler: CronScheduler, at: number): Promise<void> {
 test("ticks that came due while the tick before was still being enqueued are enqueued next, in order, none skipped", async (t) => {
   const { nightly, clock, service, ticks } = await oneEntry(t, "* * * * * *", Date.UTC(2026, 10, 21, 12, 0, 0, 500));
   const threeTicks = new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`3 ticks awaited within 10 s, got ${ticks.map((tick) => iso(tick.tickAt)).join(", ")}`)), 10_000);
+    const timer = setTimeout(
+      () => reject(new Error(`3 ticks awaited within 10 s, got ${ticks.map((tick) => iso(tick.tickAt)).join(", ")}`)),
+      10_000,
+    );
     service.telemetry.on("cron:tick", () => {
       if (ticks.length < 3) return;
       clearTimeout(timer);
@@ -565,7 +581,10 @@ test("when a tick's commit ends an hour late, the ticks since then more than CRO
   release();
   // Ticks are fired one after another, so once the next tick armed is the one after now, every due one was fired.
   await untilArmed(scheduler, now + 5000);
-  const caughtUp = Array.from({ length: CRON_CATCH_UP_MS / 10_000 }, (_, i) => now - CRON_CATCH_UP_MS + 5000 + i * 10_000);
+  const caughtUp = Array.from(
+    { length: CRON_CATCH_UP_MS / 10_000 },
+    (_, i) => now - CRON_CATCH_UP_MS + 5000 + i * 10_000,
+  );
   assert.deepEqual(
     ticks.map((tick) => [iso(tick.tickAt), tick.outcome]),
     [first, ...caughtUp].map((at) => [iso(at), "created"]),
@@ -582,7 +601,10 @@ test("a tick whose timer fires more than CRON_CATCH_UP_MS late is not enqueued; 
   const now = first + 125_000;
   clock.set(now);
   await untilArmed(scheduler, now + 5000);
-  const lastMinute = Array.from({ length: CRON_CATCH_UP_MS / 10_000 }, (_, i) => now - CRON_CATCH_UP_MS + 5000 + i * 10_000);
+  const lastMinute = Array.from(
+    { length: CRON_CATCH_UP_MS / 10_000 },
+    (_, i) => now - CRON_CATCH_UP_MS + 5000 + i * 10_000,
+  );
   assert.deepEqual(
     ticks.map((tick) => [iso(tick.tickAt), tick.outcome]),
     lastMinute.map((at) => [iso(at), "created"]),
@@ -592,7 +614,12 @@ test("a tick whose timer fires more than CRON_CATCH_UP_MS late is not enqueued; 
 test("a tick the store refused because the schedule changed ends the catching up: the next is the first after now", async (t) => {
   const { nightly, clock, service, ticks } = await oneEntry(t, "* * * * * *", Date.UTC(2026, 10, 21, 12, 0, 0, 500));
   const first = Date.UTC(2026, 10, 21, 12, 0, 1);
-  const { scheduler, release } = await firstTickHeld(t, service, { entry: nightly, clock, first, answer: { kind: "schedule_changed" } });
+  const { scheduler, release } = await firstTickHeld(t, service, {
+    entry: nightly,
+    clock,
+    first,
+    answer: { kind: "schedule_changed" },
+  });
   // Refused 2.5 s late (paused meanwhile, say): the two ticks that came due since are not fired.
   clock.set(first + 2500);
   release();

@@ -106,7 +106,10 @@ test(
       }
       await sleep(HEARTBEAT_EVERY_MS);
     }
-    const running = await c.db.query<{ status: string; attempt: number }>("SELECT status, attempt FROM jobs WHERE id = $1", [id]);
+    const running = await c.db.query<{ status: string; attempt: number }>(
+      "SELECT status, attempt FROM jobs WHERE id = $1",
+      [id],
+    );
     assert.deepEqual(running.rows, [{ status: "running", attempt: 1 }]);
 
     const done = await callBack(c, others[1] as Node, delivery, "complete");
@@ -121,9 +124,13 @@ test(
 
     // One delivery, one attempt, no rescue by any node.
     assert.equal(c.target.deliveries.length, 1);
-    const attempts = await c.db.query<{ attempt: number; outcome: string }>("SELECT attempt, outcome FROM job_attempts WHERE job_id = $1", [id]);
+    const attempts = await c.db.query<{ attempt: number; outcome: string }>(
+      "SELECT attempt, outcome FROM job_attempts WHERE job_id = $1",
+      [id],
+    );
     assert.deepEqual(attempts.rows, [{ attempt: 1, outcome: "succeeded" }]);
-    for (const node of others) assert.equal(await metricSum(node, "opqueue_leases_rescued_total"), 0, `${node.name} rescued nothing`);
+    for (const node of others)
+      assert.equal(await metricSum(node, "opqueue_leases_rescued_total"), 0, `${node.name} rescued nothing`);
     const progress = await c.db.query<{ progress: unknown }>(
       "SELECT s.progress FROM job_state s JOIN job_specs j ON j.seq = s.seq WHERE j.id = $1",
       [id],
@@ -147,10 +154,15 @@ test(
 
     // No more heartbeats: the lease expires, a node rescues the job, and after its backoff attempt 2 is delivered.
     const stopped = performance.now();
-    await c.target.waitUntil("attempt 2", () => c.target.deliveries.some((delivery) => delivery.jobId === id && delivery.attempt === 2));
+    await c.target.waitUntil("attempt 2", () =>
+      c.target.deliveries.some((delivery) => delivery.jobId === id && delivery.attempt === 2),
+    );
     t.diagnostic(`attempt 2 arrived ${Math.round(performance.now() - stopped)} ms after the last heartbeat`);
     const done = await until("the job to succeed", async () => {
-      const rows = await c.db.query<{ status: string; attempt: number }>("SELECT status, attempt FROM jobs WHERE id = $1", [id]);
+      const rows = await c.db.query<{ status: string; attempt: number }>(
+        "SELECT status, attempt FROM jobs WHERE id = $1",
+        [id],
+      );
       return rows.rows[0]?.status === "succeeded" ? rows.rows[0] : undefined;
     });
     assert.equal(done.attempt, 2);
@@ -163,7 +175,11 @@ test(
       { attempt: 2, outcome: "succeeded", error_body: null },
     ]);
     const rescued = await Promise.all(nodes.map((node) => metricSum(node, "opqueue_leases_rescued_total")));
-    assert.equal(rescued.reduce((sum, n) => sum + n, 0), 1, `one rescue in all: ${rescued.join(", ")}`);
+    assert.equal(
+      rescued.reduce((sum, n) => sum + n, 0),
+      1,
+      `one rescue in all: ${rescued.join(", ")}`,
+    );
 
     // The target of attempt 1, late: its token acts on nothing any more.
     for (const action of ["heartbeat", "complete"] as const) {

@@ -30,7 +30,10 @@ interface Node {
   warnings: string[];
 }
 
-async function startNode(t: TestContext, options: { schema: string; clock: Clock; targetUrl: string; worker: boolean }): Promise<Node> {
+async function startNode(
+  t: TestContext,
+  options: { schema: string; clock: Clock; targetUrl: string; worker: boolean },
+): Promise<Node> {
   assert.ok(POSTGRES_URL);
   const dir = mkdtempSync(join(tmpdir(), "opqueue-skew-"));
   const raw = rawTestConfig(dir);
@@ -44,7 +47,13 @@ async function startNode(t: TestContext, options: { schema: string; clock: Clock
   const config = parseConfig({ raw, baseDir: dir, env: {} });
   const warnings: string[] = [];
   const logger = pino({ level: "warn" }, { write: (line: string) => void warnings.push(line) });
-  const service = await createService({ config, clock: options.clock, databaseTime: true, logger, worker: options.worker });
+  const service = await createService({
+    config,
+    clock: options.clock,
+    databaseTime: true,
+    logger,
+    worker: options.worker,
+  });
   t.after(async () => {
     await service.close();
     rmSync(dir, { recursive: true, force: true });
@@ -52,10 +61,27 @@ async function startNode(t: TestContext, options: { schema: string; clock: Clock
   return { service, clock: options.clock, config, warnings };
 }
 
-async function enqueueOn(node: Node, body: object): Promise<{ status: number; job: { id: string; run_at: string; created_at: string } }> {
-  const token = await mintToken({ auth: node.config.auth, clock: node.clock, sub: "u1", op: "createUser", rid: `req-${Math.random()}` });
-  const res = await node.service.app.inject({ method: "POST", url: "/jobs", headers: { authorization: `Bearer ${token}` }, payload: body });
-  return { status: res.statusCode, job: (res.json() as { job: { id: string; run_at: string; created_at: string } }).job };
+async function enqueueOn(
+  node: Node,
+  body: object,
+): Promise<{ status: number; job: { id: string; run_at: string; created_at: string } }> {
+  const token = await mintToken({
+    auth: node.config.auth,
+    clock: node.clock,
+    sub: "u1",
+    op: "createUser",
+    rid: `req-${Math.random()}`,
+  });
+  const res = await node.service.app.inject({
+    method: "POST",
+    url: "/jobs",
+    headers: { authorization: `Bearer ${token}` },
+    payload: body,
+  });
+  return {
+    status: res.statusCode,
+    job: (res.json() as { job: { id: string; run_at: string; created_at: string } }).job,
+  };
 }
 
 test(
@@ -76,7 +102,10 @@ test(
     // The skew is measured, exposed and warned about.
     const offsetMs = await b.service.store.clockOffset();
     assert.ok(Math.abs(offsetMs + SKEW_MS) < 5_000, `B measures the database ~120 s behind it (got ${offsetMs} ms)`);
-    assert.ok(b.warnings.some((line) => line.includes("differs from the database's")), "B warned about its clock");
+    assert.ok(
+      b.warnings.some((line) => line.includes("differs from the database's")),
+      "B warned about its clock",
+    );
     const metrics = await b.service.metrics.registry.getSingleMetricAsString("opqueue_clock_offset_seconds");
     const gauge = Number(/^opqueue_clock_offset_seconds (\S+)$/m.exec(metrics)?.[1]);
     assert.ok(Math.abs(gauge + SKEW_MS / 1000) < 5, `the gauge says the database is ~120 s behind B:\n${metrics}`);
@@ -88,7 +117,10 @@ test(
     assert.equal(delayed.status, 201);
     const createdAt = Date.parse(delayed.job.created_at);
     const runAt = Date.parse(delayed.job.run_at);
-    assert.ok(createdAt >= before - 5_000 && createdAt <= Date.now() + 5_000, `created_at ${delayed.job.created_at} is the database's now`);
+    assert.ok(
+      createdAt >= before - 5_000 && createdAt <= Date.now() + 5_000,
+      `created_at ${delayed.job.created_at} is the database's now`,
+    );
     assert.equal(runAt - createdAt, 60_000);
     // B's claim, on the database's clock, finds nothing due.
     assert.deepEqual(await b.service.store.jobClaimMany({ limit: 10 }), []);
@@ -96,9 +128,20 @@ test(
 
     // A delivers a job to a target that holds its answer; B's rescuer, 120 s ahead, must not take it.
     a.service.start();
-    const running = await enqueueOn(a, { operation_id: "sendWelcomeEmail", request: { path_params: { userId: "42" } } });
+    const running = await enqueueOn(a, {
+      operation_id: "sendWelcomeEmail",
+      request: { path_params: { userId: "42" } },
+    });
     await target.waitForRequests(1);
-    assert.equal(await rescueExpiredLeases({ settings: b.service.settings, store: b.service.store, clock: b.clock, telemetry: b.service.telemetry }), 0);
+    assert.equal(
+      await rescueExpiredLeases({
+        settings: b.service.settings,
+        store: b.service.store,
+        clock: b.clock,
+        telemetry: b.service.telemetry,
+      }),
+      0,
+    );
     const stillRunning = await a.service.store.jobGet({ id: running.job.id });
     assert.equal(stillRunning?.status, "running");
     assert.equal(stillRunning?.attempt, 1);

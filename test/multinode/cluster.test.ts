@@ -100,7 +100,9 @@ test(
 test(
   "a node killed with SIGKILL halfway through 5,000 jobs loses nothing: the others rescue its leases and every job succeeds",
   {
-    skip: POSTGRES_SKIP || (process.platform === "linux" ? false : "tells which node sent a delivery through /proc (Linux)"),
+    skip:
+      POSTGRES_SKIP ||
+      (process.platform === "linux" ? false : "tells which node sent a delivery through /proc (Linux)"),
     timeout: 180_000,
   },
   async (t) => {
@@ -164,23 +166,26 @@ test(
     for (const { id, attempt } of stored.rows) {
       const sent = (deliveries.get(id) ?? []).map((delivery) => delivery.attempt);
       assert.equal(new Set(sent).size, sent.length, `job ${id}: an attempt sent twice: ${sent.join(", ")}`);
-      assert.ok(sent.includes(attempt), `job ${id}: its succeeded attempt ${attempt} was sent (sent: ${sent.join(", ")})`);
+      assert.ok(
+        sent.includes(attempt),
+        `job ${id}: its succeeded attempt ${attempt} was sent (sent: ${sent.join(", ")})`,
+      );
       assert.ok(Math.max(...sent) <= attempt, `job ${id}: attempts sent ${sent.join(", ")}, stored ${attempt}`);
     }
 
     // The kill cut off the victim's deliveries in flight, and each of their jobs ran again (attempt 2).
     const aborted = c.target.deliveries.filter((delivery) => delivery.aborted);
-    for (const delivery of victimHeld) assert.ok(delivery.aborted, `${victim.name}'s delivery of ${delivery.jobId} was cut off`);
+    for (const delivery of victimHeld)
+      assert.ok(delivery.aborted, `${victim.name}'s delivery of ${delivery.jobId} was cut off`);
     const attemptOf = new Map(stored.rows.map((row) => [row.id, row.attempt]));
     for (const delivery of aborted) assert.equal(attemptOf.get(delivery.jobId), 2, `job ${delivery.jobId} ran again`);
 
     // Only the killed node's jobs ran again: as many as the survivors rescued, at most its worker.concurrency
     // deliveries and the half as many jobs it may have claimed ahead of free slots.
     const retried = stored.rows.filter((row) => row.attempt > 1);
-    const rescued = (await Promise.all(survivors.map((node) => metricSum(node, "opqueue_leases_rescued_total")))).reduce(
-      (sum, count) => sum + count,
-      0,
-    );
+    const rescued = (
+      await Promise.all(survivors.map((node) => metricSum(node, "opqueue_leases_rescued_total")))
+    ).reduce((sum, count) => sum + count, 0);
     const repeated = [...deliveries.values()].filter((sent) => sent.length > 1);
     // Why each retried job's first attempt ended, as the history recorded it: "lease expired" for a rescue.
     const firstEnds = await c.db.query<{ outcome: string; error_body: string | null; n: number }>(
@@ -195,7 +200,10 @@ test(
     assert.equal(retried.length, rescued, `every job that ran again was a rescued lease (${whyRetried})`);
     assert.ok(rescued >= aborted.length);
     const claimedAtMost = CONCURRENCY + Math.floor(CONCURRENCY / 2);
-    assert.ok(rescued <= claimedAtMost, `at most ${claimedAtMost} leases rescued (concurrency ${CONCURRENCY}), got ${rescued}`);
+    assert.ok(
+      rescued <= claimedAtMost,
+      `at most ${claimedAtMost} leases rescued (concurrency ${CONCURRENCY}), got ${rescued}`,
+    );
     assert.ok(retried.every((row) => row.attempt === 2));
 
     // One running job per key: no two requests of one key ever overlapped at the target while both were open. A
@@ -206,7 +214,10 @@ test(
       `most requests in flight at once for one key: ${maxInFlight}; overlaps: ${c.target.overlaps.length}` +
         (c.target.overlaps.length > 0
           ? ` (${c.target.overlaps
-              .map((o) => `${o.key}: ${o.arriving.jobId}#${o.arriving.attempt} over ${o.inFlight.map((d) => `${d.jobId}#${d.attempt}${d.aborted ? " (aborted)" : ""}`).join(", ")}`)
+              .map(
+                (o) =>
+                  `${o.key}: ${o.arriving.jobId}#${o.arriving.attempt} over ${o.inFlight.map((d) => `${d.jobId}#${d.attempt}${d.aborted ? " (aborted)" : ""}`).join(", ")}`,
+              )
               .join("; ")})`
           : ""),
     );
@@ -226,7 +237,13 @@ test(
       change: (raw) => {
         // No dedupe key: each tick creates its own job even if the previous tick's were still waiting.
         raw["cron"] = [
-          { name: "nightly", schedule: "* * * * * *", operation_id: "buildReport", user_id: "system", dedupe_key: null },
+          {
+            name: "nightly",
+            schedule: "* * * * * *",
+            operation_id: "buildReport",
+            user_id: "system",
+            dedupe_key: null,
+          },
         ];
       },
     });
@@ -250,19 +267,22 @@ test(
 
     // No tick has two jobs; every job is its tick's.
     const perTick = new Map<string, string[]>();
-    for (const job of jobs.rows) perTick.set(job.original_request_id, [...(perTick.get(job.original_request_id) ?? []), job.id]);
+    for (const job of jobs.rows)
+      perTick.set(job.original_request_id, [...(perTick.get(job.original_request_id) ?? []), job.id]);
     for (const [tick, jobIds] of perTick) assert.equal(jobIds.length, 1, `tick ${tick} has jobs ${jobIds.join(", ")}`);
     // Every recorded tick has its job, each tick its own (a job is named after the tick that created it).
     const tickJob = new Map(ticks.rows.map((row) => [`cron:nightly:${row.tick_at.toISOString()}`, row.job_id]));
     for (const [tick, jobId] of tickJob) assert.ok(jobId, `tick ${tick} has no job`);
-    for (const job of jobs.rows) assert.equal(tickJob.get(job.original_request_id), job.id, `job ${job.id} is its tick's`);
+    for (const job of jobs.rows)
+      assert.equal(tickJob.get(job.original_request_id), job.id, `job ${job.id} is its tick's`);
     assert.equal(new Set(tickJob.values()).size, tickJob.size, "no job serves two ticks");
     assert.equal(jobs.rows.length, ticks.rows.length);
     // The ticks follow each other second by second: none was skipped while the nodes ran.
     const times = ticks.rows.map((row) => row.tick_at.getTime());
     for (const [i, time] of times.entries()) {
       assert.equal(time % 1000, 0, "ticks fall on whole seconds");
-      if (i > 0) assert.equal(time - (times[i - 1] ?? 0), 1000, `tick ${new Date(time).toISOString()} follows the previous one`);
+      if (i > 0)
+        assert.equal(time - (times[i - 1] ?? 0), 1000, `tick ${new Date(time).toISOString()} follows the previous one`);
     }
 
     // Each tick was enqueued by exactly one node (from the nodes' own logs).
@@ -275,16 +295,21 @@ test(
     t.diagnostic(`ticks enqueued per node: ${nodes.map((node, i) => `${node.name}=${byNode[i]?.length}`).join(", ")}`);
     const logged = byNode.flat();
     assert.equal(new Set(logged).size, logged.length, "no tick was enqueued by two nodes");
-    assert.deepEqual(
-      new Set(logged.map((tick) => `cron:nightly:${tick}`)),
-      new Set(tickJob.keys()),
-    );
+    assert.deepEqual(new Set(logged.map((tick) => `cron:nightly:${tick}`)), new Set(tickJob.keys()));
 
     // The target got each tick's job once, under the tick's request id.
     const delivered = c.target.deliveries.filter((delivery) => delivery.path === "/reports");
-    assert.equal(new Set(delivered.map((delivery) => delivery.jobId)).size, delivered.length, "each cron job delivered once");
+    assert.equal(
+      new Set(delivered.map((delivery) => delivery.jobId)).size,
+      delivered.length,
+      "each cron job delivered once",
+    );
     for (const delivery of delivered) {
-      assert.equal(tickJob.get(delivery.requestId), delivery.jobId, `delivery of ${delivery.jobId} under ${delivery.requestId}`);
+      assert.equal(
+        tickJob.get(delivery.requestId),
+        delivery.jobId,
+        `delivery of ${delivery.jobId} under ${delivery.requestId}`,
+      );
     }
   },
 );
@@ -310,7 +335,13 @@ test(
     assert.equal((await fetch(`http://127.0.0.1:${worker.port}/jobs`, { method: "POST" })).status, 404);
 
     const enqueue = async (userId: string): Promise<Job> => {
-      const assertion = await mintToken({ auth: c.config.auth, clock: systemClock, sub: "u1", op: "createUser", rid: `signup-${userId}` });
+      const assertion = await mintToken({
+        auth: c.config.auth,
+        clock: systemClock,
+        sub: "u1",
+        op: "createUser",
+        rid: `signup-${userId}`,
+      });
       const response = await fetch(`${api.url}/jobs`, {
         method: "POST",
         headers: { authorization: `Bearer ${assertion}`, "content-type": "application/json" },
@@ -379,7 +410,9 @@ test(
         [],
         `round ${round}: every node opened the store`,
       );
-      const migrations = await db.query<{ version: number }>(`SELECT version FROM ${schema}.schema_migrations ORDER BY version`);
+      const migrations = await db.query<{ version: number }>(
+        `SELECT version FROM ${schema}.schema_migrations ORDER BY version`,
+      );
       assert.deepEqual(
         migrations.rows.map((row) => row.version),
         readMigrations("postgres").map((migration) => migration.version),

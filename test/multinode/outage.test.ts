@@ -57,7 +57,10 @@ class Cleanup {
           await Promise.race([
             Promise.resolve(step()).finally(() => clearTimeout(timer)),
             new Promise((_resolve, reject) => {
-              timer = setTimeout(() => reject(new Error(`cleanup step did not finish within ${WAIT_MS} ms: ${String(step)}`)), WAIT_MS);
+              timer = setTimeout(
+                () => reject(new Error(`cleanup step did not finish within ${WAIT_MS} ms: ${String(step)}`)),
+                WAIT_MS,
+              );
             }),
           ]);
         } catch (error) {
@@ -91,9 +94,12 @@ interface Refusal {
  */
 function errorResponse(refusal: Refusal): Buffer {
   const fields = Buffer.concat(
-    [["S", "FATAL"], ["V", "FATAL"], ["C", refusal.code], ["M", refusal.message]].map(([type, value]) =>
-      Buffer.from(`${type}${value}\0`, "utf8"),
-    ),
+    [
+      ["S", "FATAL"],
+      ["V", "FATAL"],
+      ["C", refusal.code],
+      ["M", refusal.message],
+    ].map(([type, value]) => Buffer.from(`${type}${value}\0`, "utf8")),
   );
   const body = Buffer.concat([fields, Buffer.from([0])]);
   const header = Buffer.alloc(5);
@@ -237,10 +243,12 @@ async function readJobs(
   s: Scenario,
   ids: string[],
 ): Promise<Map<string, { status: string; attempt: number; result: { status_code?: number } | null }>> {
-  const rows = await s.db.query<{ id: string; status: string; attempt: number; result: { status_code?: number } | null }>(
-    `SELECT id, status, attempt, result FROM ${s.schema}.jobs WHERE id = ANY($1::text[])`,
-    [ids],
-  );
+  const rows = await s.db.query<{
+    id: string;
+    status: string;
+    attempt: number;
+    result: { status_code?: number } | null;
+  }>(`SELECT id, status, attempt, result FROM ${s.schema}.jobs WHERE id = ANY($1::text[])`, [ids]);
   return new Map(rows.rows.map((row) => [row.id, row]));
 }
 
@@ -256,14 +264,22 @@ async function waitForSucceeded(s: Scenario, ids: string[], nodes: Node[]): Prom
       return pending.length === 0;
     },
     () => {
-      const lines = pending.slice(0, 10).map((id) => `${id}: ${s.target.requests.some((r) => r.headers["idempotency-key"] === id) ? "delivered" : "never delivered"}`);
+      const lines = pending
+        .slice(0, 10)
+        .map(
+          (id) =>
+            `${id}: ${s.target.requests.some((r) => r.headers["idempotency-key"] === id) ? "delivered" : "never delivered"}`,
+        );
       return `not succeeded: ${pending.length}\n${lines.join("\n")}\n${nodes.map((node) => node.output()).join("\n")}`;
     },
   );
 }
 
 /** Backends of the server whose application_name is one of `names` (never anyone else's). */
-async function backendsOf(s: Scenario, names: string[]): Promise<Array<{ pid: number; name: string; query: string; wait: string | null }>> {
+async function backendsOf(
+  s: Scenario,
+  names: string[],
+): Promise<Array<{ pid: number; name: string; query: string; wait: string | null }>> {
   const rows = await s.db.query<{ pid: number; name: string; query: string; wait: string | null }>(
     `SELECT pid, application_name AS name, query, wait_event_type AS wait FROM pg_stat_activity
      WHERE application_name = ANY($1::text[]) AND pid <> pg_backend_pid()`,
@@ -337,7 +353,6 @@ function childEnv(): NodeJS.ProcessEnv {
   }
   return env;
 }
-
 
 /**
  * Writes the node's config and spawns `opqueue serve`. Leases as the brief has them (heartbeat 200 ms, grace 1 s,
@@ -468,19 +483,32 @@ async function call(url: string, init: RequestInit = {}): Promise<Answer> {
     return { status: response.status, code, retryAfter: response.headers.get("retry-after"), body };
   } catch (error) {
     const cause = (error as { cause?: { code?: string } }).cause?.code;
-    return { status: 0, code: undefined, retryAfter: null, body: "", error: `${String(error)}${cause ? ` (${cause})` : ""}` };
+    return {
+      status: 0,
+      code: undefined,
+      retryAfter: null,
+      body: "",
+      error: `${String(error)}${cause ? ` (${cause})` : ""}`,
+    };
   }
 }
 
 /** The contract's answers during an outage: 2xx, or 503 `unavailable` with `Retry-After`. Anything else is a finding. */
 function acceptable(answer: Answer): boolean {
   if (answer.status >= 200 && answer.status < 300) return true;
-  return answer.status === 503 && answer.code === "unavailable" && answer.retryAfter !== null && /^\d+$/.test(answer.retryAfter);
+  return (
+    answer.status === 503 &&
+    answer.code === "unavailable" &&
+    answer.retryAfter !== null &&
+    /^\d+$/.test(answer.retryAfter)
+  );
 }
 
 function describe(what: string, answer: Answer): string {
-  return `${what}: ${answer.status === 0 ? `no answer: ${answer.error}` : `${answer.status} ${answer.body.slice(0, 300)}`}` +
-    ` (retry-after: ${answer.retryAfter ?? "none"})`;
+  return (
+    `${what}: ${answer.status === 0 ? `no answer: ${answer.error}` : `${answer.status} ${answer.body.slice(0, 300)}`}` +
+    ` (retry-after: ${answer.retryAfter ?? "none"})`
+  );
 }
 
 /** The path the target sees for a `sendWelcomeEmail` job of `userId`. */
@@ -488,7 +516,13 @@ const welcomePath = (userId: string) => `/users/${encodeURIComponent(userId)}/we
 
 /** `POST /jobs` for `sendWelcomeEmail` with a fresh chain per job; the answer and, on 201, the job id. */
 async function enqueue(s: Scenario, node: Node, userId: string): Promise<{ answer: Answer; id: string | undefined }> {
-  const token = await mintToken({ auth: s.config.auth, clock: systemClock, sub: "u1", op: "createUser", rid: `signup-${userId}` });
+  const token = await mintToken({
+    auth: s.config.auth,
+    clock: systemClock,
+    sub: "u1",
+    op: "createUser",
+    rid: `signup-${userId}`,
+  });
   const answer = await call(`${node.url}/jobs`, {
     method: "POST",
     headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
@@ -501,7 +535,10 @@ async function enqueue(s: Scenario, node: Node, userId: string): Promise<{ answe
 function admin(s: Scenario, node: Node, pathAndQuery: string, method = "GET"): Promise<Answer> {
   return call(`${node.url}${pathAndQuery}`, {
     method,
-    headers: { authorization: `Bearer ${s.adminToken}`, ...(method === "POST" ? { "content-type": "application/json" } : {}) },
+    headers: {
+      authorization: `Bearer ${s.adminToken}`,
+      ...(method === "POST" ? { "content-type": "application/json" } : {}),
+    },
   });
 }
 
@@ -522,7 +559,11 @@ async function waitForReadiness(node: Node, status: 200 | 503): Promise<Answer> 
 }
 
 /** Polls `probe` until it returns something truthy; fails after WAIT_MS with `context()`. */
-async function waitUntil<T>(what: string, probe: () => Promise<T> | T, context: () => string = () => ""): Promise<NonNullable<T>> {
+async function waitUntil<T>(
+  what: string,
+  probe: () => Promise<T> | T,
+  context: () => string = () => "",
+): Promise<NonNullable<T>> {
   const deadline = Date.now() + WAIT_MS;
   for (;;) {
     const value = await probe();
@@ -605,7 +646,10 @@ class Traffic {
   }
 
   summary(): string {
-    return [...this.tally].sort().map(([key, count]) => `${key}: ${count}`).join(", ");
+    return [...this.tally]
+      .sort()
+      .map(([key, count]) => `${key}: ${count}`)
+      .join(", ");
   }
 }
 
@@ -632,7 +676,11 @@ function checkDeliveredAtLeastOnce(target: Target, ids: string[]): number {
  * the node's backend is seen waiting on the lock. The database going away now catches a checked-out connection in
  * the middle of a transaction.
  */
-async function startBlockedAdminWrite(s: Scenario, node: Node, rid: string): Promise<{ answer: Promise<Answer>; release: () => Promise<void> }> {
+async function startBlockedAdminWrite(
+  s: Scenario,
+  node: Node,
+  rid: string,
+): Promise<{ answer: Promise<Answer>; release: () => Promise<void> }> {
   const lock = await holdChainRow(s, rid);
   const answer = admin(s, node, `/chains/${rid}/cancel`, "POST");
   await waitUntil(`${node.name}'s chain cancel waits on the held row`, async () =>
@@ -654,7 +702,11 @@ test(
 
     const traffic = new Traffic(s, node, "load");
     s.cleanup.add(() => traffic.stop());
-    await waitUntil("deliveries flow before the outage", () => s.target.requests.length >= 10, traffic.summary.bind(traffic));
+    await waitUntil(
+      "deliveries flow before the outage",
+      () => s.target.requests.length >= 10,
+      traffic.summary.bind(traffic),
+    );
 
     // A write waiting inside its transaction when the connections are cut.
     const blocked = await startBlockedAdminWrite(s, node, "outage-probe");
@@ -662,7 +714,10 @@ test(
     proxy.down("reset");
     const blockedAnswer = await blocked.answer;
     await blocked.release();
-    assert.ok(acceptable(blockedAnswer), `${describe("the chain cancel caught in its transaction", blockedAnswer)}\n${node.output()}`);
+    assert.ok(
+      acceptable(blockedAnswer),
+      `${describe("the chain cancel caught in its transaction", blockedAnswer)}\n${node.output()}`,
+    );
     const notReady = await waitForReadiness(node, 503);
     assert.equal(notReady.code, "unavailable");
     assert.ok(notReady.retryAfter, "/readyz's 503 has Retry-After");
@@ -675,7 +730,9 @@ test(
     // The LISTEN connection, cut with the rest, is back too (it reconnects with its own backoff).
     await waitUntil("the node listens again", async () => {
       assertAlive(node);
-      return (await backendsOf(s, [`${node.applicationName}-listener`])).some((backend) => backend.query.startsWith("LISTEN"));
+      return (await backendsOf(s, [`${node.applicationName}-listener`])).some((backend) =>
+        backend.query.startsWith("LISTEN"),
+      );
     });
     await waitUntil("enqueues are acknowledged again after the outage", () => {
       assertAlive(node);
@@ -684,8 +741,14 @@ test(
     await traffic.stop();
 
     t.diagnostic(`answers: ${traffic.summary()}`);
-    t.diagnostic(`the chain cancel caught in its transaction answered ${blockedAnswer.status} ${blockedAnswer.code ?? ""}`);
-    assert.deepEqual(traffic.findings, [], `answers outside the contract:\n${traffic.findings.join("\n")}\n${node.output()}`);
+    t.diagnostic(
+      `the chain cancel caught in its transaction answered ${blockedAnswer.status} ${blockedAnswer.code ?? ""}`,
+    );
+    assert.deepEqual(
+      traffic.findings,
+      [],
+      `answers outside the contract:\n${traffic.findings.join("\n")}\n${node.output()}`,
+    );
     assert.ok(traffic.answered("enqueue", 503, "down") > 0, "the outage was seen by enqueues (503 unavailable)");
     assertAlive(node);
 
@@ -717,19 +780,28 @@ test(
 
     const traffic = new Traffic(s, api, "terminate");
     s.cleanup.add(() => traffic.stop());
-    await waitUntil("deliveries flow before the terminations", () => s.target.requests.length >= 10, traffic.summary.bind(traffic));
+    await waitUntil(
+      "deliveries flow before the terminations",
+      () => s.target.requests.length >= 10,
+      traffic.summary.bind(traffic),
+    );
 
     const blocked = await startBlockedAdminWrite(s, api, "terminate-probe");
     traffic.phase = "terminated";
     const terminated = await terminateBackendsOf(s, names);
     const byName = (name: string) => terminated.filter((row) => row === name).length;
-    t.diagnostic(`terminated: api ${byName(api.applicationName)}, worker pool ${byName(worker.applicationName)}, worker listener ${byName(listenerName)}`);
+    t.diagnostic(
+      `terminated: api ${byName(api.applicationName)}, worker pool ${byName(worker.applicationName)}, worker listener ${byName(listenerName)}`,
+    );
     assert.ok(byName(listenerName) >= 1, "the worker's LISTEN connection was terminated");
     assert.ok(byName(worker.applicationName) >= 1, "a connection of the worker's pool was terminated");
     assert.ok(byName(api.applicationName) >= 1, "a connection of the API node's pool was terminated");
     const blockedAnswer = await blocked.answer;
     await blocked.release();
-    assert.ok(acceptable(blockedAnswer), `${describe("the chain cancel caught in its transaction", blockedAnswer)}\n${api.output()}`);
+    assert.ok(
+      acceptable(blockedAnswer),
+      `${describe("the chain cancel caught in its transaction", blockedAnswer)}\n${api.output()}`,
+    );
     assertAlive(api);
 
     // A new LISTEN connection (the terminated backend may still be listed for a moment).
@@ -748,8 +820,14 @@ test(
     await traffic.stop();
 
     t.diagnostic(`answers: ${traffic.summary()}`);
-    t.diagnostic(`the chain cancel caught in its transaction answered ${blockedAnswer.status} ${blockedAnswer.code ?? ""}`);
-    assert.deepEqual(traffic.findings, [], `answers outside the contract:\n${traffic.findings.join("\n")}\n${api.output()}`);
+    t.diagnostic(
+      `the chain cancel caught in its transaction answered ${blockedAnswer.status} ${blockedAnswer.code ?? ""}`,
+    );
+    assert.deepEqual(
+      traffic.findings,
+      [],
+      `answers outside the contract:\n${traffic.findings.join("\n")}\n${api.output()}`,
+    );
     assertAlive(api);
     assertAlive(worker);
 
@@ -766,8 +844,9 @@ test(
     const { answer, id } = await enqueue(s, api, "after-terminations");
     assert.equal(answer.status, 201, describe("POST /jobs", answer));
     assert.ok(id);
-    await waitUntil("the job enqueued on the API node is delivered by the worker", () =>
-      s.target.requests.some((request) => request.path === welcomePath("after-terminations")),
+    await waitUntil(
+      "the job enqueued on the API node is delivered by the worker",
+      () => s.target.requests.some((request) => request.path === welcomePath("after-terminations")),
       worker.output,
     );
     await waitForSucceeded(s, [id], [api, worker]);
@@ -799,7 +878,9 @@ test(
     const { answer, id } = await enqueue(s, node, "held");
     assert.equal(answer.status, 201, describe("POST /jobs", answer));
     assert.ok(id);
-    await waitUntil("the delivery reaches the target", () => s.target.requests.some((request) => request.path === heldPath));
+    await waitUntil("the delivery reaches the target", () =>
+      s.target.requests.some((request) => request.path === heldPath),
+    );
 
     proxy.down("end");
     await waitForReadiness(node, 503);
@@ -862,10 +943,14 @@ test(
     proxy.down("reset");
     const node = await spawnNode(s, { name: "node", proxy });
     // Past the first retry: the process has been waiting a while.
-    await waitUntil("serve tries to reach the database three times", () => {
-      assertAlive(node);
-      return proxy.refused >= 3;
-    }, node.output);
+    await waitUntil(
+      "serve tries to reach the database three times",
+      () => {
+        assertAlive(node);
+        return proxy.refused >= 3;
+      },
+      node.output,
+    );
     node.child.kill("SIGTERM");
     const exit = await node.exited;
     assert.deepEqual(exit, { code: 0, signal: null }, node.output());
@@ -888,7 +973,9 @@ test(
     const { answer, id } = await enqueue(s, node, "held-at-shutdown");
     assert.equal(answer.status, 201, describe("POST /jobs", answer));
     assert.ok(id);
-    await waitUntil("the delivery reaches the target", () => s.target.requests.some((request) => request.path === heldPath));
+    await waitUntil("the delivery reaches the target", () =>
+      s.target.requests.some((request) => request.path === heldPath),
+    );
 
     proxy.down("reset");
     await waitForReadiness(node, 503);
@@ -923,7 +1010,10 @@ test(
       // Several tries, so that at least one goes through a new connection (the first may find a pooled one cut).
       for (let i = 0; i < 3; i++) {
         const { answer } = await enqueue(s, node, `refused-${refusal.code}-${i}`);
-        assert.ok(answer.status === 503 && acceptable(answer), `${refusal.code}: ${describe("POST /jobs", answer)}\n${node.output()}`);
+        assert.ok(
+          answer.status === 503 && acceptable(answer),
+          `${refusal.code}: ${describe("POST /jobs", answer)}\n${node.output()}`,
+        );
         const list = await admin(s, node, "/jobs?limit=1");
         assert.ok(list.status === 503 && acceptable(list), `${refusal.code}: ${describe("GET /jobs", list)}`);
       }
@@ -976,10 +1066,14 @@ test(
     await waitForReadiness(node, 200);
     const { answer, id } = await enqueue(s, node, "accepting-again");
     assert.equal(answer.status, 201, describe("POST /jobs", answer));
-    const job = await waitUntil("the job enqueued afterwards succeeds", async () => {
-      const read = await admin(s, node, `/jobs/${id ?? ""}`);
-      return read.status === 200 && (JSON.parse(read.body) as { job: { status: string } }).job.status === "succeeded";
-    }, node.output);
+    const job = await waitUntil(
+      "the job enqueued afterwards succeeds",
+      async () => {
+        const read = await admin(s, node, `/jobs/${id ?? ""}`);
+        return read.status === 200 && (JSON.parse(read.body) as { job: { status: string } }).job.status === "succeeded";
+      },
+      node.output,
+    );
     assert.ok(job);
     assertAlive(node);
   },

@@ -19,11 +19,21 @@ function allowSchedules(raw: Record<string, unknown>): void {
 }
 
 /** An admin call to `node`; the parsed answer, which must have `status`. */
-async function admin(c: Cluster, node: Node, method: "POST" | "DELETE", path: string, body?: unknown, status = 200): Promise<unknown> {
+async function admin(
+  c: Cluster,
+  node: Node,
+  method: "POST" | "DELETE",
+  path: string,
+  body?: unknown,
+  status = 200,
+): Promise<unknown> {
   const response = await request(`${node.url}${path}`, {
     method,
     dispatcher: c.agent,
-    headers: { authorization: `Bearer ${await adminToken(c)}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+    headers: {
+      authorization: `Bearer ${await adminToken(c)}`,
+      ...(body === undefined ? {} : { "content-type": "application/json" }),
+    },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
   const text = await response.body.text();
@@ -33,7 +43,14 @@ async function admin(c: Cluster, node: Node, method: "POST" | "DELETE", path: st
 
 /** Creates an every-second schedule of buildReport, each tick a job of its own, through `node`. */
 async function everySecond(c: Cluster, node: Node, name: string): Promise<void> {
-  await admin(c, node, "POST", "/schedules", { name, schedule: "* * * * * *", operation_id: "buildReport", user_id: "system", dedupe_key: null }, 201);
+  await admin(
+    c,
+    node,
+    "POST",
+    "/schedules",
+    { name, schedule: "* * * * * *", operation_id: "buildReport", user_id: "system", dedupe_key: null },
+    201,
+  );
 }
 
 /** The jobs of schedule `name` per tick (ms), from their `original_request_id` (`cron:{name}:{tick}`). */
@@ -91,7 +108,9 @@ test(
 
     const ticks = [...(await jobsPerTick(c, "every-second"))].sort(([a], [b]) => a - b);
     // A tick is committed before its node logs it: waits for the log lines of the survivors' ticks.
-    const survivorTicks = [...after.keys()].filter((tick) => tick > takenOverFrom).map((tick) => new Date(tick).toISOString());
+    const survivorTicks = [...after.keys()]
+      .filter((tick) => tick > takenOverFrom)
+      .map((tick) => new Date(tick).toISOString());
     const byNode = await until("a log line of every tick after the kill", async () => {
       const lines = enqueuers(nodes, "every-second");
       return survivorTicks.every((tick) => lines.has(tick)) ? lines : undefined;
@@ -107,7 +126,8 @@ test(
     const first = ticks[0]?.[0] ?? 0;
     const last = ticks.at(-1)?.[0] ?? 0;
     const missing: string[] = [];
-    for (let tick = first; tick <= last; tick += 1000) if (!ticks.some(([at]) => at === tick)) missing.push(new Date(tick).toISOString());
+    for (let tick = first; tick <= last; tick += 1000)
+      if (!ticks.some(([at]) => at === tick)) missing.push(new Date(tick).toISOString());
     assert.deepEqual(missing, [], "no second without its tick");
     // The recorded ticks name the same jobs, one each.
     const recorded = await c.db.query<{ n: number; jobs: number }>(
@@ -146,14 +166,19 @@ test(
     const resumed = await ticksReached(c, "watched", 2, resumedAt);
     const lastBeforePause = Math.max(...whenPaused.keys());
     const skipped = [...resumed.keys()].filter((tick) => tick > lastBeforePause && tick < resumedAt - 1000);
-    assert.deepEqual(skipped.map((tick) => new Date(tick).toISOString()), [], "the ticks missed while paused are not enqueued late");
+    assert.deepEqual(
+      skipped.map((tick) => new Date(tick).toISOString()),
+      [],
+      "the ticks missed while paused are not enqueued late",
+    );
 
     await admin(c, n1, "DELETE", "/schedules/watched");
     const whenDeleted = await jobsPerTick(c, "watched");
     const deletedAt = Date.now();
     await ticksReached(c, "clock", 3, deletedAt + 1000);
     assert.deepEqual(await jobsPerTick(c, "watched"), whenDeleted, "no tick enqueued once deleted");
-    for (const ticks of [whenPaused, resumed, whenDeleted]) assert.ok([...ticks.values()].every((count) => count === 1));
+    for (const ticks of [whenPaused, resumed, whenDeleted])
+      assert.ok([...ticks.values()].every((count) => count === 1));
     t.diagnostic(`watched: ${whenDeleted.size} ticks in all`);
   },
 );

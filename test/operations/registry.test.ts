@@ -134,11 +134,19 @@ describe("OperationRegistry.fromDocument validation", () => {
   });
 
   it("rejects a Swagger 2.0 document", () => {
-    assertConfigError(() => OperationRegistry.fromDocument({ swagger: "2.0", paths: {} }, "s.yaml"), /s\.yaml/, /Swagger 2\.0/);
+    assertConfigError(
+      () => OperationRegistry.fromDocument({ swagger: "2.0", paths: {} }, "s.yaml"),
+      /s\.yaml/,
+      /Swagger 2\.0/,
+    );
   });
 
   it("rejects an unsupported openapi version", () => {
-    assertConfigError(() => OperationRegistry.fromDocument({ openapi: "3.2.0", paths: {} }), /3\.2\.0/, /not supported/);
+    assertConfigError(
+      () => OperationRegistry.fromDocument({ openapi: "3.2.0", paths: {} }),
+      /3\.2\.0/,
+      /not supported/,
+    );
     assertConfigError(() => OperationRegistry.fromDocument({ openapi: "3.10.0", paths: {} }), /not supported/);
   });
 
@@ -155,7 +163,10 @@ describe("OperationRegistry.fromDocument validation", () => {
   });
 
   it("rejects a path that does not start with a slash", () => {
-    assertConfigError(() => OperationRegistry.fromDocument(doc({ users: { get: { operationId: "a" } } })), /must start with "\/"/);
+    assertConfigError(
+      () => OperationRegistry.fromDocument(doc({ users: { get: { operationId: "a" } } })),
+      /must start with "\/"/,
+    );
   });
 
   it("rejects duplicate operationIds, naming both operations", () => {
@@ -177,7 +188,10 @@ describe("OperationRegistry.fromDocument validation", () => {
       () => OperationRegistry.fromDocument(doc({ "/a": { get: { operationId: 7 } } })),
       /operationId: must be a non-empty string/,
     );
-    assertConfigError(() => OperationRegistry.fromDocument(doc({ "/a": { get: { operationId: null } } })), /non-empty string/);
+    assertConfigError(
+      () => OperationRegistry.fromDocument(doc({ "/a": { get: { operationId: null } } })),
+      /non-empty string/,
+    );
   });
 
   it("rejects tags that are not a list of strings", () => {
@@ -246,7 +260,13 @@ components:
       { pathItems: { A: { get: { operationId: "sharedGet" } } } },
     );
     const registry = OperationRegistry.fromDocument(document);
-    assert.deepEqual(registry.all().map((op) => op.operationId).sort(), ["localPost", "sharedGet"]);
+    assert.deepEqual(
+      registry
+        .all()
+        .map((op) => op.operationId)
+        .sort(),
+      ["localPost", "sharedGet"],
+    );
   });
 
   it("reports a $ref cycle between path items instead of overflowing the stack", () => {
@@ -267,7 +287,11 @@ components:
       { "/a": { get: { operationId: "a", parameters: [{ $ref: "#/components/parameters/P" }] } } },
       { parameters: { P: { $ref: "#/components/parameters/P" } } },
     );
-    assertConfigError(() => OperationRegistry.fromDocument(document), /paths\["\/a"\]\.get\.parameters\.0/, /\$ref cycle/);
+    assertConfigError(
+      () => OperationRegistry.fromDocument(document),
+      /paths\["\/a"\]\.get\.parameters\.0/,
+      /\$ref cycle/,
+    );
   });
 
   it("reports a $ref to a missing component, naming the ref", () => {
@@ -299,7 +323,12 @@ components:
       { "/tree": { post: { operationId: "saveTree", requestBody: { $ref: "#/components/requestBodies/Tree" } } } },
       {
         requestBodies: { Tree: { content: { "application/json": { schema: { $ref: "#/components/schemas/Node" } } } } },
-        schemas: { Node: { type: "object", properties: { children: { type: "array", items: { $ref: "#/components/schemas/Node" } } } } },
+        schemas: {
+          Node: {
+            type: "object",
+            properties: { children: { type: "array", items: { $ref: "#/components/schemas/Node" } } },
+          },
+        },
       },
     );
     assert.equal(OperationRegistry.fromDocument(document).get("saveTree")?.method, "POST");
@@ -318,7 +347,13 @@ const PRODUCT = OperationRegistry.fromDocument(
   "product.yaml",
 );
 
-const CRON_NIGHTLY = { name: "nightly", schedule: "0 3 * * *", timezone: "UTC", operation_id: "buildReport", user_id: "system" };
+const CRON_NIGHTLY = {
+  name: "nightly",
+  schedule: "0 3 * * *",
+  timezone: "UTC",
+  operation_id: "buildReport",
+  user_id: "system",
+};
 
 /** A valid config for PRODUCT, with top-level keys replaced by `overrides`. */
 function configWith(overrides: Record<string, unknown> = {}): Config {
@@ -379,9 +414,12 @@ describe("checkConfigAgainstRegistry errors", () => {
       () => check({ cron: [{ ...nightlyWelcome, request: { path_params: { userId: ".." } } }], triggers }),
       /^config: cron\.0\.request: request\.path_params\.userId is "\.\."/,
     );
-    assert.deepEqual(check({ cron: [{ ...nightlyWelcome, request: { path_params: { userId: "system" } } }], triggers }), {
-      warnings: [],
-    });
+    assert.deepEqual(
+      check({ cron: [{ ...nightlyWelcome, request: { path_params: { userId: "system" } } }], triggers }),
+      {
+        warnings: [],
+      },
+    );
   });
 
   it("rejects a cron entry whose request is larger than an enqueued one may be", () => {
@@ -393,14 +431,19 @@ describe("checkConfigAgainstRegistry errors", () => {
 
   it("rejects a cron operation_id that is not an operation of the document", () => {
     assertConfigError(
-      () => check({ cron: [{ ...CRON_NIGHTLY, operation_id: "buildX" }], triggers: { "cron:nightly": ["buildReport"] } }),
+      () =>
+        check({ cron: [{ ...CRON_NIGHTLY, operation_id: "buildX" }], triggers: { "cron:nightly": ["buildReport"] } }),
       /^config: cron\.0\.operation_id: "buildX" \(cron entry "nightly"\) is not an operation of the OpenAPI document$/,
     );
   });
 
   it("rejects a cron operation_id without the background tag", () => {
     assertConfigError(
-      () => check({ cron: [{ ...CRON_NIGHTLY, operation_id: "createUser" }], triggers: { "cron:nightly": ["buildReport"] } }),
+      () =>
+        check({
+          cron: [{ ...CRON_NIGHTLY, operation_id: "createUser" }],
+          triggers: { "cron:nightly": ["buildReport"] },
+        }),
       /^config: cron\.0\.operation_id: /,
       /lacks the "background" tag/,
     );
@@ -445,7 +488,9 @@ describe("checkConfigAgainstRegistry errors", () => {
   });
 
   it("accepts a 6-field schedule with seconds and a non-UTC zone", () => {
-    assert.deepEqual(check({ cron: [{ ...CRON_NIGHTLY, schedule: "30 0 3 * * 1-5", timezone: "Europe/Paris" }] }), { warnings: [] });
+    assert.deepEqual(check({ cron: [{ ...CRON_NIGHTLY, schedule: "30 0 3 * * 1-5", timezone: "Europe/Paris" }] }), {
+      warnings: [],
+    });
   });
 
   it("rejects a timezone that is not an IANA zone", () => {
@@ -474,7 +519,9 @@ describe("checkConfigAgainstRegistry warnings", () => {
   });
 
   it("warns about an operations override naming no operation", () => {
-    const { warnings } = check({ operations: { sendWelcomeEmail: { max_attempts: 8 }, sendWelcomEmail: { timeout_ms: 10 } } });
+    const { warnings } = check({
+      operations: { sendWelcomeEmail: { max_attempts: 8 }, sendWelcomEmail: { timeout_ms: 10 } },
+    });
     assert.deepEqual(warnings, [
       'config: operations.sendWelcomEmail: names no operation of the OpenAPI document (did you mean "sendWelcomeEmail"?); ' +
         "the override is unused",

@@ -75,7 +75,8 @@ paths:
 `,
       { optedOut: { validate_request: false } },
     );
-    for (const operationId of ["bare", "optedOut", "foreground", "headersOnly"]) assert.equal(schemas.get(operationId), undefined, operationId);
+    for (const operationId of ["bare", "optedOut", "foreground", "headersOnly"])
+      assert.equal(schemas.get(operationId), undefined, operationId);
     assert.deepEqual(schemas.warnings, []);
   });
 
@@ -126,7 +127,9 @@ requestBody:
   });
 
   it("checks only the presence of a body whose media types hold no JSON one", () => {
-    const schemas = compile(oneOperation(`requestBody: { required: true, content: { multipart/form-data: { schema: { type: object } } } }`));
+    const schemas = compile(
+      oneOperation(`requestBody: { required: true, content: { multipart/form-data: { schema: { type: object } } } }`),
+    );
     assert.equal(schemaOf(schemas).problem({ body: "anything" }), undefined);
     assert.match(schemaOf(schemas).problem({}) ?? "", /^\/request\/body: is required/);
   });
@@ -160,17 +163,24 @@ requestBody:
       ),
     );
     assert.equal(schemaOf(schemas).problem({ body: { kind: "cat" } }), undefined);
-    assert.match(schemaOf(schemas).problem({ body: {} }) ?? "", /^\/request\/body\/kind: is required \(none of the alternatives matches\)/);
+    assert.match(
+      schemaOf(schemas).problem({ body: {} }) ?? "",
+      /^\/request\/body\/kind: is required \(none of the alternatives matches\)/,
+    );
   });
 
   it("does not take an inherited property for a required one", () => {
-    const schemas = compile(oneOperation(`requestBody: { content: { application/json: { schema: { required: [toString] } } } }`));
+    const schemas = compile(
+      oneOperation(`requestBody: { content: { application/json: { schema: { required: [toString] } } } }`),
+    );
     assert.match(schemaOf(schemas).problem({ body: {} }) ?? "", /^\/request\/body\/toString: is required/);
   });
 
   it("still checks a pattern that only parses without Unicode mode", () => {
     const schemas = compile(
-      oneOperation(`requestBody: { content: { application/json: { schema: { type: string, pattern: "^[a-z\\\\_]+$" } } } }`),
+      oneOperation(
+        `requestBody: { content: { application/json: { schema: { type: string, pattern: "^[a-z\\\\_]+$" } } } }`,
+      ),
     );
     assert.deepEqual(schemas.warnings, []);
     assert.equal(schemaOf(schemas).problem({ body: "snake_case" }), undefined);
@@ -192,7 +202,9 @@ requestBody:
 describe("parameters", () => {
   it("reads a path parameter as the text delivery sends, a text with commas as a simple-style array too", () => {
     const schemas = compile(
-      oneOperation(`parameters: [{ name: id, in: path, required: true, schema: { type: array, items: { type: integer } } }]`),
+      oneOperation(
+        `parameters: [{ name: id, in: path, required: true, schema: { type: array, items: { type: integer } } }]`,
+      ),
     );
     const schema = schemaOf(schemas);
     assert.equal(schema.problem({ path_params: { id: [1, 2] } }), undefined);

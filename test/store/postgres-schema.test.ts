@@ -48,68 +48,86 @@ async function tablesOf(client: pg.Client, schema: string): Promise<string[]> {
   return rows.rows.map((row) => row.name);
 }
 
-test("a URL naming no schema keeps opqueue's tables in the schema opqueue, beside a product's own jobs and schema_migrations in public", { skip: POSTGRES_SKIP }, async (t) => {
-  const { url, client } = await ownDatabase(t);
-  await client.query("CREATE TABLE public.jobs (id serial PRIMARY KEY, title text)");
-  await client.query("CREATE TABLE public.schema_migrations (version varchar PRIMARY KEY)");
-  await client.query("INSERT INTO public.schema_migrations VALUES ('20240101000000')");
-  const warnings: string[] = [];
-  const store = await PostgresStore.open({ url, clock: systemClock, onWarning: (message) => warnings.push(message) });
-  await store.close();
-  assert.deepEqual(warnings, []);
-  assert.ok((await tablesOf(client, "opqueue")).includes("job_state"));
-  assert.deepEqual(await tablesOf(client, "public"), ["jobs", "schema_migrations"]);
-  assert.deepEqual((await client.query("SELECT version FROM public.schema_migrations")).rows, [{ version: "20240101000000" }]);
-});
+test(
+  "a URL naming no schema keeps opqueue's tables in the schema opqueue, beside a product's own jobs and schema_migrations in public",
+  { skip: POSTGRES_SKIP },
+  async (t) => {
+    const { url, client } = await ownDatabase(t);
+    await client.query("CREATE TABLE public.jobs (id serial PRIMARY KEY, title text)");
+    await client.query("CREATE TABLE public.schema_migrations (version varchar PRIMARY KEY)");
+    await client.query("INSERT INTO public.schema_migrations VALUES ('20240101000000')");
+    const warnings: string[] = [];
+    const store = await PostgresStore.open({ url, clock: systemClock, onWarning: (message) => warnings.push(message) });
+    await store.close();
+    assert.deepEqual(warnings, []);
+    assert.ok((await tablesOf(client, "opqueue")).includes("job_state"));
+    assert.deepEqual(await tablesOf(client, "public"), ["jobs", "schema_migrations"]);
+    assert.deepEqual((await client.query("SELECT version FROM public.schema_migrations")).rows, [
+      { version: "20240101000000" },
+    ]);
+  },
+);
 
-test("a database whose opqueue tables are in public (an older opqueue) keeps using them, and says how to make that explicit", { skip: POSTGRES_SKIP }, async (t) => {
-  const { url, client } = await ownDatabase(t);
-  const withPublic = new URL(url);
-  withPublic.searchParams.set("schema", "public");
-  const older = await PostgresStore.open({ url: withPublic.toString(), clock: systemClock });
-  await older.close();
-  const warnings: string[] = [];
-  const store = await PostgresStore.open({ url, clock: systemClock, onWarning: (message) => warnings.push(message) });
-  await store.close();
-  assert.equal(warnings.length, 1);
-  assert.match(warnings[0] ?? "", /\?schema=public/);
-  assert.deepEqual(await tablesOf(client, "opqueue"), [], "no empty second queue is started");
-});
+test(
+  "a database whose opqueue tables are in public (an older opqueue) keeps using them, and says how to make that explicit",
+  { skip: POSTGRES_SKIP },
+  async (t) => {
+    const { url, client } = await ownDatabase(t);
+    const withPublic = new URL(url);
+    withPublic.searchParams.set("schema", "public");
+    const older = await PostgresStore.open({ url: withPublic.toString(), clock: systemClock });
+    await older.close();
+    const warnings: string[] = [];
+    const store = await PostgresStore.open({ url, clock: systemClock, onWarning: (message) => warnings.push(message) });
+    await store.close();
+    assert.equal(warnings.length, 1);
+    assert.match(warnings[0] ?? "", /\?schema=public/);
+    assert.deepEqual(await tablesOf(client, "opqueue"), [], "no empty second queue is started");
+  },
+);
 
-test("a schema holding another tool's schema_migrations, or tables named like opqueue's, is refused with a clear message and left untouched", { skip: POSTGRES_SKIP }, async (t) => {
-  const { url, client } = await ownDatabase(t);
-  await client.query("CREATE SCHEMA rails");
-  await client.query("CREATE TABLE rails.schema_migrations (version varchar PRIMARY KEY)");
-  await client.query("CREATE SCHEMA app");
-  await client.query("CREATE TABLE app.jobs (id serial PRIMARY KEY)");
-  for (const [schema, pattern] of [
-    ["rails", /schema "rails" holds a schema_migrations table that is not opqueue's.*\?schema=NAME/],
-    ["app", /schema "app" already holds jobs, not opqueue's.*\?schema=NAME/],
-  ] as const) {
+test(
+  "a schema holding another tool's schema_migrations, or tables named like opqueue's, is refused with a clear message and left untouched",
+  { skip: POSTGRES_SKIP },
+  async (t) => {
+    const { url, client } = await ownDatabase(t);
+    await client.query("CREATE SCHEMA rails");
+    await client.query("CREATE TABLE rails.schema_migrations (version varchar PRIMARY KEY)");
+    await client.query("CREATE SCHEMA app");
+    await client.query("CREATE TABLE app.jobs (id serial PRIMARY KEY)");
+    for (const [schema, pattern] of [
+      ["rails", /schema "rails" holds a schema_migrations table that is not opqueue's.*\?schema=NAME/],
+      ["app", /schema "app" already holds jobs, not opqueue's.*\?schema=NAME/],
+    ] as const) {
+      const named = new URL(url);
+      named.searchParams.set("schema", schema);
+      await assert.rejects(PostgresStore.open({ url: named.toString(), clock: systemClock }), (error: Error) => {
+        assert.ok(error instanceof StoreSetupError, String(error));
+        assert.match(error.message, pattern);
+        return true;
+      });
+    }
+    assert.deepEqual(await tablesOf(client, "rails"), ["schema_migrations"]);
+    assert.deepEqual(await tablesOf(client, "app"), ["jobs"]);
+
+    // `opqueue migrate` says so in one line and exits 2 (a setting to change), no stack trace.
+    const dir = mkdtempSync(join(tmpdir(), "opqueue-schema-"));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    const raw = rawTestConfig(dir);
     const named = new URL(url);
-    named.searchParams.set("schema", schema);
-    await assert.rejects(PostgresStore.open({ url: named.toString(), clock: systemClock }), (error: Error) => {
-      assert.ok(error instanceof StoreSetupError, String(error));
-      assert.match(error.message, pattern);
-      return true;
-    });
-  }
-  assert.deepEqual(await tablesOf(client, "rails"), ["schema_migrations"]);
-  assert.deepEqual(await tablesOf(client, "app"), ["jobs"]);
-
-  // `opqueue migrate` says so in one line and exits 2 (a setting to change), no stack trace.
-  const dir = mkdtempSync(join(tmpdir(), "opqueue-schema-"));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const raw = rawTestConfig(dir);
-  const named = new URL(url);
-  named.searchParams.set("schema", "rails");
-  raw["database"] = named.toString();
-  writeFileSync(join(dir, "opqueue.json"), JSON.stringify(raw));
-  const run = spawnSync(process.execPath, ["--import", "tsx", "src/cli.ts", "migrate", "--config", join(dir, "opqueue.json")], {
-    cwd: REPO_ROOT,
-    encoding: "utf8",
-  });
-  assert.equal(run.status, 2, run.stderr);
-  assert.match(run.stderr, /^opqueue: the schema "rails" holds a schema_migrations table that is not opqueue's/);
-  assert.doesNotMatch(run.stderr, /\n\s+at /, "no stack trace");
-});
+    named.searchParams.set("schema", "rails");
+    raw["database"] = named.toString();
+    writeFileSync(join(dir, "opqueue.json"), JSON.stringify(raw));
+    const run = spawnSync(
+      process.execPath,
+      ["--import", "tsx", "src/cli.ts", "migrate", "--config", join(dir, "opqueue.json")],
+      {
+        cwd: REPO_ROOT,
+        encoding: "utf8",
+      },
+    );
+    assert.equal(run.status, 2, run.stderr);
+    assert.match(run.stderr, /^opqueue: the schema "rails" holds a schema_migrations table that is not opqueue's/);
+    assert.doesNotMatch(run.stderr, /\n\s+at /, "no stack trace");
+  },
+);

@@ -28,33 +28,44 @@ async function functionDefinitions(client: pg.Client, schema: string): Promise<M
   return new Map(rows.rows.map((row) => [row.name, row.definition.replaceAll(`${schema}.`, "")]));
 }
 
-test("every PL/pgSQL function and the view jobs in src/store/postgres/sql/ read as a migrated database holds them", { skip: POSTGRES_SKIP }, async (t) => {
-  const clock = new ManualClock();
-  const migrated = await openPostgresStore(clock);
-  t.after(migrated.cleanup);
-  const rewritten = await openPostgresStore(clock);
-  t.after(rewritten.cleanup);
-  const client = new pg.Client({ connectionString: POSTGRES_URL });
-  await client.connect();
-  t.after(() => client.end());
+test(
+  "every PL/pgSQL function and the view jobs in src/store/postgres/sql/ read as a migrated database holds them",
+  { skip: POSTGRES_SKIP },
+  async (t) => {
+    const clock = new ManualClock();
+    const migrated = await openPostgresStore(clock);
+    t.after(migrated.cleanup);
+    const rewritten = await openPostgresStore(clock);
+    t.after(rewritten.cleanup);
+    const client = new pg.Client({ connectionString: POSTGRES_URL });
+    await client.connect();
+    t.after(() => client.end());
 
-  await client.query(`SET search_path TO ${rewritten.schema}`);
-  for (const file of FUNCTION_FILES) await client.query(readFileSync(new URL(`functions/${file}`, SQL_DIR), "utf8"));
-  await client.query(readFileSync(new URL("views/jobs.sql", SQL_DIR), "utf8"));
+    await client.query(`SET search_path TO ${rewritten.schema}`);
+    for (const file of FUNCTION_FILES) await client.query(readFileSync(new URL(`functions/${file}`, SQL_DIR), "utf8"));
+    await client.query(readFileSync(new URL("views/jobs.sql", SQL_DIR), "utf8"));
 
-  const expected = await functionDefinitions(client, migrated.schema);
-  const actual = await functionDefinitions(client, rewritten.schema);
-  assert.deepEqual(
-    FUNCTION_FILES.map((file) => file.replace(/\.sql$/, "")).sort(),
-    [...expected.keys()].sort(),
-    "one file per function of the migrated schema, and no other",
-  );
-  for (const [name, definition] of expected) {
-    assert.equal(actual.get(name), definition, `functions/${name}.sql differs from the migrated database's ${name}`);
-  }
-  // Qualified or not by the schema depending on the search path: compared without it.
-  const view = async (schema: string) =>
-    (await client.query<{ definition: string }>("SELECT pg_get_viewdef($1::regclass) AS definition", [`${schema}.jobs`])).rows[0]
-      ?.definition.replaceAll(`${schema}.`, "");
-  assert.equal(await view(rewritten.schema), await view(migrated.schema), "views/jobs.sql differs from the migrated view");
-});
+    const expected = await functionDefinitions(client, migrated.schema);
+    const actual = await functionDefinitions(client, rewritten.schema);
+    assert.deepEqual(
+      FUNCTION_FILES.map((file) => file.replace(/\.sql$/, "")).sort(),
+      [...expected.keys()].sort(),
+      "one file per function of the migrated schema, and no other",
+    );
+    for (const [name, definition] of expected) {
+      assert.equal(actual.get(name), definition, `functions/${name}.sql differs from the migrated database's ${name}`);
+    }
+    // Qualified or not by the schema depending on the search path: compared without it.
+    const view = async (schema: string) =>
+      (
+        await client.query<{ definition: string }>("SELECT pg_get_viewdef($1::regclass) AS definition", [
+          `${schema}.jobs`,
+        ])
+      ).rows[0]?.definition.replaceAll(`${schema}.`, "");
+    assert.equal(
+      await view(rewritten.schema),
+      await view(migrated.schema),
+      "views/jobs.sql differs from the migrated view",
+    );
+  },
+);

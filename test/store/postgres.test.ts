@@ -135,7 +135,9 @@ if (!POSTGRES_SKIP) {
       const inserted = await store.jobInsert(jobParams({ id: "job-commit-a" }));
       assert.equal(inserted.kind, "created");
       assert.deepEqual(await modesOf(() => store.jobClaimMany({ limit: 1 })), ["off"]);
-      assert.deepEqual(await modesOf(() => store.jobHeartbeatMany({ jobs: [{ id: "job-commit-a", attempt: 1 }] })), ["off"]);
+      assert.deepEqual(await modesOf(() => store.jobHeartbeatMany({ jobs: [{ id: "job-commit-a", attempt: 1 }] })), [
+        "off",
+      ]);
       assert.deepEqual(
         await modesOf(() =>
           store.jobSetStateIfRunningMany({
@@ -148,13 +150,20 @@ if (!POSTGRES_SKIP) {
       await store.jobClaimMany({ limit: 2 });
       assert.deepEqual(
         await modesOf(() =>
-          store.jobSetStateIfRunningMany({ outcomes: [{ id: "job-commit-a", attempt: 2, status: "succeeded", result: SUCCESS }] }),
+          store.jobSetStateIfRunningMany({
+            outcomes: [{ id: "job-commit-a", attempt: 2, status: "succeeded", result: SUCCESS }],
+          }),
         ),
         ["off"],
       );
       assert.deepEqual(
         await modesOf(() =>
-          store.jobRequeueMany({ jobs: [{ id: "job-commit-b", attempt: 1 }], delayMs: 0, errorBody: "lease expired", refund: "if-last" }),
+          store.jobRequeueMany({
+            jobs: [{ id: "job-commit-b", attempt: 1 }],
+            delayMs: 0,
+            errorBody: "lease expired",
+            refund: "if-last",
+          }),
         ),
         ["on"],
       );
@@ -176,7 +185,8 @@ if (!POSTGRES_SKIP) {
       // jobs due: planned from such statistics, version 3's count of the due jobs read every due job into a bitmap,
       // or walked the claim index, before stopping at its limit.
       for (let n = 0; n < 10; n++) await store.jobInsert(jobParams({ id: `job-plan-${n}` }));
-      await db.query(`
+      await db.query(
+        `
         WITH specs AS (
           INSERT INTO job_specs (id, operation_id, max_attempts, created_at, enqueued_by_operation_id,
               original_request_id, user_id, authority, request)
@@ -188,7 +198,9 @@ if (!POSTGRES_SKIP) {
           SELECT seq, CASE WHEN n % 30 = 0 THEN 'pending' ELSE 'succeeded' END,
             $1::timestamptz - (n * 7919 % 20000) * interval '1 ms', CASE WHEN n % 30 = 0 THEN NULL ELSE created_at END,
             operation_id, 'u:' || user_id
-          FROM specs`, [new Date(T0)]);
+          FROM specs`,
+        [new Date(T0)],
+      );
       await db.query("ANALYZE job_state");
       await db.query("UPDATE job_state SET status = 'pending', finished_at = NULL WHERE status = 'succeeded'");
       // auto_explain reports each statement's plan, the function's own statements included, as it runs.
@@ -236,7 +248,10 @@ if (!POSTGRES_SKIP) {
       await store.jobHeartbeatMany({ jobs: [{ id: "job-hot-1", attempt: 1 }] });
       clock.set(T0 + 1000);
       const expired = await store.jobListExpired({ lease: { defaultMs: 500, byOperation: {} }, limit: 10 });
-      assert.deepEqual(expired.map((job) => job.id), ["job-hot-1"]);
+      assert.deepEqual(
+        expired.map((job) => job.id),
+        ["job-hot-1"],
+      );
     });
   });
 }
@@ -253,13 +268,27 @@ if (!POSTGRES_SKIP) {
         version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
       for (const migration of readMigrations("postgres").slice(0, 3)) {
         await db.query(migration.sql);
-        await db.query("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", [migration.version, migration.name]);
+        await db.query("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", [
+          migration.version,
+          migration.name,
+        ]);
       }
       const item = (id: string, extra: Record<string, unknown> = {}) => ({
-        id, operation_id: "sendWelcomeEmail", max_attempts: 5, priority: 0, run_at: new Date(T0).toISOString(),
-        dedupe_key: null, concurrency_key: null, enqueued_by_operation_id: "createUser", parent_job_id: null,
-        original_request_id: "req-1", user_id: "u1", authority: { kind: "request", user_id: "u1" },
-        request: { body: { id } }, spawn_cap: 100, ...extra,
+        id,
+        operation_id: "sendWelcomeEmail",
+        max_attempts: 5,
+        priority: 0,
+        run_at: new Date(T0).toISOString(),
+        dedupe_key: null,
+        concurrency_key: null,
+        enqueued_by_operation_id: "createUser",
+        parent_job_id: null,
+        original_request_id: "req-1",
+        user_id: "u1",
+        authority: { kind: "request", user_id: "u1" },
+        request: { body: { id } },
+        spawn_cap: 100,
+        ...extra,
       });
       const items = [
         item("old-running", { priority: 5 }),
@@ -271,10 +300,16 @@ if (!POSTGRES_SKIP) {
       await db.query("SELECT opqueue_insert_jobs($1::json, $2)", [JSON.stringify(items), new Date(T0)]);
       const claimed = await db.query("SELECT id FROM opqueue_claim($1, 3, 6)", [new Date(T0)]);
       assert.equal(claimed.rows.length, 3);
-      await db.query(`UPDATE jobs SET status = 'succeeded', finished_at = $1, heartbeat_at = NULL,
-        result = '{"status_code":200,"error_body":null,"terminal_reason":null}' WHERE id = 'old-succeeded'`, [new Date(T0 + 5)]);
-      await db.query(`UPDATE jobs SET status = 'dead', finished_at = $1, heartbeat_at = NULL,
-        result = '{"status_code":500,"error_body":"no","terminal_reason":"exhausted"}' WHERE id = 'old-dead'`, [new Date(T0 + 6)]);
+      await db.query(
+        `UPDATE jobs SET status = 'succeeded', finished_at = $1, heartbeat_at = NULL,
+        result = '{"status_code":200,"error_body":null,"terminal_reason":null}' WHERE id = 'old-succeeded'`,
+        [new Date(T0 + 5)],
+      );
+      await db.query(
+        `UPDATE jobs SET status = 'dead', finished_at = $1, heartbeat_at = NULL,
+        result = '{"status_code":500,"error_body":"no","terminal_reason":"exhausted"}' WHERE id = 'old-dead'`,
+        [new Date(T0 + 6)],
+      );
       const rowsOf = async () => (await db.query("SELECT row_to_json(jobs) AS job FROM jobs ORDER BY seq")).rows;
       const before = await rowsOf();
 
@@ -286,8 +321,16 @@ if (!POSTGRES_SKIP) {
       // null for these jobs; 16: claim_count, 0 for them); the rest reads as before.
       const withoutLaterColumns = (rows: Array<{ job: Record<string, unknown> }>) =>
         rows.map(
-          ({ job: { rate_key: _rateKey, traceparent: _traceparent, expires_at: _expiresAt, callbacks: _callbacks, claim_count: _claims, ...job } }) =>
-            ({ job }),
+          ({
+            job: {
+              rate_key: _rateKey,
+              traceparent: _traceparent,
+              expires_at: _expiresAt,
+              callbacks: _callbacks,
+              claim_count: _claims,
+              ...job
+            },
+          }) => ({ job }),
         );
       assert.deepEqual(withoutLaterColumns(await rowsOf()), before, "the view answers every job as the table did");
       const specs = await db.query("SELECT count(*)::int AS n FROM job_specs");
@@ -295,7 +338,9 @@ if (!POSTGRES_SKIP) {
       assert.equal((await store.jobGet({ id: "old-keyed" }))?.parentJobId, "old-running");
 
       // The keys still hold: the pending job keeps its dedupe key, and a new job is numbered after the old ones.
-      const again = await store.jobInsert(jobParams({ id: "new-dedupe", dedupeKey: "dk", operationId: "sendWelcomeEmail" }));
+      const again = await store.jobInsert(
+        jobParams({ id: "new-dedupe", dedupeKey: "dk", operationId: "sendWelcomeEmail" }),
+      );
       assert.equal(again.kind, "deduplicated");
       assert.equal(again.kind === "deduplicated" && again.job.id, "old-keyed");
       const fresh = await store.jobInsert(jobParams({ id: "new-job" }));
@@ -303,12 +348,17 @@ if (!POSTGRES_SKIP) {
       assert.ok(fresh.kind === "created" && fresh.job.seq > Math.max(...before.map((row) => Number(row.job.seq))));
       // The old running job finishes; the old pending one is claimed; retention and the list read the new tables.
       assert.deepEqual(
-        await store.jobSetStateIfRunningMany({ outcomes: [{ id: "old-running", attempt: 1, status: "succeeded", result: SUCCESS }] }),
+        await store.jobSetStateIfRunningMany({
+          outcomes: [{ id: "old-running", attempt: 1, status: "succeeded", result: SUCCESS }],
+        }),
         [true],
       );
       const next = await store.jobClaimMany({ limit: 10 });
       assert.deepEqual(next.map((job) => job.id).sort(), ["new-job", "old-keyed"]);
-      assert.deepEqual((await store.jobList({ statuses: ["dead"], limit: 10 })).map((job) => job.id), ["old-dead"]);
+      assert.deepEqual(
+        (await store.jobList({ statuses: ["dead"], limit: 10 })).map((job) => job.id),
+        ["old-dead"],
+      );
     });
   });
 }
@@ -327,11 +377,18 @@ if (!POSTGRES_SKIP) {
       const job = inserted.job;
       const [running] = await store.jobClaimMany({ limit: 1 });
       assert.equal(running?.id, job.id);
-      await store.jobSetStateIfRunningMany({ outcomes: [{ id: job.id, attempt: 1, status: "succeeded", result: SUCCESS }] });
+      await store.jobSetStateIfRunningMany({
+        outcomes: [{ id: job.id, attempt: 1, status: "succeeded", result: SUCCESS }],
+      });
       // A node on the database's clock stamps now(), which has microseconds; a millisecond cursor fell before them.
-      await db.query("UPDATE job_state SET finished_at = finished_at + interval '123 microseconds' WHERE status = 'succeeded'");
+      await db.query(
+        "UPDATE job_state SET finished_at = finished_at + interval '123 microseconds' WHERE status = 'succeeded'",
+      );
       clock.advance(10_000);
-      assert.deepEqual((await store.chainSettledSince({ cursor: "t", limit: 100 })).map((chain) => chain.originalRequestId), ["solo"]);
+      assert.deepEqual(
+        (await store.chainSettledSince({ cursor: "t", limit: 100 })).map((chain) => chain.originalRequestId),
+        ["solo"],
+      );
       assert.deepEqual(await store.chainSettledSince({ cursor: "t", limit: 100 }), [], "once");
     });
   });

@@ -84,7 +84,11 @@ describe("sqlite engine", () => {
     const store = await SqliteStore.open({ path, clock: new ManualClock() });
     // synchronous and locking_mode are settings of the connection, not of the file: they can only be read on
     // the store's own connection, which lives on the store's thread.
-    assert.deepEqual(await store.connectionSettings(), { synchronous: 2, lockingMode: "exclusive" }, "synchronous=FULL");
+    assert.deepEqual(
+      await store.connectionSettings(),
+      { synchronous: 2, lockingMode: "exclusive" },
+      "synchronous=FULL",
+    );
     await store.jobInsert(jobParams());
     await store.close();
     // The journal mode is kept in the file itself.
@@ -131,7 +135,11 @@ describe("sqlite engine", () => {
 
   test("the lock dies with its process: after kill -9 of the holder the file opens at once", async (t) => {
     const path = join(tempDir(t), "opqueue.db");
-    const child = spawn(process.execPath, CHILD_ARGS, { cwd: ROOT, env: childEnv(path, true), stdio: ["ignore", "pipe", "inherit"] });
+    const child = spawn(process.execPath, CHILD_ARGS, {
+      cwd: ROOT,
+      env: childEnv(path, true),
+      stdio: ["ignore", "pipe", "inherit"],
+    });
     const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
     t.after(async () => {
       if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
@@ -205,7 +213,9 @@ describe("sqlite engine", () => {
       const [claimed] = await store.jobClaimMany({ limit: 1 });
       assert.ok(claimed);
       assert.deepEqual(
-        await store.jobSetStateIfRunningMany({ outcomes: [{ id: claimed.id, attempt: 1, status: "succeeded", result: SUCCESS }] }),
+        await store.jobSetStateIfRunningMany({
+          outcomes: [{ id: claimed.id, attempt: 1, status: "succeeded", result: SUCCESS }],
+        }),
         [true],
       );
       assert.equal((await store.jobGet({ id: claimed.id }))?.status, "succeeded");
@@ -240,8 +250,15 @@ describe("sqlite engine", () => {
         await new Promise((resolve) => setImmediate(resolve));
       }
       const seqs = (await Promise.all(waiting)).map((outcome) => (outcome.kind === "created" ? outcome.job.seq : -1));
-      assert.ok(seqs.every((seq) => seq > 0), "every insert created its job");
-      assert.deepEqual(seqs, [...seqs].sort((a, b) => a - b), "batches commit in the order their inserts came");
+      assert.ok(
+        seqs.every((seq) => seq > 0),
+        "every insert created its job",
+      );
+      assert.deepEqual(
+        seqs,
+        [...seqs].sort((a, b) => a - b),
+        "batches commit in the order their inserts came",
+      );
       assert.equal(new Set(seqs).size, seqs.length);
     } finally {
       await store.close();
@@ -326,12 +343,17 @@ describe("a batch insert that fills the disk", () => {
     const { SqliteEngine } = await import("../../src/store/sqlite/sqlite-engine.js");
     const dir = mkdtempSync(join(tmpdir(), "opqueue-full-"));
     t.after(() => rmSync(dir, { recursive: true, force: true }));
-    const engine = SqliteEngine.open({ path: join(dir, "full.db"), clock: new ManualClock(Date.UTC(2026, 10, 21, 12)) });
+    const engine = SqliteEngine.open({
+      path: join(dir, "full.db"),
+      clock: new ManualClock(Date.UTC(2026, 10, 21, 12)),
+    });
     t.after(() => engine.close());
     // The engine's own connection, reached into only to make its file "full" (max_page_count), as a full disk would.
     const db = (engine as unknown as { db: Database.Database }).db;
     db.pragma(`max_page_count = ${Number(db.pragma("page_count", { simple: true })) + 40}`);
-    const batch = Array.from({ length: 400 }, (_, n) => jobParams({ request: { body: { n, pad: "x".repeat(2000) } }, spawnCap: 10_000 }));
+    const batch = Array.from({ length: 400 }, (_, n) =>
+      jobParams({ request: { body: { n, pad: "x".repeat(2000) } }, spawnCap: 10_000 }),
+    );
     let settled: ReturnType<typeof engine.jobInsertMany> | undefined;
     try {
       settled = engine.jobInsertMany(batch);
@@ -343,8 +365,15 @@ describe("a batch insert that fills the disk", () => {
     if (settled === undefined) {
       assert.deepEqual(stored.filter(Boolean), [], "a batch answered failed whole keeps nothing");
     } else {
-      assert.ok(settled.some((item) => !item.ok), "the file did fill up");
-      assert.deepEqual(settled.map((item) => item.ok), stored, "each item stored exactly when it was answered stored");
+      assert.ok(
+        settled.some((item) => !item.ok),
+        "the file did fill up",
+      );
+      assert.deepEqual(
+        settled.map((item) => item.ok),
+        stored,
+        "each item stored exactly when it was answered stored",
+      );
     }
   });
 });

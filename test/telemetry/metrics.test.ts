@@ -71,7 +71,10 @@ async function enqueueWelcome(s: TestService, userId: string): Promise<Job> {
  * A target answering `/users/{status}/welcome-email` with that status (a 202 with `x-job-async: 1`: it takes the
  * attempt asynchronously); `delivered` gets each delivery's job id and token.
  */
-async function startTarget(t: TestContext, delivered: (jobId: string, token: string) => void = () => {}): Promise<string> {
+async function startTarget(
+  t: TestContext,
+  delivered: (jobId: string, token: string) => void = () => {},
+): Promise<string> {
   const server = http.createServer((req, res) => {
     req.resume();
     req.on("end", () => {
@@ -189,8 +192,16 @@ test("a pause longer than the lag alert's window keeps opqueue_queue_lag_seconds
   for (let minute = 1; minute <= 10; minute++) {
     s.clock.advance(60_000);
     const metrics = await scrape(s);
-    assert.equal(metrics.get("opqueue_queue_lag_seconds"), 0, `a paused operation's jobs are no lag (minute ${minute})`);
-    assert.equal(metrics.get('opqueue_paused_jobs{operation_id="sendWelcomeEmail"}'), 2, "the paused backlog is counted");
+    assert.equal(
+      metrics.get("opqueue_queue_lag_seconds"),
+      0,
+      `a paused operation's jobs are no lag (minute ${minute})`,
+    );
+    assert.equal(
+      metrics.get('opqueue_paused_jobs{operation_id="sendWelcomeEmail"}'),
+      2,
+      "the paused backlog is counted",
+    );
   }
   const stats = await s.inject({ method: "GET", url: "/stats", token: admin });
   assert.equal(stats.statusCode, 200, stats.body);

@@ -39,7 +39,11 @@ function runRefusing(args: string[]): Promise<{ code: number | null; stdout: str
 }
 
 test("the loader used below does refuse OpenTelemetry's SDK", async () => {
-  const { code, stderr } = await runRefusing(["--input-type=module", "-e", 'await import("@opentelemetry/sdk-trace-base");']);
+  const { code, stderr } = await runRefusing([
+    "--input-type=module",
+    "-e",
+    'await import("@opentelemetry/sdk-trace-base");',
+  ]);
   assert.notEqual(code, 0);
   assert.match(stderr, /refused to load @opentelemetry\/sdk-trace-base/);
 });

@@ -12,7 +12,13 @@ import { parseTraceparent, type TraceContext } from "../../src/telemetry/trace-c
 import type { Tracing } from "../../src/telemetry/tracing.js";
 import { startDeliveryService, waitForJob } from "../helpers/delivery.js";
 import { buildReport } from "../helpers/jobs.js";
-import { OTLP_SPAN_KIND, OTLP_STATUS, startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from "../helpers/otlp-receiver.js";
+import {
+  OTLP_SPAN_KIND,
+  OTLP_STATUS,
+  startOtlpReceiver,
+  type OtlpReceiver,
+  type ReceivedSpan,
+} from "../helpers/otlp-receiver.js";
 import type { TestService } from "../helpers/service.js";
 import { reply, startTarget, type Target, type TargetRequest } from "../helpers/target.js";
 
@@ -94,7 +100,9 @@ function only(spans: ReceivedSpan[], predicate: (span: ReceivedSpan) => boolean,
 }
 
 const isDelivery = (jobId: string, attempt: number) => (span: ReceivedSpan) =>
-  span.name === "deliver buildReport" && span.attributes["opqueue.job.id"] === jobId && span.attributes["opqueue.job.attempt"] === attempt;
+  span.name === "deliver buildReport" &&
+  span.attributes["opqueue.job.id"] === jobId &&
+  span.attributes["opqueue.job.attempt"] === attempt;
 
 describe("spans exported over OTLP", () => {
   test("a trace end to end: the enqueue span and the delivery span in the producer's trace, the delivery span's id the parent-id the target saw", async (t) => {
@@ -176,9 +184,14 @@ describe("spans exported over OTLP", () => {
   test("a batch enqueue is one server span listing its jobs; a refused request is a span with its code", async (t) => {
     const setupDone = await setup(t);
     const { s, receiver } = setupDone;
-    const batch = await post(setupDone, "/jobs/batch", { jobs: [buildReport(), { operation_id: "noSuchOperation", request: {} }] }, {
-      traceparent: producerTraceparent(),
-    });
+    const batch = await post(
+      setupDone,
+      "/jobs/batch",
+      { jobs: [buildReport(), { operation_id: "noSuchOperation", request: {} }] },
+      {
+        traceparent: producerTraceparent(),
+      },
+    );
     assert.equal(batch.status, 200);
     const [created] = batch.json["results"] as Array<{ id?: string }>;
     assert.ok(created?.id);
@@ -190,7 +203,9 @@ describe("spans exported over OTLP", () => {
     assert.equal(refused.status, 401);
     await tracingOf(s).flush();
     const spans = await receiver.waitForSpans(
-      (received) => received.some((span) => span.name === "POST /jobs/batch") && received.some((span) => span.name === "POST /jobs"),
+      (received) =>
+        received.some((span) => span.name === "POST /jobs/batch") &&
+        received.some((span) => span.name === "POST /jobs"),
       "the batch's and the refused request's spans",
     );
 
@@ -244,7 +259,11 @@ describe("spans exported over OTLP", () => {
       "both claims' spans",
     );
     const traced = spans.filter((span) => span.traceId === PRODUCER.traceId || span.traceId === second.traceId);
-    assert.deepEqual(traced.map((span) => span.name), [], "no span of the unsampled trace, nor of its retry's");
+    assert.deepEqual(
+      traced.map((span) => span.name),
+      [],
+      "no span of the unsampled trace, nor of its retry's",
+    );
   });
 
   test("closing the service exports the spans still waiting in the batch", async (t) => {

@@ -10,10 +10,12 @@ import { sharedRead } from "../../src/telemetry/shared-read.js";
 function controlledRead() {
   let time = 0;
   const calls: Array<{ resolve: (value: number) => void; reject: (error: Error) => void }> = [];
-  const read = sharedRead(
-    () => new Promise<number>((resolve, reject) => calls.push({ resolve, reject })),
-    { ageFactor: 10, maxAgeMs: 30_000, minCostMs: 50, now: () => time },
-  );
+  const read = sharedRead(() => new Promise<number>((resolve, reject) => calls.push({ resolve, reject })), {
+    ageFactor: 10,
+    maxAgeMs: 30_000,
+    minCostMs: 50,
+    now: () => time,
+  });
   return {
     read,
     calls,

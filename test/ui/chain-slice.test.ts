@@ -30,9 +30,15 @@ const { sliceOfChain, SLICE } = (await import(new URL("../../ui/chain-slice.js",
 
 /** A chain from a list of parents (an index into the list, or null for a root): the answer's tree. */
 function chainOf(parents: Array<number | null>, truncated = false): { jobs: WireNode[]; truncated: boolean } {
-  const nodes = parents.map((_, i): WireNode => ({ job: { id: `j${i}`, status: "pending", operation_id: "op" }, attempts: [], children: [] }));
+  const nodes = parents.map((_, i): WireNode => ({
+    job: { id: `j${i}`, status: "pending", operation_id: "op" },
+    attempts: [],
+    children: [],
+  }));
   const roots: WireNode[] = [];
-  parents.forEach((parent, i) => (parent === null ? roots : (nodes[parent] as WireNode).children).push(nodes[i] as WireNode));
+  parents.forEach((parent, i) =>
+    (parent === null ? roots : (nodes[parent] as WireNode).children).push(nodes[i] as WireNode),
+  );
   return { jobs: roots, truncated };
 }
 
@@ -64,7 +70,8 @@ function generator(seed: number): () => number {
 
 /** The most jobs a slice draws, from its bounds: the root and nearest ancestors, the siblings, two generations below. */
 const children = SLICE["CHILDREN_SHOWN"] ?? 0;
-const MOST_JOBS = 1 + (SLICE["NEAREST_ANCESTORS"] ?? 0) + (2 * (SLICE["SIBLINGS_EACH_SIDE"] ?? 0) + 1) + children + children * children;
+const MOST_JOBS =
+  1 + (SLICE["NEAREST_ANCESTORS"] ?? 0) + (2 * (SLICE["SIBLINGS_EACH_SIDE"] ?? 0) + 1) + children + children * children;
 
 describe("the slice of a chain on a job's page", () => {
   test("draws a small chain whole", () => {
@@ -78,7 +85,12 @@ describe("the slice of a chain on a job's page", () => {
     const slice = sliceOfChain(chainOf(line), "j7");
     assert.equal(slice.whole, false);
     assert.deepEqual(accounted(slice.entries).drawn, ["j0", "j5", "j6", "j7"]);
-    assert.deepEqual(slice.entries[0]?.kind === "job" ? slice.entries[0].children[0] : undefined, { kind: "gap", what: "ancestors", jobs: 4, below: 0 });
+    assert.deepEqual(slice.entries[0]?.kind === "job" ? slice.entries[0].children[0] : undefined, {
+      kind: "gap",
+      what: "ancestors",
+      jobs: 4,
+      below: 0,
+    });
   });
 
   test("counts the other branches of the ancestors it leaves out, and the other roots", () => {
@@ -86,7 +98,11 @@ describe("the slice of a chain on a job's page", () => {
     const parents: Array<number | null> = [null, 0, 1, 2, 3, 1, 5, null, ...Array.from({ length: 40 }, () => 4)];
     const slice = sliceOfChain(chainOf(parents), "j4");
     const [root, others] = slice.entries;
-    assert.equal(root?.kind === "job" && root.children[0]?.kind === "gap" ? root.children[0].below : undefined, 2, "j5 and j6, under j1");
+    assert.equal(
+      root?.kind === "job" && root.children[0]?.kind === "gap" ? root.children[0].below : undefined,
+      2,
+      "j5 and j6, under j1",
+    );
     assert.deepEqual(others, { kind: "gap", what: "other-roots", jobs: 1, below: 0 });
     assert.equal(slice.shown + accounted(slice.entries).counted, slice.total);
   });
@@ -116,7 +132,8 @@ describe("the slice of a chain on a job's page", () => {
       assert.equal(new Set(drawn).size, drawn.length, `${shape}: no job drawn twice`);
       assert.equal(drawn.length, slice.shown, shape);
       assert.equal(drawn.length + counted, size, `${shape}: every job drawn or counted`);
-      if (!slice.whole) assert.ok(drawn.length <= MOST_JOBS, `${shape}: ${drawn.length} jobs drawn, at most ${MOST_JOBS}`);
+      if (!slice.whole)
+        assert.ok(drawn.length <= MOST_JOBS, `${shape}: ${drawn.length} jobs drawn, at most ${MOST_JOBS}`);
     }
   });
 });

@@ -118,7 +118,11 @@ function productHandler(world: () => World, release: Promise<void>) {
     if (welcome) {
       const userId = decodeURIComponent(welcome[1] ?? "");
       if (userId.startsWith("busy-")) return reply(res, 503, { body: "mail provider busy, try later" });
-      await enqueue(w, { operation_id: "recordEmailSent", request: { path_params: { emailId: `welcome-${userId}` } } }, { sub: userId, op: "sendWelcomeEmail", job: jobId });
+      await enqueue(
+        w,
+        { operation_id: "recordEmailSent", request: { path_params: { emailId: `welcome-${userId}` } } },
+        { sub: userId, op: "sendWelcomeEmail", job: jobId },
+      );
       return reply(res, 204);
     }
     const record = /^\/emails\/([^/]+)\/record$/.exec(request.path);
@@ -127,10 +131,17 @@ function productHandler(world: () => World, release: Promise<void>) {
       if (w.product.recordsBroken) {
         return reply(res, 400, {
           headers: { "content-type": "application/json" },
-          body: JSON.stringify({ code: "mailbox_unknown", message: `no mailbox for ${decodeURIComponent(record[1] ?? "")} yet` }),
+          body: JSON.stringify({
+            code: "mailbox_unknown",
+            message: `no mailbox for ${decodeURIComponent(record[1] ?? "")} yet`,
+          }),
         });
       }
-      await enqueue(w, { operation_id: "buildReport", request: { body: { kind: "welcome-emails" } } }, { sub: parent?.userId ?? "", op: "recordEmailSent", job: jobId });
+      await enqueue(
+        w,
+        { operation_id: "buildReport", request: { body: { kind: "welcome-emails" } } },
+        { sub: parent?.userId ?? "", op: "recordEmailSent", job: jobId },
+      );
       return reply(res, 204);
     }
     if (request.path === "/reports") {
@@ -164,7 +175,11 @@ async function enqueue(
 function signUp(w: World, user: string, extra: Record<string, unknown> = {}): Promise<Job> {
   return enqueue(
     w,
-    { operation_id: "sendWelcomeEmail", request: { path_params: { userId: user }, body: { email: `${user}@example.com` } }, ...extra },
+    {
+      operation_id: "sendWelcomeEmail",
+      request: { path_params: { userId: user }, body: { email: `${user}@example.com` } },
+      ...extra,
+    },
     { sub: user, op: "createUser", rid: `signup-${user}` },
   );
 }
@@ -193,7 +208,10 @@ async function recordHistory(w: World): Promise<void> {
     }
     if (step === 8) {
       const cancelled = await signUp(w, `oscar-${step}`, { delay_ms: 3_600_000 });
-      const res = await fetch(`${w.base}/jobs/${cancelled.id}/cancel`, { method: "POST", headers: { authorization: `Bearer ${await adminToken(w)}` } });
+      const res = await fetch(`${w.base}/jobs/${cancelled.id}/cancel`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${await adminToken(w)}` },
+      });
       assert.equal(res.status, 200);
     }
     await settle(w);
@@ -230,7 +248,10 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     w.product = { recordsBroken: false };
     const hold = deferred();
     w.cleanups.push(async () => hold.resolve());
-    w.target = await startTarget({ after: (fn) => void w.cleanups.push(fn) }, productHandler(() => w, hold.promise));
+    w.target = await startTarget(
+      { after: (fn) => void w.cleanups.push(fn) },
+      productHandler(() => w, hold.promise),
+    );
 
     const dir = mkdtempSync(join(tmpdir(), "opqueue-ui-"));
     w.cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
@@ -262,20 +283,48 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     w.product.recordsBroken = true;
     await signUp(w, "dora");
     w.deadRecord = await until(async () => {
-      const [job] = await w.service.store.jobList({ limit: 1, originalRequestId: "signup-dora", operationId: "recordEmailSent", statuses: ["dead"] });
+      const [job] = await w.service.store.jobList({
+        limit: 1,
+        originalRequestId: "signup-dora",
+        operationId: "recordEmailSent",
+        statuses: ["dead"],
+      });
       return job;
     }, "dora's recordEmailSent to go dead");
     const root = await signUp(w, "eve", { delay_ms: 3_600_000 });
-    const child = await enqueue(w, { operation_id: "recordEmailSent", request: { path_params: { emailId: "welcome-eve" } }, delay_ms: 3_600_000 }, { sub: "eve", op: "sendWelcomeEmail", job: root.id });
-    const grandchild = await enqueue(w, { operation_id: "buildReport", request: { body: {} }, delay_ms: 3_600_000 }, { sub: "eve", op: "recordEmailSent", job: child.id });
+    const child = await enqueue(
+      w,
+      { operation_id: "recordEmailSent", request: { path_params: { emailId: "welcome-eve" } }, delay_ms: 3_600_000 },
+      { sub: "eve", op: "sendWelcomeEmail", job: root.id },
+    );
+    const grandchild = await enqueue(
+      w,
+      { operation_id: "buildReport", request: { body: {} }, delay_ms: 3_600_000 },
+      { sub: "eve", op: "recordEmailSent", job: child.id },
+    );
     w.chain = [root, child, grandchild];
-    w.running = await enqueue(w, { operation_id: "buildReport", request: { body: { hold: true } }, concurrency_key: "reports" }, { sub: "ops", op: "createUser", rid: "weekly-report" });
-    await until(async () => (await w.service.store.jobGet({ id: w.running.id }))?.status === "running", "the held report to run");
-    await enqueue(w, { operation_id: "buildReport", request: { body: {} }, concurrency_key: "reports" }, { sub: "ops", op: "createUser", rid: "daily-report" });
+    w.running = await enqueue(
+      w,
+      { operation_id: "buildReport", request: { body: { hold: true } }, concurrency_key: "reports" },
+      { sub: "ops", op: "createUser", rid: "weekly-report" },
+    );
+    await until(
+      async () => (await w.service.store.jobGet({ id: w.running.id }))?.status === "running",
+      "the held report to run",
+    );
+    await enqueue(
+      w,
+      { operation_id: "buildReport", request: { body: {} }, concurrency_key: "reports" },
+      { sub: "ops", op: "createUser", rid: "daily-report" },
+    );
     await signUp(w, "busy-peggy");
     w.delayed = await enqueue(
       w,
-      { operation_id: "sendWelcomeEmail", request: { path_params: { userId: "trent" }, body: { email: "trent@example.com" } }, delay_ms: 3_600_000 },
+      {
+        operation_id: "sendWelcomeEmail",
+        request: { path_params: { userId: "trent" }, body: { email: "trent@example.com" } },
+        delay_ms: 3_600_000,
+      },
       { sub: "trent", op: "createUser", rid: LONG_CHAIN_ID },
     );
     w.delayedToCancel = await signUp(w, "uma", { delay_ms: 3_600_000 });
@@ -294,13 +343,18 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
       ],
     });
     w.cleanups.unshift(() => w.browser.close());
-    const context = await w.browser.newContext({ viewport: { width: 1280, height: 800 }, timezoneId: "UTC", locale: "en-US" });
+    const context = await w.browser.newContext({
+      viewport: { width: 1280, height: 800 },
+      timezoneId: "UTC",
+      locale: "en-US",
+    });
     w.page = await context.newPage();
     w.page.setDefaultTimeout(WAIT_MS);
     w.page.on("pageerror", (error) => w.problems.push(`page error: ${error.message}`));
     w.page.on("console", (message) => {
       // A refused API call (403, 409) is logged by Chromium as a failed resource load: expected in these cases.
-      if (message.type() === "error" && !message.text().startsWith("Failed to load resource")) w.problems.push(message.text());
+      if (message.type() === "error" && !message.text().startsWith("Failed to load resource"))
+        w.problems.push(message.text());
     });
   });
 
@@ -310,7 +364,12 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
 
   test("says plainly that a token without site_admin cannot sign in", async () => {
     const { page } = w;
-    await page.goto(signInLink(dashboardUrl({ host: "127.0.0.1", port: Number(new URL(w.base).port) }), await adminToken(w, false, "mallory")));
+    await page.goto(
+      signInLink(
+        dashboardUrl({ host: "127.0.0.1", port: Number(new URL(w.base).port) }),
+        await adminToken(w, false, "mallory"),
+      ),
+    );
     await page.getByText(NOT_ADMIN).waitFor();
     assert.ok(!page.url().includes("token="), `the token left the address bar: ${page.url()}`);
     assert.equal(await page.evaluate<number>("sessionStorage.length"), 0);
@@ -335,22 +394,29 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     await page.locator(".card-dead .card-count").waitFor();
     const statuses = ["succeeded", "dead", "pending"];
     const cards = async (): Promise<string> => {
-      const shown = await Promise.all(statuses.map((status) => page.locator(`.card-${status} .card-count`).innerText()));
+      const shown = await Promise.all(
+        statuses.map((status) => page.locator(`.card-${status} .card-count`).innerText()),
+      );
       return shown.map((text) => text.replace(/,/g, "")).join(" ");
     };
     let stats: { by_status: Record<string, number> } = { by_status: {} };
     await until(async () => {
-      stats = (await (await fetch(`${w.base}/stats`, { headers: { authorization: `Bearer ${await adminToken(w)}` } })).json()) as typeof stats;
+      stats = (await (
+        await fetch(`${w.base}/stats`, { headers: { authorization: `Bearer ${await adminToken(w)}` } })
+      ).json()) as typeof stats;
       return (await cards()) === statuses.map((status) => stats.by_status[status] ?? 0).join(" ");
     }, "the succeeded, dead and pending cards to show /stats's counts");
     assert.ok((stats.by_status["dead"] ?? 0) > 1, "the history left dead jobs");
     // An hour of history: bars in several minutes, each series present.
     const bars = page.locator("svg.chart-svg rect.bar");
     assert.ok((await bars.count()) >= 12, `bars drawn: ${await bars.count()}`);
-    for (const series of ["succeeded", "retrying", "dead"]) assert.ok((await page.locator(`rect.bar-${series}`).count()) > 0, series);
+    for (const series of ["succeeded", "retrying", "dead"])
+      assert.ok((await page.locator(`rect.bar-${series}`).count()) > 0, series);
     // Counts on the value axis are whole numbers from 0, whatever the busiest minute: the chart's own axis, and the
     // module's rule for every small and large count (a peak of 5 once drew 0, 1.25, 2.5, ...).
-    const ticks = (await page.locator("svg.chart-svg text.tick-y").allTextContents()).map((text) => Number(text.replace(/,/g, "")));
+    const ticks = (await page.locator("svg.chart-svg text.tick-y").allTextContents()).map((text) =>
+      Number(text.replace(/,/g, "")),
+    );
     assert.ok(ticks.length >= 2 && ticks[0] === 0 && ticks.every(Number.isInteger), `value ticks ${ticks.join(", ")}`);
     const badAxes = await page.evaluate(async (module) => {
       const { countTicks } = (await import(module)) as { countTicks: (peak: number) => number[] };
@@ -365,7 +431,11 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     }, "/ui/overview.js");
     assert.deepEqual(badAxes, [], "every peak gets 3 to 5 evenly spaced whole-number ticks reaching it");
     await page.getByRole("rowheader", { name: "recordEmailSent" }).waitFor();
-    assert.match(await page.locator(".panel-metric .metric").innerText(), /^(\d+(\.\d)? (ms|s)|\d+ min \d+ s)$/, "queue lag behind the held report");
+    assert.match(
+      await page.locator(".panel-metric .metric").innerText(),
+      /^(\d+(\.\d)? (ms|s)|\d+ min \d+ s)$/,
+      "queue lag behind the held report",
+    );
     assert.match(await page.locator(".panel-attention").innerText(), /Retry all dead jobs/);
     await screenshot(page, "overview.png", true);
   });
@@ -377,7 +447,11 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     const rows = page.locator("table.jobs-table tbody tr");
     await rows.first().waitFor();
     assert.equal(await rows.count(), 50, "a full first page");
-    assert.equal(await rows.first().getAttribute("data-job-id"), (await w.service.store.jobList({ limit: 1 }))[0]?.id, "newest first");
+    assert.equal(
+      await rows.first().getAttribute("data-job-id"),
+      (await w.service.store.jobList({ limit: 1 }))[0]?.id,
+      "newest first",
+    );
     await page.getByRole("link", { name: "Next page »" }).waitFor();
 
     // The last error has its own column, on the row's one line: the start of the body, the whole in its tooltip.
@@ -387,16 +461,28 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     assert.match(await deadError.innerText(), /^400\s*\{"code":"mailbox_unknown"/);
     assert.equal(await deadError.getAttribute("title"), `permanent-status · HTTP 400\n${fullError}`);
     const heights = await rows.evaluateAll((trs) => trs.map((tr) => tr.getBoundingClientRect().height));
-    assert.ok(Math.max(...heights) - Math.min(...heights) <= 1, `every row one line high: ${[...new Set(heights)].join(", ")} px`);
-    const firstLine = await page.evaluate<number>('parseFloat(getComputedStyle(document.querySelector("table.jobs-table tbody td")).lineHeight)');
-    assert.ok((heights[0] ?? 0) < firstLine * 2 + 4, `a row (${heights[0]} px) is shorter than two lines (${firstLine} px each)`);
+    assert.ok(
+      Math.max(...heights) - Math.min(...heights) <= 1,
+      `every row one line high: ${[...new Set(heights)].join(", ")} px`,
+    );
+    const firstLine = await page.evaluate<number>(
+      'parseFloat(getComputedStyle(document.querySelector("table.jobs-table tbody td")).lineHeight)',
+    );
+    assert.ok(
+      (heights[0] ?? 0) < firstLine * 2 + 4,
+      `a row (${heights[0]} px) is shorter than two lines (${firstLine} px each)`,
+    );
     // A chain's id, cut to the column, is whole in its tooltip; the link lists the chain.
     const chainLink = page.locator(`tr[data-job-id="${w.delayed.id}"] .chain-cell a`);
     assert.equal(await chainLink.getAttribute("title"), LONG_CHAIN_ID);
     assert.equal(await chainLink.getAttribute("href"), `#/jobs?original_request_id=${LONG_CHAIN_ID}`);
     // The operation filter offers the service's background operations, and any.
     const operation = page.getByLabel("Operation");
-    await until(async () => (await operation.locator("option").allInnerTexts()).join() === ["any operation", ...OPERATIONS].join(), "the operations from GET /operations");
+    await until(
+      async () =>
+        (await operation.locator("option").allInnerTexts()).join() === ["any operation", ...OPERATIONS].join(),
+      "the operations from GET /operations",
+    );
     assert.equal(await operation.inputValue(), "");
     await screenshot(page, "jobs.png");
 
@@ -413,7 +499,10 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     await page.getByLabel("Operation").selectOption("recordEmailSent");
     await page.getByRole("button", { name: "Apply filters" }).click();
     await until(async () => page.url().includes("operation_id=recordEmailSent"), "the operation filter");
-    await until(async () => (await rows.count()) === dead.filter((job) => job.operationId === "recordEmailSent").length, "dead recordEmailSent rows");
+    await until(
+      async () => (await rows.count()) === dead.filter((job) => job.operationId === "recordEmailSent").length,
+      "dead recordEmailSent rows",
+    );
     assert.equal(await page.getByLabel("Operation").inputValue(), "recordEmailSent", "the filter stays chosen");
   });
 
@@ -427,7 +516,26 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     await until(async () => /#1\s+dead\s+HTTP 400/.test(await timeline.innerText()), "the dead attempt in the history");
     // Every field of the wire form is shown by name.
     const fieldNames = await page.locator("table.fields th").allInnerTexts();
-    for (const name of ["id", "operation_id", "status", "attempt", "max_attempts", "priority", "run_at", "created_at", "started_at", "finished_at", "dedupe_key", "concurrency_key", "enqueued_by_operation_id", "parent_job_id", "original_request_id", "user_id", "status_code", "terminal_reason"]) {
+    for (const name of [
+      "id",
+      "operation_id",
+      "status",
+      "attempt",
+      "max_attempts",
+      "priority",
+      "run_at",
+      "created_at",
+      "started_at",
+      "finished_at",
+      "dedupe_key",
+      "concurrency_key",
+      "enqueued_by_operation_id",
+      "parent_job_id",
+      "original_request_id",
+      "user_id",
+      "status_code",
+      "terminal_reason",
+    ]) {
       assert.ok(fieldNames.includes(name), `field ${name}`);
     }
     assert.match(await page.locator(".payloads").innerText(), /welcome-dora/);
@@ -452,7 +560,11 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     assert.match(lines[1] ?? "", /^#1 dead HTTP 400 · took .*mailbox_unknown/);
     assert.match(lines[2] ?? "", /^↻ Retried by oncall@example\.com · back to pending, attempts counted from 1 again/);
     assert.match(lines[3] ?? "", /^#2 succeeded HTTP 204 · took .* · job attempt 1/);
-    assert.equal(await timeline.locator("li.event-band").count(), 1, "the retry is drawn as a band between the attempts");
+    assert.equal(
+      await timeline.locator("li.event-band").count(),
+      1,
+      "the retry is drawn as a band between the attempts",
+    );
     // Its success chained buildReport, which shows up under it once delivered.
     await until(async () => /buildReport/.test(await tree.innerText()), "the chained report in the tree");
     await until(async () => (await tree.locator(".badge-succeeded").count()) === 3, "the whole chain succeeded");
@@ -495,7 +607,10 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     await announced(page, /is due now/);
     await page.locator(".head-status .badge-succeeded").waitFor();
     const timeline = page.locator("ol.timeline");
-    await until(async () => /Run now by oncall@example\.com.*\n?.*#1\s+succeeded\s+HTTP 204/s.test(await timeline.innerText()), "run now, then the attempt, in the history");
+    await until(
+      async () => /Run now by oncall@example\.com.*\n?.*#1\s+succeeded\s+HTTP 204/s.test(await timeline.innerText()),
+      "run now, then the attempt, in the history",
+    );
     assert.equal(await page.getByRole("button", { name: "Run now…" }).count(), 0, "no run now for a finished job");
 
     // A job cancelled (by another administrator) while the confirmation is open: the service's 409, in its words.
@@ -510,9 +625,15 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     await dialog.getByRole("button", { name: "Run now" }).click();
     const alert = page.locator("#alert");
     await alert.waitFor();
-    assert.match(await alert.innerText(), /^Not run now: the job is cancelled; only pending or retrying jobs wait to run \(job_not_waiting\)$/);
+    assert.match(
+      await alert.innerText(),
+      /^Not run now: the job is cancelled; only pending or retrying jobs wait to run \(job_not_waiting\)$/,
+    );
     await page.locator(".head-status .badge-cancelled").waitFor();
-    await until(async () => /Cancelled by bob@example\.com/.test(await timeline.innerText()), "the cancel in the history");
+    await until(
+      async () => /Cancelled by bob@example\.com/.test(await timeline.innerText()),
+      "the cancel in the history",
+    );
     assert.equal(await page.getByRole("button", { name: "Run now…" }).count(), 0);
   });
 
@@ -525,7 +646,11 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     await page.getByRole("dialog").waitFor();
     await page.keyboard.press("Escape");
     await page.getByRole("dialog").waitFor({ state: "hidden" });
-    assert.equal(await page.evaluate<string | undefined>("document.activeElement?.textContent"), "Cancel job…", "focus back on the button");
+    assert.equal(
+      await page.evaluate<string | undefined>("document.activeElement?.textContent"),
+      "Cancel job…",
+      "focus back on the button",
+    );
     assert.equal((await w.service.store.jobGet({ id: w.running.id }))?.status, "running");
 
     await page.getByRole("button", { name: "Cancel job…" }).click();
@@ -534,7 +659,10 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     await dialog.getByRole("button", { name: "Abort and cancel" }).click();
     assert.match(await announced(page, /is cancelled/), /its delivery was aborted/);
     await page.locator(".head-status .badge-cancelled").waitFor();
-    await until(async () => /Cancelled by oncall@example\.com/.test(await page.locator("ol.timeline").innerText()), "the cancel in the history");
+    await until(
+      async () => /Cancelled by oncall@example\.com/.test(await page.locator("ol.timeline").innerText()),
+      "the cancel in the history",
+    );
     const row = await w.service.store.jobGet({ id: w.running.id });
     assert.equal(row?.status, "cancelled");
     assert.equal(row?.result?.terminal_reason, "cancelled-by-admin");
@@ -554,7 +682,10 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     assert.match(await announced(page, /Chain .* cancelled/), /Chain signup-eve cancelled: 3 jobs cancelled\./);
     await until(async () => (await tree.locator(".badge-cancelled").count()) === 3, "the cancelled chain");
     await page.locator(".head-status .badge-cancelled").waitFor();
-    await until(async () => /Chain cancelled by oncall@example\.com/.test(await page.locator("ol.timeline").innerText()), "the chain's cancel in the history");
+    await until(
+      async () => /Chain cancelled by oncall@example\.com/.test(await page.locator("ol.timeline").innerText()),
+      "the chain's cancel in the history",
+    );
     for (const job of w.chain) {
       const row = await w.service.store.jobGet({ id: job.id });
       assert.equal(row?.status, "cancelled");
@@ -566,21 +697,30 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     const { page } = w;
     /** buildReport's flow control as the service answers it. */
     const control = async () => {
-      const answer = await fetch(`${w.base}/operations`, { headers: { authorization: `Bearer ${await adminToken(w)}` } });
-      const { operations } = (await answer.json()) as { operations: Array<{ operation_id: string; control: OperationControlWire }> };
+      const answer = await fetch(`${w.base}/operations`, {
+        headers: { authorization: `Bearer ${await adminToken(w)}` },
+      });
+      const { operations } = (await answer.json()) as {
+        operations: Array<{ operation_id: string; control: OperationControlWire }>;
+      };
       return operations.find((operation) => operation.operation_id === "buildReport")?.control;
     };
     /** buildReport's jobs waiting (pending or retrying), as the service counts them. */
     const waiting = async () =>
       (await w.service.store.jobStats()).byOperation
-        .filter((entry) => entry.operationId === "buildReport" && (entry.status === "pending" || entry.status === "retrying"))
+        .filter(
+          (entry) => entry.operationId === "buildReport" && (entry.status === "pending" || entry.status === "retrying"),
+        )
         .reduce((sum, entry) => sum + entry.count, 0);
     await page.getByRole("navigation", { name: "Dashboard" }).getByRole("link", { name: "Flow control" }).click();
     await page.getByRole("heading", { level: 1, name: "Flow control" }).waitFor();
     assert.match(page.url(), /#\/flow$/);
     const rows = page.locator("table.flow-table tbody tr");
     await until(async () => (await rows.count()) === OPERATIONS.length, "a row per background operation");
-    assert.deepEqual(await rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-operation-id"))), OPERATIONS);
+    assert.deepEqual(
+      await rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-operation-id"))),
+      OPERATIONS,
+    );
     const row = page.locator('tr[data-operation-id="buildReport"]');
     assert.match(await row.innerText(), /active/);
     assert.match(await row.innerText(), /configuration/);
@@ -597,7 +737,11 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     await row.locator(".badge-paused").waitFor();
     assert.match(await row.innerText(), /paused\s+by oncall@example\.com, \d{4}-\d\d-\d\d \d\d:\d\d:\d\d/);
     assert.equal((await control())?.paused?.by, OPERATOR);
-    const report = await enqueue(w, { operation_id: "buildReport", request: { body: {} } }, { sub: "ops", op: "createUser", rid: "paused-report" });
+    const report = await enqueue(
+      w,
+      { operation_id: "buildReport", request: { body: {} } },
+      { sub: "ops", op: "createUser", rid: "paused-report" },
+    );
     assert.equal((await w.service.store.jobGet({ id: report.id }))?.status, "pending");
 
     // Paused with a job waiting: the row counts it (at its next refresh) and says the operation is throttled.
@@ -618,7 +762,10 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     await row.locator(".badge-active").waitFor();
     assert.equal(await row.locator(".badge-throttled").count(), 0, "no longer throttled once resumed, without limits");
     assert.equal((await control())?.paused, null);
-    await until(async () => (await w.service.store.jobGet({ id: report.id }))?.status === "succeeded", "the waiting report to run once resumed");
+    await until(
+      async () => (await w.service.store.jobGet({ id: report.id }))?.status === "succeeded",
+      "the waiting report to run once resumed",
+    );
 
     // Change its limits through the form, then put the configuration's back.
     await row.getByRole("button", { name: "Change limits" }).click();
@@ -635,7 +782,12 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     assert.match(limitsText, /max concurrency: 2/);
     assert.match(limitsText, /per concurrency key: 1/);
     const set = await control();
-    assert.deepEqual(set?.limits, { rate: { limit: 5, period_ms: 60_000, burst: 5 }, rate_per_key: null, max_concurrency: 2, concurrency_limit: 1 });
+    assert.deepEqual(set?.limits, {
+      rate: { limit: 5, period_ms: 60_000, burst: 5 },
+      rate_per_key: null,
+      max_concurrency: 2,
+      concurrency_limit: 1,
+    });
     assert.equal(set?.limits_source, "admin");
     assert.equal(set?.limits_set?.by, OPERATOR);
 
@@ -660,7 +812,9 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     await keyRow.getByRole("button", { name: "Resume key tenant/7" }).click();
     await announced(page, /tenant\/7 is resumed/);
     await page.getByText("No concurrency key is paused.").waitFor();
-    const paused = await fetch(`${w.base}/concurrency-keys/paused`, { headers: { authorization: `Bearer ${await adminToken(w)}` } });
+    const paused = await fetch(`${w.base}/concurrency-keys/paused`, {
+      headers: { authorization: `Bearer ${await adminToken(w)}` },
+    });
     assert.deepEqual(await paused.json(), { keys: [] });
   });
 
@@ -668,8 +822,12 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     const { page } = w;
     /** A schedule as the service answers it; undefined once gone. */
     const stored = async (name: string) => {
-      const answer = await fetch(`${w.base}/schedules/${name}`, { headers: { authorization: `Bearer ${await adminToken(w)}` } });
-      return answer.status === 404 ? undefined : ((await answer.json()) as { schedule: Record<string, unknown> & { next_run_at: string | null } }).schedule;
+      const answer = await fetch(`${w.base}/schedules/${name}`, {
+        headers: { authorization: `Bearer ${await adminToken(w)}` },
+      });
+      return answer.status === 404
+        ? undefined
+        : ((await answer.json()) as { schedule: Record<string, unknown> & { next_run_at: string | null } }).schedule;
     };
     await page.getByRole("navigation", { name: "Dashboard" }).getByRole("link", { name: "Schedules" }).click();
     await page.getByRole("heading", { level: 1, name: "Schedules" }).waitFor();
@@ -691,7 +849,10 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     assert.match(await row.innerText(), /buildReport\s+as ops/);
     assert.match(await row.locator(".badge-active").innerText(), /active/);
     const created = await stored("hourly-report");
-    assert.deepEqual([created?.["request"], (created?.["created"] as { by: string }).by, created?.["dedupe_key"]], [{ body: { kind: "hourly" } }, OPERATOR, "cron:hourly-report"]);
+    assert.deepEqual(
+      [created?.["request"], (created?.["created"] as { by: string }).by, created?.["dedupe_key"]],
+      [{ body: { kind: "hourly" } }, OPERATOR, "cron:hourly-report"],
+    );
     assert.equal(await row.locator("td.next-run time").getAttribute("datetime"), created?.next_run_at);
     assert.equal(await page.getByLabel("Name", { exact: true }).inputValue(), "", "the form is empty again");
 
@@ -706,7 +867,10 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     await announced(page, /Schedule hourly-report is changed/);
     await until(async () => /30 \* \* \* \*/.test(await row.innerText()), "the new expression in the row");
     const changed = await stored("hourly-report");
-    assert.deepEqual([changed?.["schedule"], changed?.["dedupe_key"], (changed?.["updated"] as { by: string }).by], ["30 * * * *", null, OPERATOR]);
+    assert.deepEqual(
+      [changed?.["schedule"], changed?.["dedupe_key"], (changed?.["updated"] as { by: string }).by],
+      ["30 * * * *", null, OPERATOR],
+    );
     assert.deepEqual(changed?.["request"], { body: { kind: "hourly" } }, "what the form showed is kept");
 
     // Pause after a confirmation, then resume.
@@ -755,7 +919,12 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     const left = await fetch(`${w.base}/schedules`, {
       method: "POST",
       headers: { authorization: `Bearer ${await adminToken(w)}`, "content-type": "application/json" },
-      body: JSON.stringify({ name: "nightly-digest-for-every-team-in-the-company", schedule: "0 3 * * *", operation_id: "buildReport", user_id: "ops" }),
+      body: JSON.stringify({
+        name: "nightly-digest-for-every-team-in-the-company",
+        schedule: "0 3 * * *",
+        operation_id: "buildReport",
+        user_id: "ops",
+      }),
     });
     assert.equal(left.status, 201);
     await page.locator('tr[data-schedule="nightly-digest-for-every-team-in-the-company"]').waitFor();
@@ -796,10 +965,16 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     const dialog = page.getByRole("dialog");
     assert.match(await dialog.innerText(), /operation recordEmailSent/);
     await dialog.getByRole("button", { name: "Retry dead jobs" }).click();
-    assert.equal(await announced(page, /Re-queued/), `Re-queued ${dead.length} dead job${dead.length === 1 ? "" : "s"}.`);
+    assert.equal(
+      await announced(page, /Re-queued/),
+      `Re-queued ${dead.length} dead job${dead.length === 1 ? "" : "s"}.`,
+    );
     await page.getByText("No job matches these filters.").waitFor();
     for (const job of dead) {
-      await until(async () => (await w.service.store.jobGet({ id: job.id }))?.status === "succeeded", `job ${job.id} to succeed`);
+      await until(
+        async () => (await w.service.store.jobGet({ id: job.id }))?.status === "succeeded",
+        `job ${job.id} to succeed`,
+      );
     }
   });
 
@@ -846,7 +1021,10 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
       text: element.textContent,
     }));
     assert.equal(shown.title, shown.datetime);
-    assert.equal(shown.text, new Date(Date.parse(shown.datetime) + 330 * 60_000).toISOString().slice(0, 19).replace("T", " "));
+    assert.equal(
+      shown.text,
+      new Date(Date.parse(shown.datetime) + 330 * 60_000).toISOString().slice(0, 19).replace("T", " "),
+    );
 
     const nav = page.getByRole("navigation", { name: "Dashboard" });
     await nav.getByRole("link", { name: "Jobs" }).click();
@@ -854,7 +1032,10 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     await rows.first().waitFor();
     await assertFits("the job list");
     // The navigation and the session stay on screen, wrapped above the page.
-    for (const locator of [nav.getByRole("link", { name: "Overview" }), page.getByRole("button", { name: "Sign out" })]) {
+    for (const locator of [
+      nav.getByRole("link", { name: "Overview" }),
+      page.getByRole("button", { name: "Sign out" }),
+    ]) {
       const box = await locator.boundingBox();
       assert.ok(box && box.x >= 0 && box.x + box.width <= 375, "inside the width");
     }
@@ -864,12 +1045,20 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     const labels = await page.evaluate<string[]>(
       '[...document.querySelectorAll("table.jobs-table tbody tr:first-child td")].map((td) => getComputedStyle(td, "::before").content)',
     );
-    assert.deepEqual(labels, ["Operation", "Status", "Attempt", "Last error", "User", "Chain", "Created", "Run / ended"].map((label) => `"${label}"`));
+    assert.deepEqual(
+      labels,
+      ["Operation", "Status", "Attempt", "Last error", "User", "Chain", "Created", "Run / ended"].map(
+        (label) => `"${label}"`,
+      ),
+    );
     // The jobs waiting to retry, each card with its last error.
     await page.getByRole("checkbox", { name: "retrying" }).check();
     await page.getByRole("button", { name: "Apply filters" }).click();
     await page.getByRole("heading", { level: 1, name: "Jobs: retrying" }).waitFor();
-    await until(async () => (await rows.locator(".error-line").count()) === (await rows.count()) && (await rows.count()) > 0, "retrying cards with errors");
+    await until(
+      async () => (await rows.locator(".error-line").count()) === (await rows.count()) && (await rows.count()) > 0,
+      "retrying cards with errors",
+    );
     await assertFits("the retrying jobs");
     await screenshot(page, "phone.png");
 
@@ -886,22 +1075,38 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     const flowLabels = await page.evaluate<string[]>(
       '[...document.querySelectorAll("table.flow-table tbody tr:first-child td")].map((td) => getComputedStyle(td, "::before").content)',
     );
-    assert.deepEqual(flowLabels, ["State", "Jobs", "Limits", "Limits from", "Actions"].map((label) => `"${label}"`));
+    assert.deepEqual(
+      flowLabels,
+      ["State", "Jobs", "Limits", "Limits from", "Actions"].map((label) => `"${label}"`),
+    );
     await page.goto(`${w.base}/ui/#/schedules`);
     await page.locator("table.schedules-table tbody tr").first().waitFor();
     await assertFits("the schedules view");
     const scheduleLabels = await page.evaluate<string[]>(
       '[...document.querySelectorAll("table.schedules-table tbody tr:first-child td")].map((td) => getComputedStyle(td, "::before").content)',
     );
-    assert.deepEqual(scheduleLabels, ["When", "Job", "State", "Next run", "Last run", "Actions"].map((label) => `"${label}"`));
+    assert.deepEqual(
+      scheduleLabels,
+      ["When", "Job", "State", "Next run", "Last run", "Actions"].map((label) => `"${label}"`),
+    );
     await context.close();
   });
 
   test("shows on a job's page the attempt its target took asynchronously, and the progress it reports", async () => {
     const { page } = w;
-    const job = await enqueue(w, { operation_id: "buildReport", request: { body: { async: true } } }, { sub: "ops", op: "createUser", rid: "nightly-video" });
-    const delivery = await until(async () => w.target.requests.find((request) => request.headers["x-job-id"] === job.id), "its delivery");
-    await until(async () => (await w.service.store.jobAsyncStateGet({ id: job.id }))?.accepted ?? undefined, "the hand-off");
+    const job = await enqueue(
+      w,
+      { operation_id: "buildReport", request: { body: { async: true } } },
+      { sub: "ops", op: "createUser", rid: "nightly-video" },
+    );
+    const delivery = await until(
+      async () => w.target.requests.find((request) => request.headers["x-job-id"] === job.id),
+      "its delivery",
+    );
+    await until(
+      async () => (await w.service.store.jobAsyncStateGet({ id: job.id }))?.accepted ?? undefined,
+      "the hand-off",
+    );
     const beat = await fetch(`${w.base}/jobs/${job.id}/heartbeat`, {
       method: "POST",
       headers: { authorization: String(delivery.headers["authorization"]), "content-type": "application/json" },
@@ -911,7 +1116,10 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     await page.goto(`${w.base}/ui/#/jobs/${job.id}`);
     await page.getByRole("heading", { level: 1, name: `Job ${job.id}` }).waitFor();
     const fields = page.locator("table.fields").first();
-    await until(async () => /running on the target's heartbeats/.test(await fields.innerText()), "the asynchronous attempt on the page");
+    await until(
+      async () => /running on the target's heartbeats/.test(await fields.innerText()),
+      "the asynchronous attempt on the page",
+    );
     assert.match(await fields.innerText(), /progress \(extension\)\s+\{"frames":1200,"of":4800\} from attempt 1/);
     // Back to the list, where the next case expects the dashboard.
     await page.goto(`${w.base}/ui/#/jobs`);

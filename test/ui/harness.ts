@@ -78,11 +78,20 @@ export async function startDashboard(
   const base = `http://127.0.0.1:${(service.app.server.address() as AddressInfo).port}`;
   const browser = await chromium.launch({
     executablePath: CHROMIUM,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
   });
   cleanups.push(() => browser.close());
   const problems: string[] = [];
-  const adminToken = () => mintToken({ auth: config.auth, clock: systemClock, sub: "oncall@example.com", siteAdmin: true });
+  const adminToken = () =>
+    mintToken({ auth: config.auth, clock: systemClock, sub: "oncall@example.com", siteAdmin: true });
   return {
     service,
     config,
@@ -102,7 +111,8 @@ export async function startDashboard(
       page.setDefaultTimeout(WAIT_MS);
       page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
       page.on("console", (message) => {
-        if (message.type() === "error" && !message.text().startsWith("Failed to load resource")) problems.push(message.text());
+        if (message.type() === "error" && !message.text().startsWith("Failed to load resource"))
+          problems.push(message.text());
       });
       await page.goto(`${base}/ui/#token=${await adminToken()}`);
       await page.getByRole("heading", { level: 1, name: "Overview" }).waitFor();

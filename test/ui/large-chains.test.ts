@@ -19,7 +19,8 @@ const RID = "import-2026-11-30-tenant-42";
  */
 function bigChainSpecs(): { specs: ChainJobSpec[]; theJob: number; parent: number } {
   const specs: ChainJobSpec[] = [];
-  const add = (parent: number | null, operationId?: string): number => specs.push({ parent, ...(operationId ? { operationId } : {}) }) - 1;
+  const add = (parent: number | null, operationId?: string): number =>
+    specs.push({ parent, ...(operationId ? { operationId } : {}) }) - 1;
   const line: number[] = [];
   for (let i = 0; i < 100; i++) line.push(add(line.at(-1) ?? null, i === 0 ? "importUsers" : "sendWelcomeEmail"));
   const parent = line.at(-1) as number;
@@ -36,7 +37,9 @@ function bigChainSpecs(): { specs: ChainJobSpec[]; theJob: number; parent: numbe
 }
 
 /** A dashboard with the big chain; the chain's jobs and the job looked at. */
-async function withBigChain(t: Parameters<typeof startDashboard>[0]): Promise<{ dash: Dashboard; jobs: JobRow[]; job: JobRow }> {
+async function withBigChain(
+  t: Parameters<typeof startDashboard>[0],
+): Promise<{ dash: Dashboard; jobs: JobRow[]; job: JobRow }> {
   const dash = await startDashboard(t);
   const { specs, theJob } = bigChainSpecs();
   const jobs = await insertChain(dash.service, RID, specs);
@@ -45,9 +48,13 @@ async function withBigChain(t: Parameters<typeof startDashboard>[0]): Promise<{ 
 
 /** The lines of the chain's tree on a job's page, each squeezed to one line of text. */
 async function treeLines(page: Page): Promise<string[]> {
-  const texts = await page.locator("ul.tree li").evaluateAll((items) =>
-    items.map((li) => (li.querySelector(":scope > .node")?.textContent ?? li.textContent ?? "").replace(/\s+/g, " ").trim()),
-  );
+  const texts = await page
+    .locator("ul.tree li")
+    .evaluateAll((items) =>
+      items.map((li) =>
+        (li.querySelector(":scope > .node")?.textContent ?? li.textContent ?? "").replace(/\s+/g, " ").trim(),
+      ),
+    );
   return texts;
 }
 
@@ -88,15 +95,34 @@ describe("the dashboard with a chain of 1,000 jobs", { skip: SKIP, timeout: 120_
     );
     // The parent and the grandparent, then three siblings on each side of the job, then its first children.
     const ancestors = [jobs[98], jobs[99]] as JobRow[];
-    for (const ancestor of ancestors) assert.ok(lines.some((line) => line.startsWith(`pending sendWelcomeEmail ${ancestor.id}`)), `ancestor ${ancestor.id}`);
-    assert.equal(lines.filter((line) => line.startsWith("pending recordEmailSent")).length, 6, "three siblings on each side");
+    for (const ancestor of ancestors)
+      assert.ok(
+        lines.some((line) => line.startsWith(`pending sendWelcomeEmail ${ancestor.id}`)),
+        `ancestor ${ancestor.id}`,
+      );
+    assert.equal(
+      lines.filter((line) => line.startsWith("pending recordEmailSent")).length,
+      6,
+      "three siblings on each side",
+    );
     const here = lines.findIndex((line) => line.includes("(this job)"));
     assert.ok(here > 0, "the job is drawn");
-    assert.match(lines[here + 1] ?? "", new RegExp(`^pending sendWelcomeEmail ${jobs[251]?.id}$`), "its first child, the line's next job");
-    assert.match(lines[here + 2] ?? "", new RegExp(`^pending sendWelcomeEmail ${jobs[252]?.id} · 17 jobs below not shown$`));
+    assert.match(
+      lines[here + 1] ?? "",
+      new RegExp(`^pending sendWelcomeEmail ${jobs[251]?.id}$`),
+      "its first child, the line's next job",
+    );
+    assert.match(
+      lines[here + 2] ?? "",
+      new RegExp(`^pending sendWelcomeEmail ${jobs[252]?.id} · 17 jobs below not shown$`),
+    );
     const drawn = await page.locator("#chain-drawn").innerText();
     assert.match(drawn, /^\d+ of the chain's 1,000 jobs drawn/);
-    assert.equal(Number(/^(\d+)/.exec(drawn)?.[1]), await tree.locator("li:not(.gap)").count(), "the count is of the jobs drawn");
+    assert.equal(
+      Number(/^(\d+)/.exec(drawn)?.[1]),
+      await tree.locator("li:not(.gap)").count(),
+      "the count is of the jobs drawn",
+    );
     // Bounded: the chain's panel is a few screens at most, not 27,000 px.
     const panel = await page.locator("section[aria-labelledby=chain-title]").boundingBox();
     assert.ok(panel && panel.height < 1400, `the chain panel is ${panel?.height} px high`);
@@ -113,7 +139,10 @@ describe("the dashboard with a chain of 1,000 jobs", { skip: SKIP, timeout: 120_
     assert.equal(await marked.getAttribute("data-job"), job.id);
     assert.equal(page.url(), `${dash.base}/ui/#/chains/${RID}?job=${job.id}`);
     assert.equal(await page.locator("#waterfall tr.waterfall-row").count(), 100);
-    assert.equal(await page.locator(".rows-pager .rows-shown").first().innerText(), "Rows 201–300 of 1,000 · page 3 of 10");
+    assert.equal(
+      await page.locator(".rows-pager .rows-shown").first().innerText(),
+      "Rows 201–300 of 1,000 · page 3 of 10",
+    );
     assert.deepEqual(dash.problems, [], "no script error, no CSP violation");
   });
 
@@ -125,7 +154,10 @@ describe("the dashboard with a chain of 1,000 jobs", { skip: SKIP, timeout: 120_
     await rows.first().waitFor();
     assert.equal(await rows.count(), 100);
     // The first page is the line from the root, oldest first.
-    assert.deepEqual(await rows.evaluateAll((trs) => trs.slice(0, 3).map((tr) => tr.getAttribute("data-job"))), jobs.slice(0, 3).map((job) => job.id));
+    assert.deepEqual(
+      await rows.evaluateAll((trs) => trs.slice(0, 3).map((tr) => tr.getAttribute("data-job"))),
+      jobs.slice(0, 3).map((job) => job.id),
+    );
     assert.match(await page.locator("#chain-summary-title + div table").innerText(), /pending\s+1,000/);
     await shot(page, "chain-big-1280.png");
     const pageHeight = await pageHeightOf(page);
@@ -135,7 +167,11 @@ describe("the dashboard with a chain of 1,000 jobs", { skip: SKIP, timeout: 120_
     await pager.getByRole("link", { name: "Next ›" }).click();
     await page.locator(".rows-shown", { hasText: "Rows 101–200 of 1,000 · page 2 of 10" }).first().waitFor();
     assert.match(page.url(), /\?page=2$/);
-    assert.equal(await rows.first().getAttribute("data-job"), jobs[100]?.id, "row 101: the first of the parent's other children");
+    assert.equal(
+      await rows.first().getAttribute("data-job"),
+      jobs[100]?.id,
+      "row 101: the first of the parent's other children",
+    );
     await pager.getByRole("link", { name: "Last »" }).click();
     await page.locator(".rows-shown", { hasText: "Rows 901–1,000 of 1,000 · page 10 of 10" }).first().waitFor();
     assert.equal(await rows.count(), 100);
@@ -160,7 +196,9 @@ describe("the dashboard with a chain of 1,000 jobs", { skip: SKIP, timeout: 120_
     const links = nav.getByRole("link");
     assert.equal(await links.count(), 4);
     // One line: every link's words on one line, every link at the same height, the navigation no taller than a link.
-    const boxes = await page.evaluate<Array<{ text: string; lines: number; top: number; bottom: number; left: number; right: number }>>(`
+    const boxes = await page.evaluate<
+      Array<{ text: string; lines: number; top: number; bottom: number; left: number; right: number }>
+    >(`
       [...document.querySelectorAll("#nav a")].map((a) => {
         const range = document.createRange();
         range.selectNodeContents(a);
@@ -176,7 +214,10 @@ describe("the dashboard with a chain of 1,000 jobs", { skip: SKIP, timeout: 120_
     assert.equal(new Set(boxes.map((box) => Math.round(box.top))).size, 1, "the links on one line");
     const navBox = await nav.boundingBox();
     const linkHeight = Math.max(...boxes.map((box) => box.bottom - box.top));
-    assert.ok(navBox && navBox.height <= linkHeight + 1, `the navigation is ${navBox?.height} px high, a link ${linkHeight} px`);
+    assert.ok(
+      navBox && navBox.height <= linkHeight + 1,
+      `the navigation is ${navBox?.height} px high, a link ${linkHeight} px`,
+    );
     await assertFits(page, "the overview");
 
     await page.goto(`${dash.base}/ui/#/jobs`);

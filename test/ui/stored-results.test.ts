@@ -28,7 +28,13 @@ async function shownBody(page: Page): Promise<{ text: string; kind: string; elem
 
 /** Enqueues buildReport with `body` and waits (GET ?wait_ms) until it has finished; the job as the API answers it. */
 async function delivered(dash: Dashboard, body: Record<string, unknown>): Promise<Job> {
-  const assertion = await mintToken({ auth: dash.config.auth, clock: systemClock, sub: "ops", op: "createUser", rid: `report-${String(body["kind"])}` });
+  const assertion = await mintToken({
+    auth: dash.config.auth,
+    clock: systemClock,
+    sub: "ops",
+    op: "createUser",
+    rid: `report-${String(body["kind"])}`,
+  });
   const created = await fetch(`${dash.base}/jobs`, {
     method: "POST",
     headers: { "content-type": "application/json", authorization: `Bearer ${assertion}` },
@@ -54,7 +60,10 @@ describe("a job's stored result on its page", { skip: SKIP, timeout: 60_000 }, (
       },
       handler: (request, res) => {
         if (request.body.includes('"kind":"json"')) {
-          return reply(res, 200, { headers: { "content-type": "application/json" }, body: JSON.stringify({ report: { rows: 3, note: "<b>x</b>" } }) });
+          return reply(res, 200, {
+            headers: { "content-type": "application/json" },
+            body: JSON.stringify({ report: { rows: 3, note: "<b>x</b>" } }),
+          });
         }
         return reply(res, 200, { headers: { "content-type": "text/plain" }, body: MARKUP });
       },
@@ -65,7 +74,10 @@ describe("a job's stored result on its page", { skip: SKIP, timeout: 60_000 }, (
     await page.goto(`${dash.base}/ui/#/jobs/${json.id}`);
     const stored = (json.result as { body?: unknown }).body;
     // The API gives a JSON answer as its value (or, from a service that keeps every body as text, as its text).
-    const expected = typeof stored === "string" ? { text: stored, kind: "(text)" } : { text: JSON.stringify(stored, null, 2), kind: "(JSON)" };
+    const expected =
+      typeof stored === "string"
+        ? { text: stored, kind: "(text)" }
+        : { text: JSON.stringify(stored, null, 2), kind: "(JSON)" };
     assert.deepEqual(await shownBody(page), { ...expected, elements: 0 });
     assert.match(expected.text, /"rows": ?3/);
     await shot(page, "stored-json-1280.png");
@@ -97,7 +109,11 @@ describe("a job's stored result on its page", { skip: SKIP, timeout: 60_000 }, (
       await route.fulfill({ response: answer, json: { job: { ...wire.job, result: { ...wire.job.result, body } } } });
     });
     const cases: Array<{ body: unknown; text: string; kind: string }> = [
-      { body: { rows: [1, 2], note: MARKUP }, text: JSON.stringify({ rows: [1, 2], note: MARKUP }, null, 2), kind: "(JSON)" },
+      {
+        body: { rows: [1, 2], note: MARKUP },
+        text: JSON.stringify({ rows: [1, 2], note: MARKUP }, null, 2),
+        kind: "(JSON)",
+      },
       { body: [true, null, 1.5], text: "[\n  true,\n  null,\n  1.5\n]", kind: "(JSON)" },
       { body: 42, text: "42", kind: "(JSON)" },
       { body: null, text: "null", kind: "(JSON)" },
@@ -109,7 +125,11 @@ describe("a job's stored result on its page", { skip: SKIP, timeout: 60_000 }, (
       if (example === cases[0]) await page.goto(`${dash.base}/ui/#/jobs/${job.id}`);
       else await page.reload();
       await page.getByRole("heading", { level: 1, name: `Job ${job.id}` }).waitFor();
-      assert.deepEqual(await shownBody(page), { text: example.text, kind: example.kind, elements: 0 }, JSON.stringify(example.body));
+      assert.deepEqual(
+        await shownBody(page),
+        { text: example.text, kind: example.kind, elements: 0 },
+        JSON.stringify(example.body),
+      );
       if (example === cases[0]) await shot(page, "stored-json-375.png");
     }
     assert.equal(await page.evaluate<unknown>("window.bodyRan"), undefined, "nothing in the body ran");

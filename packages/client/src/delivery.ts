@@ -15,7 +15,14 @@
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { ServerResponse } from "node:http";
-import { createRemoteJWKSet, decodeProtectedHeader, errors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from "jose";
+import {
+  createRemoteJWKSet,
+  decodeProtectedHeader,
+  errors,
+  jwtVerify,
+  type JWTPayload,
+  type JWTVerifyGetKey,
+} from "jose";
 import { isCanonicalSegment } from "./token-rules.js";
 import type { Authority } from "./wire.js";
 
@@ -146,7 +153,12 @@ export function deliveryAbortSignal(response: ServerResponse): AbortSignal {
   const controller = new AbortController();
   const abort = () => {
     if (response.writableFinished || controller.signal.aborted) return;
-    controller.abort(new DOMException("opqueue aborted the delivery: its connection closed before the response was sent", "AbortError"));
+    controller.abort(
+      new DOMException(
+        "opqueue aborted the delivery: its connection closed before the response was sent",
+        "AbortError",
+      ),
+    );
   };
   // Node marks the response destroyed when its connection closes, and emits `close` only once.
   if (response.destroyed) abort();
@@ -188,11 +200,14 @@ function quote(value: string | undefined): string {
 /** The segments of a compact JWT, refused unless each is spelled the one way RFC 7515 allows. */
 function checkSpelling(token: string): void {
   const segments = token.split(".");
-  if (segments.length !== 3) throw new DeliveryTokenError("invalid delivery token: expected a compact JWT (header.payload.signature)");
+  if (segments.length !== 3)
+    throw new DeliveryTokenError("invalid delivery token: expected a compact JWT (header.payload.signature)");
   segments.forEach((segment, index) => {
     if (!isCanonicalSegment(segment)) {
       const name = ["header", "payload", "signature"][index];
-      throw new DeliveryTokenError(`invalid delivery token: the ${name} is not canonical base64url (unpadded, no + or /, no spare bits set)`);
+      throw new DeliveryTokenError(
+        `invalid delivery token: the ${name} is not canonical base64url (unpadded, no + or /, no spare bits set)`,
+      );
     }
   });
 }
@@ -207,13 +222,17 @@ function checkBinding(headers: HeaderBag, claims: { op: string; job: string; att
   for (const name of ["x-job-id", "idempotency-key"]) {
     const value = header(headers, name);
     if (value !== claims.job) {
-      throw new DeliveryTokenError(`invalid delivery token: it is for job ${quote(claims.job)}, but ${name} is ${quote(value)}`);
+      throw new DeliveryTokenError(
+        `invalid delivery token: it is for job ${quote(claims.job)}, but ${name} is ${quote(value)}`,
+      );
     }
   }
   // The exact decimal text opqueue sends: "02" or "2.0" would be another spelling of the same attempt.
   const attempt = header(headers, "x-job-attempt");
   if (attempt !== String(claims.att)) {
-    throw new DeliveryTokenError(`invalid delivery token: it is for attempt ${claims.att}, but x-job-attempt is ${quote(attempt)}`);
+    throw new DeliveryTokenError(
+      `invalid delivery token: it is for attempt ${claims.att}, but x-job-attempt is ${quote(attempt)}`,
+    );
   }
 }
 
@@ -231,16 +250,21 @@ const encoder = new TextEncoder();
 
 /** A secret's key bytes; an empty or non-string secret is a programming error, thrown at creation. */
 function secretKey(secret: unknown, where: string): Uint8Array {
-  if (typeof secret !== "string" || secret === "") throw new TypeError(`createDeliveryVerifier: ${where} must be a non-empty string`);
+  if (typeof secret !== "string" || secret === "")
+    throw new TypeError(`createDeliveryVerifier: ${where} must be a non-empty string`);
   return encoder.encode(secret);
 }
 
 /** The key source `options` describe; refuses at once options naming none, or more than one, of the key forms. */
 function keySourceOf(options: DeliveryKeyOptions): KeySource {
   // JavaScript callers, and `as any`, get past the types: a verifier with the wrong keys must not be made at all.
-  const given = (["secret", "secrets", "jwksUrl"] as const).filter((name) => (options as Record<string, unknown>)[name] !== undefined);
+  const given = (["secret", "secrets", "jwksUrl"] as const).filter(
+    (name) => (options as Record<string, unknown>)[name] !== undefined,
+  );
   if (given.length !== 1) {
-    throw new TypeError(`createDeliveryVerifier needs exactly one of secret, secrets and jwksUrl; got ${given.join(", ") || "none"}`);
+    throw new TypeError(
+      `createDeliveryVerifier needs exactly one of secret, secrets and jwksUrl; got ${given.join(", ") || "none"}`,
+    );
   }
   if (options.secret !== undefined) return { kind: "one", key: secretKey(options.secret, "secret") };
   if (options.jwksUrl !== undefined) return { kind: "jwks", keySet: createRemoteJWKSet(new URL(options.jwksUrl)) };
@@ -253,9 +277,14 @@ function keySourceOf(options: DeliveryKeyOptions): KeySource {
   }
   const keys = new Map<string, Uint8Array>();
   secrets.forEach((item: unknown, i) => {
-    const { kid, secret } = (typeof item === "object" && item !== null ? item : {}) as { kid?: unknown; secret?: unknown };
+    const { kid, secret } = (typeof item === "object" && item !== null ? item : {}) as {
+      kid?: unknown;
+      secret?: unknown;
+    };
     if (typeof kid !== "string" || kid === "") {
-      throw new TypeError(`createDeliveryVerifier: secrets[${i}] must be { kid, secret } (all items, or none, strings)`);
+      throw new TypeError(
+        `createDeliveryVerifier: secrets[${i}] must be { kid, secret } (all items, or none, strings)`,
+      );
     }
     // Two secrets under one kid would make the kid choose nothing.
     if (keys.has(kid)) throw new TypeError(`createDeliveryVerifier: secrets[${i}].kid "${kid}" is listed twice`);
@@ -298,7 +327,9 @@ export function createDeliveryVerifier(options: DeliveryVerifierOptions): Delive
         return (await jwtVerify<DeliveryClaims>(token, source.keySet, verifyOptions)).payload;
       } catch (error) {
         if (error instanceof errors.JWKSNoMatchingKey) {
-          throw new DeliveryTokenError(`invalid delivery token: kid ${quote(kid)} is not in opqueue's key set (for its alg)`);
+          throw new DeliveryTokenError(
+            `invalid delivery token: kid ${quote(kid)} is not in opqueue's key set (for its alg)`,
+          );
         }
         throw error;
       }
@@ -350,7 +381,12 @@ export function createDeliveryVerifier(options: DeliveryVerifierOptions): Delive
       if (typeof sub !== "string" || typeof op !== "string" || typeof job !== "string" || typeof rid !== "string") {
         throw new DeliveryTokenError("invalid delivery token: malformed claims");
       }
-      if (typeof att !== "number" || !Number.isSafeInteger(att) || typeof authority !== "object" || authority === null) {
+      if (
+        typeof att !== "number" ||
+        !Number.isSafeInteger(att) ||
+        typeof authority !== "object" ||
+        authority === null
+      ) {
         throw new DeliveryTokenError("invalid delivery token: malformed claims");
       }
       checkBinding(headers, { op, job, att }, operationId);
@@ -381,7 +417,11 @@ export function verifyDelivery(
 }
 
 /** The answer for a delivery whose token could not be verified: 401, or 503 while the keys cannot be fetched. */
-export function deliveryRefusal(error: unknown): { statusCode: 401 | 503; headers: Record<string, string>; body: object } {
+export function deliveryRefusal(error: unknown): {
+  statusCode: 401 | 503;
+  headers: Record<string, string>;
+  body: object;
+} {
   const message = (error as Error).message;
   if (error instanceof DeliveryKeysUnavailableError) {
     return { statusCode: 503, headers: { "retry-after": "5" }, body: { code: "delivery_keys_unavailable", message } };
@@ -390,7 +430,8 @@ export function deliveryRefusal(error: unknown): { statusCode: 401 | 503; header
 }
 
 /** Something that can take a response header: a Fastify reply or a Node/Express response. */
-type HeaderTarget = { header(name: string, value: string): unknown } | { setHeader(name: string, value: string): unknown };
+type HeaderTarget =
+  { header(name: string, value: string): unknown } | { setHeader(name: string, value: string): unknown };
 
 /**
  * Marks a failure answer as final: opqueue will not retry it (`x-job-retry: never`, docs/delivery.md, "How an attempt

@@ -154,7 +154,12 @@ const BY_CODE: Record<ErrorCode, typeof OpqueueError> = {
 };
 
 /** The typed error for a response's status and `{code, message}`. */
-export function errorFor(options: { status: number; code: string; message: string; retryAfterSeconds?: number }): OpqueueError {
+export function errorFor(options: {
+  status: number;
+  code: string;
+  message: string;
+  retryAfterSeconds?: number;
+}): OpqueueError {
   const ErrorClass = BY_CODE[options.code as ErrorCode] ?? OpqueueError;
   return new ErrorClass(options.status, options.code, options.message, options.retryAfterSeconds);
 }

@@ -48,7 +48,9 @@ export function opqueueDeliveryMiddleware(options: DeliveryMiddlewareOptions) {
   // A JavaScript caller can leave both out; failing at mount time beats refusing every delivery later.
   const { operationId, operationIdFor } = options as { operationId?: unknown; operationIdFor?: unknown };
   if (typeof operationIdFor !== "function" && (typeof operationId !== "string" || operationId === "")) {
-    throw new TypeError("opqueueDeliveryMiddleware needs the operationId of the route it guards: { operationId } or { operationIdFor(req) }");
+    throw new TypeError(
+      "opqueueDeliveryMiddleware needs the operationId of the route it guards: { operationId } or { operationIdFor(req) }",
+    );
   }
   const verifier = createDeliveryVerifier(options);
   return (
@@ -71,7 +73,9 @@ export function opqueueDeliveryMiddleware(options: DeliveryMiddlewareOptions) {
       return;
     }
     if (typeof routeOperationId !== "string" || routeOperationId === "") {
-      refuse(new DeliveryTokenError(`delivery refused: operationIdFor names no operationId for ${req.method} ${req.url}`));
+      refuse(
+        new DeliveryTokenError(`delivery refused: operationIdFor names no operationId for ${req.method} ${req.url}`),
+      );
       return;
     }
     verifier.verifyDelivery(req.headers, { operationId: routeOperationId }).then((verified) => {

@@ -77,15 +77,12 @@ export const opqueueDelivery: FastifyPluginCallback<DeliveryVerifierOptions> = (
       refuse(new DeliveryTokenError(`delivery refused: ${route.problem}`));
       return;
     }
-    verifier.verifyDelivery(request.headers, route).then(
-      (verified) => {
-        const delivery: DeliveryContext = { ...verified, signal: deliveryAbortSignal(reply.raw) };
-        request.delivery = delivery;
-        // `run` around `next` makes every later step of this request (the handler too) see the delivery.
-        runInDelivery(delivery, next);
-      },
-      refuse,
-    );
+    verifier.verifyDelivery(request.headers, route).then((verified) => {
+      const delivery: DeliveryContext = { ...verified, signal: deliveryAbortSignal(reply.raw) };
+      request.delivery = delivery;
+      // `run` around `next` makes every later step of this request (the handler too) see the delivery.
+      runInDelivery(delivery, next);
+    }, refuse);
   });
   done();
 };

@@ -27,17 +27,50 @@ export * from "./errors.js";
 export * from "./delivery.js";
 export { createJobsClient, PER_PROCESS_REQUEST_ID_WARNING } from "./jobs-client.js";
 export type {
-  AssertionClaims, AssertionSigner, BatchItem, BatchItemResult, Callback, CancelJobsFilter, CancelOptions, CompleteOptions,
-  EnqueueOptions, FailOptions, HeartbeatOptions, JobPage, JobsClient, JobsClientOptions, ListOptions,
+  AssertionClaims,
+  AssertionSigner,
+  BatchItem,
+  BatchItemResult,
+  Callback,
+  CancelJobsFilter,
+  CancelOptions,
+  CompleteOptions,
+  EnqueueOptions,
+  FailOptions,
+  HeartbeatOptions,
+  JobPage,
+  JobsClient,
+  JobsClientOptions,
+  ListOptions,
 } from "./jobs-client.js";
 export { opqueueDelivery } from "./fastify.js";
 export { opqueueDeliveryMiddleware } from "./express.js";
 export type { DeliveryMiddlewareOptions } from "./express.js";
 export { ERROR_CODES, JOB_STATUSES, TERMINAL_REASONS } from "./wire.js";
 export type {
-  AdminAction, AdminStamp, Authority, Chain, ChainNode, ErrorCode, HeartbeatAnswer, Job, JobAttempt, JobExtensions, JobHistoryEvent,
-  JobResult, JobStatus, LimitsPatch,
+  AdminAction,
+  AdminStamp,
+  Authority,
+  Chain,
+  ChainNode,
+  ErrorCode,
+  HeartbeatAnswer,
+  Job,
+  JobAttempt,
+  JobExtensions,
+  JobHistoryEvent,
+  JobResult,
+  JobStatus,
+  LimitsPatch,
   OperationControl,
-  OperationLimits, OperationSummary, PausedKey, RateLimit, RateLimitInput, RequestPayload, Schedule, ScheduleDefinition, SchedulePatch,
+  OperationLimits,
+  OperationSummary,
+  PausedKey,
+  RateLimit,
+  RateLimitInput,
+  RequestPayload,
+  Schedule,
+  ScheduleDefinition,
+  SchedulePatch,
   TerminalReason,
 } from "./wire.js";

@@ -134,8 +134,7 @@ export type BatchItem = Omit<EnqueueOptions, "caller" | "traceparent">;
 
 /** What `enqueueBatch` answers for one item, in the item's place. */
 export type BatchItemResult =
-  | { ok: true; id: string; created: boolean; replayed: boolean }
-  | { ok: false; error: OpqueueError };
+  { ok: true; id: string; created: boolean; replayed: boolean } | { ok: false; error: OpqueueError };
 
 /** Filters of `list`. */
 export interface ListOptions {
@@ -226,8 +225,7 @@ function enqueueBody(enqueue: BatchItem): Record<string, unknown> {
 
 /** One result of `POST /jobs/batch` on the wire. */
 type BatchWireResult =
-  | { status: 200 | 201; id: string; replayed?: true }
-  | { status: number; code: string; message: string };
+  { status: 200 | 201; id: string; replayed?: true } | { status: number; code: string; message: string };
 
 /** One page of the job list. */
 export interface JobPage {
@@ -261,7 +259,10 @@ export interface JobsClient {
    * `caller` outside a delivery). Each item is answered on its own, in order: a refused item is `ok: false` with the
    * typed error `enqueue` would have thrown, and takes nothing back from the others.
    */
-  enqueueBatch(items: BatchItem[], options?: { caller?: EnqueueOptions["caller"]; traceparent?: string }): Promise<BatchItemResult[]>;
+  enqueueBatch(
+    items: BatchItem[],
+    options?: { caller?: EnqueueOptions["caller"]; traceparent?: string },
+  ): Promise<BatchItemResult[]>;
   /** One job by id (every id the client puts in a path is percent-encoded, so any text reaches its route). */
   get(id: string): Promise<Job>;
   /**
@@ -423,7 +424,8 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
       // Number(null) and Number("") are 0: an absent or empty header must not read as "Retry-After: 0".
       const retryAfterText = response.headers.get("retry-after")?.trim();
       const retryAfterHeader = retryAfterText ? Number(retryAfterText) : Number.NaN;
-      const retryAfterSeconds = Number.isFinite(retryAfterHeader) && retryAfterHeader >= 0 ? retryAfterHeader : undefined;
+      const retryAfterSeconds =
+        Number.isFinite(retryAfterHeader) && retryAfterHeader >= 0 ? retryAfterHeader : undefined;
       if (response.status === 503 && attempt < retries) {
         const backoffMs = Math.min(10_000, 100 * 2 ** attempt) * (0.5 + Math.random() / 2);
         await sleep(Math.max(backoffMs, (retryAfterSeconds ?? 0) * 1000));
@@ -440,7 +442,8 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
 
   function query(options: ListOptions & { cursor?: string }): string {
     const params = new URLSearchParams();
-    const statuses = options.status === undefined ? [] : Array.isArray(options.status) ? options.status : [options.status];
+    const statuses =
+      options.status === undefined ? [] : Array.isArray(options.status) ? options.status : [options.status];
     for (const status of statuses) params.append("status", status);
     if (options.operationId !== undefined) params.set("operation_id", options.operationId);
     if (options.originalRequestId !== undefined) params.set("original_request_id", options.originalRequestId);
@@ -494,13 +497,19 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
   /** The authorization of a target's call on its attempt: the delivery token the attempt was sent with. */
   function attemptAuthorization(attempt: AsyncAttempt, call: string): () => Promise<string> {
     if (typeof attempt?.token !== "string" || attempt.token === "") {
-      throw new Error(`${call}: the attempt has no token: keep the delivery's jobId, attempt and token when you continueAsync`);
+      throw new Error(
+        `${call}: the attempt has no token: keep the delivery's jobId, attempt and token when you continueAsync`,
+      );
     }
     return async () => `Bearer ${attempt.token}`;
   }
 
   /** POST /jobs/{id}/{action} as the target of `attempt`. */
-  async function callBack<T>(attempt: AsyncAttempt, action: "heartbeat" | "complete" | "fail", body: object): Promise<T> {
+  async function callBack<T>(
+    attempt: AsyncAttempt,
+    action: "heartbeat" | "complete" | "fail",
+    body: object,
+  ): Promise<T> {
     const authorization = attemptAuthorization(attempt, action);
     const path = `/jobs/${pathSegment(attempt.jobId, `${action}: attempt.jobId`)}/${action}`;
     return (await call<T>("POST", path, authorization, body)).body;
@@ -521,7 +530,9 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
     },
     async enqueueBatch(items, batchOptions = {}) {
       if (!Array.isArray(items) || items.length < 1 || items.length > 1000) {
-        throw new Error(`enqueueBatch: give 1 to 1000 items; got ${Array.isArray(items) ? items.length : typeof items}`);
+        throw new Error(
+          `enqueueBatch: give 1 to 1000 items; got ${Array.isArray(items) ? items.length : typeof items}`,
+        );
       }
       const claims = callerClaims(batchOptions.caller);
       const answer = await call<{ results: BatchWireResult[] }>(
@@ -543,7 +554,8 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
     async wait(id, waitOptions) {
       const path = `/jobs/${pathSegment(id, "wait: id")}?wait_ms=${Math.max(0, Math.min(30_000, Math.floor(waitOptions.waitMs)))}`;
       const caller = waitOptions.caller;
-      const authorization = caller === undefined ? adminAuthorization : async () => `Bearer ${await assertionFor(callerClaims(caller))}`;
+      const authorization =
+        caller === undefined ? adminAuthorization : async () => `Bearer ${await assertionFor(callerClaims(caller))}`;
       return (await call<{ job: Job }>("GET", path, authorization)).body.job;
     },
     async getChain(originalRequestId) {
@@ -551,7 +563,11 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
       return (await call<{ chain: Chain }>("GET", path, adminAuthorization)).body.chain;
     },
     async listPage(listOptions = {}) {
-      const answer = await call<{ jobs: Job[]; next_cursor: string | null }>("GET", `/jobs${query(listOptions)}`, adminAuthorization);
+      const answer = await call<{ jobs: Job[]; next_cursor: string | null }>(
+        "GET",
+        `/jobs${query(listOptions)}`,
+        adminAuthorization,
+      );
       return { jobs: answer.body.jobs, nextCursor: answer.body.next_cursor };
     },
     async *pages(listOptions = {}) {
@@ -584,14 +600,16 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
       return (await call<{ jobs: Job[] }>("POST", "/jobs/cancel", adminAuthorization, body)).body.jobs;
     },
     async retry(id) {
-      return (await call<{ job: Job }>("POST", `/jobs/${pathSegment(id, "retry: id")}/retry`, adminAuthorization)).body.job;
+      return (await call<{ job: Job }>("POST", `/jobs/${pathSegment(id, "retry: id")}/retry`, adminAuthorization)).body
+        .job;
     },
     async cancelChain(originalRequestId) {
       const path = `/chains/${pathSegment(originalRequestId, "cancelChain: originalRequestId")}/cancel`;
       return (await call<{ jobs: Job[] }>("POST", path, adminAuthorization)).body.jobs;
     },
     async runNow(id) {
-      return (await call<{ job: Job }>("POST", `/jobs/${pathSegment(id, "runNow: id")}/run-now`, adminAuthorization)).body.job;
+      return (await call<{ job: Job }>("POST", `/jobs/${pathSegment(id, "runNow: id")}/run-now`, adminAuthorization))
+        .body.job;
     },
     async attempts(id) {
       const path = `/jobs/${pathSegment(id, "attempts: id")}/attempts`;
@@ -668,7 +686,10 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
     },
     async heartbeat(attempt, heartbeatOptions = {}) {
       // `progress: undefined` is no progress, as JSON would drop it; null is a value.
-      const body = "progress" in heartbeatOptions && heartbeatOptions.progress !== undefined ? { progress: heartbeatOptions.progress } : {};
+      const body =
+        "progress" in heartbeatOptions && heartbeatOptions.progress !== undefined
+          ? { progress: heartbeatOptions.progress }
+          : {};
       return callBack<HeartbeatAnswer>(attempt, "heartbeat", body);
     },
     async complete(attempt, completeOptions = {}) {
@@ -697,7 +718,9 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
  * the error keeps the original as its own `cause`.
  */
 function networkError(call: string, error: unknown): OpqueueError {
-  return new OpqueueError(0, "network_error", `opqueue did not answer ${call}: ${describeCause(error)}`, undefined, { cause: error });
+  return new OpqueueError(0, "network_error", `opqueue did not answer ${call}: ${describeCause(error)}`, undefined, {
+    cause: error,
+  });
 }
 
 /** What went wrong under `error`, its innermost causes first found: `ECONNREFUSED 127.0.0.1:8081`, `ENOTFOUND host`, ... */
@@ -708,7 +731,12 @@ function describeCause(error: unknown, depth = 0): string {
   if (error instanceof AggregateError && error.errors.length > 0) {
     return [...new Set(error.errors.map((each: unknown) => describeCause(each, depth + 1)))].join(", ");
   }
-  const { code, address, port, hostname } = error as { code?: unknown; address?: unknown; port?: unknown; hostname?: unknown };
+  const { code, address, port, hostname } = error as {
+    code?: unknown;
+    address?: unknown;
+    port?: unknown;
+    hostname?: unknown;
+  };
   if (typeof code === "string") {
     if (typeof address === "string") return `${code} ${address}${typeof port === "number" ? `:${port}` : ""}`;
     if (typeof hostname === "string") return `${code} ${hostname}`;

@@ -46,7 +46,11 @@ export const adminBackupRoutes: FastifyPluginAsyncTypebox<AdminBackupRoutesOptio
         produces: SQLITE_MEDIA_TYPE,
         response: {
           // The file's bytes in the document; a stream of them to the type checker.
-          200: Type.Unsafe<Readable>({ type: "string", contentMediaType: SQLITE_MEDIA_TYPE, description: "the database file" }),
+          200: Type.Unsafe<Readable>({
+            type: "string",
+            contentMediaType: SQLITE_MEDIA_TYPE,
+            description: "the database file",
+          }),
           401: ErrorBody,
           403: ErrorBody,
           404: ErrorBody,
@@ -61,7 +65,7 @@ export const adminBackupRoutes: FastifyPluginAsyncTypebox<AdminBackupRoutesOptio
           404,
           "not_found",
           `this node's database is ${store.engine === "postgres" ? "PostgreSQL" : store.engine}, which opqueue does not ` +
-            "copy: back it up with pg_dump (docs/deploying.md, \"Backup and restore\")",
+            'copy: back it up with pg_dump (docs/deploying.md, "Backup and restore")',
         );
       }
       // Nothing moves on the connection while the copy is made, which may take longer than the listener's idle bound.
@@ -83,7 +87,9 @@ export const adminBackupRoutes: FastifyPluginAsyncTypebox<AdminBackupRoutesOptio
       } catch (error) {
         await copy?.close();
         if (error instanceof StoreUnavailableError) {
-          throw new ApiError(503, "unavailable", `the backup could not be made: ${error.message}`, { "retry-after": "1" });
+          throw new ApiError(503, "unavailable", `the backup could not be made: ${error.message}`, {
+            "retry-after": "1",
+          });
         }
         throw error;
       } finally {

@@ -80,7 +80,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
         summary: "Get one job; with wait_ms, once it is terminal (or the wait is over)",
         description:
           "A site administrator reads any job; a producer, with an enqueue assertion, the jobs its calling operation " +
-          "enqueued for its user (docs/chains.md, \"Waiting for a job\"). wait_ms (at most 30,000) holds the answer until the " +
+          'enqueued for its user (docs/chains.md, "Waiting for a job"). wait_ms (at most 30,000) holds the answer until the ' +
           "job is succeeded, dead or cancelled, or the time has passed; the job is answered as it then is.",
         tags: ["jobs"],
         security: [...adminSecurity, { enqueueAssertion: [] }],
@@ -96,14 +96,19 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       const { id } = request.params;
       const producer = request.producer;
       const visible = (row: JobRow | undefined): row is JobRow =>
-        row !== undefined && (producer === null || (row.enqueuedByOperationId === producer.op && row.userId === producer.sub));
+        row !== undefined &&
+        (producer === null || (row.enqueuedByOperationId === producer.op && row.userId === producer.sub));
       let row = await store.jobGet({ id });
       if (!visible(row)) throw jobNotFound(id);
       const waitMs = Math.min(request.query.wait_ms ?? 0, options.config.listen.request_timeout_ms - 1000);
       const deadline = Date.now() + waitMs;
       // Looks again at growing intervals (a job delivered on another node is seen by looking), at once when this
       // node ends one of its deliveries.
-      for (let interval = 25; !TERMINAL.has(row.status) && Date.now() < deadline; interval = Math.min(interval * 2, 250)) {
+      for (
+        let interval = 25;
+        !TERMINAL.has(row.status) && Date.now() < deadline;
+        interval = Math.min(interval * 2, 250)
+      ) {
         await changed(options.telemetry, id, Math.min(interval, deadline - Date.now()));
         const fresh = await store.jobGet({ id });
         if (!visible(fresh)) break;
@@ -150,9 +155,17 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
         case "not_found":
           throw jobNotFound(request.params.id);
         case "running":
-          throw new ApiError(409, "job_running", "the job is being delivered; cancel with ?abort=true to abort the delivery");
+          throw new ApiError(
+            409,
+            "job_running",
+            "the job is being delivered; cancel with ?abort=true to abort the delivery",
+          );
         case "not_cancellable":
-          throw new ApiError(409, "job_not_cancellable", `the job is ${outcome.job.status}; only pending or retrying jobs can be cancelled`);
+          throw new ApiError(
+            409,
+            "job_not_cancellable",
+            `the job is ${outcome.job.status}; only pending or retrying jobs can be cancelled`,
+          );
       }
     },
   );
@@ -179,7 +192,11 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
         case "not_found":
           throw jobNotFound(request.params.id);
         case "not_retryable":
-          throw new ApiError(409, "job_not_retryable", `the job is ${outcome.job.status}; only dead or cancelled jobs can be retried`);
+          throw new ApiError(
+            409,
+            "job_not_retryable",
+            `the job is ${outcome.job.status}; only dead or cancelled jobs can be retried`,
+          );
         case "dedupe_conflict":
           throw new ApiError(409, "dedupe_conflict", `job ${outcome.holder.id} already holds this job's dedupe key`);
       }
@@ -240,7 +257,11 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
         limit: body.limit ?? 100,
         actor: actorOf(request),
       });
-      logAction(request, "retry-dead", jobs.map((job) => job.id));
+      logAction(
+        request,
+        "retry-dead",
+        jobs.map((job) => job.id),
+      );
       return { jobs: jobs.map(toWireJob) };
     },
   );
@@ -259,8 +280,16 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       },
     },
     async (request) => {
-      const jobs = await store.chainCancel({ originalRequestId: request.params.original_request_id, actor: actorOf(request) });
-      logAction(request, "cancel-chain", jobs.map((job) => job.id), { originalRequestId: request.params.original_request_id });
+      const jobs = await store.chainCancel({
+        originalRequestId: request.params.original_request_id,
+        actor: actorOf(request),
+      });
+      logAction(
+        request,
+        "cancel-chain",
+        jobs.map((job) => job.id),
+        { originalRequestId: request.params.original_request_id },
+      );
       return { jobs: jobs.map(toWireJob) };
     },
   );
@@ -287,7 +316,11 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
         case "not_found":
           throw jobNotFound(request.params.id);
         case "not_waiting":
-          throw new ApiError(409, "job_not_waiting", `the job is ${outcome.job.status}; only pending or retrying jobs wait to run`);
+          throw new ApiError(
+            409,
+            "job_not_waiting",
+            `the job is ${outcome.job.status}; only pending or retrying jobs wait to run`,
+          );
       }
     },
   );
@@ -298,7 +331,8 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       onRequest: adminOnly,
       schema: {
         operationId: "getJobHistory",
-        summary: "A job's history, oldest first: its creation, every finished attempt, and every administrator's action",
+        summary:
+          "A job's history, oldest first: its creation, every finished attempt, and every administrator's action",
         tags: ["jobs"],
         security: adminSecurity,
         params: JobIdParams,
@@ -308,7 +342,10 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
     async (request) => {
       const row = await store.jobGet({ id: request.params.id });
       if (!row) throw jobNotFound(request.params.id);
-      const [attempts, actions] = await Promise.all([store.jobAttemptList({ id: row.id }), store.adminActionList({ jobId: row.id })]);
+      const [attempts, actions] = await Promise.all([
+        store.jobAttemptList({ id: row.id }),
+        store.adminActionList({ jobId: row.id }),
+      ]);
       return { events: jobHistory({ job: row, attempts, actions }) };
     },
   );
@@ -343,7 +380,9 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
           traceparent: row.traceparent,
           async: accepted === null ? null : { attempt: accepted.attempt, accepted_at: formatTime(accepted.at) },
           progress:
-            progress === null ? null : { attempt: progress.attempt, value: progress.value, reported_at: formatTime(progress.at) },
+            progress === null
+              ? null
+              : { attempt: progress.attempt, value: progress.value, reported_at: formatTime(progress.at) },
         },
       };
     },

@@ -28,7 +28,9 @@ export interface CallbackRoutesOptions extends CallbackDeps {
   deliveryVerifier: DeliveryTokenVerifier;
 }
 
-const JobIdParams = Type.Object({ id: Type.String({ description: "The job's id, as the delivery token's job claim names it." }) });
+const JobIdParams = Type.Object({
+  id: Type.String({ description: "The job's id, as the delivery token's job claim names it." }),
+});
 
 /** The caller the hook verified. */
 function callerOf(request: FastifyRequest): DeliveryCaller {

@@ -62,7 +62,11 @@ export const chainRoutes: FastifyPluginAsyncTypebox<ChainRoutesOptions> = async 
         cancelled_by: chain?.cancelledBy ?? null,
         spawn_cap: { used: chain?.jobsCreated ?? jobs.length, limit: options.config.limits.spawn_cap },
         on_settled: chain?.onSettled
-          ? { operation_id: chain.onSettled.operation_id, job_id: chain.onSettled.job_id, fired_at: formatOrNull(chain.onSettledFiredAt) }
+          ? {
+              operation_id: chain.onSettled.operation_id,
+              job_id: chain.onSettled.job_id,
+              fired_at: formatOrNull(chain.onSettledFiredAt),
+            }
           : null,
         jobs: tree(jobs, attempts),
         truncated: newestFirst.length > MAX_CHAIN_JOBS,
@@ -78,9 +82,15 @@ function formatOrNull(ms: number | null): string | null {
 
 /** Counts by status of every job of the chain, and whether (and when) it settled. */
 function standing(jobs: ChainJobCounts): Pick<ChainBody, "counts" | "settled" | "settled_at"> {
-  const counts = Object.fromEntries(JOB_STATUSES.map((status) => [status, jobs.byStatus[status] ?? 0])) as ChainBody["counts"];
+  const counts = Object.fromEntries(
+    JOB_STATUSES.map((status) => [status, jobs.byStatus[status] ?? 0]),
+  ) as ChainBody["counts"];
   const settled = ACTIVE_STATUSES.every((status) => counts[status] === 0);
-  return { counts, settled, settled_at: settled && jobs.lastFinishedAt !== null ? formatTime(jobs.lastFinishedAt) : null };
+  return {
+    counts,
+    settled,
+    settled_at: settled && jobs.lastFinishedAt !== null ? formatTime(jobs.lastFinishedAt) : null,
+  };
 }
 
 /** The jobs as a forest: each job under its parent, roots those whose parent is not in the chain; oldest first. */

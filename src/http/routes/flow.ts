@@ -37,7 +37,9 @@ export interface FlowRoutesOptions {
 }
 
 const OperationParams = Type.Object({ id: Type.String({ description: "The operation's operationId." }) });
-const KeyParams = Type.Object({ key: Type.String({ minLength: 1, maxLength: 256, description: "The concurrency key." }) });
+const KeyParams = Type.Object({
+  key: Type.String({ minLength: 1, maxLength: 256, description: "The concurrency key." }),
+});
 const OperationEnvelope = Type.Object({ operation: OperationControlBody }, { additionalProperties: false });
 const PausedKeyEnvelope = Type.Object({ key: PausedKeyBody }, { additionalProperties: false });
 const PausedKeyList = Type.Object({ keys: Type.Array(PausedKeyBody) }, { additionalProperties: false });
@@ -102,7 +104,9 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
         const operationId = backgroundOperation(request.params.id);
         const actor = actorOf(request);
         const control =
-          action === "pause" ? await store.operationPause({ operationId, actor }) : await store.operationResume({ operationId });
+          action === "pause"
+            ? await store.operationPause({ operationId, actor })
+            : await store.operationResume({ operationId });
         if (action === "resume") notifier.notify(store.now());
         request.log.info({ actor, action: `${action}-operation`, operationId }, "admin action");
         return { operation: wireControl(control) };
@@ -225,7 +229,8 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
       onRequest: adminOnly,
       schema: {
         operationId: "cancelJobs",
-        summary: "Cancel the jobs matching a filter, newest first, up to `limit`; running ones have their delivery aborted",
+        summary:
+          "Cancel the jobs matching a filter, newest first, up to `limit`; running ones have their delivery aborted",
         tags: ["jobs"],
         security,
         body: CancelJobsBody,
@@ -234,7 +239,14 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
     },
     async (request) => {
       const body = request.body;
-      const filters = [body.operation_id, body.original_request_id, body.user_id, body.dedupe_key, body.created_after, body.created_before];
+      const filters = [
+        body.operation_id,
+        body.original_request_id,
+        body.user_id,
+        body.dedupe_key,
+        body.created_after,
+        body.created_before,
+      ];
       if (filters.every((value) => value === undefined)) {
         throw new ApiError(
           400,

@@ -7,7 +7,13 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { ApiError } from "../../errors.js";
 import { checkEnqueueBody, type CheckedEnqueueBody } from "../../enqueue/body-checks.js";
-import { enqueueJob, enqueueJobs, enqueueOutcome, type EnqueueDeps, type EnqueueResult } from "../../enqueue/enqueue.js";
+import {
+  enqueueJob,
+  enqueueJobs,
+  enqueueOutcome,
+  type EnqueueDeps,
+  type EnqueueResult,
+} from "../../enqueue/enqueue.js";
 import { wallClockMs, type OpqueueEvents } from "../../telemetry/events.js";
 import { parseTraceparent, formatTraceparent } from "../../telemetry/trace-context.js";
 import type { OperationRegistry } from "../../operations/registry.js";
@@ -47,7 +53,11 @@ const IDEMPOTENCY_KEY = /^[\x21-\x7E]{1,255}$/;
 function idempotencyHeader(value: string | string[] | undefined): string | undefined {
   if (value === undefined) return undefined;
   if (typeof value !== "string" || !IDEMPOTENCY_KEY.test(value)) {
-    throw new ApiError(400, "invalid_request", "Idempotency-Key must be one header of 1 to 255 visible ASCII characters");
+    throw new ApiError(
+      400,
+      "invalid_request",
+      "Idempotency-Key must be one header of 1 to 255 visible ASCII characters",
+    );
   }
   return value;
 }
@@ -168,7 +178,11 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
         tags: ["jobs"],
         security: [{ enqueueAssertion: [] }],
         body: EnqueueBody,
-        response: { 200: JobEnvelope, 201: JobEnvelope, ...errorResponses(400, 401, 403, 409, 413, 415, 422, 429, 503) },
+        response: {
+          200: JobEnvelope,
+          201: JobEnvelope,
+          ...errorResponses(400, 401, 403, 409, 413, 415, 422, 429, 503),
+        },
       },
     },
     async (request, reply) => {
@@ -185,11 +199,18 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
         idempotencyHeader: idempotencyHeader(request.headers["idempotency-key"]),
         requestSchemas: options.requestSchemas,
       });
-      const result = await enqueueJob(options, { ...caller, traceparent: traceparentOf(request.headers.traceparent) }, checked);
+      const result = await enqueueJob(
+        options,
+        { ...caller, traceparent: traceparentOf(request.headers.traceparent) },
+        checked,
+      );
       if (result.kind === "replayed") void reply.header("idempotent-replayed", "true");
       const statusCode = result.kind === "created" ? 201 : 200;
       if (telemetry.observes("enqueue:answered")) {
-        telemetry.emit("enqueue:answered", answeredEvent({ route: "/jobs", request, reply, statusCode, results: [result] }));
+        telemetry.emit(
+          "enqueue:answered",
+          answeredEvent({ route: "/jobs", request, reply, statusCode, results: [result] }),
+        );
       }
       return reply.code(statusCode).send({ job: toWireJob(result.job) });
     },
@@ -245,7 +266,10 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
         return checkEnqueueBody({
           body: item,
           schemaProblem: problem
-            ? { message: `jobs/${index}${problem.instancePath} ${problem.message ?? "is invalid"}`, pointer: problem.instancePath }
+            ? {
+                message: `jobs/${index}${problem.instancePath} ${problem.message ?? "is invalid"}`,
+                pointer: problem.instancePath,
+              }
             : undefined,
           registry: options.registry,
           requestSchemas: options.requestSchemas,
@@ -256,20 +280,31 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
         throw error;
       }
     });
-    const results = await enqueueJobs(options, { ...caller, traceparent: traceparentOf(request.headers.traceparent) }, items);
+    const results = await enqueueJobs(
+      options,
+      { ...caller, traceparent: traceparentOf(request.headers.traceparent) },
+      items,
+    );
     for (const result of results) {
       if (!(result instanceof ApiError)) continue;
       telemetry.emit("job:enqueue-refused", { code: result.code });
       if (result.statusCode === 503) request.log.warn({ err: result }, "database unavailable for a batch item");
-      if (result.statusCode === 500) request.log.error({ err: result.cause ?? result }, "unexpected error in a batch item");
+      if (result.statusCode === 500)
+        request.log.error({ err: result.cause ?? result }, "unexpected error in a batch item");
     }
     if (telemetry.observes("enqueue:answered")) {
-      telemetry.emit("enqueue:answered", answeredEvent({ route: "/jobs/batch", request, reply, statusCode: 200, results }));
+      telemetry.emit(
+        "enqueue:answered",
+        answeredEvent({ route: "/jobs/batch", request, reply, statusCode: 200, results }),
+      );
     }
     // Serialized here, the schema's shape built by batchResult: a thousand results through the response schema's union
     // (tried branch by branch) would cost more than building them. Fastify sends a string as it is.
     const text = JSON.stringify({ results: results.map(batchResult) });
-    return reply.code(200).type("application/json; charset=utf-8").send(text as unknown as Static<typeof BatchEnqueueAnswer>);
+    return reply
+      .code(200)
+      .type("application/json; charset=utf-8")
+      .send(text as unknown as Static<typeof BatchEnqueueAnswer>);
   }
 
   app.get(

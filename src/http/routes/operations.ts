@@ -20,8 +20,14 @@ export const OperationSummary = Type.Object(
     operation_id: Type.String({ description: "The operation's operationId in the product's OpenAPI document." }),
     method: Type.String({ description: "The HTTP method of a delivery, upper case." }),
     path: Type.String({ description: "The path template, as the document writes it." }),
-    max_attempts: Type.Integer({ minimum: 1, description: "Attempts before a job goes dead (operations.<id>.max_attempts, else defaults)." }),
-    timeout_ms: Type.Integer({ minimum: 1, description: "Time allowed for one attempt (operations.<id>.timeout_ms, else defaults)." }),
+    max_attempts: Type.Integer({
+      minimum: 1,
+      description: "Attempts before a job goes dead (operations.<id>.max_attempts, else defaults).",
+    }),
+    timeout_ms: Type.Integer({
+      minimum: 1,
+      description: "Time allowed for one attempt (operations.<id>.timeout_ms, else defaults).",
+    }),
     control: Type.Omit(OperationControlBody, ["operation_id"], {
       additionalProperties: false,
       description: "Its pause and limits in force (docs/flow-control.md).",
@@ -75,14 +81,17 @@ export const operationRoutes: FastifyPluginAsyncTypebox<OperationRoutesOptions> 
       onRequest: adminAuthHook({ verifier: options.verifier }),
       schema: {
         operationId: "listOperations",
-        summary: "The background operations a job can target, with their max attempts, timeout and flow control, by operation_id",
+        summary:
+          "The background operations a job can target, with their max attempts, timeout and flow control, by operation_id",
         tags: ["system"],
         security: [{ adminToken: [] }],
         response: { 200: OperationList, 401: ErrorBody, 403: ErrorBody, 503: ErrorBody },
       },
     },
     async () => {
-      const controls = new Map((await options.store.operationControlList()).map((control) => [control.operationId, control]));
+      const controls = new Map(
+        (await options.store.operationControlList()).map((control) => [control.operationId, control]),
+      );
       return {
         operations: operations.map((operation) => {
           const control: OperationControl = controls.get(operation.operation_id) ?? {

@@ -66,7 +66,12 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsRoutesOptions> = async (app
     "/metrics",
     {
       logLevel,
-      schema: { operationId: "metrics", summary: "Prometheus metrics", tags: ["system"], response: { 200: Type.String() } },
+      schema: {
+        operationId: "metrics",
+        summary: "Prometheus metrics",
+        tags: ["system"],
+        response: { 200: Type.String() },
+      },
     },
     async (_request, reply) => {
       const text = await options.metrics.registry.metrics();

@@ -57,7 +57,8 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<ScheduleRoutesOptions> = 
       onRequest: adminOnly,
       schema: {
         operationId: "listSchedules",
-        summary: "Every schedule, by name: the config file's cron entries (read-only) and those created through the API",
+        summary:
+          "Every schedule, by name: the config file's cron entries (read-only) and those created through the API",
         tags,
         security,
         response: { 200: ScheduleList, ...errorResponses(401, 403, 503) },
@@ -82,7 +83,10 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<ScheduleRoutesOptions> = 
     async (request, reply) => {
       const actor = actorOf(request);
       const view = await schedules.create(fieldsOfCreateBody(request.body), actor);
-      request.log.info({ actor, action: "create-schedule", schedule: view.fields.name, definition: auditable(request.body) }, "admin action");
+      request.log.info(
+        { actor, action: "create-schedule", schedule: view.fields.name, definition: auditable(request.body) },
+        "admin action",
+      );
       return reply.code(201).send({ schedule: wireSchedule(view) });
     },
   );
@@ -109,7 +113,8 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<ScheduleRoutesOptions> = 
       onRequest: adminOnly,
       schema: {
         operationId: "updateSchedule",
-        summary: "Change a schedule's definition (the fields given; null removes a key); it ticks by the new one from its next tick",
+        summary:
+          "Change a schedule's definition (the fields given; null removes a key); it ticks by the new one from its next tick",
         tags,
         security,
         params: NameParams,
@@ -120,7 +125,10 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<ScheduleRoutesOptions> = 
     async (request) => {
       const actor = actorOf(request);
       const view = await schedules.update(request.params.name, (current) => patchFields(current, request.body), actor);
-      request.log.info({ actor, action: "update-schedule", schedule: view.fields.name, changes: auditable(request.body) }, "admin action");
+      request.log.info(
+        { actor, action: "update-schedule", schedule: view.fields.name, changes: auditable(request.body) },
+        "admin action",
+      );
       return { schedule: wireSchedule(view) };
     },
   );
@@ -191,7 +199,10 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<ScheduleRoutesOptions> = 
       const actor = actorOf(request);
       const { name } = request.params;
       const result = await schedules.runNow(name);
-      request.log.info({ actor, action: "run-schedule-now", schedule: name, jobId: result.job.id, outcome: result.kind }, "admin action");
+      request.log.info(
+        { actor, action: "run-schedule-now", schedule: name, jobId: result.job.id, outcome: result.kind },
+        "admin action",
+      );
       return reply.code(result.kind === "created" ? 201 : 200).send({ job: toWireJob(result.job) });
     },
   );

@@ -49,7 +49,11 @@ export const systemRoutes: FastifyPluginAsyncTypebox<SystemRoutesOptions> = asyn
       ]);
       return {
         by_status: stats.byStatus,
-        by_operation: stats.byOperation.map((row) => ({ operation_id: row.operationId, status: row.status, count: row.count })),
+        by_operation: stats.byOperation.map((row) => ({
+          operation_id: row.operationId,
+          status: row.status,
+          count: row.count,
+        })),
         queue_lag_seconds: queueLagSeconds(stats.oldestDueRunAt, now),
         paused_jobs: stats.pausedDue.map((row) => ({ operation_id: row.operationId, count: row.count })),
         throughput: buckets.map((bucket) => ({ ...bucket, start: formatTime(bucket.start) })),

@@ -88,7 +88,9 @@ export async function cancelMany(
     Math.max(0, params.limit),
   ]);
   // The waiting ones in one statement; each running one in its own (each tells its node to abort).
-  const waiting = candidates.filter((candidate) => candidate["status"] !== "running").map((candidate) => candidate["id"]);
+  const waiting = candidates
+    .filter((candidate) => candidate["status"] !== "running")
+    .map((candidate) => candidate["id"]);
   const cancelled: Array<{ job: JobRow; wasRunning: boolean }> = [];
   if (waiting.length > 0) {
     const rows = await db.query(CANCEL_SQL["cancel-many"].waiting, [waiting, params.now, params.actor]);
@@ -96,7 +98,11 @@ export async function cancelMany(
   }
   for (const candidate of candidates) {
     if (candidate["status"] !== "running") continue;
-    const outcome = await cancelJob(db, { ...params, id: candidate["id"] as string, abortRunning: true }, "cancel-many");
+    const outcome = await cancelJob(
+      db,
+      { ...params, id: candidate["id"] as string, abortRunning: true },
+      "cancel-many",
+    );
     if (outcome.kind === "cancelled") cancelled.push({ job: outcome.job, wasRunning: outcome.wasRunning });
   }
   return cancelled.sort((a, b) => b.job.seq - a.job.seq);
@@ -104,7 +110,8 @@ export async function cancelMany(
 
 /** `dead`/`cancelled` → `pending` with attempt 0 and run time now. */
 export async function retryJob(db: PgConnection, params: { id: string } & Acting): Promise<JobRetryOutcome> {
-  const holderOf = async (client: pg.PoolClient, key: string) => (await client.query<PgRow>(DEDUPE_HOLDER, [key])).rows[0];
+  const holderOf = async (client: pg.PoolClient, key: string) =>
+    (await client.query<PgRow>(DEDUPE_HOLDER, [key])).rows[0];
   return db.transaction(async (client) => {
     const row = (await client.query<PgRow>(JOB_LOCK_FOR_RETRY, [params.id])).rows[0];
     if (!row) return { kind: "not_found" } as const;
@@ -176,5 +183,9 @@ export async function retryDeadMany(
 /** Who acted on a job, oldest first. */
 export async function adminActionList(db: PgConnection, params: { jobId: string }): Promise<AdminActionRow[]> {
   const rows = await db.query(ACTIONS_OF, [params.jobId]);
-  return rows.map((row) => ({ at: requireMs(row["at"]), actor: row["actor"] as string, action: row["action"] as AdminAction }));
+  return rows.map((row) => ({
+    at: requireMs(row["at"]),
+    actor: row["actor"] as string,
+    action: row["action"] as AdminAction,
+  }));
 }

@@ -33,7 +33,11 @@ export async function markAsync(
 async function lockCallTarget(client: pg.PoolClient, id: string): Promise<ExternalCallTarget | undefined> {
   const row = (await client.query<PgRow>(CALL_TARGET, [id])).rows[0];
   if (row === undefined) return undefined;
-  return { job: toJobRow(row), async: row["is_async"] === true, asyncTokenHash: (row["async_token_hash"] as string | null) ?? null };
+  return {
+    job: toJobRow(row),
+    async: row["is_async"] === true,
+    asyncTokenHash: (row["async_token_hash"] as string | null) ?? null,
+  };
 }
 
 /** A target's heartbeat: judged and written in one transaction, committed lazily like a node's heartbeat. */
@@ -76,13 +80,26 @@ export async function setStateExternal(
     if (refusal !== undefined) return refusal;
     let written: boolean;
     if (outcome.status === "retrying") {
-      const item = { id: outcome.id, attempt: outcome.attempt, startedAt: outcome.startedAt, delayMs: outcome.delayMs, result: outcome.result };
+      const item = {
+        id: outcome.id,
+        attempt: outcome.attempt,
+        startedAt: outcome.startedAt,
+        delayMs: outcome.delayMs,
+        result: outcome.result,
+      };
       written = (await requeueIn(client, { items: [item], refund: "none", now })).length > 0;
     } else {
       const finished = await client.query<PgRow>({
         name: "opqueue_finish_many_durably",
         text: FINISH_MANY_DURABLY,
-        values: [[outcome.id], [outcome.attempt], [outcome.status], [JSON.stringify(outcome.result)], now, [outcome.startedAt ?? null]],
+        values: [
+          [outcome.id],
+          [outcome.attempt],
+          [outcome.status],
+          [JSON.stringify(outcome.result)],
+          now,
+          [outcome.startedAt ?? null],
+        ],
       });
       written = finished.rows.length > 0;
     }

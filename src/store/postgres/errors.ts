@@ -20,7 +20,15 @@ import { StoreUnavailableError } from "../store.js";
 const UNAVAILABLE_SQLSTATE = /^(08...|53...|57P0[1235]|57014|25006|40001|40P01|58030)$/;
 
 /** Errors of the network or the driver that mean the same. */
-const UNAVAILABLE_ERRNO = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "ENOTFOUND", "EHOSTUNREACH", "EAI_AGAIN"]);
+const UNAVAILABLE_ERRNO = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "EPIPE",
+  "ENOTFOUND",
+  "EHOSTUNREACH",
+  "EAI_AGAIN",
+]);
 
 /** Whether an error means "the database cannot serve now": connection trouble, shutdown, overload. */
 export function isUnavailable(error: unknown): boolean {
@@ -51,4 +59,3 @@ export function isUniqueViolation(error: unknown, constraint: string): boolean {
 export function unstorable(...values: Array<string | undefined>): boolean {
   return values.some((value) => value !== undefined && value.includes("\u0000"));
 }
-

@@ -47,7 +47,10 @@ function limitValues(limits: OperationLimits): Array<number | null> {
 }
 
 function toPausedKey(row: PgRow): PausedKey {
-  return { concurrencyKey: row["concurrency_key"] as string, paused: { at: Number(row["paused_at"]), by: row["paused_by"] as string } };
+  return {
+    concurrencyKey: row["concurrency_key"] as string,
+    paused: { at: Number(row["paused_at"]), by: row["paused_by"] as string },
+  };
 }
 
 /** An operation's control as it stands in `client`'s transaction; the defaults when it has no row. */
@@ -76,7 +79,9 @@ export async function configureLimits(
 ): Promise<void> {
   await inTransaction(db, async (tx) => {
     // In name order, as claims take them.
-    const sorted = [...params.limits].sort((a, b) => (a.operationId < b.operationId ? -1 : a.operationId > b.operationId ? 1 : 0));
+    const sorted = [...params.limits].sort((a, b) =>
+      a.operationId < b.operationId ? -1 : a.operationId > b.operationId ? 1 : 0,
+    );
     // The configuration's limits may differ from those the holds were worked out under: every held lane goes back to
     // the walk, and the claims hold again those still out of rate. Holds' locks first, as setLimits takes them.
     const held = (await tx.query(HELD_OPERATIONS)).map((row) => row["operation_id"] as string).sort();
@@ -96,7 +101,10 @@ export async function controlList(db: PgConnection): Promise<OperationControl[]>
   return (await db.query(CONTROL_LIST)).map((row) => toOperationControl(row as unknown as ControlRow));
 }
 
-export async function pause(db: PgConnection, params: { operationId: string; actor: string; now: Now }): Promise<OperationControl> {
+export async function pause(
+  db: PgConnection,
+  params: { operationId: string; actor: string; now: Now },
+): Promise<OperationControl> {
   return inTransaction(db, async (tx) => {
     await tx.query(LOCK_OPERATION, [params.operationId]);
     await tx.query(PAUSE, [params.operationId, params.now, params.actor]);

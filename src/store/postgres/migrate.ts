@@ -4,7 +4,16 @@ import { readMigrations } from "../migrations.js";
 import { StoreSetupError } from "../store.js";
 
 /** The tables (and the view) opqueue creates in its schema. */
-const OPQUEUE_RELATIONS = ["jobs", "job_specs", "job_state", "chains", "cron_ticks", "job_attempts", "attempt_counts", "schedules"];
+const OPQUEUE_RELATIONS = [
+  "jobs",
+  "job_specs",
+  "job_state",
+  "chains",
+  "cron_ticks",
+  "job_attempts",
+  "attempt_counts",
+  "schedules",
+];
 
 /**
  * Refuses a schema that holds someone else's tables where opqueue's would go: a `schema_migrations` of another tool
@@ -21,8 +30,13 @@ async function refuseForeignTables(client: pg.PoolClient, schema: string): Promi
   ).rows;
   const advice = `opqueue keeps its tables in a schema of its own: choose another with ?schema=NAME in the database URL`;
   if (columns.length > 0) {
-    const ours = columns.some((c) => c.column_name === "version" && c.data_type === "integer") && columns.some((c) => c.column_name === "name");
-    if (!ours) throw new StoreSetupError(`the schema "${schema}" holds a schema_migrations table that is not opqueue's; ${advice}`);
+    const ours =
+      columns.some((c) => c.column_name === "version" && c.data_type === "integer") &&
+      columns.some((c) => c.column_name === "name");
+    if (!ours)
+      throw new StoreSetupError(
+        `the schema "${schema}" holds a schema_migrations table that is not opqueue's; ${advice}`,
+      );
     return;
   }
   const taken = (
@@ -48,7 +62,8 @@ export async function migrate(pool: pg.Pool): Promise<number> {
   };
   client.on("error", onError);
   try {
-    const schema = (await client.query<{ schema: string }>("SELECT current_schema() AS schema")).rows[0]?.schema ?? "public";
+    const schema =
+      (await client.query<{ schema: string }>("SELECT current_schema() AS schema")).rows[0]?.schema ?? "public";
     const lockKey = `opqueue.migrate:${schema}`;
     await client.query("SELECT pg_advisory_lock(hashtext($1))", [lockKey]);
     try {
@@ -58,8 +73,8 @@ export async function migrate(pool: pg.Pool): Promise<number> {
            version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
       );
       const applied = Number(
-        (await client.query<{ version: number | null }>("SELECT max(version) AS version FROM schema_migrations")).rows[0]
-          ?.version ?? 0,
+        (await client.query<{ version: number | null }>("SELECT max(version) AS version FROM schema_migrations"))
+          .rows[0]?.version ?? 0,
       );
       if (applied > latest) {
         throw new StoreSetupError(

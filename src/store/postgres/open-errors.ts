@@ -36,26 +36,38 @@ export function setupMistake(error: unknown, url: string): StoreSetupError | und
   switch (err.code) {
     case "3D000": {
       const name = quoted(message) ?? "";
-      return at(`PostgreSQL at ${server} has no database "${name}": create it (createdb ${name}), or name an existing database in the URL`);
+      return at(
+        `PostgreSQL at ${server} has no database "${name}": create it (createdb ${name}), or name an existing database in the URL`,
+      );
     }
     case "28000":
       if (/^role "/.test(message)) {
         const role = quoted(message) ?? user;
-        return at(`PostgreSQL at ${server} has no role "${role}": create it (CREATE ROLE ${role} LOGIN), or name an existing role in the URL`);
+        return at(
+          `PostgreSQL at ${server} has no role "${role}": create it (CREATE ROLE ${role} LOGIN), or name an existing role in the URL`,
+        );
       }
-      return at(`PostgreSQL at ${server} refused the connection (${message}): add a line to its pg_hba.conf that lets this host in`);
+      return at(
+        `PostgreSQL at ${server} refused the connection (${message}): add a line to its pg_hba.conf that lets this host in`,
+      );
     case "28P01":
-      return at(`PostgreSQL at ${server} refused the password of role "${quoted(message) ?? user}": correct the password in the URL`);
+      return at(
+        `PostgreSQL at ${server} refused the password of role "${quoted(message) ?? user}": correct the password in the URL`,
+      );
     case "42501":
       return at(
         `role "${user}" lacks a privilege opqueue needs to create its schema and tables (${message}): GRANT CREATE ON ` +
           `DATABASE ${new URL(url).pathname.slice(1) || "(the database)"} TO ${user}, or give it a schema of its own with ?schema=NAME`,
       );
     case "ENOTFOUND":
-      return at(`the host name "${err.hostname ?? new URL(url).hostname}" does not resolve (ENOTFOUND): correct the host in the URL`);
+      return at(
+        `the host name "${err.hostname ?? new URL(url).hostname}" does not resolve (ENOTFOUND): correct the host in the URL`,
+      );
     default:
       if (/client password must be a string/.test(message)) {
-        return at(`PostgreSQL at ${server} asks role "${user}" for a password, and the URL gives none: add it (postgres://USER:PASSWORD@HOST/DB)`);
+        return at(
+          `PostgreSQL at ${server} asks role "${user}" for a password, and the URL gives none: add it (postgres://USER:PASSWORD@HOST/DB)`,
+        );
       }
       return undefined;
   }

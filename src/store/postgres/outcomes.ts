@@ -40,7 +40,13 @@ export async function setStateIfRunningMany(
   }
   if (retried.length > 0) {
     const requeued = await requeueMany(db, {
-      items: retried.map((o) => ({ id: o.id, attempt: o.attempt, startedAt: o.startedAt, delayMs: o.delayMs, result: o.result })),
+      items: retried.map((o) => ({
+        id: o.id,
+        attempt: o.attempt,
+        startedAt: o.startedAt,
+        delayMs: o.delayMs,
+        result: o.result,
+      })),
       refund: "none",
       now,
       lazy: true,
@@ -78,7 +84,11 @@ export async function requeueMany(
  */
 export async function requeueIn(
   client: pg.PoolClient,
-  params: { items: Array<JobAttempt & { delayMs: number; result: JobResult }>; refund: AttemptRefund | "none"; now: Date | "now" },
+  params: {
+    items: Array<JobAttempt & { delayMs: number; result: JobResult }>;
+    refund: AttemptRefund | "none";
+    now: Date | "now";
+  },
 ): Promise<string[]> {
   const { items } = params;
   const rows = await client.query<PgRow>({

@@ -188,7 +188,11 @@ export class PostgresStore implements Store {
       schema = chosen.schema;
     }
     const settings = connectionSettings({ url: options.url, schema });
-    const db = await PgConnection.open({ settings, poolSize: options.poolSize ?? 10, onPoolError: options.onPoolError });
+    const db = await PgConnection.open({
+      settings,
+      poolSize: options.poolSize ?? 10,
+      onPoolError: options.onPoolError,
+    });
     try {
       const schemaVersion = await migrate(db.pool);
       const current = (await db.pool.query<{ schema: string }>("SELECT current_schema() AS schema")).rows[0]?.schema;
@@ -241,7 +245,9 @@ export class PostgresStore implements Store {
     const expected = this.options.schemaVersion;
     if (version > expected) {
       // A rolling upgrade: a newer node migrated the schema. This one goes on delivering (docs/deploying.md).
-      throw new StoreUnavailableError(`the schema is at version ${version}, newer than this node's ${expected}: upgrade this node`);
+      throw new StoreUnavailableError(
+        `the schema is at version ${version}, newer than this node's ${expected}: upgrade this node`,
+      );
     }
     if (version !== expected) throw new StoreUnavailableError(`schema version ${version}, expected ${expected}`);
   }
@@ -276,7 +282,11 @@ export class PostgresStore implements Store {
   }
 
   private async insertBatch(items: JobInsertParams[]): Promise<JobInsertOutcome[]> {
-    const rows = await this.db.query(INSERT_JOBS, [JSON.stringify(items.map(insertArgument)), this.statementNow()], "opqueue_insert_jobs");
+    const rows = await this.db.query(
+      INSERT_JOBS,
+      [JSON.stringify(items.map(insertArgument)), this.statementNow()],
+      "opqueue_insert_jobs",
+    );
     return rows.map((row, index) => toInsertOutcome(row["outcome"] as InsertAnswer, items[index] as JobInsertParams));
   }
 
@@ -299,9 +309,14 @@ export class PostgresStore implements Store {
     return cancelJob(this.db, { ...params, now: this.statementNow() });
   }
 
-  async jobCancelMany(params: { filter: JobCancelFilter; limit: number; actor: string }): Promise<Array<{ job: JobRow; wasRunning: boolean }>> {
+  async jobCancelMany(params: {
+    filter: JobCancelFilter;
+    limit: number;
+    actor: string;
+  }): Promise<Array<{ job: JobRow; wasRunning: boolean }>> {
     const { filter } = params;
-    if (unstorable(filter.operationId, filter.originalRequestId, filter.userId, filter.dedupeKey)) return this.assertOpen([]);
+    if (unstorable(filter.operationId, filter.originalRequestId, filter.userId, filter.dedupeKey))
+      return this.assertOpen([]);
     return cancelMany(this.db, { ...params, now: this.statementNow() });
   }
 
@@ -336,7 +351,13 @@ export class PostgresStore implements Store {
       try {
         const rows = await this.db.query(
           CLAIM,
-          [this.statementNow(), params.limit, claimCandidates(params.limit), this.laneCursor.operationId, this.laneCursor.lane],
+          [
+            this.statementNow(),
+            params.limit,
+            claimCandidates(params.limit),
+            this.laneCursor.operationId,
+            this.laneCursor.lane,
+          ],
           "opqueue_claim",
         );
         const jobs: JobRow[] = [];
@@ -406,7 +427,12 @@ export class PostgresStore implements Store {
     return asyncState(this.db, params);
   }
 
-  async jobRequeueMany(params: { jobs: JobAttempt[]; delayMs: number; errorBody: string; refund: AttemptRefund }): Promise<number> {
+  async jobRequeueMany(params: {
+    jobs: JobAttempt[];
+    delayMs: number;
+    errorBody: string;
+    refund: AttemptRefund;
+  }): Promise<number> {
     if (params.jobs.length === 0) return 0;
     const result: JobResult = { error_body: params.errorBody, terminal_reason: null };
     const requeued = await requeueMany(this.db, {
@@ -436,7 +462,10 @@ export class PostgresStore implements Store {
       }
       const tick = await client.query(CRON_TICK_RECORD, [params.name, new Date(params.tickAt)]);
       if (tick.rowCount === 0) return { kind: "already_enqueued" } as const;
-      const answer = await client.query<PgRow>(INSERT_JOB, [JSON.stringify(insertArgument(params.job)), this.statementNow()]);
+      const answer = await client.query<PgRow>(INSERT_JOB, [
+        JSON.stringify(insertArgument(params.job)),
+        this.statementNow(),
+      ]);
       const outcome = toInsertOutcome(answer.rows[0]?.["outcome"] as InsertAnswer, params.job);
       if (outcome.kind === "created" || outcome.kind === "deduplicated") {
         await client.query(CRON_TICK_SET_JOB, [params.name, new Date(params.tickAt), outcome.job.id]);
@@ -476,7 +505,11 @@ export class PostgresStore implements Store {
   }
 
   async jobExpireMany(params: { limit: number }): Promise<JobRow[]> {
-    const rows = await this.db.query(EXPIRE_MANY, [this.statementNow(), Math.max(0, params.limit)], "opqueue_expire_many");
+    const rows = await this.db.query(
+      EXPIRE_MANY,
+      [this.statementNow(), Math.max(0, params.limit)],
+      "opqueue_expire_many",
+    );
     return rows.map(toJobRow);
   }
 
@@ -484,11 +517,14 @@ export class PostgresStore implements Store {
     return (await this.db.query(CALLBACKS_DUE, [Math.max(0, params.limit)], "opqueue_callbacks_due")).map(toJobRow);
   }
 
-  async jobCallbackEnqueue(params: { jobId: string; status: "succeeded" | "dead"; insert: JobInsertParams | null }): Promise<
-    JobInsertOutcome | { kind: "skipped" } | { kind: "cleared" }
-  > {
+  async jobCallbackEnqueue(params: {
+    jobId: string;
+    status: "succeeded" | "dead";
+    insert: JobInsertParams | null;
+  }): Promise<JobInsertOutcome | { kind: "skipped" } | { kind: "cleared" }> {
     return this.db.transaction(async (client) => {
-      if ((await client.query(CLEAR_CALLBACK, [params.jobId, params.status])).rowCount === 0) return { kind: "skipped" } as const;
+      if ((await client.query(CLEAR_CALLBACK, [params.jobId, params.status])).rowCount === 0)
+        return { kind: "skipped" } as const;
       return params.insert === null ? ({ kind: "cleared" } as const) : this.insertInTransaction(client, params.insert);
     });
   }
@@ -521,9 +557,10 @@ export class PostgresStore implements Store {
     return outcome;
   }
 
-  async chainSettledSince(params: { cursor: string; limit: number }): Promise<
-    Array<{ originalRequestId: string; startedAt: number; settledAt: number }>
-  > {
+  async chainSettledSince(params: {
+    cursor: string;
+    limit: number;
+  }): Promise<Array<{ originalRequestId: string; startedAt: number; settledAt: number }>> {
     return this.db.transaction(async (client) => {
       const locked = await client.query<{ locked: boolean }>(CHAIN_SWEEP_LOCK);
       if (!locked.rows[0]?.locked) return [];
@@ -533,12 +570,22 @@ export class PostgresStore implements Store {
       const cursor = (await client.query<{ at: string; seq: string }>(CURSOR_GET, [params.cursor])).rows[0];
       const from = cursor ? { at: cursor.at, seq: Number(cursor.seq) } : { at: new Date(now).toISOString(), seq: 0 };
       // Outcomes still committing may carry an earlier finished_at than this read: it stops a few seconds back.
-      const rows = await client.query<PgRow>(SETTLED_SINCE, [from.at, from.seq, new Date(now - SETTLE_READ_LAG_MS), Math.max(1, params.limit)]);
+      const rows = await client.query<PgRow>(SETTLED_SINCE, [
+        from.at,
+        from.seq,
+        new Date(now - SETTLE_READ_LAG_MS),
+        Math.max(1, params.limit),
+      ]);
       const settled: Array<{ originalRequestId: string; startedAt: number; settledAt: number }> = [];
       let next = from;
       for (const row of rows.rows) {
         if (row["kind"] === "cursor") next = { at: row["settled_at"] as string, seq: Number(row["seq"]) };
-        else settled.push({ originalRequestId: row["original_request_id"] as string, startedAt: Number(row["started_at"]), settledAt: Number(row["settled_at"]) });
+        else
+          settled.push({
+            originalRequestId: row["original_request_id"] as string,
+            startedAt: Number(row["started_at"]),
+            settledAt: Number(row["settled_at"]),
+          });
       }
       await client.query(CURSOR_SET, [params.cursor, next.at, next.seq]);
       return settled;
@@ -568,7 +615,8 @@ export class PostgresStore implements Store {
     const attempts = new Map<string, JobAttemptRow[]>(params.ids.map((id) => [id, []]));
     const ids = params.ids.filter((id) => !unstorable(id));
     if (ids.length === 0) return this.assertOpen(attempts);
-    for (const row of await this.db.query(ATTEMPT_LIST_MANY, [ids])) attempts.get(row["job_id"] as string)?.push(toAttemptRow(row));
+    for (const row of await this.db.query(ATTEMPT_LIST_MANY, [ids]))
+      attempts.get(row["job_id"] as string)?.push(toAttemptRow(row));
     return attempts;
   }
 
@@ -590,9 +638,16 @@ export class PostgresStore implements Store {
     const byStatus = Object.fromEntries(JOB_STATUSES.map((status) => [status, 0])) as Record<JobStatus, number>;
     for (const row of counts) byStatus[row["status"] as JobStatus] += Number(row["count"]);
     const byOperation = withOperations
-      ? counts.map((row) => ({ operationId: row["operation_id"] as string, status: row["status"] as JobStatus, count: Number(row["count"]) }))
+      ? counts.map((row) => ({
+          operationId: row["operation_id"] as string,
+          status: row["status"] as JobStatus,
+          count: Number(row["count"]),
+        }))
       : [];
-    const pausedDue = paused.map((row) => ({ operationId: row["operation_id"] as string, count: Number(row["count"]) }));
+    const pausedDue = paused.map((row) => ({
+      operationId: row["operation_id"] as string,
+      count: Number(row["count"]),
+    }));
     return { byStatus, byOperation, oldestDueRunAt: toMs(due[0]?.["oldest"]), pausedDue };
   }
 
@@ -607,11 +662,18 @@ export class PostgresStore implements Store {
     return toBuckets({
       ...params,
       now: this.now(),
-      rows: rows.map((row) => ({ slot: Number(row["slot"]), outcome: String(row["outcome"]), count: Number(row["count"]) })),
+      rows: rows.map((row) => ({
+        slot: Number(row["slot"]),
+        outcome: String(row["outcome"]),
+        count: Number(row["count"]),
+      })),
     });
   }
 
-  async jobAvailableListen(onAvailable: (runAt: number) => void, onAbort?: (jobId: string) => void): Promise<() => Promise<void>> {
+  async jobAvailableListen(
+    onAvailable: (runAt: number) => void,
+    onAbort?: (jobId: string) => void,
+  ): Promise<() => Promise<void>> {
     return this.listen({
       channel: this.options.channel,
       onNotify: (payload) => {
@@ -627,7 +689,9 @@ export class PostgresStore implements Store {
     });
   }
 
-  async operationLimitsConfigure(params: { limits: Array<{ operationId: string; limits: OperationLimits }> }): Promise<void> {
+  async operationLimitsConfigure(params: {
+    limits: Array<{ operationId: string; limits: OperationLimits }>;
+  }): Promise<void> {
     await flow.configureLimits(this.db, { ...params, now: this.statementNow() });
   }
 
@@ -687,7 +751,12 @@ export class PostgresStore implements Store {
     return schedules.listSchedules(this.db);
   }
 
-  async scheduleUpdate(params: { schedule: ScheduleFields; ifRevision: string; revision: string; actor: string }): Promise<ScheduleUpdateOutcome> {
+  async scheduleUpdate(params: {
+    schedule: ScheduleFields;
+    ifRevision: string;
+    revision: string;
+    actor: string;
+  }): Promise<ScheduleUpdateOutcome> {
     if (unstorable(params.schedule.name)) return this.assertOpen({ kind: "not_found" });
     return schedules.updateSchedule(this.db, { ...params, now: this.statementNow() });
   }

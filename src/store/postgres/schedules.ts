@@ -33,7 +33,17 @@ function toRow(row: PgRow): ScheduleRow {
 /** The values of $1–$9 of SCHEDULE_INSERT and SCHEDULE_UPDATE. */
 function fieldValues(fields: ScheduleFields): unknown[] {
   const c = scheduleColumns(fields);
-  return [c.name, c.schedule, c.timezone, c.operation_id, c.user_id, c.request, c.priority, c.dedupe_key, c.concurrency_key];
+  return [
+    c.name,
+    c.schedule,
+    c.timezone,
+    c.operation_id,
+    c.user_id,
+    c.request,
+    c.priority,
+    c.dedupe_key,
+    c.concurrency_key,
+  ];
 }
 
 /** A schedule as `client`'s transaction sees it. */
@@ -65,7 +75,12 @@ export function createSchedule(
     if (existing) return { kind: "exists", schedule: existing };
     const count = (await client.query<{ count: number }>(SCHEDULE_COUNT)).rows[0]?.count ?? 0;
     if (count >= params.maxSchedules) return { kind: "limit_reached", maxSchedules: params.maxSchedules };
-    const inserted = await client.query(SCHEDULE_INSERT, [...fieldValues(params.schedule), params.revision, params.now, params.actor]);
+    const inserted = await client.query(SCHEDULE_INSERT, [
+      ...fieldValues(params.schedule),
+      params.revision,
+      params.now,
+      params.actor,
+    ]);
     const schedule = await getIn(client, params.schedule.name);
     if (!schedule) throw new Error(`schedule ${params.schedule.name} vanished inside its transaction`);
     return { kind: inserted.rowCount === 1 ? "created" : "exists", schedule };
@@ -103,7 +118,10 @@ export function updateSchedule(
 }
 
 /** Pauses a schedule, kept as it was if already paused; announced. */
-export function pauseSchedule(db: PgConnection, params: { name: string; actor: string; now: Now }): Promise<ScheduleWriteOutcome<"paused">> {
+export function pauseSchedule(
+  db: PgConnection,
+  params: { name: string; actor: string; now: Now },
+): Promise<ScheduleWriteOutcome<"paused">> {
   return announced(db, async (client) => {
     await client.query(SCHEDULE_PAUSE, [params.name, params.now, params.actor]);
     const schedule = await getIn(client, params.name);

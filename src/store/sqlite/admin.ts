@@ -5,13 +5,7 @@
 import type { JobRow } from "../../job/job.js";
 import type { AdminAction } from "../../job/statuses.js";
 import { ABORTED_ATTEMPT } from "../aborted.js";
-import type {
-  DeadJobFilter,
-  JobCancelFilter,
-  JobCancelOutcome,
-  JobRetryOutcome,
-  JobRunNowOutcome,
-} from "../store.js";
+import type { DeadJobFilter, JobCancelFilter, JobCancelOutcome, JobRetryOutcome, JobRunNowOutcome } from "../store.js";
 import { toJobRow } from "./rows.js";
 import type { Statements } from "./statements.js";
 
@@ -30,7 +24,10 @@ export class AdminWrites {
   }
 
   /** `pending`/`retrying` (and `running`, with `abortRunning`) → `cancelled` (`cancelled-by-admin`). */
-  cancelJob(params: { id: string; abortRunning?: boolean | undefined } & Acting, action: AdminAction = "cancel"): JobCancelOutcome {
+  cancelJob(
+    params: { id: string; abortRunning?: boolean | undefined } & Acting,
+    action: AdminAction = "cancel",
+  ): JobCancelOutcome {
     const cancelled = this.s.cancel.get({ id: params.id, now: params.now });
     if (cancelled) {
       this.record(action, params.id, params);
@@ -48,7 +45,9 @@ export class AdminWrites {
     }
     const row = this.s.getById.get(params.id);
     if (!row) return { kind: "not_found" };
-    return row.status === "running" ? { kind: "running", job: toJobRow(row) } : { kind: "not_cancellable", job: toJobRow(row) };
+    return row.status === "running"
+      ? { kind: "running", job: toJobRow(row) }
+      : { kind: "not_cancellable", job: toJobRow(row) };
   }
 
   /** Cancels up to `limit` jobs matching `filter`, newest first. */
@@ -66,7 +65,10 @@ export class AdminWrites {
     });
     const cancelled: Array<{ job: JobRow; wasRunning: boolean }> = [];
     for (const candidate of candidates) {
-      const outcome = this.cancelJob({ id: candidate.id, abortRunning: candidate.status === "running", actor: params.actor, now: params.now }, "cancel-many");
+      const outcome = this.cancelJob(
+        { id: candidate.id, abortRunning: candidate.status === "running", actor: params.actor, now: params.now },
+        "cancel-many",
+      );
       if (outcome.kind === "cancelled") cancelled.push({ job: outcome.job, wasRunning: outcome.wasRunning });
     }
     return cancelled;

@@ -4,7 +4,18 @@
  * (`installFile`), and replacing a stopped node's database with a backup (`restoreBackupFile`).
  */
 import { randomBytes } from "node:crypto";
-import { chmodSync, closeSync, constants, copyFileSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, statSync } from "node:fs";
+import {
+  chmodSync,
+  closeSync,
+  constants,
+  copyFileSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  renameSync,
+  rmSync,
+  statSync,
+} from "node:fs";
 import { basename, dirname, join } from "node:path";
 import Database from "better-sqlite3";
 import { readMigrations } from "../migrations.js";
@@ -71,12 +82,18 @@ export function inspectBackupFile(path: string, name = path): BackupFileFacts {
   try {
     // Exclusive: no -shm file is made beside the copy, and nothing else can open it while it is read.
     db.pragma("locking_mode = EXCLUSIVE");
-    const problems = (db.pragma("integrity_check") as Array<{ integrity_check: string }>).map((row) => row.integrity_check);
+    const problems = (db.pragma("integrity_check") as Array<{ integrity_check: string }>).map(
+      (row) => row.integrity_check,
+    );
     if (problems.length !== 1 || problems[0] !== "ok") {
-      throw new BackupFileError(`${name} is corrupt: ${problems.slice(0, 3).join("; ")}${problems.length > 3 ? "; ..." : ""}`);
+      throw new BackupFileError(
+        `${name} is corrupt: ${problems.slice(0, 3).join("; ")}${problems.length > 3 ? "; ..." : ""}`,
+      );
     }
     const schemaVersion = db.pragma("user_version", { simple: true }) as number;
-    const present = new Set(db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").pluck().all() as string[]);
+    const present = new Set(
+      db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").pluck().all() as string[],
+    );
     const missing = schemaVersion < 1 ? [] : tablesOfVersion(schemaVersion).filter((table) => !present.has(table));
     if (schemaVersion < 1 || missing.length > 0) {
       const why = schemaVersion < 1 ? "it has no opqueue schema version" : `it lacks the tables ${missing.join(", ")}`;

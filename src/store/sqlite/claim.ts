@@ -62,12 +62,34 @@ export function claimMany(
     }
   }
   if (byLane) {
-    cursor = visitLanes(s, { gates, closed, now, cursor, lanes: pageSize, perLane: limit, pastKeys: true, maxCandidates: pageSize, add, skip: new Set() });
+    cursor = visitLanes(s, {
+      gates,
+      closed,
+      now,
+      cursor,
+      lanes: pageSize,
+      perLane: limit,
+      pastKeys: true,
+      maxCandidates: pageSize,
+      add,
+      skip: new Set(),
+    });
   } else if (backlogged) {
     // As many lanes as the head lacks to fill the claim with a lane each, and at least an eighth of the claim, so lanes
     // behind a head of many lanes still get their turn. A lane the head already has is represented by its first job.
     const lanes = Math.max(limit - lanesSeen.size, Math.ceil(limit / 8));
-    cursor = visitLanes(s, { gates, closed, now, cursor, lanes, perLane: 1, pastKeys: false, maxCandidates: pageSize, add, skip: lanesSeen });
+    cursor = visitLanes(s, {
+      gates,
+      closed,
+      now,
+      cursor,
+      lanes,
+      perLane: 1,
+      pastKeys: false,
+      maxCandidates: pageSize,
+      add,
+      skip: lanesSeen,
+    });
   }
 
   const chosen: number[] = [];
@@ -97,7 +119,10 @@ function laneId(job: Candidate): string {
 function inClaimOrder(candidates: Candidate[]): Candidate[] {
   candidates.sort((a, b) => b.priority - a.priority || a.run_at - b.run_at || a.seq - b.seq);
   const first = candidates[0];
-  if (first === undefined || candidates.every((job) => job.lane === first.lane && job.operation_id === first.operation_id)) {
+  if (
+    first === undefined ||
+    candidates.every((job) => job.lane === first.lane && job.operation_id === first.operation_id)
+  ) {
     return candidates;
   }
   const turns = new Map<string, number>();
@@ -108,7 +133,10 @@ function inClaimOrder(candidates: Candidate[]): Candidate[] {
       turns.set(lane, turn);
       return { job, turn };
     })
-    .sort((a, b) => b.job.priority - a.job.priority || a.turn - b.turn || a.job.run_at - b.job.run_at || a.job.seq - b.job.seq)
+    .sort(
+      (a, b) =>
+        b.job.priority - a.job.priority || a.turn - b.turn || a.job.run_at - b.job.run_at || a.job.seq - b.job.seq,
+    )
     .map(({ job }) => job);
 }
 
@@ -184,7 +212,11 @@ function visitLanes(
  * so the read goes on past each keyed job, up to `most` jobs in all. Without keyed jobs (the usual case) it is one read
  * of `offer` jobs, as deep as the lane's rate lets jobs start.
  */
-function laneOffer(s: Statements, lane: NextLane, options: { now: number; closed: string; offer: number; most: number }): Candidate[] {
+function laneOffer(
+  s: Statements,
+  lane: NextLane,
+  options: { now: number; closed: string; offer: number; most: number },
+): Candidate[] {
   let limit = options.offer;
   for (;;) {
     const head = laneHead(s, lane, { now: options.now, closed: options.closed, limit });
@@ -231,7 +263,15 @@ function laneHead(s: Statements, lane: NextLane, options: { now: number; closed:
   let level: { priority: number; run_at: number } | undefined = lane;
   while (level !== undefined) {
     if (level.run_at <= options.now) {
-      head.push(...s.laneHeadAt.all({ ...where, priority: level.priority, now: options.now, closed: options.closed, limit: options.limit - head.length }));
+      head.push(
+        ...s.laneHeadAt.all({
+          ...where,
+          priority: level.priority,
+          now: options.now,
+          closed: options.closed,
+          limit: options.limit - head.length,
+        }),
+      );
       if (head.length >= options.limit) break;
     }
     level = s.lanePriorityBelow.get({ ...where, below: level.priority });

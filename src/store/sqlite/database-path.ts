@@ -29,7 +29,8 @@ function reasonOf(error: unknown): string {
 /** The fix for a folder the service may not write in, by the reason the system gave. */
 function writeFix(folder: string, code: string | undefined): string {
   if (code === "EROFS") return `the filesystem of ${folder} is read-only: ${ELSEWHERE}`;
-  if (code === "EACCES" || code === "EPERM") return `let the service's user write in ${folder} (chown or chmod), or ${ELSEWHERE}`;
+  if (code === "EACCES" || code === "EPERM")
+    return `let the service's user write in ${folder} (chown or chmod), or ${ELSEWHERE}`;
   return `${folder} is on a filesystem that holds no files of its own (such as /proc or /sys): ${ELSEWHERE}`;
 }
 
@@ -41,7 +42,10 @@ export function prepareDatabasePath(path: string): void {
   const folder = dirname(path);
   const { root } = parse(folder);
   let current = root;
-  for (const part of folder.slice(root.length).split(sep).filter((name) => name !== "")) {
+  for (const part of folder
+    .slice(root.length)
+    .split(sep)
+    .filter((name) => name !== "")) {
     current = current === root ? `${root}${part}` : `${current}${sep}${part}`;
     const stat = statSync(current, { throwIfNoEntry: false });
     if (stat?.isDirectory()) continue;
@@ -52,11 +56,15 @@ export function prepareDatabasePath(path: string): void {
       const { code } = error as NodeJS.ErrnoException;
       // Made meanwhile by someone else: as good.
       if (code === "EEXIST" && statSync(current, { throwIfNoEntry: false })?.isDirectory()) continue;
-      throw setupError(path, `cannot create the folder ${current} (${reasonOf(error)}): ${writeFix(dirname(current), code)}`);
+      throw setupError(
+        path,
+        `cannot create the folder ${current} (${reasonOf(error)}): ${writeFix(dirname(current), code)}`,
+      );
     }
   }
   const file = statSync(path, { throwIfNoEntry: false });
-  if (file?.isDirectory()) throw setupError(path, `${path} is a folder: name a file in it, e.g. sqlite:${path}${sep}opqueue.db`);
+  if (file?.isDirectory())
+    throw setupError(path, `${path} is a folder: name a file in it, e.g. sqlite:${path}${sep}opqueue.db`);
   // SQLite writes the file, its -wal and its -shm beside it: it needs the folder writable even when the file exists.
   try {
     accessSync(folder, constants.W_OK);
@@ -73,7 +81,10 @@ export function prepareDatabasePath(path: string): void {
 export function openFailure(path: string, error: unknown): StoreSetupError | undefined {
   if (!(error instanceof Database.SqliteError)) return undefined;
   if (/^SQLITE_NOTADB/.test(error.code)) {
-    return setupError(path, `${path} is not a SQLite database (${error.message}): name a new file or an opqueue database, or ${ELSEWHERE}`);
+    return setupError(
+      path,
+      `${path} is not a SQLite database (${error.message}): name a new file or an opqueue database, or ${ELSEWHERE}`,
+    );
   }
   if (/^SQLITE_(CANTOPEN|READONLY|IOERR|PERM|AUTH)/.test(error.code)) {
     return setupError(

@@ -64,7 +64,10 @@ export function prepareFlowStatements(db: Database.Database) {
        ON CONFLICT (operation_id) DO UPDATE SET paused_at = excluded.paused_at, paused_by = excluded.paused_by
          WHERE operation_controls.paused_at IS NULL`,
     ),
-    resume: prepare<[string]>(db, "UPDATE operation_controls SET paused_at = NULL, paused_by = NULL WHERE operation_id = ?"),
+    resume: prepare<[string]>(
+      db,
+      "UPDATE operation_controls SET paused_at = NULL, paused_by = NULL WHERE operation_id = ?",
+    ),
     setLimits: prepare<Record<string, unknown>>(
       db,
       `INSERT INTO operation_controls (operation_id, rate_limit, rate_period_ms, rate_burst, key_rate_limit,
@@ -118,7 +121,10 @@ export function prepareFlowStatements(db: Database.Database) {
       db,
       "SELECT count(*) FROM jobs INDEXED BY jobs_running_heartbeat WHERE status = 'running' AND operation_id = ?",
     ),
-    bucket: preparePluck<[string, string], number>(db, "SELECT tat FROM rate_buckets WHERE operation_id = ? AND rate_key = ?"),
+    bucket: preparePluck<[string, string], number>(
+      db,
+      "SELECT tat FROM rate_buckets WHERE operation_id = ? AND rate_key = ?",
+    ),
     setBucket: prepare<{ operation_id: string; rate_key: string; tat: number }>(
       db,
       `INSERT INTO rate_buckets (operation_id, rate_key, tat) VALUES (:operation_id, :rate_key, :tat)
@@ -147,7 +153,10 @@ export function prepareFlowStatements(db: Database.Database) {
     // A lane's head is read one priority at a time: with the priority fixed, run_at <= :now bounds the index range, so
     // a lane of jobs not yet due costs a probe, not a walk of all of them (a drain beside a backlog of jobs due in an
     // hour went at a tenth of its speed). The next priority down comes with its earliest run time, by one probe.
-    lanePriorityBelow: prepare<{ operation_id: string; lane: string; below: number }, { priority: number; run_at: number }>(
+    lanePriorityBelow: prepare<
+      { operation_id: string; lane: string; below: number },
+      { priority: number; run_at: number }
+    >(
       db,
       `SELECT priority, run_at FROM jobs INDEXED BY jobs_lane
        WHERE status IN ('pending', 'retrying') AND held = 0 AND operation_id = :operation_id AND lane = :lane AND priority < :below
@@ -294,7 +303,8 @@ export class Gates {
       const { limits } = control;
       if (control.paused) room = 0;
       else {
-        if (limits.maxConcurrency !== null) room = Math.max(0, limits.maxConcurrency - this.s.runningOfOperation.get(operationId)!);
+        if (limits.maxConcurrency !== null)
+          room = Math.max(0, limits.maxConcurrency - this.s.runningOfOperation.get(operationId)!);
         if (limits.rate !== null) {
           const allowed = rateAllowance(limits.rate, this.s.bucket.get(operationId, "") ?? null, this.now);
           room = room === null ? allowed : Math.min(room, allowed);
@@ -365,7 +375,11 @@ export class Gates {
       const rate = this.controls.get(operationId)?.limits.ratePerKey ?? null;
       if (rate === null) continue;
       const tat = this.s.bucket.get(operationId, rateKey) ?? null;
-      this.s.setBucket.run({ operation_id: operationId, rate_key: rateKey, tat: rateAdvance(rate, tat, this.now, count) });
+      this.s.setBucket.run({
+        operation_id: operationId,
+        rate_key: rateKey,
+        tat: rateAdvance(rate, tat, this.now, count),
+      });
     }
   }
 
@@ -381,15 +395,20 @@ export class Gates {
       const control = this.controls.get(job.operation_id);
       if (control?.paused) continue;
       const limits = control?.limits ?? NO_LIMITS;
-      if (limits.maxConcurrency !== null && this.s.runningOfOperation.get(job.operation_id)! >= limits.maxConcurrency) continue;
+      if (limits.maxConcurrency !== null && this.s.runningOfOperation.get(job.operation_id)! >= limits.maxConcurrency)
+        continue;
       if (job.concurrency_key !== null) {
         if (this.pausedKeys.has(job.concurrency_key)) continue;
         if ((this.running.get(job.concurrency_key) ?? 0) >= limits.concurrencyLimit) continue;
       }
       let at = job.run_at;
-      if (limits.rate !== null) at = Math.max(at, rateOpensAt(limits.rate, this.s.bucket.get(job.operation_id, "") ?? null, this.now));
+      if (limits.rate !== null)
+        at = Math.max(at, rateOpensAt(limits.rate, this.s.bucket.get(job.operation_id, "") ?? null, this.now));
       if (limits.ratePerKey !== null && job.rate_key !== null) {
-        at = Math.max(at, rateOpensAt(limits.ratePerKey, this.s.bucket.get(job.operation_id, job.rate_key) ?? null, this.now));
+        at = Math.max(
+          at,
+          rateOpensAt(limits.ratePerKey, this.s.bucket.get(job.operation_id, job.rate_key) ?? null, this.now),
+        );
       }
       if (next === null || at < next) next = at;
     }
@@ -403,11 +422,14 @@ export class FlowWrites {
 
   private control(operationId: string): OperationControl {
     const row = this.s.control.get(operationId);
-    return row ? toOperationControl(row) : { operationId, paused: null, limits: { ...NO_LIMITS }, limitsSource: "config", limitsSet: null };
+    return row
+      ? toOperationControl(row)
+      : { operationId, paused: null, limits: { ...NO_LIMITS }, limitsSource: "config", limitsSet: null };
   }
 
   configure(limits: Array<{ operationId: string; limits: OperationLimits }>): void {
-    for (const entry of limits) this.s.configureLimits.run({ operation_id: entry.operationId, ...limitColumns(entry.limits) });
+    for (const entry of limits)
+      this.s.configureLimits.run({ operation_id: entry.operationId, ...limitColumns(entry.limits) });
     this.s.unconfigureLimits.run(JSON.stringify(limits.map((entry) => entry.operationId)));
     this.s.deleteIdleControls.run();
     // The configuration's limits may differ from those the holds were worked out under: every lane goes back to the
@@ -437,7 +459,13 @@ export class FlowWrites {
     return control;
   }
 
-  setLimits(params: { operationId: string; limits: OperationLimits; source: LimitsSource; actor: string; now: number }): OperationControl {
+  setLimits(params: {
+    operationId: string;
+    limits: OperationLimits;
+    source: LimitsSource;
+    actor: string;
+    now: number;
+  }): OperationControl {
     const admin = params.source === "admin";
     this.s.setLimits.run({
       operation_id: params.operationId,
@@ -464,6 +492,8 @@ export class FlowWrites {
   }
 
   pausedKeys(): PausedKey[] {
-    return this.s.pausedKeys.all().map((row) => ({ concurrencyKey: row.concurrency_key, paused: { at: row.paused_at, by: row.paused_by } }));
+    return this.s.pausedKeys
+      .all()
+      .map((row) => ({ concurrencyKey: row.concurrency_key, paused: { at: row.paused_at, by: row.paused_by } }));
   }
 }

@@ -31,7 +31,13 @@ export class OutcomeWrites {
   }
 
   /** Ends a failed attempt of a job whose chain was cancelled: `cancelled`, keeping what the attempt answered. */
-  private endByChain(options: { id: string; attempt: number; startedAt: number | null; result: JobResult; now: number }): boolean {
+  private endByChain(options: {
+    id: string;
+    attempt: number;
+    startedAt: number | null;
+    result: JobResult;
+    now: number;
+  }): boolean {
     const result: JobResult = { ...options.result, terminal_reason: "cancelled-by-chain" };
     return this.finishOne({ ...options, status: "cancelled", result });
   }

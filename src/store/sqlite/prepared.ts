@@ -20,6 +20,9 @@ export function prepare<P extends Binds = unknown[], R = unknown>(db: Database.D
 }
 
 /** Prepares `sql` to answer its first column alone (better-sqlite3's `pluck`). */
-export function preparePluck<P extends Binds = unknown[], R = unknown>(db: Database.Database, sql: string): Prepared<P, R> {
+export function preparePluck<P extends Binds = unknown[], R = unknown>(
+  db: Database.Database,
+  sql: string,
+): Prepared<P, R> {
   return db.prepare(sql).pluck() as unknown as Prepared<P, R>;
 }

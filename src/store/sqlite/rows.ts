@@ -148,4 +148,3 @@ export function mayUpsert(holder: SqliteJobRow, params: JobInsertParams): boolea
   if (holder.operation_id !== params.operationId || holder.user_id !== params.userId) return false;
   return (JSON.parse(holder.authority) as { kind: string }).kind === params.authority.kind;
 }
-

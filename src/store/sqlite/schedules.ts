@@ -12,7 +12,8 @@ import { prepare, preparePluck } from "./prepared.js";
 /** A `schedules` row as better-sqlite3 returns it: the request is JSON text. */
 type SqliteScheduleRow = Omit<ScheduleDbRow, "request"> & { request: string };
 
-const FIELD_VALUES = ":schedule, :timezone, :operation_id, :user_id, :request, :priority, :dedupe_key, :concurrency_key";
+const FIELD_VALUES =
+  ":schedule, :timezone, :operation_id, :user_id, :request, :priority, :dedupe_key, :concurrency_key";
 
 /** Prepares the schedules' statements on `db`. */
 export function prepareScheduleStatements(db: Database.Database) {
@@ -67,10 +68,17 @@ export class ScheduleWrites {
   constructor(private readonly s: ReturnType<typeof prepareScheduleStatements>) {}
 
   /** Creates a schedule unless one has its name or `maxSchedules` exist (one writer: nothing can come between). */
-  create(params: { schedule: ScheduleFields; revision: string; actor: string; maxSchedules: number; now: number }): ScheduleCreateOutcome {
+  create(params: {
+    schedule: ScheduleFields;
+    revision: string;
+    actor: string;
+    maxSchedules: number;
+    now: number;
+  }): ScheduleCreateOutcome {
     const existing = this.get(params.schedule.name);
     if (existing) return { kind: "exists", schedule: existing };
-    if ((this.s.scheduleCount.get() ?? 0) >= params.maxSchedules) return { kind: "limit_reached", maxSchedules: params.maxSchedules };
+    if ((this.s.scheduleCount.get() ?? 0) >= params.maxSchedules)
+      return { kind: "limit_reached", maxSchedules: params.maxSchedules };
     const inserted = this.s.scheduleInsert.run({
       ...scheduleColumns(params.schedule),
       revision: params.revision,
@@ -90,7 +98,13 @@ export class ScheduleWrites {
     return this.s.scheduleList.all().map(toRow);
   }
 
-  update(params: { schedule: ScheduleFields; ifRevision: string; revision: string; actor: string; now: number }): ScheduleUpdateOutcome {
+  update(params: {
+    schedule: ScheduleFields;
+    ifRevision: string;
+    revision: string;
+    actor: string;
+    now: number;
+  }): ScheduleUpdateOutcome {
     const changed = this.s.scheduleUpdate.run({
       ...scheduleColumns(params.schedule),
       revision: params.revision,
@@ -100,7 +114,9 @@ export class ScheduleWrites {
     });
     const current = this.get(params.schedule.name);
     if (!current) return { kind: "not_found" };
-    return changed.changes === 1 ? { kind: "updated", schedule: current } : { kind: "revision_changed", schedule: current };
+    return changed.changes === 1
+      ? { kind: "updated", schedule: current }
+      : { kind: "revision_changed", schedule: current };
   }
 
   pause(params: { name: string; actor: string; now: number }): ScheduleWriteOutcome<"paused"> {
@@ -128,7 +144,9 @@ export class ScheduleWrites {
   }
 
   latestTicks(names: string[]): CronTick[] {
-    return this.s.latestTicks.all(JSON.stringify(names)).map((row) => ({ name: row.name, tickAt: row.tick_at, jobId: row.job_id }));
+    return this.s.latestTicks
+      .all(JSON.stringify(names))
+      .map((row) => ({ name: row.name, tickAt: row.tick_at, jobId: row.job_id }));
   }
 
   private mustGet(name: string): ScheduleRow {

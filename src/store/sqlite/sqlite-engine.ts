@@ -263,7 +263,11 @@ export class SqliteEngine {
     }
     let chain: { cancelled_at: number | null } | undefined;
     if (params.onSettled !== undefined) {
-      chain = s.startChainWithCallback.get({ rid: params.originalRequestId, now, on_settled: JSON.stringify({ ...params.onSettled, job_id: params.id }) });
+      chain = s.startChainWithCallback.get({
+        rid: params.originalRequestId,
+        now,
+        on_settled: JSON.stringify({ ...params.onSettled, job_id: params.id }),
+      });
       if (!chain) return { kind: "chain_exists" };
     } else {
       chain = s.chargeChain.get({ rid: params.originalRequestId, cap: params.spawnCap, now });
@@ -356,7 +360,11 @@ export class SqliteEngine {
     return this.write(() => this.admin.cancelJob({ ...params, now: this.clock.now() }));
   }
 
-  jobCancelMany(params: { filter: JobCancelFilter; limit: number; actor: string }): Array<{ job: JobRow; wasRunning: boolean }> {
+  jobCancelMany(params: {
+    filter: JobCancelFilter;
+    limit: number;
+    actor: string;
+  }): Array<{ job: JobRow; wasRunning: boolean }> {
     return this.write(() => this.admin.cancelMany({ ...params, now: this.clock.now() }));
   }
 
@@ -495,7 +503,9 @@ export class SqliteEngine {
       const now = this.clock.now();
       const result: JobResult = { error_body: params.errorBody, terminal_reason: null };
       const runAt = now + params.delayMs;
-      return params.jobs.filter((job) => this.outcomes.requeueOne({ ...job, runAt, result, now, refund: params.refund })).length;
+      return params.jobs.filter((job) =>
+        this.outcomes.requeueOne({ ...job, runAt, result, now, refund: params.refund }),
+      ).length;
     });
   }
 
@@ -506,11 +516,17 @@ export class SqliteEngine {
     });
   }
 
-  cronTickInsert(params: { name: string; tickAt: number; job: JobInsertParams; scheduleRevision?: string | undefined }): CronTickOutcome {
+  cronTickInsert(params: {
+    name: string;
+    tickAt: number;
+    job: JobInsertParams;
+    scheduleRevision?: string | undefined;
+  }): CronTickOutcome {
     return this.write(() => {
       const s = this.statements;
       const revision = params.scheduleRevision;
-      if (revision !== undefined && !this.schedules.inForce({ name: params.name, revision })) return { kind: "schedule_changed" };
+      if (revision !== undefined && !this.schedules.inForce({ name: params.name, revision }))
+        return { kind: "schedule_changed" };
       if (s.recordTick.run({ name: params.name, tick_at: params.tickAt }).changes === 0) {
         return { kind: "already_enqueued" };
       }
@@ -542,7 +558,9 @@ export class SqliteEngine {
   }
 
   idempotencyKeyDeleteMany(params: { limit: number }): number {
-    return this.writeLazily(() => this.statements.deleteIdempotencyKeys.run({ now: this.clock.now(), limit: params.limit }).changes);
+    return this.writeLazily(
+      () => this.statements.deleteIdempotencyKeys.run({ now: this.clock.now(), limit: params.limit }).changes,
+    );
   }
 
   jobDeleteFinishedMany(params: { olderThanMs: number; limit: number }): number {
@@ -566,10 +584,14 @@ export class SqliteEngine {
       for (const row of this.statements.countByStatus.all()) byStatus[row.status] = row.count;
       const byOperation =
         (params.byOperation ?? true)
-          ? this.statements.countByOperation.all().map((row) => ({ operationId: row.operation_id, status: row.status, count: row.count }))
+          ? this.statements.countByOperation
+              .all()
+              .map((row) => ({ operationId: row.operation_id, status: row.status, count: row.count }))
           : [];
       const now = this.clock.now();
-      const pausedDue = this.statements.pausedDue.all(now).map((row) => ({ operationId: row.operation_id, count: row.count }));
+      const pausedDue = this.statements.pausedDue
+        .all(now)
+        .map((row) => ({ operationId: row.operation_id, count: row.count }));
       return { byStatus, byOperation, oldestDueRunAt: this.statements.oldestDue.get(now) ?? null, pausedDue };
     });
   }
@@ -590,12 +612,14 @@ export class SqliteEngine {
     return this.read(() => this.statements.callbacksDue.all(Math.max(0, params.limit)).map(toJobRow));
   }
 
-  jobCallbackEnqueue(params: { jobId: string; status: "succeeded" | "dead"; insert: JobInsertParams | null }):
-    | JobInsertOutcome
-    | { kind: "skipped" }
-    | { kind: "cleared" } {
+  jobCallbackEnqueue(params: {
+    jobId: string;
+    status: "succeeded" | "dead";
+    insert: JobInsertParams | null;
+  }): JobInsertOutcome | { kind: "skipped" } | { kind: "cleared" } {
     return this.write(() => {
-      if (this.statements.clearCallback.run({ id: params.jobId, status: params.status }).changes === 0) return { kind: "skipped" };
+      if (this.statements.clearCallback.run({ id: params.jobId, status: params.status }).changes === 0)
+        return { kind: "skipped" };
       return params.insert === null ? { kind: "cleared" } : this.insertOne(params.insert, this.clock.now());
     });
   }
@@ -610,12 +634,16 @@ export class SqliteEngine {
   }): JobInsertOutcome | { kind: "skipped" } | { kind: "cleared" } {
     return this.write(() => {
       const now = this.clock.now();
-      if (this.statements.fireOnSettled.run({ rid: params.originalRequestId, now }).changes === 0) return { kind: "skipped" };
+      if (this.statements.fireOnSettled.run({ rid: params.originalRequestId, now }).changes === 0)
+        return { kind: "skipped" };
       return params.insert === null ? { kind: "cleared" } : this.insertOne(params.insert, now);
     });
   }
 
-  chainSettledSince(params: { cursor: string; limit: number }): Array<{ originalRequestId: string; startedAt: number; settledAt: number }> {
+  chainSettledSince(params: {
+    cursor: string;
+    limit: number;
+  }): Array<{ originalRequestId: string; startedAt: number; settledAt: number }> {
     return this.writeLazily(() => {
       const s = this.statements;
       const from = s.cursor.get(params.cursor) ?? { at: this.clock.now(), seq: 0 };
@@ -625,7 +653,10 @@ export class SqliteEngine {
       // The chains of the jobs read, each with its latest finish among them: if it settled, that was its last job.
       const lastFinished = new Map<string, number>();
       for (const row of finished) {
-        lastFinished.set(row.original_request_id, Math.max(lastFinished.get(row.original_request_id) ?? 0, row.finished_at));
+        lastFinished.set(
+          row.original_request_id,
+          Math.max(lastFinished.get(row.original_request_id) ?? 0, row.finished_at),
+        );
       }
       const settled: Array<{ originalRequestId: string; startedAt: number; settledAt: number }> = [];
       for (const [rid, settledAt] of lastFinished) {
@@ -650,7 +681,12 @@ export class SqliteEngine {
   chainJobCounts(params: { originalRequestId: string }): ChainJobCounts {
     const groups = this.read(() => this.statements.chainJobCounts.all(params.originalRequestId));
     return chainJobCountsOf(
-      groups.map((group) => ({ status: group.status, jobs: group.jobs, firstCreatedAt: group.first_created_at, lastFinishedAt: group.last_finished_at })),
+      groups.map((group) => ({
+        status: group.status,
+        jobs: group.jobs,
+        firstCreatedAt: group.first_created_at,
+        lastFinishedAt: group.last_finished_at,
+      })),
     );
   }
 
@@ -679,7 +715,12 @@ export class SqliteEngine {
     return this.write(() => this.flow.resume(params));
   }
 
-  operationLimitsSet(params: { operationId: string; limits: OperationLimits; source: LimitsSource; actor: string }): OperationControl {
+  operationLimitsSet(params: {
+    operationId: string;
+    limits: OperationLimits;
+    source: LimitsSource;
+    actor: string;
+  }): OperationControl {
     return this.write(() => this.flow.setLimits({ ...params, now: this.clock.now() }));
   }
 
@@ -695,7 +736,12 @@ export class SqliteEngine {
     return this.read(() => this.flow.pausedKeys());
   }
 
-  scheduleCreate(params: { schedule: ScheduleFields; revision: string; actor: string; maxSchedules: number }): ScheduleCreateOutcome {
+  scheduleCreate(params: {
+    schedule: ScheduleFields;
+    revision: string;
+    actor: string;
+    maxSchedules: number;
+  }): ScheduleCreateOutcome {
     return this.write(() => this.schedules.create({ ...params, now: this.clock.now() }));
   }
 
@@ -707,7 +753,12 @@ export class SqliteEngine {
     return this.read(() => this.schedules.list());
   }
 
-  scheduleUpdate(params: { schedule: ScheduleFields; ifRevision: string; revision: string; actor: string }): ScheduleUpdateOutcome {
+  scheduleUpdate(params: {
+    schedule: ScheduleFields;
+    ifRevision: string;
+    revision: string;
+    actor: string;
+  }): ScheduleUpdateOutcome {
     return this.write(() => this.schedules.update({ ...params, now: this.clock.now() }));
   }
 
@@ -756,5 +807,3 @@ export class SqliteEngine {
     this.db.close();
   }
 }
-
-

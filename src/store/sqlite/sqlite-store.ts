@@ -40,7 +40,9 @@ import {
 } from "./thread-protocol.js";
 
 /** The engine's method `M`, as a function type. */
-type EngineFunction<M extends EngineMethod> = SqliteEngine[M] extends (...args: infer A) => infer R ? (...args: A) => R : never;
+type EngineFunction<M extends EngineMethod> = SqliteEngine[M] extends (...args: infer A) => infer R
+  ? (...args: A) => R
+  : never;
 
 /** Most inserts in one message to the thread (which commits at most this many at once, too). */
 const MAX_INSERT_BATCH = 512;
@@ -133,7 +135,8 @@ export class SqliteStore implements Store, OnlineBackup {
   private readonly onMessage = (message: FromThread) => {
     if (message.kind === "answer") this.answer(message);
   };
-  private readonly onError = (error: Error) => this.stop(new StoreUnavailableError(`the SQLite thread failed: ${error.message}`));
+  private readonly onError = (error: Error) =>
+    this.stop(new StoreUnavailableError(`the SQLite thread failed: ${error.message}`));
   private readonly onExit = () => this.stop(new StoreUnavailableError("the store is closed"));
 
   /**
@@ -153,14 +156,16 @@ export class SqliteStore implements Store, OnlineBackup {
         else if (message.kind === "failed") settle({ error: deserializeError(message.error) });
       };
       const onError = (error: Error) => settle({ error });
-      const onExit = (code: number) => settle({ error: new Error(`the SQLite thread exited (code ${code}) while opening`) });
+      const onExit = (code: number) =>
+        settle({ error: new Error(`the SQLite thread exited (code ${code}) while opening`) });
       worker.on("message", onMessage).on("error", onError).on("exit", onExit);
     });
     return new SqliteStore(worker, options.clock);
   }
 
   private call<T>(method: EngineMethod, ...args: unknown[]): Promise<T> {
-    if (this.closing !== null && method !== "close") return Promise.reject(new StoreUnavailableError("the store is closed"));
+    if (this.closing !== null && method !== "close")
+      return Promise.reject(new StoreUnavailableError("the store is closed"));
     return this.send<T>(method, args);
   }
 
@@ -193,7 +198,9 @@ export class SqliteStore implements Store, OnlineBackup {
   }
 
   /** An engine method of the Store's name, run on the thread: the same parameters, its answer as a promise. */
-  private forward<M extends EngineMethod>(method: M): (...args: Parameters<EngineFunction<M>>) => Promise<ReturnType<EngineFunction<M>>> {
+  private forward<M extends EngineMethod>(
+    method: M,
+  ): (...args: Parameters<EngineFunction<M>>) => Promise<ReturnType<EngineFunction<M>>> {
     return (...args) => this.call(method, ...args);
   }
 
@@ -227,7 +234,11 @@ export class SqliteStore implements Store, OnlineBackup {
     const answers = await this.send<InsertAnswer[]>("jobInsertMany", [batch]);
     return answers.map((answer, index): Settled<JobInsertOutcome> => {
       if (!answer.ok) return { ok: false, error: deserializeError(answer.error) };
-      if ("created" in answer) return { ok: true, value: { kind: "created", job: createdJobRow(batch[index] as JobInsertParams, answer.created) } };
+      if ("created" in answer)
+        return {
+          ok: true,
+          value: { kind: "created", job: createdJobRow(batch[index] as JobInsertParams, answer.created) },
+        };
       return { ok: true, value: answer.value };
     });
   }
@@ -259,7 +270,12 @@ export class SqliteStore implements Store, OnlineBackup {
   readonly jobHeartbeatExternal = this.forward("jobHeartbeatExternal");
   readonly jobSetStateExternal = this.forward("jobSetStateExternal");
   readonly jobAsyncStateGet = this.forward("jobAsyncStateGet");
-  jobRequeueMany(params: { jobs: JobAttempt[]; delayMs: number; errorBody: string; refund: AttemptRefund }): Promise<number> {
+  jobRequeueMany(params: {
+    jobs: JobAttempt[];
+    delayMs: number;
+    errorBody: string;
+    refund: AttemptRefund;
+  }): Promise<number> {
     if (params.jobs.length === 0) return Promise.resolve(0);
     return this.call("jobRequeueMany", params);
   }

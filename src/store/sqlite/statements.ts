@@ -31,10 +31,7 @@ export function prepareStatements(db: Database.Database) {
     ...prepareFlowStatements(db),
     ...prepareScheduleStatements(db),
     getById: prepare<[string], SqliteJobRow>(db, "SELECT * FROM jobs WHERE id = ?"),
-    dedupeHolder: prepare<[string], SqliteJobRow>(
-      db,
-      `SELECT * FROM jobs WHERE dedupe_key = ? AND ${CLAIMABLE}`,
-    ),
+    dedupeHolder: prepare<[string], SqliteJobRow>(db, `SELECT * FROM jobs WHERE dedupe_key = ? AND ${CLAIMABLE}`),
     refreshDeduped: prepare<{ id: string; run_at: number; request: string; expires_at: number | null }, SqliteJobRow>(
       db,
       `UPDATE jobs SET run_at = :run_at, request = :request, expires_at = :expires_at
@@ -145,8 +142,8 @@ export function prepareStatements(db: Database.Database) {
     // A claimed row as the JSON of its JobRow, built by SQLite: one string per row rather than an object of 21
     // properties, and a string crosses to the calling thread as a copy, where an object graph is cloned.
     claimedJson: preparePluck<[number], string>(
-        db,
-        `SELECT json_object('seq', seq, 'id', id, 'operationId', operation_id, 'status', status, 'attempt', attempt,
+      db,
+      `SELECT json_object('seq', seq, 'id', id, 'operationId', operation_id, 'status', status, 'attempt', attempt,
            'maxAttempts', max_attempts, 'priority', priority, 'runAt', run_at, 'createdAt', created_at,
            'startedAt', started_at, 'finishedAt', finished_at, 'heartbeatAt', heartbeat_at, 'dedupeKey', dedupe_key,
            'concurrencyKey', concurrency_key, 'rateKey', rate_key, 'enqueuedByOperationId', enqueued_by_operation_id,
@@ -155,23 +152,37 @@ export function prepareStatements(db: Database.Database) {
            'traceparent', traceparent, 'expiresAt', expires_at, 'callbacks', json(callbacks),
            'claimCount', claim_count)
          FROM jobs WHERE seq = ?`,
-      ),
-    finish: prepare<{ id: string; attempt: number; started_at: number | null; status: string; result: string; now: number }>(
+    ),
+    finish: prepare<{
+      id: string;
+      attempt: number;
+      started_at: number | null;
+      status: string;
+      result: string;
+      now: number;
+    }>(
       db,
       `UPDATE jobs SET status = :status, result = :result, finished_at = :now, heartbeat_at = NULL
        WHERE id = :id AND status = 'running' AND attempt = :attempt
          AND (:started_at IS NULL OR started_at = :started_at)`,
     ),
     chainCancelledFor: preparePluck<[string], number | null>(
-        db,
-        `SELECT c.cancelled_at FROM jobs j JOIN chains c ON c.original_request_id = j.original_request_id
+      db,
+      `SELECT c.cancelled_at FROM jobs j JOIN chains c ON c.original_request_id = j.original_request_id
          WHERE j.id = ?`,
-      ),
+    ),
     // A job going back to the queue re-takes its dedupe key, unless a newer claimable job took it while
     // this one was running (running jobs do not hold keys): then it is retried without the key.
     // refund 'if-last' returns an interrupted last attempt, so the job keeps one attempt to run; 'always' returns
     // any attempt (it never reached the target); 'none' keeps it (an attempt's outcome).
-    requeue: prepare<{ id: string; attempt: number; started_at: number | null; run_at: number; result: string; refund: string }>(
+    requeue: prepare<{
+      id: string;
+      attempt: number;
+      started_at: number | null;
+      run_at: number;
+      result: string;
+      refund: string;
+    }>(
       db,
       `UPDATE jobs SET status = 'retrying', run_at = :run_at, result = :result, heartbeat_at = NULL,
          attempt = CASE
@@ -192,7 +203,10 @@ export function prepareStatements(db: Database.Database) {
     // Each job held to its own operation's lease (:leases, a JSON object by operation) before the limit, so jobs
     // still within a longer lease never crowd expired ones out of the batch; an attempt taken asynchronously to its
     // operation's asynchronous lease (:async_leases) when it has one.
-    expired: prepare<{ now: number; leases: string; async_leases: string; default_ms: number; limit: number }, SqliteJobRow>(
+    expired: prepare<
+      { now: number; leases: string; async_leases: string; default_ms: number; limit: number },
+      SqliteJobRow
+    >(
       db,
       `SELECT jobs.* FROM jobs INDEXED BY jobs_running_heartbeat
          LEFT JOIN json_each(:leases) AS lease ON lease.key = jobs.operation_id
@@ -218,7 +232,13 @@ export function prepareStatements(db: Database.Database) {
          AND (:started_at IS NULL OR started_at = :started_at)`,
     ),
     // A target's heartbeat: the lease renewed, and the progress replaced when the heartbeat carries one.
-    heartbeatExternal: prepare<{ id: string; attempt: number; now: number; has_progress: number; progress: string | null }>(
+    heartbeatExternal: prepare<{
+      id: string;
+      attempt: number;
+      now: number;
+      has_progress: number;
+      progress: string | null;
+    }>(
       db,
       `UPDATE jobs SET heartbeat_at = :now,
          progress = CASE WHEN :has_progress THEN :progress ELSE progress END,
@@ -234,14 +254,14 @@ export function prepareStatements(db: Database.Database) {
     // counted, a due job behind a busy key would make the dispatcher's timer fire at once, again and again, until the
     // key is free. The delivery that frees the key wakes the dispatcher instead.
     nextRunAt: preparePluck<{ now: number }, number | null>(
-        db,
-        // ORDER BY ... LIMIT 1 walks the jobs_run_at index and stops at the first unblocked job.
-        `SELECT run_at FROM jobs INDEXED BY jobs_run_at WHERE ${CLAIMABLE}
+      db,
+      // ORDER BY ... LIMIT 1 walks the jobs_run_at index and stops at the first unblocked job.
+      `SELECT run_at FROM jobs INDEXED BY jobs_run_at WHERE ${CLAIMABLE}
            AND (expires_at IS NULL OR expires_at > :now)
            AND (concurrency_key IS NULL OR concurrency_key NOT IN (
              ${RUNNING_KEYS}))
          ORDER BY run_at LIMIT 1`,
-      ),
+    ),
     recordTick: prepare<{ name: string; tick_at: number }>(
       db,
       "INSERT INTO cron_ticks (name, tick_at) VALUES (:name, :tick_at) ON CONFLICT DO NOTHING",
@@ -256,7 +276,10 @@ export function prepareStatements(db: Database.Database) {
       `DELETE FROM cron_ticks WHERE tick_at < :before
          AND tick_at < (SELECT max(n.tick_at) FROM cron_ticks n WHERE n.name = cron_ticks.name)`,
     ),
-    deleteFinished: prepare<{ before: number; now: number; limit: number }, { id: string; original_request_id: string }>(
+    deleteFinished: prepare<
+      { before: number; now: number; limit: number },
+      { id: string; original_request_id: string }
+    >(
       db,
       `DELETE FROM jobs WHERE seq IN (
          SELECT seq FROM jobs INDEXED BY jobs_finished_at
@@ -373,7 +396,10 @@ export function prepareStatements(db: Database.Database) {
       "UPDATE jobs SET callbacks_pending = 0 WHERE id = :id AND status = :status AND callbacks_pending = 1",
     ),
     chain: prepare<[string], SqliteChainRow>(db, "SELECT * FROM chains WHERE original_request_id = ?"),
-    chainJobCounts: prepare<[string], { status: string; jobs: number; first_created_at: number; last_finished_at: number | null }>(
+    chainJobCounts: prepare<
+      [string],
+      { status: string; jobs: number; first_created_at: number; last_finished_at: number | null }
+    >(
       db,
       `SELECT status, count(*) AS jobs, min(created_at) AS first_created_at, max(finished_at) AS last_finished_at
        FROM jobs INDEXED BY jobs_chain_seq WHERE original_request_id = ? GROUP BY status`,
@@ -393,14 +419,20 @@ export function prepareStatements(db: Database.Database) {
          AND NOT EXISTS (SELECT 1 FROM jobs j INDEXED BY jobs_chain_seq
                          WHERE j.original_request_id = :rid AND j.status IN ('pending', 'running', 'retrying'))`,
     ),
-    cursor: prepare<[string], { at: number; seq: number }>(db, "SELECT at, seq FROM maintenance_cursors WHERE name = ?"),
+    cursor: prepare<[string], { at: number; seq: number }>(
+      db,
+      "SELECT at, seq FROM maintenance_cursors WHERE name = ?",
+    ),
     setCursor: prepare<{ name: string; at: number; seq: number }>(
       db,
       `INSERT INTO maintenance_cursors (name, at, seq) VALUES (:name, :at, :seq)
        ON CONFLICT (name) DO UPDATE SET at = excluded.at, seq = excluded.seq`,
     ),
     // Jobs finished after the cursor (finished_at, then seq), in that order.
-    finishedSince: prepare<{ at: number; seq: number; limit: number }, { seq: number; original_request_id: string; finished_at: number }>(
+    finishedSince: prepare<
+      { at: number; seq: number; limit: number },
+      { seq: number; original_request_id: string; finished_at: number }
+    >(
       db,
       `SELECT seq, original_request_id, finished_at FROM jobs INDEXED BY jobs_finished_at
        WHERE finished_at IS NOT NULL AND (finished_at > :at OR (finished_at = :at AND seq > :seq))

@@ -37,7 +37,10 @@ export type FromThread =
  * (`createdJobRow`), so the job's payload does not cross the boundary twice.
  */
 export type InsertAnswer =
-  | { ok: true; created: { seq: number; createdAt: number; runAt: number; expiresAt: number | null; chainCancelled: boolean } }
+  | {
+      ok: true;
+      created: { seq: number; createdAt: number; runAt: number; expiresAt: number | null; chainCancelled: boolean };
+    }
   | { ok: true; value: JobInsertOutcome }
   | { ok: false; error: SerializedError };
 
@@ -58,7 +61,9 @@ const KNOWN_ERRORS: Record<string, new (message: string) => Error> = {
 /** The error again, with the class the store's callers test for (`StoreUnavailableError`, ...). */
 export function deserializeError(serialized: SerializedError): Error {
   const Known = KNOWN_ERRORS[serialized.name];
-  const error = Known ? new Known(serialized.message) : Object.assign(new Error(serialized.message), { name: serialized.name });
+  const error = Known
+    ? new Known(serialized.message)
+    : Object.assign(new Error(serialized.message), { name: serialized.name });
   if (serialized.stack !== undefined) error.stack = serialized.stack;
   return error;
 }

@@ -22,33 +22,39 @@ import {
 /** Registers the cancel, retry and chain-cancel cases. */
 export function adminCases(suite: Suite): void {
   describe("jobCancel", () => {
-    suite.case("cancels a pending job: finishedAt = now, terminal_reason cancelled-by-admin", async ({ store, clock }) => {
-      const job = await insertCreated(store, { runAt: T0 + 60_000 });
-      clock.advance(700);
-      const outcome = await store.jobCancel({ id: job.id, actor: "admin" });
-      assert.equal(outcome.kind, "cancelled");
-      const cancelled = (outcome as { job: JobRow }).job;
-      assert.deepEqual(cancelled, {
-        ...job,
-        status: "cancelled",
-        finishedAt: T0 + 700,
-        result: { error_body: null, terminal_reason: "cancelled-by-admin" },
-      });
-      assert.deepEqual(await mustGet(store, job.id), cancelled);
-    });
+    suite.case(
+      "cancels a pending job: finishedAt = now, terminal_reason cancelled-by-admin",
+      async ({ store, clock }) => {
+        const job = await insertCreated(store, { runAt: T0 + 60_000 });
+        clock.advance(700);
+        const outcome = await store.jobCancel({ id: job.id, actor: "admin" });
+        assert.equal(outcome.kind, "cancelled");
+        const cancelled = (outcome as { job: JobRow }).job;
+        assert.deepEqual(cancelled, {
+          ...job,
+          status: "cancelled",
+          finishedAt: T0 + 700,
+          result: { error_body: null, terminal_reason: "cancelled-by-admin" },
+        });
+        assert.deepEqual(await mustGet(store, job.id), cancelled);
+      },
+    );
 
-    suite.case("cancels a retrying job, keeping the status_code and error_body of its last attempt", async ({ store, clock }) => {
-      const retrying = await makeRetrying(store, {}, T0 + 60_000);
-      clock.advance(100);
-      const outcome = await store.jobCancel({ id: retrying.id, actor: "admin" });
-      assert.equal(outcome.kind, "cancelled");
-      const cancelled = (outcome as { job: JobRow }).job;
-      assert.equal(cancelled.status, "cancelled");
-      assert.equal(cancelled.finishedAt, T0 + 100);
-      assert.equal(cancelled.attempt, 1);
-      assert.deepEqual(cancelled.result, { ...UNAVAILABLE, terminal_reason: "cancelled-by-admin" });
-      assert.deepEqual(await store.jobClaimMany({ limit: 10 }), []);
-    });
+    suite.case(
+      "cancels a retrying job, keeping the status_code and error_body of its last attempt",
+      async ({ store, clock }) => {
+        const retrying = await makeRetrying(store, {}, T0 + 60_000);
+        clock.advance(100);
+        const outcome = await store.jobCancel({ id: retrying.id, actor: "admin" });
+        assert.equal(outcome.kind, "cancelled");
+        const cancelled = (outcome as { job: JobRow }).job;
+        assert.equal(cancelled.status, "cancelled");
+        assert.equal(cancelled.finishedAt, T0 + 100);
+        assert.equal(cancelled.attempt, 1);
+        assert.deepEqual(cancelled.result, { ...UNAVAILABLE, terminal_reason: "cancelled-by-admin" });
+        assert.deepEqual(await store.jobClaimMany({ limit: 10 }), []);
+      },
+    );
 
     suite.case("does not interrupt a running job: outcome running, nothing changes", async ({ store }) => {
       const running = await makeRunning(store);
@@ -82,26 +88,29 @@ export function adminCases(suite: Suite): void {
   });
 
   describe("jobRetry", () => {
-    suite.case("re-queues a dead job: pending, attempt 0, result/startedAt/finishedAt null, runAt = now", async ({ store, clock }) => {
-      const dead = await makeFinished(store, "dead", { runAt: T0 - 5000 });
-      clock.advance(3000);
-      const outcome = await store.jobRetry({ id: dead.id, actor: "admin" });
-      assert.equal(outcome.kind, "retried");
-      const retried = (outcome as { job: JobRow }).job;
-      assert.deepEqual(retried, {
-        ...dead,
-        status: "pending",
-        attempt: 0,
-        result: null,
-        startedAt: null,
-        finishedAt: null,
-        heartbeatAt: null,
-        runAt: T0 + 3000,
-      });
-      assert.deepEqual(await mustGet(store, dead.id), retried);
-      const again = await claimNext(store, dead.id);
-      assert.equal(again.attempt, 1, "attempt counting starts over");
-    });
+    suite.case(
+      "re-queues a dead job: pending, attempt 0, result/startedAt/finishedAt null, runAt = now",
+      async ({ store, clock }) => {
+        const dead = await makeFinished(store, "dead", { runAt: T0 - 5000 });
+        clock.advance(3000);
+        const outcome = await store.jobRetry({ id: dead.id, actor: "admin" });
+        assert.equal(outcome.kind, "retried");
+        const retried = (outcome as { job: JobRow }).job;
+        assert.deepEqual(retried, {
+          ...dead,
+          status: "pending",
+          attempt: 0,
+          result: null,
+          startedAt: null,
+          finishedAt: null,
+          heartbeatAt: null,
+          runAt: T0 + 3000,
+        });
+        assert.deepEqual(await mustGet(store, dead.id), retried);
+        const again = await claimNext(store, dead.id);
+        assert.equal(again.attempt, 1, "attempt counting starts over");
+      },
+    );
 
     suite.case("re-queues a cancelled job", async ({ store, clock }) => {
       const job = await insertCreated(store, { runAt: T0 + 60_000 });
@@ -116,26 +125,32 @@ export function adminCases(suite: Suite): void {
       assert.equal(retried.finishedAt, null);
     });
 
-    suite.case("refuses pending, retrying, running and succeeded jobs with not_retryable, changing nothing", async ({ store }) => {
-      const succeeded = await makeFinished(store, "succeeded");
-      const retrying = await makeRetrying(store, {}, T0 + 60_000);
-      const running = await makeRunning(store);
-      const pending = await insertCreated(store, { runAt: T0 + 60_000 });
-      for (const job of [pending, retrying, running, succeeded]) {
-        const outcome = await store.jobRetry({ id: job.id, actor: "admin" });
-        assert.deepEqual(outcome, { kind: "not_retryable", job });
-        assert.deepEqual(await mustGet(store, job.id), job);
-      }
-    });
+    suite.case(
+      "refuses pending, retrying, running and succeeded jobs with not_retryable, changing nothing",
+      async ({ store }) => {
+        const succeeded = await makeFinished(store, "succeeded");
+        const retrying = await makeRetrying(store, {}, T0 + 60_000);
+        const running = await makeRunning(store);
+        const pending = await insertCreated(store, { runAt: T0 + 60_000 });
+        for (const job of [pending, retrying, running, succeeded]) {
+          const outcome = await store.jobRetry({ id: job.id, actor: "admin" });
+          assert.deepEqual(outcome, { kind: "not_retryable", job });
+          assert.deepEqual(await mustGet(store, job.id), job);
+        }
+      },
+    );
 
-    suite.case("refuses with dedupe_conflict when a claimable job holds the dedupe key, changing nothing", async ({ store }) => {
-      const dead = await makeFinished(store, "dead", { dedupeKey: "k" });
-      const holder = await insertCreated(store, { dedupeKey: "k", runAt: T0 + 60_000 });
-      const before = await allJobs(store);
-      const outcome = await store.jobRetry({ id: dead.id, actor: "admin" });
-      assert.deepEqual(outcome, { kind: "dedupe_conflict", holder });
-      assert.deepEqual(await allJobs(store), before);
-    });
+    suite.case(
+      "refuses with dedupe_conflict when a claimable job holds the dedupe key, changing nothing",
+      async ({ store }) => {
+        const dead = await makeFinished(store, "dead", { dedupeKey: "k" });
+        const holder = await insertCreated(store, { dedupeKey: "k", runAt: T0 + 60_000 });
+        const before = await allJobs(store);
+        const outcome = await store.jobRetry({ id: dead.id, actor: "admin" });
+        assert.deepEqual(outcome, { kind: "dedupe_conflict", holder });
+        assert.deepEqual(await allJobs(store), before);
+      },
+    );
 
     suite.case("a running job does not block a retry of a job with the same dedupe key", async ({ store }) => {
       const dead = await makeFinished(store, "dead", { dedupeKey: "k" });
@@ -169,10 +184,7 @@ export function adminCases(suite: Suite): void {
       clock.advance(250);
 
       const returned = await store.chainCancel({ ...chain, actor: "admin" });
-      assert.deepEqual(
-        returned.map((job) => job.id).sort(),
-        [retrying.id, pending1.id, pending2.id].sort(),
-      );
+      assert.deepEqual(returned.map((job) => job.id).sort(), [retrying.id, pending1.id, pending2.id].sort());
       for (const job of returned) {
         assert.equal(job.status, "cancelled");
         assert.equal(job.finishedAt, T0 + 250);
@@ -180,7 +192,11 @@ export function adminCases(suite: Suite): void {
         assert.deepEqual(await mustGet(store, job.id), job);
       }
       const retryingAfter = returned.find((job) => job.id === retrying.id);
-      assert.equal(retryingAfter?.result?.status_code, UNAVAILABLE.status_code, "a retrying job keeps its last status code");
+      assert.equal(
+        retryingAfter?.result?.status_code,
+        UNAVAILABLE.status_code,
+        "a retrying job keeps its last status code",
+      );
       assert.equal(retryingAfter?.result?.error_body, UNAVAILABLE.error_body);
       for (const job of [succeeded, dead, running, otherChain]) {
         assert.deepEqual(await mustGet(store, job.id), before.get(job.id), `${job.status} job ${job.id} is untouched`);
@@ -204,18 +220,21 @@ export function adminCases(suite: Suite): void {
   });
 
   describe("jobRunNow", () => {
-    suite.case("moves a delayed pending job's run time to now, and a retrying one's, and they are claimable at once", async ({ store, clock }) => {
-      clock.set(T0 + 1000);
-      const delayed = await insertCreated(store, { runAt: T0 + 3_600_000 });
-      const moved = await store.jobRunNow({ id: delayed.id, actor: "alice" });
-      assert.equal(moved.kind, "moved");
-      assert.equal((moved as { job: JobRow }).job.runAt, T0 + 1000);
-      assert.equal((await mustGet(store, delayed.id)).runAt, T0 + 1000);
-      const retrying = await makeRetrying(store, {}, T0 + 600_000);
-      assert.equal((await store.jobRunNow({ id: retrying.id, actor: "alice" })).kind, "moved");
-      const claimed = (await store.jobClaimMany({ limit: 10 })).map((job) => job.id).sort();
-      assert.deepEqual(claimed, [delayed.id, retrying.id].sort());
-    });
+    suite.case(
+      "moves a delayed pending job's run time to now, and a retrying one's, and they are claimable at once",
+      async ({ store, clock }) => {
+        clock.set(T0 + 1000);
+        const delayed = await insertCreated(store, { runAt: T0 + 3_600_000 });
+        const moved = await store.jobRunNow({ id: delayed.id, actor: "alice" });
+        assert.equal(moved.kind, "moved");
+        assert.equal((moved as { job: JobRow }).job.runAt, T0 + 1000);
+        assert.equal((await mustGet(store, delayed.id)).runAt, T0 + 1000);
+        const retrying = await makeRetrying(store, {}, T0 + 600_000);
+        assert.equal((await store.jobRunNow({ id: retrying.id, actor: "alice" })).kind, "moved");
+        const claimed = (await store.jobClaimMany({ limit: 10 })).map((job) => job.id).sort();
+        assert.deepEqual(claimed, [delayed.id, retrying.id].sort());
+      },
+    );
 
     suite.case("keeps the earlier run time of a job that is due already", async ({ store, clock }) => {
       const due = await insertCreated(store, { runAt: T0 - 5000 });
@@ -224,40 +243,53 @@ export function adminCases(suite: Suite): void {
       assert.equal((moved as { job: JobRow }).job.runAt, T0 - 5000);
     });
 
-    suite.case("answers not_waiting for a running or finished job, and not_found for no job, changing nothing", async ({ store }) => {
-      const running = await makeRunning(store);
-      const dead = await makeFinished(store, "dead");
-      for (const job of [running, dead]) {
-        const outcome = await store.jobRunNow({ id: job.id, actor: "alice" });
-        assert.equal(outcome.kind, "not_waiting");
-        assert.deepEqual(await mustGet(store, job.id), job);
-        assert.deepEqual(await store.adminActionList({ jobId: job.id }), []);
-      }
-      assert.deepEqual(await store.jobRunNow({ id: "no-such-job-id", actor: "alice" }), { kind: "not_found" });
-    });
+    suite.case(
+      "answers not_waiting for a running or finished job, and not_found for no job, changing nothing",
+      async ({ store }) => {
+        const running = await makeRunning(store);
+        const dead = await makeFinished(store, "dead");
+        for (const job of [running, dead]) {
+          const outcome = await store.jobRunNow({ id: job.id, actor: "alice" });
+          assert.equal(outcome.kind, "not_waiting");
+          assert.deepEqual(await mustGet(store, job.id), job);
+          assert.deepEqual(await store.adminActionList({ jobId: job.id }), []);
+        }
+        assert.deepEqual(await store.jobRunNow({ id: "no-such-job-id", actor: "alice" }), { kind: "not_found" });
+      },
+    );
   });
 
   describe("adminActionList", () => {
-    suite.case("records who cancelled, retried, bulk-retried, ran now and cancelled the chain of a job, and when, oldest first", async ({ store, clock }) => {
-      const job = await insertCreated(store, { originalRequestId: "chain-audit", runAt: T0 + 60_000 });
-      assert.equal((await store.jobRunNow({ id: job.id, actor: "alice" })).kind, "moved");
-      clock.advance(10);
-      assert.equal((await store.jobCancel({ id: job.id, actor: "bob" })).kind, "cancelled");
-      clock.advance(10);
-      assert.equal((await store.jobRetry({ id: job.id, actor: "carol" })).kind, "retried");
-      clock.advance(10);
-      assert.equal((await store.chainCancel({ originalRequestId: "chain-audit", actor: "dave" })).length, 1);
-      clock.advance(10);
-      const dead = await makeFinished(store, "dead", { originalRequestId: "chain-dead" });
-      assert.deepEqual((await store.jobRetryDeadMany({ filter: { originalRequestId: "chain-dead" }, limit: 10, actor: "erin" })).map((row) => row.id), [dead.id]);
-      assert.deepEqual(await store.adminActionList({ jobId: job.id }), [
-        { at: T0, actor: "alice", action: "run-now" },
-        { at: T0 + 10, actor: "bob", action: "cancel" },
-        { at: T0 + 20, actor: "carol", action: "retry" },
-        { at: T0 + 30, actor: "dave", action: "cancel-chain" },
-      ]);
-      assert.deepEqual(await store.adminActionList({ jobId: dead.id }), [{ at: T0 + 40, actor: "erin", action: "retry-dead" }]);
-    });
+    suite.case(
+      "records who cancelled, retried, bulk-retried, ran now and cancelled the chain of a job, and when, oldest first",
+      async ({ store, clock }) => {
+        const job = await insertCreated(store, { originalRequestId: "chain-audit", runAt: T0 + 60_000 });
+        assert.equal((await store.jobRunNow({ id: job.id, actor: "alice" })).kind, "moved");
+        clock.advance(10);
+        assert.equal((await store.jobCancel({ id: job.id, actor: "bob" })).kind, "cancelled");
+        clock.advance(10);
+        assert.equal((await store.jobRetry({ id: job.id, actor: "carol" })).kind, "retried");
+        clock.advance(10);
+        assert.equal((await store.chainCancel({ originalRequestId: "chain-audit", actor: "dave" })).length, 1);
+        clock.advance(10);
+        const dead = await makeFinished(store, "dead", { originalRequestId: "chain-dead" });
+        assert.deepEqual(
+          (await store.jobRetryDeadMany({ filter: { originalRequestId: "chain-dead" }, limit: 10, actor: "erin" })).map(
+            (row) => row.id,
+          ),
+          [dead.id],
+        );
+        assert.deepEqual(await store.adminActionList({ jobId: job.id }), [
+          { at: T0, actor: "alice", action: "run-now" },
+          { at: T0 + 10, actor: "bob", action: "cancel" },
+          { at: T0 + 20, actor: "carol", action: "retry" },
+          { at: T0 + 30, actor: "dave", action: "cancel-chain" },
+        ]);
+        assert.deepEqual(await store.adminActionList({ jobId: dead.id }), [
+          { at: T0 + 40, actor: "erin", action: "retry-dead" },
+        ]);
+      },
+    );
 
     suite.case("a refused action records nothing", async ({ store }) => {
       const running = await makeRunning(store);

@@ -41,16 +41,22 @@ export function claimCases(suite: Suite): void {
         { priority: 0, runAt: T0 + 500 },
         { priority: -3, runAt: T0 },
       ]);
-      assert.deepEqual(await drainOneByOne(store), [d, b, c, a, e, f].map((job) => job?.id));
+      assert.deepEqual(
+        await drainOneByOne(store),
+        [d, b, c, a, e, f].map((job) => job?.id),
+      );
     });
 
     suite.case("a batch claim takes the first jobs in claim order", async ({ store }) => {
-      const jobs = await insertAll(store, [{ priority: 1 }, { priority: 3 }, { priority: 2 }, { priority: 0 }, { priority: 3 }]);
+      const jobs = await insertAll(store, [
+        { priority: 1 },
+        { priority: 3 },
+        { priority: 2 },
+        { priority: 0 },
+        { priority: 3 },
+      ]);
       const claimed = await store.jobClaimMany({ limit: 3 });
-      assert.deepEqual(
-        claimed.map((job) => job.id).sort(),
-        [jobs[1], jobs[4], jobs[2]].map((job) => job?.id).sort(),
-      );
+      assert.deepEqual(claimed.map((job) => job.id).sort(), [jobs[1], jobs[4], jobs[2]].map((job) => job?.id).sort());
     });
 
     suite.case("claims a retrying job in the same order as pending ones", async ({ store, clock }) => {
@@ -75,19 +81,25 @@ export function claimCases(suite: Suite): void {
       );
     });
 
-    suite.case("claiming sets running, attempt + 1, startedAt = now and claimCount + 1, and nothing else", async ({ store, clock }) => {
-      const job = await insertCreated(store, { priority: 4, concurrencyKey: "c", dedupeKey: "d" });
-      clock.advance(42);
-      const [claimed] = await store.jobClaimMany({ limit: 1 });
-      assert.ok(claimed);
-      const { heartbeatAt: _heartbeatAt, ...rest } = claimed;
-      const { heartbeatAt: _before, ...expected } = job;
-      assert.deepEqual(rest, { ...expected, status: "running", attempt: 1, startedAt: T0 + 42, claimCount: 1 });
-      assert.deepEqual(await mustGet(store, job.id), claimed);
-    });
+    suite.case(
+      "claiming sets running, attempt + 1, startedAt = now and claimCount + 1, and nothing else",
+      async ({ store, clock }) => {
+        const job = await insertCreated(store, { priority: 4, concurrencyKey: "c", dedupeKey: "d" });
+        clock.advance(42);
+        const [claimed] = await store.jobClaimMany({ limit: 1 });
+        assert.ok(claimed);
+        const { heartbeatAt: _heartbeatAt, ...rest } = claimed;
+        const { heartbeatAt: _before, ...expected } = job;
+        assert.deepEqual(rest, { ...expected, status: "running", attempt: 1, startedAt: T0 + 42, claimCount: 1 });
+        assert.deepEqual(await mustGet(store, job.id), claimed);
+      },
+    );
 
     suite.case("respects the limit", async ({ store }) => {
-      await insertAll(store, Array.from({ length: 5 }, () => ({})));
+      await insertAll(
+        store,
+        Array.from({ length: 5 }, () => ({})),
+      );
       assert.equal((await store.jobClaimMany({ limit: 2 })).length, 2);
       assert.equal((await store.jobClaimMany({ limit: 10 })).length, 3);
       assert.deepEqual(await store.jobClaimMany({ limit: 10 }), []);
@@ -109,24 +121,27 @@ export function claimCases(suite: Suite): void {
       );
     });
 
-    suite.case("never claims a job whose concurrency key is already running, but claims other keys", async ({ store }) => {
-      const [k1, k2, j1] = await insertAll(store, [
-        { concurrencyKey: "k", priority: 10 },
-        { concurrencyKey: "k", priority: 10 },
-        { concurrencyKey: "j" },
-      ]);
-      assert.deepEqual(
-        (await store.jobClaimMany({ limit: 1 })).map((job) => job.id),
-        [k1?.id],
-      );
-      const claimed = await store.jobClaimMany({ limit: 10 });
-      assert.deepEqual(
-        claimed.map((job) => job.id),
-        [j1?.id],
-      );
-      assert.deepEqual(await store.jobClaimMany({ limit: 10 }), []);
-      assert.equal((await mustGet(store, k2?.id ?? "")).status, "pending");
-    });
+    suite.case(
+      "never claims a job whose concurrency key is already running, but claims other keys",
+      async ({ store }) => {
+        const [k1, k2, j1] = await insertAll(store, [
+          { concurrencyKey: "k", priority: 10 },
+          { concurrencyKey: "k", priority: 10 },
+          { concurrencyKey: "j" },
+        ]);
+        assert.deepEqual(
+          (await store.jobClaimMany({ limit: 1 })).map((job) => job.id),
+          [k1?.id],
+        );
+        const claimed = await store.jobClaimMany({ limit: 10 });
+        assert.deepEqual(
+          claimed.map((job) => job.id),
+          [j1?.id],
+        );
+        assert.deepEqual(await store.jobClaimMany({ limit: 10 }), []);
+        assert.equal((await mustGet(store, k2?.id ?? "")).status, "pending");
+      },
+    );
 
     suite.case("a concurrency key freed by completion is claimable again", async ({ store }) => {
       const [k1, k2, k3] = await insertAll(store, [
@@ -138,7 +153,9 @@ export function claimCases(suite: Suite): void {
       assert.equal(first?.id, k1?.id);
       assert.deepEqual(await store.jobClaimMany({ limit: 10 }), []);
       assert.deepEqual(
-        await store.jobSetStateIfRunningMany({ outcomes: [{ id: k1?.id ?? "", attempt: 1, status: "succeeded", result: SUCCESS }] }),
+        await store.jobSetStateIfRunningMany({
+          outcomes: [{ id: k1?.id ?? "", attempt: 1, status: "succeeded", result: SUCCESS }],
+        }),
         [true],
       );
       const [second] = await store.jobClaimMany({ limit: 10 });
@@ -157,7 +174,9 @@ export function claimCases(suite: Suite): void {
     suite.case("a long run of jobs of a busy concurrency key does not starve other jobs", async ({ store }) => {
       const running = await insertCreated(store, { concurrencyKey: "busy", priority: 1, spawnCap: 10_000 });
       assert.equal((await store.jobClaimMany({ limit: 1 }))[0]?.id, running.id);
-      const blocked = Array.from({ length: 1500 }, () => jobParams({ concurrencyKey: "busy", priority: 1, spawnCap: 10_000 }));
+      const blocked = Array.from({ length: 1500 }, () =>
+        jobParams({ concurrencyKey: "busy", priority: 1, spawnCap: 10_000 }),
+      );
       for (const outcome of await Promise.all(blocked.map((params) => store.jobInsert(params)))) {
         assert.equal(outcome.kind, "created");
       }
@@ -169,18 +188,43 @@ export function claimCases(suite: Suite): void {
       );
     });
 
-    suite.case("a claim whose head is held back by a concurrency key still takes higher priorities before other users' lower ones", async ({ store }) => {
-      const keyed = await insertAll(store, Array.from({ length: 4 }, () => ({ concurrencyKey: "k", priority: 5, spawnCap: 10_000 })));
-      const keyless = await insertAll(store, Array.from({ length: 16 }, () => ({ priority: 5, spawnCap: 10_000 })));
-      await insertAll(store, ["b", "c", "d", "e", "f"].map((userId) => ({ userId, priority: 0, spawnCap: 10_000 })));
-      const claimed = await store.jobClaimMany({ limit: 16 });
-      assert.deepEqual(claimed.map((job) => job.priority), Array.from({ length: 16 }, () => 5), "priorities are never crossed");
-      assert.deepEqual(claimed.map((job) => job.id).sort(), [keyed[0]?.id, ...keyless.slice(0, 15).map((job) => job.id)].sort());
-    });
+    suite.case(
+      "a claim whose head is held back by a concurrency key still takes higher priorities before other users' lower ones",
+      async ({ store }) => {
+        const keyed = await insertAll(
+          store,
+          Array.from({ length: 4 }, () => ({ concurrencyKey: "k", priority: 5, spawnCap: 10_000 })),
+        );
+        const keyless = await insertAll(
+          store,
+          Array.from({ length: 16 }, () => ({ priority: 5, spawnCap: 10_000 })),
+        );
+        await insertAll(
+          store,
+          ["b", "c", "d", "e", "f"].map((userId) => ({ userId, priority: 0, spawnCap: 10_000 })),
+        );
+        const claimed = await store.jobClaimMany({ limit: 16 });
+        assert.deepEqual(
+          claimed.map((job) => job.priority),
+          Array.from({ length: 16 }, () => 5),
+          "priorities are never crossed",
+        );
+        assert.deepEqual(
+          claimed.map((job) => job.id).sort(),
+          [keyed[0]?.id, ...keyless.slice(0, 15).map((job) => job.id)].sort(),
+        );
+      },
+    );
 
     suite.case("two users' backlogs of one priority share a claim by turns", async ({ store }) => {
-      await insertAll(store, Array.from({ length: 16 }, () => ({ userId: "a", spawnCap: 10_000 })));
-      await insertAll(store, Array.from({ length: 15 }, () => ({ userId: "b", spawnCap: 10_000 })));
+      await insertAll(
+        store,
+        Array.from({ length: 16 }, () => ({ userId: "a", spawnCap: 10_000 })),
+      );
+      await insertAll(
+        store,
+        Array.from({ length: 15 }, () => ({ userId: "b", spawnCap: 10_000 })),
+      );
       const claimed = await store.jobClaimMany({ limit: 16 });
       assert.deepEqual(
         [claimed.filter((job) => job.userId === "a").length, claimed.filter((job) => job.userId === "b").length],
@@ -188,43 +232,58 @@ export function claimCases(suite: Suite): void {
       );
     });
 
-    suite.case("a claim of many jobs whose first page is mostly one concurrency key takes the keyless jobs behind it", async ({ store }) => {
-      // 20 jobs of key k first in claim order, then 20 without a key: a claim of 20 takes one of k and 19 others.
-      const keyed = await insertAll(store, Array.from({ length: 20 }, () => ({ concurrencyKey: "k", priority: 1, spawnCap: 10_000 })));
-      const free = await insertAll(store, Array.from({ length: 20 }, () => ({ spawnCap: 10_000 })));
-      const claimed = (await store.jobClaimMany({ limit: 20 })).map((job) => job.id);
-      assert.deepEqual(claimed.sort(), [keyed[0]?.id, ...free.slice(0, 19).map((job) => job.id)].sort());
-    });
+    suite.case(
+      "a claim of many jobs whose first page is mostly one concurrency key takes the keyless jobs behind it",
+      async ({ store }) => {
+        // 20 jobs of key k first in claim order, then 20 without a key: a claim of 20 takes one of k and 19 others.
+        const keyed = await insertAll(
+          store,
+          Array.from({ length: 20 }, () => ({ concurrencyKey: "k", priority: 1, spawnCap: 10_000 })),
+        );
+        const free = await insertAll(
+          store,
+          Array.from({ length: 20 }, () => ({ spawnCap: 10_000 })),
+        );
+        const claimed = (await store.jobClaimMany({ limit: 20 })).map((job) => job.id);
+        assert.deepEqual(claimed.sort(), [keyed[0]?.id, ...free.slice(0, 19).map((job) => job.id)].sort());
+      },
+    );
 
     // A claim looks at a bounded number of candidates: past that many due jobs it walks claim order, below it takes
     // every due one. Either way the order is the same, and future jobs ahead in claim order (higher priority) wait.
-    suite.case("claims in claim order whether more or fewer jobs are due than a claim looks at", async ({ store, clock }) => {
-      const future = await insertAll(
-        store,
-        Array.from({ length: 30 }, (_, i) => ({ priority: 9, runAt: T0 + 60_000 + i, spawnCap: 10_000 })),
-      );
-      const due = await insertAll(
-        store,
-        Array.from({ length: 40 }, (_, i) => ({ priority: i % 4, runAt: T0 - ((i * 37) % 11), spawnCap: 10_000 })),
-      );
-      const expected = [...due]
-        .sort((a, b) => b.priority - a.priority || a.runAt - b.runAt || a.seq - b.seq)
-        .map((job) => job.id);
-      const claimedInBatches: string[][] = [];
-      for (;;) {
-        const batch = await store.jobClaimMany({ limit: 3 });
-        if (batch.length === 0) break;
-        claimedInBatches.push(batch.map((job) => job.id));
-      }
-      assert.deepEqual(
-        claimedInBatches.map((batch) => [...batch].sort()),
-        claimedInBatches.map((_, i) => expected.slice(i * 3, i * 3 + 3).sort()),
-        "each batch takes the next jobs in claim order",
-      );
-      assert.equal(claimedInBatches.flat().length, due.length);
-      clock.advance(60_000 + 30);
-      assert.deepEqual(await drainOneByOne(store), future.map((job) => job.id));
-    });
+    suite.case(
+      "claims in claim order whether more or fewer jobs are due than a claim looks at",
+      async ({ store, clock }) => {
+        const future = await insertAll(
+          store,
+          Array.from({ length: 30 }, (_, i) => ({ priority: 9, runAt: T0 + 60_000 + i, spawnCap: 10_000 })),
+        );
+        const due = await insertAll(
+          store,
+          Array.from({ length: 40 }, (_, i) => ({ priority: i % 4, runAt: T0 - ((i * 37) % 11), spawnCap: 10_000 })),
+        );
+        const expected = [...due]
+          .sort((a, b) => b.priority - a.priority || a.runAt - b.runAt || a.seq - b.seq)
+          .map((job) => job.id);
+        const claimedInBatches: string[][] = [];
+        for (;;) {
+          const batch = await store.jobClaimMany({ limit: 3 });
+          if (batch.length === 0) break;
+          claimedInBatches.push(batch.map((job) => job.id));
+        }
+        assert.deepEqual(
+          claimedInBatches.map((batch) => [...batch].sort()),
+          claimedInBatches.map((_, i) => expected.slice(i * 3, i * 3 + 3).sort()),
+          "each batch takes the next jobs in claim order",
+        );
+        assert.equal(claimedInBatches.flat().length, due.length);
+        clock.advance(60_000 + 30);
+        assert.deepEqual(
+          await drainOneByOne(store),
+          future.map((job) => job.id),
+        );
+      },
+    );
 
     suite.case("a limit of zero claims nothing", async ({ store }) => {
       await insertCreated(store);

@@ -138,7 +138,11 @@ export const SUCCESS: JobResult = { status_code: 200, error_body: null, terminal
 /** The result of an attempt that will be retried. */
 export const UNAVAILABLE: JobResult = { status_code: 503, error_body: "upstream busy", terminal_reason: null };
 /** The result of an attempt that ends the job for good. */
-export const PERMANENT: JobResult = { status_code: 400, error_body: "bad request", terminal_reason: "permanent-status" };
+export const PERMANENT: JobResult = {
+  status_code: 400,
+  error_body: "bad request",
+  terminal_reason: "permanent-status",
+};
 
 /** Creates a job and claims it; top priority unless overridden. */
 export async function makeRunning(store: Store, overrides: JobOverrides = {}): Promise<JobRow> {
@@ -152,16 +156,14 @@ export async function makeRunning(store: Store, overrides: JobOverrides = {}): P
  * (a store driven by a test clock reads that clock: the case "a store driven by a test clock reads it for now() and
  * measures no clock offset" checks it).
  */
-export async function makeRetrying(
-  store: Store,
-  overrides: JobOverrides = {},
-  runAt: number = T0,
-): Promise<JobRow> {
+export async function makeRetrying(store: Store, overrides: JobOverrides = {}, runAt: number = T0): Promise<JobRow> {
   const job = await insertCreated(store, { priority: SETUP_PRIORITY, ...overrides });
   const running = await claimNext(store, job.id);
   const delayMs = runAt - store.now();
   assert.deepEqual(
-    await store.jobSetStateIfRunningMany({ outcomes: [{ id: job.id, attempt: running.attempt, status: "retrying", delayMs, result: UNAVAILABLE }] }),
+    await store.jobSetStateIfRunningMany({
+      outcomes: [{ id: job.id, attempt: running.attempt, status: "retrying", delayMs, result: UNAVAILABLE }],
+    }),
     [true],
   );
   const retrying = await mustGet(store, job.id);

@@ -17,7 +17,13 @@ import fc from "fast-check";
 import { ManualClock } from "../../../src/clock.js";
 import type { JobResult, JobStatus } from "../../../src/job/schemas.js";
 import type { Store } from "../../../src/store/store.js";
-import { NO_LIMITS, rateAdvance, rateAllowance, type OperationLimits, type RateLimit } from "../../../src/flow/limits.js";
+import {
+  NO_LIMITS,
+  rateAdvance,
+  rateAllowance,
+  type OperationLimits,
+  type RateLimit,
+} from "../../../src/flow/limits.js";
 import type { JobOutcome, JobRow } from "../../../src/job/job.js";
 import { allJobs, jobParams, T0, type Suite } from "./harness.js";
 
@@ -60,11 +66,25 @@ type Action =
       rateKey: number | null;
     }
   | { kind: "pause" | "resume"; operation: number; key: number | null }
-  | { kind: "limits"; operation: number; maxConcurrency: number | null; concurrencyLimit: number; rate: boolean; ratePerKey: boolean }
+  | {
+      kind: "limits";
+      operation: number;
+      maxConcurrency: number | null;
+      concurrencyLimit: number;
+      rate: boolean;
+      ratePerKey: boolean;
+    }
   | { kind: "cancel"; pick: number; missing: boolean }
   | { kind: "retry"; pick: number; missing: boolean }
   | { kind: "claim"; limit: number }
-  | { kind: "finish"; pick: number; anyJob: boolean; outcome: "succeeded" | "dead" | "retrying"; stale: boolean; delayMs: number }
+  | {
+      kind: "finish";
+      pick: number;
+      anyJob: boolean;
+      outcome: "succeeded" | "dead" | "retrying";
+      stale: boolean;
+      delayMs: number;
+    }
   | { kind: "chainCancel"; chain: number }
   | { kind: "advance"; ms: number };
 
@@ -129,7 +149,8 @@ const actionArb: fc.Arbitrary<Action> = fc.oneof(
 type Snapshot = Map<string, JobRow>;
 
 const isClaimable = (job: JobRow): boolean => job.status === "pending" || job.status === "retrying";
-const isTerminal = (status: JobStatus): boolean => status === "succeeded" || status === "dead" || status === "cancelled";
+const isTerminal = (status: JobStatus): boolean =>
+  status === "succeeded" || status === "dead" || status === "cancelled";
 
 /** Which status may follow which between two snapshots (a job keeping its status is checked separately). */
 const NEXT_STATUSES: Record<JobStatus, readonly JobStatus[]> = {
@@ -151,7 +172,8 @@ const bySeq = (jobs: Iterable<JobRow>): JobRow[] => [...jobs].sort((a, b) => a.s
 /** The claim the contract asks for, computed from a snapshot. */
 function expectedClaim(before: Snapshot, now: number, limit: number): string[] {
   const held = new Set<string>();
-  for (const job of before.values()) if (job.status === "running" && job.concurrencyKey !== null) held.add(job.concurrencyKey);
+  for (const job of before.values())
+    if (job.status === "running" && job.concurrencyKey !== null) held.add(job.concurrencyKey);
   const candidates = [...before.values()]
     .filter((job) => isClaimable(job) && job.runAt <= now)
     .sort((a, b) => b.priority - a.priority || a.runAt - b.runAt || a.seq - b.seq);
@@ -193,7 +215,8 @@ function gated(flow: FlowModel): boolean {
  * per key, no more than the largest concurrency_limit of the claimed jobs' operations; per rate key, its rate.
  */
 function checkGatedClaim(flow: FlowModel, before: Snapshot, claimed: JobRow[], now: number): void {
-  const running = (match: (job: JobRow) => boolean) => [...before.values()].filter((job) => job.status === "running" && match(job)).length;
+  const running = (match: (job: JobRow) => boolean) =>
+    [...before.values()].filter((job) => job.status === "running" && match(job)).length;
   const count = (values: string[]) => {
     const counts = new Map<string, number>();
     for (const value of values) counts.set(value, (counts.get(value) ?? 0) + 1);
@@ -201,7 +224,10 @@ function checkGatedClaim(flow: FlowModel, before: Snapshot, claimed: JobRow[], n
   };
   for (const job of claimed) {
     assert.ok(!flow.paused.has(job.operationId), `job ${job.id} of paused ${job.operationId} claimed`);
-    assert.ok(job.concurrencyKey === null || !flow.pausedKeys.has(job.concurrencyKey), `job ${job.id} of a paused key claimed`);
+    assert.ok(
+      job.concurrencyKey === null || !flow.pausedKeys.has(job.concurrencyKey),
+      `job ${job.id} of a paused key claimed`,
+    );
   }
   for (const [operationId, taken] of count(claimed.map((job) => job.operationId))) {
     const limits = flow.limits.get(operationId) ?? NO_LIMITS;
@@ -217,7 +243,11 @@ function checkGatedClaim(flow: FlowModel, before: Snapshot, claimed: JobRow[], n
   }
   const keyed = claimed.filter((job) => job.concurrencyKey !== null);
   for (const [key, taken] of count(keyed.map((job) => job.concurrencyKey as string))) {
-    const widest = Math.max(...keyed.filter((job) => job.concurrencyKey === key).map((job) => (flow.limits.get(job.operationId) ?? NO_LIMITS).concurrencyLimit));
+    const widest = Math.max(
+      ...keyed
+        .filter((job) => job.concurrencyKey === key)
+        .map((job) => (flow.limits.get(job.operationId) ?? NO_LIMITS).concurrencyLimit),
+    );
     const already = running((job) => job.concurrencyKey === key);
     assert.ok(already + taken <= widest, `key ${key}: ${already} running and ${taken} claimed, limit ${widest}`);
   }
@@ -240,25 +270,38 @@ function checkGatedClaim(flow: FlowModel, before: Snapshot, claimed: JobRow[], n
 function checkNothingLeft(flow: FlowModel, before: Snapshot, claimed: JobRow[], now: number, limit: number): void {
   if (claimed.length >= limit) return;
   const taken = new Set(claimed.map((job) => job.id));
-  const running = (match: (job: JobRow) => boolean) => [...before.values()].filter((job) => job.status === "running" && match(job)).length;
+  const running = (match: (job: JobRow) => boolean) =>
+    [...before.values()].filter((job) => job.status === "running" && match(job)).length;
   const takenBy = (match: (job: JobRow) => boolean) => claimed.filter(match).length;
   for (const job of before.values()) {
-    if (taken.has(job.id) || !isClaimable(job) || job.runAt > now || (job.expiresAt !== null && job.expiresAt <= now)) continue;
+    if (taken.has(job.id) || !isClaimable(job) || job.runAt > now || (job.expiresAt !== null && job.expiresAt <= now))
+      continue;
     if (flow.paused.has(job.operationId)) continue;
     const limits = flow.limits.get(job.operationId) ?? NO_LIMITS;
     const sameOperation = (other: JobRow) => other.operationId === job.operationId;
-    if (limits.maxConcurrency !== null && running(sameOperation) + takenBy(sameOperation) >= limits.maxConcurrency) continue;
-    if (limits.rate && rateAllowance(limits.rate, flow.tats.get(`${job.operationId}/`) ?? null, now) <= takenBy(sameOperation)) continue;
+    if (limits.maxConcurrency !== null && running(sameOperation) + takenBy(sameOperation) >= limits.maxConcurrency)
+      continue;
+    if (
+      limits.rate &&
+      rateAllowance(limits.rate, flow.tats.get(`${job.operationId}/`) ?? null, now) <= takenBy(sameOperation)
+    )
+      continue;
     if (limits.ratePerKey && job.rateKey !== null) {
       const sameLane = (other: JobRow) => sameOperation(other) && other.rateKey === job.rateKey;
-      if (rateAllowance(limits.ratePerKey, flow.tats.get(`${job.operationId}/${job.rateKey}`) ?? null, now) <= takenBy(sameLane)) continue;
+      if (
+        rateAllowance(limits.ratePerKey, flow.tats.get(`${job.operationId}/${job.rateKey}`) ?? null, now) <=
+        takenBy(sameLane)
+      )
+        continue;
     }
     if (job.concurrencyKey !== null) {
       if (flow.pausedKeys.has(job.concurrencyKey)) continue;
       const sameKey = (other: JobRow) => other.concurrencyKey === job.concurrencyKey;
       if (running(sameKey) + takenBy(sameKey) >= limits.concurrencyLimit) continue;
     }
-    assert.fail(`the claim took ${claimed.length} of ${limit} jobs and left ${job.id} (${job.operationId}, lane ${job.rateKey ?? job.userId}), which every gate let through`);
+    assert.fail(
+      `the claim took ${claimed.length} of ${limit} jobs and left ${job.id} (${job.operationId}, lane ${job.rateKey ?? job.userId}), which every gate let through`,
+    );
   }
 }
 
@@ -302,7 +345,11 @@ async function perform(state: RunState, action: Action, before: Snapshot, step: 
       // Every job here runs under a `request` authority, so the same user means the same authority kind too.
       if (holder && holder.operationId === params.operationId && holder.userId === params.userId) {
         assert.equal(outcome.kind, "deduplicated");
-        assert.deepEqual((outcome as { job: JobRow }).job, { ...holder, runAt: now + action.delayMs, request: params.request });
+        assert.deepEqual((outcome as { job: JobRow }).job, {
+          ...holder,
+          runAt: now + action.delayMs,
+          request: params.request,
+        });
         return new Set([holder.id]);
       }
       if (holder) {
@@ -364,7 +411,14 @@ async function perform(state: RunState, action: Action, before: Snapshot, step: 
       assert.equal(outcome.kind, "retried");
       const job = (outcome as { job: JobRow }).job;
       assert.deepEqual(
-        { status: job.status, attempt: job.attempt, result: job.result, startedAt: job.startedAt, finishedAt: job.finishedAt, runAt: job.runAt },
+        {
+          status: job.status,
+          attempt: job.attempt,
+          result: job.result,
+          startedAt: job.startedAt,
+          finishedAt: job.finishedAt,
+          runAt: job.runAt,
+        },
         { status: "pending", attempt: 0, result: null, startedAt: null, finishedAt: null, runAt: now },
       );
       return new Set([target.id]);
@@ -389,7 +443,11 @@ async function perform(state: RunState, action: Action, before: Snapshot, step: 
         // which priorities, may not.
         const expected = expectedClaim(before, now, action.limit).map((id) => before.get(id) as JobRow);
         const priorities = (jobs: JobRow[]) => jobs.map((job) => job.priority).sort();
-        assert.deepEqual(priorities(claimed), priorities(expected), "the claim takes as many jobs, of the same priorities, as the contract's order");
+        assert.deepEqual(
+          priorities(claimed),
+          priorities(expected),
+          "the claim takes as many jobs, of the same priorities, as the contract's order",
+        );
       }
       return new Set(claimed.map((job) => job.id));
     }
@@ -443,7 +501,12 @@ async function perform(state: RunState, action: Action, before: Snapshot, step: 
       } else if (action.outcome === "retrying") {
         outcome = { id: target.id, attempt, status: "retrying", delayMs: action.delayMs, result: FAILED };
       } else {
-        outcome = { id: target.id, attempt, status: action.outcome, result: action.outcome === "dead" ? PERMANENT : SUCCEEDED };
+        outcome = {
+          id: target.id,
+          attempt,
+          status: action.outcome,
+          result: action.outcome === "dead" ? PERMANENT : SUCCEEDED,
+        };
       }
       const written = await store.jobSetStateIfRunningMany({ outcomes: [outcome] });
       const shouldWrite = target.status === "running" && attempt === target.attempt;
@@ -546,8 +609,15 @@ function checkInvariants(state: RunState, after: Snapshot): void {
       );
       runningKeys.set(job.concurrencyKey, others);
     }
-    assert.ok(job.attempt >= 0 && job.attempt <= job.maxAttempts, `job ${job.id}: attempt ${job.attempt} of ${job.maxAttempts}`);
-    assert.equal(job.finishedAt !== null, isTerminal(job.status), `job ${job.id} is ${job.status} with finishedAt ${job.finishedAt}`);
+    assert.ok(
+      job.attempt >= 0 && job.attempt <= job.maxAttempts,
+      `job ${job.id}: attempt ${job.attempt} of ${job.maxAttempts}`,
+    );
+    assert.equal(
+      job.finishedAt !== null,
+      isTerminal(job.status),
+      `job ${job.id} is ${job.status} with finishedAt ${job.finishedAt}`,
+    );
     assert.equal(job.startedAt === null, job.attempt === 0, `job ${job.id}: startedAt is set exactly once claimed`);
     if (job.status === "pending") assert.equal(job.attempt, 0, `pending job ${job.id} has attempt 0`);
     if (job.status === "pending") assert.equal(job.result, null, `pending job ${job.id} has no result`);
@@ -571,34 +641,50 @@ export function propertyCases(suite: Suite): void {
   describe("properties", () => {
     suite.bareCase("random sequences of calls keep the state machine and the invariants", async () => {
       await fc.assert(
-        fc.asyncProperty(fc.integer({ min: 4, max: 12 }), fc.array(actionArb, { minLength: 10, maxLength: 60, size: "max" }), async (spawnCap, actions) => {
-          const clock = new ManualClock(T0);
-          const { store, cleanup } = await suite.options.open(clock);
-          try {
-            const state: RunState = {
-              store,
-              clock,
-              spawnCap,
-              cancelledChains: new Set(),
-              flow: { paused: new Set(), pausedKeys: new Set(), limits: new Map(), tats: new Map(), widestKeyLimit: 1 },
-            };
-            let before = await snapshot(store);
-            for (const [step, action] of actions.entries()) {
-              const touched = await perform(state, action, before, step);
-              const after = await snapshot(store);
-              try {
-                checkStep(state, before, after, touched);
-                checkInvariants(state, after);
-              } catch (error) {
-                throw new Error(`after step ${step} (${JSON.stringify(action)}): ${(error as Error).message}`, { cause: error });
+        fc.asyncProperty(
+          fc.integer({ min: 4, max: 12 }),
+          fc.array(actionArb, { minLength: 10, maxLength: 60, size: "max" }),
+          async (spawnCap, actions) => {
+            const clock = new ManualClock(T0);
+            const { store, cleanup } = await suite.options.open(clock);
+            try {
+              const state: RunState = {
+                store,
+                clock,
+                spawnCap,
+                cancelledChains: new Set(),
+                flow: {
+                  paused: new Set(),
+                  pausedKeys: new Set(),
+                  limits: new Map(),
+                  tats: new Map(),
+                  widestKeyLimit: 1,
+                },
+              };
+              let before = await snapshot(store);
+              for (const [step, action] of actions.entries()) {
+                const touched = await perform(state, action, before, step);
+                const after = await snapshot(store);
+                try {
+                  checkStep(state, before, after, touched);
+                  checkInvariants(state, after);
+                } catch (error) {
+                  throw new Error(`after step ${step} (${JSON.stringify(action)}): ${(error as Error).message}`, {
+                    cause: error,
+                  });
+                }
+                before = after;
               }
-              before = after;
+            } finally {
+              await cleanup();
             }
-          } finally {
-            await cleanup();
-          }
-        }),
-        { numRuns: RUNS, ...(SEED === undefined ? {} : { seed: SEED }), ...(PATH === undefined ? {} : { path: PATH, endOnFailure: true }) },
+          },
+        ),
+        {
+          numRuns: RUNS,
+          ...(SEED === undefined ? {} : { seed: SEED }),
+          ...(PATH === undefined ? {} : { path: PATH, endOnFailure: true }),
+        },
       );
     });
   });

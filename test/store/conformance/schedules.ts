@@ -41,7 +41,8 @@ function changeCounter(): { onChange: () => void; reached: (count: number) => Pr
         wait.resolve();
       }
     },
-    reached: (count) => (calls >= count ? Promise.resolve() : new Promise((resolve) => waiting.push({ count, resolve }))),
+    reached: (count) =>
+      calls >= count ? Promise.resolve() : new Promise((resolve) => waiting.push({ count, resolve })),
     count: () => calls,
   };
 }
@@ -49,45 +50,87 @@ function changeCounter(): { onChange: () => void; reached: (count: number) => Pr
 /** Registers the schedules' cases. */
 export function scheduleCases(suite: Suite): void {
   describe("schedules", () => {
-    suite.case("a created schedule reads back whole, stamped with who created it and when; creating its name again answers exists and changes nothing", async ({ store, clock }) => {
-      const fields = scheduleFields("nightly", {
-        schedule: "30 0 3 * * 1-5",
-        timezone: "Europe/Paris",
-        operationId: "sendWelcomeEmail",
-        userId: "u-é",
-        request: { path_params: { userId: "42" }, query: { tags: ["a", "b"], n: 1 }, body: { nested: { deep: [1, null, "ü"] } } },
-        priority: -7,
-        dedupeKey: null,
-        concurrencyKey: "reports",
-      });
-      const created = await store.scheduleCreate({ schedule: fields, revision: "rev-1", actor: "alice", maxSchedules: 100 });
-      const expected: ScheduleRow = {
-        ...fields,
-        revision: "rev-1",
-        created: { at: T0, by: "alice" },
-        updated: { at: T0, by: "alice" },
-        paused: null,
-      };
-      assert.deepEqual(created, { kind: "created", schedule: expected });
-      assert.deepEqual(await store.scheduleGet({ name: "nightly" }), expected);
+    suite.case(
+      "a created schedule reads back whole, stamped with who created it and when; creating its name again answers exists and changes nothing",
+      async ({ store, clock }) => {
+        const fields = scheduleFields("nightly", {
+          schedule: "30 0 3 * * 1-5",
+          timezone: "Europe/Paris",
+          operationId: "sendWelcomeEmail",
+          userId: "u-é",
+          request: {
+            path_params: { userId: "42" },
+            query: { tags: ["a", "b"], n: 1 },
+            body: { nested: { deep: [1, null, "ü"] } },
+          },
+          priority: -7,
+          dedupeKey: null,
+          concurrencyKey: "reports",
+        });
+        const created = await store.scheduleCreate({
+          schedule: fields,
+          revision: "rev-1",
+          actor: "alice",
+          maxSchedules: 100,
+        });
+        const expected: ScheduleRow = {
+          ...fields,
+          revision: "rev-1",
+          created: { at: T0, by: "alice" },
+          updated: { at: T0, by: "alice" },
+          paused: null,
+        };
+        assert.deepEqual(created, { kind: "created", schedule: expected });
+        assert.deepEqual(await store.scheduleGet({ name: "nightly" }), expected);
 
-      clock.advance(1000);
-      const again = await store.scheduleCreate({ schedule: scheduleFields("nightly"), revision: "rev-2", actor: "bob", maxSchedules: 1 });
-      assert.deepEqual(again, { kind: "exists", schedule: expected });
-      assert.deepEqual(await store.scheduleList(), [expected]);
-      assert.equal(await store.scheduleGet({ name: "weekly" }), undefined);
-    });
+        clock.advance(1000);
+        const again = await store.scheduleCreate({
+          schedule: scheduleFields("nightly"),
+          revision: "rev-2",
+          actor: "bob",
+          maxSchedules: 1,
+        });
+        assert.deepEqual(again, { kind: "exists", schedule: expected });
+        assert.deepEqual(await store.scheduleList(), [expected]);
+        assert.equal(await store.scheduleGet({ name: "weekly" }), undefined);
+      },
+    );
 
-    suite.case("a create past maxSchedules answers limit_reached and stores nothing; a name that exists still answers exists; a delete makes room", async ({ store }) => {
-      await create(store, "a");
-      await create(store, "b");
-      const refused = await store.scheduleCreate({ schedule: scheduleFields("c"), revision: "r1", actor: "alice", maxSchedules: 2 });
-      assert.deepEqual(refused, { kind: "limit_reached", maxSchedules: 2 });
-      assert.equal((await store.scheduleCreate({ schedule: scheduleFields("a"), revision: "r2", actor: "bob", maxSchedules: 2 })).kind, "exists");
-      assert.deepEqual((await store.scheduleList()).map((schedule) => schedule.name), ["a", "b"]);
-      await store.scheduleDelete({ name: "a" });
-      assert.equal((await store.scheduleCreate({ schedule: scheduleFields("c"), revision: "r1", actor: "alice", maxSchedules: 2 })).kind, "created");
-    });
+    suite.case(
+      "a create past maxSchedules answers limit_reached and stores nothing; a name that exists still answers exists; a delete makes room",
+      async ({ store }) => {
+        await create(store, "a");
+        await create(store, "b");
+        const refused = await store.scheduleCreate({
+          schedule: scheduleFields("c"),
+          revision: "r1",
+          actor: "alice",
+          maxSchedules: 2,
+        });
+        assert.deepEqual(refused, { kind: "limit_reached", maxSchedules: 2 });
+        assert.equal(
+          (await store.scheduleCreate({ schedule: scheduleFields("a"), revision: "r2", actor: "bob", maxSchedules: 2 }))
+            .kind,
+          "exists",
+        );
+        assert.deepEqual(
+          (await store.scheduleList()).map((schedule) => schedule.name),
+          ["a", "b"],
+        );
+        await store.scheduleDelete({ name: "a" });
+        assert.equal(
+          (
+            await store.scheduleCreate({
+              schedule: scheduleFields("c"),
+              revision: "r1",
+              actor: "alice",
+              maxSchedules: 2,
+            })
+          ).kind,
+          "created",
+        );
+      },
+    );
 
     suite.case("schedules are listed by name, in byte order", async ({ store }) => {
       for (const name of ["b", "a.1", "B", "a", "a-2", "_x"]) await create(store, name);
@@ -97,130 +140,241 @@ export function scheduleCases(suite: Suite): void {
       );
     });
 
-    suite.case("an update from the revision in force replaces the fields and stamps who changed them; one from another revision is refused; an unknown name is not_found", async ({ store, clock }) => {
-      const created = await create(store, "nightly", "r1", "alice");
-      clock.advance(60_000);
-      const fields = scheduleFields("nightly", { schedule: "0 4 * * *", timezone: "Asia/Kolkata", priority: 3, dedupeKey: "nightly-key", concurrencyKey: "k" });
-      const updated = await store.scheduleUpdate({ schedule: fields, ifRevision: "r1", revision: "r2", actor: "bob" });
-      const expected: ScheduleRow = { ...fields, revision: "r2", created: created.created, updated: { at: T0 + 60_000, by: "bob" }, paused: null };
-      assert.deepEqual(updated, { kind: "updated", schedule: expected });
+    suite.case(
+      "an update from the revision in force replaces the fields and stamps who changed them; one from another revision is refused; an unknown name is not_found",
+      async ({ store, clock }) => {
+        const created = await create(store, "nightly", "r1", "alice");
+        clock.advance(60_000);
+        const fields = scheduleFields("nightly", {
+          schedule: "0 4 * * *",
+          timezone: "Asia/Kolkata",
+          priority: 3,
+          dedupeKey: "nightly-key",
+          concurrencyKey: "k",
+        });
+        const updated = await store.scheduleUpdate({
+          schedule: fields,
+          ifRevision: "r1",
+          revision: "r2",
+          actor: "bob",
+        });
+        const expected: ScheduleRow = {
+          ...fields,
+          revision: "r2",
+          created: created.created,
+          updated: { at: T0 + 60_000, by: "bob" },
+          paused: null,
+        };
+        assert.deepEqual(updated, { kind: "updated", schedule: expected });
 
-      const stale = await store.scheduleUpdate({ schedule: scheduleFields("nightly"), ifRevision: "r1", revision: "r3", actor: "carol" });
-      assert.deepEqual(stale, { kind: "revision_changed", schedule: expected }, "made from what bob's change replaced");
-      assert.deepEqual(await store.scheduleGet({ name: "nightly" }), expected);
-      assert.deepEqual(
-        await store.scheduleUpdate({ schedule: scheduleFields("weekly"), ifRevision: "r1", revision: "r9", actor: "bob" }),
-        { kind: "not_found" },
-      );
-      assert.equal(await store.scheduleGet({ name: "weekly" }), undefined, "an update creates nothing");
-    });
+        const stale = await store.scheduleUpdate({
+          schedule: scheduleFields("nightly"),
+          ifRevision: "r1",
+          revision: "r3",
+          actor: "carol",
+        });
+        assert.deepEqual(
+          stale,
+          { kind: "revision_changed", schedule: expected },
+          "made from what bob's change replaced",
+        );
+        assert.deepEqual(await store.scheduleGet({ name: "nightly" }), expected);
+        assert.deepEqual(
+          await store.scheduleUpdate({
+            schedule: scheduleFields("weekly"),
+            ifRevision: "r1",
+            revision: "r9",
+            actor: "bob",
+          }),
+          { kind: "not_found" },
+        );
+        assert.equal(await store.scheduleGet({ name: "weekly" }), undefined, "an update creates nothing");
+      },
+    );
 
-    suite.case("a pause stamps who and when, a second keeps the first, an update keeps it; a resume clears it; unknown names are not_found", async ({ store, clock }) => {
-      await create(store, "nightly");
-      clock.advance(1000);
-      const paused = await store.schedulePause({ name: "nightly", actor: "alice" });
-      assert.equal(paused.kind, "paused");
-      assert.deepEqual(paused.kind === "paused" && paused.schedule.paused, { at: T0 + 1000, by: "alice" });
-      clock.advance(1000);
-      const again = await store.schedulePause({ name: "nightly", actor: "bob" });
-      assert.deepEqual(again.kind === "paused" && again.schedule.paused, { at: T0 + 1000, by: "alice" });
-      const updated = await store.scheduleUpdate({ schedule: scheduleFields("nightly", { priority: 1 }), ifRevision: "r1", revision: "r2", actor: "bob" });
-      assert.deepEqual(updated.kind === "updated" && updated.schedule.paused, { at: T0 + 1000, by: "alice" }, "a change of the fields leaves the pause");
+    suite.case(
+      "a pause stamps who and when, a second keeps the first, an update keeps it; a resume clears it; unknown names are not_found",
+      async ({ store, clock }) => {
+        await create(store, "nightly");
+        clock.advance(1000);
+        const paused = await store.schedulePause({ name: "nightly", actor: "alice" });
+        assert.equal(paused.kind, "paused");
+        assert.deepEqual(paused.kind === "paused" && paused.schedule.paused, { at: T0 + 1000, by: "alice" });
+        clock.advance(1000);
+        const again = await store.schedulePause({ name: "nightly", actor: "bob" });
+        assert.deepEqual(again.kind === "paused" && again.schedule.paused, { at: T0 + 1000, by: "alice" });
+        const updated = await store.scheduleUpdate({
+          schedule: scheduleFields("nightly", { priority: 1 }),
+          ifRevision: "r1",
+          revision: "r2",
+          actor: "bob",
+        });
+        assert.deepEqual(
+          updated.kind === "updated" && updated.schedule.paused,
+          { at: T0 + 1000, by: "alice" },
+          "a change of the fields leaves the pause",
+        );
 
-      const resumed = await store.scheduleResume({ name: "nightly" });
-      assert.equal(resumed.kind, "resumed");
-      assert.equal(resumed.kind === "resumed" && resumed.schedule.paused, null);
-      const resumedAgain = await store.scheduleResume({ name: "nightly" });
-      assert.equal(resumedAgain.kind === "resumed" && resumedAgain.schedule.paused, null, "resuming a running schedule changes nothing");
-      assert.equal((await store.scheduleGet({ name: "nightly" }))?.revision, "r2", "pauses and resumes keep the revision");
+        const resumed = await store.scheduleResume({ name: "nightly" });
+        assert.equal(resumed.kind, "resumed");
+        assert.equal(resumed.kind === "resumed" && resumed.schedule.paused, null);
+        const resumedAgain = await store.scheduleResume({ name: "nightly" });
+        assert.equal(
+          resumedAgain.kind === "resumed" && resumedAgain.schedule.paused,
+          null,
+          "resuming a running schedule changes nothing",
+        );
+        assert.equal(
+          (await store.scheduleGet({ name: "nightly" }))?.revision,
+          "r2",
+          "pauses and resumes keep the revision",
+        );
 
-      assert.deepEqual(await store.schedulePause({ name: "weekly", actor: "alice" }), { kind: "not_found" });
-      assert.deepEqual(await store.scheduleResume({ name: "weekly" }), { kind: "not_found" });
-    });
+        assert.deepEqual(await store.schedulePause({ name: "weekly", actor: "alice" }), { kind: "not_found" });
+        assert.deepEqual(await store.scheduleResume({ name: "weekly" }), { kind: "not_found" });
+      },
+    );
 
-    suite.case("a delete answers the schedule as it was and forgets its ticks; its name can be created again; an unknown name is not_found", async ({ store }) => {
-      const created = await create(store, "nightly");
-      assert.equal((await store.cronTickInsert({ name: "nightly", tickAt: T0, job: tickJob("nightly", T0), scheduleRevision: "r1" })).kind, "created");
-      const job = (await allJobs(store))[0] as JobRow;
-      assert.deepEqual(await store.scheduleDelete({ name: "nightly" }), { kind: "deleted", schedule: created });
-      assert.equal(await store.scheduleGet({ name: "nightly" }), undefined);
-      assert.deepEqual(await store.cronTickLatestMany({ names: ["nightly"] }), [], "its ticks are gone with it");
-      assert.deepEqual(await allJobs(store), [job], "its jobs stay");
-      assert.deepEqual(await store.scheduleDelete({ name: "nightly" }), { kind: "not_found" });
-      await create(store, "nightly", "r7");
-      assert.equal((await store.scheduleGet({ name: "nightly" }))?.revision, "r7");
-    });
+    suite.case(
+      "a delete answers the schedule as it was and forgets its ticks; its name can be created again; an unknown name is not_found",
+      async ({ store }) => {
+        const created = await create(store, "nightly");
+        assert.equal(
+          (
+            await store.cronTickInsert({
+              name: "nightly",
+              tickAt: T0,
+              job: tickJob("nightly", T0),
+              scheduleRevision: "r1",
+            })
+          ).kind,
+          "created",
+        );
+        const job = (await allJobs(store))[0] as JobRow;
+        assert.deepEqual(await store.scheduleDelete({ name: "nightly" }), { kind: "deleted", schedule: created });
+        assert.equal(await store.scheduleGet({ name: "nightly" }), undefined);
+        assert.deepEqual(await store.cronTickLatestMany({ names: ["nightly"] }), [], "its ticks are gone with it");
+        assert.deepEqual(await allJobs(store), [job], "its jobs stay");
+        assert.deepEqual(await store.scheduleDelete({ name: "nightly" }), { kind: "not_found" });
+        await create(store, "nightly", "r7");
+        assert.equal((await store.scheduleGet({ name: "nightly" }))?.revision, "r7");
+      },
+    );
 
-    suite.case("a schedule's tick is recorded for the revision in force while it runs; another revision, a pause or a delete answer schedule_changed and write nothing", async ({ store }) => {
-      await create(store, "nightly", "r1");
-      const tick = (tickAt: number, revision: string) =>
-        store.cronTickInsert({ name: "nightly", tickAt, job: tickJob("nightly", tickAt), scheduleRevision: revision });
-      assert.equal((await tick(T0, "r1")).kind, "created");
-      assert.deepEqual(await tick(T0, "r1"), { kind: "already_enqueued" });
-      assert.deepEqual(await tick(T0 + 60_000, "r0"), { kind: "schedule_changed" }, "fired for another revision");
+    suite.case(
+      "a schedule's tick is recorded for the revision in force while it runs; another revision, a pause or a delete answer schedule_changed and write nothing",
+      async ({ store }) => {
+        await create(store, "nightly", "r1");
+        const tick = (tickAt: number, revision: string) =>
+          store.cronTickInsert({
+            name: "nightly",
+            tickAt,
+            job: tickJob("nightly", tickAt),
+            scheduleRevision: revision,
+          });
+        assert.equal((await tick(T0, "r1")).kind, "created");
+        assert.deepEqual(await tick(T0, "r1"), { kind: "already_enqueued" });
+        assert.deepEqual(await tick(T0 + 60_000, "r0"), { kind: "schedule_changed" }, "fired for another revision");
 
-      await store.schedulePause({ name: "nightly", actor: "alice" });
-      assert.deepEqual(await tick(T0 + 60_000, "r1"), { kind: "schedule_changed" }, "paused");
-      await store.scheduleResume({ name: "nightly" });
-      assert.equal((await tick(T0 + 60_000, "r1")).kind, "created", "a refused tick was not recorded: it may be taken once the schedule runs");
+        await store.schedulePause({ name: "nightly", actor: "alice" });
+        assert.deepEqual(await tick(T0 + 60_000, "r1"), { kind: "schedule_changed" }, "paused");
+        await store.scheduleResume({ name: "nightly" });
+        assert.equal(
+          (await tick(T0 + 60_000, "r1")).kind,
+          "created",
+          "a refused tick was not recorded: it may be taken once the schedule runs",
+        );
 
-      await store.scheduleUpdate({ schedule: scheduleFields("nightly", { priority: 5 }), ifRevision: "r1", revision: "r2", actor: "bob" });
-      assert.deepEqual(await tick(T0 + 120_000, "r1"), { kind: "schedule_changed" }, "the revision the change replaced");
-      assert.equal((await tick(T0 + 120_000, "r2")).kind, "created");
+        await store.scheduleUpdate({
+          schedule: scheduleFields("nightly", { priority: 5 }),
+          ifRevision: "r1",
+          revision: "r2",
+          actor: "bob",
+        });
+        assert.deepEqual(
+          await tick(T0 + 120_000, "r1"),
+          { kind: "schedule_changed" },
+          "the revision the change replaced",
+        );
+        assert.equal((await tick(T0 + 120_000, "r2")).kind, "created");
 
-      await store.scheduleDelete({ name: "nightly" });
-      assert.deepEqual(await tick(T0 + 180_000, "r2"), { kind: "schedule_changed" }, "deleted");
-      assert.equal((await allJobs(store)).length, 3);
+        await store.scheduleDelete({ name: "nightly" });
+        assert.deepEqual(await tick(T0 + 180_000, "r2"), { kind: "schedule_changed" }, "deleted");
+        assert.equal((await allJobs(store)).length, 3);
 
-      // A config entry's tick names no revision: no schedule row is asked about, even under a deleted schedule's name.
-      const config = await store.cronTickInsert({ name: "nightly", tickAt: T0 + 240_000, job: tickJob("nightly", T0 + 240_000) });
-      assert.equal(config.kind, "created");
-    });
+        // A config entry's tick names no revision: no schedule row is asked about, even under a deleted schedule's name.
+        const config = await store.cronTickInsert({
+          name: "nightly",
+          tickAt: T0 + 240_000,
+          job: tickJob("nightly", T0 + 240_000),
+        });
+        assert.equal(config.kind, "created");
+      },
+    );
 
-    suite.case("cronTickLatestMany answers each name's newest tick and its job, null for a tick whose job was refused, and leaves out names without ticks", async ({ store }) => {
-      const first = await store.cronTickInsert({ name: "nightly", tickAt: T0, job: tickJob("nightly", T0) });
-      const second = await store.cronTickInsert({ name: "nightly", tickAt: T0 + 60_000, job: tickJob("nightly", T0 + 60_000) });
-      assert.equal(first.kind, "created");
-      assert.equal(second.kind, "created");
-      // Another operation's job holds the dedupe key: the tick is recorded, its job refused.
-      await insertCreated(store, { operationId: "sendWelcomeEmail", dedupeKey: "held" });
-      const refused = await store.cronTickInsert({ name: "hourly", tickAt: T0 + 5000, job: { ...tickJob("hourly", T0 + 5000), dedupeKey: "held" } });
-      assert.equal(refused.kind, "dedupe_conflict");
+    suite.case(
+      "cronTickLatestMany answers each name's newest tick and its job, null for a tick whose job was refused, and leaves out names without ticks",
+      async ({ store }) => {
+        const first = await store.cronTickInsert({ name: "nightly", tickAt: T0, job: tickJob("nightly", T0) });
+        const second = await store.cronTickInsert({
+          name: "nightly",
+          tickAt: T0 + 60_000,
+          job: tickJob("nightly", T0 + 60_000),
+        });
+        assert.equal(first.kind, "created");
+        assert.equal(second.kind, "created");
+        // Another operation's job holds the dedupe key: the tick is recorded, its job refused.
+        await insertCreated(store, { operationId: "sendWelcomeEmail", dedupeKey: "held" });
+        const refused = await store.cronTickInsert({
+          name: "hourly",
+          tickAt: T0 + 5000,
+          job: { ...tickJob("hourly", T0 + 5000), dedupeKey: "held" },
+        });
+        assert.equal(refused.kind, "dedupe_conflict");
 
-      const latest = await store.cronTickLatestMany({ names: ["nightly", "hourly", "weekly", "nightly"] });
-      assert.deepEqual(
-        latest.sort((a, b) => a.name.localeCompare(b.name)),
-        [
-          { name: "hourly", tickAt: T0 + 5000, jobId: null },
-          { name: "nightly", tickAt: T0 + 60_000, jobId: second.kind === "created" ? second.job.id : "" },
-        ],
-      );
-      assert.deepEqual(await store.cronTickLatestMany({ names: [] }), []);
-    });
+        const latest = await store.cronTickLatestMany({ names: ["nightly", "hourly", "weekly", "nightly"] });
+        assert.deepEqual(
+          latest.sort((a, b) => a.name.localeCompare(b.name)),
+          [
+            { name: "hourly", tickAt: T0 + 5000, jobId: null },
+            { name: "nightly", tickAt: T0 + 60_000, jobId: second.kind === "created" ? second.job.id : "" },
+          ],
+        );
+        assert.deepEqual(await store.cronTickLatestMany({ names: [] }), []);
+      },
+    );
 
-    suite.case("scheduleChangeListen tells of every committed change of the schedules until it is stopped", async ({ store }) => {
-      const counter = changeCounter();
-      const stop = await store.scheduleChangeListen(counter.onChange);
-      await create(store, "nightly");
-      await counter.reached(1);
-      await store.scheduleUpdate({ schedule: scheduleFields("nightly", { priority: 2 }), ifRevision: "r1", revision: "r2", actor: "bob" });
-      await counter.reached(2);
-      await store.schedulePause({ name: "nightly", actor: "bob" });
-      await counter.reached(3);
-      await store.scheduleResume({ name: "nightly" });
-      await counter.reached(4);
-      await store.scheduleDelete({ name: "nightly" });
-      await counter.reached(5);
-      await stop();
-      const stoppedAt = counter.count();
-      await create(store, "weekly");
-      // Something later than the create's notification (had one been sent) must be heard first: a second listener's.
-      const after = changeCounter();
-      const stopAfter = await store.scheduleChangeListen(after.onChange);
-      await store.scheduleDelete({ name: "weekly" });
-      await after.reached(1);
-      await stopAfter();
-      assert.equal(counter.count(), stoppedAt, "a stopped listener hears nothing more");
-    });
+    suite.case(
+      "scheduleChangeListen tells of every committed change of the schedules until it is stopped",
+      async ({ store }) => {
+        const counter = changeCounter();
+        const stop = await store.scheduleChangeListen(counter.onChange);
+        await create(store, "nightly");
+        await counter.reached(1);
+        await store.scheduleUpdate({
+          schedule: scheduleFields("nightly", { priority: 2 }),
+          ifRevision: "r1",
+          revision: "r2",
+          actor: "bob",
+        });
+        await counter.reached(2);
+        await store.schedulePause({ name: "nightly", actor: "bob" });
+        await counter.reached(3);
+        await store.scheduleResume({ name: "nightly" });
+        await counter.reached(4);
+        await store.scheduleDelete({ name: "nightly" });
+        await counter.reached(5);
+        await stop();
+        const stoppedAt = counter.count();
+        await create(store, "weekly");
+        // Something later than the create's notification (had one been sent) must be heard first: a second listener's.
+        const after = changeCounter();
+        const stopAfter = await store.scheduleChangeListen(after.onChange);
+        await store.scheduleDelete({ name: "weekly" });
+        await after.reached(1);
+        await stopAfter();
+        assert.equal(counter.count(), stoppedAt, "a stopped listener hears nothing more");
+      },
+    );
   });
 }

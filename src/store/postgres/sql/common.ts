@@ -44,7 +44,6 @@ export function epochMs(column: string): string {
  */
 export const LAZY_COMMIT = "lazy_commit AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true))";
 
-
 /**
  * The current attempt of the job_state row `s` is the one its target took asynchronously: the mark names this attempt
  * of this claim (migration 0014). Null, not false, for a job never marked.

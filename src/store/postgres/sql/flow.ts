@@ -80,7 +80,8 @@ export const DELETE_IDLE_CONTROLS = `DELETE FROM operation_controls WHERE paused
 export const PAUSE_KEY = `INSERT INTO paused_keys (concurrency_key, paused_at, paused_by) VALUES ($1, $2, $3)
   ON CONFLICT (concurrency_key) DO NOTHING`;
 
-const PAUSED_KEY_COLUMNS = "concurrency_key, floor(extract(epoch FROM paused_at) * 1000)::float8 AS paused_at, paused_by";
+const PAUSED_KEY_COLUMNS =
+  "concurrency_key, floor(extract(epoch FROM paused_at) * 1000)::float8 AS paused_at, paused_by";
 
 /** $1 key. */
 export const PAUSED_KEY_GET = `SELECT ${PAUSED_KEY_COLUMNS} FROM paused_keys WHERE concurrency_key = $1`;

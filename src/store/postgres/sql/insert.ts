@@ -10,7 +10,8 @@ export const INSERT_JOBS = "SELECT opqueue_insert_jobs($1::json, $2) AS outcome"
 export const INSERT_JOB = "SELECT opqueue_insert_job($1::json, $2) AS outcome";
 
 /** Records a cron tick, unless some node already did. $1 name, $2 tick time. */
-export const CRON_TICK_RECORD = "INSERT INTO cron_ticks (name, tick_at) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING name";
+export const CRON_TICK_RECORD =
+  "INSERT INTO cron_ticks (name, tick_at) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING name";
 
 /** Links a recorded tick to the job it enqueued. $1 name, $2 tick time, $3 job id. */
 export const CRON_TICK_SET_JOB = "UPDATE cron_ticks SET job_id = $3 WHERE name = $1 AND tick_at = $2";

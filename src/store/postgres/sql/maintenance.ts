@@ -156,7 +156,8 @@ export const FIRE_ON_SETTLED = `UPDATE chains c SET on_settled_fired_at = $2::ti
   RETURNING 1`;
 
 /** Only one node reads the finished jobs at a time; the others skip the pass. */
-export const CHAIN_SWEEP_LOCK = "SELECT pg_try_advisory_xact_lock(hashtext('opqueue.chain-sweep:' || current_schema())) AS locked";
+export const CHAIN_SWEEP_LOCK =
+  "SELECT pg_try_advisory_xact_lock(hashtext('opqueue.chain-sweep:' || current_schema())) AS locked";
 /** A cursor's place; its time as text, so that the microseconds a Date would drop survive the round trip. */
 export const CURSOR_GET = "SELECT at::text AS at, seq FROM maintenance_cursors WHERE name = $1";
 export const CURSOR_SET = `INSERT INTO maintenance_cursors (name, at, seq) VALUES ($1, $2, $3)

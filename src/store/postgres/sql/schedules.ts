@@ -23,7 +23,8 @@ export const SCHEDULE_INSERT = `INSERT INTO schedules (name, schedule, timezone,
  * so two creates on any nodes cannot both see room for the last one (under READ COMMITTED, a count does not see an
  * insert not yet committed).
  */
-export const SCHEDULE_CREATE_LOCK = "SELECT pg_advisory_xact_lock(hashtext('opqueue.schedule-create:' || current_schema()))";
+export const SCHEDULE_CREATE_LOCK =
+  "SELECT pg_advisory_xact_lock(hashtext('opqueue.schedule-create:' || current_schema()))";
 
 /** How many schedules there are. */
 export const SCHEDULE_COUNT = "SELECT count(*)::int AS count FROM schedules";
@@ -44,7 +45,8 @@ export const SCHEDULE_UPDATE = `UPDATE schedules SET schedule = $2, timezone = $
   WHERE name = $1 AND revision = $13 RETURNING name`;
 
 /** Pauses schedule $1, kept as it was if already paused. $2 now, $3 actor. */
-export const SCHEDULE_PAUSE = "UPDATE schedules SET paused_at = $2, paused_by = $3 WHERE name = $1 AND paused_at IS NULL";
+export const SCHEDULE_PAUSE =
+  "UPDATE schedules SET paused_at = $2, paused_by = $3 WHERE name = $1 AND paused_at IS NULL";
 
 /** $1 name. */
 export const SCHEDULE_RESUME = "UPDATE schedules SET paused_at = NULL, paused_by = NULL WHERE name = $1";
@@ -60,7 +62,8 @@ export const SCHEDULE_TICKS_DELETE = "DELETE FROM cron_ticks WHERE name = $1";
  * until the tick's transaction commits, so a change, a pause or a delete (which update or delete the row) waits for the
  * tick in flight: once one of them answers, no tick of what it replaced can still be committed.
  */
-export const SCHEDULE_IN_FORCE = "SELECT 1 FROM schedules WHERE name = $1 AND revision = $2 AND paused_at IS NULL FOR SHARE";
+export const SCHEDULE_IN_FORCE =
+  "SELECT 1 FROM schedules WHERE name = $1 AND revision = $2 AND paused_at IS NULL FOR SHARE";
 
 /**
  * Tells every node listening on the schedules' channel that the schedules changed (sent when the transaction commits).
