@@ -27,7 +27,7 @@ import { cronRequestWarnings, RequestSchemas } from "./operations/request-schema
 import { checkCronEntriesAgainstSchedules } from "./schedules/checks.js";
 import { PerOperationSettings } from "./operations/settings.js";
 import { openStore } from "./store/open-store.js";
-import type { Store } from "./store/store.js";
+import type { ListenStore, Store, StoreLifecycle } from "./store/store.js";
 import { Telemetry } from "./telemetry/events.js";
 import { COUNTS_READ, type SharedReadOptions } from "./telemetry/shared-read.js";
 import { createMetrics, type Metrics } from "./telemetry/metrics.js";
@@ -172,7 +172,11 @@ const LISTEN_RETRY_MS = 5000;
  * seconds while the listening connection cannot be opened (polling covers the gap). Returns the function that stops
  * it.
  */
-function listenForOtherNodes(options: { store: Store; notifier: WorkNotifier; logger: Logger }): () => Promise<void> {
+function listenForOtherNodes(options: {
+  store: Pick<ListenStore, "jobAvailableListen"> & Pick<StoreLifecycle, "now">;
+  notifier: WorkNotifier;
+  logger: Logger;
+}): () => Promise<void> {
   const { store, notifier, logger } = options;
   let stopped = false;
   let retry: NodeJS.Timeout | undefined;

@@ -5,12 +5,12 @@
  */
 import type { WorkNotifier } from "../dispatcher/notifier.js";
 import type { JobRow } from "../job/job.js";
-import type { DeadJobFilter, JobRetryOutcome, Store } from "../store/store.js";
+import type { AdminStore, DeadJobFilter, JobRetryOutcome } from "../store/store.js";
 import type { Telemetry } from "../telemetry/events.js";
 
 /** What a retry needs from the running service. */
 export interface RetryDeps {
-  store: Store;
+  store: Pick<AdminStore, "jobRetry" | "jobRetryDeadMany">;
   notifier: WorkNotifier;
   telemetry: Telemetry;
 }

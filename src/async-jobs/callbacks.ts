@@ -14,14 +14,14 @@ import { ApiError } from "../errors.js";
 import type { JobRow } from "../job/job.js";
 import type { AttemptDecision } from "../job/retry-policy.js";
 import type { PerOperationSettings } from "../operations/settings.js";
-import type { ExternalCallRefusal, Store } from "../store/store.js";
+import type { AsyncAttemptStore, ExternalCallRefusal, JobReadStore } from "../store/store.js";
 import type { OpqueueEvents, Telemetry } from "../telemetry/events.js";
 import { completeDecision, failDecision, timedOutDecision } from "./decisions.js";
 import type { CompleteBody, FailBody } from "./schemas.js";
 
 /** What the calls need from the running service. */
 export interface CallbackDeps {
-  store: Store;
+  store: Pick<AsyncAttemptStore, "jobHeartbeatExternal" | "jobSetStateExternal"> & Pick<JobReadStore, "jobGet">;
   settings: PerOperationSettings;
   telemetry: Telemetry;
   notifier: WorkNotifier;

@@ -16,14 +16,21 @@ import type { CallbackSpec, JobRow } from "../job/job.js";
 import type { JobStatus } from "../job/statuses.js";
 import { toWireJob } from "../job/wire.js";
 import type { PerOperationSettings } from "../operations/settings.js";
-import type { ChainJobCounts, ChainRow, JobInsertOutcome, JobInsertParams, Store } from "../store/store.js";
+import type {
+  ChainJobCounts,
+  ChainRow,
+  ChainStore,
+  JobInsertOutcome,
+  JobInsertParams,
+  JobReadStore,
+} from "../store/store.js";
 import type { Telemetry } from "../telemetry/events.js";
 
 /** What the sweeper needs of the running service. */
 export interface ChainSweepDeps {
   config: Pick<Config, "limits">;
   settings: PerOperationSettings;
-  store: Store;
+  store: Omit<ChainStore, "chainGet"> & Pick<JobReadStore, "jobGet">;
   telemetry: Telemetry;
   notifier: WorkNotifier;
 }

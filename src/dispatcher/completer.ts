@@ -9,7 +9,7 @@
  */
 import type { Logger } from "pino";
 import type { JobOutcome } from "../job/job.js";
-import { StoreUnavailableError, type Store } from "../store/store.js";
+import { StoreUnavailableError, type ClaimStore } from "../store/store.js";
 
 /** An outcome waiting to be written, with what its report needs. */
 export interface PendingOutcome<Report = unknown> {
@@ -32,7 +32,7 @@ export class Completer<Report = unknown> {
 
   constructor(
     private readonly options: {
-      store: Store;
+      store: Pick<ClaimStore, "jobSetStateIfRunningMany">;
       logger: Logger;
       /**
        * Called after each write with the outcomes it wrote (possibly none: slots and concurrency keys may be free

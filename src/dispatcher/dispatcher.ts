@@ -38,7 +38,7 @@ import type { Clock } from "../clock.js";
 import type { Config } from "../config.js";
 import { decideAttempt, type AttemptDecision } from "../job/retry-policy.js";
 import type { PerOperationSettings } from "../operations/settings.js";
-import { StoreUnavailableError, type Store } from "../store/store.js";
+import { StoreUnavailableError, type ClaimStore, type StoreLifecycle } from "../store/store.js";
 import type { JobAttempt, JobRow } from "../job/job.js";
 import { wallClockMs, type OpqueueEvents, type Telemetry } from "../telemetry/events.js";
 import { Completer, type PendingOutcome } from "./completer.js";
@@ -99,7 +99,8 @@ export class Dispatcher {
       /** `worker` and `lease` are read; an operation's own settings come from `settings`. */
       config: Pick<Config, "worker" | "lease">;
       settings: PerOperationSettings;
-      store: Store;
+      /** Claims, leases and outcomes; `ping` tells when a paused dispatcher may go on. */
+      store: ClaimStore & Pick<StoreLifecycle, "ping">;
       deliverer: Deliverer;
       clock: Clock;
       telemetry: Telemetry;

@@ -21,7 +21,12 @@ import type { JobRow, StoredAuthority } from "../job/job.js";
 import { newJobId } from "../job/job-id.js";
 import { CALLBACK_FIELDS, type EnqueueBody } from "../job/schemas.js";
 import type { PerOperationSettings } from "../operations/settings.js";
-import { StoreUnavailableError, type JobInsertOutcome, type JobInsertParams, type Store } from "../store/store.js";
+import {
+  StoreUnavailableError,
+  type EnqueueStore,
+  type JobInsertOutcome,
+  type JobInsertParams,
+} from "../store/store.js";
 import type { Telemetry } from "../telemetry/events.js";
 import type { CheckedEnqueueBody } from "./body-checks.js";
 import { checkTarget } from "./target.js";
@@ -30,7 +35,7 @@ import { checkTarget } from "./target.js";
 export interface EnqueueDeps {
   config: Pick<Config, "triggers" | "on_behalf_of" | "limits" | "idempotency">;
   settings: PerOperationSettings;
-  store: Store;
+  store: EnqueueStore;
   telemetry: Telemetry;
   /** Told when a job becomes claimable, so an idle dispatcher wakes at once. */
   notifier: WorkNotifier;

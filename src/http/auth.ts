@@ -8,7 +8,7 @@ import { TokenError, type AdminIdentity, type EnqueueAssertion, type TokenVerifi
 import { ApiError } from "../errors.js";
 import { hasUnstorableText } from "../job/payload-rules.js";
 import type { EnqueueCaller } from "../enqueue/enqueue.js";
-import type { Store } from "../store/store.js";
+import type { JobReadStore } from "../store/store.js";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -32,7 +32,7 @@ function bearerToken(request: FastifyRequest): string | undefined {
 }
 
 /** The `onRequest` hook of `POST /jobs`: verifies the enqueue assertion and reads the parent job it names. */
-export function enqueueAuthHook(options: { verifier: TokenVerifier; store: Store }) {
+export function enqueueAuthHook(options: { verifier: TokenVerifier; store: Pick<JobReadStore, "jobGet"> }) {
   return async (request: FastifyRequest, _reply: FastifyReply): Promise<void> => {
     const token = bearerToken(request);
     if (token === undefined) {

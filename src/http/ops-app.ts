@@ -7,7 +7,7 @@ import type { FastifyBaseLogger, FastifyInstance } from "fastify";
 import type { Config } from "../config.js";
 import { ApiError } from "../errors.js";
 import type { PerOperationSettings } from "../operations/settings.js";
-import type { Store } from "../store/store.js";
+import type { StoreLifecycle } from "../store/store.js";
 import type { Metrics } from "../telemetry/metrics.js";
 import { opsRoutes } from "./routes/ops.js";
 import { createServer } from "./server.js";
@@ -33,7 +33,7 @@ export function refuseApiRoutes(app: FastifyInstance): void {
 export async function buildOpsApp(options: {
   config: Config;
   settings: PerOperationSettings;
-  store: Store;
+  store: Pick<StoreLifecycle, "ping">;
   metrics: Metrics;
   logger?: FastifyBaseLogger | undefined;
   /** Whether this node runs without the API (`serve --no-api`): every other route answers 404 `api_disabled`. */

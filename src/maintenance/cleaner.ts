@@ -5,7 +5,7 @@
  * older than a day, and idempotency keys whose window has passed.
  */
 import type { Config } from "../config.js";
-import type { Store } from "../store/store.js";
+import type { UpkeepStore } from "../store/store.js";
 
 /** Jobs deleted per statement. */
 export const CLEAN_BATCH = 1000;
@@ -17,8 +17,11 @@ const CRON_TICK_MEMORY_MS = 24 * 3600 * 1000;
 const ATTEMPT_COUNT_MEMORY_MS = 24 * 3600 * 1000;
 const DAY_MS = 24 * 3600 * 1000;
 
+/** What retention deletes: the store's upkeep without the lease rescue's and expiry's reads. */
+type RetentionStore = Omit<UpkeepStore, "jobListExpired" | "jobExpireMany">;
+
 /** One pass of the cleaner; returns how many jobs it deleted. Ages are on the store's clock. */
-export async function cleanFinishedJobs(options: { config: Config; store: Store }): Promise<number> {
+export async function cleanFinishedJobs(options: { config: Config; store: RetentionStore }): Promise<number> {
   const { config, store } = options;
   await store.cronTickDeleteMany({ olderThanMs: CRON_TICK_MEMORY_MS });
   await store.attemptCountDeleteMany({ olderThanMs: ATTEMPT_COUNT_MEMORY_MS });

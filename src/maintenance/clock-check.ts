@@ -4,7 +4,7 @@
  * (delivery tokens carry this node's `iat`/`exp`), so it is measured, exposed as a metric, and warned about.
  */
 import type { Logger } from "pino";
-import type { Store } from "../store/store.js";
+import type { StoreLifecycle } from "../store/store.js";
 import type { Telemetry } from "../telemetry/events.js";
 
 /** A skew beyond this is logged as a warning. */
@@ -13,7 +13,11 @@ export const CLOCK_SKEW_WARN_MS = 1000;
 export const CLOCK_CHECK_INTERVAL_MS = 30_000;
 
 /** Measures the offset once; returns it (database minus node, ms). */
-export async function checkClock(options: { store: Store; telemetry: Telemetry; logger: Logger }): Promise<number> {
+export async function checkClock(options: {
+  store: Pick<StoreLifecycle, "clockOffset">;
+  telemetry: Telemetry;
+  logger: Logger;
+}): Promise<number> {
   const offsetMs = await options.store.clockOffset();
   options.telemetry.emit("clock:measured", { offsetMs });
   if (Math.abs(offsetMs) > CLOCK_SKEW_WARN_MS) {

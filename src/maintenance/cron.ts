@@ -25,7 +25,7 @@ import { scheduleTargetError } from "../schedules/checks.js";
 import { nextTickAfter } from "../schedules/expression.js";
 import { cronTickJob } from "../schedules/schedule-jobs.js";
 import { cronEntryOf, type ScheduleRow } from "../schedules/schedule.js";
-import { StoreUnavailableError, type Store } from "../store/store.js";
+import { StoreUnavailableError, type EnqueueStore, type ListenStore, type ScheduleStore } from "../store/store.js";
 import type { Telemetry } from "../telemetry/events.js";
 import { Periodic } from "./periodic.js";
 
@@ -81,7 +81,9 @@ export class CronScheduler {
       config: Pick<Config, "cron" | "limits" | "triggers">;
       registry: OperationRegistry;
       settings: PerOperationSettings;
-      store: Store;
+      store: EnqueueStore &
+        Pick<ScheduleStore, "cronTickInsert" | "scheduleList"> &
+        Pick<ListenStore, "scheduleChangeListen">;
       /** The database's clock as this node knows it: ticks are due by it. */
       clock: Clock;
       notifier: WorkNotifier;

@@ -5,14 +5,17 @@
  * is conditional on the job still waiting: a claim that took the job first wins, and on several nodes each job ends
  * once.
  */
-import type { Store } from "../store/store.js";
+import type { UpkeepStore } from "../store/store.js";
 import type { Telemetry } from "../telemetry/events.js";
 
 /** Jobs ended per statement. */
 const BATCH = 500;
 
 /** One pass: ends every waiting job past its expiry, in batches; returns how many. */
-export async function expireJobs(options: { store: Store; telemetry: Telemetry }): Promise<number> {
+export async function expireJobs(options: {
+  store: Pick<UpkeepStore, "jobExpireMany">;
+  telemetry: Telemetry;
+}): Promise<number> {
   let total = 0;
   for (;;) {
     const expired = await options.store.jobExpireMany({ limit: BATCH });

@@ -8,7 +8,7 @@ import type { Clock } from "../clock.js";
 import { decideAttempt } from "../job/retry-policy.js";
 import type { JobOutcome } from "../job/job.js";
 import type { PerOperationSettings } from "../operations/settings.js";
-import type { Store } from "../store/store.js";
+import type { ClaimStore, UpkeepStore } from "../store/store.js";
 import type { Telemetry } from "../telemetry/events.js";
 
 /** The `error_body` of a rescued attempt. */
@@ -20,7 +20,7 @@ const BATCH = 200;
 /** One pass of the rescuer; returns how many jobs it recovered. Expiry is decided on the store's clock. */
 export async function rescueExpiredLeases(options: {
   settings: PerOperationSettings;
-  store: Store;
+  store: Pick<UpkeepStore, "jobListExpired"> & Pick<ClaimStore, "jobSetStateIfRunningMany">;
   clock: Clock;
   telemetry: Telemetry;
   random?: () => number;

@@ -19,7 +19,7 @@ import { ApiError } from "../errors.js";
 import { pathParamsProblem, payloadProblem } from "../job/payload-rules.js";
 import type { OperationRegistry } from "../operations/registry.js";
 import type { RequestSchemas } from "../operations/request-schemas.js";
-import type { Store } from "../store/store.js";
+import type { ScheduleStore } from "../store/store.js";
 import { expressionProblem, timezoneProblem } from "./expression.js";
 import type { ScheduleFields } from "./schedule.js";
 
@@ -100,7 +100,7 @@ export function checkScheduleFields(options: {
  */
 export async function checkCronEntriesAgainstSchedules(options: {
   config: Pick<Config, "cron">;
-  store: Store;
+  store: Pick<ScheduleStore, "scheduleList">;
 }): Promise<void> {
   const { config, store } = options;
   if (config.cron.length === 0) return;

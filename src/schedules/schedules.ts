@@ -28,9 +28,11 @@ import {
   type ScheduleFields,
   type ScheduleRow,
 } from "./schedule.js";
+import type { EnqueueStore, ScheduleStore } from "../store/store.js";
 
 /** What the schedules' use cases need from the running service. */
 export interface ScheduleDeps extends EnqueueDeps {
+  store: EnqueueStore & Omit<ScheduleStore, "cronTickInsert">;
   config: EnqueueDeps["config"] & Pick<Config, "cron">;
   registry: OperationRegistry;
   requestSchemas: RequestSchemas;

@@ -15,14 +15,15 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { onRequestAsyncHookHandler } from "fastify";
 import { ApiError } from "../../errors.js";
 import { ErrorBody } from "../../job/schemas.js";
-import { hasOnlineBackup, StoreUnavailableError, type Store } from "../../store/store.js";
+import { hasOnlineBackup, StoreUnavailableError, type StoreLifecycle } from "../../store/store.js";
 
 /** The media type of a SQLite database file (registered with IANA). */
 export const SQLITE_MEDIA_TYPE = "application/vnd.sqlite3";
 
 /** What the backup route needs. */
 export interface AdminBackupRoutesOptions {
-  store: Store;
+  /** The SQLite engine copies its database online (`OnlineBackup`); PostgreSQL is answered with a refusal. */
+  store: Pick<StoreLifecycle, "engine">;
   /** The admin guard (site admin required). */
   adminOnly: onRequestAsyncHookHandler;
 }

@@ -18,9 +18,14 @@ import type { Config } from "../../config.js";
 import type { JobRow } from "../../job/job.js";
 import type { Telemetry } from "../../telemetry/events.js";
 import { errorResponses } from "./error-responses.js";
+import type { AdminStore, AsyncAttemptStore, JobReadStore } from "../../store/store.js";
 
 /** What the admin routes need. */
 export interface AdminRoutesOptions extends RetryDeps {
+  store: RetryDeps["store"] &
+    Pick<AdminStore, "jobCancel" | "chainCancel" | "jobRunNow"> &
+    Pick<JobReadStore, "jobGet" | "jobAttemptList" | "adminActionList"> &
+    Pick<AsyncAttemptStore, "jobAsyncStateGet">;
   verifier: TokenVerifier;
   telemetry: Telemetry;
   config: Pick<Config, "listen">;

@@ -11,13 +11,13 @@ import { ApiError } from "../../errors.js";
 import type { JobAttemptRow, JobRow } from "../../job/job.js";
 import { JOB_STATUSES } from "../../job/schemas.js";
 import { formatTime, toWireJob } from "../../job/wire.js";
-import type { ChainJobCounts, Store } from "../../store/store.js";
+import type { ChainJobCounts, ChainStore, JobReadStore } from "../../store/store.js";
 import { adminAuthHook } from "../auth.js";
 import { errorResponses } from "./error-responses.js";
 
 /** What the chain routes need. */
 export interface ChainRoutesOptions {
-  store: Store;
+  store: Pick<ChainStore, "chainGet" | "chainJobCounts"> & Pick<JobReadStore, "jobList" | "jobAttemptListMany">;
   verifier: TokenVerifier;
   config: Pick<Config, "limits">;
 }

@@ -22,13 +22,13 @@ import {
 import { JobsEnvelope } from "../../job/schemas.js";
 import { toWireJob } from "../../job/wire.js";
 import type { OperationRegistry } from "../../operations/registry.js";
-import type { Store } from "../../store/store.js";
+import type { AdminStore, FlowStore, StoreLifecycle } from "../../store/store.js";
 import { adminAuthHook } from "../auth.js";
 import { errorResponses } from "./error-responses.js";
 
 /** What the flow control routes need. */
 export interface FlowRoutesOptions {
-  store: Store;
+  store: Omit<FlowStore, "operationLimitsConfigure"> & Pick<AdminStore, "jobCancelMany"> & Pick<StoreLifecycle, "now">;
   registry: OperationRegistry;
   notifier: WorkNotifier;
   verifier: TokenVerifier;

@@ -36,9 +36,11 @@ import { compileBodyValidator, createValidatorCompiler } from "../validation.js"
 import type { Clock } from "../../clock.js";
 import type { Config } from "../../config.js";
 import { errorResponses } from "./error-responses.js";
+import type { EnqueueStore, JobReadStore } from "../../store/store.js";
 
 /** What the job routes need. */
 export interface JobRoutesOptions extends EnqueueDeps {
+  store: EnqueueStore & Pick<JobReadStore, "jobGet" | "jobList">;
   config: EnqueueDeps["config"] & Pick<Config, "limits">;
   registry: OperationRegistry;
   requestSchemas: RequestSchemas;

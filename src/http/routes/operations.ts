@@ -9,7 +9,7 @@ import type { TokenVerifier } from "../../auth/tokens.js";
 import { NO_LIMITS, type OperationControl } from "../../flow/limits.js";
 import { OperationControlBody, wireControl } from "../../flow/schemas.js";
 import { ErrorBody } from "../../job/schemas.js";
-import type { Store } from "../../store/store.js";
+import type { FlowStore } from "../../store/store.js";
 import type { OperationRegistry } from "../../operations/registry.js";
 import type { PerOperationSettings } from "../../operations/settings.js";
 import { adminAuthHook } from "../auth.js";
@@ -46,7 +46,7 @@ export interface OperationRoutesOptions {
   registry: OperationRegistry;
   settings: PerOperationSettings;
   verifier: TokenVerifier;
-  store: Store;
+  store: Pick<FlowStore, "operationControlList">;
 }
 
 /** The static part of the answer, built once: neither the document nor the settings change while the service runs. */

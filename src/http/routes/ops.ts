@@ -8,12 +8,12 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { FastifyBaseLogger } from "fastify";
 import { ApiError } from "../../errors.js";
 import { ErrorBody } from "../../job/schemas.js";
-import { StoreUnavailableError, type Store } from "../../store/store.js";
+import { StoreUnavailableError, type StoreLifecycle } from "../../store/store.js";
 import type { Metrics } from "../../telemetry/metrics.js";
 
 /** What the probe routes need. */
 export interface OpsRoutesOptions {
-  store: Store;
+  store: Pick<StoreLifecycle, "ping">;
   metrics: Metrics;
   /** The service's logger: its level decides whether probes are logged. */
   logger?: FastifyBaseLogger | undefined;

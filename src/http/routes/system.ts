@@ -1,7 +1,7 @@
 /** The overview the dashboard reads, the service's OpenAPI document and the delivery key set. */
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { ApiError } from "../../errors.js";
-import type { Store } from "../../store/store.js";
+import type { JobReadStore } from "../../store/store.js";
 import { queueLagSeconds, type Metrics } from "../../telemetry/metrics.js";
 import { ErrorBody, Stats } from "../../job/schemas.js";
 import { formatTime } from "../../job/wire.js";
@@ -11,7 +11,7 @@ import { COUNTS_READ, sharedRead, type SharedReadOptions } from "../../telemetry
 
 /** What the system routes need. */
 export interface SystemRoutesOptions {
-  store: Store;
+  store: Pick<JobReadStore, "jobStats" | "attemptBuckets">;
   clock: Clock;
   /** The admin guard (site admin required). */
   adminOnly: onRequestAsyncHookHandler;
