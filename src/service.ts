@@ -12,7 +12,7 @@ import type { Config } from "./config.js";
 import { Deliverer } from "./dispatcher/deliverer.js";
 import { limitsFromConfig, limitsSomething, type OperationLimits } from "./flow/limits.js";
 import { Dispatcher } from "./dispatcher/dispatcher.js";
-import { WorkNotifier } from "./dispatcher/notifier.js";
+import { WorkNotifier } from "./work-notifier.js";
 import { buildApp } from "./http/app.js";
 import { buildOpsApp } from "./http/ops-app.js";
 import { CLEAN_INTERVAL_MS, cleanFinishedJobs } from "./maintenance/cleaner.js";

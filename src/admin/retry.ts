@@ -3,7 +3,7 @@
  * filter, back to `pending`. The store decides, conditionally; this wakes the dispatcher for what it re-queued and
  * lets telemetry see it. Cancels need neither, so their routes call the store directly.
  */
-import type { WorkNotifier } from "../dispatcher/notifier.js";
+import type { WorkNotifier } from "../work-notifier.js";
 import type { JobRow } from "../job/job.js";
 import type { AdminStore, DeadJobFilter, JobRetryOutcome } from "../store/store.js";
 import type { Telemetry } from "../telemetry/events.js";

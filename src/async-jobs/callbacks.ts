@@ -9,7 +9,7 @@
  */
 import type { DeliveryCaller } from "../auth/delivery-tokens.js";
 import type { Clock } from "../clock.js";
-import type { WorkNotifier } from "../dispatcher/notifier.js";
+import type { WorkNotifier } from "../work-notifier.js";
 import { ApiError } from "../errors.js";
 import type { JobRow } from "../job/job.js";
 import type { AttemptDecision } from "../job/retry-policy.js";

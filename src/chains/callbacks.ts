@@ -10,7 +10,7 @@
  * was checked when the job was enqueued (docs/api.md, "Enqueue, step by step").
  */
 import type { Config } from "../config.js";
-import type { WorkNotifier } from "../dispatcher/notifier.js";
+import type { WorkNotifier } from "../work-notifier.js";
 import { newJobId } from "../job/job-id.js";
 import type { CallbackSpec, JobRow } from "../job/job.js";
 import type { JobStatus } from "../job/statuses.js";

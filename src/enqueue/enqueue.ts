@@ -15,7 +15,7 @@
 import { createHash } from "node:crypto";
 import type { EnqueueAssertion } from "../auth/tokens.js";
 import type { Config } from "../config.js";
-import type { WorkNotifier } from "../dispatcher/notifier.js";
+import type { WorkNotifier } from "../work-notifier.js";
 import { ApiError } from "../errors.js";
 import type { JobRow, StoredAuthority } from "../job/job.js";
 import { newJobId } from "../job/job-id.js";

@@ -7,7 +7,7 @@ import type { DeliveryTokenVerifier } from "../auth/delivery-tokens.js";
 import type { TokenVerifier } from "../auth/tokens.js";
 import type { Clock } from "../clock.js";
 import type { Config } from "../config.js";
-import type { WorkNotifier } from "../dispatcher/notifier.js";
+import type { WorkNotifier } from "../work-notifier.js";
 import { ApiError } from "../errors.js";
 import type { OperationRegistry } from "../operations/registry.js";
 import type { RequestSchemas } from "../operations/request-schemas.js";

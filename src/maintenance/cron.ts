@@ -17,7 +17,7 @@
 import type { Logger } from "pino";
 import type { Clock } from "../clock.js";
 import type { Config, CronConfig } from "../config.js";
-import type { WorkNotifier } from "../dispatcher/notifier.js";
+import type { WorkNotifier } from "../work-notifier.js";
 import { enqueueOutcome } from "../enqueue/enqueue.js";
 import type { OperationRegistry } from "../operations/registry.js";
 import type { PerOperationSettings } from "../operations/settings.js";

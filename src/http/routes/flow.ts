@@ -7,7 +7,7 @@ import { Type } from "@sinclair/typebox";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { FastifyRequest } from "fastify";
 import type { TokenVerifier } from "../../auth/tokens.js";
-import type { WorkNotifier } from "../../dispatcher/notifier.js";
+import type { WorkNotifier } from "../../work-notifier.js";
 import { ApiError } from "../../errors.js";
 import type { OperationLimits } from "../../flow/limits.js";
 import {

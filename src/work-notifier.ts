@@ -1,9 +1,10 @@
 /**
- * The notifier: "work may be available at `runAt`". Whatever makes a job claimable in this process (an enqueue, an
- * administrator's retry or bulk retry, a shutdown's requeue) and the store's listener for other nodes call `notify`;
- * the dispatcher subscribes and wakes (or sets its timer). It also carries aborts: a running job cancelled here or on
- * another node, whose exchange the deliverer ends. It carries signals only: telemetry observes what happened,
- * and nothing waits on it.
+ * The work notifier: "work may be available at `runAt`". Whatever makes a job claimable in this process (an enqueue,
+ * an administrator's retry or bulk retry, a shutdown's requeue) and the store's listener for other nodes call
+ * `notify`; the dispatcher subscribes and wakes (or sets its timer). It also carries aborts: a running job cancelled
+ * here or on another node, whose exchange the deliverer ends. It carries signals only: telemetry observes what
+ * happened, and nothing waits on it. It sits at the root of src/ because every part that makes work (enqueue, admin,
+ * flow control, chains, schedules) reaches it, as does the dispatcher that takes the work.
  */
 
 /** A wake-up call for whoever claims jobs. */
