@@ -20,7 +20,7 @@ import { collectOpenApi } from "./openapi.js";
 import { adminRoutes } from "./routes/admin.js";
 import { chainRoutes } from "./routes/chains.js";
 import { adminBackupRoutes } from "./routes/admin-backup.js";
-import { callbackRoutes } from "./routes/callbacks.js";
+import { attemptCallRoutes } from "./routes/attempt-calls.js";
 import { jobRoutes } from "./routes/jobs.js";
 import { operationRoutes } from "./routes/operations.js";
 import { flowRoutes } from "./routes/flow.js";
@@ -95,7 +95,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(jobRoutes, options);
   await app.register(adminRoutes, options);
   await app.register(chainRoutes, { store: options.store, verifier: options.verifier, config: options.config });
-  await app.register(callbackRoutes, options);
+  await app.register(attemptCallRoutes, options);
   await app.register(operationRoutes, {
     registry: options.registry,
     settings: options.settings,

@@ -120,7 +120,7 @@ export function adminAuthHook(options: { verifier: TokenVerifier }) {
  * token of that attempt, for the job the path names. Whether the token may still act on the attempt (its `exp`, the
  * token an asynchronous attempt is bound to) is the store's to judge, with the job in hand.
  */
-export function deliveryCallbackHook(options: { verifier: DeliveryTokenVerifier }) {
+export function attemptCallAuthHook(options: { verifier: DeliveryTokenVerifier }) {
   return async (request: FastifyRequest, _reply: FastifyReply): Promise<void> => {
     const token = bearerToken(request);
     if (token === undefined) {

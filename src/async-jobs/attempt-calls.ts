@@ -20,7 +20,7 @@ import { completeDecision, failDecision, timedOutDecision } from "./decisions.js
 import type { CompleteBody, FailBody } from "./schemas.js";
 
 /** What the calls need from the running service. */
-export interface CallbackDeps {
+export interface AttemptCallDeps {
   store: Pick<AsyncAttemptStore, "jobHeartbeatExternal" | "jobSetStateExternal"> & Pick<JobReadStore, "jobGet">;
   settings: PerOperationSettings;
   telemetry: Telemetry;
@@ -68,7 +68,7 @@ function refusalError(refusal: ExternalCallRefusal, caller: DeliveryCaller): Api
  * attempt that ran longer than its operation's `max_async_ms` is not renewed: it is ended as timed out (409).
  */
 export async function heartbeatAttempt(
-  deps: CallbackDeps,
+  deps: AttemptCallDeps,
   options: { caller: DeliveryCaller; progress?: { value: unknown } },
 ): Promise<{ leaseExpiresAt: number }> {
   const { caller, progress } = options;
@@ -92,7 +92,7 @@ export async function heartbeatAttempt(
 
 /** Ends the caller's attempt as succeeded; answers the job as it now is. */
 export async function completeAttempt(
-  deps: CallbackDeps,
+  deps: AttemptCallDeps,
   options: { caller: DeliveryCaller; body: CompleteBody },
 ): Promise<JobRow> {
   return endAttempt(deps, {
@@ -105,7 +105,7 @@ export async function completeAttempt(
 
 /** Ends the caller's attempt as failed (retried, or dead, by the rules of an answer); answers the job as it now is. */
 export async function failAttempt(
-  deps: CallbackDeps,
+  deps: AttemptCallDeps,
   options: { caller: DeliveryCaller; body: FailBody },
 ): Promise<JobRow> {
   const random = deps.random ?? Math.random;
@@ -129,7 +129,7 @@ export async function failAttempt(
  * operation's `max_async_ms` is ended as timed out instead, and the call refused.
  */
 async function endAttempt(
-  deps: CallbackDeps,
+  deps: AttemptCallDeps,
   options: { caller: DeliveryCaller; via: "complete" | "fail"; decide: (job: JobRow) => AttemptDecision },
 ): Promise<JobRow> {
   const { caller } = options;
@@ -154,7 +154,7 @@ function runsAttempt(job: JobRow, caller: DeliveryCaller): boolean {
 }
 
 /** Whether the attempt `job` runs has run longer than its operation's `max_async_ms`, by the database's clock. */
-function overran(deps: CallbackDeps, job: JobRow): boolean {
+function overran(deps: AttemptCallDeps, job: JobRow): boolean {
   return job.startedAt !== null && deps.clock.now() - job.startedAt > deps.settings.of(job.operationId).maxAsyncMs;
 }
 
@@ -163,7 +163,7 @@ function overran(deps: CallbackDeps, job: JobRow): boolean {
  * an exchange past its timeout), under the store's judgement of the token like any end; then refuses the call with
  * 409 `job_not_running`, saying why: the target must stop working on it.
  */
-async function endOverrun(deps: CallbackDeps, caller: DeliveryCaller, job: JobRow): Promise<never> {
+async function endOverrun(deps: AttemptCallDeps, caller: DeliveryCaller, job: JobRow): Promise<never> {
   const random = deps.random ?? Math.random;
   const { maxAsyncMs, retry } = deps.settings.of(job.operationId);
   const decision = timedOutDecision({
@@ -188,7 +188,7 @@ async function endOverrun(deps: CallbackDeps, caller: DeliveryCaller, job: JobRo
  * between the read and the write, a cancel, a rescue or another call may come first, and then nothing is written.
  */
 async function writeEnd(
-  deps: CallbackDeps,
+  deps: AttemptCallDeps,
   options: {
     caller: DeliveryCaller;
     job: JobRow;

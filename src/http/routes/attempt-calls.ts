@@ -1,12 +1,17 @@
 /**
  * A target's calls on an attempt it took asynchronously (docs/api.md, "Asynchronous attempts"): heartbeat, complete and
  * fail, each authenticated by the delivery token that attempt was sent with. The use cases are in
- * src/async-jobs/callbacks.ts.
+ * src/async-jobs/attempt-calls.ts.
  */
 import { Type } from "@sinclair/typebox";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { FastifyRequest } from "fastify";
-import { completeAttempt, failAttempt, heartbeatAttempt, type CallbackDeps } from "../../async-jobs/callbacks.js";
+import {
+  completeAttempt,
+  failAttempt,
+  heartbeatAttempt,
+  type AttemptCallDeps,
+} from "../../async-jobs/attempt-calls.js";
 import {
   CompleteBody,
   FailBody,
@@ -20,11 +25,11 @@ import { ApiError } from "../../errors.js";
 import { jsonValueProblem } from "../../job/payload-rules.js";
 import { JobEnvelope } from "../../job/schemas.js";
 import { formatTime, toWireJob } from "../../job/wire.js";
-import { deliveryCallbackHook } from "../auth.js";
+import { attemptCallAuthHook } from "../auth.js";
 import { errorResponses } from "./error-responses.js";
 
-/** What the callback routes need. */
-export interface CallbackRoutesOptions extends CallbackDeps {
+/** What the routes of the attempt calls need. */
+export interface AttemptCallRoutesOptions extends AttemptCallDeps {
   deliveryVerifier: DeliveryTokenVerifier;
 }
 
@@ -34,7 +39,7 @@ const JobIdParams = Type.Object({
 
 /** The caller the hook verified. */
 function callerOf(request: FastifyRequest): DeliveryCaller {
-  if (!request.deliveryCaller) throw new Error("callback route reached without its auth hook");
+  if (!request.deliveryCaller) throw new Error("attempt-call route reached without its auth hook");
   return request.deliveryCaller;
 }
 
@@ -44,9 +49,9 @@ function checkValue(value: unknown, name: string, maxBytes: number): void {
   if (problem) throw new ApiError(400, problem.code, problem.message);
 }
 
-/** Registers the callback routes. */
-export const callbackRoutes: FastifyPluginAsyncTypebox<CallbackRoutesOptions> = async (app, options) => {
-  const onRequest = deliveryCallbackHook({ verifier: options.deliveryVerifier });
+/** Registers the routes of a target's calls on its attempt: heartbeat, complete, fail. */
+export const attemptCallRoutes: FastifyPluginAsyncTypebox<AttemptCallRoutesOptions> = async (app, options) => {
+  const onRequest = attemptCallAuthHook({ verifier: options.deliveryVerifier });
   const security = [{ deliveryToken: [] }];
   // Every field of these bodies is optional: no body is an empty one.
   const preValidation = async (request: FastifyRequest) => {
