@@ -12,7 +12,8 @@
  * priority, then turn in their lane, then run time and creation, and takes each that the gates let through.
  */
 import type { Statements } from "./statements.js";
-import { Gates, type Candidate, type NextLane } from "./flow.js";
+import { Gates } from "./flow.js";
+import type { Candidate, NextLane } from "./sql/claim.js";
 
 /** Where the last claim stopped visiting lanes: the next one starts after it. */
 export interface LaneCursor {

@@ -1,11 +1,11 @@
 /**
- * The SQLite engine's flow control (docs/flow-control.md): the statements of operation_controls, paused_keys and
- * rate_buckets (migration 0004), the administrators' writes to them, and the gates a claim reads. Everything runs on
- * the engine's one connection, inside the caller's transaction: one writer, so a claim's gates cannot change under it.
+ * The SQLite engine's flow control (docs/flow-control.md): the administrators' writes to operation_controls,
+ * paused_keys and rate_buckets (statements in sql/flow.ts), and the gates a claim reads. Everything runs on the
+ * engine's one connection, inside the caller's transaction: one writer, so a claim's gates cannot change under it.
  */
-import type Database from "better-sqlite3";
-import { prepare, preparePluck } from "./prepared.js";
-import { limitColumns, toOperationControl, type ControlRow } from "../control-rows.js";
+import { limitColumns, toOperationControl } from "../control-rows.js";
+import type { Candidate } from "./sql/claim.js";
+import type { Statements } from "./statements.js";
 import {
   NO_LIMITS,
   rateAdvance,
@@ -16,226 +16,6 @@ import {
   type OperationLimits,
   type PausedKey,
 } from "../../flow/limits.js";
-
-/** The columns a limit-setting statement writes. */
-const SET_LIMITS = `rate_limit = excluded.rate_limit, rate_period_ms = excluded.rate_period_ms,
-  rate_burst = excluded.rate_burst, key_rate_limit = excluded.key_rate_limit,
-  key_rate_period_ms = excluded.key_rate_period_ms, key_rate_burst = excluded.key_rate_burst,
-  max_concurrency = excluded.max_concurrency, concurrency_limit = excluded.concurrency_limit`;
-
-const LIMIT_VALUES = `:rate_limit, :rate_period_ms, :rate_burst, :key_rate_limit, :key_rate_period_ms, :key_rate_burst,
-  :max_concurrency, :concurrency_limit`;
-
-/** A claim candidate: what the pick needs of a claimable job. */
-export interface Candidate {
-  seq: number;
-  operation_id: string;
-  lane: string;
-  concurrency_key: string | null;
-  priority: number;
-  run_at: number;
-}
-
-const CANDIDATE_COLUMNS = "seq, operation_id, lane, concurrency_key, priority, run_at";
-
-/** A lane found by `nextLane`, with its first entry in claim order. */
-export interface NextLane {
-  operation_id: string;
-  lane: string;
-  /** The lane's highest priority, and the earliest run time of its jobs at it. */
-  priority: number;
-  run_at: number;
-}
-
-/** Prepares the flow control statements on `db`. */
-export function prepareFlowStatements(db: Database.Database) {
-  return {
-    controlList: prepare<[], ControlRow>(db, "SELECT * FROM operation_controls ORDER BY operation_id"),
-    control: prepare<[string], ControlRow>(db, "SELECT * FROM operation_controls WHERE operation_id = ?"),
-    // Only the rows that gate anything: a claim reads them every time, and usually there are none.
-    gatingControls: prepare<[], ControlRow>(
-      db,
-      `SELECT * FROM operation_controls WHERE paused_at IS NOT NULL OR rate_limit IS NOT NULL
-         OR key_rate_limit IS NOT NULL OR max_concurrency IS NOT NULL OR concurrency_limit > 1`,
-    ),
-    pause: prepare<{ operation_id: string; at: number; by: string }>(
-      db,
-      `INSERT INTO operation_controls (operation_id, paused_at, paused_by) VALUES (:operation_id, :at, :by)
-       ON CONFLICT (operation_id) DO UPDATE SET paused_at = excluded.paused_at, paused_by = excluded.paused_by
-         WHERE operation_controls.paused_at IS NULL`,
-    ),
-    resume: prepare<[string]>(
-      db,
-      "UPDATE operation_controls SET paused_at = NULL, paused_by = NULL WHERE operation_id = ?",
-    ),
-    setLimits: prepare<Record<string, unknown>>(
-      db,
-      `INSERT INTO operation_controls (operation_id, rate_limit, rate_period_ms, rate_burst, key_rate_limit,
-         key_rate_period_ms, key_rate_burst, max_concurrency, concurrency_limit, limits_source, limits_set_at,
-         limits_set_by)
-       VALUES (:operation_id, ${LIMIT_VALUES}, :source, :set_at, :set_by)
-       ON CONFLICT (operation_id) DO UPDATE SET ${SET_LIMITS}, limits_source = excluded.limits_source,
-         limits_set_at = excluded.limits_set_at, limits_set_by = excluded.limits_set_by`,
-    ),
-    // The configuration's limits, unless an administrator's are in force.
-    configureLimits: prepare<Record<string, unknown>>(
-      db,
-      `INSERT INTO operation_controls (operation_id, rate_limit, rate_period_ms, rate_burst, key_rate_limit,
-         key_rate_period_ms, key_rate_burst, max_concurrency, concurrency_limit)
-       VALUES (:operation_id, ${LIMIT_VALUES})
-       ON CONFLICT (operation_id) DO UPDATE SET ${SET_LIMITS} WHERE operation_controls.limits_source = 'config'`,
-    ),
-    // Operations the configuration no longer limits lose the limits it gave them; then rows that say nothing go.
-    unconfigureLimits: prepare<[string]>(
-      db,
-      `UPDATE operation_controls SET rate_limit = NULL, rate_period_ms = NULL, rate_burst = NULL,
-         key_rate_limit = NULL, key_rate_period_ms = NULL, key_rate_burst = NULL, max_concurrency = NULL,
-         concurrency_limit = 1
-       WHERE limits_source = 'config' AND operation_id NOT IN (SELECT value FROM json_each(?))`,
-    ),
-    deleteIdleControls: prepare(
-      db,
-      `DELETE FROM operation_controls WHERE paused_at IS NULL AND limits_source = 'config' AND rate_limit IS NULL
-         AND key_rate_limit IS NULL AND max_concurrency IS NULL AND concurrency_limit = 1`,
-    ),
-    pauseKey: prepare<{ key: string; at: number; by: string }>(
-      db,
-      `INSERT INTO paused_keys (concurrency_key, paused_at, paused_by) VALUES (:key, :at, :by)
-       ON CONFLICT (concurrency_key) DO NOTHING`,
-    ),
-    pausedKey: prepare<[string], { concurrency_key: string; paused_at: number; paused_by: string }>(
-      db,
-      "SELECT * FROM paused_keys WHERE concurrency_key = ?",
-    ),
-    resumeKey: prepare<[string]>(db, "DELETE FROM paused_keys WHERE concurrency_key = ?"),
-    pausedKeys: prepare<[], { concurrency_key: string; paused_at: number; paused_by: string }>(
-      db,
-      "SELECT * FROM paused_keys ORDER BY concurrency_key",
-    ),
-    runningByKey: prepare<[], { key: string; running: number }>(
-      db,
-      `SELECT concurrency_key AS key, count(*) AS running FROM jobs INDEXED BY jobs_running_concurrency_key
-       WHERE concurrency_key IS NOT NULL AND status = 'running' GROUP BY concurrency_key`,
-    ),
-    runningOfOperation: preparePluck<[string], number>(
-      db,
-      "SELECT count(*) FROM jobs INDEXED BY jobs_running_heartbeat WHERE status = 'running' AND operation_id = ?",
-    ),
-    bucket: preparePluck<[string, string], number>(
-      db,
-      "SELECT tat FROM rate_buckets WHERE operation_id = ? AND rate_key = ?",
-    ),
-    setBucket: prepare<{ operation_id: string; rate_key: string; tat: number }>(
-      db,
-      `INSERT INTO rate_buckets (operation_id, rate_key, tat) VALUES (:operation_id, :rate_key, :tat)
-       ON CONFLICT (operation_id, rate_key) DO UPDATE SET tat = excluded.tat`,
-    ),
-    deleteBuckets: prepare<[number]>(db, "DELETE FROM rate_buckets WHERE tat < ?"),
-    // Lanes in (operation, lane) order, each found by probes of jobs_lane: the next lane after a given one (in its
-    // operation, else the first lane of the operations after it). (operation, lane) > (a, b) as two probes in one
-    // statement: SQLite seeks a row value's first column only, and would walk every job of the last lane to find nothing
-    // after it (a drain of one user's jobs went at half speed). With the lane comes its first entry in claim order (its
-    // highest priority and that priority's earliest run time), so a lane with nothing due at that priority is read no
-    // further there.
-    nextLane: prepare<{ operation_id: string; lane: string }, NextLane>(
-      db,
-      `SELECT n.operation_id, n.lane, n.priority, n.run_at FROM (
-         SELECT * FROM (SELECT operation_id, lane, priority, run_at FROM jobs INDEXED BY jobs_lane
-                        WHERE status IN ('pending', 'retrying') AND held = 0 AND operation_id = :operation_id
-                          AND lane > :lane
-                        ORDER BY operation_id, lane, priority DESC, run_at LIMIT 1)
-         UNION ALL
-         SELECT * FROM (SELECT operation_id, lane, priority, run_at FROM jobs INDEXED BY jobs_lane
-                        WHERE status IN ('pending', 'retrying') AND held = 0 AND operation_id > :operation_id
-                        ORDER BY operation_id, lane, priority DESC, run_at LIMIT 1)
-         ORDER BY operation_id, lane LIMIT 1) AS n`,
-    ),
-    // A lane's head is read one priority at a time: with the priority fixed, run_at <= :now bounds the index range, so
-    // a lane of jobs not yet due costs a probe, not a walk of all of them (a drain beside a backlog of jobs due in an
-    // hour went at a tenth of its speed). The next priority down comes with its earliest run time, by one probe.
-    lanePriorityBelow: prepare<
-      { operation_id: string; lane: string; below: number },
-      { priority: number; run_at: number }
-    >(
-      db,
-      `SELECT priority, run_at FROM jobs INDEXED BY jobs_lane
-       WHERE status IN ('pending', 'retrying') AND held = 0 AND operation_id = :operation_id AND lane = :lane AND priority < :below
-       ORDER BY priority DESC, run_at LIMIT 1`,
-    ),
-    laneHeadAt: prepare<
-      { operation_id: string; lane: string; priority: number; now: number; closed: string; limit: number },
-      Candidate
-    >(
-      db,
-      `SELECT ${CANDIDATE_COLUMNS} FROM jobs INDEXED BY jobs_lane
-       WHERE status IN ('pending', 'retrying') AND held = 0 AND operation_id = :operation_id AND lane = :lane
-         AND priority = :priority AND run_at <= :now
-         AND (expires_at IS NULL OR expires_at > :now)
-         AND (concurrency_key IS NULL OR concurrency_key NOT IN (SELECT value FROM json_each(:closed)))
-       ORDER BY run_at, seq LIMIT :limit`,
-    ),
-    // The head of the queue: in claim order, and by run time when few are due (see claim.ts).
-    claimCandidates: prepare<{ now: number; closed: string; limit: number; offset: number }, Candidate>(
-      db,
-      `SELECT ${CANDIDATE_COLUMNS} FROM jobs INDEXED BY jobs_claim
-       WHERE status IN ('pending', 'retrying') AND run_at <= :now
-         AND (expires_at IS NULL OR expires_at > :now)
-         AND (concurrency_key IS NULL OR concurrency_key NOT IN (SELECT value FROM json_each(:closed)))
-       ORDER BY priority DESC, run_at, seq LIMIT :limit OFFSET :offset`,
-    ),
-    dueCandidates: prepare<{ now: number; closed: string; limit: number }, Candidate>(
-      db,
-      `SELECT ${CANDIDATE_COLUMNS} FROM jobs INDEXED BY jobs_run_at
-       WHERE status IN ('pending', 'retrying') AND run_at <= :now
-         AND (expires_at IS NULL OR expires_at > :now)
-         AND (concurrency_key IS NULL OR concurrency_key NOT IN (SELECT value FROM json_each(:closed)))
-       ORDER BY run_at LIMIT :limit`,
-    ),
-    // Lanes held by their rate (migration 0009, docs/flow-control.md "Blocked lanes are held"): a lane that used its
-    // rate_per_key has its waiting jobs taken out of jobs_lane until the instant its rate lets one start again.
-    holdLane: prepare<{ operation_id: string; lane: string }>(
-      db,
-      `UPDATE jobs SET held = 1
-       WHERE status IN ('pending', 'retrying') AND held = 0 AND operation_id = :operation_id AND lane = :lane`,
-    ),
-    recordHold: prepare<{ operation_id: string; lane: string; open_at: number }>(
-      db,
-      `INSERT INTO rate_holds (operation_id, lane, open_at) VALUES (:operation_id, :lane, :open_at)
-       ON CONFLICT (operation_id, lane) DO UPDATE SET open_at = excluded.open_at`,
-    ),
-    dueHolds: prepare<{ now: number; limit: number }, { operation_id: string; lane: string }>(
-      db,
-      "SELECT operation_id, lane FROM rate_holds WHERE open_at <= :now ORDER BY open_at LIMIT :limit",
-    ),
-    firstHoldOpen: preparePluck<[], number | null>(db, "SELECT min(open_at) FROM rate_holds"),
-    deleteHold: prepare<{ operation_id: string; lane: string }>(
-      db,
-      "DELETE FROM rate_holds WHERE operation_id = :operation_id AND lane = :lane",
-    ),
-    releaseLane: prepare<{ operation_id: string; lane: string }>(
-      db,
-      `UPDATE jobs INDEXED BY jobs_held SET held = 0
-       WHERE status IN ('pending', 'retrying') AND held = 1 AND operation_id = :operation_id AND lane = :lane`,
-    ),
-    // Every hold of an operation goes when its limits change: a hold's instant was worked out under the old ones.
-    releaseOperation: prepare<[string]>(
-      db,
-      `UPDATE jobs INDEXED BY jobs_held SET held = 0
-       WHERE status IN ('pending', 'retrying') AND held = 1 AND operation_id = ?`,
-    ),
-    deleteOperationHolds: prepare<[string]>(db, "DELETE FROM rate_holds WHERE operation_id = ?"),
-    allHeldOperations: preparePluck<[], string>(db, "SELECT DISTINCT operation_id FROM rate_holds"),
-    // The first claimable jobs by run time, for when the next claim may find something (bounded; see Gates).
-    firstClaimable: prepare<{ now: number; limit: number }, Candidate & { rate_key: string | null; held: number }>(
-      db,
-      `SELECT ${CANDIDATE_COLUMNS}, rate_key, held FROM jobs INDEXED BY jobs_run_at
-       WHERE status IN ('pending', 'retrying') AND (expires_at IS NULL OR expires_at > :now) ORDER BY run_at LIMIT :limit`,
-    ),
-  };
-}
-
-/** The flow control statements. */
-export type FlowStatements = ReturnType<typeof prepareFlowStatements>;
 
 /** How many claimable jobs, by run time, `Gates.nextOpenAt` looks at: past them, a node finds the rest at its poll. */
 const NEXT_RUN_LOOKAHEAD = 1000;
@@ -256,7 +36,7 @@ export class Gates {
   private readonly startedByLane = new Map<string, { operationId: string; rateKey: string; count: number }>();
 
   constructor(
-    private readonly s: FlowStatements,
+    private readonly s: Statements,
     private readonly now: number,
   ) {
     for (const row of s.gatingControls.all()) this.controls.set(row.operation_id, toOperationControl(row));
@@ -418,7 +198,7 @@ export class Gates {
 
 /** The administrators' and the configuration's writes to flow control, inside the caller's transaction. */
 export class FlowWrites {
-  constructor(private readonly s: FlowStatements) {}
+  constructor(private readonly s: Statements) {}
 
   private control(operationId: string): OperationControl {
     const row = this.s.control.get(operationId);
