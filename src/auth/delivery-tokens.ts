@@ -10,7 +10,7 @@ import { createHash } from "node:crypto";
 import { compactVerify, importJWK, type CryptoKey, type JWTPayload } from "jose";
 import type { Clock } from "../clock.js";
 import { ConfigError, deliveryKeyList, type DeliveryKeysConfig } from "../config.js";
-import type { CallbackToken } from "../job/job.js";
+import type { AttemptToken } from "../job/job.js";
 import { hasValidHs256Signature } from "./hs256.js";
 import { importDeliveryKey, type KeyAlgorithm } from "./keys.js";
 import { CLOCK_TOLERANCE_S, quote, readHeader, TokenError, translateJoseError } from "./tokens.js";
@@ -21,7 +21,7 @@ export interface DeliveryCaller {
   attempt: number;
   operationId: string;
   /** Its digest, and whether its `exp` has passed. */
-  token: CallbackToken;
+  token: AttemptToken;
 }
 
 /**

@@ -128,7 +128,7 @@ export interface LeaseLimits {
  * What a target's call on its attempt (heartbeat, complete, fail: docs/delivery.md, "Long jobs") proves with the
  * delivery token it presents, once its signature checked out.
  */
-export interface CallbackToken {
+export interface AttemptToken {
   /** The token's digest (`deliveryTokenHash`), compared with the one an asynchronous attempt is bound to. */
   hash: string;
   /**

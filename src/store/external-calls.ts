@@ -2,7 +2,7 @@
  * The rule both engines apply, inside the transaction of a target's call (heartbeat, complete, fail), to the job it
  * names: whether the call may act on the attempt, and if not, why. Pure, so the engines cannot drift apart.
  */
-import type { CallbackToken, JobRow } from "../job/job.js";
+import type { AttemptToken, JobRow } from "../job/job.js";
 import type { ExternalCallRefusal } from "./store.js";
 
 /** A job as a target's call finds it, read under the call's lock (or in SQLite's one write transaction). */
@@ -26,7 +26,7 @@ export function externalCallRefusal(options: {
   target: ExternalCallTarget | undefined;
   attempt: number;
   startedAt?: number | null | undefined;
-  token: CallbackToken;
+  token: AttemptToken;
 }): ExternalCallRefusal | undefined {
   const { target, attempt, startedAt, token } = options;
   if (target === undefined) return { kind: "not_found" };

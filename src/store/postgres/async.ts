@@ -5,7 +5,7 @@
  * transaction, so a cancel, a rescue or another call cannot slip between the judgement and the write.
  */
 import type pg from "pg";
-import type { CallbackToken, JobAsyncState, JobAttempt, JobOutcome } from "../../job/job.js";
+import type { AttemptToken, JobAsyncState, JobAttempt, JobOutcome } from "../../job/job.js";
 import { externalCallRefusal, type ExternalCallTarget } from "../external-calls.js";
 import type { ExternalHeartbeatOutcome, ExternalSetStateOutcome } from "../store.js";
 import type { PgConnection } from "./connection.js";
@@ -43,7 +43,7 @@ async function lockCallTarget(client: pg.PoolClient, id: string): Promise<Extern
 /** A target's heartbeat: judged and written in one transaction, committed lazily like a node's heartbeat. */
 export async function heartbeatExternal(
   db: PgConnection,
-  params: { id: string; attempt: number; token: CallbackToken; progressJson?: string | undefined; now: Date | "now" },
+  params: { id: string; attempt: number; token: AttemptToken; progressJson?: string | undefined; now: Date | "now" },
 ): Promise<ExternalHeartbeatOutcome> {
   return db.transaction(async (client): Promise<ExternalHeartbeatOutcome> => {
     await client.query("SET LOCAL synchronous_commit = off");
@@ -70,7 +70,7 @@ export async function heartbeatExternal(
  */
 export async function setStateExternal(
   db: PgConnection,
-  params: { outcome: JobOutcome; token: CallbackToken; now: Date | "now" },
+  params: { outcome: JobOutcome; token: AttemptToken; now: Date | "now" },
 ): Promise<ExternalSetStateOutcome> {
   const { outcome, token, now } = params;
   return db.transaction(async (client): Promise<ExternalSetStateOutcome> => {

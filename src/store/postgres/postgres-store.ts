@@ -26,7 +26,7 @@
 import type pg from "pg";
 import type { Clock } from "../../clock.js";
 import type {
-  CallbackToken,
+  AttemptToken,
   JobAsyncState,
   JobAttempt,
   JobAttemptRow,
@@ -410,14 +410,14 @@ export class PostgresStore implements Store {
   async jobHeartbeatExternal(params: {
     id: string;
     attempt: number;
-    token: CallbackToken;
+    token: AttemptToken;
     progressJson?: string | undefined;
   }): Promise<ExternalHeartbeatOutcome> {
     if (unstorable(params.id)) return this.assertOpen({ kind: "not_found" });
     return heartbeatExternal(this.db, { ...params, now: this.statementNow() });
   }
 
-  async jobSetStateExternal(params: { outcome: JobOutcome; token: CallbackToken }): Promise<ExternalSetStateOutcome> {
+  async jobSetStateExternal(params: { outcome: JobOutcome; token: AttemptToken }): Promise<ExternalSetStateOutcome> {
     if (unstorable(params.outcome.id)) return this.assertOpen({ kind: "not_found" });
     return setStateExternal(this.db, { ...params, now: this.statementNow() });
   }

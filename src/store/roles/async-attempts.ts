@@ -1,5 +1,5 @@
 /** The store's `AsyncAttemptStore` role; src/store/store.ts composes the roles into `Store`. */
-import type { CallbackToken, JobAsyncState, JobOutcome, JobRow } from "../../job/job.js";
+import type { AttemptToken, JobAsyncState, JobOutcome, JobRow } from "../../job/job.js";
 
 /**
  * Why a target's call on an attempt (`jobHeartbeatExternal`, `jobSetStateExternal`) changed nothing; decided in the
@@ -38,14 +38,14 @@ export interface AsyncAttemptStore {
   jobHeartbeatExternal(params: {
     id: string;
     attempt: number;
-    token: CallbackToken;
+    token: AttemptToken;
     progressJson?: string | undefined;
   }): Promise<ExternalHeartbeatOutcome>;
   /**
    * A target's complete or fail: writes `outcome` as `jobSetStateIfRunningMany` would, under the same conditions as
    * `jobHeartbeatExternal`, and durably (the target is answered once it is committed).
    */
-  jobSetStateExternal(params: { outcome: JobOutcome; token: CallbackToken }): Promise<ExternalSetStateOutcome>;
+  jobSetStateExternal(params: { outcome: JobOutcome; token: AttemptToken }): Promise<ExternalSetStateOutcome>;
   /** The asynchronous side of job `id`'s attempts (its latest mark and progress); undefined if there is no such job. */
   jobAsyncStateGet(params: { id: string }): Promise<JobAsyncState | undefined>;
 }

@@ -20,7 +20,7 @@ import type { LimitsSource, OperationControl, OperationLimits, PausedKey } from 
 import type { CronTick, ScheduleFields, ScheduleRow } from "../../schedules/schedule.js";
 import {
   runTimeAt,
-  type CallbackToken,
+  type AttemptToken,
   type JobAsyncState,
   type JobAttempt,
   type JobAttemptRow,
@@ -457,7 +457,7 @@ export class SqliteEngine {
   jobHeartbeatExternal(params: {
     id: string;
     attempt: number;
-    token: CallbackToken;
+    token: AttemptToken;
     progressJson?: string | undefined;
   }): ExternalHeartbeatOutcome {
     return this.writeLazily(() => {
@@ -476,7 +476,7 @@ export class SqliteEngine {
     });
   }
 
-  jobSetStateExternal(params: { outcome: JobOutcome; token: CallbackToken }): ExternalSetStateOutcome {
+  jobSetStateExternal(params: { outcome: JobOutcome; token: AttemptToken }): ExternalSetStateOutcome {
     const { outcome, token } = params;
     // Durable: the target is told its outcome is recorded, and may forget its work once it hears so.
     return this.write(() => {

@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { describe } from "node:test";
-import type { CallbackToken, JobRow } from "../../../src/job/job.js";
+import type { AttemptToken, JobRow } from "../../../src/job/job.js";
 import type { JobResult } from "../../../src/job/schemas.js";
 import type { Store } from "../../../src/store/store.js";
 import {
@@ -21,11 +21,11 @@ import {
 } from "./harness.js";
 
 /** The token the attempt was delivered with, before its `exp`. */
-const TOKEN_A: CallbackToken = { hash: "digest-of-token-a", expired: false, claim: 1 };
+const TOKEN_A: AttemptToken = { hash: "digest-of-token-a", expired: false, claim: 1 };
 /** The same token once its `exp` has passed. */
-const TOKEN_A_EXPIRED: CallbackToken = { ...TOKEN_A, expired: true };
+const TOKEN_A_EXPIRED: AttemptToken = { ...TOKEN_A, expired: true };
 /** Another valid token for the same job and attempt (an earlier claim's, say). */
-const TOKEN_B: CallbackToken = { hash: "digest-of-token-b", expired: false, claim: 1 };
+const TOKEN_B: AttemptToken = { hash: "digest-of-token-b", expired: false, claim: 1 };
 
 const FAILED: JobResult = { status_code: 503, error_body: "the encoder crashed", terminal_reason: null };
 
@@ -100,8 +100,8 @@ export function asyncJobCases(suite: Suite): void {
         assert.equal((await store.jobRetry({ id: first.id, actor: "admin" })).kind, "retried");
         const second = await claimNext(store, first.id);
         assert.deepEqual([second.attempt, second.startedAt, second.claimCount], [1, first.startedAt, 2]);
-        const earlier: CallbackToken = { hash: "digest-of-token-c", expired: false, claim: 1 };
-        const legacy: CallbackToken = { hash: "digest-of-token-d", expired: false, claim: null };
+        const earlier: AttemptToken = { hash: "digest-of-token-c", expired: false, claim: 1 };
+        const legacy: AttemptToken = { hash: "digest-of-token-d", expired: false, claim: null };
         assert.equal(
           (await store.jobHeartbeatExternal({ id: first.id, attempt: 1, token: earlier })).kind,
           "not_running",
@@ -118,7 +118,7 @@ export function asyncJobCases(suite: Suite): void {
           result: SUCCESS,
         };
         assert.equal((await store.jobSetStateExternal({ outcome, token: earlier })).kind, "not_running");
-        const current: CallbackToken = { hash: "digest-of-token-e", expired: false, claim: 2 };
+        const current: AttemptToken = { hash: "digest-of-token-e", expired: false, claim: 2 };
         assert.equal((await store.jobHeartbeatExternal({ id: first.id, attempt: 1, token: current })).kind, "renewed");
         assert.equal((await store.jobSetStateExternal({ outcome, token: current })).kind, "written");
       },
@@ -354,7 +354,7 @@ export function asyncJobCases(suite: Suite): void {
     suite.case("refuses another claim, another token, an ended job, and changes nothing", async ({ store, clock }) => {
       const job = await makeAsync(store);
       clock.advance(10);
-      const succeeded = (token: CallbackToken, startedAt: number | null, attempt = 1) =>
+      const succeeded = (token: AttemptToken, startedAt: number | null, attempt = 1) =>
         store.jobSetStateExternal({
           outcome: { id: job.id, attempt, startedAt, status: "succeeded", result: SUCCESS },
           token,
@@ -392,7 +392,7 @@ export function asyncJobCases(suite: Suite): void {
         const again = await claimNext(store, job.id);
         assert.equal(again.attempt, 1, "the administrator's retry starts the count again");
         assert.equal(again.claimCount, 2, "but not the count of claims");
-        const current = (token: CallbackToken): CallbackToken => ({ ...token, claim: 2 });
+        const current = (token: AttemptToken): AttemptToken => ({ ...token, claim: 2 });
         assert.equal(
           (await store.jobHeartbeatExternal({ id: job.id, attempt: 1, token: current(TOKEN_A_EXPIRED) })).kind,
           "token_refused",
