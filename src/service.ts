@@ -21,7 +21,7 @@ import { CronScheduler } from "./maintenance/cron.js";
 import { Periodic } from "./maintenance/periodic.js";
 import { rescueExpiredLeases } from "./maintenance/rescuer.js";
 import { expireJobs } from "./maintenance/expirer.js";
-import { sweepChains } from "./chains/callbacks.js";
+import { sweepChains } from "./chains/sweeper.js";
 import { checkConfigAgainstRegistry, OperationRegistry } from "./operations/registry.js";
 import { cronRequestWarnings, RequestSchemas } from "./operations/request-schemas.js";
 import { checkCronEntriesAgainstSchedules } from "./schedules/checks.js";

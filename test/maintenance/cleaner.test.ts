@@ -7,7 +7,7 @@ import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import { ManualClock } from "../../src/clock.js";
 import { NO_LIMITS } from "../../src/flow/limits.js";
-import { sweepChains } from "../../src/chains/callbacks.js";
+import { sweepChains } from "../../src/chains/sweeper.js";
 import { CLEAN_BATCH, CLEAN_INTERVAL_MS, cleanFinishedJobs } from "../../src/maintenance/cleaner.js";
 import { cronTickJob } from "../../src/schedules/schedule-jobs.js";
 import type { JobInsertParams, Store } from "../../src/store/store.js";
