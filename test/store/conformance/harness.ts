@@ -1,15 +1,17 @@
 /**
  * What every conformance file shares: how an engine is plugged in, how a case is registered (with the
- * engine's explicit skips), a fresh store per test, and small builders for jobs and outcomes.
+ * engine's explicit skips), a fresh store per test, and small builders for jobs, outcomes, tokens, idempotency keys,
+ * limits and schedules that cases of several roles use.
  */
 import assert from "node:assert/strict";
 import { test, type TestContext } from "node:test";
 import { ManualClock } from "../../../src/clock.js";
 import { newJobId } from "../../../src/job/job-id.js";
 import type { JobResult } from "../../../src/job/schemas.js";
-import type { JobInsertParams, Store } from "../../../src/store/store.js";
-import type { JobRow } from "../../../src/job/job.js";
-import type { ScheduleFields } from "../../../src/schedules/schedule.js";
+import type { IdempotencyParams, JobInsertOutcome, JobInsertParams, Store } from "../../../src/store/store.js";
+import type { AttemptToken, JobRow } from "../../../src/job/job.js";
+import type { ScheduleFields, ScheduleRow } from "../../../src/schedules/schedule.js";
+import { NO_LIMITS, type OperationLimits } from "../../../src/flow/limits.js";
 
 /** A store opened for one test, and how to get rid of it. */
 export interface OpenedStore {
@@ -206,4 +208,127 @@ export function scheduleFields(name: string, overrides: Partial<Omit<ScheduleFie
     concurrencyKey: null,
     ...overrides,
   };
+}
+
+/** A job that is `running` with attempt 2, so attempt 1 is stale; top priority (through the harness helpers). */
+export async function makeRunningSecondAttempt(store: Store, overrides: JobOverrides = {}): Promise<JobRow> {
+  const first = await makeRunning(store, overrides);
+  assert.deepEqual(
+    await store.jobSetStateIfRunningMany({
+      outcomes: [{ id: first.id, attempt: 1, status: "retrying", delayMs: 0, result: UNAVAILABLE }],
+    }),
+    [true],
+  );
+  const second = await claimNext(store, first.id);
+  assert.equal(second.attempt, 2);
+  return second;
+}
+
+/** A pending job cancelled by an admin (a terminal `cancelled` job with finishedAt = now). */
+export async function makeCancelled(store: Store, overrides: JobOverrides = {}): Promise<JobRow> {
+  const job = await insertCreated(store, { runAt: T0 + 3_600_000, ...overrides });
+  assert.equal((await store.jobCancel({ id: job.id, actor: "admin" })).kind, "cancelled");
+  return mustGet(store, job.id);
+}
+
+/** Asserts that every job of `before` is still in the store exactly as it was. */
+export async function assertUnchanged(store: Store, before: JobRow[], message?: string): Promise<void> {
+  for (const job of before)
+    assert.deepEqual(await mustGet(store, job.id), job, message ?? `job ${job.id} is untouched`);
+}
+
+/** Parameters of a cron tick's job, as the scheduler builds them (docs/delivery.md, "Cron"). */
+export function cronJob(name: string, tickAt: number, overrides: JobOverrides = {}): JobInsertParams {
+  return jobParams({
+    operationId: `cron:${name}`,
+    enqueuedByOperationId: `cron:${name}`,
+    originalRequestId: `cron:${name}:${new Date(tickAt).toISOString()}`,
+    dedupeKey: `cron:${name}`,
+    authority: { kind: "cron", cron_job_name: name, user_id: "system" },
+    runAt: tickAt,
+    ...overrides,
+  });
+}
+
+/** The token the attempt was delivered with, before its `exp`. */
+export const TOKEN_A: AttemptToken = { hash: "digest-of-token-a", expired: false, claim: 1 };
+
+/** The same token once its `exp` has passed. */
+export const TOKEN_A_EXPIRED: AttemptToken = { ...TOKEN_A, expired: true };
+
+/** Another valid token for the same job and attempt (an earlier claim's, say). */
+export const TOKEN_B: AttemptToken = { hash: "digest-of-token-b", expired: false, claim: 1 };
+
+/** A running job whose attempt 1 its target took asynchronously with TOKEN_A. */
+export async function makeAsync(store: Store, overrides: Parameters<typeof makeRunning>[1] = {}): Promise<JobRow> {
+  const running = await makeRunning(store, overrides);
+  const marked = await store.jobMarkAsyncIfRunning({
+    job: { id: running.id, attempt: running.attempt, startedAt: running.startedAt },
+    tokenHash: TOKEN_A.hash,
+  });
+  assert.equal(marked, true, "the running attempt is marked");
+  return mustGet(store, running.id);
+}
+
+/** An hour, in milliseconds. */
+export const HOUR_MS = 3600 * 1000;
+
+/** A day, in milliseconds. */
+export const DAY_MS = 24 * HOUR_MS;
+
+/** An idempotency key of caller "createUser"/"u1", with a fingerprint standing for the body. */
+export function idempotencyKey(name: string, fingerprint = "body-1", windowMs = DAY_MS): IdempotencyParams {
+  return { scope: JSON.stringify(["createUser", "u1"]), key: name, fingerprint, windowMs };
+}
+
+/** Inserts with an idempotency key; returns the outcome. */
+export function insertKeyed(
+  store: Store,
+  idempotency: IdempotencyParams,
+  overrides: JobOverrides = {},
+): Promise<JobInsertOutcome> {
+  return store.jobInsert(jobParams({ ...overrides, idempotency }));
+}
+
+/** The job an insert's outcome carries; the outcome must carry one. */
+export function jobOf(outcome: JobInsertOutcome): JobRow {
+  assert.ok("job" in outcome, `expected an outcome with a job, got ${outcome.kind}`);
+  return outcome.job;
+}
+
+/** Claims job `id` (which must be next) and ends it `status`. */
+export async function finishNext(
+  store: Store,
+  id: string,
+  status: "succeeded" | "dead" = "succeeded",
+): Promise<JobRow> {
+  const [running] = await store.jobClaimMany({ limit: 1 });
+  assert.equal(running?.id, id, "the job to finish must be next in claim order");
+  const result = status === "succeeded" ? SUCCESS : PERMANENT;
+  assert.deepEqual(
+    await store.jobSetStateIfRunningMany({ outcomes: [{ id, attempt: running.attempt, status, result }] }),
+    [true],
+  );
+  return mustGet(store, id);
+}
+
+/** Sets `operationId`'s limits as an administrator would. */
+export async function setOperationLimits(
+  store: Store,
+  operationId: string,
+  limits: Partial<OperationLimits>,
+): Promise<void> {
+  await store.operationLimitsSet({ operationId, limits: { ...NO_LIMITS, ...limits }, source: "admin", actor: "admin" });
+}
+
+/** Creates schedule `name` at revision `revision`; it must not exist yet. */
+export async function createSchedule(
+  store: Store,
+  name: string,
+  revision = "r1",
+  actor = "alice",
+): Promise<ScheduleRow> {
+  const outcome = await store.scheduleCreate({ schedule: scheduleFields(name), revision, actor, maxSchedules: 100 });
+  assert.equal(outcome.kind, "created");
+  return outcome.schedule;
 }

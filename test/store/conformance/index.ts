@@ -2,22 +2,31 @@
  * The store conformance suite: one set of cases that every engine behind `Store` must pass. An engine's test
  * file calls `runStoreConformance` with a way to open a fresh store; a case it cannot run is skipped by name,
  * with the reason, never silently.
+ *
+ * The cases are organised by the store's role interfaces (src/store/roles/), one file per role and in this order:
+ * StoreLifecycle (lifecycle.ts), EnqueueStore (enqueue.ts), ClaimStore (claims.ts: taking jobs; claims-outcomes.ts:
+ * ending attempts), AsyncAttemptStore (async-attempts.ts), ChainStore (chains.ts), ScheduleStore (schedules.ts),
+ * FlowStore (flow.ts), JobReadStore (job-reads.ts), AdminStore (admin.ts), UpkeepStore (upkeep.ts) and ListenStore
+ * (listening.ts); then the property test across roles (properties.ts). OnlineBackup, SQLite's alone, is tested through
+ * its route (test/http/backup.test.ts, test/cli-backup.test.ts). A case lives with the role of the method it pins,
+ * whatever else it calls to get there.
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { adminCases } from "./admin.js";
+import { asyncAttemptCases } from "./async-attempts.js";
 import { chainCases } from "./chains.js";
-import { asyncJobCases } from "./async-attempts.js";
+import { claimOutcomeCases } from "./claims-outcomes.js";
 import { claimCases } from "./claims.js";
-import { completeCases } from "./claims-outcomes.js";
+import { enqueueCases } from "./enqueue.js";
 import { flowCases } from "./flow.js";
 import { Suite, type StoreConformanceOptions } from "./harness.js";
-import { insertCases } from "./enqueue.js";
-import { listCases } from "./job-reads.js";
-import { producerCases } from "./producers.js";
-import { maintenanceCases } from "./upkeep.js";
+import { jobReadCases } from "./job-reads.js";
+import { lifecycleCases } from "./lifecycle.js";
+import { listenCases } from "./listening.js";
 import { propertyCases } from "./properties.js";
 import { scheduleCases } from "./schedules.js";
+import { upkeepCases } from "./upkeep.js";
 
 export type { OpenedStore, StoreConformanceOptions } from "./harness.js";
 
@@ -25,17 +34,18 @@ export type { OpenedStore, StoreConformanceOptions } from "./harness.js";
 export function runStoreConformance(options: StoreConformanceOptions): void {
   const suite = new Suite(options);
   describe(`store conformance: ${options.engine}`, () => {
-    insertCases(suite);
-    adminCases(suite);
+    lifecycleCases(suite);
+    enqueueCases(suite);
     claimCases(suite);
-    completeCases(suite);
-    flowCases(suite);
-    producerCases(suite);
+    claimOutcomeCases(suite);
+    asyncAttemptCases(suite);
     chainCases(suite);
-    listCases(suite);
-    maintenanceCases(suite);
     scheduleCases(suite);
-    asyncJobCases(suite);
+    flowCases(suite);
+    jobReadCases(suite);
+    adminCases(suite);
+    upkeepCases(suite);
+    listenCases(suite);
     propertyCases(suite);
 
     test("every skipped case names a case of the suite", () => {
