@@ -16,7 +16,7 @@ import type {
   JobRunNowOutcome,
 } from "../store.js";
 import type { PgConnection } from "./connection.js";
-import { isUniqueViolation } from "./errors.js";
+import { isUniqueViolation, unstorable } from "./errors.js";
 import { requireMs, toJobRow, type PgRow } from "./rows.js";
 import {
   ACTIONS_OF,
@@ -58,6 +58,7 @@ export async function cancelJob(
   params: { id: string; abortRunning?: boolean | undefined } & Acting,
   action: CancelAction = "cancel",
 ): Promise<JobCancelOutcome> {
+  if (unstorable(params.id)) return db.answerIfOpen({ kind: "not_found" });
   const sql = CANCEL_SQL[action];
   const rows = await db.query(sql.waiting, [[params.id], params.now, params.actor], `opqueue_job_${action}`);
   if (rows[0]) return { kind: "cancelled", job: toJobRow(rows[0]), wasRunning: false };
@@ -77,6 +78,8 @@ export async function cancelMany(
   params: { filter: JobCancelFilter; limit: number } & Acting,
 ): Promise<Array<{ job: JobRow; wasRunning: boolean }>> {
   const { filter } = params;
+  if (unstorable(filter.operationId, filter.originalRequestId, filter.userId, filter.dedupeKey))
+    return db.answerIfOpen([]);
   const candidates = await db.query(CANCEL_CANDIDATES, [
     filter.statuses,
     filter.operationId ?? null,
@@ -110,6 +113,7 @@ export async function cancelMany(
 
 /** `dead`/`cancelled` → `pending` with attempt 0 and run time now. */
 export async function retryJob(db: PgConnection, params: { id: string } & Acting): Promise<JobRetryOutcome> {
+  if (unstorable(params.id)) return db.answerIfOpen({ kind: "not_found" });
   const holderOf = async (client: pg.PoolClient, key: string) =>
     (await client.query<PgRow>(DEDUPE_HOLDER, [key])).rows[0];
   return db.transaction(async (client) => {
@@ -140,6 +144,8 @@ export async function retryJob(db: PgConnection, params: { id: string } & Acting
 
 /** Marks the chain cancelled and cancels its claimable jobs; returns them, newest first. */
 export async function cancelChain(db: PgConnection, params: { originalRequestId: string } & Acting): Promise<JobRow[]> {
+  // No job can join such a chain (enqueue refuses U+0000), so there is nothing to cancel or to remember.
+  if (unstorable(params.originalRequestId)) return db.answerIfOpen([]);
   return db.transaction(async (client) => {
     await client.query(CHAIN_MARK_CANCELLED, [params.originalRequestId, params.now, params.actor]);
     const rows = await client.query<PgRow>(CHAIN_CANCEL_JOBS, [params.originalRequestId, params.now, params.actor]);
@@ -149,6 +155,7 @@ export async function cancelChain(db: PgConnection, params: { originalRequestId:
 
 /** A waiting job due now. */
 export async function runNow(db: PgConnection, params: { id: string } & Acting): Promise<JobRunNowOutcome> {
+  if (unstorable(params.id)) return db.answerIfOpen({ kind: "not_found" });
   const moved = await db.transaction(async (client) => {
     const rows = await client.query<PgRow>(JOB_RUN_NOW, [params.id, params.now, params.actor]);
     if (rows.rows[0]) await client.query(NOTIFY, [rows.rows[0]["run_at"]]);
@@ -182,6 +189,7 @@ export async function retryDeadMany(
 
 /** Who acted on a job, oldest first. */
 export async function adminActionList(db: PgConnection, params: { jobId: string }): Promise<AdminActionRow[]> {
+  if (unstorable(params.jobId)) return db.answerIfOpen([]);
   const rows = await db.query(ACTIONS_OF, [params.jobId]);
   return rows.map((row) => ({
     at: requireMs(row["at"]),

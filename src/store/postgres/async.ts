@@ -9,6 +9,7 @@ import type { AttemptToken, JobAsyncState, JobAttempt, JobOutcome } from "../../
 import { externalCallRefusal, type ExternalCallTarget } from "../external-calls.js";
 import type { ExternalHeartbeatOutcome, ExternalSetStateOutcome } from "../store.js";
 import type { PgConnection } from "./connection.js";
+import { unstorable } from "./errors.js";
 import { requeueIn } from "./outcomes.js";
 import { requireMs, toJobRow, toMs, type PgRow } from "./rows.js";
 import { ASYNC_STATE, CALL_TARGET, HEARTBEAT_EXTERNAL, MARK_ASYNC } from "./sql/async.js";
@@ -45,6 +46,7 @@ export async function heartbeatExternal(
   db: PgConnection,
   params: { id: string; attempt: number; token: AttemptToken; progressJson?: string | undefined; now: Date | "now" },
 ): Promise<ExternalHeartbeatOutcome> {
+  if (unstorable(params.id)) return db.answerIfOpen({ kind: "not_found" });
   return db.transaction(async (client): Promise<ExternalHeartbeatOutcome> => {
     await client.query("SET LOCAL synchronous_commit = off");
     const target = await lockCallTarget(client, params.id);
@@ -73,6 +75,7 @@ export async function setStateExternal(
   params: { outcome: JobOutcome; token: AttemptToken; now: Date | "now" },
 ): Promise<ExternalSetStateOutcome> {
   const { outcome, token, now } = params;
+  if (unstorable(outcome.id)) return db.answerIfOpen({ kind: "not_found" });
   return db.transaction(async (client): Promise<ExternalSetStateOutcome> => {
     if (outcome.status === "retrying") await client.query(LOCK_CHAINS_OF_JOBS, [[outcome.id]]);
     const target = await lockCallTarget(client, outcome.id);
@@ -112,6 +115,7 @@ export async function setStateExternal(
 
 /** The asynchronous side of job `id`; undefined if there is no such job. */
 export async function asyncState(db: PgConnection, params: { id: string }): Promise<JobAsyncState | undefined> {
+  if (unstorable(params.id)) return db.answerIfOpen(undefined);
   const row = (await db.query(ASYNC_STATE, [params.id], "opqueue_async_state"))[0];
   if (row === undefined) return undefined;
   const attempt = row["async_attempt"] as number | null;

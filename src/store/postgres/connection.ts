@@ -130,6 +130,15 @@ export class PgConnection {
     if (this.closed) throw new StoreUnavailableError("the store is closed");
   }
 
+  /**
+   * `answer`, unless the store is closed: for a call answered without asking the server (a key no row can hold, see
+   * `unstorable`), which a closed store refuses all the same.
+   */
+  answerIfOpen<T>(answer: T): T {
+    this.assertOpen();
+    return answer;
+  }
+
   /** Runs one statement (a named one is prepared once per connection), turning connection trouble into 503s. */
   async query(text: string, values: unknown[] = [], name?: string): Promise<PgRow[]> {
     this.assertOpen();

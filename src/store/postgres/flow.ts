@@ -7,6 +7,7 @@ import type { LimitsSource, OperationControl, OperationLimits, PausedKey } from 
 import { NO_LIMITS } from "../../flow/limits.js";
 import { limitColumns, toOperationControl, type ControlRow } from "../control-rows.js";
 import type { PgConnection } from "./connection.js";
+import { unstorable } from "./errors.js";
 import type { PgRow } from "./rows.js";
 import {
   CONFIGURE_LIMITS,
@@ -159,6 +160,7 @@ export async function pauseKey(db: PgConnection, params: { key: string; actor: s
 }
 
 export async function resumeKey(db: PgConnection, params: { key: string; now: Now }): Promise<boolean> {
+  if (unstorable(params.key)) return db.answerIfOpen(false);
   return inTransaction(db, async (tx) => {
     const deleted = await tx.query(`${RESUME_KEY} RETURNING 1`, [params.key]);
     if (deleted.length > 0) await tx.query(NOTIFY, [params.now]);

@@ -2,9 +2,12 @@
  * One LISTEN connection per node for `opqueue_jobs:<schema>` notifications (sent by `opqueue_notify`, once per
  * insert batch or admin retry). It lives outside the pool, reconnects by itself with backoff when the connection
  * drops (database restart, `pg_terminate_backend`), and after reconnecting calls back once, since notifications
- * sent while it was away are lost and a missed one must not leave a due job waiting for the poll.
+ * sent while it was away are lost and a missed one must not leave a due job waiting for the poll. A store keeps its
+ * listeners (the jobs' channel, the schedules' channel) in a `StoreListeners`.
  */
 import pg from "pg";
+import type { ConnectionSettings } from "./connection.js";
+import { mapError } from "./errors.js";
 
 /** Backoff between reconnection attempts. */
 const RECONNECT_MIN_MS = 100;
@@ -90,5 +93,86 @@ export class NotificationListener {
     const client = this.client;
     this.client = undefined;
     await client?.end().catch(() => undefined);
+  }
+}
+
+/** The LISTEN connections a store opened, on its jobs' and its schedules' channels, all stopped when it closes. */
+export class StoreListeners {
+  private readonly listeners = new Set<NotificationListener>();
+
+  constructor(
+    private readonly options: {
+      settings: ConnectionSettings;
+      /** The NOTIFY channel of this schema's jobs. */
+      jobsChannel: string;
+      /** The NOTIFY channel of this schema's schedules (sql/schedules.ts, SCHEDULE_NOTIFY). */
+      schedulesChannel: string;
+      onError: ((error: Error) => void) | undefined;
+    },
+  ) {}
+
+  /**
+   * Listens on the jobs' channel: a job claimable from a time (`onAvailable`, with `now()` when the time is not said or
+   * notifications may have been missed), a running job cancelled (`onAbort`).
+   */
+  jobs(params: {
+    onAvailable: (runAt: number) => void;
+    onAbort: ((jobId: string) => void) | undefined;
+    now: () => number;
+  }): Promise<() => Promise<void>> {
+    const { onAvailable, onAbort, now } = params;
+    return this.listen({
+      channel: this.options.jobsChannel,
+      onNotify: (payload) => {
+        // A running job cancelled (jobCancelRunningSql): the node delivering it aborts the exchange.
+        if (payload?.startsWith("abort:")) {
+          onAbort?.(payload.slice("abort:".length));
+          return;
+        }
+        const runAt = Number(payload);
+        onAvailable(Number.isFinite(runAt) ? runAt : now());
+      },
+      onReconnect: () => onAvailable(now()),
+    });
+  }
+
+  /**
+   * Listens on the schedules' channel, with a connection of its own: schedules change seldom, and a node that has not
+   * heard of a change fires nothing wrong meanwhile (a tick is checked against the schedule's revision), only late.
+   */
+  schedules(onChange: () => void): Promise<() => Promise<void>> {
+    return this.listen({ channel: this.options.schedulesChannel, onNotify: () => onChange(), onReconnect: onChange });
+  }
+
+  /** Opens a LISTEN connection on `channel`; resolves to the function that closes it. */
+  private async listen(options: {
+    channel: string;
+    onNotify: (payload: string | undefined) => void;
+    onReconnect: () => void;
+  }): Promise<() => Promise<void>> {
+    const { settings, onError } = this.options;
+    const listener = new NotificationListener({
+      url: settings.url,
+      applicationName: `${settings.applicationName}-listener`,
+      connectionOptions: settings.options,
+      ...options,
+      ...(onError ? { onError } : {}),
+    });
+    try {
+      await listener.start();
+    } catch (error) {
+      throw mapError(error);
+    }
+    this.listeners.add(listener);
+    return async () => {
+      this.listeners.delete(listener);
+      await listener.stop();
+    };
+  }
+
+  /** Stops every connection still listening. */
+  async stopAll(): Promise<void> {
+    await Promise.all([...this.listeners].map((listener) => listener.stop()));
+    this.listeners.clear();
   }
 }

@@ -1,13 +1,21 @@
 /**
  * The PostgreSQL engine's schedules (docs/schedules.md): the administrators' writes, each announced on the schedules'
- * channel in its own transaction (a NOTIFY is sent when it commits, and only then), and the reads of schedules and of
- * their last ticks.
+ * channel in its own transaction (a NOTIFY is sent when it commits, and only then), a tick recorded with its job, and
+ * the reads of schedules and of their last ticks.
  */
 import type pg from "pg";
 import type { CronTick, ScheduleFields, ScheduleRow } from "../../schedules/schedule.js";
 import { scheduleColumns, toScheduleRow, type ScheduleDbRow } from "../schedule-rows.js";
-import type { ScheduleCreateOutcome, ScheduleUpdateOutcome, ScheduleWriteOutcome } from "../store.js";
+import type {
+  CronTickOutcome,
+  JobInsertParams,
+  ScheduleCreateOutcome,
+  ScheduleUpdateOutcome,
+  ScheduleWriteOutcome,
+} from "../store.js";
 import type { PgConnection } from "./connection.js";
+import { unstorable } from "./errors.js";
+import { insertOne } from "./insert.js";
 import type { PgRow } from "./rows.js";
 import {
   CRON_TICK_LATEST,
@@ -15,6 +23,7 @@ import {
   SCHEDULE_CREATE_LOCK,
   SCHEDULE_DELETE,
   SCHEDULE_GET,
+  SCHEDULE_IN_FORCE,
   SCHEDULE_INSERT,
   SCHEDULE_LIST,
   SCHEDULE_NOTIFY,
@@ -23,6 +32,7 @@ import {
   SCHEDULE_TICKS_DELETE,
   SCHEDULE_UPDATE,
 } from "./sql/schedules.js";
+import { CRON_TICK_RECORD, CRON_TICK_SET_JOB } from "./sql/insert.js";
 
 type Now = Date | "now";
 
@@ -89,6 +99,7 @@ export function createSchedule(
 
 /** One schedule by name. */
 export async function getSchedule(db: PgConnection, name: string): Promise<ScheduleRow | undefined> {
+  if (unstorable(name)) return db.answerIfOpen(undefined);
   const row = (await db.query(SCHEDULE_GET, [name]))[0];
   return row ? toRow(row) : undefined;
 }
@@ -99,10 +110,11 @@ export async function listSchedules(db: PgConnection): Promise<ScheduleRow[]> {
 }
 
 /** Replaces a schedule's fields if it still has `ifRevision`; announced. */
-export function updateSchedule(
+export async function updateSchedule(
   db: PgConnection,
   params: { schedule: ScheduleFields; ifRevision: string; revision: string; actor: string; now: Now },
 ): Promise<ScheduleUpdateOutcome> {
+  if (unstorable(params.schedule.name)) return db.answerIfOpen({ kind: "not_found" });
   return announced(db, async (client) => {
     const changed = await client.query(SCHEDULE_UPDATE, [
       ...fieldValues(params.schedule),
@@ -118,10 +130,11 @@ export function updateSchedule(
 }
 
 /** Pauses a schedule, kept as it was if already paused; announced. */
-export function pauseSchedule(
+export async function pauseSchedule(
   db: PgConnection,
   params: { name: string; actor: string; now: Now },
 ): Promise<ScheduleWriteOutcome<"paused">> {
+  if (unstorable(params.name)) return db.answerIfOpen({ kind: "not_found" });
   return announced(db, async (client) => {
     await client.query(SCHEDULE_PAUSE, [params.name, params.now, params.actor]);
     const schedule = await getIn(client, params.name);
@@ -130,7 +143,11 @@ export function pauseSchedule(
 }
 
 /** Resumes a schedule; announced. */
-export function resumeSchedule(db: PgConnection, params: { name: string }): Promise<ScheduleWriteOutcome<"resumed">> {
+export async function resumeSchedule(
+  db: PgConnection,
+  params: { name: string },
+): Promise<ScheduleWriteOutcome<"resumed">> {
+  if (unstorable(params.name)) return db.answerIfOpen({ kind: "not_found" });
   return announced(db, async (client) => {
     await client.query(SCHEDULE_RESUME, [params.name]);
     const schedule = await getIn(client, params.name);
@@ -139,7 +156,11 @@ export function resumeSchedule(db: PgConnection, params: { name: string }): Prom
 }
 
 /** Deletes a schedule and its recorded ticks; announced. */
-export function deleteSchedule(db: PgConnection, params: { name: string }): Promise<ScheduleWriteOutcome<"deleted">> {
+export async function deleteSchedule(
+  db: PgConnection,
+  params: { name: string },
+): Promise<ScheduleWriteOutcome<"deleted">> {
+  if (unstorable(params.name)) return db.answerIfOpen({ kind: "not_found" });
   return announced(db, async (client) => {
     const deleted = (await client.query<PgRow>(SCHEDULE_DELETE, [params.name])).rows[0];
     if (!deleted) return { kind: "not_found" };
@@ -148,8 +169,33 @@ export function deleteSchedule(db: PgConnection, params: { name: string }): Prom
   });
 }
 
+/**
+ * Records a cron tick and inserts its job in one transaction: once across nodes and restarts (the tick's row is the
+ * claim to it), and for a schedule's tick only while the schedule is in force at `scheduleRevision`.
+ */
+export async function insertTick(
+  db: PgConnection,
+  params: { name: string; tickAt: number; job: JobInsertParams; scheduleRevision?: string | undefined; now: Now },
+): Promise<CronTickOutcome> {
+  return db.transaction(async (client) => {
+    const revision = params.scheduleRevision;
+    if (revision !== undefined && (await client.query(SCHEDULE_IN_FORCE, [params.name, revision])).rowCount === 0) {
+      return { kind: "schedule_changed" } as const;
+    }
+    const tick = await client.query(CRON_TICK_RECORD, [params.name, new Date(params.tickAt)]);
+    if (tick.rowCount === 0) return { kind: "already_enqueued" } as const;
+    const outcome = await insertOne(client, { insert: params.job, now: params.now });
+    if (outcome.kind === "created" || outcome.kind === "deduplicated") {
+      await client.query(CRON_TICK_SET_JOB, [params.name, new Date(params.tickAt), outcome.job.id]);
+    }
+    return outcome;
+  });
+}
+
 /** The newest recorded tick of each of `names` that has one. */
-export async function latestTicks(db: PgConnection, names: string[]): Promise<CronTick[]> {
+export async function latestTicks(db: PgConnection, params: { names: string[] }): Promise<CronTick[]> {
+  const names = params.names.filter((name) => !unstorable(name));
+  if (names.length === 0) return db.answerIfOpen([]);
   const rows = await db.query(CRON_TICK_LATEST, [names]);
   return rows.map((row) => ({
     name: row["name"] as string,

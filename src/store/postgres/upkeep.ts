@@ -1,0 +1,90 @@
+/**
+ * The PostgreSQL engine's upkeep, run by the maintenance services: the running jobs whose lease expired (for the
+ * rescuer), waiting jobs past their expiry, and retention: finished jobs, idempotency keys, cron ticks, attempt
+ * counts and idle rate buckets.
+ */
+import type { JobRow, LeaseLimits } from "../../job/job.js";
+import type { PgConnection } from "./connection.js";
+import { toJobRow, type PgRow } from "./rows.js";
+import { DELETE_BUCKETS } from "./sql/flow.js";
+import {
+  ATTEMPT_COUNT_DELETE,
+  CRON_TICK_DELETE,
+  DELETE_ACTIONS,
+  DELETE_ATTEMPTS,
+  DELETE_EMPTY_CHAINS,
+  DELETE_FINISHED,
+  EXPIRE_MANY,
+  IDEMPOTENCY_KEY_DELETE,
+} from "./sql/maintenance.js";
+import { LIST_EXPIRED } from "./sql/outcomes.js";
+
+type Now = Date | "now";
+
+/** Running jobs whose lease (the operation's, else the default; an asynchronous attempt's own) has expired. */
+export async function listExpired(
+  db: PgConnection,
+  params: { lease: LeaseLimits; limit: number; now: Now },
+): Promise<JobRow[]> {
+  const operations = Object.entries(params.lease.byOperation);
+  const asyncOperations = Object.entries(params.lease.asyncByOperation ?? {});
+  const rows = await db.query(LIST_EXPIRED, [
+    params.now,
+    params.lease.defaultMs,
+    operations.map(([operationId]) => operationId),
+    operations.map(([, leaseMs]) => leaseMs),
+    Math.max(0, params.limit),
+    asyncOperations.map(([operationId]) => operationId),
+    asyncOperations.map(([, leaseMs]) => leaseMs),
+  ]);
+  return rows.map(toJobRow);
+}
+
+/** Waiting jobs past their expiry → `cancelled` (`expired`); answers them. */
+export async function expireMany(db: PgConnection, params: { limit: number; now: Now }): Promise<JobRow[]> {
+  const rows = await db.query(EXPIRE_MANY, [params.now, Math.max(0, params.limit)], "opqueue_expire_many");
+  return rows.map(toJobRow);
+}
+
+/** Deletes finished jobs older than `olderThanMs` with their attempts and actions, then chains left empty. */
+export async function deleteFinishedMany(
+  db: PgConnection,
+  params: { olderThanMs: number; limit: number; now: Now },
+): Promise<number> {
+  return db.transaction(async (client) => {
+    const deleted = await client.query<PgRow>(DELETE_FINISHED, [
+      params.now,
+      Math.max(0, params.limit),
+      params.olderThanMs,
+    ]);
+    const ids = deleted.rows.map((row) => row["id"] as string);
+    await client.query(DELETE_ATTEMPTS, [ids]);
+    await client.query(DELETE_ACTIONS, [ids]);
+    const rids = [...new Set(deleted.rows.map((row) => row["original_request_id"] as string))];
+    if (rids.length > 0) await client.query(DELETE_EMPTY_CHAINS, [rids]);
+    return deleted.rowCount ?? 0;
+  });
+}
+
+/** Deletes expired idempotency keys; answers how many. */
+export async function idempotencyKeyDeleteMany(db: PgConnection, params: { limit: number; now: Now }): Promise<number> {
+  return (await db.query(IDEMPOTENCY_KEY_DELETE, [params.now, Math.max(0, params.limit)])).length;
+}
+
+/** Deletes cron ticks older than `olderThanMs` (but each name's newest); answers how many. */
+export async function cronTickDeleteMany(db: PgConnection, params: { olderThanMs: number; now: Now }): Promise<number> {
+  return (await db.query(CRON_TICK_DELETE, [params.now, params.olderThanMs])).length;
+}
+
+/** Deletes attempt counts of minutes older than `olderThanMs`; answers how many. */
+export async function attemptCountDeleteMany(
+  db: PgConnection,
+  params: { olderThanMs: number; now: Now },
+): Promise<number> {
+  return (await db.query(ATTEMPT_COUNT_DELETE, [params.now, params.olderThanMs])).length;
+}
+
+/** Deletes the rate buckets whose time has passed (sql/flow.ts, DELETE_BUCKETS); answers how many. */
+export async function rateBucketDeleteMany(db: PgConnection, params: { now: Now }): Promise<number> {
+  return (await db.query(`${DELETE_BUCKETS} RETURNING 1`, [params.now])).length;
+}
