@@ -28,7 +28,6 @@ import {
   type JobRow,
   type LeaseLimits,
 } from "../../job/job.js";
-import type { JobResult } from "../../job/schemas.js";
 import { JOB_STATUSES, type JobStatus } from "../../job/statuses.js";
 import { toBuckets } from "../attempt-buckets.js";
 import { chainJobCountsOf } from "../chain-counts.js";
@@ -64,10 +63,11 @@ import { lockedError, mapError } from "./errors.js";
 import { migrate } from "./migrate.js";
 import { mayUpsert, toAsyncState, toAttemptRow, toChainRow, toJobRow, type SqliteJobRow } from "./rows.js";
 import { AdminWrites } from "./admin.js";
-import { claimMany, type LaneCursor } from "./claim.js";
-import { FlowWrites, Gates } from "./flow.js";
+import * as claims from "./claims.js";
+import type { LaneCursor } from "./claims.js";
+import * as flow from "./flow.js";
 import { copyDatabase } from "./online-backup.js";
-import { OutcomeWrites } from "./outcomes.js";
+import { setStateIfRunning, setStateIfRunningMany } from "./outcomes.js";
 import { ScheduleWrites } from "./schedules.js";
 import { prepareStatements, type Statements } from "./statements.js";
 
@@ -80,11 +80,9 @@ export class SqliteEngine {
   private readonly clock: Clock;
   private readonly schemaVersion: number;
   private readonly statements: Statements;
-  private readonly outcomes: OutcomeWrites;
   private readonly admin: AdminWrites;
-  private readonly flow: FlowWrites;
   private readonly schedules: ScheduleWrites;
-  /** Where the last claim stopped visiting lanes (claim.ts). */
+  /** Where the last claim stopped visiting lanes (claims.ts). */
   private laneCursor: LaneCursor = { operationId: "", lane: "" };
   private readonly listStatements = new Map<string, Database.Statement>();
   /** The last claim found at least a page of due jobs: the next one goes straight to the claim order. */
@@ -98,9 +96,7 @@ export class SqliteEngine {
     this.clock = options.clock;
     this.schemaVersion = options.schemaVersion;
     this.statements = prepareStatements(this.db);
-    this.outcomes = new OutcomeWrites(this.statements);
     this.admin = new AdminWrites(this.statements);
-    this.flow = new FlowWrites(this.statements);
     this.schedules = new ScheduleWrites(this.statements);
   }
 
@@ -388,7 +384,7 @@ export class SqliteEngine {
   jobClaimMany(params: { limit: number }): string {
     if (params.limit <= 0) return "[]";
     return this.writeLazily(() => {
-      const { json, backlogged, cursor } = claimMany(this.statements, {
+      const { json, backlogged, cursor } = claims.claimMany(this.statements, {
         limit: params.limit,
         now: this.clock.now(),
         backlogged: this.backlogged,
@@ -403,18 +399,14 @@ export class SqliteEngine {
   jobSetStateIfRunningMany(params: { outcomes: JobOutcome[] }): boolean[] {
     if (params.outcomes.length === 0) return [];
     // No client waits on an outcome: losing one to a power cut means one more delivery, which at-least-once allows.
-    return this.writeLazily(() => {
-      const now = this.clock.now();
-      return params.outcomes.map((outcome) => this.outcomes.setStateIfRunning(outcome, now));
-    });
+    return this.writeLazily(() =>
+      setStateIfRunningMany(this.statements, { outcomes: params.outcomes, now: this.clock.now() }),
+    );
   }
 
   jobHeartbeatMany(params: { jobs: JobAttempt[] }): void {
     if (params.jobs.length === 0) return;
-    this.writeLazily(() => {
-      const now = this.clock.now();
-      for (const job of params.jobs) this.statements.heartbeat.run({ id: job.id, attempt: job.attempt, now });
-    });
+    this.writeLazily(() => claims.heartbeatMany(this.statements, { jobs: params.jobs, now: this.clock.now() }));
   }
 
   jobListExpired(params: { lease: LeaseLimits; limit: number }): JobRow[] {
@@ -483,7 +475,7 @@ export class SqliteEngine {
       const target = this.callTarget(outcome.id);
       const refusal = externalCallRefusal({ target, attempt: outcome.attempt, startedAt: outcome.startedAt, token });
       if (refusal !== undefined) return refusal;
-      if (!this.outcomes.setStateIfRunning(outcome, this.clock.now())) {
+      if (!setStateIfRunning(this.statements, { outcome, now: this.clock.now() })) {
         throw new Error(`job ${outcome.id} changed inside the transaction of a target's call`);
       }
       const row = this.statements.getById.get(outcome.id);
@@ -499,21 +491,11 @@ export class SqliteEngine {
 
   jobRequeueMany(params: { jobs: JobAttempt[]; delayMs: number; errorBody: string; refund: AttemptRefund }): number {
     if (params.jobs.length === 0) return 0;
-    return this.write(() => {
-      const now = this.clock.now();
-      const result: JobResult = { error_body: params.errorBody, terminal_reason: null };
-      const runAt = now + params.delayMs;
-      return params.jobs.filter((job) =>
-        this.outcomes.requeueOne({ ...job, runAt, result, now, refund: params.refund }),
-      ).length;
-    });
+    return this.write(() => claims.requeueWithError(this.statements, { ...params, now: this.clock.now() }));
   }
 
   jobNextRunAt(): number | null {
-    return this.read(() => {
-      const gates = new Gates(this.statements, this.clock.now());
-      return gates.gated ? gates.nextOpenAt() : (this.statements.nextRunAt.get({ now: this.clock.now() }) ?? null);
-    });
+    return this.read(() => claims.nextRunAt(this.statements, { now: this.clock.now() }));
   }
 
   cronTickInsert(params: {
@@ -700,19 +682,19 @@ export class SqliteEngine {
   }
 
   operationLimitsConfigure(params: { limits: Array<{ operationId: string; limits: OperationLimits }> }): void {
-    this.write(() => this.flow.configure(params.limits));
+    this.write(() => flow.configureLimits(this.statements, params.limits));
   }
 
   operationControlList(): OperationControl[] {
-    return this.read(() => this.flow.list());
+    return this.read(() => flow.controlList(this.statements));
   }
 
   operationPause(params: { operationId: string; actor: string }): OperationControl {
-    return this.write(() => this.flow.pause({ ...params, now: this.clock.now() }));
+    return this.write(() => flow.pause(this.statements, { ...params, now: this.clock.now() }));
   }
 
   operationResume(params: { operationId: string }): OperationControl {
-    return this.write(() => this.flow.resume(params));
+    return this.write(() => flow.resume(this.statements, params));
   }
 
   operationLimitsSet(params: {
@@ -721,19 +703,19 @@ export class SqliteEngine {
     source: LimitsSource;
     actor: string;
   }): OperationControl {
-    return this.write(() => this.flow.setLimits({ ...params, now: this.clock.now() }));
+    return this.write(() => flow.setLimits(this.statements, { ...params, now: this.clock.now() }));
   }
 
   concurrencyKeyPause(params: { key: string; actor: string }): PausedKey {
-    return this.write(() => this.flow.pauseKey({ ...params, now: this.clock.now() }));
+    return this.write(() => flow.pauseKey(this.statements, { ...params, now: this.clock.now() }));
   }
 
   concurrencyKeyResume(params: { key: string }): boolean {
-    return this.write(() => this.flow.resumeKey(params));
+    return this.write(() => flow.resumeKey(this.statements, params));
   }
 
   pausedKeyList(): PausedKey[] {
-    return this.read(() => this.flow.pausedKeys());
+    return this.read(() => flow.pausedKeyList(this.statements));
   }
 
   scheduleCreate(params: {

@@ -1,5 +1,5 @@
 /**
- * The claim (claim.ts): the candidates it reads, in claim order or lane by lane, the lanes a rate holds (migration
+ * The claim (claims.ts): the candidates it reads, in claim order or lane by lane, the lanes a rate holds (migration
  * 0009), the write that takes a job and the JSON it answers; and the next run time a claim leaves behind.
  */
 import type Database from "better-sqlite3";
@@ -106,7 +106,7 @@ export function prepareClaimStatements(db: Database.Database) {
          AND (concurrency_key IS NULL OR concurrency_key NOT IN (SELECT value FROM json_each(:closed)))
        ORDER BY run_at, seq LIMIT :limit`,
     ),
-    // The head of the queue: in claim order, and by run time when few are due (see claim.ts).
+    // The head of the queue: in claim order, and by run time when few are due (see claims.ts).
     claimCandidates: prepare<{ now: number; closed: string; limit: number; offset: number }, Candidate>(
       db,
       `SELECT ${CANDIDATE_COLUMNS} FROM jobs INDEXED BY jobs_claim

@@ -1,5 +1,9 @@
 /**
- * The SQLite claim (docs/flow-control.md, "What gates a claim" and "Fairness"). No `SKIP LOCKED`: SQLite has one
+ * What the node running jobs asks of the SQLite engine besides outcomes (outcomes.ts) and the mark of an asynchronous
+ * attempt (async.ts): the claim, heartbeats, requeues of jobs it could not deliver, and when a claim may next find a
+ * job (statements in sql/claim.ts; the gates it reads in gates.ts).
+ *
+ * The claim (docs/flow-control.md, "What gates a claim" and "Fairness"). No `SKIP LOCKED`: SQLite has one
  * writer, so a claim inside `BEGIN IMMEDIATE` (the caller's transaction) cannot race another claim, and its gates cannot
  * change under it.
  *
@@ -11,9 +15,13 @@
  * index until its rate opens), so blocked lanes cost nothing after their first visit. The pick orders them by
  * priority, then turn in their lane, then run time and creation, and takes each that the gates let through.
  */
-import type { Statements } from "./statements.js";
-import { Gates } from "./flow.js";
+import type { JobAttempt } from "../../job/job.js";
+import type { JobResult } from "../../job/schemas.js";
+import type { AttemptRefund } from "../store.js";
+import { Gates } from "./gates.js";
+import { requeueOne } from "./outcomes.js";
 import type { Candidate, NextLane } from "./sql/claim.js";
+import type { Statements } from "./statements.js";
 
 /** Where the last claim stopped visiting lanes: the next one starts after it. */
 export interface LaneCursor {
@@ -106,6 +114,28 @@ export function claimMany(
   }
   gates.advanceBuckets();
   return { json: `[${claimed.join(",")}]`, backlogged, cursor };
+}
+
+/** Moves the leases of running attempts on. */
+export function heartbeatMany(s: Statements, params: { jobs: JobAttempt[]; now: number }): void {
+  for (const job of params.jobs) s.heartbeat.run({ id: job.id, attempt: job.attempt, now: params.now });
+}
+
+/** Sends running attempts that could not be delivered back to the queue, `delayMs` on; answers how many went. */
+export function requeueWithError(
+  s: Statements,
+  params: { jobs: JobAttempt[]; delayMs: number; errorBody: string; refund: AttemptRefund; now: number },
+): number {
+  const { now } = params;
+  const result: JobResult = { error_body: params.errorBody, terminal_reason: null };
+  const runAt = now + params.delayMs;
+  return params.jobs.filter((job) => requeueOne(s, { ...job, runAt, result, now, refund: params.refund })).length;
+}
+
+/** When a claim may next find a job (see `Store.jobNextRunAt`): the gates' answer when any are set. */
+export function nextRunAt(s: Statements, params: { now: number }): number | null {
+  const gates = new Gates(s, params.now);
+  return gates.gated ? gates.nextOpenAt() : (s.nextRunAt.get({ now: params.now }) ?? null);
 }
 
 /** A job's lane with its operation: the unit that takes turns. */
