@@ -1,7 +1,8 @@
 /**
  * Flow control's vocabulary (docs/flow-control.md): an operation's limits and pause, a paused concurrency key, and the
  * rate limits' arithmetic. Types and pure functions, shared by both engines (the PostgreSQL engine repeats the
- * arithmetic in SQL: functions/opqueue_rate_allowance.sql) and by the API; the SQLite thread loads this module too.
+ * arithmetic in SQL: migrations/postgres/current/functions/opqueue_rate_allowance.sql) and by the API; the SQLite
+ * thread loads this module too.
  */
 
 /** At most `limit` jobs started per `periodMs` on average, and `burst` at once after a quiet spell. */

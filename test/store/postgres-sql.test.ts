@@ -1,5 +1,5 @@
 /**
- * The current text of the PostgreSQL engine's functions and view, kept in src/store/postgres/sql/, against what a
+ * The current text of the PostgreSQL engine's functions and view, kept in migrations/postgres/current/, against what a
  * migrated database holds: a reader of those files reads the code that runs, never a guess rebuilt from the
  * migrations' history.
  *
@@ -15,7 +15,7 @@ import pg from "pg";
 import { ManualClock } from "../../src/clock.js";
 import { openPostgresStore, POSTGRES_SKIP, POSTGRES_URL } from "../helpers/postgres.js";
 
-const SQL_DIR = new URL("../../src/store/postgres/sql/", import.meta.url);
+const SQL_DIR = new URL("../../migrations/postgres/current/", import.meta.url);
 const FUNCTION_FILES = readdirSync(new URL("functions/", SQL_DIR)).filter((name) => name.endsWith(".sql"));
 
 /** Every function of `schema`, by name, as pg_get_functiondef writes it, with the schema's name taken out. */
@@ -29,7 +29,7 @@ async function functionDefinitions(client: pg.Client, schema: string): Promise<M
 }
 
 test(
-  "every PL/pgSQL function and the view jobs in src/store/postgres/sql/ read as a migrated database holds them",
+  "every PL/pgSQL function and the view jobs in migrations/postgres/current/ read as a migrated database holds them",
   { skip: POSTGRES_SKIP },
   async (t) => {
     const clock = new ManualClock();

@@ -18,7 +18,7 @@ const CLAIM_TRIES = 3;
 
 type Now = Date | "now";
 
-/** Where a claim stopped visiting lanes (functions/opqueue_claim.sql), for the next claim to go on from. */
+/** Where a claim stopped visiting lanes (`opqueue_claim`), for the next claim to go on from. */
 export interface LaneCursor {
   operationId: string;
   lane: string;

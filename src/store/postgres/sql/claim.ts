@@ -13,19 +13,19 @@ export function claimCandidates(limit: number): number {
 }
 
 /**
- * The claim: `opqueue_claim` (functions/opqueue_claim.sql, where docs/flow-control.md's rules are written out), a
- * function so that it keeps one plan for the connection's life instead of planning a statement on every call. Each
- * claimed job comes back as one JSON text already shaped as a JobRow (times in ms), which one JSON.parse turns into the
- * row: node-postgres's parsing of 21 columns (five timestamps among them) cost more. Measured on the drain,
- * alternated: 80 → 74 µs of the main thread's CPU per job, no difference in the server's CPU. A last row
- * `{"cursor": [operation, lane]}` says where the claim stopped visiting lanes, for the next claim to go on from.
- * $1 now, $2 limit, $3 how many candidates to look at, $4 and $5 the cursor.
+ * The claim: `opqueue_claim` (migrations/postgres/current/functions/opqueue_claim.sql, where docs/flow-control.md's
+ * rules are written out), a function so that it keeps one plan for the connection's life instead of planning a
+ * statement on every call. Each claimed job comes back as one JSON text already shaped as a JobRow (times in ms), which
+ * one JSON.parse turns into the row: node-postgres's parsing of 21 columns (five timestamps among them) cost more.
+ * Measured on the drain, alternated: 80 → 74 µs of the main thread's CPU per job, no difference in the server's CPU. A
+ * last row `{"cursor": [operation, lane]}` says where the claim stopped visiting lanes, for the next claim to go on
+ * from. $1 now, $2 limit, $3 how many candidates to look at, $4 and $5 the cursor.
  */
 export const CLAIM = `WITH ${LAZY_COMMIT} SELECT c::text AS job FROM lazy_commit, opqueue_claim($1, $2, $3, $4, $5) AS c`;
 
 /**
- * When a claim may next find a job (functions/opqueue_next_run_at.sql): jobs behind a running key, a closed gate, are
- * not counted; counted, they would make every idle node's timer fire at once, again and again, until the key is free.
- * The node finishing the key's job wakes itself and claims the next. $1 now.
+ * When a claim may next find a job (`opqueue_next_run_at`, migrations/postgres/current/functions/): jobs behind a
+ * running key, a closed gate, are not counted; counted, they would make every idle node's timer fire at once, again
+ * and again, until the key is free. The node finishing the key's job wakes itself and claims the next. $1 now.
  */
 export const NEXT_RUN_AT = "SELECT opqueue_next_run_at($1) AS next";

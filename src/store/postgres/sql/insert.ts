@@ -1,6 +1,7 @@
 /**
- * Inserts: a batch of jobs in one call of `opqueue_insert_jobs` (functions/opqueue_insert_jobs.sql), every step of the
- * contract's enqueue (dedupe upsert, spawn cap, cancelled chain) decided inside it; and a cron tick with its job.
+ * Inserts: a batch of jobs in one call of `opqueue_insert_jobs` (migrations/postgres/current/functions/), every step
+ * of the contract's enqueue (dedupe upsert, spawn cap, cancelled chain) decided inside it; and a cron tick with its
+ * job.
  */
 
 /** A batch of inserts: one round trip, one commit, one NOTIFY. $1 the jobs (JSON), $2 now. */
