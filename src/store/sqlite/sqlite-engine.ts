@@ -19,7 +19,6 @@ import type { Clock } from "../../clock.js";
 import type { LimitsSource, OperationControl, OperationLimits, PausedKey } from "../../flow/limits.js";
 import type { CronTick, ScheduleFields, ScheduleRow } from "../../schedules/schedule.js";
 import {
-  runTimeAt,
   type AttemptToken,
   type JobAsyncState,
   type JobAttempt,
@@ -31,9 +30,7 @@ import {
 import { JOB_STATUSES, type JobStatus } from "../../job/statuses.js";
 import { toBuckets } from "../attempt-buckets.js";
 import { chainJobCountsOf } from "../chain-counts.js";
-import { createdJobRow } from "../created-row.js";
 import { externalCallRefusal, type ExternalCallTarget } from "../external-calls.js";
-import type { Settled } from "../group-commit.js";
 import {
   StoreUnavailableError,
   type AttemptBucket,
@@ -61,18 +58,16 @@ import {
 import { openFailure, prepareDatabasePath } from "./database-path.js";
 import { lockedError, mapError } from "./errors.js";
 import { migrate } from "./migrate.js";
-import { mayUpsert, toAsyncState, toAttemptRow, toChainRow, toJobRow, type SqliteJobRow } from "./rows.js";
+import { toAsyncState, toAttemptRow, toChainRow, toJobRow, type SqliteJobRow } from "./rows.js";
 import { AdminWrites } from "./admin.js";
 import * as claims from "./claims.js";
 import type { LaneCursor } from "./claims.js";
 import * as flow from "./flow.js";
 import { copyDatabase } from "./online-backup.js";
 import { setStateIfRunning, setStateIfRunningMany } from "./outcomes.js";
-import { ScheduleWrites } from "./schedules.js";
+import * as schedules from "./schedules.js";
+import { insertMany, insertOne, type InsertSettled } from "./insert.js";
 import { prepareStatements, type Statements } from "./statements.js";
-
-/** One insert of a batch: its outcome, or why it failed (the others are unaffected). */
-export type InsertSettled = Settled<JobInsertOutcome>;
 
 /** The embedded engine, on the thread that owns the connection. Open it with `SqliteEngine.open`. */
 export class SqliteEngine {
@@ -81,7 +76,6 @@ export class SqliteEngine {
   private readonly schemaVersion: number;
   private readonly statements: Statements;
   private readonly admin: AdminWrites;
-  private readonly schedules: ScheduleWrites;
   /** Where the last claim stopped visiting lanes (claims.ts). */
   private laneCursor: LaneCursor = { operationId: "", lane: "" };
   private readonly listStatements = new Map<string, Database.Statement>();
@@ -97,7 +91,6 @@ export class SqliteEngine {
     this.schemaVersion = options.schemaVersion;
     this.statements = prepareStatements(this.db);
     this.admin = new AdminWrites(this.statements);
-    this.schedules = new ScheduleWrites(this.statements);
   }
 
   /**
@@ -194,115 +187,7 @@ export class SqliteEngine {
    * only its own request. Nothing is acknowledged before this returns, that is, before the commit.
    */
   jobInsertMany(batch: JobInsertParams[]): InsertSettled[] {
-    const settled: InsertSettled[] = [];
-    const insertOne = this.db.transaction((params: JobInsertParams, now: number) => this.insertOne(params, now));
-    this.write(() => {
-      const now = this.clock.now();
-      for (const params of batch) {
-        try {
-          settled.push({ ok: true, value: insertOne(params, now) });
-        } catch (error) {
-          // Some errors (a full disk, an I/O error) make SQLite roll the whole transaction back: the inserts before
-          // this one are gone too, and a later one would run, and commit, on its own. The batch fails whole.
-          if (!this.db.inTransaction) throw error;
-          settled.push({ ok: false, error: mapError(error) });
-        }
-      }
-    });
-    return settled;
-  }
-
-  /**
-   * One insert behind its idempotency key when it has one (docs/api.md, "Idempotency"): a live key answers with the
-   * job it holds; a created or upserted job takes the key; a refused insert leaves it untouched.
-   */
-  private insertOne(params: JobInsertParams, now: number): JobInsertOutcome {
-    const s = this.statements;
-    const idempotency = params.idempotency;
-    if (idempotency === undefined) return this.insertUnkeyed(params, now);
-    const held = s.idempotencyKey.get({ scope: idempotency.scope, key: idempotency.key, now });
-    const holder = held === undefined ? undefined : s.getById.get(held.job_id);
-    if (held !== undefined && holder !== undefined) {
-      const kind = held.fingerprint === idempotency.fingerprint ? "idempotent_replay" : "idempotency_conflict";
-      return { kind, job: toJobRow(holder) };
-    }
-    const outcome = this.insertUnkeyed(params, now);
-    if (outcome.kind === "created" || outcome.kind === "deduplicated") {
-      s.takeIdempotencyKey.run({
-        scope: idempotency.scope,
-        key: idempotency.key,
-        fingerprint: idempotency.fingerprint,
-        job_id: outcome.job.id,
-        now,
-        expires_at: now + idempotency.windowMs,
-      });
-    }
-    return outcome;
-  }
-
-  /** The dedupe upsert, the spawn cap and the insert (docs/api.md, steps 5 to 7). */
-  private insertUnkeyed(params: JobInsertParams, now: number): JobInsertOutcome {
-    const s = this.statements;
-    if (params.dedupeKey !== null) {
-      const holder = s.dedupeHolder.get(params.dedupeKey);
-      if (holder) {
-        if (!mayUpsert(holder, params)) return { kind: "dedupe_conflict", holder: toJobRow(holder) };
-        const refreshed = s.refreshDeduped.get({
-          id: holder.id,
-          run_at: runTimeAt(params.runTime, now),
-          request: JSON.stringify(params.request),
-          expires_at: params.expiry === null ? null : runTimeAt(params.expiry, now),
-        });
-        if (!refreshed) throw new Error(`dedupe holder ${holder.id} vanished inside its transaction`);
-        return { kind: "deduplicated", job: toJobRow(refreshed) };
-      }
-    }
-    let chain: { cancelled_at: number | null } | undefined;
-    if (params.onSettled !== undefined) {
-      chain = s.startChainWithCallback.get({
-        rid: params.originalRequestId,
-        now,
-        on_settled: JSON.stringify({ ...params.onSettled, job_id: params.id }),
-      });
-      if (!chain) return { kind: "chain_exists" };
-    } else {
-      chain = s.chargeChain.get({ rid: params.originalRequestId, cap: params.spawnCap, now });
-      if (!chain) return { kind: "spawn_cap_exceeded" };
-    }
-    const chainCancelled = chain.cancelled_at !== null;
-    const job = createdJobRow(params, {
-      seq: 0,
-      createdAt: now,
-      runAt: runTimeAt(params.runTime, now),
-      expiresAt: params.expiry === null ? null : runTimeAt(params.expiry, now),
-      chainCancelled,
-    });
-    // The row is built from what was written rather than read back (RETURNING * would cost a third of the insert).
-    const info = s.insertJob.run({
-      id: params.id,
-      operation_id: params.operationId,
-      status: job.status,
-      max_attempts: params.maxAttempts,
-      priority: params.priority,
-      run_at: job.runAt,
-      created_at: now,
-      finished_at: job.finishedAt,
-      dedupe_key: params.dedupeKey,
-      concurrency_key: params.concurrencyKey,
-      rate_key: params.rateKey,
-      enqueued_by_operation_id: params.enqueuedByOperationId,
-      parent_job_id: params.parentJobId,
-      original_request_id: params.originalRequestId,
-      user_id: params.userId,
-      authority: JSON.stringify(params.authority),
-      request: JSON.stringify(params.request),
-      result: job.result === null ? null : JSON.stringify(job.result),
-      traceparent: params.traceparent,
-      expires_at: job.expiresAt,
-      callbacks: params.callbacks === null ? null : JSON.stringify(params.callbacks),
-    });
-    job.seq = Number(info.lastInsertRowid);
-    return { kind: "created", job };
+    return this.write(() => insertMany(this.db, this.statements, { batch, now: this.clock.now() }));
   }
 
   jobGet(params: { id: string }): JobRow | undefined {
@@ -504,25 +389,12 @@ export class SqliteEngine {
     job: JobInsertParams;
     scheduleRevision?: string | undefined;
   }): CronTickOutcome {
-    return this.write(() => {
-      const s = this.statements;
-      const revision = params.scheduleRevision;
-      if (revision !== undefined && !this.schedules.inForce({ name: params.name, revision }))
-        return { kind: "schedule_changed" };
-      if (s.recordTick.run({ name: params.name, tick_at: params.tickAt }).changes === 0) {
-        return { kind: "already_enqueued" };
-      }
-      const outcome = this.insertOne(params.job, this.clock.now());
-      if (outcome.kind === "created" || outcome.kind === "deduplicated") {
-        s.tickJob.run({ name: params.name, tick_at: params.tickAt, job_id: outcome.job.id });
-      }
-      return outcome;
-    });
+    return this.write(() => schedules.insertTick(this.statements, { ...params, now: this.clock.now() }));
   }
 
   cronTickLatestMany(params: { names: string[] }): CronTick[] {
     if (params.names.length === 0) return [];
-    return this.read(() => this.schedules.latestTicks(params.names));
+    return this.read(() => schedules.latestTicks(this.statements, params.names));
   }
 
   cronTickDeleteMany(params: { olderThanMs: number }): number {
@@ -602,7 +474,9 @@ export class SqliteEngine {
     return this.write(() => {
       if (this.statements.clearCallback.run({ id: params.jobId, status: params.status }).changes === 0)
         return { kind: "skipped" };
-      return params.insert === null ? { kind: "cleared" } : this.insertOne(params.insert, this.clock.now());
+      return params.insert === null
+        ? { kind: "cleared" }
+        : insertOne(this.statements, { insert: params.insert, now: this.clock.now() });
     });
   }
 
@@ -618,7 +492,7 @@ export class SqliteEngine {
       const now = this.clock.now();
       if (this.statements.fireOnSettled.run({ rid: params.originalRequestId, now }).changes === 0)
         return { kind: "skipped" };
-      return params.insert === null ? { kind: "cleared" } : this.insertOne(params.insert, now);
+      return params.insert === null ? { kind: "cleared" } : insertOne(this.statements, { insert: params.insert, now });
     });
   }
 
@@ -724,15 +598,15 @@ export class SqliteEngine {
     actor: string;
     maxSchedules: number;
   }): ScheduleCreateOutcome {
-    return this.write(() => this.schedules.create({ ...params, now: this.clock.now() }));
+    return this.write(() => schedules.createSchedule(this.statements, { ...params, now: this.clock.now() }));
   }
 
   scheduleGet(params: { name: string }): ScheduleRow | undefined {
-    return this.read(() => this.schedules.get(params.name));
+    return this.read(() => schedules.getSchedule(this.statements, params.name));
   }
 
   scheduleList(): ScheduleRow[] {
-    return this.read(() => this.schedules.list());
+    return this.read(() => schedules.listSchedules(this.statements));
   }
 
   scheduleUpdate(params: {
@@ -741,19 +615,19 @@ export class SqliteEngine {
     revision: string;
     actor: string;
   }): ScheduleUpdateOutcome {
-    return this.write(() => this.schedules.update({ ...params, now: this.clock.now() }));
+    return this.write(() => schedules.updateSchedule(this.statements, { ...params, now: this.clock.now() }));
   }
 
   schedulePause(params: { name: string; actor: string }): ScheduleWriteOutcome<"paused"> {
-    return this.write(() => this.schedules.pause({ ...params, now: this.clock.now() }));
+    return this.write(() => schedules.pauseSchedule(this.statements, { ...params, now: this.clock.now() }));
   }
 
   scheduleResume(params: { name: string }): ScheduleWriteOutcome<"resumed"> {
-    return this.write(() => this.schedules.resume(params));
+    return this.write(() => schedules.resumeSchedule(this.statements, params));
   }
 
   scheduleDelete(params: { name: string }): ScheduleWriteOutcome<"deleted"> {
-    return this.write(() => this.schedules.delete(params));
+    return this.write(() => schedules.deleteSchedule(this.statements, params));
   }
 
   rateBucketDeleteMany(): number {
