@@ -17,6 +17,7 @@ import type { Telemetry } from "../telemetry/events.js";
 import type { Metrics } from "../telemetry/metrics.js";
 import { adminAuthHook } from "./auth.js";
 import { collectOpenApi } from "./openapi.js";
+import { AdminJobs } from "../admin/admin-jobs.js";
 import { adminRoutes } from "./routes/admin.js";
 import { chainRoutes } from "./routes/chains.js";
 import { adminBackupRoutes } from "./routes/admin-backup.js";
@@ -93,7 +94,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   const openApiDocument = collectOpenApi(app);
   await app.register(jobRoutes, options);
-  await app.register(adminRoutes, options);
+  await app.register(adminRoutes, {
+    adminJobs: new AdminJobs({ store: options.store, notifier: options.notifier, telemetry: options.telemetry }),
+    verifier: options.verifier,
+    config: options.config,
+  });
   await app.register(chainRoutes, { store: options.store, verifier: options.verifier, config: options.config });
   await app.register(attemptCallRoutes, options);
   await app.register(operationRoutes, {

@@ -1,14 +1,14 @@
 /**
  * The administrators' job routes (docs/api.md, "Admin operations"): get, cancel, retry, run now, the attempt history
  * and the whole history, bulk retry of dead jobs, cancel a chain. Each change is recorded with the admin token's `sub`
- * (the job's history shows it) and logged.
+ * (the job's history shows it) and logged. Each route parses, authorises, calls one of src/admin/admin-jobs.ts's use
+ * cases and answers.
  */
 import { Type } from "@sinclair/typebox";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { FastifyRequest } from "fastify";
-import { retryDeadJobs, retryJob, type RetryDeps } from "../../admin/retry.js";
+import type { AdminJobs } from "../../admin/admin-jobs.js";
 import type { TokenVerifier } from "../../auth/tokens.js";
-import { jobHistory } from "../../admin/history.js";
 import { ApiError } from "../../errors.js";
 import { JobAttempts, JobEnvelope, JobExtensions, JobHistory, JobsEnvelope, RetryDeadBody } from "../../job/schemas.js";
 import { formatTime, toWireJob } from "../../job/wire.js";
@@ -16,42 +16,17 @@ import type { AdminAction } from "../../job/statuses.js";
 import { adminAuthHook, jobReaderAuthHook } from "../auth.js";
 import type { Config } from "../../config.js";
 import type { JobRow } from "../../job/job.js";
-import type { Telemetry } from "../../telemetry/events.js";
 import { errorResponses } from "./error-responses.js";
-import type { AdminStore, AsyncAttemptStore, JobReadStore } from "../../store/store.js";
 
 /** What the admin routes need. */
-export interface AdminRoutesOptions extends RetryDeps {
-  store: RetryDeps["store"] &
-    Pick<AdminStore, "jobCancel" | "chainCancel" | "jobRunNow"> &
-    Pick<JobReadStore, "jobGet" | "jobAttemptList" | "adminActionList"> &
-    Pick<AsyncAttemptStore, "jobAsyncStateGet">;
+export interface AdminRoutesOptions {
+  adminJobs: AdminJobs;
   verifier: TokenVerifier;
-  telemetry: Telemetry;
   config: Pick<Config, "listen">;
 }
 
 /** Longest `wait_ms` of `GET /jobs/{id}`; a request also never waits past `listen.request_timeout_ms` less a second. */
 export const MAX_WAIT_MS = 30_000;
-const TERMINAL = new Set(["succeeded", "dead", "cancelled"]);
-
-/**
- * Resolves when job `id` may have changed: one of this node's deliveries of it ended, or `ms` passed (a job delivered
- * by another node is seen at the next look).
- */
-function changed(telemetry: Telemetry, id: string, ms: number): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      off();
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    const off = telemetry.on("delivery:finished", (event) => {
-      if (event.jobId === id) done();
-    });
-  });
-}
 
 const JobIdParams = Type.Object({ id: Type.String({ description: "Short id of the job." }) });
 
@@ -72,7 +47,7 @@ function jobNotFound(id: string): ApiError {
 
 /** Registers the admin job routes. */
 export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async (app, options) => {
-  const { store, verifier } = options;
+  const { adminJobs, verifier } = options;
   const adminOnly = adminAuthHook({ verifier });
   const adminSecurity = [{ adminToken: [] }];
 
@@ -100,25 +75,12 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
     async (request) => {
       const { id } = request.params;
       const producer = request.producer;
-      const visible = (row: JobRow | undefined): row is JobRow =>
-        row !== undefined &&
-        (producer === null || (row.enqueuedByOperationId === producer.op && row.userId === producer.sub));
-      let row = await store.jobGet({ id });
-      if (!visible(row)) throw jobNotFound(id);
+      // A producer reads only the jobs its calling operation enqueued for its user.
+      const visible = (row: JobRow): boolean =>
+        producer === null || (row.enqueuedByOperationId === producer.op && row.userId === producer.sub);
       const waitMs = Math.min(request.query.wait_ms ?? 0, options.config.listen.request_timeout_ms - 1000);
-      const deadline = Date.now() + waitMs;
-      // Looks again at growing intervals (a job delivered on another node is seen by looking), at once when this
-      // node ends one of its deliveries.
-      for (
-        let interval = 25;
-        !TERMINAL.has(row.status) && Date.now() < deadline;
-        interval = Math.min(interval * 2, 250)
-      ) {
-        await changed(options.telemetry, id, Math.min(interval, deadline - Date.now()));
-        const fresh = await store.jobGet({ id });
-        if (!visible(fresh)) break;
-        row = fresh;
-      }
+      const row = await adminJobs.get({ id, waitMs, visible });
+      if (!row) throw jobNotFound(id);
       return { job: toWireJob(row) };
     },
   );
@@ -151,10 +113,9 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
     },
     async (request) => {
       const abortRunning = request.query.abort === true;
-      const outcome = await store.jobCancel({ id: request.params.id, actor: actorOf(request), abortRunning });
+      const outcome = await adminJobs.cancel({ id: request.params.id, actor: actorOf(request), abortRunning });
       switch (outcome.kind) {
         case "cancelled":
-          if (outcome.wasRunning) options.notifier.abort(outcome.job.id);
           logAction(request, "cancel", [outcome.job.id], outcome.wasRunning ? { aborted: true } : {});
           return { job: toWireJob(outcome.job) };
         case "not_found":
@@ -189,7 +150,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       },
     },
     async (request) => {
-      const outcome = await retryJob(options, { id: request.params.id, actor: actorOf(request) });
+      const outcome = await adminJobs.retry({ id: request.params.id, actor: actorOf(request) });
       switch (outcome.kind) {
         case "retried":
           logAction(request, "retry", [outcome.job.id]);
@@ -222,9 +183,8 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       },
     },
     async (request) => {
-      const row = await store.jobGet({ id: request.params.id });
-      if (!row) throw jobNotFound(request.params.id);
-      const attempts = await store.jobAttemptList({ id: row.id });
+      const attempts = await adminJobs.attempts(request.params.id);
+      if (!attempts) throw jobNotFound(request.params.id);
       return {
         attempts: attempts.map((attempt) => ({
           attempt: attempt.attempt,
@@ -257,7 +217,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
     },
     async (request) => {
       const body = request.body;
-      const jobs = await retryDeadJobs(options, {
+      const jobs = await adminJobs.retryDead({
         filter: { operationId: body.operation_id, originalRequestId: body.original_request_id, userId: body.user_id },
         limit: body.limit ?? 100,
         actor: actorOf(request),
@@ -285,7 +245,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       },
     },
     async (request) => {
-      const jobs = await store.chainCancel({
+      const jobs = await adminJobs.cancelChain({
         originalRequestId: request.params.original_request_id,
         actor: actorOf(request),
       });
@@ -312,10 +272,9 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       },
     },
     async (request) => {
-      const outcome = await store.jobRunNow({ id: request.params.id, actor: actorOf(request) });
+      const outcome = await adminJobs.runNow({ id: request.params.id, actor: actorOf(request) });
       switch (outcome.kind) {
         case "moved":
-          options.notifier.notify(outcome.job.runAt);
           logAction(request, "run-now", [outcome.job.id]);
           return { job: toWireJob(outcome.job) };
         case "not_found":
@@ -345,13 +304,9 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       },
     },
     async (request) => {
-      const row = await store.jobGet({ id: request.params.id });
-      if (!row) throw jobNotFound(request.params.id);
-      const [attempts, actions] = await Promise.all([
-        store.jobAttemptList({ id: row.id }),
-        store.adminActionList({ jobId: row.id }),
-      ]);
-      return { events: jobHistory({ job: row, attempts, actions }) };
+      const events = await adminJobs.history(request.params.id);
+      if (!events) throw jobNotFound(request.params.id);
+      return { events };
     },
   );
 
@@ -371,11 +326,9 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       },
     },
     async (request) => {
-      const [row, asyncState] = await Promise.all([
-        store.jobGet({ id: request.params.id }),
-        store.jobAsyncStateGet({ id: request.params.id }),
-      ]);
-      if (!row) throw jobNotFound(request.params.id);
+      const found = await adminJobs.extensions(request.params.id);
+      if (!found) throw jobNotFound(request.params.id);
+      const { job: row, asyncState } = found;
       const accepted = asyncState?.accepted ?? null;
       const progress = asyncState?.progress ?? null;
       return {
