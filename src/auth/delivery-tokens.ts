@@ -1,6 +1,6 @@
 /**
  * Delivery tokens coming back: a target that took an attempt asynchronously calls opqueue's heartbeat, complete and
- * fail routes with the delivery token of that attempt (docs/tokens.md, "Delivery tokens on the callback routes").
+ * fail routes with the delivery token of that attempt (docs/tokens.md, "Delivery tokens on the attempt calls").
  * opqueue checks it as its products do (every key of `auth.delivery_key`, chosen by `kid`; `iss`, `aud`), and reads
  * the job and attempt it names. Its `exp` is not a refusal here but a fact handed on: an attempt the target took
  * asynchronously outlives its token, and the store decides whether an expired token may still act on it

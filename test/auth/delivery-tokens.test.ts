@@ -1,5 +1,5 @@
 /**
- * Delivery tokens coming back to opqueue on a target's calls (docs/tokens.md, "Delivery tokens on the callback routes"):
+ * Delivery tokens coming back to opqueue on a target's calls (docs/tokens.md, "Delivery tokens on the attempt calls"):
  * checked against every delivery key by kid, with the issuer, audience and the claims that name the attempt; an
  * expired token is not refused but said to be expired, for the store to judge.
  */

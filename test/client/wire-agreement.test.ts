@@ -18,7 +18,7 @@ import { ERROR_CODES } from "../../src/errors.js";
 import * as service from "../../src/job/schemas.js";
 import type * as chains from "../../src/chains/schemas.js";
 import type * as flow from "../../src/flow/schemas.js";
-import type * as callbacks from "../../src/async-jobs/schemas.js";
+import type * as attemptCalls from "../../src/async-jobs/schemas.js";
 import type { OperationList } from "../../src/http/routes/operations.js";
 import type * as schedules from "../../src/schedules/schemas.js";
 
@@ -55,10 +55,10 @@ const typesAgree: Array<true> = [
   true satisfies Same<client.ScheduleDefinition, schedules.ScheduleCreateBody>,
   true satisfies Same<client.SchedulePatch, schedules.SchedulePatchBody>,
   // A target's calls on its attempt: the answer to a heartbeat, and every field of complete and fail by its camelCase name.
-  true satisfies Same<client.HeartbeatAnswer, callbacks.HeartbeatAnswer>,
-  true satisfies Same<keyof client.CompleteOptions, Camel<keyof callbacks.CompleteBody>>,
-  true satisfies Same<keyof client.FailOptions, Camel<keyof callbacks.FailBody>>,
-  true satisfies Same<NonNullable<client.FailOptions["retry"]>, NonNullable<callbacks.FailBody["retry"]>>,
+  true satisfies Same<client.HeartbeatAnswer, attemptCalls.HeartbeatAnswer>,
+  true satisfies Same<keyof client.CompleteOptions, Camel<keyof attemptCalls.CompleteBody>>,
+  true satisfies Same<keyof client.FailOptions, Camel<keyof attemptCalls.FailBody>>,
+  true satisfies Same<NonNullable<client.FailOptions["retry"]>, NonNullable<attemptCalls.FailBody["retry"]>>,
 ];
 
 describe("the client's wire agrees with the service's", () => {

@@ -81,7 +81,7 @@ const tokenOf = (request: TargetRequest | undefined): string =>
   String(request?.headers["authorization"]).slice("Bearer ".length);
 
 /** A target's call on its attempt, through the service's API. */
-async function callBack(
+async function callAttempt(
   s: TestService,
   request: TargetRequest | undefined,
   action: "heartbeat" | "complete" | "fail",
@@ -135,8 +135,8 @@ describe("long jobs: a target that answers 202 with x-job-async: 1", () => {
       target.requests.map((request) => request.headers["x-job-attempt"]),
       ["1", "2"],
     );
-    assert.equal((await callBack(s, target.requests[0], "complete")).statusCode, 409);
-    assert.equal((await callBack(s, target.requests[1], "complete")).statusCode, 200);
+    assert.equal((await callAttempt(s, target.requests[0], "complete")).statusCode, 409);
+    assert.equal((await callAttempt(s, target.requests[1], "complete")).statusCode, 200);
     assert.equal((await s.service.store.jobGet({ id: job.id }))?.status, "succeeded");
   });
 
@@ -150,14 +150,14 @@ describe("long jobs: a target that answers 202 with x-job-async: 1", () => {
     // Ten minutes of work, a heartbeat every 2.5 s (inside the 3 s lease), progress with each.
     for (let done = 1; done <= 240; done++) {
       s.clock.advance(2500);
-      const beat = await callBack(s, request, "heartbeat", { progress: { done, of: 240 } });
+      const beat = await callAttempt(s, request, "heartbeat", { progress: { done, of: 240 } });
       assert.equal(beat.statusCode, 200, beat.body);
       if (done % 60 === 0) assert.equal(await rescue(s), 0, `no rescue after ${done} heartbeats`);
     }
     const progress = (await s.service.store.jobAsyncStateGet({ id: job.id }))?.progress;
     assert.deepEqual(progress, { attempt: 1, value: { done: 240, of: 240 }, at: s.clock.now() });
     const finished = nextEvent(s, "async:finished");
-    const done = await callBack(s, request, "complete", { status_code: 200 });
+    const done = await callAttempt(s, request, "complete", { status_code: 200 });
     assert.equal(done.statusCode, 200, done.body);
     const ended = (done.json() as { job: Job }).job;
     assert.equal(ended.status, "succeeded");
@@ -187,7 +187,7 @@ describe("long jobs: a target that answers 202 with x-job-async: 1", () => {
     s.service.start();
     await handedOff;
     s.clock.advance(100);
-    const failed = await callBack(s, target.requests[0], "fail", { status_code: 503, error: "the encoder is busy" });
+    const failed = await callAttempt(s, target.requests[0], "fail", { status_code: 503, error: "the encoder is busy" });
     assert.equal(failed.statusCode, 200, failed.body);
     const retrying = (failed.json() as { job: Job }).job;
     assert.equal(retrying.status, "retrying");
@@ -207,7 +207,7 @@ describe("long jobs: a target that answers 202 with x-job-async: 1", () => {
     const job = await enqueue(s, report());
     s.service.start();
     await handedOff;
-    const failed = await callBack(s, target.requests[0], "fail", {
+    const failed = await callAttempt(s, target.requests[0], "fail", {
       retry: "never",
       error: "the source file is corrupt",
     });
@@ -224,7 +224,7 @@ describe("long jobs: a target that answers 202 with x-job-async: 1", () => {
     const { s, target } = await setup(t, {
       handler: async (request, res) => {
         // The target's worker finishes before its web handler has answered: its complete arrives first.
-        const early = await callBack(s, request, "complete");
+        const early = await callAttempt(s, request, "complete");
         assert.equal(early.statusCode, 200, early.body);
         takeAsync(request, res);
       },
@@ -272,7 +272,7 @@ describe("long jobs: a target that answers 202 with x-job-async: 1", () => {
     assert.equal(cancel.statusCode, 200, cancel.body);
     assert.equal((cancel.json() as { job: Job }).job.result?.terminal_reason, "cancelled-by-admin");
     for (const action of ["heartbeat", "complete"] as const) {
-      const res = await callBack(s, target.requests[0], action);
+      const res = await callAttempt(s, target.requests[0], action);
       assert.equal(res.statusCode, 409, res.body);
       assert.equal((res.json() as { code: string }).code, "job_not_running");
     }
@@ -307,7 +307,7 @@ describe("long jobs: a target that answers 202 with x-job-async: 1", () => {
       "running",
       "nothing to requeue: it was handed off",
     );
-    const done = await callBack(s, target.requests[0], "complete");
+    const done = await callAttempt(s, target.requests[0], "complete");
     assert.equal(done.statusCode, 200, done.body);
   });
 });

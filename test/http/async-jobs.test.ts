@@ -84,7 +84,7 @@ async function extensionsOf(s: TestService, id: string): Promise<Record<string, 
 /** Backoff of these tests: the first retry waits 1000 × 0.75 ms at random 0.5. */
 const RETRY = { base_ms: 1000, factor: 2, max_ms: 60_000, retry_after_max_ms: 600_000 };
 
-describe("authentication of the callback routes", () => {
+describe("authentication of the attempt calls", () => {
   test("answers 401 invalid_delivery_token without a token, with junk, an admin token, an assertion, or another key's token", async (t) => {
     const s = await startService(t);
     const { job, token } = await runningAttempt(s);

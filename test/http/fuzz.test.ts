@@ -186,8 +186,8 @@ function checkSchedule(schedule: unknown, where: string): void {
 }
 
 /**
- * Checks the 2xx body of an admin, enqueue or callback route: `{job}`, `{jobs}`, `{jobs, next_cursor}`, `{schedule}`,
- * `{schedules}` or a heartbeat's `{lease_expires_at}`.
+ * Checks the 2xx body of an admin, enqueue or attempt-call route: `{job}`, `{jobs}`, `{jobs, next_cursor}`,
+ * `{schedule}`, `{schedules}` or a heartbeat's `{lease_expires_at}`.
  */
 function checkSuccessBody(res: LightMyRequestResponse, where: string): unknown {
   const body: unknown = JSON.parse(res.body);

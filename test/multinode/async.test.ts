@@ -55,7 +55,7 @@ async function enqueue(c: Cluster, node: Node, rid: string): Promise<string> {
 }
 
 /** A target's call on its attempt through `node`: the status and the parsed body. */
-async function callBack(
+async function callAttempt(
   c: Cluster,
   node: Node,
   delivery: Delivery,
@@ -97,7 +97,7 @@ test(
     let beats = 0;
     while (performance.now() - began < 3 * (TIMEOUT_MS + GRACE_MS)) {
       const via = others[beats % others.length] as Node;
-      const beat = await callBack(c, via, delivery, "heartbeat", { progress: { beats } });
+      const beat = await callAttempt(c, via, delivery, "heartbeat", { progress: { beats } });
       assert.equal(beat.status, 200, `heartbeat ${beats} through ${via.name}: ${JSON.stringify(beat.body)}`);
       beats++;
       if (beats === 2) {
@@ -112,7 +112,7 @@ test(
     );
     assert.deepEqual(running.rows, [{ status: "running", attempt: 1 }]);
 
-    const done = await callBack(c, others[1] as Node, delivery, "complete");
+    const done = await callAttempt(c, others[1] as Node, delivery, "complete");
     assert.equal(done.status, 200, JSON.stringify(done.body));
     const job = done.body["job"] as Job;
     assert.equal(job.status, "succeeded");
@@ -150,7 +150,7 @@ test(
     const first = c.target.deliveries[0] as Delivery;
     const deliverer = await deliveringNode(nodes);
     const other = nodes.find((node) => node !== deliverer) as Node;
-    assert.equal((await callBack(c, other, first, "heartbeat", { progress: "started" })).status, 200);
+    assert.equal((await callAttempt(c, other, first, "heartbeat", { progress: "started" })).status, 200);
 
     // No more heartbeats: the lease expires, a node rescues the job, and after its backoff attempt 2 is delivered.
     const stopped = performance.now();
@@ -183,7 +183,7 @@ test(
 
     // The target of attempt 1, late: its token acts on nothing any more.
     for (const action of ["heartbeat", "complete"] as const) {
-      const late = await callBack(c, other, first, action);
+      const late = await callAttempt(c, other, first, action);
       assert.equal(late.status, 409, JSON.stringify(late.body));
       assert.equal(late.body["code"], "job_not_running");
     }

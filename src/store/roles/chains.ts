@@ -30,7 +30,7 @@ export interface ChainRow {
 }
 
 /**
- * Chains (docs/chains.md): firing each job's on_complete/on_failed callback and each chain's on_settled
+ * Chains (docs/chains.md): firing each job's on_complete/on_dead callback and each chain's on_settled
  * exactly once, the sweep of settled chains, and what the chain view reads.
  */
 export interface ChainStore {
