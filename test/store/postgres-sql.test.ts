@@ -1,7 +1,8 @@
 /**
- * The current text of the PostgreSQL engine's functions and view, kept in migrations/postgres/current/, against what a
- * migrated database holds: a reader of those files reads the code that runs, never a guess rebuilt from the
- * migrations' history.
+ * The current text of the PostgreSQL engine's functions and view, kept in migrations/postgres/current/ (written by
+ * `npm run pg-functions`, scripts/pg-functions.ts), against what a migrated database holds: a reader of those files
+ * reads the code that runs, never a guess rebuilt from the migrations' history. A migration that restates a function
+ * fails this test until the script has written its file again.
  *
  * Two schemas are migrated. In the second, every file is executed (each is a CREATE OR REPLACE); then every function and
  * the view must read the same in both (pg_get_functiondef, pg_get_viewdef): a file that drifted from the migrations
@@ -16,6 +17,8 @@ import { ManualClock } from "../../src/clock.js";
 import { openPostgresStore, POSTGRES_SKIP, POSTGRES_URL } from "../helpers/postgres.js";
 
 const SQL_DIR = new URL("../../migrations/postgres/current/", import.meta.url);
+/** What every failure here asks for. */
+const REGENERATE = "run `npm run pg-functions` (scripts/pg-functions.ts) to write migrations/postgres/current/ again";
 const FUNCTION_FILES = readdirSync(new URL("functions/", SQL_DIR)).filter((name) => name.endsWith(".sql"));
 
 /** Every function of `schema`, by name, as pg_get_functiondef writes it, with the schema's name taken out. */
@@ -50,10 +53,14 @@ test(
     assert.deepEqual(
       FUNCTION_FILES.map((file) => file.replace(/\.sql$/, "")).sort(),
       [...expected.keys()].sort(),
-      "one file per function of the migrated schema, and no other",
+      `one file per function of the migrated schema, and no other: ${REGENERATE}`,
     );
     for (const [name, definition] of expected) {
-      assert.equal(actual.get(name), definition, `functions/${name}.sql differs from the migrated database's ${name}`);
+      assert.equal(
+        actual.get(name),
+        definition,
+        `functions/${name}.sql differs from the migrated database's ${name}: ${REGENERATE}`,
+      );
     }
     // Qualified or not by the schema depending on the search path: compared without it.
     const view = async (schema: string) =>
@@ -65,7 +72,7 @@ test(
     assert.equal(
       await view(rewritten.schema),
       await view(migrated.schema),
-      "views/jobs.sql differs from the migrated view",
+      `views/jobs.sql differs from the migrated view: ${REGENERATE}`,
     );
   },
 );

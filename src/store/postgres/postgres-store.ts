@@ -2,8 +2,9 @@
  * The PostgreSQL engine (node-postgres): any number of nodes on one database. The class is a dispatcher: each method
  * hands over to the module of its concern, named after the store's roles (lifecycle.ts, insert.ts, claims.ts,
  * outcomes.ts, async.ts, chains.ts, schedules.ts, flow.ts, job-reads.ts, admin.ts, upkeep.ts, listener.ts). Every
- * statement they run is in sql/ (the PL/pgSQL functions' current text in migrations/postgres/current/), rows are
- * read in rows.ts, errors in errors.ts, the pool in connection.ts, migrations in migrate.ts.
+ * statement they run is in sql/ (the PL/pgSQL functions' current text in migrations/postgres/current/, written from
+ * a migrated database by `npm run pg-functions`), rows are read in rows.ts, errors in errors.ts, the pool in
+ * connection.ts, migrations in migrate.ts.
  *
  * - Tables: a job is a `job_specs` row (what was asked, written once) and a `job_state` row (where it is in its
  *   life), so claims and outcomes rewrite a narrow row and few index entries (migration 0004). Reads go through the

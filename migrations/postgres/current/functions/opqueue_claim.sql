@@ -1,5 +1,7 @@
--- opqueue_claim: its current text. Migrations hold its history (0003, 0004, 0007, 0010, 0011, 0012, 0015, 0016, 0017); this file is what a migrated
--- database holds now, checked by test/store/postgres-sql.test.ts. A change to it is a new migration that restates it.
+-- opqueue_claim: its current text, as a migrated database holds it, written by `npm run pg-functions`
+-- (scripts/pg-functions.ts) and checked by test/store/postgres-sql.test.ts. The migrations hold its history (0003,
+-- 0004, 0007, 0010, 0011, 0012, 0015, 0016, 0017): a change to it is a new migration that restates it, after which the
+-- script writes this file again, keeping the prose under this paragraph.
 --
 -- Claims up to p_limit due jobs and answers each as the JSON of a JobRow, then one last row {"cursor": [op, lane]}
 -- when it visited lanes (the caller passes it back as p_after_op, p_after_lane). docs/flow-control.md says what a
@@ -17,13 +19,14 @@
 --   4. the rate buckets of what was claimed move on.
 -- A lane out of its rate_per_key is held (0016): its waiting jobs leave job_state_lane (held) until the instant in
 -- rate_holds, so the walk steps over it at no cost, and the first claim at or after that instant lets them go.
-CREATE OR REPLACE FUNCTION opqueue_claim(p_now timestamptz, p_limit integer, p_candidates integer, p_after_op text,
-    p_after_lane text) RETURNS SETOF json
-LANGUAGE plpgsql
-SET plan_cache_mode = force_generic_plan
-SET jit = off
-SET enable_bitmapscan = off
-AS $$
+
+CREATE OR REPLACE FUNCTION opqueue_claim(p_now timestamp with time zone, p_limit integer, p_candidates integer, p_after_op text, p_after_lane text)
+ RETURNS SETOF json
+ LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_generic_plan'
+ SET jit TO 'off'
+ SET enable_bitmapscan TO 'off'
+AS $function$
 DECLARE
   v_now_ms double precision := extract(epoch FROM p_now) * 1000;
   v_due integer;
@@ -509,4 +512,4 @@ BEGIN
     RETURN NEXT json_build_object('cursor', json_build_array(v_op, v_lane));
   END IF;
 END
-$$;
+$function$;

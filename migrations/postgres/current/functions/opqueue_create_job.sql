@@ -1,8 +1,12 @@
--- opqueue_create_job: its current text. Migrations hold its history (0002, 0004, 0008, 0010, 0011, 0012); this file is what a migrated database
--- holds now, checked by test/store/postgres-sql.test.ts. A change to it is a new migration that restates it.
+-- opqueue_create_job: its current text, as a migrated database holds it, written by `npm run pg-functions`
+-- (scripts/pg-functions.ts) and checked by test/store/postgres-sql.test.ts. The migrations hold its history (0002,
+-- 0004, 0008, 0010, 0011, 0012): a change to it is a new migration that restates it, after which the script writes this
+-- file again, keeping the prose under this paragraph.
 
-CREATE OR REPLACE FUNCTION opqueue_create_job(p json, b jsonb, p_now timestamptz) RETURNS json
-LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION opqueue_create_job(p json, b jsonb, p_now timestamp with time zone)
+ RETURNS json
+ LANGUAGE plpgsql
+AS $function$
 DECLARE
   v_seq bigint;
   v_cancelled_at timestamptz;
@@ -50,4 +54,4 @@ BEGIN
     'run_at', floor(extract(epoch FROM v_run_at) * 1000)::bigint,
     'expires_at', floor(extract(epoch FROM v_expires_at) * 1000)::bigint);
 END
-$$;
+$function$;

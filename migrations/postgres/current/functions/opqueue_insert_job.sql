@@ -1,13 +1,16 @@
--- opqueue_insert_job: its current text. Migrations hold its history (0001, 0002, 0004, 0008, 0011); this file is what
--- a migrated database holds now, checked by test/store/postgres-sql.test.ts. A change to it is a new migration that
--- restates it.
+-- opqueue_insert_job: its current text, as a migrated database holds it, written by `npm run pg-functions`
+-- (scripts/pg-functions.ts) and checked by test/store/postgres-sql.test.ts. The migrations hold its history (0001,
+-- 0002, 0004, 0008, 0011): a change to it is a new migration that restates it, after which the script writes this file
+-- again, keeping the prose under this paragraph.
 --
 -- One enqueue's steps 5 to 7 (docs/api.md), behind its idempotency key when it has one ("Idempotency"): a live key
 -- answers with the job it holds (idempotent_replay, or idempotency_conflict for another body); a refused insert (spawn
 -- cap, dedupe conflict) gives the key back. The steps themselves are opqueue_insert_unkeyed's.
 
-CREATE OR REPLACE FUNCTION opqueue_insert_job(p json, p_now timestamptz) RETURNS json
-LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION opqueue_insert_job(p json, p_now timestamp with time zone)
+ RETURNS json
+ LANGUAGE plpgsql
+AS $function$
 DECLARE
   -- The scalars are read from a jsonb copy, parsed once: each ->> on a json value parses its text again.
   b jsonb := p::jsonb;
@@ -49,4 +52,4 @@ BEGIN
   END IF;
   RETURN v_outcome;
 END
-$$;
+$function$;

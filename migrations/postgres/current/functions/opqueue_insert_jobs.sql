@@ -1,8 +1,12 @@
--- opqueue_insert_jobs: its current text. Migrations hold its history (0001, 0002, 0008); this file is what a migrated database
--- holds now, checked by test/store/postgres-sql.test.ts. A change to it is a new migration that restates it.
+-- opqueue_insert_jobs: its current text, as a migrated database holds it, written by `npm run pg-functions`
+-- (scripts/pg-functions.ts) and checked by test/store/postgres-sql.test.ts. The migrations hold its history (0001,
+-- 0002, 0008): a change to it is a new migration that restates it, after which the script writes this file again,
+-- keeping the prose under this paragraph.
 
-CREATE OR REPLACE FUNCTION opqueue_insert_jobs(items json, p_now timestamptz) RETURNS SETOF json
-LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION opqueue_insert_jobs(items json, p_now timestamp with time zone)
+ RETURNS SETOF json
+ LANGUAGE plpgsql
+AS $function$
 DECLARE
   item json;
   outcome json;
@@ -26,4 +30,4 @@ BEGIN
     PERFORM opqueue_notify(v_earliest);
   END IF;
 END
-$$;
+$function$;

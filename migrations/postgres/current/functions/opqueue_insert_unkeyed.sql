@@ -1,13 +1,17 @@
--- opqueue_insert_unkeyed: its current text (migration 0011, from opqueue_insert_job of 0008). Checked by
--- test/store/postgres-sql.test.ts.
+-- opqueue_insert_unkeyed: its current text, as a migrated database holds it, written by `npm run pg-functions`
+-- (scripts/pg-functions.ts) and checked by test/store/postgres-sql.test.ts. The migrations hold its history (0011): a
+-- change to it is a new migration that restates it, after which the script writes this file again, keeping the prose
+-- under this paragraph.
 --
 -- The dedupe upsert, the spawn cap and the insert of one enqueue (docs/api.md, steps 5 to 7). With a dedupe key, two
 -- transactions may race for it; the loser's INSERT meets the unique index, and the loop goes round once more, now
 -- finding the winner's job to upsert. The chain charge sits inside the same sub-block as the insert, so a lost race
 -- never charges the chain.
 
-CREATE OR REPLACE FUNCTION opqueue_insert_unkeyed(p json, b jsonb, p_now timestamptz) RETURNS json
-LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION opqueue_insert_unkeyed(p json, b jsonb, p_now timestamp with time zone)
+ RETURNS json
+ LANGUAGE plpgsql
+AS $function$
 DECLARE
   v_seq bigint;
   v_job jobs;
@@ -46,4 +50,4 @@ BEGIN
   END LOOP;
   RAISE EXCEPTION 'opqueue_insert_unkeyed: dedupe key % kept changing hands', b->>'dedupe_key';
 END
-$$;
+$function$;

@@ -1,4 +1,7 @@
--- opqueue_next_run_at: its current text (migrations 0010, 0011, 0016). Checked by test/store/postgres-sql.test.ts.
+-- opqueue_next_run_at: its current text, as a migrated database holds it, written by `npm run pg-functions`
+-- (scripts/pg-functions.ts) and checked by test/store/postgres-sql.test.ts. The migrations hold its history (0010,
+-- 0011, 0016): a change to it is a new migration that restates it, after which the script writes this file again,
+-- keeping the prose under this paragraph.
 --
 -- When a claim may next find a job: the earliest run time of a claimable job whose gates are open, or the time a rate
 -- limit will let it start if that is later; NULL when nothing waits that a claim could take (a node then sleeps until
@@ -7,11 +10,14 @@
 -- nodes. Without gates, the walk of job_state_run_at stops at the first such job, as before; with gates it reads the
 -- first 1,000 claimable jobs by run time (a bounded read: past them, a node finds the rest at its next poll), and the
 -- first instant a held lane opens (0016), however many held jobs come first by run time.
-CREATE OR REPLACE FUNCTION opqueue_next_run_at(p_now timestamptz) RETURNS timestamptz
-LANGUAGE plpgsql STABLE
-SET plan_cache_mode = force_generic_plan
-SET jit = off
-AS $$
+
+CREATE OR REPLACE FUNCTION opqueue_next_run_at(p_now timestamp with time zone)
+ RETURNS timestamp with time zone
+ LANGUAGE plpgsql
+ STABLE
+ SET plan_cache_mode TO 'force_generic_plan'
+ SET jit TO 'off'
+AS $function$
 DECLARE
   v_now_ms double precision := extract(epoch FROM p_now) * 1000;
   v_next timestamptz;
@@ -61,4 +67,4 @@ BEGIN
   WHERE NOT g.closed AND (f.concurrency_key IS NULL OR (NOT k.paused AND k.running < g.key_limit));
   RETURN least(v_next, (SELECT to_timestamp(min(h.open_at) / 1000) FROM rate_holds h));
 END
-$$;
+$function$;

@@ -1,10 +1,17 @@
--- opqueue_operation_room: its current text (migration 0010). Checked by test/store/postgres-sql.test.ts.
+-- opqueue_operation_room: its current text, as a migrated database holds it, written by `npm run pg-functions`
+-- (scripts/pg-functions.ts) and checked by test/store/postgres-sql.test.ts. The migrations hold its history (0010): a
+-- change to it is a new migration that restates it, after which the script writes this file again, keeping the prose
+-- under this paragraph.
 --
 -- How many more jobs of an operation may start now, cluster-wide: 0 while it is paused, else the least of what its
 -- max_concurrency (less its running jobs) and its rate limit allow; NULL when nothing limits it. A claim reads it
 -- while holding the operation's advisory lock, so no other claim changes the counts meanwhile.
-CREATE OR REPLACE FUNCTION opqueue_operation_room(p_operation_id text, p_now_ms double precision) RETURNS integer
-LANGUAGE sql STABLE AS $$
+
+CREATE OR REPLACE FUNCTION opqueue_operation_room(p_operation_id text, p_now_ms double precision)
+ RETURNS integer
+ LANGUAGE sql
+ STABLE
+AS $function$
   SELECT CASE
     WHEN oc.paused_at IS NOT NULL THEN 0
     ELSE greatest(least(
@@ -17,4 +24,4 @@ LANGUAGE sql STABLE AS $$
   FROM operation_controls oc
   WHERE oc.operation_id = p_operation_id
     AND (oc.paused_at IS NOT NULL OR oc.max_concurrency IS NOT NULL OR oc.rate_limit IS NOT NULL)
-$$;
+$function$;

@@ -1,8 +1,8 @@
 /**
  * SQL text shared by the PostgreSQL engine's statements: the claimable-status test, the job's columns, and the CTEs
  * that several statements start with. Every statement the engine runs lives under this folder, but its PL/pgSQL
- * functions: their current text is migrations/postgres/current/functions/*.sql; the numbered migrations hold their
- * history.
+ * functions: their current text is migrations/postgres/current/functions/*.sql, written from a migrated database by
+ * `npm run pg-functions`; the numbered migrations hold their history.
  */
 
 /** The statuses a job can be claimed in (and holds its dedupe key in). */
