@@ -25,6 +25,7 @@ import { attemptCallRoutes } from "./routes/attempt-calls.js";
 import { jobRoutes } from "./routes/jobs.js";
 import { operationRoutes } from "./routes/operations.js";
 import { flowRoutes } from "./routes/flow.js";
+import { FlowControl } from "../flow/flow-control.js";
 import { scheduleRoutes } from "./routes/schedules.js";
 import { Schedules } from "../schedules/schedules.js";
 import { limitsFromConfig } from "../flow/limits.js";
@@ -108,11 +109,13 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     store: options.store,
   });
   await app.register(flowRoutes, {
-    store: options.store,
-    registry: options.registry,
-    notifier: options.notifier,
+    flowControl: new FlowControl({
+      store: options.store,
+      registry: options.registry,
+      notifier: options.notifier,
+      configuredLimits: (operationId) => limitsFromConfig(options.config.operations[operationId]),
+    }),
     verifier: options.verifier,
-    configuredLimits: (operationId) => limitsFromConfig(options.config.operations[operationId]),
   });
   await app.register(scheduleRoutes, {
     schedules: new Schedules({

@@ -1,14 +1,14 @@
 /**
  * Flow control's routes (docs/flow-control.md): pause and resume an operation or a concurrency key, set and reset an
- * operation's limits, list the paused keys, cancel jobs by filter. Every node reads what these write from the database
- * at its next claim; what they open up wakes the nodes at once.
+ * operation's limits, list the paused keys, cancel jobs by filter. Each route parses, authorises, calls one of
+ * src/flow/flow-control.ts's use cases and answers; every node reads what they write from the database at its next claim.
  */
 import { Type } from "@sinclair/typebox";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { FastifyRequest } from "fastify";
 import type { TokenVerifier } from "../../auth/tokens.js";
-import type { WorkNotifier } from "../../work-notifier.js";
 import { ApiError } from "../../errors.js";
+import type { FlowControl } from "../../flow/flow-control.js";
 import type { OperationLimits } from "../../flow/limits.js";
 import {
   CancelJobsBody,
@@ -21,19 +21,13 @@ import {
 } from "../../flow/schemas.js";
 import { JobsEnvelope } from "../../job/schemas.js";
 import { toWireJob } from "../../job/wire.js";
-import type { OperationRegistry } from "../../operations/registry.js";
-import type { AdminStore, FlowStore, StoreLifecycle } from "../../store/store.js";
 import { adminAuthHook } from "../auth.js";
 import { errorResponses } from "./error-responses.js";
 
 /** What the flow control routes need. */
 export interface FlowRoutesOptions {
-  store: Omit<FlowStore, "operationLimitsConfigure"> & Pick<AdminStore, "jobCancelMany"> & Pick<StoreLifecycle, "now">;
-  registry: OperationRegistry;
-  notifier: WorkNotifier;
+  flowControl: FlowControl;
   verifier: TokenVerifier;
-  /** The limits the configuration gives an operation (what a reset puts back). */
-  configuredLimits: (operationId: string) => OperationLimits;
 }
 
 const OperationParams = Type.Object({ id: Type.String({ description: "The operation's operationId." }) });
@@ -55,33 +49,15 @@ function actorOf(request: FastifyRequest): string {
 
 /** Registers the flow control routes. */
 export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (app, options) => {
-  const { store, registry, notifier } = options;
+  const { flowControl } = options;
   const adminOnly = adminAuthHook({ verifier: options.verifier });
   const security = [{ adminToken: [] }];
-
-  /** The background operation `id`, or a 404. */
-  const backgroundOperation = (id: string): string => {
-    const operation = registry.get(id);
-    if (!operation?.background) {
-      throw new ApiError(404, "operation_not_found", `no background operation has operationId "${id.slice(0, 128)}"`);
-    }
-    return operation.operationId;
-  };
 
   /** Refuses a key PostgreSQL could not store (U+0000) as the enqueue does. */
   const checkedKey = (key: string): string => {
     if (key.includes("\u0000")) throw new ApiError(400, "invalid_request", "a concurrency key cannot contain U+0000");
     return key;
   };
-
-  const currentControl = async (operationId: string) =>
-    (await store.operationControlList()).find((control) => control.operationId === operationId) ?? {
-      operationId,
-      paused: null,
-      limits: options.configuredLimits(operationId),
-      limitsSource: "config" as const,
-      limitsSet: null,
-    };
 
   for (const action of ["pause", "resume"] as const) {
     app.post(
@@ -101,13 +77,12 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
         },
       },
       async (request) => {
-        const operationId = backgroundOperation(request.params.id);
+        const operationId = request.params.id;
         const actor = actorOf(request);
         const control =
           action === "pause"
-            ? await store.operationPause({ operationId, actor })
-            : await store.operationResume({ operationId });
-        if (action === "resume") notifier.notify(store.now());
+            ? await flowControl.pauseOperation({ operationId, actor })
+            : await flowControl.resumeOperation({ operationId });
         request.log.info({ actor, action: `${action}-operation`, operationId }, "admin action");
         return { operation: wireControl(control) };
       },
@@ -129,12 +104,10 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
       },
     },
     async (request) => {
-      const operationId = backgroundOperation(request.params.id);
+      const operationId = request.params.id;
       const actor = actorOf(request);
-      const current = await currentControl(operationId);
-      const limits = patchLimits(current.limits, request.body);
-      const control = await store.operationLimitsSet({ operationId, limits, source: "admin", actor });
-      notifier.notify(store.now());
+      const change = (current: OperationLimits) => patchLimits(current, request.body);
+      const control = await flowControl.setLimits({ operationId, change, actor });
       request.log.info({ actor, action: "set-limits", operationId, limits: request.body }, "admin action");
       return { operation: wireControl(control) };
     },
@@ -154,11 +127,9 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
       },
     },
     async (request) => {
-      const operationId = backgroundOperation(request.params.id);
+      const operationId = request.params.id;
       const actor = actorOf(request);
-      const limits = options.configuredLimits(operationId);
-      const control = await store.operationLimitsSet({ operationId, limits, source: "config", actor });
-      notifier.notify(store.now());
+      const control = await flowControl.resetLimits({ operationId, actor });
       request.log.info({ actor, action: "reset-limits", operationId }, "admin action");
       return { operation: wireControl(control) };
     },
@@ -176,7 +147,7 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
         response: { 200: PausedKeyList, ...errorResponses(401, 403, 503) },
       },
     },
-    async () => ({ keys: (await store.pausedKeyList()).map(wirePausedKey) }),
+    async () => ({ keys: (await flowControl.pausedKeys()).map(wirePausedKey) }),
   );
 
   app.post(
@@ -195,7 +166,7 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
     async (request) => {
       const key = checkedKey(request.params.key);
       const actor = actorOf(request);
-      const paused = await store.concurrencyKeyPause({ key, actor });
+      const paused = await flowControl.pauseKey({ key, actor });
       request.log.info({ actor, action: "pause-key", concurrencyKey: key }, "admin action");
       return { key: wirePausedKey(paused) };
     },
@@ -216,8 +187,7 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
     },
     async (request) => {
       const key = checkedKey(request.params.key);
-      const resumed = await store.concurrencyKeyResume({ key });
-      if (resumed) notifier.notify(store.now());
+      const resumed = await flowControl.resumeKey({ key });
       request.log.info({ actor: actorOf(request), action: "resume-key", concurrencyKey: key }, "admin action");
       return { concurrency_key: key, resumed };
     },
@@ -256,7 +226,7 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
       }
       const time = (value: string | undefined) => (value === undefined ? undefined : Date.parse(value));
       const actor = actorOf(request);
-      const cancelled = await store.jobCancelMany({
+      const jobs = await flowControl.cancelJobs({
         filter: {
           statuses: body.statuses ?? ["pending", "retrying"],
           operationId: body.operation_id,
@@ -269,9 +239,8 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
         limit: body.limit ?? 100,
         actor,
       });
-      for (const { job, wasRunning } of cancelled) if (wasRunning) notifier.abort(job.id);
-      request.log.info({ actor, action: "cancel-many", jobIds: cancelled.map(({ job }) => job.id) }, "admin action");
-      return { jobs: cancelled.map(({ job }) => toWireJob(job)) };
+      request.log.info({ actor, action: "cancel-many", jobIds: jobs.map((job) => job.id) }, "admin action");
+      return { jobs: jobs.map(toWireJob) };
     },
   );
 };
