@@ -1,12 +1,50 @@
 /**
  * Reads of jobs, and the administrators' writes (docs/api.md): cancel, cancel many, retry, run now, cancel a chain,
- * retry the dead, each recorded in admin_actions (migration 0003); and a job's attempt history.
+ * retry the dead, each recorded in admin_actions (migration 0003); a job's attempt history; and the job list's text.
  */
 import type Database from "better-sqlite3";
 import type { AdminAction } from "../../../job/statuses.js";
+import type { JobListParams } from "../../store.js";
 import { prepare } from "../prepared.js";
 import type { SqliteAttemptRow, SqliteJobRow } from "../rows.js";
 import { CLAIMABLE } from "./common.js";
+
+/**
+ * The job list: every given filter must match, newest first. One text per shape of filter, with its named values;
+ * job-reads.ts prepares each text once.
+ */
+export function jobListQuery(params: JobListParams): { sql: string; values: Record<string, unknown> } {
+  const where: string[] = [];
+  const values: Record<string, unknown> = { limit: params.limit };
+  if (params.statuses && params.statuses.length > 0) {
+    const names = params.statuses.map((status, i) => {
+      values[`status${i}`] = status;
+      return `:status${i}`;
+    });
+    where.push(`status IN (${names.join(", ")})`);
+  }
+  const filters: Array<[keyof JobListParams, string]> = [
+    ["operationId", "operation_id"],
+    ["originalRequestId", "original_request_id"],
+    ["userId", "user_id"],
+    ["parentJobId", "parent_job_id"],
+    ["dedupeKey", "dedupe_key"],
+  ];
+  for (const [param, column] of filters) {
+    const value = params[param];
+    if (value !== undefined) {
+      where.push(`${column} = :${column}`);
+      values[column] = value;
+    }
+  }
+  if (params.beforeSeq !== undefined) {
+    where.push("seq < :before_seq");
+    values["before_seq"] = params.beforeSeq;
+  }
+  const sql =
+    `SELECT * FROM jobs ${where.length > 0 ? `WHERE ${where.join(" AND ")}` : ""} ` + "ORDER BY seq DESC LIMIT :limit";
+  return { sql, values };
+}
 
 /** Prepares the jobs' reads and the administrators' writes on `db`. */
 export function prepareJobsStatements(db: Database.Database) {
