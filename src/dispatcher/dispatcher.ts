@@ -11,7 +11,8 @@
  *   that end while a claim is on its way to the database do not wait for it to come back before their slots are
  *   refilled. While deliveries are quick (a recent average under `CLAIM_AHEAD_MAX_DELIVERY_MS`), it also claims up to
  *   half of `worker.concurrency` jobs ahead of free slots: they wait in `ready` (running in the database, heartbeated
- *   like the deliveries) and start the moment a delivery ends, so a slot never idles for a claim's round trip.
+ *   like the deliveries) and start the moment a delivery ends, so a slot never idles for a claim's round trip. These
+ *   sizes are kept by `ClaimSizing` (claim-sizing.ts).
  * - `paused`: a claim or a heartbeat failed (database trouble), or this process could not send a delivery (out of
  *   file descriptors or memory). No claims until a heartbeat, tried every `poll_ms`, succeeds: a node that cannot
  *   renew its leases, or cannot send, must not take more work. Back to `running` then.
@@ -27,41 +28,28 @@
  * the attempt's outcome. Claims are reported by `claim:finished`, which the tracer alone subscribes to.
  *
  * A delivery answered 202 with `x-job-async: 1` ends differently (docs/delivery.md, "Long jobs"): the attempt goes on
- * without this node. It is handed off, that is, marked asynchronous in the database (bound to the token it was sent
- * with, its lease starting then), conditional like an outcome; until that write lands the job stays in flight here and
- * is heartbeated, and once it has, this node forgets the job: its slot is free, and the target's own heartbeats,
- * through any node, keep the lease. `delivery:async` is emitted once the mark was written and the slot freed.
+ * without this node. It is handed off (hand-off.ts), that is, marked asynchronous in the database (bound to the token
+ * it was sent with, its lease starting then), conditional like an outcome; until that write lands the job stays in
+ * flight here and is heartbeated, and once it has, this node forgets the job: its slot is free, and the target's own
+ * heartbeats, through any node, keep the lease. `delivery:async` is emitted once the mark was written and the slot
+ * freed.
  */
-import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
 import type { Clock } from "../clock.js";
 import type { Config } from "../config.js";
 import { decideAttempt, type AttemptDecision } from "../job/retry-policy.js";
 import type { PerOperationSettings } from "../operations/settings.js";
-import { StoreUnavailableError, type ClaimStore, type StoreLifecycle } from "../store/store.js";
+import type { ClaimStore, StoreLifecycle } from "../store/store.js";
 import type { JobAttempt, JobRow } from "../job/job.js";
 import { wallClockMs, type OpqueueEvents, type Telemetry } from "../telemetry/events.js";
+import { ClaimSizing } from "./claim-sizing.js";
 import { Completer, type PendingOutcome } from "./completer.js";
 import type { Deliverer } from "./deliverer.js";
 import type { DeliverySpan, DeliveryTracer } from "./delivery-trace.js";
+import { handOff } from "./hand-off.js";
+import { putBackOnStop, putBackUnsent } from "./put-back.js";
 
 type State = "idle" | "running" | "paused" | "stopping" | "stopped";
-
-/** Claims that may be on their way to the database at once. */
-const MAX_CLAIMS_IN_FLIGHT = 3;
-
-/**
- * Jobs are claimed ahead of free slots only while deliveries take less than this on average: a job claimed ahead
- * then waits a few milliseconds for its slot, never a slow target's whole timeout (and never holds back work that
- * another, idle node could take).
- */
-const CLAIM_AHEAD_MAX_DELIVERY_MS = 100;
-
-/** Weight of the latest delivery in the running average of delivery durations. */
-const DURATION_AVERAGE_WEIGHT = 0.05;
-
-/** Wait before writing a hand-off again while the database is unavailable, as the completer waits for outcomes. */
-const HAND_OFF_RETRY_MS = 500;
 
 /** Claims due jobs and delivers them. */
 export class Dispatcher {
@@ -73,14 +61,10 @@ export class Dispatcher {
   private readonly inFlight = new Map<string, { job: JobRow; done: Promise<void> }>();
   /** Jobs claimed ahead of free slots, oldest first: each starts when a delivery ends. */
   private ready: JobRow[] = [];
-  /** Most jobs claimed ahead: half of `worker.concurrency`. */
-  private readonly claimAheadMax: number;
-  /** Running average of delivery durations (ms), from "not quick": claims ahead start after quick deliveries. */
-  private averageDeliveryMs = CLAIM_AHEAD_MAX_DELIVERY_MS;
   private readonly completer: Completer<DeliveryReport>;
-  /** Claims on their way to the database, and the slots they hold. */
-  private claimsInFlight = 0;
-  private reservedSlots = 0;
+  /** The size of the next claim, and whether one is worth making now. */
+  private readonly sizing: ClaimSizing;
+  /** Claims on their way to the database. */
   private readonly claims = new Set<Promise<void>>();
   private wakeRequested = false;
   private wakeScheduled = false;
@@ -91,8 +75,6 @@ export class Dispatcher {
   private heartbeating = false;
   private readonly random: () => number;
   private readonly stopwatch: () => number;
-  /** Fewest free slots worth a claim while deliveries are in flight: a quarter of `worker.concurrency`. */
-  private readonly minClaimBatch: number;
 
   constructor(
     private readonly options: {
@@ -118,8 +100,7 @@ export class Dispatcher {
   ) {
     this.random = options.random ?? Math.random;
     this.stopwatch = options.stopwatch ?? (() => performance.now());
-    this.minClaimBatch = Math.max(1, Math.floor(options.config.worker.concurrency / 4));
-    this.claimAheadMax = Math.floor(options.config.worker.concurrency / 2);
+    this.sizing = new ClaimSizing({ concurrency: options.config.worker.concurrency });
     this.completer = new Completer({
       store: options.store,
       logger: options.logger,
@@ -188,19 +169,10 @@ export class Dispatcher {
   /** Starts a claim for the free slots, if a claim is worth making now; see the states at the top. */
   private claimSome(): void {
     if (!this.wakeRequested || this.state !== "running") return;
-    const { config } = this.options;
-    const busy = this.inFlight.size + this.ready.length + this.reservedSlots;
-    const claimAhead = this.averageDeliveryMs < CLAIM_AHEAD_MAX_DELIVERY_MS ? this.claimAheadMax : 0;
-    const free = config.worker.concurrency + claimAhead - busy;
-    if (free <= 0) return;
-    // While busy, claim in batches: a claim per freed slot would cost a transaction per job. An idle node
-    // (nothing in flight) claims at once, so a lone job is never held back.
-    if (busy > 0 && free < this.minClaimBatch) return;
-    if (this.claimsInFlight >= MAX_CLAIMS_IN_FLIGHT) return;
+    const limit = this.sizing.reserve(this.inFlight.size + this.ready.length);
+    if (limit === 0) return;
     this.wakeRequested = false;
-    this.claimsInFlight += 1;
-    this.reservedSlots += free;
-    const claim = this.claim(free);
+    const claim = this.claim(limit);
     this.claims.add(claim);
     void claim.finally(() => this.claims.delete(claim));
   }
@@ -219,8 +191,7 @@ export class Dispatcher {
       this.pause(error, "claim failed");
       return;
     } finally {
-      this.claimsInFlight -= 1;
-      this.reservedSlots -= limit;
+      this.sizing.release(limit);
     }
     if (traced)
       telemetry.emit("claim:finished", {
@@ -304,8 +275,11 @@ export class Dispatcher {
           return;
         }
         if (result.kind === "async") {
-          this.averageDeliveryMs += (durationMs - this.averageDeliveryMs) * DURATION_AVERAGE_WEIGHT;
-          if (await this.handOff(job, result.tokenHash)) {
+          this.sizing.deliveryTook(durationMs);
+          // The delivery, so its slot and the heartbeats, lasts until the mark is written or found moot.
+          const { store, logger } = this.options;
+          const stopped = () => this.state === "stopped";
+          if (await handOff({ store, logger, attempt: attemptOf(job), tokenHash: result.tokenHash, stopped })) {
             handedOff = { jobId: job.id, attempt: job.attempt, operationId: job.operationId, durationMs };
           }
           return;
@@ -322,7 +296,7 @@ export class Dispatcher {
                 retry: this.options.settings.of(job.operationId).retry,
                 random: this.random(),
               });
-        this.averageDeliveryMs += (durationMs - this.averageDeliveryMs) * DURATION_AVERAGE_WEIGHT;
+        this.sizing.deliveryTook(durationMs);
         span?.end({
           outcome: decision.status,
           statusCode: decision.result.status_code,
@@ -388,8 +362,10 @@ export class Dispatcher {
     const unfinished = [...this.inFlight.values()].map(({ job }) => attemptOf(job));
     const unstarted = this.ready.splice(0).map(attemptOf);
     await this.completer.drain(Math.max(1000, options.graceMs));
-    await this.requeue(unfinished, "shutdown: the delivery did not finish within the grace period; outcome unknown");
-    await this.requeue(unstarted, "shutdown: claimed, but not delivered before the grace period ended");
+    const putBack = (jobs: JobAttempt[], errorBody: string) =>
+      putBackOnStop({ store: this.options.store, logger, jobs, errorBody });
+    await putBack(unfinished, "shutdown: the delivery did not finish within the grace period; outcome unknown");
+    await putBack(unstarted, "shutdown: claimed, but not delivered before the grace period ended");
     const abandoned = this.completer.stop();
     if (abandoned > 0) logger.error({ abandoned }, "outcomes not written; their leases will expire and be retried");
     this.moveTo("stopped", ["stopping"]);
@@ -404,7 +380,7 @@ export class Dispatcher {
   /**
    * A delivery this process could not even send (no file descriptor, no memory): not the target's answer, so the job
    * goes back to the queue with its attempt refunded, and this node takes no new work for a while, since more work
-   * would only fail the same way. If the write fails, the lease expires and the rescuer retries the job.
+   * would only fail the same way.
    */
   private async giveBack(job: JobRow, error: string): Promise<void> {
     const { store, logger, config } = this.options;
@@ -413,62 +389,13 @@ export class Dispatcher {
       "this process could not send a delivery; the attempt is not counted",
     );
     this.pause(error, "this process is out of resources for deliveries");
-    try {
-      await store.jobRequeueMany({
-        jobs: [attemptOf(job)],
-        delayMs: config.worker.poll_ms,
-        errorBody: `not sent, not counted as an attempt: ${error}`,
-        refund: "always",
-      });
-    } catch (writeError) {
-      logger.error(
-        { err: writeError, jobId: job.id },
-        "could not put back a job this process could not send; its lease will expire",
-      );
-    }
-  }
-
-  /**
-   * The target took the attempt asynchronously: marks it so (see the top of this file). The delivery, and so the slot
-   * and this node's heartbeats, last until the mark is written or found moot (the attempt ended first: a target's
-   * complete may well overtake its own 202). While the database is unavailable the mark is tried again; a mark the
-   * database refuses outright is dropped, and the lease, no longer renewed here, expires: the job is retried. Returns
-   * whether the mark was written.
-   */
-  private async handOff(job: JobRow, tokenHash: string): Promise<boolean> {
-    const { store, logger } = this.options;
-    for (;;) {
-      try {
-        return await store.jobMarkAsyncIfRunning({ job: attemptOf(job), tokenHash });
-      } catch (error) {
-        if (!(error instanceof StoreUnavailableError) || this.state === "stopped") {
-          logger.error(
-            { err: error, jobId: job.id, attempt: job.attempt },
-            "could not record that the target took the attempt asynchronously; its lease will expire and the job be retried",
-          );
-          return false;
-        }
-        await sleep(HAND_OFF_RETRY_MS);
-      }
-    }
+    await putBackUnsent({ store, logger, attempt: attemptOf(job), error, delayMs: config.worker.poll_ms });
   }
 
   /** Outcomes the completer wrote: reported, and their slots and keys are free for a claim. */
   private written(written: Array<PendingOutcome<DeliveryReport>>): void {
     for (const { report } of written) this.options.telemetry.emit("delivery:finished", report);
     this.wake();
-  }
-
-  /** Puts jobs of a stopping node back to `retrying`, due at once. */
-  private async requeue(jobs: JobAttempt[], errorBody: string): Promise<void> {
-    if (jobs.length === 0) return;
-    const logger = this.options.logger;
-    try {
-      const requeued = await this.options.store.jobRequeueMany({ jobs, delayMs: 0, errorBody, refund: "if-last" });
-      logger.warn({ requeued, reason: errorBody }, "jobs put back to retrying");
-    } catch (error) {
-      logger.error({ err: error }, "could not requeue jobs of a stopping node; their leases will expire instead");
-    }
   }
 }
 
