@@ -19,6 +19,7 @@ import { adminAuthHook } from "./auth.js";
 import { collectOpenApi } from "./openapi.js";
 import { AdminJobs } from "../admin/admin-jobs.js";
 import { adminRoutes } from "./routes/admin.js";
+import { ChainView } from "../chains/chain-view.js";
 import { chainRoutes } from "./routes/chains.js";
 import { adminBackupRoutes } from "./routes/admin-backup.js";
 import { attemptCallRoutes } from "./routes/attempt-calls.js";
@@ -100,7 +101,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     verifier: options.verifier,
     config: options.config,
   });
-  await app.register(chainRoutes, { store: options.store, verifier: options.verifier, config: options.config });
+  await app.register(chainRoutes, {
+    chainView: new ChainView({ store: options.store, config: options.config }),
+    verifier: options.verifier,
+  });
   await app.register(attemptCallRoutes, options);
   await app.register(operationRoutes, {
     registry: options.registry,
