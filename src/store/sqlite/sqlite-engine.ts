@@ -4,7 +4,7 @@
  * every method here but `databaseBackup` is synchronous, and `clock.now()` is the time the calling thread sent with
  * the call.
  *
- * - Durability: WAL with `synchronous=FULL`, so a commit survives `kill -9` and power loss.
+ * - Durability: WAL with `synchronous=FULL`, so a commit survives `kill -9` and power loss (connection.ts).
  * - One node: `locking_mode=EXCLUSIVE` makes the connection hold an OS-level lock on the file for its whole
  *   life, so a second process fails at once with SQLITE_BUSY (reported as `StoreLockedError`), and the lock dies
  *   with its process, so a restart after `kill -9` starts at once. (It also keeps the WAL index in heap memory.)
@@ -14,65 +14,59 @@
  * - Online backup: the lock shuts out `sqlite3 .backup`, so `databaseBackup` copies the database on this connection,
  *   a batch of pages at a time, serving other calls between batches (online-backup.ts).
  */
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
 import type { Clock } from "../../clock.js";
-import type { LimitsSource, OperationControl, OperationLimits, PausedKey } from "../../flow/limits.js";
-import type {
-  AttemptToken,
-  JobAsyncState,
-  JobAttempt,
-  JobAttemptRow,
-  JobOutcome,
-  JobRow,
-  LeaseLimits,
-} from "../../job/job.js";
-import type { CronTick, ScheduleFields, ScheduleRow } from "../../schedules/schedule.js";
+import type { OperationControl, PausedKey } from "../../flow/limits.js";
+import type { JobAsyncState, JobAttemptRow, JobRow } from "../../job/job.js";
+import type { CronTick, ScheduleRow } from "../../schedules/schedule.js";
 import {
   StoreUnavailableError,
   type AdminActionRow,
   type AttemptBucket,
-  type AttemptRefund,
   type ChainJobCounts,
   type ChainRow,
   type CronTickOutcome,
   type DatabaseBackupSummary,
-  type DeadJobFilter,
   type ExternalHeartbeatOutcome,
   type ExternalSetStateOutcome,
-  type JobCancelFilter,
   type JobCancelOutcome,
   type JobInsertOutcome,
   type JobInsertParams,
-  type JobListParams,
   type JobRetryOutcome,
   type JobRunNowOutcome,
   type JobStats,
   type ScheduleCreateOutcome,
   type ScheduleUpdateOutcome,
   type ScheduleWriteOutcome,
+  type Store,
 } from "../store.js";
 import * as admin from "./admin.js";
 import * as asyncAttempts from "./async.js";
 import * as chains from "./chains.js";
 import * as claims from "./claims.js";
 import type { LaneCursor } from "./claims.js";
-import { openFailure, prepareDatabasePath } from "./database-path.js";
-import { lockedError, mapError } from "./errors.js";
+import { SqliteConnection } from "./connection.js";
+import { mapError } from "./errors.js";
 import * as flow from "./flow.js";
 import { insertMany, type InsertSettled } from "./insert.js";
 import * as reads from "./job-reads.js";
-import { migrate } from "./migrate.js";
 import { copyDatabase } from "./online-backup.js";
 import { setStateIfRunningMany } from "./outcomes.js";
 import * as schedules from "./schedules.js";
 import { prepareStatements, type Statements } from "./statements.js";
 import * as upkeep from "./upkeep.js";
 
+/** The parameters of the store's method `M`, as its role (src/store/roles/) declares them. */
+type ParamsOf<M extends keyof Store> = Store[M] extends (params: infer P, ...rest: never[]) => unknown ? P : never;
+
+/** What enqueueing a job's callback or a chain's on_settled answers. */
+type CallbackOutcome = JobInsertOutcome | { kind: "skipped" } | { kind: "cleared" };
+
 /** The embedded engine, on the thread that owns the connection. Open it with `SqliteEngine.open`. */
 export class SqliteEngine {
+  private readonly connection: SqliteConnection;
   private readonly db: Database.Database;
   private readonly clock: Clock;
-  private readonly schemaVersion: number;
   private readonly statements: Statements;
   /** The job list's statements, one per shape of filter (job-reads.ts). */
   private readonly jobLists: reads.JobListStatements;
@@ -80,104 +74,41 @@ export class SqliteEngine {
   private laneCursor: LaneCursor = { operationId: "", lane: "" };
   /** The last claim found at least a page of due jobs: the next one goes straight to the claim order. */
   private backlogged = false;
-  private closed = false;
-  /** The connection's `synchronous` setting: FULL for durable writes, NORMAL for lazy ones (set at open: FULL). */
-  private synchronous: "FULL" | "NORMAL" = "FULL";
 
-  private constructor(options: { db: Database.Database; clock: Clock; schemaVersion: number }) {
-    this.db = options.db;
+  private constructor(options: { connection: SqliteConnection; clock: Clock }) {
+    this.connection = options.connection;
+    this.db = options.connection.db;
     this.clock = options.clock;
-    this.schemaVersion = options.schemaVersion;
     this.statements = prepareStatements(this.db);
     this.jobLists = new reads.JobListStatements(this.db);
   }
 
   /**
    * Opens (creating if needed) the database at `path` (`:memory:` for a throwaway one), takes the exclusive
-   * lock and applies pending migrations. Throws `StoreLockedError` if another process holds the file.
+   * lock and applies pending migrations (connection.ts). Throws `StoreLockedError` if another process holds the file.
    */
   static open(options: { path: string; clock: Clock }): SqliteEngine {
-    const { path, clock } = options;
-    if (path !== ":memory:") prepareDatabasePath(path);
-    let db: Database.Database;
-    try {
-      db = new Database(path, { timeout: 0 });
-    } catch (error) {
-      throw openFailure(path, error) ?? error;
-    }
-    try {
-      db.pragma("locking_mode = EXCLUSIVE");
-      db.pragma("journal_mode = WAL");
-      db.pragma("synchronous = FULL");
-      // Checkpoint every ~40 MB of WAL rather than every 4 MB: a page written by many commits (the tail of every
-      // index) is copied into the database once per checkpoint, so fewer checkpoints copy far fewer pages.
-      db.pragma("wal_autocheckpoint = 10000");
-      // Savepoints (one per insert of a batch) keep their undo pages in a statement journal, by default a temporary
-      // file: in memory instead, an insert costs half as much (measured 42 → 24 µs). A statement journal only ever
-      // serves a rollback inside the open transaction, so durability does not depend on it.
-      db.pragma("temp_store = MEMORY");
-      const schemaVersion = migrate(db);
-      db.pragma("busy_timeout = 5000");
-      return new SqliteEngine({ db, clock, schemaVersion });
-    } catch (error) {
-      db.close();
-      if (error instanceof Database.SqliteError && /^SQLITE_BUSY/.test(error.code)) throw lockedError(path);
-      throw openFailure(path, error) ?? error;
-    }
+    return new SqliteEngine({ connection: SqliteConnection.open(options.path), clock: options.clock });
   }
 
-  private assertOpen(): void {
-    if (this.closed) throw new StoreUnavailableError("the store is closed");
-  }
-
-  /** Runs `fn` in a durable write transaction (`synchronous=FULL`: the commit waits for an fsync). */
+  /** Runs `fn` in a durable write transaction (connection.ts). */
   private write<T>(fn: () => T): T {
-    this.setSynchronous("FULL");
-    return this.transact(fn);
+    return this.connection.write(fn);
   }
 
-  /**
-   * A write nobody is promised will survive a power loss (a claim, a heartbeat, an outcome): committed without an fsync
-   * (`synchronous=NORMAL`, per transaction). It survives a crash of the process all the same, and the next
-   * durable commit fsyncs the WAL, which holds it. Losing it to a power cut only returns a claimed job to the
-   * queue, which at-least-once delivery allows.
-   */
+  /** Runs `fn` in a write transaction committed without an fsync (connection.ts says when that is enough). */
   private writeLazily<T>(fn: () => T): T {
-    this.setSynchronous("NORMAL");
-    return this.transact(fn);
-  }
-
-  /** Switches the connection's commit mode only when it changes: claims and outcomes come in runs. */
-  private setSynchronous(mode: "FULL" | "NORMAL"): void {
-    this.assertOpen();
-    if (this.synchronous === mode) return;
-    this.db.pragma(`synchronous = ${mode}`);
-    this.synchronous = mode;
-  }
-
-  /** Runs `fn` in a write transaction, turning "cannot serve now" failures into `StoreUnavailableError`. */
-  private transact<T>(fn: () => T): T {
-    this.assertOpen();
-    try {
-      return this.db.transaction(fn).immediate();
-    } catch (error) {
-      throw mapError(error);
-    }
+    return this.connection.writeLazily(fn);
   }
 
   private read<T>(fn: () => T): T {
-    this.assertOpen();
-    try {
-      return fn();
-    } catch (error) {
-      throw mapError(error);
-    }
+    return this.connection.read(fn);
   }
 
   ping(): void {
     const version = this.read(() => this.statements.schemaVersion.get());
-    if (version !== this.schemaVersion) {
-      throw new StoreUnavailableError(`schema version ${String(version)}, expected ${this.schemaVersion}`);
+    if (version !== this.connection.schemaVersion) {
+      throw new StoreUnavailableError(`schema version ${String(version)}, expected ${this.connection.schemaVersion}`);
     }
   }
 
@@ -193,69 +124,65 @@ export class SqliteEngine {
 
   // Job reads.
 
-  jobGet(params: { id: string }): JobRow | undefined {
+  jobGet(params: ParamsOf<"jobGet">): JobRow | undefined {
     return this.read(() => reads.jobGet(this.statements, params));
   }
 
-  jobList(params: JobListParams): JobRow[] {
+  jobList(params: ParamsOf<"jobList">): JobRow[] {
     return this.read(() => reads.jobList(this.jobLists, params));
   }
 
-  jobAttemptList(params: { id: string }): JobAttemptRow[] {
+  jobAttemptList(params: ParamsOf<"jobAttemptList">): JobAttemptRow[] {
     return this.read(() => reads.attemptList(this.statements, params));
   }
 
-  jobAttemptListMany(params: { ids: string[] }): Map<string, JobAttemptRow[]> {
+  jobAttemptListMany(params: ParamsOf<"jobAttemptListMany">): Map<string, JobAttemptRow[]> {
     return this.read(() => reads.attemptListMany(this.statements, params));
   }
 
-  jobStats(params: { byOperation?: boolean } = {}): JobStats {
+  jobStats(params: ParamsOf<"jobStats"> = {}): JobStats {
     const byOperation = params.byOperation ?? true;
     return this.read(() => reads.stats(this.statements, { byOperation, now: this.clock.now() }));
   }
 
-  attemptBuckets(params: { since: number; bucketMs: number }): AttemptBucket[] {
+  attemptBuckets(params: ParamsOf<"attemptBuckets">): AttemptBucket[] {
     return this.read(() => reads.attemptBuckets(this.statements, { ...params, now: this.clock.now() }));
   }
 
   // Administrators' writes.
 
-  jobCancel(params: { id: string; actor: string; abortRunning?: boolean }): JobCancelOutcome {
+  jobCancel(params: ParamsOf<"jobCancel">): JobCancelOutcome {
     return this.write(() => admin.cancelJob(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  jobCancelMany(params: {
-    filter: JobCancelFilter;
-    limit: number;
-    actor: string;
-  }): Array<{ job: JobRow; wasRunning: boolean }> {
+  jobCancelMany(params: ParamsOf<"jobCancelMany">): Array<{ job: JobRow; wasRunning: boolean }> {
     return this.write(() => admin.cancelMany(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  jobRetry(params: { id: string; actor: string }): JobRetryOutcome {
+  jobRetry(params: ParamsOf<"jobRetry">): JobRetryOutcome {
     return this.write(() => admin.retryJob(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  chainCancel(params: { originalRequestId: string; actor: string }): JobRow[] {
+  chainCancel(params: ParamsOf<"chainCancel">): JobRow[] {
     return this.write(() => admin.cancelChain(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  jobRunNow(params: { id: string; actor: string }): JobRunNowOutcome {
+  jobRunNow(params: ParamsOf<"jobRunNow">): JobRunNowOutcome {
     return this.write(() => admin.runNow(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  jobRetryDeadMany(params: { filter: DeadJobFilter; limit: number; actor: string }): JobRow[] {
+  jobRetryDeadMany(params: ParamsOf<"jobRetryDeadMany">): JobRow[] {
     return this.write(() => admin.retryDeadMany(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  adminActionList(params: { jobId: string }): AdminActionRow[] {
+  adminActionList(params: ParamsOf<"adminActionList">): AdminActionRow[] {
     return this.read(() => admin.adminActionList(this.statements, params));
   }
 
   // Claims and outcomes.
 
   /** Claims up to `limit` due jobs; the answer is the JSON text of their `JobRow`s, in claim order. */
-  jobClaimMany(params: { limit: number }): string {
+  jobClaimMany(params: ParamsOf<"jobClaimMany">): string {
     if (params.limit <= 0) return "[]";
     return this.writeLazily(() => {
       const { json, backlogged, cursor } = claims.claimMany(this.statements, {
@@ -270,7 +197,7 @@ export class SqliteEngine {
     });
   }
 
-  jobSetStateIfRunningMany(params: { outcomes: JobOutcome[] }): boolean[] {
+  jobSetStateIfRunningMany(params: ParamsOf<"jobSetStateIfRunningMany">): boolean[] {
     if (params.outcomes.length === 0) return [];
     // No client waits on an outcome: losing one to a power cut means one more delivery, which at-least-once allows.
     return this.writeLazily(() =>
@@ -278,12 +205,12 @@ export class SqliteEngine {
     );
   }
 
-  jobHeartbeatMany(params: { jobs: JobAttempt[] }): void {
+  jobHeartbeatMany(params: ParamsOf<"jobHeartbeatMany">): void {
     if (params.jobs.length === 0) return;
     this.writeLazily(() => claims.heartbeatMany(this.statements, { jobs: params.jobs, now: this.clock.now() }));
   }
 
-  jobRequeueMany(params: { jobs: JobAttempt[]; delayMs: number; errorBody: string; refund: AttemptRefund }): number {
+  jobRequeueMany(params: ParamsOf<"jobRequeueMany">): number {
     if (params.jobs.length === 0) return 0;
     return this.write(() => claims.requeueWithError(this.statements, { ...params, now: this.clock.now() }));
   }
@@ -294,97 +221,74 @@ export class SqliteEngine {
 
   // Asynchronous attempts.
 
-  jobMarkAsyncIfRunning(params: { job: JobAttempt; tokenHash: string }): boolean {
+  jobMarkAsyncIfRunning(params: ParamsOf<"jobMarkAsyncIfRunning">): boolean {
     // Lazy like a heartbeat: a mark lost to a power cut leaves the attempt's lease to expire, and the job is retried.
     return this.writeLazily(() => asyncAttempts.markAsync(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  jobHeartbeatExternal(params: {
-    id: string;
-    attempt: number;
-    token: AttemptToken;
-    progressJson?: string | undefined;
-  }): ExternalHeartbeatOutcome {
+  jobHeartbeatExternal(params: ParamsOf<"jobHeartbeatExternal">): ExternalHeartbeatOutcome {
     return this.writeLazily(() =>
       asyncAttempts.heartbeatExternal(this.statements, { ...params, now: this.clock.now() }),
     );
   }
 
-  jobSetStateExternal(params: { outcome: JobOutcome; token: AttemptToken }): ExternalSetStateOutcome {
+  jobSetStateExternal(params: ParamsOf<"jobSetStateExternal">): ExternalSetStateOutcome {
     // Durable: the target is told its outcome is recorded, and may forget its work once it hears so.
     return this.write(() => asyncAttempts.setStateExternal(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  jobAsyncStateGet(params: { id: string }): JobAsyncState | undefined {
+  jobAsyncStateGet(params: ParamsOf<"jobAsyncStateGet">): JobAsyncState | undefined {
     return this.read(() => asyncAttempts.asyncState(this.statements, params));
   }
 
   // Chains.
 
-  jobCallbackDueList(params: { limit: number }): JobRow[] {
+  jobCallbackDueList(params: ParamsOf<"jobCallbackDueList">): JobRow[] {
     return this.read(() => chains.callbackDueList(this.statements, params));
   }
 
-  jobCallbackEnqueue(params: {
-    jobId: string;
-    status: "succeeded" | "dead";
-    insert: JobInsertParams | null;
-  }): JobInsertOutcome | { kind: "skipped" } | { kind: "cleared" } {
+  jobCallbackEnqueue(params: ParamsOf<"jobCallbackEnqueue">): CallbackOutcome {
     return this.write(() => chains.callbackEnqueue(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  chainSettledDueList(params: { limit: number }): ChainRow[] {
+  chainSettledDueList(params: ParamsOf<"chainSettledDueList">): ChainRow[] {
     return this.read(() => chains.settledDueList(this.statements, params));
   }
 
-  chainOnSettledEnqueue(params: {
-    originalRequestId: string;
-    insert: JobInsertParams | null;
-  }): JobInsertOutcome | { kind: "skipped" } | { kind: "cleared" } {
+  chainOnSettledEnqueue(params: ParamsOf<"chainOnSettledEnqueue">): CallbackOutcome {
     return this.write(() => chains.onSettledEnqueue(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  chainSettledSince(params: {
-    cursor: string;
-    limit: number;
-  }): Array<{ originalRequestId: string; startedAt: number; settledAt: number }> {
+  chainSettledSince(
+    params: ParamsOf<"chainSettledSince">,
+  ): Array<{ originalRequestId: string; startedAt: number; settledAt: number }> {
     return this.writeLazily(() => chains.settledSince(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  chainGet(params: { originalRequestId: string }): ChainRow | undefined {
+  chainGet(params: ParamsOf<"chainGet">): ChainRow | undefined {
     return this.read(() => chains.chainGet(this.statements, params));
   }
 
-  chainJobCounts(params: { originalRequestId: string }): ChainJobCounts {
+  chainJobCounts(params: ParamsOf<"chainJobCounts">): ChainJobCounts {
     return this.read(() => chains.chainJobCounts(this.statements, params));
   }
 
   // Schedules and cron ticks.
 
-  cronTickInsert(params: {
-    name: string;
-    tickAt: number;
-    job: JobInsertParams;
-    scheduleRevision?: string | undefined;
-  }): CronTickOutcome {
+  cronTickInsert(params: ParamsOf<"cronTickInsert">): CronTickOutcome {
     return this.write(() => schedules.insertTick(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  cronTickLatestMany(params: { names: string[] }): CronTick[] {
+  cronTickLatestMany(params: ParamsOf<"cronTickLatestMany">): CronTick[] {
     if (params.names.length === 0) return [];
     return this.read(() => schedules.latestTicks(this.statements, params.names));
   }
 
-  scheduleCreate(params: {
-    schedule: ScheduleFields;
-    revision: string;
-    actor: string;
-    maxSchedules: number;
-  }): ScheduleCreateOutcome {
+  scheduleCreate(params: ParamsOf<"scheduleCreate">): ScheduleCreateOutcome {
     return this.write(() => schedules.createSchedule(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  scheduleGet(params: { name: string }): ScheduleRow | undefined {
+  scheduleGet(params: ParamsOf<"scheduleGet">): ScheduleRow | undefined {
     return this.read(() => schedules.getSchedule(this.statements, params.name));
   }
 
@@ -392,30 +296,25 @@ export class SqliteEngine {
     return this.read(() => schedules.listSchedules(this.statements));
   }
 
-  scheduleUpdate(params: {
-    schedule: ScheduleFields;
-    ifRevision: string;
-    revision: string;
-    actor: string;
-  }): ScheduleUpdateOutcome {
+  scheduleUpdate(params: ParamsOf<"scheduleUpdate">): ScheduleUpdateOutcome {
     return this.write(() => schedules.updateSchedule(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  schedulePause(params: { name: string; actor: string }): ScheduleWriteOutcome<"paused"> {
+  schedulePause(params: ParamsOf<"schedulePause">): ScheduleWriteOutcome<"paused"> {
     return this.write(() => schedules.pauseSchedule(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  scheduleResume(params: { name: string }): ScheduleWriteOutcome<"resumed"> {
+  scheduleResume(params: ParamsOf<"scheduleResume">): ScheduleWriteOutcome<"resumed"> {
     return this.write(() => schedules.resumeSchedule(this.statements, params));
   }
 
-  scheduleDelete(params: { name: string }): ScheduleWriteOutcome<"deleted"> {
+  scheduleDelete(params: ParamsOf<"scheduleDelete">): ScheduleWriteOutcome<"deleted"> {
     return this.write(() => schedules.deleteSchedule(this.statements, params));
   }
 
   // Flow control.
 
-  operationLimitsConfigure(params: { limits: Array<{ operationId: string; limits: OperationLimits }> }): void {
+  operationLimitsConfigure(params: ParamsOf<"operationLimitsConfigure">): void {
     this.write(() => flow.configureLimits(this.statements, params.limits));
   }
 
@@ -423,28 +322,23 @@ export class SqliteEngine {
     return this.read(() => flow.controlList(this.statements));
   }
 
-  operationPause(params: { operationId: string; actor: string }): OperationControl {
+  operationPause(params: ParamsOf<"operationPause">): OperationControl {
     return this.write(() => flow.pause(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  operationResume(params: { operationId: string }): OperationControl {
+  operationResume(params: ParamsOf<"operationResume">): OperationControl {
     return this.write(() => flow.resume(this.statements, params));
   }
 
-  operationLimitsSet(params: {
-    operationId: string;
-    limits: OperationLimits;
-    source: LimitsSource;
-    actor: string;
-  }): OperationControl {
+  operationLimitsSet(params: ParamsOf<"operationLimitsSet">): OperationControl {
     return this.write(() => flow.setLimits(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  concurrencyKeyPause(params: { key: string; actor: string }): PausedKey {
+  concurrencyKeyPause(params: ParamsOf<"concurrencyKeyPause">): PausedKey {
     return this.write(() => flow.pauseKey(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  concurrencyKeyResume(params: { key: string }): boolean {
+  concurrencyKeyResume(params: ParamsOf<"concurrencyKeyResume">): boolean {
     return this.write(() => flow.resumeKey(this.statements, params));
   }
 
@@ -454,29 +348,29 @@ export class SqliteEngine {
 
   // Upkeep.
 
-  jobListExpired(params: { lease: LeaseLimits; limit: number }): JobRow[] {
+  jobListExpired(params: ParamsOf<"jobListExpired">): JobRow[] {
     return this.read(() => upkeep.listExpired(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  jobExpireMany(params: { limit: number }): JobRow[] {
+  jobExpireMany(params: ParamsOf<"jobExpireMany">): JobRow[] {
     return this.write(() => upkeep.expireMany(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  jobDeleteFinishedMany(params: { olderThanMs: number; limit: number }): number {
+  jobDeleteFinishedMany(params: ParamsOf<"jobDeleteFinishedMany">): number {
     return this.write(() => upkeep.deleteFinishedMany(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  idempotencyKeyDeleteMany(params: { limit: number }): number {
+  idempotencyKeyDeleteMany(params: ParamsOf<"idempotencyKeyDeleteMany">): number {
     return this.writeLazily(() =>
       upkeep.idempotencyKeyDeleteMany(this.statements, { ...params, now: this.clock.now() }),
     );
   }
 
-  cronTickDeleteMany(params: { olderThanMs: number }): number {
+  cronTickDeleteMany(params: ParamsOf<"cronTickDeleteMany">): number {
     return this.write(() => upkeep.cronTickDeleteMany(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  attemptCountDeleteMany(params: { olderThanMs: number }): number {
+  attemptCountDeleteMany(params: ParamsOf<"attemptCountDeleteMany">): number {
     return this.write(() => upkeep.attemptCountDeleteMany(this.statements, { ...params, now: this.clock.now() }));
   }
 
@@ -489,27 +383,22 @@ export class SqliteEngine {
    * serves the calls that arrive meanwhile between the copy's batches.
    */
   async databaseBackup(params: { to: string }): Promise<DatabaseBackupSummary> {
-    this.assertOpen();
+    this.connection.assertOpen();
     try {
       return await copyDatabase(this.db, params);
     } catch (error) {
       // Closing the connection mid-copy ends the copy (better-sqlite3 removes the partial file).
-      if (this.closed) throw new StoreUnavailableError("the store is closed");
+      if (this.connection.isClosed) throw new StoreUnavailableError("the store is closed");
       throw mapError(error);
     }
   }
 
   /** The connection's own settings, which cannot be read from another connection (for tests). */
   connectionSettings(): { synchronous: number; lockingMode: string } {
-    return {
-      synchronous: this.db.pragma("synchronous", { simple: true }) as number,
-      lockingMode: this.db.pragma("locking_mode", { simple: true }) as string,
-    };
+    return this.connection.settings();
   }
 
   close(): void {
-    if (this.closed) return;
-    this.closed = true;
-    this.db.close();
+    this.connection.close();
   }
 }
