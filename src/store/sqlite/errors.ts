@@ -14,7 +14,7 @@ export function mapError(error: unknown): unknown {
 }
 
 /**
- * The refusal of a database file that another process holds with the engine's exclusive lock (sqlite-engine.ts): a
+ * The refusal of a database file that another process holds with the engine's exclusive lock (connection.ts): a
  * second `serve`, or a `restore` while a service runs.
  */
 export function lockedError(path: string): StoreLockedError {

@@ -2,7 +2,10 @@
  * The embedded SQLite engine (better-sqlite3): one process, one connection, one writer. It runs on its own thread
  * (sqlite-thread.ts), behind the `SqliteStore` of sqlite-store.ts, so the event loop never waits for a disk:
  * every method here but `databaseBackup` is synchronous, and `clock.now()` is the time the calling thread sent with
- * the call.
+ * the call. The class is a dispatcher, laid out as the PostgreSQL engine is: each method picks the transaction (durable
+ * or lazy, connection.ts) and hands over to the concern module of the same name as PostgreSQL's (insert.ts,
+ * claims.ts, outcomes.ts, async.ts, chains.ts, schedules.ts, flow.ts, admin.ts, job-reads.ts, upkeep.ts), every
+ * statement of which is in sql/<concern>.ts.
  *
  * - Durability: WAL with `synchronous=FULL`, so a commit survives `kill -9` and power loss (connection.ts).
  * - One node: `locking_mode=EXCLUSIVE` makes the connection hold an OS-level lock on the file for its whole
