@@ -505,7 +505,7 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
   }
 
   /** POST /jobs/{id}/{action} as the target of `attempt`. */
-  async function callBack<T>(
+  async function callAttempt<T>(
     attempt: AsyncAttempt,
     action: "heartbeat" | "complete" | "fail",
     body: object,
@@ -690,14 +690,14 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
         "progress" in heartbeatOptions && heartbeatOptions.progress !== undefined
           ? { progress: heartbeatOptions.progress }
           : {};
-      return callBack<HeartbeatAnswer>(attempt, "heartbeat", body);
+      return callAttempt<HeartbeatAnswer>(attempt, "heartbeat", body);
     },
     async complete(attempt, completeOptions = {}) {
       const body = {
         ...(completeOptions.statusCode === undefined ? {} : { status_code: completeOptions.statusCode }),
         ...(completeOptions.result === undefined ? {} : { result: completeOptions.result }),
       };
-      return (await callBack<{ job: Job }>(attempt, "complete", body)).job;
+      return (await callAttempt<{ job: Job }>(attempt, "complete", body)).job;
     },
     async fail(attempt, failOptions = {}) {
       const body = {
@@ -705,7 +705,7 @@ export function createJobsClient(options: JobsClientOptions): JobsClient {
         ...(failOptions.statusCode === undefined ? {} : { status_code: failOptions.statusCode }),
         ...(failOptions.error === undefined ? {} : { error: failOptions.error }),
       };
-      return (await callBack<{ job: Job }>(attempt, "fail", body)).job;
+      return (await callAttempt<{ job: Job }>(attempt, "fail", body)).job;
     },
   };
   return client;
