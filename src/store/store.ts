@@ -27,7 +27,7 @@ export type { JobRetryOutcome, JobRunNowOutcome } from "./roles/admin.js";
 export type { AsyncAttemptStore, ExternalCallRefusal } from "./roles/async-attempts.js";
 export type { ExternalHeartbeatOutcome, ExternalSetStateOutcome } from "./roles/async-attempts.js";
 export { hasOnlineBackup, type DatabaseBackupSummary, type OnlineBackup } from "./roles/backup.js";
-export type { ChainJobCounts, ChainRow, ChainStore } from "./roles/chains.js";
+export type { CallbackEnqueueOutcome, ChainJobCounts, ChainRow, ChainStore } from "./roles/chains.js";
 export type { AttemptRefund, ClaimStore } from "./roles/claims.js";
 export type { EnqueueStore, IdempotencyParams, JobInsertOutcome, JobInsertParams } from "./roles/enqueue.js";
 export type { FlowStore } from "./roles/flow.js";
@@ -52,6 +52,11 @@ export interface Store
     AdminStore,
     UpkeepStore,
     ListenStore {}
+
+/** The params object of store method `M`, as its role declares it (the engines' methods take theirs so). */
+export type StoreParams<M extends keyof Store> = Store[M] extends (params: infer P, ...rest: never[]) => unknown
+  ? P
+  : never;
 
 /** The database cannot be reached or cannot take writes now; answered with 503 `unavailable`. */
 export class StoreUnavailableError extends Error {

@@ -5,7 +5,7 @@
  */
 import type { JobRow } from "../../job/job.js";
 import { chainJobCountsOf } from "../chain-counts.js";
-import type { ChainJobCounts, ChainRow, JobInsertOutcome, JobInsertParams } from "../store.js";
+import type { CallbackEnqueueOutcome, ChainJobCounts, ChainRow, JobInsertParams } from "../store.js";
 import type { PgConnection } from "./connection.js";
 import { unstorable } from "./errors.js";
 import { insertAndNotify } from "./insert.js";
@@ -29,9 +29,6 @@ const SETTLE_READ_LAG_MS = 2000;
 
 type Now = Date | "now";
 
-/** What enqueueing a callback job or an on_settled job came to. */
-type CallbackOutcome = JobInsertOutcome | { kind: "skipped" } | { kind: "cleared" };
-
 /** Finished jobs (`succeeded`, `dead`) whose callback is still to be enqueued, oldest first. */
 export async function callbackDueList(db: PgConnection, params: { limit: number }): Promise<JobRow[]> {
   return (await db.query(CALLBACKS_DUE, [Math.max(0, params.limit)], "opqueue_callbacks_due")).map(toJobRow);
@@ -41,7 +38,7 @@ export async function callbackDueList(db: PgConnection, params: { limit: number 
 export async function callbackEnqueue(
   db: PgConnection,
   params: { jobId: string; status: "succeeded" | "dead"; insert: JobInsertParams | null; now: Now },
-): Promise<CallbackOutcome> {
+): Promise<CallbackEnqueueOutcome> {
   return db.transaction(async (client) => {
     if ((await client.query(CLEAR_CALLBACK, [params.jobId, params.status])).rowCount === 0)
       return { kind: "skipped" } as const;
@@ -60,7 +57,7 @@ export async function settledDueList(db: PgConnection, params: { limit: number }
 export async function onSettledEnqueue(
   db: PgConnection,
   params: { originalRequestId: string; insert: JobInsertParams | null; now: Now },
-): Promise<CallbackOutcome> {
+): Promise<CallbackEnqueueOutcome> {
   return db.transaction(async (client) => {
     await client.query(LOCK_CHAIN, [params.originalRequestId]);
     if ((await client.query(FIRE_ON_SETTLED, [params.originalRequestId, params.now])).rowCount === 0) {

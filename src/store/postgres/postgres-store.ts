@@ -35,6 +35,7 @@ import {
   StoreUnavailableError,
   type AdminActionRow,
   type AttemptBucket,
+  type CallbackEnqueueOutcome,
   type ChainJobCounts,
   type ChainRow,
   type CronTickOutcome,
@@ -50,6 +51,7 @@ import {
   type ScheduleUpdateOutcome,
   type ScheduleWriteOutcome,
   type Store,
+  type StoreParams,
 } from "../store.js";
 import * as admin from "./admin.js";
 import * as asyncAttempts from "./async.js";
@@ -71,11 +73,6 @@ export type { PostgresStoreOptions } from "./lifecycle.js";
 const MAX_INSERT_BATCH = 512;
 /** Insert batches in flight at once; later arrivals wait and form the next, larger batch. */
 const MAX_INSERT_FLIGHTS = 4;
-
-/** The parameters of the store's method `M`, as its role (src/store/roles/) declares them. */
-type ParamsOf<M extends keyof Store> = Store[M] extends (params: infer P, ...rest: never[]) => unknown ? P : never;
-
-type CallbackOutcome = JobInsertOutcome | { kind: "skipped" } | { kind: "cleared" };
 
 /** The PostgreSQL engine. Open it with `PostgresStore.open`. */
 export class PostgresStore implements Store {
@@ -144,12 +141,12 @@ export class PostgresStore implements Store {
   }
 
   // EnqueueStore: insert.ts
-  jobInsert(params: ParamsOf<"jobInsert">): Promise<JobInsertOutcome> {
+  jobInsert(params: StoreParams<"jobInsert">): Promise<JobInsertOutcome> {
     if (this.db.isClosed) return Promise.reject(new StoreUnavailableError("the store is closed"));
     return this.inserts.add(params);
   }
 
-  async jobInsertMany(params: ParamsOf<"jobInsertMany">): Promise<Array<Settled<JobInsertOutcome>>> {
+  async jobInsertMany(params: StoreParams<"jobInsertMany">): Promise<Array<Settled<JobInsertOutcome>>> {
     if (this.db.isClosed) throw new StoreUnavailableError("the store is closed");
     if (params.jobs.length === 0) return [];
     // A producer's batch is a batch of its own: one statement, one commit, beside the group commit of single inserts.
@@ -157,21 +154,21 @@ export class PostgresStore implements Store {
   }
 
   // ClaimStore: claims.ts, outcomes.ts, async.ts
-  async jobClaimMany(params: ParamsOf<"jobClaimMany">): Promise<JobRow[]> {
+  async jobClaimMany(params: StoreParams<"jobClaimMany">): Promise<JobRow[]> {
     const claimed = await claims.claimMany(this.db, { ...params, cursor: this.laneCursor, now: this.statementNow() });
     this.laneCursor = claimed.cursor;
     return claimed.jobs;
   }
 
-  async jobHeartbeatMany(params: ParamsOf<"jobHeartbeatMany">): Promise<void> {
+  async jobHeartbeatMany(params: StoreParams<"jobHeartbeatMany">): Promise<void> {
     return claims.heartbeatMany(this.db, { ...params, now: this.statementNow() });
   }
 
-  async jobMarkAsyncIfRunning(params: ParamsOf<"jobMarkAsyncIfRunning">): Promise<boolean> {
+  async jobMarkAsyncIfRunning(params: StoreParams<"jobMarkAsyncIfRunning">): Promise<boolean> {
     return asyncAttempts.markAsync(this.db, { ...params, now: this.statementNow() });
   }
 
-  async jobRequeueMany(params: ParamsOf<"jobRequeueMany">): Promise<number> {
+  async jobRequeueMany(params: StoreParams<"jobRequeueMany">): Promise<number> {
     return claims.requeueWithError(this.db, { ...params, now: this.statementNow() });
   }
 
@@ -179,61 +176,61 @@ export class PostgresStore implements Store {
     return claims.nextRunAt(this.db, { now: this.statementNow() });
   }
 
-  async jobSetStateIfRunningMany(params: ParamsOf<"jobSetStateIfRunningMany">): Promise<boolean[]> {
+  async jobSetStateIfRunningMany(params: StoreParams<"jobSetStateIfRunningMany">): Promise<boolean[]> {
     return setStateIfRunningMany(this.db, { outcomes: params.outcomes, now: this.statementNow() });
   }
 
   // AsyncAttemptStore: async.ts
-  async jobHeartbeatExternal(params: ParamsOf<"jobHeartbeatExternal">): Promise<ExternalHeartbeatOutcome> {
+  async jobHeartbeatExternal(params: StoreParams<"jobHeartbeatExternal">): Promise<ExternalHeartbeatOutcome> {
     return asyncAttempts.heartbeatExternal(this.db, { ...params, now: this.statementNow() });
   }
 
-  async jobSetStateExternal(params: ParamsOf<"jobSetStateExternal">): Promise<ExternalSetStateOutcome> {
+  async jobSetStateExternal(params: StoreParams<"jobSetStateExternal">): Promise<ExternalSetStateOutcome> {
     return asyncAttempts.setStateExternal(this.db, { ...params, now: this.statementNow() });
   }
 
-  async jobAsyncStateGet(params: ParamsOf<"jobAsyncStateGet">): Promise<JobAsyncState | undefined> {
+  async jobAsyncStateGet(params: StoreParams<"jobAsyncStateGet">): Promise<JobAsyncState | undefined> {
     return asyncAttempts.asyncState(this.db, params);
   }
 
   // ChainStore: chains.ts
-  async jobCallbackDueList(params: ParamsOf<"jobCallbackDueList">): Promise<JobRow[]> {
+  async jobCallbackDueList(params: StoreParams<"jobCallbackDueList">): Promise<JobRow[]> {
     return chains.callbackDueList(this.db, params);
   }
 
-  async jobCallbackEnqueue(params: ParamsOf<"jobCallbackEnqueue">): Promise<CallbackOutcome> {
+  async jobCallbackEnqueue(params: StoreParams<"jobCallbackEnqueue">): Promise<CallbackEnqueueOutcome> {
     return chains.callbackEnqueue(this.db, { ...params, now: this.statementNow() });
   }
 
-  async chainSettledDueList(params: ParamsOf<"chainSettledDueList">): Promise<ChainRow[]> {
+  async chainSettledDueList(params: StoreParams<"chainSettledDueList">): Promise<ChainRow[]> {
     return chains.settledDueList(this.db, params);
   }
 
-  async chainOnSettledEnqueue(params: ParamsOf<"chainOnSettledEnqueue">): Promise<CallbackOutcome> {
+  async chainOnSettledEnqueue(params: StoreParams<"chainOnSettledEnqueue">): Promise<CallbackEnqueueOutcome> {
     return chains.onSettledEnqueue(this.db, { ...params, now: this.statementNow() });
   }
 
   async chainSettledSince(
-    params: ParamsOf<"chainSettledSince">,
+    params: StoreParams<"chainSettledSince">,
   ): Promise<Array<{ originalRequestId: string; startedAt: number; settledAt: number }>> {
     const nowMs = () => (this.options.databaseTime ? Date.now() + this.offsetMs : this.options.clock.now());
     return chains.settledSince(this.db, { ...params, nowMs });
   }
 
-  async chainGet(params: ParamsOf<"chainGet">): Promise<ChainRow | undefined> {
+  async chainGet(params: StoreParams<"chainGet">): Promise<ChainRow | undefined> {
     return chains.chainGet(this.db, params);
   }
 
-  async chainJobCounts(params: ParamsOf<"chainJobCounts">): Promise<ChainJobCounts> {
+  async chainJobCounts(params: StoreParams<"chainJobCounts">): Promise<ChainJobCounts> {
     return chains.chainJobCounts(this.db, params);
   }
 
   // ScheduleStore: schedules.ts
-  async scheduleCreate(params: ParamsOf<"scheduleCreate">): Promise<ScheduleCreateOutcome> {
+  async scheduleCreate(params: StoreParams<"scheduleCreate">): Promise<ScheduleCreateOutcome> {
     return schedules.createSchedule(this.db, { ...params, now: this.statementNow() });
   }
 
-  async scheduleGet(params: ParamsOf<"scheduleGet">): Promise<ScheduleRow | undefined> {
+  async scheduleGet(params: StoreParams<"scheduleGet">): Promise<ScheduleRow | undefined> {
     return schedules.getSchedule(this.db, params.name);
   }
 
@@ -241,32 +238,32 @@ export class PostgresStore implements Store {
     return schedules.listSchedules(this.db);
   }
 
-  async scheduleUpdate(params: ParamsOf<"scheduleUpdate">): Promise<ScheduleUpdateOutcome> {
+  async scheduleUpdate(params: StoreParams<"scheduleUpdate">): Promise<ScheduleUpdateOutcome> {
     return schedules.updateSchedule(this.db, { ...params, now: this.statementNow() });
   }
 
-  async schedulePause(params: ParamsOf<"schedulePause">): Promise<ScheduleWriteOutcome<"paused">> {
+  async schedulePause(params: StoreParams<"schedulePause">): Promise<ScheduleWriteOutcome<"paused">> {
     return schedules.pauseSchedule(this.db, { ...params, now: this.statementNow() });
   }
 
-  async scheduleResume(params: ParamsOf<"scheduleResume">): Promise<ScheduleWriteOutcome<"resumed">> {
+  async scheduleResume(params: StoreParams<"scheduleResume">): Promise<ScheduleWriteOutcome<"resumed">> {
     return schedules.resumeSchedule(this.db, params);
   }
 
-  async scheduleDelete(params: ParamsOf<"scheduleDelete">): Promise<ScheduleWriteOutcome<"deleted">> {
+  async scheduleDelete(params: StoreParams<"scheduleDelete">): Promise<ScheduleWriteOutcome<"deleted">> {
     return schedules.deleteSchedule(this.db, params);
   }
 
-  async cronTickInsert(params: ParamsOf<"cronTickInsert">): Promise<CronTickOutcome> {
+  async cronTickInsert(params: StoreParams<"cronTickInsert">): Promise<CronTickOutcome> {
     return schedules.insertTick(this.db, { ...params, now: this.statementNow() });
   }
 
-  async cronTickLatestMany(params: ParamsOf<"cronTickLatestMany">): Promise<CronTick[]> {
+  async cronTickLatestMany(params: StoreParams<"cronTickLatestMany">): Promise<CronTick[]> {
     return schedules.latestTicks(this.db, params);
   }
 
   // FlowStore: flow.ts
-  async operationLimitsConfigure(params: ParamsOf<"operationLimitsConfigure">): Promise<void> {
+  async operationLimitsConfigure(params: StoreParams<"operationLimitsConfigure">): Promise<void> {
     await flow.configureLimits(this.db, { ...params, now: this.statementNow() });
   }
 
@@ -274,23 +271,23 @@ export class PostgresStore implements Store {
     return flow.controlList(this.db);
   }
 
-  async operationPause(params: ParamsOf<"operationPause">): Promise<OperationControl> {
+  async operationPause(params: StoreParams<"operationPause">): Promise<OperationControl> {
     return flow.pause(this.db, { ...params, now: this.statementNow() });
   }
 
-  async operationResume(params: ParamsOf<"operationResume">): Promise<OperationControl> {
+  async operationResume(params: StoreParams<"operationResume">): Promise<OperationControl> {
     return flow.resume(this.db, { ...params, now: this.statementNow() });
   }
 
-  async operationLimitsSet(params: ParamsOf<"operationLimitsSet">): Promise<OperationControl> {
+  async operationLimitsSet(params: StoreParams<"operationLimitsSet">): Promise<OperationControl> {
     return flow.setLimits(this.db, { ...params, now: this.statementNow() });
   }
 
-  async concurrencyKeyPause(params: ParamsOf<"concurrencyKeyPause">): Promise<PausedKey> {
+  async concurrencyKeyPause(params: StoreParams<"concurrencyKeyPause">): Promise<PausedKey> {
     return flow.pauseKey(this.db, { ...params, now: this.statementNow() });
   }
 
-  async concurrencyKeyResume(params: ParamsOf<"concurrencyKeyResume">): Promise<boolean> {
+  async concurrencyKeyResume(params: StoreParams<"concurrencyKeyResume">): Promise<boolean> {
     return flow.resumeKey(this.db, { ...params, now: this.statementNow() });
   }
 
@@ -299,81 +296,81 @@ export class PostgresStore implements Store {
   }
 
   // JobReadStore: job-reads.ts (the actions on a job in admin.ts)
-  async jobGet(params: ParamsOf<"jobGet">): Promise<JobRow | undefined> {
+  async jobGet(params: StoreParams<"jobGet">): Promise<JobRow | undefined> {
     return reads.jobGet(this.db, params);
   }
 
-  async jobList(params: ParamsOf<"jobList">): Promise<JobRow[]> {
+  async jobList(params: StoreParams<"jobList">): Promise<JobRow[]> {
     return reads.jobList(this.db, params);
   }
 
-  async jobAttemptList(params: ParamsOf<"jobAttemptList">): Promise<JobAttemptRow[]> {
+  async jobAttemptList(params: StoreParams<"jobAttemptList">): Promise<JobAttemptRow[]> {
     return reads.attemptList(this.db, params);
   }
 
-  async jobAttemptListMany(params: ParamsOf<"jobAttemptListMany">): Promise<Map<string, JobAttemptRow[]>> {
+  async jobAttemptListMany(params: StoreParams<"jobAttemptListMany">): Promise<Map<string, JobAttemptRow[]>> {
     return reads.attemptListMany(this.db, params);
   }
 
-  async adminActionList(params: ParamsOf<"adminActionList">): Promise<AdminActionRow[]> {
+  async adminActionList(params: StoreParams<"adminActionList">): Promise<AdminActionRow[]> {
     return admin.adminActionList(this.db, params);
   }
 
-  async jobStats(params: ParamsOf<"jobStats"> = {}): Promise<JobStats> {
+  async jobStats(params: StoreParams<"jobStats"> = {}): Promise<JobStats> {
     return reads.stats(this.db, { byOperation: params.byOperation ?? true, now: this.statementNow() });
   }
 
-  async attemptBuckets(params: ParamsOf<"attemptBuckets">): Promise<AttemptBucket[]> {
+  async attemptBuckets(params: StoreParams<"attemptBuckets">): Promise<AttemptBucket[]> {
     return reads.attemptBuckets(this.db, { ...params, nowMs: () => this.now() });
   }
 
   // AdminStore: admin.ts
-  async jobCancel(params: ParamsOf<"jobCancel">): Promise<JobCancelOutcome> {
+  async jobCancel(params: StoreParams<"jobCancel">): Promise<JobCancelOutcome> {
     return admin.cancelJob(this.db, { ...params, now: this.statementNow() });
   }
 
-  async jobCancelMany(params: ParamsOf<"jobCancelMany">): Promise<Array<{ job: JobRow; wasRunning: boolean }>> {
+  async jobCancelMany(params: StoreParams<"jobCancelMany">): Promise<Array<{ job: JobRow; wasRunning: boolean }>> {
     return admin.cancelMany(this.db, { ...params, now: this.statementNow() });
   }
 
-  async jobRetry(params: ParamsOf<"jobRetry">): Promise<JobRetryOutcome> {
+  async jobRetry(params: StoreParams<"jobRetry">): Promise<JobRetryOutcome> {
     return admin.retryJob(this.db, { ...params, now: this.statementNow() });
   }
 
-  async jobRetryDeadMany(params: ParamsOf<"jobRetryDeadMany">): Promise<JobRow[]> {
+  async jobRetryDeadMany(params: StoreParams<"jobRetryDeadMany">): Promise<JobRow[]> {
     return admin.retryDeadMany(this.db, { ...params, now: this.statementNow() });
   }
 
-  async chainCancel(params: ParamsOf<"chainCancel">): Promise<JobRow[]> {
+  async chainCancel(params: StoreParams<"chainCancel">): Promise<JobRow[]> {
     return admin.cancelChain(this.db, { ...params, now: this.statementNow() });
   }
 
-  async jobRunNow(params: ParamsOf<"jobRunNow">): Promise<JobRunNowOutcome> {
+  async jobRunNow(params: StoreParams<"jobRunNow">): Promise<JobRunNowOutcome> {
     return admin.runNow(this.db, { ...params, now: this.statementNow() });
   }
 
   // UpkeepStore: upkeep.ts
-  async jobListExpired(params: ParamsOf<"jobListExpired">): Promise<JobRow[]> {
+  async jobListExpired(params: StoreParams<"jobListExpired">): Promise<JobRow[]> {
     return upkeep.listExpired(this.db, { ...params, now: this.statementNow() });
   }
 
-  async jobExpireMany(params: ParamsOf<"jobExpireMany">): Promise<JobRow[]> {
+  async jobExpireMany(params: StoreParams<"jobExpireMany">): Promise<JobRow[]> {
     return upkeep.expireMany(this.db, { ...params, now: this.statementNow() });
   }
 
-  async jobDeleteFinishedMany(params: ParamsOf<"jobDeleteFinishedMany">): Promise<number> {
+  async jobDeleteFinishedMany(params: StoreParams<"jobDeleteFinishedMany">): Promise<number> {
     return upkeep.deleteFinishedMany(this.db, { ...params, now: this.statementNow() });
   }
 
-  async idempotencyKeyDeleteMany(params: ParamsOf<"idempotencyKeyDeleteMany">): Promise<number> {
+  async idempotencyKeyDeleteMany(params: StoreParams<"idempotencyKeyDeleteMany">): Promise<number> {
     return upkeep.idempotencyKeyDeleteMany(this.db, { ...params, now: this.statementNow() });
   }
 
-  async cronTickDeleteMany(params: ParamsOf<"cronTickDeleteMany">): Promise<number> {
+  async cronTickDeleteMany(params: StoreParams<"cronTickDeleteMany">): Promise<number> {
     return upkeep.cronTickDeleteMany(this.db, { ...params, now: this.statementNow() });
   }
 
-  async attemptCountDeleteMany(params: ParamsOf<"attemptCountDeleteMany">): Promise<number> {
+  async attemptCountDeleteMany(params: StoreParams<"attemptCountDeleteMany">): Promise<number> {
     return upkeep.attemptCountDeleteMany(this.db, { ...params, now: this.statementNow() });
   }
 

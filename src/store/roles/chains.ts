@@ -29,6 +29,9 @@ export interface ChainRow {
   onSettledFiredAt: number | null;
 }
 
+/** The result of `jobCallbackEnqueue` and `chainOnSettledEnqueue`: the insert's, or why nothing was inserted. */
+export type CallbackEnqueueOutcome = JobInsertOutcome | { kind: "skipped" } | { kind: "cleared" };
+
 /**
  * Chains (docs/chains.md): firing each job's on_complete/on_dead callback and each chain's on_settled
  * exactly once, the sweep of settled chains, and what the chain view reads.
@@ -46,7 +49,7 @@ export interface ChainStore {
     jobId: string;
     status: "succeeded" | "dead";
     insert: JobInsertParams | null;
-  }): Promise<JobInsertOutcome | { kind: "skipped" } | { kind: "cleared" }>;
+  }): Promise<CallbackEnqueueOutcome>;
   /** Chains whose on_settled callback is still to fire and that have settled (no job pending, running or retrying). */
   chainSettledDueList(params: { limit: number }): Promise<ChainRow[]>;
   /**
@@ -57,7 +60,7 @@ export interface ChainStore {
   chainOnSettledEnqueue(params: {
     originalRequestId: string;
     insert: JobInsertParams | null;
-  }): Promise<JobInsertOutcome | { kind: "skipped" } | { kind: "cleared" }>;
+  }): Promise<CallbackEnqueueOutcome>;
   /**
    * The chains that settled among those with a job finished since the sweep named `cursor` last read (its first read
    * starts at the store's now), each once per settling: their start and settle times. Records how far it read. On

@@ -26,6 +26,7 @@ import {
   StoreUnavailableError,
   type AdminActionRow,
   type AttemptBucket,
+  type CallbackEnqueueOutcome,
   type ChainJobCounts,
   type ChainRow,
   type CronTickOutcome,
@@ -33,7 +34,6 @@ import {
   type ExternalHeartbeatOutcome,
   type ExternalSetStateOutcome,
   type JobCancelOutcome,
-  type JobInsertOutcome,
   type JobInsertParams,
   type JobRetryOutcome,
   type JobRunNowOutcome,
@@ -41,7 +41,7 @@ import {
   type ScheduleCreateOutcome,
   type ScheduleUpdateOutcome,
   type ScheduleWriteOutcome,
-  type Store,
+  type StoreParams,
 } from "../store.js";
 import * as admin from "./admin.js";
 import * as asyncAttempts from "./async.js";
@@ -58,12 +58,6 @@ import { setStateIfRunningMany } from "./outcomes.js";
 import * as schedules from "./schedules.js";
 import { prepareStatements, type Statements } from "./statements.js";
 import * as upkeep from "./upkeep.js";
-
-/** The parameters of the store's method `M`, as its role (src/store/roles/) declares them. */
-type ParamsOf<M extends keyof Store> = Store[M] extends (params: infer P, ...rest: never[]) => unknown ? P : never;
-
-/** What enqueueing a job's callback or a chain's on_settled answers. */
-type CallbackOutcome = JobInsertOutcome | { kind: "skipped" } | { kind: "cleared" };
 
 /** The embedded engine, on the thread that owns the connection. Open it with `SqliteEngine.open`. */
 export class SqliteEngine {
@@ -127,65 +121,65 @@ export class SqliteEngine {
 
   // Job reads.
 
-  jobGet(params: ParamsOf<"jobGet">): JobRow | undefined {
+  jobGet(params: StoreParams<"jobGet">): JobRow | undefined {
     return this.read(() => reads.jobGet(this.statements, params));
   }
 
-  jobList(params: ParamsOf<"jobList">): JobRow[] {
+  jobList(params: StoreParams<"jobList">): JobRow[] {
     return this.read(() => reads.jobList(this.jobLists, params));
   }
 
-  jobAttemptList(params: ParamsOf<"jobAttemptList">): JobAttemptRow[] {
+  jobAttemptList(params: StoreParams<"jobAttemptList">): JobAttemptRow[] {
     return this.read(() => reads.attemptList(this.statements, params));
   }
 
-  jobAttemptListMany(params: ParamsOf<"jobAttemptListMany">): Map<string, JobAttemptRow[]> {
+  jobAttemptListMany(params: StoreParams<"jobAttemptListMany">): Map<string, JobAttemptRow[]> {
     return this.read(() => reads.attemptListMany(this.statements, params));
   }
 
-  jobStats(params: ParamsOf<"jobStats"> = {}): JobStats {
+  jobStats(params: StoreParams<"jobStats"> = {}): JobStats {
     const byOperation = params.byOperation ?? true;
     return this.read(() => reads.stats(this.statements, { byOperation, now: this.clock.now() }));
   }
 
-  attemptBuckets(params: ParamsOf<"attemptBuckets">): AttemptBucket[] {
+  attemptBuckets(params: StoreParams<"attemptBuckets">): AttemptBucket[] {
     return this.read(() => reads.attemptBuckets(this.statements, { ...params, now: this.clock.now() }));
   }
 
   // Administrators' writes.
 
-  jobCancel(params: ParamsOf<"jobCancel">): JobCancelOutcome {
+  jobCancel(params: StoreParams<"jobCancel">): JobCancelOutcome {
     return this.write(() => admin.cancelJob(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  jobCancelMany(params: ParamsOf<"jobCancelMany">): Array<{ job: JobRow; wasRunning: boolean }> {
+  jobCancelMany(params: StoreParams<"jobCancelMany">): Array<{ job: JobRow; wasRunning: boolean }> {
     return this.write(() => admin.cancelMany(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  jobRetry(params: ParamsOf<"jobRetry">): JobRetryOutcome {
+  jobRetry(params: StoreParams<"jobRetry">): JobRetryOutcome {
     return this.write(() => admin.retryJob(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  chainCancel(params: ParamsOf<"chainCancel">): JobRow[] {
+  chainCancel(params: StoreParams<"chainCancel">): JobRow[] {
     return this.write(() => admin.cancelChain(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  jobRunNow(params: ParamsOf<"jobRunNow">): JobRunNowOutcome {
+  jobRunNow(params: StoreParams<"jobRunNow">): JobRunNowOutcome {
     return this.write(() => admin.runNow(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  jobRetryDeadMany(params: ParamsOf<"jobRetryDeadMany">): JobRow[] {
+  jobRetryDeadMany(params: StoreParams<"jobRetryDeadMany">): JobRow[] {
     return this.write(() => admin.retryDeadMany(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  adminActionList(params: ParamsOf<"adminActionList">): AdminActionRow[] {
+  adminActionList(params: StoreParams<"adminActionList">): AdminActionRow[] {
     return this.read(() => admin.adminActionList(this.statements, params));
   }
 
   // Claims and outcomes.
 
   /** Claims up to `limit` due jobs; the answer is the JSON text of their `JobRow`s, in claim order. */
-  jobClaimMany(params: ParamsOf<"jobClaimMany">): string {
+  jobClaimMany(params: StoreParams<"jobClaimMany">): string {
     if (params.limit <= 0) return "[]";
     return this.writeLazily(() => {
       const { json, backlogged, cursor } = claims.claimMany(this.statements, {
@@ -200,7 +194,7 @@ export class SqliteEngine {
     });
   }
 
-  jobSetStateIfRunningMany(params: ParamsOf<"jobSetStateIfRunningMany">): boolean[] {
+  jobSetStateIfRunningMany(params: StoreParams<"jobSetStateIfRunningMany">): boolean[] {
     if (params.outcomes.length === 0) return [];
     // No client waits on an outcome: losing one to a power cut means one more delivery, which at-least-once allows.
     return this.writeLazily(() =>
@@ -208,12 +202,12 @@ export class SqliteEngine {
     );
   }
 
-  jobHeartbeatMany(params: ParamsOf<"jobHeartbeatMany">): void {
+  jobHeartbeatMany(params: StoreParams<"jobHeartbeatMany">): void {
     if (params.jobs.length === 0) return;
     this.writeLazily(() => claims.heartbeatMany(this.statements, { jobs: params.jobs, now: this.clock.now() }));
   }
 
-  jobRequeueMany(params: ParamsOf<"jobRequeueMany">): number {
+  jobRequeueMany(params: StoreParams<"jobRequeueMany">): number {
     if (params.jobs.length === 0) return 0;
     return this.write(() => claims.requeueWithError(this.statements, { ...params, now: this.clock.now() }));
   }
@@ -224,74 +218,74 @@ export class SqliteEngine {
 
   // Asynchronous attempts.
 
-  jobMarkAsyncIfRunning(params: ParamsOf<"jobMarkAsyncIfRunning">): boolean {
+  jobMarkAsyncIfRunning(params: StoreParams<"jobMarkAsyncIfRunning">): boolean {
     // Lazy like a heartbeat: a mark lost to a power cut leaves the attempt's lease to expire, and the job is retried.
     return this.writeLazily(() => asyncAttempts.markAsync(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  jobHeartbeatExternal(params: ParamsOf<"jobHeartbeatExternal">): ExternalHeartbeatOutcome {
+  jobHeartbeatExternal(params: StoreParams<"jobHeartbeatExternal">): ExternalHeartbeatOutcome {
     return this.writeLazily(() =>
       asyncAttempts.heartbeatExternal(this.statements, { ...params, now: this.clock.now() }),
     );
   }
 
-  jobSetStateExternal(params: ParamsOf<"jobSetStateExternal">): ExternalSetStateOutcome {
+  jobSetStateExternal(params: StoreParams<"jobSetStateExternal">): ExternalSetStateOutcome {
     // Durable: the target is told its outcome is recorded, and may forget its work once it hears so.
     return this.write(() => asyncAttempts.setStateExternal(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  jobAsyncStateGet(params: ParamsOf<"jobAsyncStateGet">): JobAsyncState | undefined {
+  jobAsyncStateGet(params: StoreParams<"jobAsyncStateGet">): JobAsyncState | undefined {
     return this.read(() => asyncAttempts.asyncState(this.statements, params));
   }
 
   // Chains.
 
-  jobCallbackDueList(params: ParamsOf<"jobCallbackDueList">): JobRow[] {
+  jobCallbackDueList(params: StoreParams<"jobCallbackDueList">): JobRow[] {
     return this.read(() => chains.callbackDueList(this.statements, params));
   }
 
-  jobCallbackEnqueue(params: ParamsOf<"jobCallbackEnqueue">): CallbackOutcome {
+  jobCallbackEnqueue(params: StoreParams<"jobCallbackEnqueue">): CallbackEnqueueOutcome {
     return this.write(() => chains.callbackEnqueue(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  chainSettledDueList(params: ParamsOf<"chainSettledDueList">): ChainRow[] {
+  chainSettledDueList(params: StoreParams<"chainSettledDueList">): ChainRow[] {
     return this.read(() => chains.settledDueList(this.statements, params));
   }
 
-  chainOnSettledEnqueue(params: ParamsOf<"chainOnSettledEnqueue">): CallbackOutcome {
+  chainOnSettledEnqueue(params: StoreParams<"chainOnSettledEnqueue">): CallbackEnqueueOutcome {
     return this.write(() => chains.onSettledEnqueue(this.statements, { ...params, now: this.clock.now() }));
   }
 
   chainSettledSince(
-    params: ParamsOf<"chainSettledSince">,
+    params: StoreParams<"chainSettledSince">,
   ): Array<{ originalRequestId: string; startedAt: number; settledAt: number }> {
     return this.writeLazily(() => chains.settledSince(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  chainGet(params: ParamsOf<"chainGet">): ChainRow | undefined {
+  chainGet(params: StoreParams<"chainGet">): ChainRow | undefined {
     return this.read(() => chains.chainGet(this.statements, params));
   }
 
-  chainJobCounts(params: ParamsOf<"chainJobCounts">): ChainJobCounts {
+  chainJobCounts(params: StoreParams<"chainJobCounts">): ChainJobCounts {
     return this.read(() => chains.chainJobCounts(this.statements, params));
   }
 
   // Schedules and cron ticks.
 
-  cronTickInsert(params: ParamsOf<"cronTickInsert">): CronTickOutcome {
+  cronTickInsert(params: StoreParams<"cronTickInsert">): CronTickOutcome {
     return this.write(() => schedules.insertTick(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  cronTickLatestMany(params: ParamsOf<"cronTickLatestMany">): CronTick[] {
+  cronTickLatestMany(params: StoreParams<"cronTickLatestMany">): CronTick[] {
     if (params.names.length === 0) return [];
     return this.read(() => schedules.latestTicks(this.statements, params.names));
   }
 
-  scheduleCreate(params: ParamsOf<"scheduleCreate">): ScheduleCreateOutcome {
+  scheduleCreate(params: StoreParams<"scheduleCreate">): ScheduleCreateOutcome {
     return this.write(() => schedules.createSchedule(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  scheduleGet(params: ParamsOf<"scheduleGet">): ScheduleRow | undefined {
+  scheduleGet(params: StoreParams<"scheduleGet">): ScheduleRow | undefined {
     return this.read(() => schedules.getSchedule(this.statements, params.name));
   }
 
@@ -299,25 +293,25 @@ export class SqliteEngine {
     return this.read(() => schedules.listSchedules(this.statements));
   }
 
-  scheduleUpdate(params: ParamsOf<"scheduleUpdate">): ScheduleUpdateOutcome {
+  scheduleUpdate(params: StoreParams<"scheduleUpdate">): ScheduleUpdateOutcome {
     return this.write(() => schedules.updateSchedule(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  schedulePause(params: ParamsOf<"schedulePause">): ScheduleWriteOutcome<"paused"> {
+  schedulePause(params: StoreParams<"schedulePause">): ScheduleWriteOutcome<"paused"> {
     return this.write(() => schedules.pauseSchedule(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  scheduleResume(params: ParamsOf<"scheduleResume">): ScheduleWriteOutcome<"resumed"> {
+  scheduleResume(params: StoreParams<"scheduleResume">): ScheduleWriteOutcome<"resumed"> {
     return this.write(() => schedules.resumeSchedule(this.statements, params));
   }
 
-  scheduleDelete(params: ParamsOf<"scheduleDelete">): ScheduleWriteOutcome<"deleted"> {
+  scheduleDelete(params: StoreParams<"scheduleDelete">): ScheduleWriteOutcome<"deleted"> {
     return this.write(() => schedules.deleteSchedule(this.statements, params));
   }
 
   // Flow control.
 
-  operationLimitsConfigure(params: ParamsOf<"operationLimitsConfigure">): void {
+  operationLimitsConfigure(params: StoreParams<"operationLimitsConfigure">): void {
     this.write(() => flow.configureLimits(this.statements, params.limits));
   }
 
@@ -325,23 +319,23 @@ export class SqliteEngine {
     return this.read(() => flow.controlList(this.statements));
   }
 
-  operationPause(params: ParamsOf<"operationPause">): OperationControl {
+  operationPause(params: StoreParams<"operationPause">): OperationControl {
     return this.write(() => flow.pause(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  operationResume(params: ParamsOf<"operationResume">): OperationControl {
+  operationResume(params: StoreParams<"operationResume">): OperationControl {
     return this.write(() => flow.resume(this.statements, params));
   }
 
-  operationLimitsSet(params: ParamsOf<"operationLimitsSet">): OperationControl {
+  operationLimitsSet(params: StoreParams<"operationLimitsSet">): OperationControl {
     return this.write(() => flow.setLimits(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  concurrencyKeyPause(params: ParamsOf<"concurrencyKeyPause">): PausedKey {
+  concurrencyKeyPause(params: StoreParams<"concurrencyKeyPause">): PausedKey {
     return this.write(() => flow.pauseKey(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  concurrencyKeyResume(params: ParamsOf<"concurrencyKeyResume">): boolean {
+  concurrencyKeyResume(params: StoreParams<"concurrencyKeyResume">): boolean {
     return this.write(() => flow.resumeKey(this.statements, params));
   }
 
@@ -351,29 +345,29 @@ export class SqliteEngine {
 
   // Upkeep.
 
-  jobListExpired(params: ParamsOf<"jobListExpired">): JobRow[] {
+  jobListExpired(params: StoreParams<"jobListExpired">): JobRow[] {
     return this.read(() => upkeep.listExpired(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  jobExpireMany(params: ParamsOf<"jobExpireMany">): JobRow[] {
+  jobExpireMany(params: StoreParams<"jobExpireMany">): JobRow[] {
     return this.write(() => upkeep.expireMany(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  jobDeleteFinishedMany(params: ParamsOf<"jobDeleteFinishedMany">): number {
+  jobDeleteFinishedMany(params: StoreParams<"jobDeleteFinishedMany">): number {
     return this.write(() => upkeep.deleteFinishedMany(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  idempotencyKeyDeleteMany(params: ParamsOf<"idempotencyKeyDeleteMany">): number {
+  idempotencyKeyDeleteMany(params: StoreParams<"idempotencyKeyDeleteMany">): number {
     return this.writeLazily(() =>
       upkeep.idempotencyKeyDeleteMany(this.statements, { ...params, now: this.clock.now() }),
     );
   }
 
-  cronTickDeleteMany(params: ParamsOf<"cronTickDeleteMany">): number {
+  cronTickDeleteMany(params: StoreParams<"cronTickDeleteMany">): number {
     return this.write(() => upkeep.cronTickDeleteMany(this.statements, { ...params, now: this.clock.now() }));
   }
 
-  attemptCountDeleteMany(params: ParamsOf<"attemptCountDeleteMany">): number {
+  attemptCountDeleteMany(params: StoreParams<"attemptCountDeleteMany">): number {
     return this.write(() => upkeep.attemptCountDeleteMany(this.statements, { ...params, now: this.clock.now() }));
   }
 
