@@ -26,7 +26,7 @@ import { attemptCallRoutes } from "./routes/attempt-calls.js";
 import { jobRoutes } from "./routes/jobs.js";
 import { operationRoutes } from "./routes/operations.js";
 import { flowRoutes } from "./routes/flow.js";
-import { FlowControl } from "../flow/flow-control.js";
+import { FlowControl } from "../admin/flow-control.js";
 import { scheduleRoutes } from "./routes/schedules.js";
 import { Schedules } from "../schedules/schedules.js";
 import { limitsFromConfig } from "../flow/limits.js";

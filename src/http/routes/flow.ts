@@ -1,14 +1,14 @@
 /**
  * Flow control's routes (docs/flow-control.md): pause and resume an operation or a concurrency key, set and reset an
  * operation's limits, list the paused keys, cancel jobs by filter. Each route parses, authorises, calls one of
- * src/flow/flow-control.ts's use cases and answers; every node reads what they write from the database at its next claim.
+ * src/admin/flow-control.ts's use cases and answers; every node reads what they write from the database at its next claim.
  */
 import { Type } from "@sinclair/typebox";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { FastifyRequest } from "fastify";
 import type { TokenVerifier } from "../../auth/tokens.js";
 import { ApiError } from "../../errors.js";
-import type { FlowControl } from "../../flow/flow-control.js";
+import type { FlowControl } from "../../admin/flow-control.js";
 import type { OperationLimits } from "../../flow/limits.js";
 import {
   CancelJobsBody,

@@ -1,5 +1,5 @@
 /**
- * Flow control's use cases (docs/flow-control.md), behind the routes of src/http/routes/flow.ts: pause and resume a
+ * Flow control's use cases (docs/flow-control.md), administrators' actions like those of admin-jobs.ts, behind the routes of src/http/routes/flow.ts: pause and resume a
  * background operation or a concurrency key, set and reset an operation's limits, list the paused keys, cancel jobs by
  * filter. Every node reads what these write from the database at its next claim; what they open up (a resume, new
  * limits) wakes the nodes at once, and a running job they cancel has its delivery aborted. One refusal is decided here,
@@ -12,7 +12,7 @@ import type { JobRow } from "../job/job.js";
 import type { OperationRegistry } from "../operations/registry.js";
 import type { AdminStore, FlowStore, JobCancelFilter, StoreLifecycle } from "../store/store.js";
 import type { WorkNotifier } from "../work-notifier.js";
-import type { OperationControl, OperationLimits, PausedKey } from "./limits.js";
+import type { OperationControl, OperationLimits, PausedKey } from "../flow/limits.js";
 
 /** What flow control's use cases need from the running service. */
 export interface FlowControlDeps {
