@@ -3,8 +3,7 @@
  * routes of src/http/routes/flow.ts: pause and resume a background operation or a concurrency key, set and reset an
  * operation's limits, list the paused keys, cancel jobs by filter. Every node reads what these write from the database
  * at its next claim; what they open up (a resume, new limits) wakes the nodes at once, and a running job they cancel
- * has its delivery aborted. One refusal is decided here,
- * as an `ApiError`:
+ * has its delivery aborted. One refusal is decided here, as an `ApiError`:
  *
  *   404 operation_not_found   the operationId names no background operation
  */
