@@ -19,7 +19,7 @@ import type { Operation, OperationRegistry } from "../operations/registry.js";
 import type { PerOperationSettings } from "../operations/settings.js";
 import type { JobRow } from "../job/job.js";
 import { VERSION } from "../version.js";
-import { deliveryTraceparent, type DeliverySpan } from "./delivery-trace.js";
+import { deliveryTraceparent, type DeliverySpan } from "../telemetry/delivery-trace.js";
 
 /** Most bytes of a failure body kept in `result.error_body`. */
 export const MAX_ERROR_BODY_BYTES = 8192;

@@ -45,7 +45,7 @@ import { wallClockMs, type OpqueueEvents, type Telemetry } from "../telemetry/ev
 import { ClaimSizing } from "./claim-sizing.js";
 import { Completer, type PendingOutcome } from "./completer.js";
 import type { Deliverer } from "./deliverer.js";
-import type { DeliverySpan, DeliveryTracer } from "./delivery-trace.js";
+import type { DeliverySpan, DeliveryTracer } from "../telemetry/delivery-trace.js";
 import { handOff } from "./hand-off.js";
 import { putBackOnStop, putBackUnsent } from "./put-back.js";
 

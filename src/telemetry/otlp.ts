@@ -51,7 +51,7 @@ import {
   type DeliveryEnding,
   type DeliverySpan,
   type DeliveryTracer,
-} from "../dispatcher/delivery-trace.js";
+} from "./delivery-trace.js";
 import type { JobRow } from "../job/job.js";
 import { VERSION } from "../version.js";
 import type { OpqueueEvents, Telemetry } from "./events.js";
@@ -268,7 +268,7 @@ export function startOtlpTracing(options: { otlp: OtlpConfig; telemetry: Telemet
         const { traceId, spanId } = span.spanContext();
         return new OtlpDeliverySpan(span, formatTraceparent({ traceId, spanId, flags: stored.flags }));
       }
-      // A retry: a new trace, linked to the producer's (see src/dispatcher/delivery-trace.ts for why).
+      // A retry: a new trace, linked to the producer's (see src/telemetry/delivery-trace.ts for why).
       const span = tracer.startSpan(
         name,
         { kind: SpanKind.CLIENT, root: true, attributes, links: [{ context: remoteSpanContext(stored) }] },

@@ -5,7 +5,7 @@
  */
 import type { Logger } from "pino";
 import type { Config } from "../config.js";
-import type { DeliveryTracer } from "../dispatcher/delivery-trace.js";
+import type { DeliveryTracer } from "./delivery-trace.js";
 import type { Telemetry } from "./events.js";
 
 /** A running OTLP tracer. */

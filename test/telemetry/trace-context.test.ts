@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { continuesProducerTrace, deliveryTraceparent } from "../../src/dispatcher/delivery-trace.js";
+import { continuesProducerTrace, deliveryTraceparent } from "../../src/telemetry/delivery-trace.js";
 import { newSpanId, newTraceId, parseTraceparent, sampledFlagOnly } from "../../src/telemetry/trace-context.js";
 
 const STORED = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";

@@ -11,13 +11,7 @@
  *   the stored context, which keeps the two connected.
  */
 import type { JobRow } from "../job/job.js";
-import {
-  formatTraceparent,
-  newSpanId,
-  newTraceId,
-  parseTraceparent,
-  sampledFlagOnly,
-} from "../telemetry/trace-context.js";
+import { formatTraceparent, newSpanId, newTraceId, parseTraceparent, sampledFlagOnly } from "./trace-context.js";
 
 /** Whether attempt number `attempt` continues the producer's trace (the first does) or starts a new, linked one. */
 export function continuesProducerTrace(attempt: number): boolean {
