@@ -17,7 +17,7 @@ import { buildApp } from "./http/app.js";
 import { buildOpsApp } from "./http/ops-app.js";
 import { CLEAN_INTERVAL_MS, cleanFinishedJobs } from "./maintenance/cleaner.js";
 import { CLOCK_CHECK_INTERVAL_MS, checkClock } from "./maintenance/clock-check.js";
-import { CronScheduler } from "./maintenance/cron.js";
+import { CronScheduler } from "./schedules/scheduler.js";
 import { Periodic } from "./maintenance/periodic.js";
 import { rescueExpiredLeases } from "./maintenance/rescuer.js";
 import { expireJobs } from "./maintenance/expirer.js";

@@ -11,7 +11,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { pino } from "pino";
 import { ManualClock } from "../../src/clock.js";
 import { ConfigError } from "../../src/config.js";
-import { CronScheduler } from "../../src/maintenance/cron.js";
+import { CronScheduler } from "../../src/schedules/scheduler.js";
 import { cronEntryOf, type ScheduleRow } from "../../src/schedules/schedule.js";
 import { createService } from "../../src/service.js";
 import type { OpqueueEvents } from "../../src/telemetry/events.js";

@@ -14,7 +14,7 @@ import { pino } from "pino";
 import { ManualClock, systemClock, type Clock } from "../../src/clock.js";
 import { parseConfig, type Config, type CronConfig } from "../../src/config.js";
 import type { Job } from "../../src/job/schemas.js";
-import { CRON_CATCH_UP_MS, CronScheduler } from "../../src/maintenance/cron.js";
+import { CRON_CATCH_UP_MS, CronScheduler } from "../../src/schedules/scheduler.js";
 import { createService, type Service } from "../../src/service.js";
 import { StoreUnavailableError, type Store } from "../../src/store/store.js";
 import type { OpqueueEvents } from "../../src/telemetry/events.js";

@@ -19,15 +19,15 @@ import type { Clock } from "../clock.js";
 import type { Config, CronConfig } from "../config.js";
 import type { WorkNotifier } from "../work-notifier.js";
 import { enqueueOutcome } from "../enqueue/enqueue.js";
+import { Periodic } from "../maintenance/periodic.js";
 import type { OperationRegistry } from "../operations/registry.js";
 import type { PerOperationSettings } from "../operations/settings.js";
-import { scheduleTargetError } from "../schedules/checks.js";
-import { nextTickAfter } from "../schedules/expression.js";
-import { cronTickJob } from "../schedules/schedule-jobs.js";
-import { cronEntryOf, type ScheduleRow } from "../schedules/schedule.js";
 import { StoreUnavailableError, type EnqueueStore, type ListenStore, type ScheduleStore } from "../store/store.js";
 import type { Telemetry } from "../telemetry/events.js";
-import { Periodic } from "./periodic.js";
+import { scheduleTargetError } from "./checks.js";
+import { nextTickAfter } from "./expression.js";
+import { cronTickJob } from "./schedule-jobs.js";
+import { cronEntryOf, type ScheduleRow } from "./schedule.js";
 
 /** Longest delay a Node timer takes; longer waits are done in steps. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
