@@ -9,6 +9,7 @@
  * (service.ts, the HTTP app, the CLI) hold all of it. docs/architecture.md lists the roles and their callers.
  *
  * Every state change names the state it expects to leave, so a write that lost a race changes nothing.
+ * docs/rules.md maps every rule both engines implement: where on each engine, and the conformance cases that pin it.
  */
 import type { AdminStore } from "./roles/admin.js";
 import type { AsyncAttemptStore } from "./roles/async-attempts.js";
