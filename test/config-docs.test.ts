@@ -12,7 +12,8 @@ import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { parse as parseYaml } from "yaml";
 import { ConfigSchema, parseConfig } from "../src/config.js";
-import { checkConfigAgainstRegistry, OperationRegistry } from "../src/operations/registry.js";
+import { OperationRegistry } from "../src/operations/registry.js";
+import { checkConfigAgainstRegistry } from "../src/schedules/config-entries.js";
 
 const DOC_URL = new URL("../docs/configuration.md", import.meta.url);
 /** The folder the doc's example files are written for: `openapi: ./product.openapi.yaml` resolves there. */

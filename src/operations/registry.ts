@@ -1,6 +1,7 @@
 /**
  * The product's OpenAPI document, reduced to what opqueue needs: every operation by operationId, with its
- * method, path template and tags. Also the start-up cross-check of the config against it (docs/configuration.md).
+ * method, path template and tags. Also the start-up check of the config's names of operations against it
+ * (docs/configuration.md); the check of the config's cron entries is schedules/config-entries.ts.
  *
  * `$ref`s are followed only where the registry reads: path items, operations and their parameters. The rest of
  * the document (schemas above all) is never walked, so a legitimately recursive schema is not mistaken for a
@@ -11,11 +12,9 @@
 import { readFileSync } from "node:fs";
 import { resolve as resolvePath } from "node:path";
 import { parse as parseYaml } from "yaml";
-import { ConfigError, cronCaller, SCHEDULE_TRIGGER_KEY, type Config, type CronConfig } from "../config.js";
-import { closestName, didYouMean } from "../did-you-mean.js";
-import { pathParamsProblem, payloadProblem } from "../job/payload-rules.js";
+import { ConfigError, type Config } from "../config.js";
+import { didYouMean } from "../did-you-mean.js";
 import { childOf, formatPointer, refSegments } from "./json-pointer.js";
-import { expressionProblem, timezoneProblem } from "../schedules/expression.js";
 
 /** One operation of the product's API. */
 export interface Operation {
@@ -293,7 +292,7 @@ export class OperationRegistry {
 }
 
 /** The operationIds of the document. */
-function operationIds(registry: OperationRegistry): string[] {
+export function operationIds(registry: OperationRegistry): string[] {
   return registry.all().map((operation) => operation.operationId);
 }
 
@@ -303,7 +302,7 @@ function suggestOperation(registry: OperationRegistry, operationId: string): str
 }
 
 /** Throws unless `operationId` names a `background` operation; `subject` says what named it. */
-function requireBackgroundOperation(options: {
+export function requireBackgroundOperation(options: {
   registry: OperationRegistry;
   operationId: string;
   key: string;
@@ -337,91 +336,6 @@ function checkTriggerTargets(config: Config, registry: OperationRegistry): void 
   }
 }
 
-function checkTimezone(entry: CronConfig, key: string): void {
-  const problem = timezoneProblem(entry.timezone);
-  if (problem) throw new ConfigError(`config: ${key}: ${problem}`);
-}
-
-function checkSchedule(entry: CronConfig, key: string): void {
-  const problem = expressionProblem(entry.schedule, entry.timezone);
-  if (problem) throw new ConfigError(`config: ${key}: ${problem}`);
-}
-
-/** For a trigger key the map lacks, the key it has that looks like a misspelling of it; or "". */
-function misspeltTriggerKey(config: Config, wanted: string): string {
-  const near = closestName(wanted, Object.keys(config.triggers));
-  return near === undefined ? "" : `; triggers has "${near}": is it misspelt?`;
-}
-
-function checkCronTrigger(entry: CronConfig, index: number, config: Config): void {
-  const caller = cronCaller(entry.name);
-  const allowed = Object.hasOwn(config.triggers, caller) ? config.triggers[caller] : undefined;
-  if (allowed === undefined) {
-    throw new ConfigError(
-      `config: cron.${index}.name: cron entry "${entry.name}" has no "${caller}" key in triggers ` +
-        `(add triggers."${caller}": [${entry.operation_id}])${misspeltTriggerKey(config, caller)}`,
-    );
-  }
-  if (!allowed.includes(entry.operation_id)) {
-    throw new ConfigError(
-      `config: cron.${index}.operation_id: "${entry.operation_id}" is not allowed by triggers."${caller}" ` +
-        `([${allowed.join(", ")}])`,
-    );
-  }
-}
-
-function checkCronEntries(config: Config, registry: OperationRegistry): void {
-  const firstIndexByName = new Map<string, number>();
-  config.cron.forEach((entry, index) => {
-    const earlier = firstIndexByName.get(entry.name);
-    if (earlier !== undefined) {
-      throw new ConfigError(
-        `config: cron.${index}.name: "${entry.name}" is already the name of cron.${earlier}; cron names must be unique`,
-      );
-    }
-    firstIndexByName.set(entry.name, index);
-    checkTimezone(entry, `cron.${index}.timezone`);
-    checkSchedule(entry, `cron.${index}.schedule`);
-    requireBackgroundOperation({
-      registry,
-      operationId: entry.operation_id,
-      key: `cron.${index}.operation_id`,
-      subject: `"${entry.operation_id}" (cron entry "${entry.name}")`,
-    });
-    checkCronTrigger(entry, index, config);
-    checkCronRequest(entry, index, registry);
-  });
-}
-
-/**
- * A cron entry's request follows the rules of any enqueued request (size, nesting, storable text, path parameters),
- * checked once at start-up: each tick's job would otherwise go dead without reaching its target.
- */
-function checkCronRequest(entry: CronConfig, index: number, registry: OperationRegistry): void {
-  const payload = payloadProblem(entry.request);
-  if (payload) throw new ConfigError(`config: cron.${index}.request: ${payload.message}`);
-  const operation = registry.get(entry.operation_id);
-  if (!operation) return;
-  const path = pathParamsProblem({
-    path: `${operation.method} ${operation.path}`,
-    names: operation.pathParams,
-    pathParams: entry.request.path_params ?? {},
-  });
-  if (path) throw new ConfigError(`config: cron.${index}.request: ${path.message}`);
-}
-
-function triggerKeyWarnings(config: Config, registry: OperationRegistry): string[] {
-  const cronCallers = new Set([...config.cron.map((entry) => cronCaller(entry.name)), SCHEDULE_TRIGGER_KEY]);
-  return Object.keys(config.triggers)
-    .filter((caller) => registry.get(caller) === undefined && !cronCallers.has(caller))
-    .map(
-      (caller) =>
-        `config: triggers.${caller}: "${caller}" is neither an operation of the OpenAPI document, ` +
-        `nor cron:{name} of a cron entry, nor ${SCHEDULE_TRIGGER_KEY} (schedules), so no caller can use this entry` +
-        didYouMean(caller, [...operationIds(registry), ...cronCallers]),
-    );
-}
-
 function unknownOperationWarnings(config: Config, registry: OperationRegistry): string[] {
   const overrides = Object.keys(config.operations)
     .filter((operationId) => registry.get(operationId) === undefined)
@@ -441,14 +355,15 @@ function unknownOperationWarnings(config: Config, registry: OperationRegistry): 
 }
 
 /**
- * The start-up cross-check of docs/configuration.md: throws `ConfigError` (naming the key) when the config asks for
- * something the document cannot give; returns warnings for entries that are merely unused.
+ * The operations' half of the start-up cross-check (docs/configuration.md), the cron entries' half being in
+ * schedules/config-entries.ts, whose `checkConfigAgainstRegistry` runs both: throws `ConfigError` (naming the key) for a
+ * trigger target that is not a `background` operation of the document; returns warnings for operation overrides and
+ * `on_behalf_of` entries that name none, so are merely unused.
  */
-export function checkConfigAgainstRegistry(options: { config: Config; registry: OperationRegistry }): {
+export function checkOperationNames(options: { config: Config; registry: OperationRegistry }): {
   warnings: string[];
 } {
   const { config, registry } = options;
   checkTriggerTargets(config, registry);
-  checkCronEntries(config, registry);
-  return { warnings: [...triggerKeyWarnings(config, registry), ...unknownOperationWarnings(config, registry)] };
+  return { warnings: unknownOperationWarnings(config, registry) };
 }

@@ -4,7 +4,8 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { ConfigError, parseConfig, type Config } from "../../src/config.js";
-import { OperationRegistry, checkConfigAgainstRegistry } from "../../src/operations/registry.js";
+import { OperationRegistry } from "../../src/operations/registry.js";
+import { checkConfigAgainstRegistry } from "../../src/schedules/config-entries.js";
 
 const tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), "opqueue-registry-"));
 after(() => fs.rmSync(tmpDir, { recursive: true, force: true }));
