@@ -7,14 +7,10 @@ import type { JobAttempt, JobRow } from "../../job/job.js";
 import type { JobResult } from "../../job/schemas.js";
 import type { AttemptRefund } from "../store.js";
 import type { PgConnection } from "./connection.js";
-import { isUniqueViolation } from "./errors.js";
 import { requeueMany } from "./outcomes.js";
 import { toMs } from "./rows.js";
 import { CLAIM, claimCandidates, NEXT_RUN_AT } from "./sql/claim.js";
 import { HEARTBEAT_MANY } from "./sql/outcomes.js";
-
-/** Claim attempts when a concurrency key race makes the unique index refuse one. */
-const CLAIM_TRIES = 3;
 
 type Now = Date | "now";
 
@@ -31,26 +27,18 @@ export async function claimMany(
 ): Promise<{ jobs: JobRow[]; cursor: LaneCursor }> {
   let cursor = params.cursor;
   if (params.limit <= 0) return { jobs: [], cursor };
-  for (let tries = 1; ; tries++) {
-    try {
-      const rows = await db.query(
-        CLAIM,
-        [params.now, params.limit, claimCandidates(params.limit), cursor.operationId, cursor.lane],
-        "opqueue_claim",
-      );
-      const jobs: JobRow[] = [];
-      for (const row of rows) {
-        const parsed = JSON.parse(row["job"] as string) as JobRow | { cursor: [string, string] };
-        if ("cursor" in parsed) cursor = { operationId: parsed.cursor[0], lane: parsed.cursor[1] };
-        else jobs.push(parsed);
-      }
-      return { jobs: jobs.sort((a, b) => b.priority - a.priority || a.runAt - b.runAt || a.seq - b.seq), cursor };
-    } catch (error) {
-      // Another node started a job of one of these keys in the same instant: the unique index refused ours.
-      if (tries < CLAIM_TRIES && isUniqueViolation(error, "job_state_running_concurrency_key")) continue;
-      throw error;
-    }
+  const rows = await db.query(
+    CLAIM,
+    [params.now, params.limit, claimCandidates(params.limit), cursor.operationId, cursor.lane],
+    "opqueue_claim",
+  );
+  const jobs: JobRow[] = [];
+  for (const row of rows) {
+    const parsed = JSON.parse(row["job"] as string) as JobRow | { cursor: [string, string] };
+    if ("cursor" in parsed) cursor = { operationId: parsed.cursor[0], lane: parsed.cursor[1] };
+    else jobs.push(parsed);
   }
+  return { jobs: jobs.sort((a, b) => b.priority - a.priority || a.runAt - b.runAt || a.seq - b.seq), cursor };
 }
 
 /** Moves the leases of running attempts on. */
