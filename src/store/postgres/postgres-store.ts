@@ -15,10 +15,10 @@
  * - Group commit: inserts arriving within one turn of the event loop go to the server as one call of
  *   `opqueue_insert_jobs`: one round trip and one commit for the batch, every step of the enqueue (dedupe upsert,
  *   spawn cap, cancelled chain) decided inside it.
- * - Claims: one statement, a CTE taking candidates with `FOR UPDATE SKIP LOCKED`, so nodes never wait on each
- *   other's claims; at most one per concurrency key, none whose key is already running. Two nodes can still pick
- *   two jobs of one key in the same instant: `pg_try_advisory_xact_lock` per key skips most of those up front, and
- *   the partial unique index refuses the rest, which costs one retried claim.
+ * - Claims: one call of `opqueue_claim`, taking candidates with `FOR UPDATE SKIP LOCKED`, so nodes never wait on
+ *   each other's claims. Each candidate concurrency key's advisory lock is tried (a key another claim holds now is
+ *   left to it) and each operation's taken, then jobs are picked in a snapshot taken after those locks, so two nodes
+ *   never both see room for a key's or an operation's last slot (docs/flow-control.md, "Concurrency caps").
  * - Batches: outcome writes and heartbeats are one statement each over `unnest` of arrays.
  * - Time: the database's clock. Every "now" a statement uses (what is due, what has expired, every time written) is
  *   the parameter value `'now'`, which PostgreSQL reads as the transaction's timestamp when it binds it; a delay is
