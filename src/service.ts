@@ -23,9 +23,12 @@ import { rescueExpiredLeases } from "./maintenance/rescuer.js";
 import { expireJobs } from "./maintenance/expirer.js";
 import { sweepChains } from "./chains/sweeper.js";
 import { OperationRegistry } from "./operations/registry.js";
-import { cronRequestWarnings, RequestSchemas } from "./operations/request-schemas.js";
-import { checkCronEntriesAgainstSchedules } from "./schedules/checks.js";
-import { checkConfigAgainstRegistry } from "./schedules/config-entries.js";
+import { RequestSchemas } from "./operations/request-schemas.js";
+import {
+  checkConfigAgainstRegistry,
+  checkCronEntriesAgainstSchedules,
+  cronRequestWarnings,
+} from "./schedules/config-entries.js";
 import { PerOperationSettings } from "./operations/settings.js";
 import { openStore } from "./store/open-store.js";
 import type { ListenStore, Store, StoreLifecycle } from "./store/store.js";

@@ -20,7 +20,6 @@
 import { Ajv, type ErrorObject, type Options, type ValidateFunction } from "ajv";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import addFormatsModule from "ajv-formats";
-import type { Config } from "../config.js";
 import { ApiError } from "../errors.js";
 import { jsonText } from "../job/payload-rules.js";
 import type { RequestPayload } from "../job/schemas.js";
@@ -312,19 +311,5 @@ function compileShape(
       required: body.required,
       validate: body.schema === undefined ? undefined : compileAt(validators.body, body.schema),
     },
-  });
-}
-
-/**
- * Start-up warnings for cron entries whose request its target's schemas refuse: each tick's job would be refused by
- * the target. Warnings, not refusals: the schemas are the product's, and the product may accept more than they say.
- */
-export function cronRequestWarnings(options: {
-  config: Pick<Config, "cron">;
-  requestSchemas: RequestSchemas;
-}): string[] {
-  return options.config.cron.flatMap((entry, index) => {
-    const problem = options.requestSchemas.get(entry.operation_id)?.problem(entry.request);
-    return problem === undefined ? [] : [`config: cron.${index}.request: its target would refuse it: ${problem}`];
   });
 }

@@ -13,13 +13,12 @@
  * The target and trigger checks (`scheduleTargetError`) are made again by the scheduler at every tick of a schedule
  * and by every run now, on the node that makes them: a target the trigger map stops allowing is no longer enqueued.
  */
-import { ConfigError, cronCaller, SCHEDULE_TRIGGER_KEY, type Config } from "../config.js";
+import { cronCaller, SCHEDULE_TRIGGER_KEY, type Config } from "../config.js";
 import { checkTarget } from "../enqueue/target.js";
 import { ApiError } from "../errors.js";
 import { pathParamsProblem, payloadProblem } from "../job/payload-rules.js";
 import type { OperationRegistry } from "../operations/registry.js";
 import type { RequestSchemas } from "../operations/request-schemas.js";
-import type { ScheduleStore } from "../store/store.js";
 import { expressionProblem, timezoneProblem } from "./expression.js";
 import type { ScheduleFields } from "./schedule.js";
 
@@ -91,26 +90,4 @@ export function checkScheduleFields(options: {
   if (refusal) throw refusal;
   // Step 4a, as the enqueue makes it: a request the target's schemas refuse would make every tick's job die.
   options.requestSchemas.get(fields.operationId)?.check(fields.request);
-}
-
-/**
- * Refuses to start with a config entry whose name a stored schedule has (created through a node whose config lacked the
- * entry): names are unique, and which of the two `cron:{name}` would mean is for an operator to say. Throws
- * `ConfigError` naming the entry.
- */
-export async function checkCronEntriesAgainstSchedules(options: {
-  config: Pick<Config, "cron">;
-  store: Pick<ScheduleStore, "scheduleList">;
-}): Promise<void> {
-  const { config, store } = options;
-  if (config.cron.length === 0) return;
-  const stored = new Set((await store.scheduleList()).map((row) => row.name));
-  const index = config.cron.findIndex((entry) => stored.has(entry.name));
-  if (index === -1) return;
-  const name = config.cron[index]?.name ?? "";
-  throw new ConfigError(
-    `config: cron.${index}.name: "${name}" is also the name of a schedule created through the API (GET /schedules/${name}); ` +
-      `names are unique: rename the entry, or delete the schedule first (DELETE /schedules/${name} on a node whose ` +
-      "config lacks the entry)",
-  );
 }

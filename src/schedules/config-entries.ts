@@ -1,8 +1,10 @@
 /**
- * The config file's cron entries checked against the OpenAPI document at start-up (docs/configuration.md): unique
- * names, a time zone and an expression croner reads in it (expression.ts, as for schedules created through the API), a
- * `background` target their `cron:{name}` trigger key allows, and a request any enqueue would take. Each problem is a
- * `ConfigError` naming the entry's key. checks.ts holds the checks of schedules created through the API.
+ * The config file's cron entries checked at start-up (docs/configuration.md), each problem a `ConfigError` naming the
+ * entry's key. Against the OpenAPI document (`checkCronEntries`): unique names, a time zone and an expression croner
+ * reads in it (expression.ts, as for schedules created through the API), a `background` target their `cron:{name}`
+ * trigger key allows, and a request any enqueue would take; a request the target's own schemas refuse is only warned
+ * of (`cronRequestWarnings`). Against the database (`checkCronEntriesAgainstSchedules`): no stored schedule has an
+ * entry's name. checks.ts holds the checks of schedules created through the API.
  *
  * Also the start-up cross-check as a whole, `checkConfigAgainstRegistry`: operations/ checks the config's other names
  * of operations, but sits below this folder and knows nothing of cron, so both halves meet here.
@@ -16,6 +18,8 @@ import {
   requireBackgroundOperation,
   type OperationRegistry,
 } from "../operations/registry.js";
+import type { RequestSchemas } from "../operations/request-schemas.js";
+import type { ScheduleStore } from "../store/store.js";
 import { expressionProblem, timezoneProblem } from "./expression.js";
 
 function checkTimezone(entry: CronConfig, key: string): void {
@@ -118,4 +122,40 @@ export function checkConfigAgainstRegistry(options: { config: Config; registry: 
   const operationNames = checkOperationNames(options);
   checkCronEntries(options);
   return { warnings: [...triggerKeyWarnings(config, registry), ...operationNames.warnings] };
+}
+
+/**
+ * Start-up warnings for cron entries whose request its target's schemas refuse: each tick's job would be refused by
+ * the target. Warnings, not refusals: the schemas are the product's, and the product may accept more than they say.
+ */
+export function cronRequestWarnings(options: {
+  config: Pick<Config, "cron">;
+  requestSchemas: RequestSchemas;
+}): string[] {
+  return options.config.cron.flatMap((entry, index) => {
+    const problem = options.requestSchemas.get(entry.operation_id)?.problem(entry.request);
+    return problem === undefined ? [] : [`config: cron.${index}.request: its target would refuse it: ${problem}`];
+  });
+}
+
+/**
+ * Refuses to start with a config entry whose name a stored schedule has (created through a node whose config lacked the
+ * entry): names are unique, and which of the two `cron:{name}` would mean is for an operator to say. Throws
+ * `ConfigError` naming the entry.
+ */
+export async function checkCronEntriesAgainstSchedules(options: {
+  config: Pick<Config, "cron">;
+  store: Pick<ScheduleStore, "scheduleList">;
+}): Promise<void> {
+  const { config, store } = options;
+  if (config.cron.length === 0) return;
+  const stored = new Set((await store.scheduleList()).map((row) => row.name));
+  const index = config.cron.findIndex((entry) => stored.has(entry.name));
+  if (index === -1) return;
+  const name = config.cron[index]?.name ?? "";
+  throw new ConfigError(
+    `config: cron.${index}.name: "${name}" is also the name of a schedule created through the API (GET /schedules/${name}); ` +
+      `names are unique: rename the entry, or delete the schedule first (DELETE /schedules/${name} on a node whose ` +
+      "config lacks the entry)",
+  );
 }
