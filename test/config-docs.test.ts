@@ -1,5 +1,5 @@
 /**
- * docs/configuration.md is the reference of the configuration file; `ConfigSchema` (src/config.ts) is what opqueue
+ * docs/configuration.md is the reference of the configuration file; `ConfigSchema` (src/config/schema.ts) is what opqueue
  * accepts. These tests hold the two together, so that a key added, renamed or removed in the schema fails here until
  * the reference says so, and the reference can never document a key that does not exist.
  *
