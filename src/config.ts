@@ -1,8 +1,8 @@
 /**
  * The configuration: the module every caller imports. Loading is: read YAML or JSON → apply environment overrides →
  * validate (filling defaults) → resolve relative paths against the config file's folder → read and check the keys'
- * material → cross-check against the OpenAPI document (done by the caller, see `src/operations/registry.ts`). Every
- * problem becomes one `ConfigError` naming the key.
+ * material → cross-check against the OpenAPI document (done by the caller: `checkConfigAgainstRegistry` in
+ * `src/schedules/config-entries.ts`). Every problem becomes one `ConfigError` naming the key.
  *
  * The steps live in src/config/: `schema.ts` (the one TypeBox schema, its defaults and the types derived from it),
  * `cron.ts` (the cron entries), `env.ts` (the environment variables), `validate.ts` (the schema's check and its
@@ -21,7 +21,7 @@ import { validateAgainstSchema } from "./config/validate.js";
 
 export { deliveryKeyList, type ConfigSecrets } from "./config/auth-keys.js";
 export { ConfigError } from "./config/config-error.js";
-export { cronCaller, SCHEDULE_TRIGGER_KEY, type CronConfig } from "./config/cron.js";
+export type { CronConfig } from "./config/cron.js";
 export type { ConfigEnv } from "./config/env.js";
 export {
   BATCH_ITEMS_BYTES,

@@ -1,19 +1,8 @@
 /**
- * The configuration's cron entries, kept together so that cron can move home in one cut: the schema of one `cron`
- * entry, its type, and the caller names entries and API schedules enqueue as.
+ * The config file's `cron` section: the schema of one entry and its type. What an entry means (the name its jobs call
+ * as, its checks, its ticks) is src/schedules/, cron's one home, which sits above the config.
  */
 import { Type, type Static } from "@sinclair/typebox";
-
-/** The calling operation of cron entry `name`: its key in the trigger map, and its jobs' `enqueued_by_operation_id`. */
-export function cronCaller(name: string): string {
-  return `cron:${name}`;
-}
-
-/**
- * The trigger-map key whose targets schedules created through the API may enqueue (docs/schedules.md, "Who may
- * schedule what"): every such schedule calls as `cron:{name}`, and this one key speaks for all of them.
- */
-export const SCHEDULE_TRIGGER_KEY = "cron:*";
 
 /** The schema of one entry of `cron`. */
 export const CronEntry = Type.Object(

@@ -13,12 +13,13 @@
  * The target and trigger checks (`scheduleTargetError`) are made again by the scheduler at every tick of a schedule
  * and by every run now, on the node that makes them: a target the trigger map stops allowing is no longer enqueued.
  */
-import { cronCaller, SCHEDULE_TRIGGER_KEY, type Config } from "../config.js";
+import type { Config } from "../config.js";
 import { checkTarget } from "../enqueue/target.js";
 import { ApiError } from "../errors.js";
 import { pathParamsProblem, payloadProblem } from "../job/payload-rules.js";
 import type { OperationRegistry } from "../operations/registry.js";
 import type { RequestSchemas } from "../operations/request-schemas.js";
+import { cronCaller, SCHEDULE_TRIGGER_KEY } from "./callers.js";
 import { expressionProblem, timezoneProblem } from "./expression.js";
 import type { ScheduleFields } from "./schedule.js";
 

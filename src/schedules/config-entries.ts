@@ -9,7 +9,7 @@
  * Also the start-up cross-check as a whole, `checkConfigAgainstRegistry`: operations/ checks the config's other names
  * of operations, but sits below this folder and knows nothing of cron, so both halves meet here.
  */
-import { ConfigError, cronCaller, SCHEDULE_TRIGGER_KEY, type Config, type CronConfig } from "../config.js";
+import { ConfigError, type Config, type CronConfig } from "../config.js";
 import { closestName, didYouMean } from "../did-you-mean.js";
 import { pathParamsProblem, payloadProblem } from "../job/payload-rules.js";
 import {
@@ -20,6 +20,7 @@ import {
 } from "../operations/registry.js";
 import type { RequestSchemas } from "../operations/request-schemas.js";
 import type { ScheduleStore } from "../store/store.js";
+import { cronCaller, SCHEDULE_TRIGGER_KEY } from "./callers.js";
 import { expressionProblem, timezoneProblem } from "./expression.js";
 
 function checkTimezone(entry: CronConfig, key: string): void {

@@ -3,11 +3,12 @@
  * run now. Both call as `cron:{name}` under the cron authority; they differ in their chain (`original_request_id`)
  * and their run time.
  */
-import { cronCaller, type Config, type CronConfig } from "../config.js";
+import type { Config, CronConfig } from "../config.js";
 import { newJobId } from "../job/job-id.js";
 import type { RunTime } from "../job/job.js";
 import type { PerOperationSettings } from "../operations/settings.js";
 import type { JobInsertParams } from "../store/store.js";
+import { cronCaller } from "./callers.js";
 
 /** What a schedule's job is built from. */
 interface JobSource {

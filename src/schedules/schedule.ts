@@ -3,9 +3,10 @@
  * file's entries: its types, and the small pure functions between its forms. The store's engines import only its types.
  */
 import { randomBytes } from "node:crypto";
-import { cronCaller, type CronConfig } from "../config.js";
+import type { CronConfig } from "../config.js";
 import type { Stamp } from "../flow/limits.js";
 import type { RequestPayload } from "../job/schemas.js";
+import { cronCaller } from "./callers.js";
 
 /** What defines a schedule: its name, when it ticks, and the job each tick enqueues. */
 export interface ScheduleFields {
