@@ -15,3 +15,14 @@ export function cronCaller(name: string): string {
  * schedule what"): every such schedule calls as `cron:{name}`, and this one key speaks for all of them.
  */
 export const SCHEDULE_TRIGGER_KEY = "cron:*";
+
+/** Where a schedule's definition comes from: the config file, or the API. */
+export type ScheduleSource = "config" | "api";
+
+/**
+ * The trigger-map key that speaks for a schedule's caller: a config entry's own `cron:{name}` (start-up requires it),
+ * the one `cron:*` for every schedule created through the API.
+ */
+export function triggerKeyOf(options: { source: ScheduleSource; name: string }): string {
+  return options.source === "config" ? cronCaller(options.name) : SCHEDULE_TRIGGER_KEY;
+}

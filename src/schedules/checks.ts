@@ -19,20 +19,9 @@ import { ApiError } from "../errors.js";
 import { pathParamsProblem, payloadProblem } from "../job/payload-rules.js";
 import type { OperationRegistry } from "../operations/registry.js";
 import type { RequestSchemas } from "../operations/request-schemas.js";
-import { cronCaller, SCHEDULE_TRIGGER_KEY } from "./callers.js";
+import { SCHEDULE_TRIGGER_KEY, triggerKeyOf, type ScheduleSource } from "./callers.js";
 import { expressionProblem, timezoneProblem } from "./expression.js";
 import type { ScheduleFields } from "./schedule.js";
-
-/** Where a schedule's definition comes from: the config file, or the API. */
-export type ScheduleSource = "config" | "api";
-
-/**
- * The trigger-map key that speaks for a schedule's caller: a config entry's own `cron:{name}` (start-up requires it),
- * the one `cron:*` for every schedule created through the API.
- */
-export function triggerKeyOf(options: { source: ScheduleSource; name: string }): string {
-  return options.source === "config" ? cronCaller(options.name) : SCHEDULE_TRIGGER_KEY;
-}
 
 /**
  * Why this node would not enqueue a job of schedule `name` for `operationId`, as the error the API answers (422 for

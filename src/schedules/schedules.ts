@@ -17,7 +17,8 @@ import { enqueuePrepared, type EnqueueDeps, type EnqueueResult } from "../enqueu
 import { ApiError } from "../errors.js";
 import type { OperationRegistry } from "../operations/registry.js";
 import type { RequestSchemas } from "../operations/request-schemas.js";
-import { checkScheduleFields, scheduleTargetError, type ScheduleSource } from "./checks.js";
+import type { ScheduleSource } from "./callers.js";
+import { checkScheduleFields, scheduleTargetError } from "./checks.js";
 import { nextTickAfter } from "./expression.js";
 import { cronRunNowJob } from "./schedule-jobs.js";
 import {
