@@ -1,6 +1,7 @@
 /**
- * The checks of a schedule's definition (docs/schedules.md, "Checks"), in the enqueue's order (docs/api.md, "Enqueue,
- * step by step"), so a schedule is held to what an enqueue of its job would be; the first that fails answers:
+ * The checks of a schedule created or changed through the API (docs/schedules.md, "Checks"; the config file's entries
+ * are checked at start-up, config-entries.ts), in the enqueue's order (docs/api.md, "Enqueue, step by step"), so a
+ * schedule is held to what an enqueue of its job would be; the first that fails answers:
  *
  *   400 invalid_request      an unknown time zone, an expression croner cannot read in it, or not 5 or 6 fields; a
  *                            request nested too deep or holding text no engine can store (anywhere in the definition)

@@ -1,6 +1,14 @@
 /**
- * A schedule (docs/schedules.md): a cron entry created through the API and kept in the database, beside the config
- * file's entries: its types, and the small pure functions between its forms. The store's engines import only its types.
+ * src/schedules/ is cron's one home: the config file's entries and the schedules created through the API, run alike by
+ * one scheduler (scheduler.ts). Beside it: the names their jobs call as (callers.ts), when they tick (expression.ts),
+ * the job a tick or a run now enqueues (schedule-jobs.ts), the start-up checks of the config's entries
+ * (config-entries.ts) and the checks of a schedule's definition (checks.ts), the administrators' use cases
+ * (schedules.ts) and their wire forms (schemas.ts). Only the config file's `cron` section (src/config/cron.ts) and the
+ * stored ticks and schedules (the store's `ScheduleStore`) live elsewhere.
+ *
+ * This file: a schedule (docs/schedules.md), a cron entry created through the API and kept in the database, beside the
+ * config file's entries: its types, and the small pure functions between its forms. The store's engines import only
+ * its types.
  */
 import { randomBytes } from "node:crypto";
 import type { CronConfig } from "../config.js";

@@ -1,10 +1,10 @@
 /**
- * Cron (docs/delivery.md, "Cron"; docs/schedules.md): each entry of the config file, and each schedule created through
- * the API, enqueues exactly one job per tick across all nodes. Every node runs every schedule; the tick is recorded in
- * the database in the same transaction as its job, so only the first node to reach a tick enqueues it (and a restart
- * cannot enqueue it again). Missed ticks are not backfilled: after a restart or a resume, a schedule goes on from its
- * next tick. A tick that comes due while the node is still firing the one before is fired next, at most
- * `CRON_CATCH_UP_MS` late. croner only computes tick times; the timers are ours.
+ * The scheduler, cron at run time (docs/delivery.md, "Cron"; docs/schedules.md): each entry of the config file, and
+ * each schedule created through the API, enqueues exactly one job per tick across all nodes. Every node runs every
+ * schedule; the tick is recorded in the database in the same transaction as its job, so only the first node to reach
+ * a tick enqueues it (and a restart cannot enqueue it again). Missed ticks are not backfilled: after a restart or a
+ * resume, a schedule goes on from its next tick. A tick that comes due while the node is still firing the one before
+ * is fired next, at most `CRON_CATCH_UP_MS` late. croner only computes tick times; the timers are ours.
  *
  * What is armed: the config file's entries, from the start, unchanged for the process's life; and the stored schedules
  * that are not paused, read at the start, again whenever the store announces a change (`scheduleChangeListen`: a
