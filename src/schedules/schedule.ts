@@ -7,52 +7,15 @@
  * stored ticks and schedules (the store's `ScheduleStore`) live elsewhere.
  *
  * This file: a schedule (docs/schedules.md), a cron entry created through the API and kept in the database, beside the
- * config file's entries: its types, and the small pure functions between its forms. The store's engines import only
- * its types.
+ * config file's entries: the small pure functions between its forms. Its types are the store's, which keeps them.
  */
 import { randomBytes } from "node:crypto";
 import type { CronConfig } from "../config.js";
-import type { Stamp } from "../flow/limits.js";
-import type { RequestPayload } from "../job/schemas.js";
+import type { ScheduleFields } from "../store/store.js";
 import { cronCaller } from "./callers.js";
 
-/** What defines a schedule: its name, when it ticks, and the job each tick enqueues. */
-export interface ScheduleFields {
-  /** Unique among schedules and config entries; `cron:{name}` is its jobs' calling operation. */
-  name: string;
-  /** The cron expression: 5 fields, or 6 with seconds first. */
-  schedule: string;
-  /** The IANA time zone the expression is read in. */
-  timezone: string;
-  operationId: string;
-  userId: string;
-  request: RequestPayload;
-  priority: number;
-  /** The jobs' dedupe key (`cron:{name}` unless given); null: none. */
-  dedupeKey: string | null;
-  concurrencyKey: string | null;
-}
-
-/** A schedule as the store keeps it. */
-export interface ScheduleRow extends ScheduleFields {
-  /**
-   * Changes with every change of the fields, never to a value it had: a tick fired for another revision (by a node
-   * that has not yet read the change) is refused by `cronTickInsert`.
-   */
-  revision: string;
-  created: Stamp;
-  /** The last change of the fields (the creation until one); pauses and resumes are not changes of the fields. */
-  updated: Stamp;
-  /** Set while the schedule is paused: its ticks enqueue nothing. */
-  paused: Stamp | null;
-}
-
-/** A recorded tick of a schedule or config entry: when, and the job it enqueued (null: none, a refusal). */
-export interface CronTick {
-  name: string;
-  tickAt: number;
-  jobId: string | null;
-}
+/** A schedule's fields, its row and a recorded tick are the store's (src/store/roles/schedules.ts), which keeps them. */
+export type { CronTick, ScheduleFields, ScheduleRow } from "../store/store.js";
 
 /** A fresh revision: 72 random bits, so that no schedule ever gets back a revision it or a namesake had. */
 export function newRevision(): string {

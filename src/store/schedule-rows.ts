@@ -3,7 +3,7 @@
  * columns of a schedule's fields as both write them.
  */
 import type { RequestPayload } from "../job/schemas.js";
-import type { ScheduleFields, ScheduleRow } from "../schedules/schedule.js";
+import type { ScheduleFields, ScheduleRow } from "./store.js";
 
 /** A `schedules` row, its times in ms and its request parsed. */
 export interface ScheduleDbRow {

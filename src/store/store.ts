@@ -35,7 +35,8 @@ export type { FlowStore } from "./roles/flow.js";
 export type { AdminActionRow, AttemptBucket, JobListParams, JobReadStore, JobStats } from "./roles/job-reads.js";
 export type { StoreLifecycle } from "./roles/lifecycle.js";
 export type { ListenStore } from "./roles/listening.js";
-export type { CronTickOutcome, ScheduleCreateOutcome, ScheduleStore } from "./roles/schedules.js";
+export type { CronTick, CronTickOutcome, ScheduleCreateOutcome, ScheduleFields } from "./roles/schedules.js";
+export type { ScheduleRow, ScheduleStore } from "./roles/schedules.js";
 export type { ScheduleUpdateOutcome, ScheduleWriteOutcome } from "./roles/schedules.js";
 export type { UpkeepStore } from "./roles/upkeep.js";
 

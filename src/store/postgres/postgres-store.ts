@@ -29,15 +29,14 @@
 import type { Clock } from "../../clock.js";
 import type { OperationControl, PausedKey } from "../../flow/limits.js";
 import type { JobAsyncState, JobAttemptRow, JobRow } from "../../job/job.js";
-import type { CronTick, ScheduleRow } from "../../schedules/schedule.js";
 import { GroupCommit, type Settled } from "../group-commit.js";
 import {
-  StoreUnavailableError,
   type AdminActionRow,
   type AttemptBucket,
   type CallbackEnqueueOutcome,
   type ChainJobCounts,
   type ChainRow,
+  type CronTick,
   type CronTickOutcome,
   type ExternalHeartbeatOutcome,
   type ExternalSetStateOutcome,
@@ -48,10 +47,12 @@ import {
   type JobRunNowOutcome,
   type JobStats,
   type ScheduleCreateOutcome,
+  type ScheduleRow,
   type ScheduleUpdateOutcome,
   type ScheduleWriteOutcome,
   type Store,
   type StoreParams,
+  StoreUnavailableError,
 } from "../store.js";
 import * as admin from "./admin.js";
 import * as asyncAttempts from "./async.js";

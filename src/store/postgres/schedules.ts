@@ -4,12 +4,14 @@
  * the reads of schedules and of their last ticks.
  */
 import type pg from "pg";
-import type { CronTick, ScheduleFields, ScheduleRow } from "../../schedules/schedule.js";
 import { scheduleColumns, toScheduleRow, type ScheduleDbRow } from "../schedule-rows.js";
 import type {
+  CronTick,
   CronTickOutcome,
   JobInsertParams,
   ScheduleCreateOutcome,
+  ScheduleFields,
+  ScheduleRow,
   ScheduleUpdateOutcome,
   ScheduleWriteOutcome,
 } from "../store.js";

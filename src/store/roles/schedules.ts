@@ -1,6 +1,45 @@
 /** The store's `ScheduleStore` role; src/store/store.ts composes the roles into `Store`. */
-import type { CronTick, ScheduleFields, ScheduleRow } from "../../schedules/schedule.js";
+import type { Stamp } from "../../flow/limits.js";
+import type { RequestPayload } from "../../job/schemas.js";
 import type { JobInsertOutcome, JobInsertParams } from "./enqueue.js";
+
+/** What defines a schedule (docs/schedules.md): its name, when it ticks, and the job each tick enqueues. */
+export interface ScheduleFields {
+  /** Unique among schedules and config entries; `cron:{name}` is its jobs' calling operation. */
+  name: string;
+  /** The cron expression: 5 fields, or 6 with seconds first. */
+  schedule: string;
+  /** The IANA time zone the expression is read in. */
+  timezone: string;
+  operationId: string;
+  userId: string;
+  request: RequestPayload;
+  priority: number;
+  /** The jobs' dedupe key (`cron:{name}` unless given); null: none. */
+  dedupeKey: string | null;
+  concurrencyKey: string | null;
+}
+
+/** A schedule as the store keeps it. */
+export interface ScheduleRow extends ScheduleFields {
+  /**
+   * Changes with every change of the fields, never to a value it had: a tick fired for another revision (by a node
+   * that has not yet read the change) is refused by `cronTickInsert`.
+   */
+  revision: string;
+  created: Stamp;
+  /** The last change of the fields (the creation until one); pauses and resumes are not changes of the fields. */
+  updated: Stamp;
+  /** Set while the schedule is paused: its ticks enqueue nothing. */
+  paused: Stamp | null;
+}
+
+/** A recorded tick of a schedule or config entry: when, and the job it enqueued (null: none, a refusal). */
+export interface CronTick {
+  name: string;
+  tickAt: number;
+  jobId: string | null;
+}
 
 /** The result of `scheduleCreate`. */
 export type ScheduleCreateOutcome =

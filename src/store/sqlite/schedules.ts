@@ -4,12 +4,14 @@
  * Everything runs on the engine's one connection inside the caller's transaction: one writer, so a tick's check of the
  * schedule's revision cannot race a change of it.
  */
-import type { CronTick, ScheduleFields, ScheduleRow } from "../../schedules/schedule.js";
 import { scheduleColumns, toScheduleRow, type ScheduleDbRow } from "../schedule-rows.js";
 import type {
+  CronTick,
   CronTickOutcome,
   JobInsertParams,
   ScheduleCreateOutcome,
+  ScheduleFields,
+  ScheduleRow,
   ScheduleUpdateOutcome,
   ScheduleWriteOutcome,
 } from "../store.js";

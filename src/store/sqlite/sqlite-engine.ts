@@ -21,14 +21,13 @@ import type Database from "better-sqlite3";
 import type { Clock } from "../../clock.js";
 import type { OperationControl, PausedKey } from "../../flow/limits.js";
 import type { JobAsyncState, JobAttemptRow, JobRow } from "../../job/job.js";
-import type { CronTick, ScheduleRow } from "../../schedules/schedule.js";
 import {
-  StoreUnavailableError,
   type AdminActionRow,
   type AttemptBucket,
   type CallbackEnqueueOutcome,
   type ChainJobCounts,
   type ChainRow,
+  type CronTick,
   type CronTickOutcome,
   type DatabaseBackupSummary,
   type ExternalHeartbeatOutcome,
@@ -39,9 +38,11 @@ import {
   type JobRunNowOutcome,
   type JobStats,
   type ScheduleCreateOutcome,
+  type ScheduleRow,
   type ScheduleUpdateOutcome,
   type ScheduleWriteOutcome,
   type StoreParams,
+  StoreUnavailableError,
 } from "../store.js";
 import * as admin from "./admin.js";
 import * as asyncAttempts from "./async.js";
