@@ -2,7 +2,7 @@
  * A target's calls on an attempt it took asynchronously (docs/api.md, "Asynchronous attempts"): POST
  * /jobs/{id}/heartbeat, /complete and /fail, authenticated by the attempt's delivery token. Jobs reach `running` through
  * the store, and are marked asynchronous as the dispatcher marks them on a 202 with x-job-async: 1; the dispatcher's
- * side is test/dispatcher/async.test.ts.
+ * side is test/async-jobs/long-jobs.test.ts.
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";

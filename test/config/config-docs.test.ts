@@ -11,13 +11,13 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { parse as parseYaml } from "yaml";
-import { ConfigSchema, parseConfig } from "../src/config.js";
-import { OperationRegistry } from "../src/operations/registry.js";
-import { checkConfigAgainstRegistry } from "../src/schedules/config-entries.js";
+import { ConfigSchema, parseConfig } from "../../src/config.js";
+import { OperationRegistry } from "../../src/operations/registry.js";
+import { checkConfigAgainstRegistry } from "../../src/schedules/config-entries.js";
 
-const DOC_URL = new URL("../docs/configuration.md", import.meta.url);
+const DOC_URL = new URL("../../docs/configuration.md", import.meta.url);
 /** The folder the doc's example files are written for: `openapi: ./product.openapi.yaml` resolves there. */
-const DEMO_DIR = fileURLToPath(new URL("../examples/demo/", import.meta.url));
+const DEMO_DIR = fileURLToPath(new URL("../../examples/demo/", import.meta.url));
 
 /** The parts of a JSON Schema (as TypeBox builds it) that say where keys are. */
 interface SchemaNode {

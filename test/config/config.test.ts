@@ -7,10 +7,10 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { BATCH_ITEMS_BYTES, ConfigError, loadConfigFile, parseConfig, type ConfigEnv } from "../src/config.js";
-import { OperationRegistry } from "../src/operations/registry.js";
-import { checkConfigAgainstRegistry } from "../src/schedules/config-entries.js";
-import { rawTestConfig, TEST_DELIVERY_SECRET, TEST_OPENAPI, TEST_SECRET } from "./helpers/service.js";
+import { BATCH_ITEMS_BYTES, ConfigError, loadConfigFile, parseConfig, type ConfigEnv } from "../../src/config.js";
+import { OperationRegistry } from "../../src/operations/registry.js";
+import { checkConfigAgainstRegistry } from "../../src/schedules/config-entries.js";
+import { rawTestConfig, TEST_DELIVERY_SECRET, TEST_OPENAPI, TEST_SECRET } from "../helpers/service.js";
 
 /** A fresh temporary folder, removed when the test ends. */
 function tempDir(t: TestContext): string {
