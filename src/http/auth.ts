@@ -115,6 +115,12 @@ export function adminAuthHook(options: { verifier: TokenVerifier }) {
   };
 }
 
+/** The administrator a request is authenticated as: the `sub` of its admin token (`adminAuthHook` ran first). */
+export function actorOf(request: FastifyRequest): string {
+  if (!request.admin) throw new Error("admin route reached without its auth hook");
+  return request.admin.sub;
+}
+
 /**
  * The `onRequest` hook of a target's calls on its attempt (`/jobs/{id}/heartbeat`, `complete`, `fail`): the delivery
  * token of that attempt, for the job the path names. Whether the token may still act on the attempt (its `exp`, the

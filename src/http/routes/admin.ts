@@ -13,7 +13,7 @@ import { ApiError } from "../../errors.js";
 import { JobAttempts, JobEnvelope, JobExtensions, JobHistory, JobsEnvelope, RetryDeadBody } from "../../job/schemas.js";
 import { formatTime, toWireJob } from "../../job/wire.js";
 import type { AdminAction } from "../../job/statuses.js";
-import { adminAuthHook, jobReaderAuthHook } from "../auth.js";
+import { actorOf, adminAuthHook, jobReaderAuthHook } from "../auth.js";
 import type { Config } from "../../config.js";
 import type { JobRow } from "../../job/job.js";
 import { errorResponses } from "./error-responses.js";
@@ -29,12 +29,6 @@ export interface AdminRoutesOptions {
 export const MAX_WAIT_MS = 30_000;
 
 const JobIdParams = Type.Object({ id: Type.String({ description: "Short id of the job." }) });
-
-/** The administrator a request is authenticated as (the admin hook ran before). */
-function actorOf(request: FastifyRequest): string {
-  if (!request.admin) throw new Error("admin route reached without its auth hook");
-  return request.admin.sub;
-}
 
 /** One log line per administrator's action, naming who and what. */
 function logAction(request: FastifyRequest, action: AdminAction, jobIds: string[], extra: object = {}): void {

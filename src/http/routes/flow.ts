@@ -5,7 +5,6 @@
  */
 import { Type } from "@sinclair/typebox";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
-import type { FastifyRequest } from "fastify";
 import type { TokenVerifier } from "../../auth/tokens.js";
 import { ApiError } from "../../errors.js";
 import type { FlowControl } from "../../admin/flow-control.js";
@@ -21,7 +20,7 @@ import {
 } from "../../flow/schemas.js";
 import { JobsEnvelope } from "../../job/schemas.js";
 import { toWireJob } from "../../job/wire.js";
-import { adminAuthHook } from "../auth.js";
+import { actorOf, adminAuthHook } from "../auth.js";
 import { errorResponses } from "./error-responses.js";
 
 /** What the flow control routes need. */
@@ -41,11 +40,6 @@ const ResumedKey = Type.Object(
   { concurrency_key: Type.String(), resumed: Type.Boolean({ description: "false: the key was not paused." }) },
   { additionalProperties: false },
 );
-
-function actorOf(request: FastifyRequest): string {
-  if (!request.admin) throw new Error("admin route reached without its auth hook");
-  return request.admin.sub;
-}
 
 /** Registers the flow control routes. */
 export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (app, options) => {

@@ -5,7 +5,6 @@
  */
 import { Type } from "@sinclair/typebox";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
-import type { FastifyRequest } from "fastify";
 import type { TokenVerifier } from "../../auth/tokens.js";
 import { JobEnvelope } from "../../job/schemas.js";
 import { toWireJob } from "../../job/wire.js";
@@ -19,7 +18,7 @@ import {
   SchedulePatchBody,
   wireSchedule,
 } from "../../schedules/schemas.js";
-import { adminAuthHook } from "../auth.js";
+import { actorOf, adminAuthHook } from "../auth.js";
 import { errorResponses } from "./error-responses.js";
 
 /** What the schedules' routes need. */
@@ -37,11 +36,6 @@ const NameParams = Type.Object({ name: Type.String({ minLength: 1, description: 
 function auditable(body: Record<string, unknown>): Record<string, unknown> {
   const { request, ...rest } = body;
   return request === undefined ? rest : { ...rest, request: "(given)" };
-}
-
-function actorOf(request: FastifyRequest): string {
-  if (!request.admin) throw new Error("admin route reached without its auth hook");
-  return request.admin.sub;
 }
 
 /** Registers the schedules' routes. */
