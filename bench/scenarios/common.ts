@@ -286,7 +286,7 @@ export async function waitForDrain(
 }
 
 /** Enqueues `count` warm-up jobs over HTTP and waits until the target has received them all. */
-async function warmUp(ctx: Context, serve: ServeProcess, count: number): Promise<void> {
+export async function warmUp(ctx: Context, serve: ServeProcess, count: number): Promise<void> {
   const already = (await ctx.targetStats()).others;
   const warm = await ctx.load({
     origin: serve.url ?? "",

@@ -1,0 +1,329 @@
+/**
+ * Where the PostgreSQL server's work per job goes, during a drain: `npx tsx bench/pg-profile.ts [options]`.
+ *
+ * Pre-inserts due jobs (beside an optional backlog of jobs due in an hour), starts `--nodes` warm serve processes
+ * on one fresh schema, and reads, between the drain's first and last arrival at the target, per delivered job:
+ * - the server's CPU (the postmaster and every process under it, as `npm run bench` reads it);
+ * - WAL records and bytes (`pg_stat_wal`);
+ * - per statement (`pg_stat_statements`, when the server loads it): calls, execution time, rows, WAL bytes and
+ *   buffers touched, the statements of the top-level calls opqueue makes (PL/pgSQL bodies are counted in their
+ *   caller's time; `--track-all` sets `pg_stat_statements.track = all` for this session's server to split them);
+ * - per table of the schema (`pg_stat_user_tables`): rows inserted, updated (and how many of those HOT), deleted.
+ *
+ * Options:
+ *   --jobs N          jobs drained per run (default 20,000)
+ *   --runs N          runs, each on a fresh schema (default 1)
+ *   --nodes N         serve processes draining together (default 1)
+ *   --backlog N       jobs due in an hour inserted before the run (default 0)
+ *   --top N           statements listed (default 15)
+ *   --json FILE       also write the figures as JSON
+ *   --store           no serve process: `--loops` loops in this process claim `--limit` jobs through the store and
+ *                     complete them (no delivery), as scenario 5 does; the quick loop for changing the SQL
+ *
+ * pg_stat_statements needs `shared_preload_libraries = 'pg_stat_statements'` in the server's configuration and a
+ * restart; `CREATE EXTENSION pg_stat_statements` in the bench database is done here when the library is loaded.
+ * Without it, the statement table is left out and says why. The figures are for finding where the work goes; the
+ * figures compared with peers are `npm run bench`'s.
+ */
+import { writeFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { Context, SIZES } from "./lib/context.js";
+import { systemClock } from "../src/clock.js";
+import { openStore } from "../src/store/open-store.js";
+import { SystemCpu, type CpuReading, type CpuRoot } from "./lib/cpu.js";
+import { ServeProcess } from "./lib/opqueue.js";
+import { adminClient, opqueueUrl } from "./lib/pg.js";
+import { Progress } from "./lib/progress.js";
+import { OpqueueDb, waitForDrain, warmUp } from "./scenarios/common.js";
+
+const { values } = parseArgs({
+  options: {
+    jobs: { type: "string", default: "20000" },
+    runs: { type: "string", default: "1" },
+    nodes: { type: "string", default: "1" },
+    backlog: { type: "string", default: "0" },
+    top: { type: "string", default: "15" },
+    json: { type: "string" },
+    store: { type: "boolean", default: false },
+    loops: { type: "string", default: "2" },
+    limit: { type: "string", default: "32" },
+  },
+});
+const jobs = Number(values.jobs);
+const runs = Number(values.runs);
+const nodes = Number(values.nodes);
+const backlog = Number(values.backlog);
+const top = Number(values.top);
+const storeLoops = values.store ? Number(values.loops) : 0;
+const claimLimit = Number(values.limit);
+
+interface Statement {
+  queryid: string;
+  query: string;
+  calls: number;
+  ms: number;
+  rows: number;
+  walBytes: number;
+  blocks: number;
+}
+
+interface Snapshot {
+  cpu: CpuReading;
+  wal: { records: number; bytes: number };
+  statements: Map<string, Statement> | null;
+  tables: Map<string, { ins: number; upd: number; hot: number; del: number }>;
+}
+
+/** Reads every counter at once (the server's CPU first, as close to the edge as it can be). */
+async function snapshot(client: import("pg").Client, cpu: SystemCpu, schema: string, statements: boolean) {
+  const reading = cpu.read();
+  const wal = await client.query<{ records: string; bytes: string }>(
+    "SELECT wal_records AS records, wal_bytes AS bytes FROM pg_stat_wal",
+  );
+  const tables = await client.query<{ relname: string; ins: string; upd: string; hot: string; del: string }>(
+    `SELECT relname, n_tup_ins AS ins, n_tup_upd AS upd, n_tup_hot_upd AS hot, n_tup_del AS del
+     FROM pg_stat_user_tables WHERE schemaname = $1`,
+    [schema],
+  );
+  let byQuery: Map<string, Statement> | null = null;
+  if (statements) {
+    const rows = await client.query<Record<string, string>>(
+      `SELECT queryid::text, query, calls, total_exec_time AS ms, rows, wal_bytes,
+         shared_blks_hit + shared_blks_read + shared_blks_dirtied AS blocks
+       FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+    );
+    byQuery = new Map(
+      rows.rows.map((row) => [
+        row["queryid"] ?? "",
+        {
+          queryid: row["queryid"] ?? "",
+          query: row["query"] ?? "",
+          calls: Number(row["calls"]),
+          ms: Number(row["ms"]),
+          rows: Number(row["rows"]),
+          walBytes: Number(row["wal_bytes"]),
+          blocks: Number(row["blocks"]),
+        },
+      ]),
+    );
+  }
+  const snap: Snapshot = {
+    cpu: reading,
+    wal: { records: Number(wal.rows[0]?.records), bytes: Number(wal.rows[0]?.bytes) },
+    statements: byQuery,
+    tables: new Map(
+      tables.rows.map((row) => [
+        row.relname,
+        { ins: Number(row.ins), upd: Number(row.upd), hot: Number(row.hot), del: Number(row.del) },
+      ]),
+    ),
+  };
+  return snap;
+}
+
+/** One line of a statement: its text squeezed to one line and cut. */
+function shortQuery(query: string, width = 90): string {
+  const flat = query.replace(/\s+/g, " ").trim();
+  return flat.length > width ? `${flat.slice(0, width - 1)}…` : flat;
+}
+
+const fmt = (value: number, digits = 1) =>
+  value.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
+
+async function statementsLoaded(client: import("pg").Client): Promise<string | null> {
+  const loaded = await client.query<{ setting: string }>(
+    "SELECT setting FROM pg_settings WHERE name = 'shared_preload_libraries'",
+  );
+  if (!(loaded.rows[0]?.setting ?? "").includes("pg_stat_statements")) {
+    return "pg_stat_statements is not in shared_preload_libraries (add it to the server's configuration and restart)";
+  }
+  await client.query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
+  return null;
+}
+
+async function main(): Promise<void> {
+  const ctx = new Context("full", { ...SIZES.full, drain: { ...SIZES.full.drain, jobs } }, ["postgres"], {
+    peers: false,
+  });
+  const progress = new Progress("pg-profile");
+  const admin = await adminClient();
+  const results: unknown[] = [];
+  try {
+    const whyNoStatements = await statementsLoaded(admin);
+    const server = await ctx.postgresServer();
+    if (server.root === null) throw new Error(server.reason);
+    for (let run = 0; run < runs; run++) {
+      const db = await OpqueueDb.create(ctx, "postgres", "profile", await ctx.targetOrigin());
+      const schema = db.schema ?? "";
+      if (backlog > 0) {
+        progress.update(`run ${run + 1}: inserting a backlog of ${backlog.toLocaleString("en-US")}`, true);
+        await db.preinsert(backlog, Date.now() + 3_600_000);
+      }
+      if (storeLoops > 0) {
+        results.push(
+          await storeRun({
+            run,
+            schema,
+            db,
+            server: server.root,
+            admin,
+            statements: whyNoStatements === null,
+            whyNoStatements,
+          }),
+        );
+        continue;
+      }
+      // Start and warm the nodes first, with nothing due, then insert the measured jobs due shortly after.
+      const serves: ServeProcess[] = [];
+      try {
+        for (let n = 0; n < nodes; n++) {
+          serves.push(
+            await ServeProcess.start({ setup: db.setup, database: opqueueUrl(schema, `bench-opqueue-${n}`) }),
+          );
+        }
+        progress.update(`run ${run + 1}: warming ${nodes} node(s) up`, true);
+        for (const serve of serves) await warmUp(ctx, serve, ctx.sizes.drain.warmupJobs);
+        const cpu = new SystemCpu({
+          system: serves.map((s) => ({ pid: s.pid, scope: "process" })),
+          database: server.root,
+        });
+        let start: Promise<Snapshot> | undefined;
+        let end: Promise<Snapshot> | undefined;
+        const statements = whyNoStatements === null;
+        await ctx.resetTarget({
+          expect: jobs,
+          onEdge: (edge) => {
+            if (edge === "start") start = snapshot(admin, cpu, schema, statements);
+            else end = snapshot(admin, cpu, schema, statements);
+          },
+        });
+        const dueAt = Date.now() + 1500;
+        progress.update(`run ${run + 1}: inserting ${jobs.toLocaleString("en-US")} due jobs`, true);
+        await db.preinsert(jobs, dueAt);
+        const drained = await waitForDrain(ctx, { count: jobs, fromWall: dueAt, progress, label: `run ${run + 1}` });
+        const [a, b] = await Promise.all([start, end]);
+        if (!a || !b) throw new Error("a window edge was missed");
+        results.push(report({ run, drained: drained.rate, a, b, whyNoStatements }));
+      } finally {
+        for (const serve of serves) await serve.stop();
+      }
+    }
+    if (values.json) writeFileSync(values.json, JSON.stringify(results, null, 2));
+  } finally {
+    await admin.end();
+    await ctx.close();
+    progress.done("done");
+  }
+}
+
+/** A drain through the store alone: loops of claim and complete, the server's work read around them. */
+async function storeRun(options: {
+  run: number;
+  schema: string;
+  db: OpqueueDb;
+  server: CpuRoot;
+  admin: import("pg").Client;
+  statements: boolean;
+  whyNoStatements: string | null;
+}) {
+  const store = await openStore({ url: opqueueUrl(options.schema, "bench-store"), clock: systemClock });
+  try {
+    await options.db.preinsert(jobs, Date.now() - 1000);
+    const cpu = new SystemCpu({ system: [{ pid: process.pid, scope: "process" }], database: options.server });
+    const a = await snapshot(options.admin, cpu, options.schema, options.statements);
+    const started = performance.now();
+    let done = 0;
+    await Promise.all(
+      Array.from({ length: storeLoops }, async () => {
+        for (;;) {
+          const claimed = await store.jobClaimMany({ limit: claimLimit });
+          if (claimed.length === 0) break;
+          await store.jobSetStateIfRunningMany({
+            outcomes: claimed.map((job) => ({
+              id: job.id,
+              attempt: job.attempt,
+              status: "succeeded" as const,
+              result: { status_code: 204, error_body: null, terminal_reason: null },
+            })),
+          });
+          done += claimed.length;
+        }
+      }),
+    );
+    const rate = (done / (performance.now() - started)) * 1000;
+    const b = await snapshot(options.admin, cpu, options.schema, options.statements);
+    if (done !== jobs) throw new Error(`${done} jobs claimed, expected ${jobs}`);
+    return report({ run: options.run, drained: rate, a, b, whyNoStatements: options.whyNoStatements });
+  } finally {
+    await store.close();
+  }
+}
+
+/** Prints one run's figures per delivered job, and answers them. */
+function report(options: { run: number; drained: number; a: Snapshot; b: Snapshot; whyNoStatements: string | null }) {
+  const { a, b } = options;
+  const per = jobs - 1;
+  const serverUs = (((b.cpu.databaseMs ?? 0) - (a.cpu.databaseMs ?? 0)) * 1000) / per;
+  const nodeUs = ((b.cpu.systemMs - a.cpu.systemMs) * 1000) / per;
+  const lines: string[] = [];
+  lines.push(
+    `\n## Run ${options.run + 1}: ${jobs.toLocaleString("en-US")} jobs, ${nodes} node(s), backlog ${backlog.toLocaleString("en-US")}`,
+    `rate ${Math.round(options.drained).toLocaleString("en-US")} jobs/s; per delivered job: server CPU ${fmt(serverUs)} µs, ` +
+      `node CPU ${fmt(nodeUs)} µs, WAL ${fmt((b.wal.records - a.wal.records) / per, 2)} records, ` +
+      `${fmt((b.wal.bytes - a.wal.bytes) / per, 0)} bytes`,
+    "",
+    "| table | inserted | updated | of which HOT | deleted |",
+    "|---|---:|---:|---:|---:|",
+  );
+  const tables: Record<string, unknown> = {};
+  for (const [name, after] of b.tables) {
+    const before = a.tables.get(name) ?? { ins: 0, upd: 0, hot: 0, del: 0 };
+    const d = {
+      ins: (after.ins - before.ins) / per,
+      upd: (after.upd - before.upd) / per,
+      hot: (after.hot - before.hot) / per,
+      del: (after.del - before.del) / per,
+    };
+    tables[name] = d;
+    if (d.ins + d.upd + d.del === 0) continue;
+    lines.push(`| ${name} | ${fmt(d.ins, 3)} | ${fmt(d.upd, 3)} | ${fmt(d.hot, 3)} | ${fmt(d.del, 3)} |`);
+  }
+  const statements: unknown[] = [];
+  if (a.statements && b.statements) {
+    const deltas: Statement[] = [];
+    for (const [id, after] of b.statements) {
+      const before = a.statements.get(id);
+      const d = {
+        queryid: id,
+        query: after.query,
+        calls: after.calls - (before?.calls ?? 0),
+        ms: after.ms - (before?.ms ?? 0),
+        rows: after.rows - (before?.rows ?? 0),
+        walBytes: after.walBytes - (before?.walBytes ?? 0),
+        blocks: after.blocks - (before?.blocks ?? 0),
+      };
+      if (d.calls > 0) deltas.push(d);
+    }
+    deltas.sort((x, y) => y.ms - x.ms);
+    const totalMs = deltas.reduce((sum, d) => sum + d.ms, 0);
+    lines.push(
+      "",
+      `statements (execution time in all ${fmt((totalMs * 1000) / per)} µs per job):`,
+      "",
+      "| µs per job | calls per job | rows per call | WAL bytes per job | blocks per job | statement |",
+      "|---:|---:|---:|---:|---:|---|",
+    );
+    for (const d of deltas.slice(0, top)) {
+      lines.push(
+        `| ${fmt((d.ms * 1000) / per)} | ${fmt(d.calls / per, 4)} | ${fmt(d.rows / d.calls)} | ${fmt(d.walBytes / per, 0)} | ${fmt(d.blocks / per)} | \`${shortQuery(d.query)}\` |`,
+      );
+      statements.push({ ...d, usPerJob: (d.ms * 1000) / per });
+    }
+  } else if (options.whyNoStatements) {
+    lines.push("", `statements: not broken down: ${options.whyNoStatements}`);
+  }
+  console.log(lines.join("\n"));
+  return { run: options.run, jobs, nodes, backlog, rate: options.drained, serverUs, nodeUs, tables, statements };
+}
+
+await main();
