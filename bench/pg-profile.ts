@@ -17,6 +17,10 @@
  *   --backlog N       jobs due in an hour inserted before the run (default 0)
  *   --top N           statements listed (default 15)
  *   --json FILE       also write the figures as JSON
+ *   --sql FILE        run FILE's statements in each fresh schema after its migration (an experiment: an index
+ *                     dropped, a function restated), with the schema first on the search path
+ *   --perf FILE       with --store: `perf record -a -g` into FILE over the drain alone (then `perf report -i FILE
+ *                     --comm postgres`)
  *   --store           no serve process: `--loops` loops in this process claim `--limit` jobs through the store and
  *                     complete them (no delivery), as scenario 5 does; the quick loop for changing the SQL
  *
@@ -25,7 +29,9 @@
  * Without it, the statement table is left out and says why. The figures are for finding where the work goes; the
  * figures compared with peers are `npm run bench`'s.
  */
-import { writeFileSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { readFileSync, writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { Context, SIZES } from "./lib/context.js";
 import { systemClock } from "../src/clock.js";
@@ -45,6 +51,8 @@ const { values } = parseArgs({
     top: { type: "string", default: "15" },
     json: { type: "string" },
     store: { type: "boolean", default: false },
+    sql: { type: "string", multiple: true },
+    perf: { type: "string" },
     loops: { type: "string", default: "2" },
     limit: { type: "string", default: "32" },
   },
@@ -155,6 +163,9 @@ async function main(): Promise<void> {
     for (let run = 0; run < runs; run++) {
       const db = await OpqueueDb.create(ctx, "postgres", "profile", await ctx.targetOrigin());
       const schema = db.schema ?? "";
+      for (const file of values.sql ?? []) {
+        await admin.query(`SET search_path = ${schema}; ${readFileSync(file, "utf8")}; RESET search_path`);
+      }
       if (backlog > 0) {
         progress.update(`run ${run + 1}: inserting a backlog of ${backlog.toLocaleString("en-US")}`, true);
         await db.preinsert(backlog, Date.now() + 3_600_000);
@@ -216,6 +227,25 @@ async function main(): Promise<void> {
   }
 }
 
+/** `perf record` of the whole machine until `stop` (SIGINT, then its exit). */
+async function startPerf(file: string): Promise<{ stop: () => Promise<void> }> {
+  const child = spawn("perf", ["record", "-F", "2999", "-a", "-g", "-o", file], {
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  await new Promise<void>((resolve, reject) => {
+    child.once("error", reject);
+    // perf says nothing until it stops; give it a moment to open its buffers.
+    setTimeout(resolve, 500);
+  });
+  return {
+    stop: async () => {
+      const exited = once(child, "exit");
+      child.kill("SIGINT");
+      await exited;
+    },
+  };
+}
+
 /** A drain through the store alone: loops of claim and complete, the server's work read around them. */
 async function storeRun(options: {
   run: number;
@@ -230,6 +260,7 @@ async function storeRun(options: {
   try {
     await options.db.preinsert(jobs, Date.now() - 1000);
     const cpu = new SystemCpu({ system: [{ pid: process.pid, scope: "process" }], database: options.server });
+    const perf = values.perf ? await startPerf(values.perf) : undefined;
     const a = await snapshot(options.admin, cpu, options.schema, options.statements);
     const started = performance.now();
     let done = 0;
@@ -252,6 +283,7 @@ async function storeRun(options: {
     );
     const rate = (done / (performance.now() - started)) * 1000;
     const b = await snapshot(options.admin, cpu, options.schema, options.statements);
+    await perf?.stop();
     if (done !== jobs) throw new Error(`${done} jobs claimed, expected ${jobs}`);
     return report({ run: options.run, drained: rate, a, b, whyNoStatements: options.whyNoStatements });
   } finally {

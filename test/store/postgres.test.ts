@@ -209,7 +209,9 @@ if (!POSTGRES_SKIP) {
       await db.query("LOAD 'auto_explain'");
       await db.query(`SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on;
         SET client_min_messages = log`);
-      const claimed = await db.query("SELECT c::text AS job FROM opqueue_claim($1, 1, 2, '', '') AS c", [new Date(T0)]);
+      const claimed = await db.query("SELECT c::text AS job FROM opqueue_claim_batch($1, 1, 2, '', '') AS c", [
+        new Date(T0),
+      ]);
       await db.query("SET client_min_messages = notice");
       assert.equal(claimed.rows.filter((row) => !("cursor" in JSON.parse(row.job))).length, 1);
       const counting = plans.find((plan) => plan.includes("SELECT count(*)"));

@@ -8,13 +8,13 @@ import type { JobResult } from "../../job/schemas.js";
 import type { AttemptRefund } from "../store.js";
 import type { PgConnection } from "./connection.js";
 import { requeueMany } from "./outcomes.js";
-import { toMs } from "./rows.js";
+import { fromClaimFields, toMs } from "./rows.js";
 import { CLAIM, claimCandidates, NEXT_RUN_AT } from "./sql/claim.js";
 import { HEARTBEAT_MANY } from "./sql/outcomes.js";
 
 type Now = Date | "now";
 
-/** Where a claim stopped visiting lanes (`opqueue_claim`), for the next claim to go on from. */
+/** Where a claim stopped visiting lanes (`opqueue_claim_batch`), for the next claim to go on from. */
 export interface LaneCursor {
   operationId: string;
   lane: string;
@@ -30,13 +30,13 @@ export async function claimMany(
   const rows = await db.query(
     CLAIM,
     [params.now, params.limit, claimCandidates(params.limit), cursor.operationId, cursor.lane],
-    "opqueue_claim",
+    "opqueue_claim_batch",
   );
   const jobs: JobRow[] = [];
   for (const row of rows) {
-    const parsed = JSON.parse(row["job"] as string) as JobRow | { cursor: [string, string] };
-    if ("cursor" in parsed) cursor = { operationId: parsed.cursor[0], lane: parsed.cursor[1] };
-    else jobs.push(parsed);
+    const parsed = JSON.parse(row["job"] as string) as unknown[] | { cursor: [string, string] };
+    if (Array.isArray(parsed)) jobs.push(fromClaimFields(parsed));
+    else cursor = { operationId: parsed.cursor[0], lane: parsed.cursor[1] };
   }
   return { jobs: jobs.sort((a, b) => b.priority - a.priority || a.runAt - b.runAt || a.seq - b.seq), cursor };
 }

@@ -15,7 +15,7 @@
  * - Group commit: inserts arriving within one turn of the event loop go to the server as one call of
  *   `opqueue_insert_jobs`: one round trip and one commit for the batch, every step of the enqueue (dedupe upsert,
  *   spawn cap, cancelled chain) decided inside it.
- * - Claims: one call of `opqueue_claim`, taking candidates with `FOR UPDATE SKIP LOCKED`, so nodes never wait on
+ * - Claims: one call of `opqueue_claim_batch`, taking candidates with `FOR UPDATE SKIP LOCKED`, so nodes never wait on
  *   each other's claims. Each candidate concurrency key's advisory lock is tried (a key another claim holds now is
  *   left to it) and each operation's taken, then jobs are picked in a snapshot taken after those locks, so two nodes
  *   never both see room for a key's or an operation's last slot (docs/flow-control.md, "Concurrency caps").
@@ -85,7 +85,7 @@ export class PostgresStore implements Store {
     maxBatch: MAX_INSERT_BATCH,
     maxInFlight: MAX_INSERT_FLIGHTS,
   });
-  /** Where the last claim stopped visiting lanes (`opqueue_claim`). */
+  /** Where the last claim stopped visiting lanes (`opqueue_claim_batch`). */
   private laneCursor: claims.LaneCursor = { operationId: "", lane: "" };
 
   private constructor(

@@ -22,6 +22,46 @@ export function requireMs(value: unknown): number {
 /** A row as node-postgres returns it (Dates, bigint as string) or as `row_to_json` gives it (ISO strings). */
 export type PgRow = Record<string, unknown>;
 
+/**
+ * The fields of a claimed job in the order `opqueue_claim_batch` answers them, one JSON array per job (migration 0018):
+ * the names are written here once, not in every job the database builds.
+ */
+export const CLAIM_FIELDS = [
+  "seq",
+  "id",
+  "operationId",
+  "status",
+  "attempt",
+  "maxAttempts",
+  "priority",
+  "runAt",
+  "createdAt",
+  "startedAt",
+  "finishedAt",
+  "heartbeatAt",
+  "dedupeKey",
+  "concurrencyKey",
+  "rateKey",
+  "enqueuedByOperationId",
+  "parentJobId",
+  "originalRequestId",
+  "userId",
+  "authority",
+  "request",
+  "result",
+  "traceparent",
+  "expiresAt",
+  "callbacks",
+  "claimCount",
+] as const satisfies ReadonlyArray<keyof JobRow>;
+
+/** A claimed job as `opqueue_claim_batch` answers it (an array in `CLAIM_FIELDS` order), as a JobRow. */
+export function fromClaimFields(values: unknown[]): JobRow {
+  const row: Record<string, unknown> = {};
+  CLAIM_FIELDS.forEach((name, index) => (row[name] = values[index] ?? null));
+  return row as unknown as JobRow;
+}
+
 /** A row of the view `jobs` (or a RETURNING of its columns) as a JobRow. */
 export function toJobRow(row: PgRow): JobRow {
   return {

@@ -13,15 +13,15 @@ export function claimCandidates(limit: number): number {
 }
 
 /**
- * The claim: `opqueue_claim` (migrations/postgres/current/functions/opqueue_claim.sql, where docs/flow-control.md's
- * rules are written out), a function so that it keeps one plan for the connection's life instead of planning a
- * statement on every call. Each claimed job comes back as one JSON text already shaped as a JobRow (times in ms), which
- * one JSON.parse turns into the row: node-postgres's parsing of 21 columns (five timestamps among them) cost more.
- * Measured on the drain, alternated: 80 → 74 µs of the main thread's CPU per job, no difference in the server's CPU. A
- * last row `{"cursor": [operation, lane]}` says where the claim stopped visiting lanes, for the next claim to go on
- * from. $1 now, $2 limit, $3 how many candidates to look at, $4 and $5 the cursor.
+ * The claim: `opqueue_claim_batch` (migrations/postgres/current/functions/opqueue_claim_batch.sql, where
+ * docs/flow-control.md's rules are written out), a function so that it keeps one plan for the connection's life instead
+ * of planning a statement on every call. Each claimed job comes back as one JSON text, an array of the JobRow's fields in
+ * `CLAIM_FIELDS` order (times in ms), which one JSON.parse and a walk of the names turn into the row: node-postgres's
+ * parsing of 21 columns (five timestamps among them) cost the node more, and the names written out in every job cost the
+ * database more (migration 0018). A last row `{"cursor": [operation, lane]}` says where the claim stopped visiting
+ * lanes, for the next claim to go on from. $1 now, $2 limit, $3 how many candidates to look at, $4 and $5 the cursor.
  */
-export const CLAIM = `WITH ${LAZY_COMMIT} SELECT c::text AS job FROM lazy_commit, opqueue_claim($1, $2, $3, $4, $5) AS c`;
+export const CLAIM = `WITH ${LAZY_COMMIT} SELECT c::text AS job FROM lazy_commit, opqueue_claim_batch($1, $2, $3, $4, $5) AS c`;
 
 /**
  * When a claim may next find a job (`opqueue_next_run_at`, migrations/postgres/current/functions/): jobs behind a
