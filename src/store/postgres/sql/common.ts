@@ -19,6 +19,16 @@ export function BY_SEQ(source: string): string {
 }
 
 /**
+ * The seqs of the rows of the CTE `source`, as an array: an UPDATE of running jobs joined to `source` also names them
+ * with `s.seq = ANY (${SEQS_OF("o")})`, so that it looks its own jobs up in job_state_running by seq. Joined only, it
+ * may be planned (from statistics that saw no running job) as a hash join over every entry of job_state_running, and
+ * until a vacuum those are the entries of every job claimed since, finished or not (migration 0019).
+ */
+export function SEQS_OF(source: string): string {
+  return `ARRAY(SELECT ${source}.seq FROM ${source})`;
+}
+
+/**
  * A whole job from a job_specs row `j` and its job_state row `s` (migration 0004), as the view `jobs` has it: for
  * RETURNING clauses of statements that change job_state (a view reading after them would see the rows as before).
  */

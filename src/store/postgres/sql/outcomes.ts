@@ -1,5 +1,5 @@
 /** Outcome writes, requeues, heartbeats and the rescuer's read: everything that ends or renews a running attempt. */
-import { BY_SEQ, CLAIMABLE, epochMs, JOB_COLUMNS, LAZY_COMMIT, TAKEN_ASYNC } from "./common.js";
+import { BY_SEQ, CLAIMABLE, epochMs, JOB_COLUMNS, LAZY_COMMIT, SEQS_OF, TAKEN_ASYNC } from "./common.js";
 
 /** Records the attempts a CTE named `source` just wrote (id, attempt, started_at, status, result). */
 function LOG_ATTEMPTS_SQL(source: string, now: string, attemptColumn = "attempt"): string {
@@ -38,7 +38,7 @@ function finishManySql(options: { lazy: boolean }): string {
       result = CASE WHEN o.by_chain
         THEN (o.result::jsonb || '{"terminal_reason":"cancelled-by-chain"}'::jsonb)::json ELSE o.result::json END,
       finished_at = $5, heartbeat_at = NULL
-    FROM o WHERE s.seq = o.seq AND s.status = 'running' AND s.attempt = o.attempt
+    FROM o WHERE s.seq = o.seq AND s.seq = ANY (${SEQS_OF("o")}) AND s.status = 'running' AND s.attempt = o.attempt
       AND (o.started_ms IS NULL OR ${epochMs("s.started_at")} = o.started_ms)
     RETURNING o.id, s.attempt, s.started_at, s.status, s.result
   ), logged AS (${LOG_ATTEMPTS_SQL("done", "$5")}), counted AS (${COUNT_ATTEMPTS_SQL("done", "$5")})
@@ -98,7 +98,7 @@ UPDATE job_state s SET
       SELECT 1 FROM job_state other WHERE other.dedupe_key = s.dedupe_key AND other.${CLAIMABLE} AND other.seq <> s.seq))
     THEN NULL ELSE s.dedupe_key END
 FROM x
-WHERE s.seq = x.seq AND s.status = 'running' AND s.attempt = x.attempt
+WHERE s.seq = x.seq AND s.seq = ANY (${SEQS_OF("x")}) AND s.status = 'running' AND s.attempt = x.attempt
   AND (x.started_ms IS NULL OR ${epochMs("s.started_at")} = x.started_ms)
 RETURNING x.id, x.attempt AS old_attempt, s.started_at, s.status, s.result`;
 
@@ -111,10 +111,10 @@ export const REQUEUE_MANY = `WITH done AS (${REQUEUE_SQL}), logged AS (${LOG_ATT
 export const HEARTBEAT_MANY = `WITH ${LAZY_COMMIT}, o AS ${BY_SEQ("unnest($1::text[], $2::int[]) AS o(id, attempt)")}
   UPDATE job_state s SET heartbeat_at = $3
   FROM o, lazy_commit
-  WHERE s.seq = o.seq AND s.status = 'running' AND s.attempt = o.attempt`;
+  WHERE s.seq = o.seq AND s.seq = ANY (${SEQS_OF("o")}) AND s.status = 'running' AND s.attempt = o.attempt`;
 
 /**
- * Running jobs whose lease has expired, oldest heartbeat first. Reads every running job through job_state_status_seq
+ * Running jobs whose lease has expired, oldest heartbeat first. Reads every running job through job_state_running
  * and sorts them here: no index reads heartbeat_at, so a heartbeat is a HOT update (migration 0005), and running jobs
  * are few. Each job is held to its operation's lease, on the database's clock, and an attempt its target took
  * asynchronously to its operation's asynchronous lease when it has one (migration 0014). $1 now, $2 the default lease
