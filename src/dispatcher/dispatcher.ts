@@ -7,12 +7,11 @@
  *   by `notify`/`wake` (the notifier: an enqueue or retry in this process, or another node's, through the store's
  *   listener), by a delivery ending (a slot and maybe a concurrency key freed), by the timer set to the next due
  *   `run_at`, or by the `worker.poll_ms` fallback. While busy it claims in batches (at least a quarter of
- *   `worker.concurrency`), and up to three claims may be in flight, each holding the slots it asked for, so deliveries
- *   that end while a claim is on its way to the database do not wait for it to come back before their slots are
- *   refilled. While deliveries are quick (a recent average under `CLAIM_AHEAD_MAX_DELIVERY_MS`), it also claims up to
- *   half of `worker.concurrency` jobs ahead of free slots: they wait in `ready` (running in the database, heartbeated
- *   like the deliveries) and start the moment a delivery ends, so a slot never idles for a claim's round trip. These
- *   sizes are kept by `ClaimSizing` (claim-sizing.ts).
+ *   `worker.concurrency`), one claim at a time, which holds the slots it asked for. While deliveries are quick (a
+ *   recent average under `CLAIM_AHEAD_MAX_DELIVERY_MS`), it also claims up to half of `worker.concurrency` jobs ahead
+ *   of free slots: they wait in `ready` (running in the database, heartbeated like the deliveries) and start the
+ *   moment a delivery ends, so a slot never idles for a claim's round trip. These sizes are kept by `ClaimSizing`
+ *   (claim-sizing.ts).
  * - `paused`: a claim or a heartbeat failed (database trouble), or this process could not send a delivery (out of
  *   file descriptors or memory). No claims until a heartbeat, tried every `poll_ms`, succeeds: a node that cannot
  *   renew its leases, or cannot send, must not take more work. Back to `running` then.
