@@ -21,6 +21,9 @@
  *                     dropped, a function restated), with the schema first on the search path
  *   --perf FILE       with --store: `perf record -a -g` into FILE over the drain alone (then `perf report -i FILE
  *                     --comm postgres`)
+ *   --retention       with --store: then delete the drained jobs as retention does (jobDeleteFinishedMany, batches of
+ *                     CLEAN_BATCH, both rows of each job and its attempts), then VACUUM their tables (autovacuum's
+ *                     work, off on the benchmark machine), and report the server's CPU per job of each
  *   --store           no serve process: `--loops` loops in this process claim `--limit` jobs through the store and
  *                     complete them (no delivery), as scenario 5 does; the quick loop for changing the SQL
  *
@@ -35,6 +38,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { Context, SIZES } from "./lib/context.js";
 import { systemClock } from "../src/clock.js";
+import { CLEAN_BATCH } from "../src/maintenance/cleaner.js";
 import { openStore } from "../src/store/open-store.js";
 import { SystemCpu, type CpuReading, type CpuRoot } from "./lib/cpu.js";
 import { ServeProcess } from "./lib/opqueue.js";
@@ -53,6 +57,7 @@ const { values } = parseArgs({
     store: { type: "boolean", default: false },
     sql: { type: "string", multiple: true },
     perf: { type: "string" },
+    retention: { type: "boolean", default: false },
     loops: { type: "string", default: "2" },
     limit: { type: "string", default: "32" },
   },
@@ -285,7 +290,27 @@ async function storeRun(options: {
     const b = await snapshot(options.admin, cpu, options.schema, options.statements);
     await perf?.stop();
     if (done !== jobs) throw new Error(`${done} jobs claimed, expected ${jobs}`);
-    return report({ run: options.run, drained: rate, a, b, whyNoStatements: options.whyNoStatements });
+    const figures = report({ run: options.run, drained: rate, a, b, whyNoStatements: options.whyNoStatements });
+    if (!values.retention) return figures;
+    const before = cpu.read();
+    let deleted = 0;
+    for (;;) {
+      const n = await store.jobDeleteFinishedMany({ olderThanMs: 0, limit: CLEAN_BATCH });
+      deleted += n;
+      if (n < CLEAN_BATCH) break;
+    }
+    const after = cpu.read();
+    const retentionUs = (((after.databaseMs ?? 0) - (before.databaseMs ?? 0)) * 1000) / deleted;
+    // What autovacuum would do after them (it is off on the benchmark machine): the dead rows of every step.
+    const vacuumFrom = cpu.read();
+    const tables = ["job_state", "job_specs", "job_attempts", "chains", "attempt_counts"];
+    await options.admin.query(`VACUUM ${tables.map((table) => `${options.schema}.${table}`).join(", ")}`);
+    const vacuumUs = (((cpu.read().databaseMs ?? 0) - (vacuumFrom.databaseMs ?? 0)) * 1000) / deleted;
+    console.log(
+      `retention: ${deleted.toLocaleString("en-US")} jobs deleted, server CPU ${fmt(retentionUs)} µs per job; ` +
+        `a VACUUM of their tables afterwards ${fmt(vacuumUs)} µs per job`,
+    );
+    return { ...figures, retentionUs, vacuumUs };
   } finally {
     await store.close();
   }

@@ -176,8 +176,12 @@ export const SETTLED_SINCE = `WITH f AS MATERIALIZED (
       AND s.finished_at <= $3::timestamptz
     ORDER BY s.finished_at, s.seq LIMIT $4
   ), rids AS (
-    -- Each chain with its latest finish among the jobs read: if it settled, that was its last job.
-    SELECT j.original_request_id AS rid, max(f.finished_at) AS last FROM f JOIN job_specs j ON j.seq = f.seq GROUP BY 1
+    -- Each chain with its latest finish among the jobs read: if it settled, that was its last job. Each job's chain by
+    -- its seq (a LATERAL with a LIMIT, never flattened into a join): planned as a join, the thousand jobs read could
+    -- meet a hash of every job in the database (a custom plan on 20,000 jobs did: 6.6 ms a pass, against 2.0).
+    SELECT j.original_request_id AS rid, max(f.finished_at) AS last
+    FROM f CROSS JOIN LATERAL (SELECT j.original_request_id FROM job_specs j WHERE j.seq = f.seq LIMIT 1) AS j
+    GROUP BY 1
   ), settled AS (
     SELECT c.original_request_id, c.jobs_created, coalesce(c.created_at, (
         SELECT j.created_at FROM job_specs j WHERE j.original_request_id = c.original_request_id ORDER BY j.seq LIMIT 1
