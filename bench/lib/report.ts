@@ -8,7 +8,8 @@ import { batchRatios, evaluateGoals, goalEngineLabel } from "./goals.js";
 import { jobsPerRun, SIZES, type Sizes } from "./context.js";
 import { newestFlowSection } from "./flow-report.js";
 import { ROOT } from "./ipc.js";
-import type { Engine, Figure, Results, ScenarioResult } from "./results.js";
+import { CPU_METRICS } from "./cpu.js";
+import { findFigure, type Engine, type Figure, type Results, type ScenarioId, type ScenarioResult } from "./results.js";
 import { formatNumber, formatSummary } from "./stats.js";
 
 const METHOD = `## How these figures are made
@@ -198,6 +199,43 @@ function batchRatioLines(results: Results): string[] {
   });
 }
 
+/**
+ * What one PostgreSQL core carries, from this run's figures: the server's CPU per job to enqueue it (single jobs, 32
+ * clients; batches of 500) and to drain it (claim, delivery's outcome, the sweeper's read), summed, and the jobs per
+ * second one core's million microseconds make of that. Retention is not part of the run (see the line under the table).
+ */
+function capacityLines(results: Results): string[] {
+  const db = (scenario: ScenarioId, system: string) =>
+    findFigure(results, scenario, system, CPU_METRICS.database)?.summary.median ?? Number.NaN;
+  const drain = db("drain", "opqueue-postgres");
+  const paths: Array<[string, number]> = [
+    ["single-job enqueue (`POST /jobs`, 32 clients)", db("enqueue", "opqueue-postgres")],
+    ["batch enqueue (500 jobs a request)", db("batch", "opqueue-postgres-batch")],
+  ];
+  const rows = paths.filter(([, enqueue]) => Number.isFinite(enqueue) && Number.isFinite(drain));
+  if (rows.length === 0) return [];
+  return [
+    "## Capacity of one PostgreSQL core",
+    "",
+    "The database server's CPU per job through its life, from this run's medians (sections 1, 2 and 7: the server's",
+    "part of each), and what one core, a million µs each second, carries at that price. docs/performance.md",
+    '("Sizing a deployment") says how to use it.',
+    "",
+    "| jobs enqueued by | enqueue (µs) | drain: claim, outcome, sweeper (µs) | in all (µs) | jobs/s per core |",
+    "|---|---:|---:|---:|---:|",
+    ...rows.map(
+      ([label, enqueue]) =>
+        `| ${label} | ${formatNumber(enqueue)} | ${formatNumber(drain)} | ${formatNumber(enqueue + drain)} | ` +
+        `${formatNumber(1_000_000 / (enqueue + drain))} |`,
+    ),
+    "",
+    "- Retention's deletes of the finished jobs add about 10 µs per job, and a vacuum after them 2–3 µs (`npx tsx",
+    "  bench/pg-profile.ts --store --retention`, measured apart from this run): about 5 % less than the table says.",
+    "- Checked against a server pinned to one core: not yet (docs/performance.md says why it is not done on this machine).",
+    "",
+  ];
+}
+
 /** The whole BENCHMARKS.md for a results file. */
 export function benchmarksMarkdown(results: Results, resultsFile: string): string {
   const goals = evaluateGoals(results);
@@ -307,6 +345,7 @@ export function benchmarksMarkdown(results: Results, resultsFile: string): strin
   const flow = newestFlowSection(ROOT);
   if (flow) lines.push(flow.trimEnd(), "");
   results.scenarios.filter((scenario) => !BEFORE_FLOW.has(scenario.id)).forEach(section);
+  lines.push(...capacityLines(results));
   lines.push(METHOD, "");
   return lines.join("\n");
 }
