@@ -55,6 +55,11 @@ export const CLAIM_FIELDS = [
   "claimCount",
 ] as const satisfies ReadonlyArray<keyof JobRow>;
 
+/** True only while `CLAIM_FIELDS` names every field of JobRow: a field added to JobRow alone fails to compile here. */
+export const CLAIM_FIELDS_COMPLETE: [Exclude<keyof JobRow, (typeof CLAIM_FIELDS)[number]>] extends [never]
+  ? true
+  : never = true;
+
 /** A claimed job as `opqueue_claim_batch` answers it (an array in `CLAIM_FIELDS` order), as a JobRow. */
 export function fromClaimFields(values: unknown[]): JobRow {
   const row: Record<string, unknown> = {};
