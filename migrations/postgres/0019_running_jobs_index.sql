@@ -2,8 +2,10 @@
 -- of statuses.
 --
 -- Rolling upgrade: yes. Only indexes change; every statement of version 18 reads and writes as before, at most with
--- another plan. Building the two indexes reads job_state once each while writes to it wait: about 2 s each on a
--- million rows here (a node's claims and enqueues wait that long, none fails); see docs/postgres.md.
+-- another plan. Building the two indexes reads job_state once each while writes to it wait: 0.07 and 0.11 s on a
+-- million jobs here (100,000 pending, the rest succeeded), so a second or two on ten million; the nodes' claims,
+-- outcomes and enqueues wait that long, none fails. Counting jobs by status (/metrics) reads job_state itself now, not
+-- the index: 89 ms on that million, against 77–105 ms before.
 --
 -- job_state_status_seq (status, seq) held an entry for every job in every status, so a claim and an outcome each wrote
 -- one. Worse, outcome writes were planned from statistics that saw no running job as a hash join over every entry of
