@@ -27,7 +27,12 @@ const DURATION_AVERAGE_WEIGHT = 0.05;
 /** The size of the dispatcher's next claim, from its slots, its claims in flight and how quick deliveries are. */
 export class ClaimSizing {
   private readonly concurrency: number;
-  /** Most jobs claimed ahead: half of `worker.concurrency`. */
+  /**
+   * Most jobs claimed ahead: as many as `worker.concurrency`, so a claim brings more jobs at a time (half of it before).
+   * Measured in the PostgreSQL drain (bench/pg-profile.ts, 20,000 jobs, one claim in flight, three alternated pairs):
+   * claims of 52 jobs on average instead of 43, the server's CPU per job 53/58/54.5 against 61.5/54.5/64.5 µs, the node's
+   * 72.5/73/74 against 89.5/78.5/80, the rate 10,585/10,278/10,347 against 9,132/9,924/9,450 jobs/s.
+   */
   private readonly claimAheadMax: number;
   /** Fewest free slots worth a claim while deliveries are in flight: a quarter of `worker.concurrency`. */
   private readonly minClaimBatch: number;
@@ -40,7 +45,7 @@ export class ClaimSizing {
   constructor(options: { concurrency: number }) {
     this.concurrency = options.concurrency;
     this.minClaimBatch = Math.max(1, Math.floor(options.concurrency / 4));
-    this.claimAheadMax = Math.floor(options.concurrency / 2);
+    this.claimAheadMax = options.concurrency;
   }
 
   /**

@@ -8,7 +8,7 @@
  *   listener), by a delivery ending (a slot and maybe a concurrency key freed), by the timer set to the next due
  *   `run_at`, or by the `worker.poll_ms` fallback. While busy it claims in batches (at least a quarter of
  *   `worker.concurrency`), one claim at a time, which holds the slots it asked for. While deliveries are quick (a
- *   recent average under `CLAIM_AHEAD_MAX_DELIVERY_MS`), it also claims up to half of `worker.concurrency` jobs ahead
+ *   recent average under `CLAIM_AHEAD_MAX_DELIVERY_MS`), it also claims up to `worker.concurrency` jobs ahead
  *   of free slots: they wait in `ready` (running in the database, heartbeated like the deliveries) and start the
  *   moment a delivery ends, so a slot never idles for a claim's round trip. These sizes are kept by `ClaimSizing`
  *   (claim-sizing.ts).
