@@ -423,7 +423,6 @@ BEGIN
     -- With gates, one candidate at a time in claim order, each taken if every gate still lets it through as the jobs
     -- taken before it left them: a job refused (for its key, its lane's rate or its operation's room) uses none of
     -- them, so a job behind it is not refused for it (0017; before, each gate counted every candidate ahead of a job).
-    v_picked := '{}';
     v_taken_ops := '{}';
     v_taken_lanes := '{}';
     v_taken_keys := '{}';
