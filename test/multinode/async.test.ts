@@ -3,7 +3,8 @@
  * attempt a target took asynchronously lives on its own lease, renewed by the target's heartbeats through any node.
  * It outlives its timeout, and the node that delivered it killed -9; when the heartbeats stop, any node rescues it and
  * attempt 2 arrives. Real time is all these tests have: the leases are short (2 s), and the tests wait for events
- * (a delivery, a row, a metric) in bounded polls; the heartbeats' own pace is the only timer, as a target's.
+ * (a delivery, a row, a metric) in bounded polls; the heartbeats' own pace is the only timer, as a target's. An
+ * administrator's retry through another node starts attempt 1 again under a new claim, whose token is its own.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -14,7 +15,15 @@ import { systemClock } from "../../src/clock.js";
 import type { Job } from "../../src/job/schemas.js";
 import { LEASE_EXPIRED_ERROR } from "../../src/maintenance/rescuer.js";
 import { POSTGRES_SKIP } from "../helpers/postgres.js";
-import { type Cluster, createCluster, type Delivery, metricSum, type Node, until } from "../helpers/cluster.js";
+import {
+  adminToken,
+  type Cluster,
+  createCluster,
+  type Delivery,
+  metricSum,
+  type Node,
+  until,
+} from "../helpers/cluster.js";
 
 /**
  * The operation's timeout and the lease grace: a lease of 2 s, checked every 200 ms by every node. A heartbeat every
@@ -187,5 +196,41 @@ test(
       assert.equal(late.status, 409, JSON.stringify(late.body));
       assert.equal(late.body["code"], "job_not_running");
     }
+  },
+);
+
+test(
+  "an attempt failed for good and retried by an administrator through another node: the new attempt 1 carries a token of its own, and the old one is refused on every node",
+  { skip: POSTGRES_SKIP, timeout: 120_000 },
+  async (t) => {
+    const { c, nodes } = await startCluster(t);
+    c.target.setAnswer(() => TAKE_ASYNC);
+    const id = await enqueue(c, nodes[0] as Node, "retried");
+    await c.target.waitUntil("the first claim's delivery", () => c.target.deliveries.length === 1);
+    const first = c.target.deliveries[0] as Delivery;
+    const failed = await callAttempt(c, nodes[1] as Node, first, "fail", { retry: "never", error: "given up" });
+    assert.equal(failed.status, 200, JSON.stringify(failed.body));
+    assert.equal((failed.body["job"] as Job).status, "dead");
+
+    const retried = await request(`${(nodes[2] as Node).url}/jobs/${id}/retry`, {
+      method: "POST",
+      dispatcher: c.agent,
+      headers: { authorization: `Bearer ${await adminToken(c)}` },
+    });
+    assert.equal(retried.statusCode, 200, await retried.body.text());
+    await c.target.waitUntil("the second claim's delivery", () => c.target.deliveries.length === 2);
+    const second = c.target.deliveries[1] as Delivery;
+    assert.equal(second.attempt, 1, "an administrator's retry starts again at attempt 1");
+    assert.notEqual(second.token, first.token, "each claim's token is its own");
+    for (const node of nodes) {
+      for (const action of ["heartbeat", "complete", "fail"] as const) {
+        const late = await callAttempt(c, node, first, action);
+        assert.equal(late.status, 409, `${action} through ${node.name}: ${JSON.stringify(late.body)}`);
+        assert.equal(late.body["code"], "job_not_running");
+      }
+    }
+    const done = await callAttempt(c, nodes[0] as Node, second, "complete");
+    assert.equal(done.status, 200, JSON.stringify(done.body));
+    assert.equal((done.body["job"] as Job).status, "succeeded");
   },
 );

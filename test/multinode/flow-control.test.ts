@@ -2,7 +2,8 @@
  * Flow control across three `opqueue serve` processes on one PostgreSQL database (docs/flow-control.md): a rate per
  * operation holds with every node claiming, max_concurrency is never exceeded at the target, a pause stops every node
  * and a resume lets every job go (with a node killed -9 meanwhile), and a running job cancelled through one node is
- * aborted on the node delivering it.
+ * aborted on the node delivering it. Rate keys out of their rate are held in the database, so no node runs a second
+ * job of a key within its period, and the nodes left after a kill -9 still reach the jobs that may run.
  *
  * The rate case measures a rate, as the issue asks (within ±10 % over 10 s): it counts the deliveries the target saw
  * in a 10 s window; never above, and if below, measured again in the next window (up to three), since only a starved
@@ -20,6 +21,7 @@ import {
   adminToken,
   type Cluster,
   createCluster,
+  statusCounts,
   type Node,
   tcpPortsOf,
   until,
@@ -215,5 +217,77 @@ test(
     const job = await waitForStatus(c, other, id, "cancelled");
     assert.equal(job.result?.terminal_reason, "cancelled-by-admin");
     assert.equal(c.target.deliveries.filter((d) => d.jobId === id).length, 1, "not delivered again");
+  },
+);
+
+test(
+  "300 rate keys out of their hour's rate_per_key, held across three nodes: each key runs one job, and after a node is killed -9 an unrelated job and a fresh key's job are delivered by the others",
+  { skip: POSTGRES_SKIP, timeout: 120_000 },
+  async (t) => {
+    const KEYS = 300;
+    const c = await createCluster(t, {
+      change: (raw) => {
+        raw["operations"] = { buildReport: { rate_per_key: { limit: 1, period_ms: 3_600_000 } } };
+      },
+    });
+    const nodes = await Promise.all(["k1", "k2", "k3"].map((name) => c.start(name)));
+    const assertion = await mintToken({
+      auth: c.config.auth,
+      clock: systemClock,
+      sub: "loader",
+      op: "createUser",
+      rid: "blocked-keys",
+    });
+    const report = (key: string, g: string) => ({
+      operation_id: "buildReport",
+      rate_key: key,
+      request: { body: { key, g } },
+    });
+    const jobs = Array.from({ length: KEYS }, (_, k) => [report(`key-${k}`, "first"), report(`key-${k}`, "second")]);
+    const response = await request(`${(nodes[0] as Node).url}/jobs/batch`, {
+      method: "POST",
+      dispatcher: c.agent,
+      headers: { authorization: `Bearer ${assertion}`, "content-type": "application/json" },
+      body: JSON.stringify({ jobs: jobs.flat() }),
+    });
+    const text = await response.body.text();
+    assert.equal(response.statusCode, 200, text);
+    await until("one job of each key succeeded", async () => {
+      const counts = await statusCounts(c.db);
+      return counts["succeeded"] === KEYS ? true : undefined;
+    });
+
+    // The holds are in the database: the node that set one may die, and the others still step over every held lane.
+    const victim = nodes[2] as Node;
+    victim.child.kill("SIGKILL");
+    await victim.exited;
+    const unrelated = await enqueueMany(c, nodes[1] as Node, { count: 1, key: "unrelated", rid: "unrelated" });
+    const freshBody = { operation_id: "buildReport", rate_key: "fresh", request: { body: { key: "fresh" } } };
+    const fresh = await request(`${(nodes[0] as Node).url}/jobs`, {
+      method: "POST",
+      dispatcher: c.agent,
+      headers: { authorization: `Bearer ${assertion}`, "content-type": "application/json" },
+      body: JSON.stringify(freshBody),
+    });
+    const freshText = await fresh.body.text();
+    assert.equal(fresh.statusCode, 201, freshText);
+    const freshId = (JSON.parse(freshText) as { job: Job }).job.id;
+    await waitForStatus(c, nodes[0] as Node, unrelated[0] as string, "succeeded");
+    await waitForStatus(c, nodes[1] as Node, freshId, "succeeded");
+
+    // No key ran twice within its hour, whichever node claimed it: one job of each, the other waiting.
+    const jobsByKey = new Map<string, Set<string>>();
+    for (const delivery of c.target.deliveries) {
+      if (delivery.path !== "/reports" || delivery.key === "fresh") continue;
+      const seen = jobsByKey.get(delivery.key ?? "") ?? new Set<string>();
+      seen.add(delivery.jobId);
+      jobsByKey.set(delivery.key ?? "", seen);
+    }
+    assert.equal(jobsByKey.size, KEYS, "a job of every key delivered");
+    const twice = [...jobsByKey].filter(([, ids]) => ids.size > 1);
+    assert.deepEqual(twice, [], "no key delivered two jobs within its hour");
+    const counts = await statusCounts(c.db);
+    assert.equal(counts["succeeded"], KEYS + 2, JSON.stringify(counts));
+    assert.equal(counts["pending"], KEYS, JSON.stringify(counts));
   },
 );
