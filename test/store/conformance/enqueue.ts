@@ -486,6 +486,75 @@ export function enqueueCases(suite: Suite): void {
       );
 
       suite.case(
+        "a batch's jobs are numbered in the items' order, whether an item is plain or has a dedupe key, and a chain is charged for each created job",
+        async ({ store }) => {
+          await store.chainCancel({ originalRequestId: "gone", actor: "admin" });
+          const items = [
+            jobParams({ originalRequestId: "three", spawnCap: 3 }),
+            jobParams({ originalRequestId: "other", rateKey: "tenant-1", priority: 5 }),
+            jobParams({ originalRequestId: "three", spawnCap: 3 }),
+            jobParams({ dedupeKey: "dk-order" }),
+            jobParams({ originalRequestId: "three", spawnCap: 3 }),
+            jobParams({ originalRequestId: "gone" }),
+          ];
+          const settled = await store.jobInsertMany({ jobs: items });
+          const jobs = settled.map((item) => (item.ok ? jobOf(item.value) : assert.fail(String(item.error))));
+          assert.deepEqual(
+            jobs.map((job) => job.id),
+            items.map((item) => item.id),
+          );
+          const seqs = jobs.map((job) => job.seq);
+          assert.deepEqual(
+            seqs,
+            [...seqs].sort((a, b) => a - b),
+            "seqs increase in the items' order",
+          );
+          assert.deepEqual(
+            jobs.map((job) => job.status),
+            ["pending", "pending", "pending", "pending", "pending", "cancelled"],
+          );
+          for (const job of jobs) assert.deepEqual(await mustGet(store, job.id), job, "answered as stored");
+          assert.deepEqual(
+            await store.jobInsert(jobParams({ originalRequestId: "three", spawnCap: 3 })),
+            { kind: "spawn_cap_exceeded" },
+            "the batch's three jobs charged their chain",
+          );
+        },
+      );
+
+      suite.case(
+        "a batch of plain jobs whose chain has room for only some of them: created up to the cap in order, the rest refused, the other chains' jobs created",
+        async ({ store }) => {
+          const before = await insertCreated(store, { originalRequestId: "tight", spawnCap: 3 });
+          const items = [
+            jobParams({ originalRequestId: "tight", spawnCap: 3 }),
+            jobParams({ originalRequestId: "roomy", spawnCap: 3 }),
+            jobParams({ originalRequestId: "tight", spawnCap: 3 }),
+            jobParams({ originalRequestId: "tight", spawnCap: 3 }),
+            jobParams({ originalRequestId: "roomy", spawnCap: 3 }),
+          ];
+          const settled = await store.jobInsertMany({ jobs: items });
+          const outcomes = settled.map((item) => (item.ok ? item.value : assert.fail(String(item.error))));
+          assert.deepEqual(
+            outcomes.map((outcome) => outcome.kind),
+            ["created", "created", "created", "spawn_cap_exceeded", "created"],
+          );
+          const seqs = outcomes.filter((outcome) => outcome.kind === "created").map((outcome) => jobOf(outcome).seq);
+          assert.ok(before.seq < (seqs[0] as number));
+          assert.deepEqual(
+            seqs,
+            [...seqs].sort((a, b) => a - b),
+            "seqs increase in the items' order",
+          );
+          assert.equal((await allJobs(store)).length, 5, "nothing of a refused item stays");
+          assert.equal((await store.jobInsert(jobParams({ originalRequestId: "roomy", spawnCap: 3 }))).kind, "created");
+          assert.deepEqual(await store.jobInsert(jobParams({ originalRequestId: "roomy", spawnCap: 3 })), {
+            kind: "spawn_cap_exceeded",
+          });
+        },
+      );
+
+      suite.case(
         "a batch item the database refuses fails alone: the items before and after it are committed",
         async ({ store }) => {
           const first = jobParams();
