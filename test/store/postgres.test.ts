@@ -7,7 +7,8 @@ import { describe, test, type TestContext } from "node:test";
 import pg from "pg";
 import { ManualClock } from "../../src/clock.js";
 import { readMigrations } from "../../src/store/migrations.js";
-import { CLAIM_FIELDS } from "../../src/store/postgres/rows.js";
+import { leadingPlain } from "../../src/store/postgres/insert.js";
+import { CLAIM_FIELDS, insertArgument, type InsertAnswer } from "../../src/store/postgres/rows.js";
 import { FINISH_MANY } from "../../src/store/postgres/sql/outcomes.js";
 import { dropSchema, freshSchemaName, POSTGRES_SKIP, POSTGRES_URL, openPostgresStore } from "../helpers/postgres.js";
 import { jobParams, SUCCESS, T0, UNAVAILABLE } from "./conformance/harness.js";
@@ -320,6 +321,61 @@ if (!POSTGRES_SKIP) {
       assert.equal(jobs[0]?.["id"], "job-old-node");
       assert.equal(jobs[0]?.["status"], "running");
       assert.equal(jobs[0]?.["attempt"], 1);
+    });
+
+    test("version 19's opqueue_insert_jobs, kept for its nodes during a rolling upgrade, counts the leading plain items itself and answers as before", async (t) => {
+      const opened = await openPostgresStore(new ManualClock(T0));
+      t.after(() => opened.cleanup());
+      const { store, schema } = opened;
+      const db = await schemaClient(t, schema);
+      const holder = await store.jobInsert(jobParams({ id: "holder", dedupeKey: "dk" }));
+      assert.equal(holder.kind, "created");
+      const items = [
+        jobParams({ id: "plain-1", originalRequestId: "r1" }),
+        jobParams({ id: "plain-2", originalRequestId: "r2" }),
+        jobParams({ id: "keyed", dedupeKey: "dk" }),
+        jobParams({ id: "plain-3", originalRequestId: "r1" }),
+      ];
+      assert.equal(leadingPlain(items), 2);
+      const answered = await db.query<{ outcome: InsertAnswer }>(
+        "SELECT opqueue_insert_jobs($1::json, $2) AS outcome",
+        [JSON.stringify(items.map(insertArgument)), new Date(T0)],
+      );
+      assert.deepEqual(
+        answered.rows.map((row) => row.outcome.kind),
+        ["created", "created", "deduplicated", "created"],
+      );
+      const seqs = answered.rows.map((row) => row.outcome.seq ?? Number(row.outcome.job?.["seq"]));
+      assert.ok((seqs[0] as number) < (seqs[1] as number) && (seqs[1] as number) < (seqs[3] as number), String(seqs));
+      const rows = await db.query<{ id: string }>("SELECT id FROM job_specs ORDER BY seq");
+      assert.deepEqual(
+        rows.rows.map((row) => row.id),
+        ["holder", "plain-1", "plain-2", "plain-3"],
+      );
+    });
+
+    test("a batch whose node counted an item with a dedupe key as plain is inserted item by item: the count is checked", async (t) => {
+      const opened = await openPostgresStore(new ManualClock(T0));
+      t.after(() => opened.cleanup());
+      const { store, schema } = opened;
+      const db = await schemaClient(t, schema);
+      assert.equal((await store.jobInsert(jobParams({ id: "holder", dedupeKey: "dk" }))).kind, "created");
+      const items = [jobParams({ id: "plain-1" }), jobParams({ id: "keyed", dedupeKey: "dk" })];
+      const answered = await db.query<{ outcome: InsertAnswer }>(
+        "SELECT opqueue_insert_batch($1::json, $2, 2) AS outcome",
+        [JSON.stringify(items.map(insertArgument)), new Date(T0)],
+      );
+      assert.deepEqual(
+        answered.rows.map((row) => row.outcome.kind),
+        ["created", "deduplicated"],
+      );
+      const rows = await db.query<{ id: string; dedupe_key: string | null }>(
+        "SELECT id, dedupe_key FROM jobs ORDER BY seq",
+      );
+      assert.deepEqual(rows.rows, [
+        { id: "holder", dedupe_key: "dk" },
+        { id: "plain-1", dedupe_key: null },
+      ]);
     });
   });
 }

@@ -1,5 +1,5 @@
 /**
- * Inserts of the PostgreSQL engine: a batch of jobs in one call of `opqueue_insert_jobs` (the group commit's and a
+ * Inserts of the PostgreSQL engine: a batch of jobs in one call of `opqueue_insert_batch` (the group commit's and a
  * producer's), and one job inside a transaction of the caller's (a chain's callback job, a cron tick's job).
  */
 import type pg from "pg";
@@ -35,8 +35,23 @@ export async function sendInserts(
 }
 
 async function insertBatch(db: PgConnection, items: JobInsertParams[], now: Date | "now"): Promise<JobInsertOutcome[]> {
-  const rows = await db.query(INSERT_JOBS, [JSON.stringify(items.map(insertArgument)), now], "opqueue_insert_jobs");
+  const rows = await db.query(
+    INSERT_JOBS,
+    [JSON.stringify(items.map(insertArgument)), now, leadingPlain(items)],
+    "opqueue_insert_batch",
+  );
   return rows.map((row, index) => toInsertOutcome(row["outcome"] as InsertAnswer, items[index] as JobInsertParams));
+}
+
+/**
+ * How many of the batch's items come before the first that is not plain: one with an idempotency key, a dedupe key or
+ * a chain's on_settled. `opqueue_insert_batch` inserts those in one statement (migration 0020).
+ */
+export function leadingPlain(items: JobInsertParams[]): number {
+  const first = items.findIndex(
+    (item) => item.idempotency !== undefined || item.dedupeKey !== null || item.onSettled !== undefined,
+  );
+  return first === -1 ? items.length : first;
 }
 
 /** One insert inside a transaction of the caller's. */

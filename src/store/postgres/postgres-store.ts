@@ -13,7 +13,7 @@
  *   The writes no client waits on (claims, outcomes, heartbeats) commit lazily, without waiting for the WAL flush,
  *   as the SQLite engine writes them with `synchronous = NORMAL`: see `LAZY_COMMIT` (sql/common.ts).
  * - Group commit: inserts arriving within one turn of the event loop go to the server as one call of
- *   `opqueue_insert_jobs`: one round trip and one commit for the batch, every step of the enqueue (dedupe upsert,
+ *   `opqueue_insert_batch`: one round trip and one commit for the batch, every step of the enqueue (dedupe upsert,
  *   spawn cap, cancelled chain) decided inside it.
  * - Claims: one call of `opqueue_claim_batch`, taking candidates with `FOR UPDATE SKIP LOCKED`, so nodes never wait on
  *   each other's claims. Each candidate concurrency key's advisory lock is tried (a key another claim holds now is

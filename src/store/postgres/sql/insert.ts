@@ -1,11 +1,14 @@
 /**
- * Inserts: a batch of jobs in one call of `opqueue_insert_jobs` (migrations/postgres/current/functions/), every step
+ * Inserts: a batch of jobs in one call of `opqueue_insert_batch` (migrations/postgres/current/functions/), every step
  * of the contract's enqueue (dedupe upsert, spawn cap, cancelled chain) decided inside it; and a cron tick with its
  * job.
  */
 
-/** A batch of inserts: one round trip, one commit, one NOTIFY. $1 the jobs (JSON), $2 now. */
-export const INSERT_JOBS = "SELECT opqueue_insert_jobs($1::json, $2) AS outcome";
+/**
+ * A batch of inserts: one round trip, one commit, one NOTIFY. $1 the jobs (JSON), $2 now, $3 how many of the jobs lead
+ * the batch plain (`leadingPlain`), inserted by one statement.
+ */
+export const INSERT_JOBS = "SELECT opqueue_insert_batch($1::json, $2, $3) AS outcome";
 
 /** One insert, inside a transaction of the caller's. $1 the job (JSON), $2 now. */
 export const INSERT_JOB = "SELECT opqueue_insert_job($1::json, $2) AS outcome";

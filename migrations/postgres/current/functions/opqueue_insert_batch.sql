@@ -1,0 +1,126 @@
+-- opqueue_insert_batch: its current text, as a migrated database holds it, written by `npm run pg-functions`
+-- (scripts/pg-functions.ts) and checked by test/store/postgres-sql.test.ts. The migrations hold its history (0020): a
+-- change to it is a new migration that restates it, after which the script writes this file again, keeping the prose
+-- under this paragraph.
+--
+-- A batch of enqueues (the group commit's, or a producer's POST /jobs/batch), every step of the contract's enqueue
+-- decided here. Its leading plain items (no idempotency key, no dedupe key, not a chain's first job with on_settled;
+-- the node counts them, p_plain, and they are checked) are inserted by one statement: each of their chains charged
+-- once, if it has room for all its items; two multi-row INSERTs in the items' order. A chain without that room undoes
+-- the statement (a subtransaction, one per batch) and every item goes through opqueue_insert_job; the items after the
+-- leading plain ones go through it in order, as before. Every answer and every seq is the one an item-by-item loop
+-- gives. One notification, for the earliest job made claimable.
+
+CREATE OR REPLACE FUNCTION opqueue_insert_batch(items json, p_now timestamp with time zone, p_plain integer)
+ RETURNS SETOF json
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_count integer := json_array_length(items);
+  v_plain integer := least(p_plain, v_count);
+  v_answers json[];
+  v_earliest timestamptz;
+  v_run_at timestamptz;
+  outcome json;
+  v_item record;
+  v_seqs regclass := pg_get_serial_sequence('job_specs', 'seq')::regclass;
+BEGIN
+  IF v_plain > 0 THEN
+    BEGIN
+      WITH item AS (
+        -- The node's count, checked: an item that is not plain is left out, and the statement is undone below.
+        SELECT ord, p, b, b->>'original_request_id' AS rid, (b->>'spawn_cap')::integer AS cap
+          FROM (SELECT e.ord::integer AS ord, e.value AS p, e.value::jsonb AS b
+                  FROM json_array_elements(items) WITH ORDINALITY AS e(value, ord)
+                  WHERE e.ord <= v_plain
+                  OFFSET 0) AS e
+          WHERE b->'idempotency' IS NULL AND b->>'dedupe_key' IS NULL AND NOT b ? 'on_settled'
+      ),
+      chain AS (
+        SELECT rid, count(*)::integer AS n, min(cap) AS cap FROM item GROUP BY rid
+      ),
+      charged AS (
+        -- A new job of a chain also makes it unsettled again, as opqueue_create_job does. No row back: no room. The
+        -- batch's smallest cap stands for each chain's (every job has the config's spawn cap; a smaller one only
+        -- sends the batch item by item).
+        INSERT INTO chains AS c (original_request_id, jobs_created, created_at)
+          SELECT rid, n, p_now FROM chain WHERE n <= cap
+          ON CONFLICT (original_request_id) DO UPDATE SET jobs_created = c.jobs_created + excluded.jobs_created,
+              settled_at = NULL
+            WHERE c.jobs_created + excluded.jobs_created <= (SELECT min(cap) FROM chain)
+          RETURNING c.original_request_id AS rid, c.cancelled_at
+      ),
+      plain AS (
+        -- Each job's seq taken here, in the items' order, so that neither table's rows are matched up afterwards.
+        SELECT ordered.*, nextval(v_seqs) AS seq
+          FROM (SELECT item.ord, item.p, item.b, charged.cancelled_at, opqueue_run_time(item.b, p_now) AS run_at,
+                    opqueue_expiry_time(item.b, p_now) AS expires_at
+                  FROM item JOIN charged USING (rid)
+                  ORDER BY item.ord
+                  OFFSET 0) AS ordered
+      ),
+      specs AS (
+        INSERT INTO job_specs (seq, id, operation_id, max_attempts, created_at, enqueued_by_operation_id,
+            parent_job_id, original_request_id, user_id, authority, request, rate_key, traceparent, callbacks)
+          OVERRIDING SYSTEM VALUE
+          SELECT seq, b->>'id', b->>'operation_id', (b->>'max_attempts')::integer, p_now,
+              b->>'enqueued_by_operation_id', b->>'parent_job_id', b->>'original_request_id', b->>'user_id',
+              p->'authority', p->'request', b->>'rate_key', b->>'traceparent', p->'callbacks'
+            FROM plain
+      ),
+      state AS (
+        INSERT INTO job_state (seq, status, attempt, priority, run_at, finished_at, dedupe_key, concurrency_key,
+            result, operation_id, lane, expires_at, callbacks_pending)
+          SELECT seq, CASE WHEN cancelled_at IS NULL THEN 'pending' ELSE 'cancelled' END, 0,
+              (b->>'priority')::integer, run_at, CASE WHEN cancelled_at IS NULL THEN NULL ELSE p_now END,
+              NULL, b->>'concurrency_key',
+              CASE WHEN cancelled_at IS NULL THEN NULL
+                ELSE '{"error_body":null,"terminal_reason":"cancelled-by-chain"}'::json END,
+              b->>'operation_id',
+              CASE WHEN b->>'rate_key' IS NULL THEN 'u:' || (b->>'user_id') ELSE 'r:' || (b->>'rate_key') END,
+              expires_at, b ? 'callbacks'
+            FROM plain
+      )
+      SELECT array_agg(json_build_object('kind', 'created', 'seq', seq, 'chain_cancelled', cancelled_at IS NOT NULL,
+            'created_at', floor(extract(epoch FROM p_now) * 1000)::bigint,
+            'run_at', floor(extract(epoch FROM run_at) * 1000)::bigint,
+            'expires_at', floor(extract(epoch FROM expires_at) * 1000)::bigint) ORDER BY ord),
+          min(run_at) FILTER (WHERE cancelled_at IS NULL)
+        INTO v_answers, v_earliest
+        FROM plain;
+      IF coalesce(array_length(v_answers, 1), 0) < v_plain THEN
+        -- A chain without room for all its items (or an item counted as plain that is not): undo, and take every
+        -- item one by one.
+        RAISE EXCEPTION USING ERRCODE = 'OQ001';
+      END IF;
+    EXCEPTION WHEN SQLSTATE 'OQ001' THEN
+      v_answers := NULL;
+      v_earliest := NULL;
+      v_plain := 0;
+    END;
+  END IF;
+
+  IF v_plain < v_count THEN
+    FOR v_item IN
+      SELECT e.ord::integer AS ord, e.value FROM json_array_elements(items) WITH ORDINALITY AS e(value, ord)
+      OFFSET v_plain
+    LOOP
+      outcome := opqueue_insert_job(v_item.value, p_now);
+      v_answers[v_item.ord] := outcome;
+      v_run_at := CASE
+        WHEN outcome->>'kind' = 'created' AND NOT (outcome->>'chain_cancelled')::boolean
+          THEN opqueue_run_time(v_item.value::jsonb, p_now)
+        WHEN outcome->>'kind' = 'deduplicated' AND outcome->'job'->>'status' IN ('pending', 'retrying')
+          THEN (outcome->'job'->>'run_at')::timestamptz
+      END;
+      IF v_run_at IS NOT NULL AND (v_earliest IS NULL OR v_run_at < v_earliest) THEN
+        v_earliest := v_run_at;
+      END IF;
+    END LOOP;
+  END IF;
+  RETURN QUERY SELECT unnest(v_answers);
+  IF v_earliest IS NOT NULL THEN
+    PERFORM opqueue_notify(v_earliest);
+  END IF;
+END
+$function$;
