@@ -1,30 +1,29 @@
 -- opqueue schema for PostgreSQL, version 20: a batch of plain jobs is inserted by one statement, not job by job.
 --
--- Rolling upgrade: yes. Nodes of this version call opqueue_insert_batch, which takes how many of the batch's items
--- lead plain (below), counted by the node; version 19's nodes call opqueue_insert_jobs with the arguments they know,
--- which now counts them and calls opqueue_insert_batch. The answers are version 19's.
+-- Rolling upgrade: yes. Nodes of this version call the new opqueue_insert_batch; version 19's nodes go on calling
+-- opqueue_insert_jobs, unchanged. Both answer alike.
 --
--- opqueue_insert_jobs called opqueue_insert_job once per item: three nested PL/pgSQL calls, the item's JSON read again
+-- opqueue_insert_jobs calls opqueue_insert_job once per item: three nested PL/pgSQL calls, the item's JSON read again
 -- in each, and three single-row statements (the chain's charge, job_specs, job_state), each started and ended on its
 -- own. With pg_stat_statements' track = all, about 65 µs of the 142 µs it took per job were that wrapping, not the
--- rows. Now the batch's leading plain items (no idempotency key, no dedupe key, not a chain's first job with
--- on_settled), which are most batches whole, are inserted by one statement:
--- - each chain among them is charged once for all its items, if it has room for all of them (the smallest spawn cap
---   among them);
--- - job_specs and job_state get their rows in two multi-row INSERTs, in the items' order, so their seqs keep it;
+-- rows, and `perf` put a third of what remained in parsing JSON: each -> on a json value parses the item's whole text
+-- again, five times an item in all. opqueue_insert_batch takes the batch as jsonb, parsed once, with each item's
+-- authority, request and callbacks as strings holding their JSON text, which is stored as sent (key order included),
+-- and the count of the batch's leading plain items (no idempotency key, no dedupe key, not a chain's first job with
+-- on_settled), which the node works out and the function checks. Those, most batches whole, are inserted by one
+-- statement:
+-- - each chain among them is charged once for all its items, if it has room for all of them;
+-- - each job's seq is taken in the items' order, and job_specs and job_state get their rows in two multi-row INSERTs;
 -- - the answers are opqueue_insert_job's ("created", with the same fields).
 -- If a chain has no room for all its items, the statement is undone (it runs in a subtransaction, one per batch) and
 -- every item goes through opqueue_insert_job, which meets the cap item by item. The items after the leading plain ones
 -- go through opqueue_insert_job, in order, as before. Either way, every answer and every seq is the one the
--- item-by-item loop gave: the items are inserted in their order.
---
--- The node counts the leading plain items: read in SQL from the items' json, they took 1.3 ms a batch on average in
--- the batch benchmark (each -> on a json value parses the item's text again).
+-- item-by-item loop gives: the items are inserted in their order.
 
-CREATE FUNCTION opqueue_insert_batch(items json, p_now timestamptz, p_plain integer) RETURNS SETOF json
+CREATE FUNCTION opqueue_insert_batch(items jsonb, p_now timestamptz, p_plain integer) RETURNS SETOF json
 LANGUAGE plpgsql AS $$
 DECLARE
-  v_count integer := json_array_length(items);
+  v_count integer := jsonb_array_length(items);
   v_plain integer := least(p_plain, v_count);
   v_answers json[];
   v_earliest timestamptz;
@@ -37,12 +36,11 @@ BEGIN
     BEGIN
       WITH item AS (
         -- The node's count, checked: an item that is not plain is left out, and the statement is undone below.
-        SELECT ord, p, b, b->>'original_request_id' AS rid, (b->>'spawn_cap')::integer AS cap
-          FROM (SELECT e.ord::integer AS ord, e.value AS p, e.value::jsonb AS b
-                  FROM json_array_elements(items) WITH ORDINALITY AS e(value, ord)
-                  WHERE e.ord <= v_plain
-                  OFFSET 0) AS e
-          WHERE b->'idempotency' IS NULL AND b->>'dedupe_key' IS NULL AND NOT b ? 'on_settled'
+        SELECT e.ord::integer AS ord, e.value AS b, e.value->>'original_request_id' AS rid,
+            (e.value->>'spawn_cap')::integer AS cap
+          FROM jsonb_array_elements(items) WITH ORDINALITY AS e(value, ord)
+          WHERE e.ord <= v_plain AND e.value->'idempotency' IS NULL AND e.value->>'dedupe_key' IS NULL
+            AND NOT e.value ? 'on_settled'
       ),
       chain AS (
         SELECT rid, count(*)::integer AS n, min(cap) AS cap FROM item GROUP BY rid
@@ -61,7 +59,7 @@ BEGIN
       plain AS (
         -- Each job's seq taken here, in the items' order, so that neither table's rows are matched up afterwards.
         SELECT ordered.*, nextval(v_seqs) AS seq
-          FROM (SELECT item.ord, item.p, item.b, charged.cancelled_at, opqueue_run_time(item.b, p_now) AS run_at,
+          FROM (SELECT item.ord, item.b, charged.cancelled_at, opqueue_run_time(item.b, p_now) AS run_at,
                     opqueue_expiry_time(item.b, p_now) AS expires_at
                   FROM item JOIN charged USING (rid)
                   ORDER BY item.ord
@@ -73,7 +71,8 @@ BEGIN
           OVERRIDING SYSTEM VALUE
           SELECT seq, b->>'id', b->>'operation_id', (b->>'max_attempts')::integer, p_now,
               b->>'enqueued_by_operation_id', b->>'parent_job_id', b->>'original_request_id', b->>'user_id',
-              p->'authority', p->'request', b->>'rate_key', b->>'traceparent', p->'callbacks'
+              (b->>'authority')::json, (b->>'request')::json, b->>'rate_key', b->>'traceparent',
+              (b->>'callbacks')::json
             FROM plain
       ),
       state AS (
@@ -110,14 +109,19 @@ BEGIN
 
   IF v_plain < v_count THEN
     FOR v_item IN
-      SELECT e.ord::integer AS ord, e.value FROM json_array_elements(items) WITH ORDINALITY AS e(value, ord)
+      SELECT e.ord::integer AS ord, e.value FROM jsonb_array_elements(items) WITH ORDINALITY AS e(value, ord)
       OFFSET v_plain
     LOOP
-      outcome := opqueue_insert_job(v_item.value, p_now);
+      -- opqueue_insert_job takes an item whose authority, request and callbacks are JSON, not strings of it: their
+      -- texts are spliced in as they came, the scalars after them.
+      outcome := opqueue_insert_job(('{"authority":' || (v_item.value->>'authority')
+          || ',"request":' || (v_item.value->>'request')
+          || coalesce(',"callbacks":' || (v_item.value->>'callbacks'), '') || ','
+          || substr((v_item.value - 'authority' - 'request' - 'callbacks')::text, 2))::json, p_now);
       v_answers[v_item.ord] := outcome;
       v_run_at := CASE
         WHEN outcome->>'kind' = 'created' AND NOT (outcome->>'chain_cancelled')::boolean
-          THEN opqueue_run_time(v_item.value::jsonb, p_now)
+          THEN opqueue_run_time(v_item.value, p_now)
         WHEN outcome->>'kind' = 'deduplicated' AND outcome->'job'->>'status' IN ('pending', 'retrying')
           THEN (outcome->'job'->>'run_at')::timestamptz
       END;
@@ -131,14 +135,4 @@ BEGIN
     PERFORM opqueue_notify(v_earliest);
   END IF;
 END
-$$;
-
--- Version 19's call: the leading plain items counted here.
-CREATE OR REPLACE FUNCTION opqueue_insert_jobs(items json, p_now timestamptz) RETURNS SETOF json
-LANGUAGE sql AS $$
-  SELECT opqueue_insert_batch(items, p_now, (
-    SELECT coalesce(min(e.ord) - 1, json_array_length(items))::integer
-      FROM json_array_elements(items) WITH ORDINALITY AS e(value, ord)
-      WHERE e.value->'idempotency' IS NOT NULL OR e.value->>'dedupe_key' IS NOT NULL
-        OR e.value->'on_settled' IS NOT NULL));
 $$;

@@ -8,7 +8,7 @@ import pg from "pg";
 import { ManualClock } from "../../src/clock.js";
 import { readMigrations } from "../../src/store/migrations.js";
 import { leadingPlain } from "../../src/store/postgres/insert.js";
-import { CLAIM_FIELDS, insertArgument, type InsertAnswer } from "../../src/store/postgres/rows.js";
+import { batchArgument, CLAIM_FIELDS, insertArgument, type InsertAnswer } from "../../src/store/postgres/rows.js";
 import { FINISH_MANY } from "../../src/store/postgres/sql/outcomes.js";
 import { dropSchema, freshSchemaName, POSTGRES_SKIP, POSTGRES_URL, openPostgresStore } from "../helpers/postgres.js";
 import { jobParams, SUCCESS, T0, UNAVAILABLE } from "./conformance/harness.js";
@@ -323,7 +323,7 @@ if (!POSTGRES_SKIP) {
       assert.equal(jobs[0]?.["attempt"], 1);
     });
 
-    test("version 19's opqueue_insert_jobs, kept for its nodes during a rolling upgrade, counts the leading plain items itself and answers as before", async (t) => {
+    test("version 19's opqueue_insert_jobs, kept for its nodes during a rolling upgrade, answers a batch as this version's opqueue_insert_batch does", async (t) => {
       const opened = await openPostgresStore(new ManualClock(T0));
       t.after(() => opened.cleanup());
       const { store, schema } = opened;
@@ -362,8 +362,8 @@ if (!POSTGRES_SKIP) {
       assert.equal((await store.jobInsert(jobParams({ id: "holder", dedupeKey: "dk" }))).kind, "created");
       const items = [jobParams({ id: "plain-1" }), jobParams({ id: "keyed", dedupeKey: "dk" })];
       const answered = await db.query<{ outcome: InsertAnswer }>(
-        "SELECT opqueue_insert_batch($1::json, $2, 2) AS outcome",
-        [JSON.stringify(items.map(insertArgument)), new Date(T0)],
+        "SELECT opqueue_insert_batch($1::jsonb, $2, 2) AS outcome",
+        [JSON.stringify(items.map(batchArgument)), new Date(T0)],
       );
       assert.deepEqual(
         answered.rows.map((row) => row.outcome.kind),

@@ -6,7 +6,7 @@ import type pg from "pg";
 import type { Settled } from "../group-commit.js";
 import { StoreUnavailableError, type JobInsertOutcome, type JobInsertParams } from "../store.js";
 import type { PgConnection } from "./connection.js";
-import { insertArgument, toInsertOutcome, type InsertAnswer, type PgRow } from "./rows.js";
+import { batchArgument, insertArgument, toInsertOutcome, type InsertAnswer, type PgRow } from "./rows.js";
 import { INSERT_JOB, INSERT_JOBS } from "./sql/insert.js";
 import { NOTIFY } from "./sql/jobs.js";
 
@@ -37,7 +37,7 @@ export async function sendInserts(
 async function insertBatch(db: PgConnection, items: JobInsertParams[], now: Date | "now"): Promise<JobInsertOutcome[]> {
   const rows = await db.query(
     INSERT_JOBS,
-    [JSON.stringify(items.map(insertArgument)), now, leadingPlain(items)],
+    [JSON.stringify(items.map(batchArgument)), now, leadingPlain(items)],
     "opqueue_insert_batch",
   );
   return rows.map((row, index) => toInsertOutcome(row["outcome"] as InsertAnswer, items[index] as JobInsertParams));

@@ -155,6 +155,19 @@ export function insertArgument(params: JobInsertParams): object {
 }
 
 /**
+ * An item of `opqueue_insert_batch`'s batch: `insertArgument`'s, with the authority, the request and the callbacks as
+ * strings of their JSON, which the database stores as they are written here, parsing the batch once.
+ */
+export function batchArgument(params: JobInsertParams): object {
+  return {
+    ...insertArgument(params),
+    authority: JSON.stringify(params.authority),
+    request: JSON.stringify(params.request),
+    ...(params.callbacks === null ? {} : { callbacks: JSON.stringify(params.callbacks) }),
+  };
+}
+
+/**
  * What `opqueue_insert_job` answers: a created job as what the caller cannot know (its seq, its times in ms, whether
  * its chain was cancelled), others whole.
  */

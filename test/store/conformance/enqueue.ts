@@ -489,12 +489,17 @@ export function enqueueCases(suite: Suite): void {
         "a batch's jobs are numbered in the items' order, whether an item is plain or has a dedupe key, and a chain is charged for each created job",
         async ({ store }) => {
           await store.chainCancel({ originalRequestId: "gone", actor: "admin" });
+          // Callbacks and a request whose key order is kept as written, on a plain item and on one after a dedupe key.
+          const callbacks = {
+            on_complete: { operation_id: "recordEmailSent", request: { body: { z: 1, a: [2, "é"] } } },
+          };
+          const request = { path_params: { userId: "42" }, body: { zeta: 1, ab: { y: null, b: "\u2028" } } };
           const items = [
-            jobParams({ originalRequestId: "three", spawnCap: 3 }),
+            jobParams({ originalRequestId: "three", spawnCap: 3, callbacks, request }),
             jobParams({ originalRequestId: "other", rateKey: "tenant-1", priority: 5 }),
             jobParams({ originalRequestId: "three", spawnCap: 3 }),
             jobParams({ dedupeKey: "dk-order" }),
-            jobParams({ originalRequestId: "three", spawnCap: 3 }),
+            jobParams({ originalRequestId: "three", spawnCap: 3, callbacks, request }),
             jobParams({ originalRequestId: "gone" }),
           ];
           const settled = await store.jobInsertMany({ jobs: items });
@@ -514,6 +519,11 @@ export function enqueueCases(suite: Suite): void {
             ["pending", "pending", "pending", "pending", "pending", "cancelled"],
           );
           for (const job of jobs) assert.deepEqual(await mustGet(store, job.id), job, "answered as stored");
+          for (const index of [0, 4]) {
+            const stored = await mustGet(store, items[index]?.id as string);
+            assert.deepEqual(stored.callbacks, callbacks);
+            assert.equal(JSON.stringify(stored.request), JSON.stringify(request), "the request's keys in their order");
+          }
           assert.deepEqual(
             await store.jobInsert(jobParams({ originalRequestId: "three", spawnCap: 3 })),
             { kind: "spawn_cap_exceeded" },

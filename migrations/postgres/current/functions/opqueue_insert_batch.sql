@@ -11,12 +11,12 @@
 -- leading plain ones go through it in order, as before. Every answer and every seq is the one an item-by-item loop
 -- gives. One notification, for the earliest job made claimable.
 
-CREATE OR REPLACE FUNCTION opqueue_insert_batch(items json, p_now timestamp with time zone, p_plain integer)
+CREATE OR REPLACE FUNCTION opqueue_insert_batch(items jsonb, p_now timestamp with time zone, p_plain integer)
  RETURNS SETOF json
  LANGUAGE plpgsql
 AS $function$
 DECLARE
-  v_count integer := json_array_length(items);
+  v_count integer := jsonb_array_length(items);
   v_plain integer := least(p_plain, v_count);
   v_answers json[];
   v_earliest timestamptz;
@@ -29,12 +29,11 @@ BEGIN
     BEGIN
       WITH item AS (
         -- The node's count, checked: an item that is not plain is left out, and the statement is undone below.
-        SELECT ord, p, b, b->>'original_request_id' AS rid, (b->>'spawn_cap')::integer AS cap
-          FROM (SELECT e.ord::integer AS ord, e.value AS p, e.value::jsonb AS b
-                  FROM json_array_elements(items) WITH ORDINALITY AS e(value, ord)
-                  WHERE e.ord <= v_plain
-                  OFFSET 0) AS e
-          WHERE b->'idempotency' IS NULL AND b->>'dedupe_key' IS NULL AND NOT b ? 'on_settled'
+        SELECT e.ord::integer AS ord, e.value AS b, e.value->>'original_request_id' AS rid,
+            (e.value->>'spawn_cap')::integer AS cap
+          FROM jsonb_array_elements(items) WITH ORDINALITY AS e(value, ord)
+          WHERE e.ord <= v_plain AND e.value->'idempotency' IS NULL AND e.value->>'dedupe_key' IS NULL
+            AND NOT e.value ? 'on_settled'
       ),
       chain AS (
         SELECT rid, count(*)::integer AS n, min(cap) AS cap FROM item GROUP BY rid
@@ -53,7 +52,7 @@ BEGIN
       plain AS (
         -- Each job's seq taken here, in the items' order, so that neither table's rows are matched up afterwards.
         SELECT ordered.*, nextval(v_seqs) AS seq
-          FROM (SELECT item.ord, item.p, item.b, charged.cancelled_at, opqueue_run_time(item.b, p_now) AS run_at,
+          FROM (SELECT item.ord, item.b, charged.cancelled_at, opqueue_run_time(item.b, p_now) AS run_at,
                     opqueue_expiry_time(item.b, p_now) AS expires_at
                   FROM item JOIN charged USING (rid)
                   ORDER BY item.ord
@@ -65,7 +64,8 @@ BEGIN
           OVERRIDING SYSTEM VALUE
           SELECT seq, b->>'id', b->>'operation_id', (b->>'max_attempts')::integer, p_now,
               b->>'enqueued_by_operation_id', b->>'parent_job_id', b->>'original_request_id', b->>'user_id',
-              p->'authority', p->'request', b->>'rate_key', b->>'traceparent', p->'callbacks'
+              (b->>'authority')::json, (b->>'request')::json, b->>'rate_key', b->>'traceparent',
+              (b->>'callbacks')::json
             FROM plain
       ),
       state AS (
@@ -102,14 +102,19 @@ BEGIN
 
   IF v_plain < v_count THEN
     FOR v_item IN
-      SELECT e.ord::integer AS ord, e.value FROM json_array_elements(items) WITH ORDINALITY AS e(value, ord)
+      SELECT e.ord::integer AS ord, e.value FROM jsonb_array_elements(items) WITH ORDINALITY AS e(value, ord)
       OFFSET v_plain
     LOOP
-      outcome := opqueue_insert_job(v_item.value, p_now);
+      -- opqueue_insert_job takes an item whose authority, request and callbacks are JSON, not strings of it: their
+      -- texts are spliced in as they came, the scalars after them.
+      outcome := opqueue_insert_job(('{"authority":' || (v_item.value->>'authority')
+          || ',"request":' || (v_item.value->>'request')
+          || coalesce(',"callbacks":' || (v_item.value->>'callbacks'), '') || ','
+          || substr((v_item.value - 'authority' - 'request' - 'callbacks')::text, 2))::json, p_now);
       v_answers[v_item.ord] := outcome;
       v_run_at := CASE
         WHEN outcome->>'kind' = 'created' AND NOT (outcome->>'chain_cancelled')::boolean
-          THEN opqueue_run_time(v_item.value::jsonb, p_now)
+          THEN opqueue_run_time(v_item.value, p_now)
         WHEN outcome->>'kind' = 'deduplicated' AND outcome->'job'->>'status' IN ('pending', 'retrying')
           THEN (outcome->'job'->>'run_at')::timestamptz
       END;

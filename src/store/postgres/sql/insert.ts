@@ -5,10 +5,10 @@
  */
 
 /**
- * A batch of inserts: one round trip, one commit, one NOTIFY. $1 the jobs (JSON), $2 now, $3 how many of the jobs lead
+ * A batch of inserts: one round trip, one commit, one NOTIFY. $1 the jobs (`batchArgument`), $2 now, $3 how many of the jobs lead
  * the batch plain (`leadingPlain`), inserted by one statement.
  */
-export const INSERT_JOBS = "SELECT opqueue_insert_batch($1::json, $2, $3) AS outcome";
+export const INSERT_JOBS = "SELECT opqueue_insert_batch($1::jsonb, $2, $3) AS outcome";
 
 /** One insert, inside a transaction of the caller's. $1 the job (JSON), $2 now. */
 export const INSERT_JOB = "SELECT opqueue_insert_job($1::json, $2) AS outcome";
