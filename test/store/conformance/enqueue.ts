@@ -491,7 +491,10 @@ export function enqueueCases(suite: Suite): void {
           await store.chainCancel({ originalRequestId: "gone", actor: "admin" });
           // Callbacks and a request whose key order is kept as written, on a plain item and on one after a dedupe key.
           const callbacks = {
-            on_complete: { operation_id: "recordEmailSent", request: { body: { z: 1, a: [2, "é"] } } },
+            on_complete: {
+              operation_id: "recordEmailSent",
+              request: { query: { z: "1", a: "é" }, path_params: { emailId: "7" } },
+            },
           };
           const request = { path_params: { userId: "42" }, body: { zeta: 1, ab: { y: null, b: "\u2028" } } };
           const items = [
