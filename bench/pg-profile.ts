@@ -24,6 +24,11 @@
  *   --retention       with --store: then delete the drained jobs as retention does (jobDeleteFinishedMany, batches of
  *                     CLEAN_BATCH, both rows of each job and its attempts), then VACUUM their tables (autovacuum's
  *                     work, off on the benchmark machine), and report the server's CPU per job of each
+ *   --finished N      N succeeded jobs (with an attempt each) that finished 30 days ago, inserted before the run:
+ *                     what retention deletes
+ *   --delete-during   with --finished: delete them while the drain runs, as the retention cleaner does
+ *                     (jobDeleteFinishedMany, batches of CLEAN_BATCH, from this process), from the drain's first
+ *                     arrival until it ends; reports the jobs deleted in the window (docs/performance.md, Retention)
  *   --store           no serve process: `--loops` loops in this process claim `--limit` jobs through the store and
  *                     complete them (no delivery), as scenario 5 does; the quick loop for changing the SQL
  *
@@ -58,6 +63,8 @@ const { values } = parseArgs({
     sql: { type: "string", multiple: true },
     perf: { type: "string" },
     retention: { type: "boolean", default: false },
+    finished: { type: "string", default: "0" },
+    "delete-during": { type: "boolean", default: false },
     loops: { type: "string", default: "2" },
     limit: { type: "string", default: "32" },
   },
@@ -66,6 +73,7 @@ const jobs = Number(values.jobs);
 const runs = Number(values.runs);
 const nodes = Number(values.nodes);
 const backlog = Number(values.backlog);
+const finished = Number(values.finished);
 const top = Number(values.top);
 const storeLoops = values.store ? Number(values.loops) : 0;
 const claimLimit = Number(values.limit);
@@ -175,6 +183,13 @@ async function main(): Promise<void> {
         progress.update(`run ${run + 1}: inserting a backlog of ${backlog.toLocaleString("en-US")}`, true);
         await db.preinsert(backlog, Date.now() + 3_600_000);
       }
+      if (finished > 0) {
+        progress.update(
+          `run ${run + 1}: inserting ${finished.toLocaleString("en-US")} jobs finished 30 days ago`,
+          true,
+        );
+        await insertFinished(admin, schema, finished);
+      }
       if (storeLoops > 0) {
         results.push(
           await storeRun({
@@ -206,11 +221,17 @@ async function main(): Promise<void> {
         let start: Promise<Snapshot> | undefined;
         let end: Promise<Snapshot> | undefined;
         const statements = whyNoStatements === null;
+        const deleter = values["delete-during"] ? await Deleter.open(schema) : undefined;
         await ctx.resetTarget({
           expect: jobs,
           onEdge: (edge) => {
-            if (edge === "start") start = snapshot(admin, cpu, schema, statements);
-            else end = snapshot(admin, cpu, schema, statements);
+            if (edge === "start") {
+              start = snapshot(admin, cpu, schema, statements);
+              deleter?.start();
+            } else {
+              end = snapshot(admin, cpu, schema, statements);
+              deleter?.stop();
+            }
           },
         });
         const dueAt = Date.now() + 1500;
@@ -219,7 +240,13 @@ async function main(): Promise<void> {
         const drained = await waitForDrain(ctx, { count: jobs, fromWall: dueAt, progress, label: `run ${run + 1}` });
         const [a, b] = await Promise.all([start, end]);
         if (!a || !b) throw new Error("a window edge was missed");
-        results.push(report({ run, drained: drained.rate, a, b, whyNoStatements }));
+        const deleted = await deleter?.close();
+        results.push({ ...report({ run, drained: drained.rate, a, b, whyNoStatements }), deletedDuring: deleted });
+        if (deleted !== undefined) {
+          console.log(
+            `retention during the drain: ${deleted.toLocaleString("en-US")} finished jobs deleted in the drain's window`,
+          );
+        }
       } finally {
         for (const serve of serves) await serve.stop();
       }
@@ -229,6 +256,80 @@ async function main(): Promise<void> {
     await admin.end();
     await ctx.close();
     progress.done("done");
+  }
+}
+
+/**
+ * `count` succeeded jobs that finished 30 days ago, each with its attempt row, in one chain: what the retention cleaner
+ * deletes (its age is 7 days here as by default).
+ */
+async function insertFinished(client: import("pg").Client, schema: string, count: number): Promise<void> {
+  const chunk = 100_000;
+  const prefix = `old-${Date.now().toString(36)}-`;
+  for (let done = 0; done < count; done += chunk) {
+    const last = Math.min(done + chunk, count) - 1;
+    await client.query(
+      `WITH specs AS (
+         INSERT INTO ${schema}.job_specs (id, operation_id, max_attempts, created_at, enqueued_by_operation_id,
+           original_request_id, user_id, authority, request)
+         SELECT $1 || lpad(g::text, 10, '0'), 'buildReport', 5, now() - interval '30 days', 'createUser',
+           'bench-finished', 'bench', '{"kind":"request","request_id":"bench-finished","user_id":"bench"}'::json,
+           json_build_object('body', json_build_object('n', g))
+         FROM generate_series($2::int, $3::int) AS g
+         RETURNING seq, id),
+       state AS (
+         INSERT INTO ${schema}.job_state (seq, status, attempt, priority, run_at, started_at, finished_at, result,
+           operation_id, lane)
+         SELECT seq, 'succeeded', 1, 0, now() - interval '30 days', now() - interval '30 days',
+           now() - interval '30 days', '{"status_code":204,"error_body":null,"terminal_reason":null}'::json,
+           'buildReport', 'u:bench' FROM specs)
+       INSERT INTO ${schema}.job_attempts (job_id, attempt, started_at, finished_at, outcome, status_code)
+       SELECT id, 1, now() - interval '30 days', now() - interval '30 days', 'succeeded', 204 FROM specs`,
+      [prefix, done, last],
+    );
+  }
+  await client.query(
+    `INSERT INTO ${schema}.chains (original_request_id, jobs_created, created_at, settled_at)
+     VALUES ('bench-finished', $1, now() - interval '30 days', now() - interval '30 days')`,
+    [count],
+  );
+  await client.query(`ANALYZE ${schema}.job_specs, ${schema}.job_state, ${schema}.job_attempts`);
+}
+
+/** Deletes finished jobs past a 7-day retention as the cleaner does, in a loop from `start` until `stop`. */
+class Deleter {
+  private running = false;
+  private loop: Promise<void> = Promise.resolve();
+  deleted = 0;
+
+  private constructor(private readonly store: Awaited<ReturnType<typeof openStore>>) {}
+
+  static async open(schema: string): Promise<Deleter> {
+    return new Deleter(await openStore({ url: opqueueUrl(schema, "bench-retention"), clock: systemClock }));
+  }
+
+  start(): void {
+    this.running = true;
+    this.loop = (async () => {
+      while (this.running) {
+        const n = await this.store.jobDeleteFinishedMany({ olderThanMs: 7 * 24 * 3600 * 1000, limit: CLEAN_BATCH });
+        this.deleted += n;
+        if (n < CLEAN_BATCH) break;
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+    })();
+  }
+
+  stop(): void {
+    this.running = false;
+  }
+
+  /** Waits for the loop, closes the store, and answers how many jobs were deleted. */
+  async close(): Promise<number> {
+    this.running = false;
+    await this.loop;
+    await this.store.close();
+    return this.deleted;
   }
 }
 

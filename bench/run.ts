@@ -6,7 +6,7 @@
  *
  * Options:
  *   --full                 the issue's sizes
- *   --only a,b             only these scenarios (enqueue, drain, latency, backlog, core, batch)
+ *   --only a,b             only these scenarios (enqueue, drain, latency, backlog, core, batch, deep-backlog)
  *   --engine sqlite|postgres  only this opqueue engine (references still run)
  *   --profile DIR          serve processes write CPU profiles (--cpu-prof) into DIR
  *   --serve-node-args="A B"  more Node arguments for serve processes, say "--trace-gc-nvp" or "--require
@@ -51,7 +51,7 @@ import {
   type ScenarioResult,
 } from "./lib/results.js";
 import { formatSummary } from "./lib/stats.js";
-import { runBacklog } from "./scenarios/backlog.js";
+import { runBacklog, runDeepBacklog } from "./scenarios/backlog.js";
 import { runBatch } from "./scenarios/batch.js";
 import { runCore } from "./scenarios/core.js";
 import { runDrain } from "./scenarios/drain.js";
@@ -65,6 +65,7 @@ const RUNNERS: Record<ScenarioId, (ctx: Context) => Promise<ScenarioResult>> = {
   backlog: runBacklog,
   core: runCore,
   batch: runBatch,
+  "deep-backlog": runDeepBacklog,
 };
 
 /** The scenarios that report CPU per job of every process of a system (and so the idle server's CPU beside). */

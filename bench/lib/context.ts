@@ -25,6 +25,8 @@ export interface Sizes {
   drain: { jobs: number; peerJobs: number; concurrency: number; warmupJobs: number; leadMs: number };
   latency: { jobs: number; rate: number; warmup: number };
   backlog: { rows: number };
+  /** The deep backlog (scenario 8): the same measurements as the backlog's over many more jobs not yet due. */
+  deepBacklog: { rows: number };
   /** `jobs` per run for opqueue's store, `peerJobs` for the peers (as in the drain). */
   core: { jobs: number; peerJobs: number };
   /** Batch enqueue: `clients` connections each sending `jobsPerRequest` jobs per request, each run after `warmupMs`. */
@@ -38,6 +40,7 @@ export const SIZES: Record<"quick" | "full", Sizes> = {
     drain: { jobs: 5000, peerJobs: 1500, concurrency: 64, warmupJobs: 1000, leadMs: 2500 },
     latency: { jobs: 150, rate: 100, warmup: 20 },
     backlog: { rows: 100_000 },
+    deepBacklog: { rows: 300_000 },
     core: { jobs: 4000, peerJobs: 1500 },
     batch: { durationMs: 1500, warmupMs: 800, clients: 8, jobsPerRequest: 500 },
   },
@@ -47,6 +50,7 @@ export const SIZES: Record<"quick" | "full", Sizes> = {
     drain: { jobs: 20_000, peerJobs: 20_000, concurrency: 64, warmupJobs: 2000, leadMs: 3500 },
     latency: { jobs: 1000, rate: 100, warmup: 50 },
     backlog: { rows: 1_000_000 },
+    deepBacklog: { rows: 10_000_000 },
     core: { jobs: 20_000, peerJobs: 20_000 },
     batch: { durationMs: 10_000, warmupMs: 2000, clients: 8, jobsPerRequest: 500 },
   },

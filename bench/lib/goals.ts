@@ -157,6 +157,33 @@ export function evaluateGoals(results: Results): GoalResult[] {
       "≥",
     );
     add("backlog", engine, "peak RSS with backlog", median(results, "backlog", me, "peak_rss"), "MB", 200, "≤");
+    add(
+      "deep-backlog",
+      engine,
+      "enqueue with deep backlog ÷ empty",
+      median(results, "deep-backlog", me, "enqueue_rate") / enqueue,
+      "×",
+      0.8,
+      "≥",
+    );
+    add(
+      "deep-backlog",
+      engine,
+      "drain with deep backlog ÷ empty",
+      median(results, "deep-backlog", me, "drain_rate") / drain,
+      "×",
+      0.8,
+      "≥",
+    );
+    add(
+      "deep-backlog",
+      engine,
+      "peak RSS with deep backlog",
+      median(results, "deep-backlog", me, "peak_rss"),
+      "MB",
+      250,
+      "≤",
+    );
     if (engine === "sqlite") {
       const [single, bulk] = batchRatios(results, engine);
       add("batch", engine, "batch enqueue ÷ single-job enqueue", single, "×", 4, "≥");

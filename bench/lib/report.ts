@@ -55,6 +55,7 @@ const METHOD = `## How these figures are made
   target, so latency (arrival − send) is read on one clock. Two nodes: \`serve --no-worker\` takes the enqueues, \`serve --no-api\` delivers.
 - **Backlog (4).** Scenarios 1 and 2 on a database already holding the backlog (pending, due in an hour), with the
   serve process's peak RSS (VmHWM from /proc).
+- **Deep backlog (8).** Scenario 4 over ten times the jobs not yet due (10,000,000 in the full mode).
 - **Core (5).** The built store in its own process: \`jobInsert\` from 32 concurrent callers, then claim 64 /
   complete 64 until empty; peers: \`addJob\` / \`send\` / \`add\` 32 at a time, then no-op handlers until the queue
   is empty.
@@ -136,6 +137,7 @@ const TITLES: Record<string, string> = {
   backlog: "4. Backlog",
   core: "5. Core: the store alone",
   batch: "7. Batch enqueue over HTTP",
+  "deep-backlog": "8. Deep backlog",
 };
 
 /** Section 6 (flow control) comes from its own results file and goes between these scenarios and the later ones. */
@@ -270,6 +272,7 @@ export function benchmarksMarkdown(results: Results, resultsFile: string): strin
           `drain ${jobsPerRun(sizes.drain)} jobs (full: ${jobsPerRun(SIZES.full.drain)}); ` +
           `latency ${sizes.latency.jobs} jobs (full: ${SIZES.full.latency.jobs.toLocaleString("en-US")}); ` +
           `backlog ${sizes.backlog.rows.toLocaleString("en-US")} jobs (full: ${SIZES.full.backlog.rows.toLocaleString("en-US")}); ` +
+          `deep backlog ${(sizes.deepBacklog?.rows ?? 0).toLocaleString("en-US")} jobs (full: ${SIZES.full.deepBacklog.rows.toLocaleString("en-US")}); ` +
           `core ${coreJobs(sizes.core)} jobs (full: ${coreJobs(SIZES.full.core)}); ` +
           (sizes.batch
             ? `batch ${sizes.runs} runs × ${sizes.batch.durationMs / 1000} s (full: ${SIZES.full.batch.durationMs / 1000} s); `
@@ -277,6 +280,7 @@ export function benchmarksMarkdown(results: Results, resultsFile: string): strin
           `${sizes.runs} runs per figure.`
       : `- **Sizes:** enqueue ${sizes.runs} runs × ${sizes.enqueue.durationMs / 1000} s; drain ${jobsPerRun(sizes.drain)} jobs; ` +
           `latency ${sizes.latency.jobs.toLocaleString("en-US")} jobs; backlog ${sizes.backlog.rows.toLocaleString("en-US")} jobs; ` +
+          (sizes.deepBacklog ? `deep backlog ${sizes.deepBacklog.rows.toLocaleString("en-US")} jobs; ` : "") +
           `core ${coreJobs(sizes.core)} jobs; ` +
           (sizes.batch ? `batch ${sizes.runs} runs × ${sizes.batch.durationMs / 1000} s; ` : "") +
           `${sizes.runs} runs per figure.`,

@@ -15,7 +15,7 @@ import { redisVersion } from "./redis.js";
 import { summarize, type Summary } from "./stats.js";
 
 /** Scenario ids, in the order of the issue. */
-export const SCENARIOS = ["enqueue", "drain", "latency", "backlog", "core", "batch"] as const;
+export const SCENARIOS = ["enqueue", "drain", "latency", "backlog", "core", "batch", "deep-backlog"] as const;
 export type ScenarioId = (typeof SCENARIOS)[number];
 export type Engine = "sqlite" | "postgres";
 
