@@ -70,8 +70,6 @@ export class SqliteEngine {
   private readonly jobLists: reads.JobListStatements;
   /** Where the last claim stopped visiting lanes (claims.ts). */
   private laneCursor: LaneCursor = { operationId: "", lane: "" };
-  /** The last claim found at least a page of due jobs: the next one goes straight to the claim order. */
-  private backlogged = false;
 
   private constructor(options: { connection: SqliteConnection; clock: Clock }) {
     this.connection = options.connection;
@@ -183,13 +181,11 @@ export class SqliteEngine {
   jobClaimMany(params: StoreParams<"jobClaimMany">): string {
     if (params.limit <= 0) return "[]";
     return this.writeLazily(() => {
-      const { json, backlogged, cursor } = claims.claimMany(this.statements, {
+      const { json, cursor } = claims.claimMany(this.statements, {
         limit: params.limit,
         now: this.clock.now(),
-        backlogged: this.backlogged,
         cursor: this.laneCursor,
       });
-      this.backlogged = backlogged;
       this.laneCursor = cursor;
       return json;
     });
