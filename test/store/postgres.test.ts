@@ -517,42 +517,47 @@ if (!POSTGRES_SKIP) {
       assert.deepEqual(await store.chainSettledSince({ cursor: "t", limit: 100 }), [], "once");
     });
 
-    test("the settled-chains pass probes each chain by its index when the statistics saw a single chain", async (t) => {
-      const opened = await openPostgresStore(new ManualClock(T0));
-      t.after(() => opened.cleanup());
-      const { store, schema } = opened;
-      const db = await schemaClient(t, schema);
-      // One request enqueued 20,000 jobs, still waiting, and the statistics saw only them: one chain, to the planner.
-      await db.query(`WITH specs AS (
+    for (const skew of ["one chain, waiting", "every job finished"] as const)
+      test(`the settled-chains pass probes each chain by its index when the statistics saw ${skew}`, async (t) => {
+        const opened = await openPostgresStore(new ManualClock(T0));
+        t.after(() => opened.cleanup());
+        const { store, schema } = opened;
+        const db = await schemaClient(t, schema);
+        // One request enqueued 20,000 jobs, and the statistics saw only them: one chain, waiting or finished.
+        await db.query(
+          `WITH specs AS (
           INSERT INTO job_specs (id, operation_id, max_attempts, created_at, enqueued_by_operation_id,
             original_request_id, user_id, authority, request)
           SELECT 'big-' || g, 'sendWelcomeEmail', 5, now(), 'createUser', 'big', 'u1', '{}'::json, '{}'::json
           FROM generate_series(1, 20000) AS g RETURNING seq)
-        INSERT INTO job_state (seq, status, attempt, priority, run_at, operation_id, lane)
-        SELECT seq, 'pending', 0, 0, now() + interval '1 day', 'sendWelcomeEmail', 'u:u1' FROM specs`);
-      await db.query("ANALYZE job_specs, job_state");
-      for (let n = 0; n < 20; n++) {
-        assert.equal((await store.jobInsert(jobParams({ originalRequestId: `small-${n}` }))).kind, "created");
-      }
-      const claimed = await store.jobClaimMany({ limit: 20 });
-      assert.equal(claimed.length, 20);
-      await store.jobSetStateIfRunningMany({
-        outcomes: claimed.map((job) => ({ id: job.id, attempt: job.attempt, status: "succeeded", result: SUCCESS })),
+        INSERT INTO job_state (seq, status, attempt, priority, run_at, operation_id, lane, finished_at)
+        SELECT seq, $1, 0, 0, now() + interval '1 day', 'sendWelcomeEmail', 'u:u1',
+          CASE WHEN $1 = 'succeeded' THEN now() - interval '30 days' END FROM specs`,
+          [skew === "every job finished" ? "succeeded" : "pending"],
+        );
+        await db.query("ANALYZE job_specs, job_state");
+        for (let n = 0; n < 20; n++) {
+          assert.equal((await store.jobInsert(jobParams({ originalRequestId: `small-${n}` }))).kind, "created");
+        }
+        const claimed = await store.jobClaimMany({ limit: 20 });
+        assert.equal(claimed.length, 20);
+        await store.jobSetStateIfRunningMany({
+          outcomes: claimed.map((job) => ({ id: job.id, attempt: job.attempt, status: "succeeded", result: SUCCESS })),
+        });
+        const explained = await db.query<Record<string, string>>(`EXPLAIN (ANALYZE, COSTS OFF) ${SETTLED_SINCE}`, [
+          new Date(T0 - 3_600_000),
+          0,
+          new Date(T0 + 3_600_000),
+          100,
+        ]);
+        const plan = explained.rows.map((row) => row["QUERY PLAN"]).join("\n");
+        const removed = [...plan.matchAll(/Rows Removed by Filter: (\d+)/g)].reduce(
+          (sum, match) => sum + Number(match[1]),
+          0,
+        );
+        assert.ok(removed < 1000, `the pass read ${removed} rows it did not want:\n${plan}`);
+        const settled = await store.chainSettledSince({ cursor: "t", limit: 100 });
+        assert.equal(settled.length, 0, "the first read starts now");
       });
-      const explained = await db.query<Record<string, string>>(`EXPLAIN (ANALYZE, COSTS OFF) ${SETTLED_SINCE}`, [
-        new Date(T0 - 3_600_000),
-        0,
-        new Date(T0 + 3_600_000),
-        100,
-      ]);
-      const plan = explained.rows.map((row) => row["QUERY PLAN"]).join("\n");
-      const removed = [...plan.matchAll(/Rows Removed by Filter: (\d+)/g)].reduce(
-        (sum, match) => sum + Number(match[1]),
-        0,
-      );
-      assert.ok(removed < 1000, `the pass read ${removed} rows it did not want:\n${plan}`);
-      const settled = await store.chainSettledSince({ cursor: "t", limit: 100 });
-      assert.equal(settled.length, 0, "the first read starts now");
-    });
   });
 }
