@@ -5,8 +5,8 @@
  */
 
 /**
- * A batch of inserts: one round trip, one commit, one NOTIFY. $1 the jobs (`batchArgument`), $2 now, $3 how many of the jobs lead
- * the batch plain (`leadingPlain`), inserted by one statement.
+ * A batch of inserts: one round trip, one commit, one NOTIFY. $1 the jobs (`batchArgument`), $2 now, $3 how many of
+ * the jobs lead the batch plain (`leadingPlain`), inserted by one statement.
  */
 export const INSERT_JOBS = "SELECT opqueue_insert_batch($1::jsonb, $2, $3) AS outcome";
 
