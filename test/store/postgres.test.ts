@@ -324,7 +324,7 @@ if (!POSTGRES_SKIP) {
       assert.equal(jobs[0]?.["attempt"], 1);
     });
 
-    test("version 19's opqueue_insert_jobs, kept for its nodes during a rolling upgrade, answers a batch as this version's opqueue_insert_batch does", async (t) => {
+    test("version 19's opqueue_insert_jobs, kept for its nodes during a rolling upgrade, still answers a mixed batch in the items' order", async (t) => {
       const opened = await openPostgresStore(new ManualClock(T0));
       t.after(() => opened.cleanup());
       const { store, schema } = opened;
