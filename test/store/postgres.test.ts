@@ -489,6 +489,55 @@ if (!POSTGRES_SKIP) {
 }
 
 if (!POSTGRES_SKIP) {
+  describe("PostgreSQL plans from statistics that saw every job finished", () => {
+    test("a claim reads each lane's own due jobs, not every lane's (migration 0021: no statistics of the status)", async (t) => {
+      const opened = await openPostgresStore(new ManualClock(T0));
+      t.after(() => opened.cleanup());
+      const db = await schemaClient(t, opened.schema);
+      // 32 users' jobs: 20,000 finished, sampled so (an idle queue, as autovacuum most often finds it); then a burst
+      // of 100 due jobs in each user's lane, far less than would make autovacuum sample the table again.
+      const insert = (from: number, to: number, status: "succeeded" | "pending") =>
+        db.query(
+          `WITH specs AS (
+            INSERT INTO job_specs (id, operation_id, max_attempts, created_at, enqueued_by_operation_id,
+              original_request_id, user_id, authority, request)
+            SELECT 'job-' || g, 'sendWelcomeEmail', 5, now(), 'createUser', 'rid-' || g, 'u' || (g % 32), '{}'::json,
+              '{}'::json
+            FROM generate_series($1::int, $2::int) AS g RETURNING seq, user_id)
+          INSERT INTO job_state (seq, status, attempt, priority, run_at, operation_id, lane, finished_at)
+          SELECT seq, $3, 0, 0, now() - interval '1 minute', 'sendWelcomeEmail', 'u:' || user_id,
+            CASE WHEN $3 = 'succeeded' THEN now() - interval '1 minute' END FROM specs`,
+          [from, to, status],
+        );
+      await insert(1, 20_000, "succeeded");
+      await db.query("ANALYZE job_specs, job_state");
+      await insert(20_001, 23_200, "pending");
+      // The claim's own statements' plans, as the server runs them inside the function, sent here as notices.
+      await db.query("LOAD 'auto_explain'");
+      await db.query(`SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on;
+        SET auto_explain.log_analyze = on; SET auto_explain.log_timing = off; SET auto_explain.log_level = notice;
+        SET client_min_messages = notice`);
+      const plans: string[] = [];
+      db.on("notice", (notice) => plans.push(notice.message ?? ""));
+      const claimed = await db.query("SELECT count(*)::int AS n FROM opqueue_claim_batch(now(), 32, 64, '', '')");
+      await db.query("RESET auto_explain.log_min_duration");
+      assert.equal(claimed.rows[0]?.n, 33, "32 jobs and the lane cursor");
+      // Every row the scans of job_state passed up, and every one they passed over.
+      const read = plans
+        .flatMap((plan) => [
+          ...[...plan.matchAll(/Scan[^\n]* on job_state [^\n]*actual rows=(\d+) loops=(\d+)/g)].map(
+            (match) => Number(match[1]) * Number(match[2]),
+          ),
+          ...[...plan.matchAll(/Rows Removed by Filter: (\d+)/g)].map((match) => Number(match[1])),
+        ])
+        .reduce((sum, rows) => sum + rows, 0);
+      assert.ok(plans.length > 0, "the plans were heard");
+      // 64 candidates, each lane's head and the jobs a lane is probed past: a few hundred. Every due job of
+      // every lane is 3,200 for each lane visited.
+      assert.ok(read < 1000, `the claim read ${read} rows of job_state:\n${plans.join("\n")}`);
+    });
+  });
+
   describe("PostgreSQL chain settling", () => {
     test("a chain whose last job finished at a time with microseconds is reported once (the cursor keeps them)", async (t) => {
       const clock = new ManualClock(T0);
