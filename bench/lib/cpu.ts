@@ -77,7 +77,7 @@ function parents(): Map<number, number> {
 }
 
 /** `root` and its descendants, each parent before its children. */
-function treeOrder(root: number): number[] {
+export function treeOrder(root: number): number[] {
   const children = new Map<number, number[]>();
   for (const [pid, ppid] of parents()) children.set(ppid, [...(children.get(ppid) ?? []), pid]);
   const order = [root];

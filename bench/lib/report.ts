@@ -233,8 +233,35 @@ function capacityLines(results: Results): string[] {
     "",
     "- Retention's deletes of the finished jobs add about 10 µs per job, and a vacuum after them 2–3 µs (`npx tsx",
     "  bench/pg-profile.ts --store --retention`, measured apart from this run): about 5 % less than the table says.",
-    "- Checked against a server pinned to one core: not yet (docs/performance.md says why it is not done on this machine).",
+    ...capacityCheckLines(results),
     "",
+  ];
+}
+
+/** The model checked against a server held to a share of a core (bench/capacity.ts), when it was run. */
+function capacityCheckLines(results: Results): string[] {
+  const check = results.capacityCheck;
+  if (!check)
+    return ["- Checked against a server held to part of a core: not in this run (`npx tsx bench/capacity.ts`)."];
+  const share = check.checks[0]?.cores ?? Number.NaN;
+  const nodes = check.checks[0]?.nodes ?? Number.NaN;
+  const list = (values: number[]) => values.map(formatNumber).join(", ");
+  return [
+    `- **Checked** against the same server held to ${share} of one core (a CFS quota on its processes, period ` +
+      `${check.periodUs / 1000} ms), driven by ${nodes} nodes until it saturated: \`${check.command}\`. Each run ` +
+      "enqueues over HTTP, due at once, while every node drains; the rate runs from the first enqueue to the last " +
+      "arrival. Two cores cannot saturate a whole server core beside the nodes, the load generator and the target " +
+      "(docs/performance.md).",
+    "",
+    `| jobs enqueued by | model (µs a job) | model at ${share} of a core (jobs/s) | measured (jobs/s, each run) | ` +
+      "median ÷ model | server's µs a job, measured | share used |",
+    "|---|---:|---:|---:|---:|---:|---:|",
+    ...check.checks.map(
+      (c) =>
+        `| ${c.shape === "batch" ? "batches of 500" : "single jobs"} | ${formatNumber(c.enqueueUs + c.drainUs)} | ` +
+        `${formatNumber(c.predicted)} | ${list(c.runs.map((r) => r.rate))} | ${c.ratio.toFixed(2)} | ` +
+        `${list(c.runs.map((r) => r.serverUsPerJob))} | ${c.runs.map((r) => `${formatNumber(r.saturation * 100)} %`).join(", ")} |`,
+    ),
   ];
 }
 

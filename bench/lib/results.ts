@@ -75,6 +75,35 @@ export interface Results {
   totalSeconds: number;
   /** Narrowed runs merged in afterwards (`--merge-into`), by command. */
   reruns?: string[];
+  /** The capacity model checked against a server held to a share of a core (bench/capacity.ts). */
+  capacityCheck?: { command: string; periodUs: number; checks: CapacityCheck[] };
+}
+
+/** One way of enqueueing, checked: the model's prediction and what each run measured. */
+export interface CapacityCheck {
+  shape: "single" | "batch";
+  /** The server's share of one core. */
+  cores: number;
+  nodes: number;
+  jobs: number;
+  /** The model's inputs: the server's CPU per job to enqueue and to drain, in µs. */
+  enqueueUs: number;
+  drainUs: number;
+  /** The model's rate at `cores`: cores × 1,000,000 ÷ (enqueueUs + drainUs). */
+  predicted: number;
+  runs: Array<{
+    /** Jobs per second from the first enqueue to the last arrival. */
+    rate: number;
+    enqueueSeconds: number;
+    serverUsPerJob: number;
+    nodeUsPerJob: number;
+    /** The server's CPU over the run ÷ its share's: near 1 when saturated. */
+    saturation: number;
+    /** The CFS periods in which the quota ran out, as a share of all. */
+    throttledShare: number;
+  }>;
+  /** The median run's rate ÷ `predicted`. */
+  ratio: number;
 }
 
 /** Collects the figures of one scenario. */
