@@ -10,9 +10,10 @@
 -- run-time order (job_state_run_at or job_state_claim) and filtered out the other lanes': each lane of each claim read
 -- every due job. A burst that arrives next is far less than the tenth of the table after which autovacuum samples it
 -- again, so those plans last until the backlog is gone, and the claims' cost grows with the backlog, when it matters
--- most. Measured with bench/capacity.ts (32 users' lanes, statistics taken after a warm-up that had finished every job):
--- 3,842 µs of the server's CPU per job, and 314 µs without statistics of the status. Version 19's comment tells of the
--- same trap for the outcome write (statistics that saw no running job).
+-- most. Measured with bench/capacity.ts (three nodes, 49,000 jobs enqueued in batches into 32 users' lanes while they
+-- drain, the server held to one core, statistics taken after a warm-up that had finished every job): 148 jobs/s before
+-- (45,184 delivered in 305 s), 3,095 jobs/s without statistics of the status. Version 19's comment tells of the same
+-- trap for the outcome write (statistics that saw no running job).
 --
 -- Without statistics, the planner takes each status for its default share of the rows (half a percent each), whatever
 -- the queue held when it was sampled: plans that serve from an empty queue to a deep backlog. The other columns keep
