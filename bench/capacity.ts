@@ -30,7 +30,7 @@ import { mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from "
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { Context, SIZES } from "./lib/context.js";
-import { CPU_METRICS, SystemCpu, treeOrder, type CpuReading } from "./lib/cpu.js";
+import { CPU_METRICS, SystemCpu, treeOrder, type CpuReading, type CpuRoot } from "./lib/cpu.js";
 import { ServeProcess } from "./lib/opqueue.js";
 import { adminClient, opqueueUrl } from "./lib/pg.js";
 import { Progress } from "./lib/progress.js";
@@ -141,6 +141,29 @@ function bodies(shape: Shape): string[] {
   );
 }
 
+/**
+ * The server's CPU, in ms a second, while `nodes` serve processes run with nothing to do (unthrottled, 10 s after 3 s
+ * of start-up): their polls, heartbeats and maintenance passes, which a share of a core pays before any job.
+ */
+async function idleServerCpu(ctx: Context, origin: string, server: CpuRoot): Promise<number> {
+  const db = await OpqueueDb.create(ctx, "postgres", "capacity-idle", origin);
+  const serves: ServeProcess[] = [];
+  try {
+    for (let n = 0; n < nodes; n++) {
+      serves.push(
+        await ServeProcess.start({ setup: db.setup, database: opqueueUrl(db.schema ?? "", `bench-idle-${n}`) }),
+      );
+    }
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    const cpu = new SystemCpu({ system: [], database: server });
+    const before = cpu.read().databaseMs ?? 0;
+    await new Promise((resolve) => setTimeout(resolve, 10_000));
+    return ((cpu.read().databaseMs ?? 0) - before) / 10;
+  } finally {
+    for (const serve of serves) await serve.stop();
+  }
+}
+
 /** ANALYZE of every table of a schema. */
 async function analyze(schema: string): Promise<void> {
   const client = await adminClient();
@@ -173,11 +196,14 @@ async function main(): Promise<void> {
   const ctx = new Context("quick", SIZES.quick, ["postgres"], { peers: false });
   const progress = new Progress("capacity");
   const checks: CapacityCheck[] = [];
+  let idleMsPerSecond = Number.NaN;
   releaseGroup();
   try {
     const server = await ctx.postgresServer();
     if (server.root === null) throw new Error(`the server's processes cannot be held: ${server.reason}`);
     const origin = await ctx.targetOrigin();
+    idleMsPerSecond = await idleServerCpu(ctx, origin, server.root);
+    progress.update(`${nodes} idle node(s): the server's CPU ${fmt(idleMsPerSecond, 1)} ms a second`, true);
     for (const shape of shapes) {
       const { enqueueUs, drainUs } = modelUs(results, shape);
       const predicted = (cores * 1_000_000) / (enqueueUs + drainUs);
@@ -260,7 +286,8 @@ async function main(): Promise<void> {
         }
       }
       const rates = measured.map((r) => r.rate).sort((a, b) => a - b);
-      const median = rates[Math.floor((rates.length - 1) / 2)] ?? Number.NaN;
+      const middle = (rates.length - 1) / 2;
+      const median = ((rates[Math.floor(middle)] ?? Number.NaN) + (rates[Math.ceil(middle)] ?? Number.NaN)) / 2;
       checks.push({
         shape,
         cores,
@@ -293,10 +320,16 @@ async function main(): Promise<void> {
   if (values["merge-into"]) {
     const file = values["merge-into"];
     const target = JSON.parse(readFileSync(file, "utf8")) as Results;
+    // A check of another share (or another number of nodes) is kept beside this one.
+    const kept = (target.capacityCheck?.checks ?? []).filter((c) => c.cores !== cores || c.nodes !== nodes);
     target.capacityCheck = {
-      command: `npx tsx bench/capacity.ts ${process.argv.slice(2).join(" ")}`,
+      commands: [
+        ...(target.capacityCheck?.commands ?? []),
+        `npx tsx bench/capacity.ts ${process.argv.slice(2).join(" ")}`,
+      ],
       periodUs,
-      checks,
+      idle: { nodes, serverMsPerSecond: idleMsPerSecond },
+      checks: [...kept, ...checks],
     };
     writeFileSync(file, `${JSON.stringify(target, null, 2)}\n`);
   }

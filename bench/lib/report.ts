@@ -243,24 +243,28 @@ function capacityCheckLines(results: Results): string[] {
   const check = results.capacityCheck;
   if (!check)
     return ["- Checked against a server held to part of a core: not in this run (`npx tsx bench/capacity.ts`)."];
-  const share = check.checks[0]?.cores ?? Number.NaN;
-  const nodes = check.checks[0]?.nodes ?? Number.NaN;
   const list = (values: number[]) => values.map(formatNumber).join(", ");
+  const percents = (values: number[]) => values.map((v) => `${formatNumber(v * 100)} %`).join(", ");
+  const checks = [...check.checks].sort((a, b) => a.cores - b.cores || a.shape.localeCompare(b.shape));
   return [
-    `- **Checked** against the same server held to ${share} of one core (a CFS quota on its processes, period ` +
-      `${check.periodUs / 1000} ms), driven by ${nodes} nodes until it saturated: \`${check.command}\`. Each run ` +
-      "enqueues over HTTP, due at once, while every node drains; the rate runs from the first enqueue to the last " +
-      "arrival. Two cores cannot saturate a whole server core beside the nodes, the load generator and the target " +
-      "(docs/performance.md).",
+    "- **Checked** against the same server held to a share of one core (a CFS quota on its processes, period " +
+      `${check.periodUs / 1000} ms), driven until it saturated by nodes that enqueue over HTTP, due at once, and drain ` +
+      "the jobs meanwhile, in 32 users' lanes, one chain per request; the rate runs from the first enqueue to the last " +
+      `arrival (${check.commands.map((command) => `\`${command}\``).join("; ")}). Two cores cannot saturate a whole ` +
+      "server core beside the nodes, the load generator and the target. The model's two figures are each measured " +
+      "alone, in one lane, one chain, by one node: the whole life costs the server more, and a small share more again " +
+      '(docs/performance.md, "The model checked", says by how much each part).',
+    `- ${check.idle.nodes} nodes with nothing to do cost the server ${formatNumber(check.idle.serverMsPerSecond)} ms ` +
+      "of CPU a second (polls, heartbeats, maintenance passes), before any job.",
     "",
-    `| jobs enqueued by | model (µs a job) | model at ${share} of a core (jobs/s) | measured (jobs/s, each run) | ` +
+    "| share of a core | jobs enqueued by | nodes | model (µs a job) | model's rate (jobs/s) | measured (jobs/s, each run) | " +
       "median ÷ model | server's µs a job, measured | share used |",
-    "|---|---:|---:|---:|---:|---:|---:|",
-    ...check.checks.map(
+    "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    ...checks.map(
       (c) =>
-        `| ${c.shape === "batch" ? "batches of 500" : "single jobs"} | ${formatNumber(c.enqueueUs + c.drainUs)} | ` +
-        `${formatNumber(c.predicted)} | ${list(c.runs.map((r) => r.rate))} | ${c.ratio.toFixed(2)} | ` +
-        `${list(c.runs.map((r) => r.serverUsPerJob))} | ${c.runs.map((r) => `${formatNumber(r.saturation * 100)} %`).join(", ")} |`,
+        `| ${c.cores} | ${c.shape === "batch" ? "batches of 500" : "single jobs"} | ${c.nodes} | ` +
+        `${formatNumber(c.enqueueUs + c.drainUs)} | ${formatNumber(c.predicted)} | ${list(c.runs.map((r) => r.rate))} | ` +
+        `${c.ratio.toFixed(2)} | ${list(c.runs.map((r) => r.serverUsPerJob))} | ${percents(c.runs.map((r) => r.saturation))} |`,
     ),
   ];
 }

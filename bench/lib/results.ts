@@ -76,7 +76,13 @@ export interface Results {
   /** Narrowed runs merged in afterwards (`--merge-into`), by command. */
   reruns?: string[];
   /** The capacity model checked against a server held to a share of a core (bench/capacity.ts). */
-  capacityCheck?: { command: string; periodUs: number; checks: CapacityCheck[] };
+  capacityCheck?: {
+    commands: string[];
+    periodUs: number;
+    /** The server's CPU while the check's nodes run with nothing to do. */
+    idle: { nodes: number; serverMsPerSecond: number };
+    checks: CapacityCheck[];
+  };
 }
 
 /** One way of enqueueing, checked: the model's prediction and what each run measured. */
@@ -102,7 +108,7 @@ export interface CapacityCheck {
     /** The CFS periods in which the quota ran out, as a share of all. */
     throttledShare: number;
   }>;
-  /** The median run's rate ÷ `predicted`. */
+  /** The runs' median rate ÷ `predicted`. */
   ratio: number;
 }
 
