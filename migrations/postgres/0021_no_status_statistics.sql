@@ -21,16 +21,30 @@
 -- (docs/postgres.md, "Plans").
 --
 -- Statistics gathered before stay until they are removed, and only a superuser may remove them: the migration does
--- when it runs as one. Otherwise docs/postgres.md gives the statement for the database's owner.
+-- when it runs as one. Run as another role on a table that has been sampled, it leaves the status's statistics as they
+-- were and says so in a notice: statistics kept but never sampled again would hold one sample's skew for good.
+-- docs/postgres.md ("Plans") gives the two statements with which a superuser finishes it.
 
 DO $$
+DECLARE
+  v_sampled boolean;
 BEGIN
   IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
     DELETE FROM pg_catalog.pg_statistic
     WHERE starelid = 'job_state'::regclass
       AND staattnum = (SELECT attnum FROM pg_attribute WHERE attrelid = 'job_state'::regclass AND attname = 'status');
   END IF;
+  SELECT EXISTS (
+    SELECT 1 FROM pg_stats s
+    JOIN pg_class c ON c.relname = s.tablename
+    JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = s.schemaname
+    WHERE c.oid = 'job_state'::regclass AND s.attname = 'status'
+  ) INTO v_sampled;
+  IF v_sampled THEN
+    RAISE NOTICE 'opqueue migration 21: job_state.status keeps its statistics, which only a superuser may remove: see docs/postgres.md, "Plans"';
+  ELSE
+    -- After the delete: this invalidates the plans every session has cached for job_state, so each is made anew.
+    ALTER TABLE job_state ALTER COLUMN status SET STATISTICS 0;
+  END IF;
 END
 $$;
--- After the delete: this invalidates the plans every session has cached for job_state, so each is made anew.
-ALTER TABLE job_state ALTER COLUMN status SET STATISTICS 0;

@@ -538,6 +538,58 @@ if (!POSTGRES_SKIP) {
     });
   });
 
+  describe("PostgreSQL migration 0021 without a superuser", () => {
+    test("on a table already sampled, it keeps the status's statistics and says so", async (t) => {
+      const schema = freshSchemaName();
+      const role = `opq_t21_${schema.slice(-8)}`;
+      // Registered before the client's own clean-up, so it runs while the client is open.
+      t.after(async () => {
+        await db.query("RESET ROLE");
+        await dropSchema(schema);
+        await db.query(`DROP ROLE IF EXISTS ${role}`);
+      });
+      const db = await schemaClient(t, schema);
+      // A database at version 20 holding a finished job, sampled; the tables owned by a role that is no superuser.
+      await db.query(`CREATE SCHEMA ${schema}`);
+      const migrations = readMigrations("postgres");
+      for (const migration of migrations.slice(0, 20)) await db.query(migration.sql);
+      await db.query(`WITH specs AS (
+          INSERT INTO job_specs (id, operation_id, max_attempts, created_at, enqueued_by_operation_id,
+            original_request_id, user_id, authority, request)
+          VALUES ('done-1', 'sendWelcomeEmail', 5, now(), 'createUser', 'rid-1', 'u1', '{}', '{}') RETURNING seq)
+        INSERT INTO job_state (seq, status, attempt, priority, run_at, operation_id, lane, finished_at)
+        SELECT seq, 'succeeded', 1, 0, now(), 'sendWelcomeEmail', 'u:u1', now() FROM specs`);
+      await db.query("ANALYZE job_state");
+      await db.query(`CREATE ROLE ${role}`);
+      await db.query(`ALTER TABLE job_state OWNER TO ${role}`);
+      await db.query(`GRANT USAGE ON SCHEMA ${schema} TO ${role}`);
+      const statistics = async () =>
+        (
+          await db.query<{ target: number; sampled: boolean }>(
+            `SELECT attstattarget AS target, EXISTS (SELECT 1 FROM pg_stats WHERE schemaname = $1
+               AND tablename = 'job_state' AND attname = 'status') AS sampled
+             FROM pg_attribute WHERE attrelid = 'job_state'::regclass AND attname = 'status'`,
+            [schema],
+          )
+        ).rows[0];
+      assert.deepEqual(await statistics(), { target: -1, sampled: true });
+
+      const notices: string[] = [];
+      db.on("notice", (notice) => notices.push(notice.message ?? ""));
+      await db.query(`SET ROLE ${role}`);
+      await db.query(migrations[20]?.sql ?? "");
+      await db.query("RESET ROLE");
+      assert.deepEqual(await statistics(), { target: -1, sampled: true }, "sampled as before, not frozen");
+      assert.ok(
+        notices.some((notice) => notice.startsWith("opqueue migration 21:")),
+        `a notice says so: ${JSON.stringify(notices)}`,
+      );
+      // A superuser finishes it with docs/postgres.md's two statements, as the migration itself does.
+      await db.query(migrations[20]?.sql ?? "");
+      assert.deepEqual(await statistics(), { target: 0, sampled: false });
+    });
+  });
+
   describe("PostgreSQL chain settling", () => {
     test("a chain whose last job finished at a time with microseconds is reported once (the cursor keeps them)", async (t) => {
       const clock = new ManualClock(T0);

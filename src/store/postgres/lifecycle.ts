@@ -49,7 +49,7 @@ export async function openDatabase(
     onPoolError: options.onPoolError,
   });
   try {
-    const schemaVersion = await migrate(db.pool);
+    const schemaVersion = await migrate(db.pool, options.onWarning);
     const current = (await db.pool.query<{ schema: string }>("SELECT current_schema() AS schema")).rows[0]?.schema;
     return { db, schemaVersion, schema: current };
   } catch (error) {

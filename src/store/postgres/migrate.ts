@@ -50,8 +50,11 @@ async function refuseForeignTables(client: pg.PoolClient, schema: string): Promi
   }
 }
 
-/** Applies pending migrations under an advisory lock; returns the schema version. */
-export async function migrate(pool: pg.Pool): Promise<number> {
+/**
+ * Applies pending migrations under an advisory lock; returns the schema version. `onWarning` hears what a migration
+ * says it could not do (a notice starting "opqueue ").
+ */
+export async function migrate(pool: pg.Pool, onWarning?: (message: string) => void): Promise<number> {
   const migrations = readMigrations("postgres");
   const latest = migrations.length;
   const client = await pool.connect();
@@ -61,6 +64,11 @@ export async function migrate(pool: pg.Pool): Promise<number> {
     broken ??= error;
   };
   client.on("error", onError);
+  // A migration that cannot do all it would (migration 0021 without a superuser) says so in a notice of its own.
+  const onNotice = (notice: { message?: string | undefined }) => {
+    if (notice.message?.startsWith("opqueue ")) onWarning?.(notice.message);
+  };
+  client.on("notice", onNotice);
   try {
     const schema =
       (await client.query<{ schema: string }>("SELECT current_schema() AS schema")).rows[0]?.schema ?? "public";
@@ -102,6 +110,7 @@ export async function migrate(pool: pg.Pool): Promise<number> {
     return latest;
   } finally {
     client.off("error", onError);
+    client.off("notice", onNotice);
     client.release(broken);
   }
 }
