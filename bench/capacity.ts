@@ -10,7 +10,8 @@
  * cgroup holding the postmaster and every process under it, which new backends inherit) and compares the measured
  * ceiling with the model's rate times that share.
  *
- * Each run, on a fresh schema: `--nodes` serve processes start and warm up, unthrottled; then the server is held to
+ * Each run, on a fresh schema: `--nodes` serve processes start and warm up, unthrottled, and the tables are analyzed
+ * (autovacuum's work, off on the benchmark machine, with every job sampled finished); then the server is held to
  * its share, and the load generator enqueues `--seconds` worth of the model's rate through the first node's API,
  * due at once, as fast as it is answered (single jobs from 32 connections, or batches of 500 from 8), while every
  * node drains them to the no-op target. The ceiling is the jobs divided by the time from the first enqueue to the
@@ -23,6 +24,9 @@
  *   --seconds N       jobs per run: the model's rate times N (default 30)
  *   --nodes N         serve processes (default 3)
  *   --runs N          runs per shape (default 2)
+ *   --users N         the assertions' users, each a lane of its own (default 32)
+ *   --sql FILE        run FILE's statements in each fresh schema before its ANALYZE (an experiment: a setting, a
+ *                     function restated), with the schema first on the search path
  *   --results FILE    the results whose medians make the model (default the newest in bench/results/)
  *   --merge-into FILE also record the check in FILE (a results file), which BENCHMARKS.md then shows
  */
