@@ -188,7 +188,7 @@ function listenForOtherNodes(options: {
   const attempt = () => {
     store
       .jobAvailableListen(
-        (runAt) => notifier.notify(runAt),
+        (runAt) => notifier.notify(runAt, "elsewhere"),
         (jobId) => notifier.abort(jobId),
       )
       .then(
@@ -196,7 +196,7 @@ function listenForOtherNodes(options: {
           if (stopped) return stopFn();
           stop = stopFn;
           // A job another node committed before the LISTEN took effect notified nobody here: claim once more.
-          notifier.notify(store.now());
+          notifier.notify(store.now(), "elsewhere");
         },
         (error: unknown) => {
           if (stopped) return;
@@ -406,7 +406,7 @@ export async function createService(options: {
       start() {
         clockCheck.start();
         if (!worker) return;
-        notifier.subscribe((runAt) => worker.dispatcher.notify(runAt));
+        notifier.subscribe((runAt, from) => worker.dispatcher.notify(runAt, from));
         notifier.subscribeAborts((jobId) => worker.deliverer.abort(jobId));
         worker.dispatcher.start();
         // Other nodes' enqueues and retries (PostgreSQL NOTIFY) wake this node's dispatcher too.

@@ -7,20 +7,26 @@
  * flow control, chains, schedules) reaches it, as does the dispatcher that takes the work.
  */
 
+/** Where the work a notification announces was made: in this process, or on another node. */
+export type WorkSource = "here" | "elsewhere";
+
 /** A wake-up call for whoever claims jobs. */
 export class WorkNotifier {
-  private readonly listeners = new Set<(runAt: number) => void>();
+  private readonly listeners = new Set<(runAt: number, from: WorkSource) => void>();
   private readonly abortListeners = new Set<(jobId: string) => void>();
 
   /** Calls `listener` for every later notification; returns the function that stops it. */
-  subscribe(listener: (runAt: number) => void): () => void {
+  subscribe(listener: (runAt: number, from: WorkSource) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
   }
 
-  /** A job became claimable at `runAt` (ms, on the database's clock). */
-  notify(runAt: number): void {
-    for (const listener of this.listeners) listener(runAt);
+  /**
+   * A job became claimable at `runAt` (ms, on the database's clock), made so by this process (`here`, the default) or
+   * by another node (`elsewhere`, heard through the store's listener).
+   */
+  notify(runAt: number, from: WorkSource = "here"): void {
+    for (const listener of this.listeners) listener(runAt, from);
   }
 
   /** Calls `listener` for every later abort; returns the function that stops it. */

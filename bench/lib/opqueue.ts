@@ -82,7 +82,14 @@ export function writeOpqueueConfig(options: {
     triggers: { createUser: ["buildReport", "warmUp"] },
     // One assertion is one chain: without a high cap, a chain would stop at 1,000 jobs.
     limits: { spawn_cap: 2_000_000_000 },
-    worker: { concurrency: options.concurrency ?? 64, poll_ms: 1000 },
+    worker: {
+      concurrency: options.concurrency ?? 64,
+      poll_ms: 1000,
+      // An experiment's setting (docs/performance.md, "Gathering claims"): the default unless set.
+      ...(process.env["BENCH_CLAIM_GATHER_MS"]
+        ? { claim_gather_ms: Number(process.env["BENCH_CLAIM_GATHER_MS"]) }
+        : {}),
+    },
   };
   const configPath = join(options.dir, "opqueue.json");
   writeFileSync(configPath, JSON.stringify(raw, null, 2));

@@ -253,6 +253,12 @@ export const ConfigSchema = Type.Object(
       {
         concurrency: Type.Integer({ minimum: 1, default: 32 }),
         poll_ms: Type.Integer({ minimum: 1, default: 1000 }),
+        /**
+         * How long after a claim that caught up (found fewer jobs than it asked for) a node waits before claiming for
+         * another node's work or a freed slot, gathering the jobs that arrive meanwhile into one claim
+         * (docs/delivery.md, "Claims"). 0 claims at every wake-up.
+         */
+        claim_gather_ms: Type.Integer({ minimum: 0, maximum: 1000, default: 25 }),
       },
       { additionalProperties: false, default: {} },
     ),

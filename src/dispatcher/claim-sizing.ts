@@ -41,11 +41,44 @@ export class ClaimSizing {
   /** Claims on their way to the database, and the slots they hold. */
   private claimsInFlight = 0;
   private reservedSlots = 0;
+  /** `worker.claim_gather_ms`: how long after a claim that caught up the next may wait for more jobs. */
+  private readonly gatherMs: number;
+  /** Until when (stopwatch ms) a claim waits for more jobs to gather; undefined when it need not wait. */
+  private gatherUntil: number | undefined;
 
-  constructor(options: { concurrency: number }) {
+  constructor(options: { concurrency: number; gatherMs: number }) {
     this.concurrency = options.concurrency;
     this.minClaimBatch = Math.max(1, Math.floor(options.concurrency / 4));
     this.claimAheadMax = options.concurrency;
+    this.gatherMs = options.gatherMs;
+  }
+
+  /**
+   * How long (ms) a claim wanted at `now` may wait for more jobs, when nothing asks for it at once (dispatcher.ts's
+   * header says which wake-ups do). While jobs arrive about as fast as claims take them, a claim made at each arrival
+   * takes one or two jobs, on every node a notification woke, and each costs the database a transaction and most of a
+   * claim's work for them. So after a claim for another node's work that found nothing (another node was first: the
+   * wake-up was wasted), such a claim waits until `worker.claim_gather_ms` after it, and takes what arrived meanwhile.
+   * Once a claim finds a job, or the wait is over, claims go at once again: a node whose last wasted claim was longer
+   * ago than that (an idle one) never waits, nor does one with a backlog. Work made in this process is claimed at once:
+   * its node is the first to hear of it.
+   */
+  gatherWait(now: number): number {
+    return this.gatherUntil === undefined ? 0 : Math.max(0, this.gatherUntil - now);
+  }
+
+  /**
+   * A claim that asked for `limit` jobs came back at `now` with `found`; `forElsewhere` when another node's work was
+   * among what it was made for.
+   */
+  claimed(claim: { limit: number; found: number; now: number; forElsewhere: boolean }): void {
+    if (claim.found > 0) this.gatherUntil = undefined;
+    else if (claim.forElsewhere) this.gatherUntil = claim.now + this.gatherMs;
+  }
+
+  /** The wait `gatherWait` asked for is over: the next claim goes at once. */
+  gathered(): void {
+    this.gatherUntil = undefined;
   }
 
   /**

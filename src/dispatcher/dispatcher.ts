@@ -11,7 +11,9 @@
  *   recent average under `CLAIM_AHEAD_MAX_DELIVERY_MS`), it also claims up to `worker.concurrency` jobs ahead
  *   of free slots: they wait in `ready` (running in the database, heartbeated like the deliveries) and start the
  *   moment a delivery ends, so a slot never idles for a claim's round trip. These sizes are kept by `ClaimSizing`
- *   (claim-sizing.ts).
+ *   (claim-sizing.ts), as is the gathering: after a claim for another node's work found nothing, a wake-up for another
+ *   node's work or a freed slot waits until `worker.claim_gather_ms` after it (`gatherTimer`), while one for work
+ *   made in this process, a timer or a full claim goes at once (`wake`).
  * - `paused`: a claim or a heartbeat failed (database trouble), or this process could not send a delivery (out of
  *   file descriptors or memory). No claims until a heartbeat, tried every `poll_ms`, succeeds: a node that cannot
  *   renew its leases, or cannot send, must not take more work. Back to `running` then.
@@ -45,6 +47,7 @@ import { ClaimSizing } from "./claim-sizing.js";
 import { Completer, type PendingOutcome } from "./completer.js";
 import type { Deliverer } from "./deliverer.js";
 import type { DeliverySpan, DeliveryTracer } from "../telemetry/delivery-trace.js";
+import type { WorkSource } from "../work-notifier.js";
 import { handOff } from "./hand-off.js";
 import { putBackOnStop, putBackUnsent } from "./put-back.js";
 
@@ -66,9 +69,15 @@ export class Dispatcher {
   /** Claims on their way to the database. */
   private readonly claims = new Set<Promise<void>>();
   private wakeRequested = false;
+  /** A wake-up since the last claim asked for a claim at once (`wake`), not one that may gather. */
+  private wakeNow = false;
+  /** A wake-up since the last claim was for another node's work. */
+  private wakeElsewhere = false;
   private wakeScheduled = false;
   private timer: NodeJS.Timeout | undefined;
   private timerDueAt = Number.POSITIVE_INFINITY;
+  /** Set while a claim waits for more jobs to gather (`ClaimSizing.gatherWait`); it claims when it fires. */
+  private gatherTimer: NodeJS.Timeout | undefined;
   private heartbeatTimer: NodeJS.Timeout | undefined;
   /** A heartbeat is on its way: ticks are skipped until it ends, so an older time never lands after a newer one. */
   private heartbeating = false;
@@ -99,7 +108,10 @@ export class Dispatcher {
   ) {
     this.random = options.random ?? Math.random;
     this.stopwatch = options.stopwatch ?? (() => performance.now());
-    this.sizing = new ClaimSizing({ concurrency: options.config.worker.concurrency });
+    this.sizing = new ClaimSizing({
+      concurrency: options.config.worker.concurrency,
+      gatherMs: options.config.worker.claim_gather_ms,
+    });
     this.completer = new Completer({
       store: options.store,
       logger: options.logger,
@@ -117,6 +129,11 @@ export class Dispatcher {
     return this.ready.length;
   }
 
+  /** Whether a claim for another node's work or a freed slot would wait now for jobs to gather (`ClaimSizing`). */
+  get gathering(): boolean {
+    return this.sizing.gatherWait(this.stopwatch()) > 0;
+  }
+
   /** Moves to `next` if the dispatcher is in one of `from`; returns whether it moved. */
   private moveTo(next: State, from: readonly State[]): boolean {
     if (!from.includes(this.state)) return false;
@@ -131,10 +148,16 @@ export class Dispatcher {
     this.wake();
   }
 
-  /** Asks for a claim soon; many calls within one tick make one claim. */
-  wake(): void {
+  /**
+   * Asks for a claim soon; many calls within one tick make one claim. `now` for work this process made, a timer, a
+   * claim that came back full; the others may wait for more jobs after a claim that caught up
+   * (`ClaimSizing.gatherWait`): `elsewhere` for another node's work, `freed` for a slot or an outcome freed.
+   */
+  wake(why: "now" | "elsewhere" | "freed" = "now"): void {
     if (this.state !== "running") return;
     this.wakeRequested = true;
+    if (why === "now") this.wakeNow = true;
+    if (why === "elsewhere") this.wakeElsewhere = true;
     if (this.wakeScheduled) return;
     this.wakeScheduled = true;
     setImmediate(() => {
@@ -143,10 +166,13 @@ export class Dispatcher {
     });
   }
 
-  /** A job became claimable at `runAt`: wake now if it is due, else make sure the timer fires by then. */
-  notify(runAt: number): void {
+  /**
+   * A job became claimable at `runAt`, made so by this process or another node: wake if it is due (another node's work
+   * may gather), else make sure the timer fires by then.
+   */
+  notify(runAt: number, from: WorkSource = "here"): void {
     const delay = runAt - this.options.clock.now();
-    if (delay <= 0) this.wake();
+    if (delay <= 0) this.wake(from === "here" ? "now" : "elsewhere");
     else this.armTimer(delay);
   }
 
@@ -168,19 +194,37 @@ export class Dispatcher {
   /** Starts a claim for the free slots, if a claim is worth making now; see the states at the top. */
   private claimSome(): void {
     if (!this.wakeRequested || this.state !== "running") return;
+    if (!this.wakeNow) {
+      const wait = this.sizing.gatherWait(this.stopwatch());
+      if (wait > 0) {
+        this.gatherTimer ??= setTimeout(() => {
+          this.gatherTimer = undefined;
+          this.sizing.gathered();
+          this.claimSome();
+        }, wait);
+        return;
+      }
+    }
     const limit = this.sizing.reserve(this.inFlight.size + this.ready.length);
     if (limit === 0) return;
+    const forElsewhere = this.wakeElsewhere;
     this.wakeRequested = false;
-    const claim = this.claim(limit);
+    this.wakeNow = false;
+    this.wakeElsewhere = false;
+    // This claim takes what a gathering wake-up waited for.
+    clearTimeout(this.gatherTimer);
+    this.gatherTimer = undefined;
+    const claim = this.claim(limit, forElsewhere);
     this.claims.add(claim);
     void claim.finally(() => this.claims.delete(claim));
   }
 
-  private async claim(limit: number): Promise<void> {
+  private async claim(limit: number, forElsewhere: boolean): Promise<void> {
     const { store, config, telemetry } = this.options;
     // Read only for the tracer's claim span: no clock read, and no payload, without one.
     const traced = telemetry.observes("claim:finished");
     const startTime = traced ? wallClockMs() : 0;
+
     let jobs: JobRow[];
     try {
       jobs = await store.jobClaimMany({ limit });
@@ -192,6 +236,10 @@ export class Dispatcher {
     } finally {
       this.sizing.release(limit);
     }
+    this.sizing.claimed({ limit, found: jobs.length, now: this.stopwatch(), forElsewhere });
+    // Another node's notification that came while this claim was on its way may be for jobs this claim took (it is sent
+    // after they are committed): the claim it asks for goes on, but finding nothing then proves no race lost.
+    if (jobs.length > 0) this.wakeElsewhere = false;
     if (traced)
       telemetry.emit("claim:finished", {
         startTime,
@@ -216,14 +264,19 @@ export class Dispatcher {
       return;
     }
     // Caught up: sleep until the next job is due (or the poll interval, whichever is first), unless a wake-up
-    // came meanwhile.
+    // came meanwhile (which keeps its kind).
     if (this.wakeRequested) {
-      this.wake();
+      this.wakeAgain();
       return;
     }
     const next = await store.jobNextRunAt().catch(() => null);
     this.armTimer(next === null ? config.worker.poll_ms : next - this.options.clock.now());
-    if (this.wakeRequested) this.wake();
+    if (this.wakeRequested) this.wakeAgain();
+  }
+
+  /** Schedules a claim for the wake-ups that came while one was on its way, as they asked (`wake`). */
+  private wakeAgain(): void {
+    this.wake(this.wakeNow ? "now" : this.wakeElsewhere ? "elsewhere" : "freed");
   }
 
   private pause(error: unknown, message: string): void {
@@ -327,7 +380,7 @@ export class Dispatcher {
         if (handedOff) this.options.telemetry.emit("delivery:async", handedOff);
         const next = this.state === "stopped" ? undefined : this.ready.shift();
         if (next) this.startDelivery(next);
-        this.wake();
+        this.wake("freed");
       });
     this.inFlight.set(deliveryKey(job), { job, done });
   }
@@ -339,6 +392,7 @@ export class Dispatcher {
   async stop(options: { graceMs: number }): Promise<void> {
     if (!this.moveTo("stopping", ["idle", "running", "paused"])) return;
     clearTimeout(this.timer);
+    clearTimeout(this.gatherTimer);
     const logger = this.options.logger;
     // A claim on its way back brings jobs that are running in the database: they join the in-flight ones, and
     // jobs claimed ahead start as slots free, within the same grace.
@@ -394,7 +448,7 @@ export class Dispatcher {
   /** Outcomes the completer wrote: reported, and their slots and keys are free for a claim. */
   private written(written: Array<PendingOutcome<DeliveryReport>>): void {
     for (const { report } of written) this.options.telemetry.emit("delivery:finished", report);
-    this.wake();
+    this.wake("freed");
   }
 }
 

@@ -1129,6 +1129,65 @@ describe("wake-ups", () => {
     assert.equal(done.attempt, 1);
   });
 
+  test("after a claim for another node's work found nothing, the next one for another node's work waits for claim_gather_ms; work made here does not", async (t) => {
+    let now = 0;
+    const { s } = await setup(t, {
+      configure: (raw) => {
+        raw["worker"] = { concurrency: 4, poll_ms: NEVER_POLL_MS, claim_gather_ms: 1000 };
+      },
+      stopwatch: () => now,
+    });
+    const { store, notifier, telemetry } = s.service;
+    const dispatcher = dispatcherOf(s);
+    let claimsStarted = 0;
+    const claimMany = store.jobClaimMany.bind(store);
+    store.jobClaimMany = (params) => {
+      claimsStarted++;
+      return claimMany(params);
+    };
+    const finished: Array<() => void> = [];
+    telemetry.on("claim:finished", () => finished.splice(0).forEach((resolve) => resolve()));
+    /** Waits, claim by claim, until `condition` holds once a claim is back (the test's timeout is the bound). */
+    const afterClaims = async (condition: () => boolean) => {
+      while (!condition()) await new Promise<void>((resolve) => finished.push(resolve));
+    };
+    const turns = async (count: number) => {
+      for (let i = 0; i < count; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+    };
+    const listening = deferred();
+    const availableListen = store.jobAvailableListen.bind(store);
+    store.jobAvailableListen = async (onAvailable, onAbort) => {
+      const stop = await availableListen(onAvailable, onAbort);
+      listening.resolve();
+      return stop;
+    };
+
+    s.service.start();
+    await listening.promise;
+    // Another node's work that someone else took first: the claim for it finds nothing.
+    notifier.notify(s.clock.now(), "elsewhere");
+    await afterClaims(() => dispatcher.gathering);
+    const before = claimsStarted;
+    notifier.notify(s.clock.now(), "elsewhere");
+    await turns(3);
+    assert.equal(claimsStarted, before, "another node's work waits for the gather");
+
+    // Work made in this process is claimed at once, and takes what the gather waited for.
+    const here = await enqueue(s, welcome());
+    await waitForStatus(s, here.id, "succeeded");
+    assert.ok(claimsStarted > before);
+    assert.equal(dispatcher.gathering, false, "a claim that found a job ends the wait");
+
+    // Once claim_gather_ms has passed since a wasted claim, another node's work is claimed at once.
+    notifier.notify(s.clock.now(), "elsewhere");
+    await afterClaims(() => dispatcher.gathering);
+    // (The gather's own timer runs on the machine's clock: if it fires first, its claim is the one awaited.)
+    now += 1000;
+    const after = claimsStarted;
+    notifier.notify(s.clock.now(), "elsewhere");
+    await afterClaims(() => claimsStarted > after);
+  });
+
   test("a delayed job is delivered once the clock passes its run_at, not before", async (t) => {
     const { s, target } = await setup(t, {
       configure: (raw) => {

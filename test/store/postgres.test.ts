@@ -60,6 +60,27 @@ if (!POSTGRES_SKIP) {
       assert.deepEqual(woken, [clock.now() + 1000]);
     });
 
+    test("a store's listener skips what its own pool made (the node woke itself for it) and hears other nodes'", async (t) => {
+      const clock = new ManualClock(Date.UTC(2026, 10, 21, 12, 0, 0));
+      const self = await openPostgresStore(clock);
+      t.after(() => self.cleanup());
+      const other = await openPostgresStore(clock, { schema: self.schema });
+      t.after(() => other.store.close());
+      const woken: number[] = [];
+      let resolveWoken: () => void = () => undefined;
+      const gotOne = new Promise<void>((resolve) => (resolveWoken = resolve));
+      const stop = await self.store.jobAvailableListen((runAt) => {
+        woken.push(runAt);
+        resolveWoken();
+      });
+      t.after(() => stop());
+      await self.store.jobInsert(jobParams({ runAt: clock.now() + 1000 }));
+      // Notifications reach the listener in commit order: the other store's, heard, comes after this store's own.
+      await other.store.jobInsert(jobParams({ runAt: clock.now() + 2000 }));
+      await gotOne;
+      assert.deepEqual(woken, [clock.now() + 2000]);
+    });
+
     test("a listener in another schema is not woken", async (t) => {
       const clock = new ManualClock(Date.UTC(2026, 10, 21, 12, 0, 0));
       const a = await openPostgresStore(clock);
@@ -78,10 +99,13 @@ if (!POSTGRES_SKIP) {
         await stopA();
         await stopB();
       });
-      await a.store.jobInsert(jobParams());
+      // Another node on a's schema inserts: a's own inserts are not passed on to its listener.
+      const aOther = await openPostgresStore(clock, { schema: a.schema });
+      t.after(() => aOther.store.close());
+      await aOther.store.jobInsert(jobParams());
       await aWoken;
       // b's notification, had it been sent, would have arrived on its own connection no later than a's second one.
-      await a.store.jobInsert(jobParams());
+      await aOther.store.jobInsert(jobParams());
       assert.ok(!woken.includes("b"));
     });
 
@@ -106,7 +130,10 @@ if (!POSTGRES_SKIP) {
       );
       await reconnected;
       const woken = next();
-      await opened.store.jobInsert(jobParams());
+      // Another node's insert: the store's own would not be passed on.
+      const other = await openPostgresStore(clock, { schema: opened.schema });
+      t.after(() => other.store.close());
+      await other.store.jobInsert(jobParams());
       await woken;
       assert.ok(calls.length >= 2);
     });

@@ -9,6 +9,11 @@ import { isUnavailable, isUniqueViolation, mapError } from "./errors.js";
 import { openError } from "./open-errors.js";
 import type { PgRow } from "./rows.js";
 
+/** The server process id a pool client was given at connection (node-postgres keeps it as `processID`). */
+function backendOf(client: pg.PoolClient): number {
+  return (client as unknown as { processID: number }).processID;
+}
+
 /** The schema opqueue keeps its tables in when the URL names none. */
 export const DEFAULT_SCHEMA = "opqueue";
 
@@ -86,7 +91,19 @@ export class PgConnection {
   private constructor(
     readonly pool: pg.Pool,
     readonly settings: ConnectionSettings,
+    /** The server process ids of this pool's open connections (see `ownsBackend`). */
+    private readonly backends: ReadonlySet<number>,
   ) {}
+
+  /**
+   * Whether server process `pid` is one of this pool's connections: a notification it sent came from this process
+   * (live backends' ids are unique on a server, and a connection leaves the set before it closes, so before its id
+   * can be given to another). Behind a connection pooler the ids a client sees are not the server's: nothing matches,
+   * and nothing is skipped.
+   */
+  ownsBackend(pid: number): boolean {
+    return this.backends.has(pid);
+  }
 
   /** Opens the pool and creates the schema if it is named and missing. */
   static async open(options: {
@@ -107,6 +124,10 @@ export class PgConnection {
       options: settings.options,
     });
     pool.on("error", (error) => options.onPoolError?.(error));
+    // Kept from the first connection on: the schema's creation below opens it, and the pool reuses it.
+    const backends = new Set<number>();
+    pool.on("connect", (client) => backends.add(backendOf(client)));
+    pool.on("remove", (client) => backends.delete(backendOf(client)));
     try {
       // IF NOT EXISTS is not safe against itself: of nodes creating the schema at the same moment, all but one fail on
       // pg_namespace's unique index, after the winner committed it. The schema exists either way.
@@ -117,7 +138,7 @@ export class PgConnection {
       await pool.end().catch(() => undefined);
       throw openError(error, settings.url);
     }
-    return new PgConnection(pool, settings);
+    return new PgConnection(pool, settings, backends);
   }
 
   /** Whether `close` has begun. */

@@ -27,7 +27,8 @@ export class NotificationListener {
       /** Connection options (search path, time zone), as the pool uses. */
       connectionOptions: string;
       channel: string;
-      onNotify: (payload: string | undefined) => void;
+      /** A notification on the channel, with the server process id of the connection that sent it. */
+      onNotify: (payload: string | undefined, sender: number) => void;
       /** Called after a reconnection, when notifications may have been missed. */
       onReconnect: () => void;
       onError?: (error: Error) => void;
@@ -48,7 +49,7 @@ export class NotificationListener {
       keepAlive: true,
     });
     client.on("notification", (message) => {
-      if (message.channel === this.options.channel) this.options.onNotify(message.payload);
+      if (message.channel === this.options.channel) this.options.onNotify(message.payload, message.processId);
     });
     client.on("error", (error) => {
       this.options.onError?.(error);
@@ -108,12 +109,17 @@ export class StoreListeners {
       /** The NOTIFY channel of this schema's schedules (sql/schedules.ts, SCHEDULE_NOTIFY). */
       schedulesChannel: string;
       onError: ((error: Error) => void) | undefined;
+      /** Whether a server process is one of this process's pool connections (`PgConnection.ownsBackend`). */
+      ownsBackend: (pid: number) => boolean;
     },
   ) {}
 
   /**
    * Listens on the jobs' channel: a job claimable from a time (`onAvailable`, with `now()` when the time is not said or
-   * notifications may have been missed), a running job cancelled (`onAbort`).
+   * notifications may have been missed), a running job cancelled (`onAbort`). A job made claimable by this process's
+   * own pool is not passed on: whatever made it (an enqueue, a retry, a resume) has told this process's notifier
+   * already, and the echo, arriving a round trip later, would make a node that enqueues claim twice for each batch
+   * (docs/postgres.md, "Notifications").
    */
   jobs(params: {
     onAvailable: (runAt: number) => void;
@@ -123,12 +129,13 @@ export class StoreListeners {
     const { onAvailable, onAbort, now } = params;
     return this.listen({
       channel: this.options.jobsChannel,
-      onNotify: (payload) => {
+      onNotify: (payload, sender) => {
         // A running job cancelled (jobCancelRunningSql): the node delivering it aborts the exchange.
         if (payload?.startsWith("abort:")) {
           onAbort?.(payload.slice("abort:".length));
           return;
         }
+        if (this.options.ownsBackend(sender)) return;
         const runAt = Number(payload);
         onAvailable(Number.isFinite(runAt) ? runAt : now());
       },
@@ -147,7 +154,7 @@ export class StoreListeners {
   /** Opens a LISTEN connection on `channel`; resolves to the function that closes it. */
   private async listen(options: {
     channel: string;
-    onNotify: (payload: string | undefined) => void;
+    onNotify: (payload: string | undefined, sender: number) => void;
     onReconnect: () => void;
   }): Promise<() => Promise<void>> {
     const { settings, onError } = this.options;

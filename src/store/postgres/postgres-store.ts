@@ -102,6 +102,7 @@ export class PostgresStore implements Store {
       jobsChannel: `opqueue_jobs:${schema ?? "public"}`,
       schedulesChannel: `opqueue_schedules:${schema ?? "public"}`,
       onError: options.onPoolError,
+      ownsBackend: (pid) => db.ownsBackend(pid),
     });
     return new PostgresStore(db, listeners, {
       clock: options.clock,
