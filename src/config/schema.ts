@@ -254,9 +254,9 @@ export const ConfigSchema = Type.Object(
         concurrency: Type.Integer({ minimum: 1, default: 32 }),
         poll_ms: Type.Integer({ minimum: 1, default: 1000 }),
         /**
-         * How long after a claim that caught up (found fewer jobs than it asked for) a node waits before claiming for
-         * another node's work or a freed slot, gathering the jobs that arrive meanwhile into one claim
-         * (docs/delivery.md, "Claims"). 0 claims at every wake-up.
+         * After a claim for another node's work found nothing, how long the node's next claim for another node's work
+         * or a freed slot waits, gathering the jobs that arrive meanwhile into one claim (docs/delivery.md, "Gathering
+         * claims"). 0 claims at every wake-up.
          */
         claim_gather_ms: Type.Integer({ minimum: 0, maximum: 1000, default: 25 }),
       },

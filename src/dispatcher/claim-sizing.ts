@@ -41,7 +41,7 @@ export class ClaimSizing {
   /** Claims on their way to the database, and the slots they hold. */
   private claimsInFlight = 0;
   private reservedSlots = 0;
-  /** `worker.claim_gather_ms`: how long after a claim that caught up the next may wait for more jobs. */
+  /** `worker.claim_gather_ms`: how long after a wasted claim the next may wait for more jobs (`gatherWait`). */
   private readonly gatherMs: number;
   /** Until when (stopwatch ms) a claim waits for more jobs to gather; undefined when it need not wait. */
   private gatherUntil: number | undefined;

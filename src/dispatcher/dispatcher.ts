@@ -224,7 +224,6 @@ export class Dispatcher {
     // Read only for the tracer's claim span: no clock read, and no payload, without one.
     const traced = telemetry.observes("claim:finished");
     const startTime = traced ? wallClockMs() : 0;
-
     let jobs: JobRow[];
     try {
       jobs = await store.jobClaimMany({ limit });
