@@ -1,13 +1,14 @@
 #!/usr/bin/env node
 /**
- * The `opqueue` command: serve | migrate | token | backup | restore | demo. Exit codes: 0 done, 1 failed at run time,
+ * The `opqueue` command: serve | migrate | token | revoke | backup | restore | demo. Exit codes: 0 done, 1 failed at run time,
  * 2 bad configuration or usage.
  */
+import { randomBytes } from "node:crypto";
 import { statSync } from "node:fs";
 import { resolve } from "node:path";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { isValidRequestId, REQUEST_ID_RULE } from "./auth/hs256.js";
-import { mintToken } from "./auth/tokens.js";
+import { ADMIN_ROLES, mintToken, type AdminRole } from "./auth/tokens.js";
 import { BackupError, downloadBackup } from "./backup.js";
 import { systemClock } from "./clock.js";
 import { ConfigError, loadConfigFile, type Config } from "./config.js";
@@ -27,8 +28,10 @@ const USAGE = `opqueue ${VERSION}: a durable background job queue
 Usage:
   opqueue serve   [--config FILE] [--no-worker] [--no-api]
   opqueue migrate [--config FILE]
-  opqueue token   [--config FILE] --sub USER [--op OP (--rid RID | --job JOB)] [--site-admin] [--ttl SECONDS]
-                  (with --site-admin, also prints the dashboard's sign-in link on stderr)
+  opqueue token   [--config FILE] --sub USER [--op OP (--rid RID | --job JOB)] [--ttl SECONDS]
+                  [--role viewer|operator|admin [--ops OP,...] | --site-admin]
+                  (an admin token's jti and the dashboard's sign-in link go to stderr)
+  opqueue revoke  [--config FILE] (--jti JTI | --issued-before INSTANT|now) [--url URL] [--token TOKEN]
   opqueue backup  [--config FILE] --to FILE [--url URL] [--token TOKEN]
   opqueue restore [--config FILE] --from FILE
   opqueue demo
@@ -55,9 +58,11 @@ ${CONFIG_HELP}
 Applies the database's pending migrations and exits (serve migrates too).
 
 ${CONFIG_HELP}`,
-  token: `Usage: opqueue token [--config FILE] --sub USER [--op OP (--rid RID | --job JOB)] [--site-admin] [--ttl SECONDS]
+  token: `Usage: opqueue token [--config FILE] --sub USER [--op OP (--rid RID | --job JOB)] [--ttl SECONDS]
+                    [--role viewer|operator|admin [--ops OP,...] | --site-admin]
 
-Mints a token with the first HS256 key of auth.keys, for local use, and prints it.
+Mints a token with the first HS256 key of auth.keys, for local use, and prints it. An admin token (no --op) gets a
+random jti, printed on stderr with the dashboard's sign-in link: opqueue revoke --jti JTI cuts it off.
 
 ${CONFIG_HELP}
   --sub USER      the acting user (an admin token's subject)
@@ -65,7 +70,10 @@ ${CONFIG_HELP}
                   document, or cron:NAME for a schedule
   --rid RID       the chain's request id of a root call: 1..255 visible ASCII characters, globally unique
   --job JOB       the job whose delivery makes a chained call
-  --site-admin    an admin token with site_admin: true; also prints the dashboard's sign-in link on stderr
+  --role ROLE     an admin token with this role: viewer (reads), operator (also cancels, retries, runs now, pauses,
+                  sets limits), admin (everything). docs/api.md, "Roles"
+  --ops OP,...    with --role operator: the operations its actions are limited to
+  --site-admin    an admin token with site_admin: true (the same as --role admin)
   --ttl SECONDS   lifetime (default: 300 for an assertion, its most; 3600 for an admin token, at most 86400)`,
   backup: `Usage: opqueue backup [--config FILE] --to FILE [--url URL] [--token TOKEN]
 
@@ -85,6 +93,17 @@ serve migrates it on its next start.
 
 ${CONFIG_HELP}
   --from FILE     the backup (only read)`,
+  revoke: `Usage: opqueue revoke [--config FILE] (--jti JTI | --issued-before INSTANT|now) [--url URL] [--token TOKEN]
+
+Revokes admin tokens through a running service (POST /admin/revocations), stored in the database: every node refuses
+them from its next request on. Keys need not change.
+
+${CONFIG_HELP}
+  --jti JTI             the admin token with this jti (opqueue token prints it)
+  --issued-before T     every admin token issued before T (an ISO 8601 instant, or now), and every one without iat
+  --url URL             the service (default: listen.host and listen.port of the config)
+  --token TOKEN         an admin token with role admin (default: one minted with the first HS256 key of auth.keys,
+                        valid 60 s)`,
   demo: `Usage: opqueue demo
 
 Runs the demo (npm start): the service on SQLite and the example product, signing a user up every 5 seconds.`,
@@ -95,6 +114,9 @@ class UsageError extends Error {}
 
 /** A value of the command line that cannot work: printed alone, on one line, exit 2. */
 class CommandError extends Error {}
+
+/** A command that could not be done at run time (a service that cannot be reached or refuses): printed alone, exit 1. */
+class RunError extends Error {}
 
 async function main(argv: string[]): Promise<void> {
   const [command, ...rest] = argv;
@@ -110,6 +132,8 @@ async function main(argv: string[]): Promise<void> {
       return migrateCommand(rest);
     case "token":
       return tokenCommand(rest);
+    case "revoke":
+      return revokeCommand(rest);
     case "backup":
       return backupCommand(rest);
     case "restore":
@@ -178,9 +202,24 @@ async function tokenCommand(args: string[]): Promise<void> {
     rid: { type: "string" },
     job: { type: "string" },
     "site-admin": { type: "boolean" },
+    role: { type: "string" },
+    ops: { type: "string" },
     ttl: { type: "string" },
   });
   if (!values.sub) throw new UsageError("token: --sub USER is required");
+  const role = values.role as AdminRole | undefined;
+  if (role !== undefined && !(ADMIN_ROLES as readonly string[]).includes(role)) {
+    throw new UsageError(`token: --role takes ${ADMIN_ROLES.join(", ")}`);
+  }
+  if (values.op !== undefined && (role !== undefined || values["site-admin"])) {
+    throw new UsageError("token: --role and --site-admin make an admin token; --op makes an enqueue assertion");
+  }
+  if (role !== undefined && values["site-admin"]) throw new UsageError("token: give --role or --site-admin, not both");
+  const operations = values.ops?.split(",").map((op) => op.trim());
+  if (operations !== undefined && role !== "operator") {
+    throw new UsageError("token: --ops limits an operator: give it with --role operator");
+  }
+  if (operations?.some((op) => op === "")) throw new UsageError("token: --ops takes operationIds separated by commas");
   // The service would refuse the assertion with 401; saying so here names the flag at fault.
   if (values.rid !== undefined && !isValidRequestId(values.rid)) {
     throw new UsageError(`token: --rid must be ${REQUEST_ID_RULE}`);
@@ -196,6 +235,8 @@ async function tokenCommand(args: string[]): Promise<void> {
   }
   const { config } = loadConfigFile({ path: values.config, secrets: "minting" });
   if (values.op) checkCallingOperation(values.op, config);
+  const admin = values.op === undefined;
+  const jti = admin ? randomBytes(16).toString("base64url") : undefined;
   const token = await mintToken({
     auth: config.auth,
     clock: systemClock,
@@ -204,11 +245,77 @@ async function tokenCommand(args: string[]): Promise<void> {
     ...(values.rid ? { rid: values.rid } : {}),
     ...(values.job ? { job: values.job } : {}),
     ...(values["site-admin"] ? { siteAdmin: true } : {}),
+    ...(role !== undefined ? { role } : {}),
+    ...(operations !== undefined ? { operations } : {}),
+    ...(jti !== undefined ? { jti } : {}),
     ...(ttlSeconds !== undefined ? { ttlSeconds } : {}),
   });
   console.log(token);
   // On stderr, so that `$(opqueue token ...)` still captures the bare token.
-  if (values["site-admin"]) console.error(`Sign-in link: ${signInLink(dashboardUrl(config.listen), token)}`);
+  if (jti !== undefined) console.error(`jti: ${jti} (opqueue revoke --jti ${jti} cuts this token off)`);
+  if (role !== undefined || values["site-admin"]) {
+    console.error(`Sign-in link: ${signInLink(dashboardUrl(config.listen), token)}`);
+  }
+}
+
+/** The lifetime of the admin token `revoke` mints: it is checked once, when the request arrives. */
+const REVOKE_TOKEN_TTL_S = 60;
+
+async function revokeCommand(args: string[]): Promise<void> {
+  const values = parse(args, {
+    config: { type: "string" },
+    jti: { type: "string" },
+    "issued-before": { type: "string" },
+    url: { type: "string" },
+    token: { type: "string" },
+  });
+  const given = [values.jti, values["issued-before"]].filter((value) => value !== undefined);
+  if (given.length !== 1) throw new UsageError("revoke: give --jti JTI or --issued-before INSTANT (one of them)");
+  let issuedBefore: string | undefined;
+  if (values["issued-before"] !== undefined) {
+    const text = values["issued-before"];
+    const instant = text === "now" ? Date.now() : Date.parse(text);
+    if (Number.isNaN(instant)) throw new UsageError("revoke: --issued-before takes an ISO 8601 instant, or now");
+    issuedBefore = new Date(instant).toISOString();
+  }
+  const { config } = loadConfigFile({ path: values.config, secrets: values.token === undefined ? "minting" : "none" });
+  if (values.url === undefined && config.listen.port === 0) {
+    throw new UsageError("revoke: listen.port is 0 (any free port), so the service's address is unknown: give --url");
+  }
+  const url = new URL("/admin/revocations", values.url ?? dashboardUrl(config.listen)).href;
+  const token =
+    values.token ??
+    (await mintToken({
+      auth: config.auth,
+      clock: systemClock,
+      sub: "opqueue-revoke",
+      role: "admin",
+      ttlSeconds: REVOKE_TOKEN_TTL_S,
+    }));
+  let response: Response;
+  try {
+    response = await fetch(url, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify(values.jti !== undefined ? { jti: values.jti } : { issued_before: issuedBefore }),
+    });
+  } catch (error) {
+    throw new RunError(`revoke: cannot reach ${url}: ${(error as Error).cause ?? (error as Error).message}`);
+  }
+  const text = await response.text();
+  if (!response.ok) throw new RunError(`revoke: ${url} answered ${response.status}: ${text.slice(0, 500)}`);
+  const answer = JSON.parse(text) as {
+    token?: { jti: string; revoked_at: string; revoked_by: string };
+    cutoff?: { issued_before: string; revoked_at: string; revoked_by: string };
+  };
+  if (answer.token) {
+    console.log(`revoked jti ${answer.token.jti} (at ${answer.token.revoked_at} by ${answer.token.revoked_by})`);
+  } else if (answer.cutoff) {
+    console.log(
+      `revoked every admin token issued before ${answer.cutoff.issued_before} (at ${answer.cutoff.revoked_at} by ` +
+        `${answer.cutoff.revoked_by})`,
+    );
+  }
 }
 
 /**
@@ -306,6 +413,7 @@ function expectedExitCode(error: unknown): number | undefined {
   if (error instanceof ConfigError || error instanceof CommandError) return 2;
   if (error instanceof UnsupportedDatabaseError || error instanceof StoreSetupError) return 2;
   if (error instanceof BackupError) return error.exitCode;
+  if (error instanceof RunError) return 1;
   if (error instanceof BackupFileError || error instanceof StoreLockedError || error instanceof StoreUnavailableError)
     return 1;
   return undefined;

@@ -34,10 +34,32 @@ export interface EnqueueAssertion {
   token: string;
 }
 
+/**
+ * The roles of an admin token, least to most: `viewer` reads, `operator` also acts on jobs and flow control, `admin`
+ * may do everything (docs/api.md, "Roles"). Each includes the ones before it.
+ */
+export const ADMIN_ROLES = ["viewer", "operator", "admin"] as const;
+/** A role of `ADMIN_ROLES`. */
+export type AdminRole = (typeof ADMIN_ROLES)[number];
+
+/** Whether `role` may do what `needed` may. */
+export function roleIncludes(role: AdminRole, needed: AdminRole): boolean {
+  return ADMIN_ROLES.indexOf(role) >= ADMIN_ROLES.indexOf(needed);
+}
+
 /** A verified admin token. */
 export interface AdminIdentity {
   sub: string;
-  siteAdmin: boolean;
+  /** The `role` claim; `admin` for `site_admin: true` without one; null when the token carries neither. */
+  role: AdminRole | null;
+  /** An operator's `ops` claim: the operations its actions are limited to; null when not limited. */
+  operations: readonly string[] | null;
+  /** The `jti` claim, by which the token can be revoked. */
+  jti: string | undefined;
+  /** The `iat` claim (seconds), compared with a revocation's "issued before". */
+  iat: number | undefined;
+  /** The `exp` claim (seconds). */
+  exp: number;
 }
 
 /** Clock skew tolerated on `exp`, `nbf` and a future `iat`, in seconds. */
@@ -146,6 +168,27 @@ function requireNumber(payload: JWTPayload, claim: "exp" | "iat"): number {
   return value;
 }
 
+/**
+ * An admin token's role and scope. `role` decides when present; without it, `site_admin: true` (exactly `true`: a
+ * string "true" or a 1 from a sloppy issuer grants nothing) means `admin`. `ops` limits an operator to operations, and
+ * is refused on any other role rather than ignored, so an issuer who meant to limit an admin learns it cannot.
+ */
+function readRole(payload: JWTPayload): { role: AdminRole | null; operations: readonly string[] | null } {
+  const claimed = payload["role"];
+  let role: AdminRole | null;
+  if (claimed === undefined) role = payload["site_admin"] === true ? "admin" : null;
+  else if (typeof claimed === "string" && (ADMIN_ROLES as readonly string[]).includes(claimed)) {
+    role = claimed as AdminRole;
+  } else throw new TokenError(`claim role must be one of ${ADMIN_ROLES.join(", ")}`);
+  const ops = payload["ops"];
+  if (ops === undefined) return { role, operations: null };
+  if (role !== "operator") throw new TokenError("claim ops limits an operator; this token's role is not operator");
+  if (!Array.isArray(ops) || ops.length === 0 || ops.some((op) => typeof op !== "string" || op === "")) {
+    throw new TokenError("claim ops must be a non-empty array of operationIds");
+  }
+  return { role, operations: Object.freeze([...(ops as string[])]) };
+}
+
 /** Verifies enqueue assertions and admin tokens against auth.keys. Import keys once (async factory). */
 export class TokenVerifier {
   private readonly keysByKid: Map<string, ImportedKey>;
@@ -197,8 +240,9 @@ export class TokenVerifier {
     if (lifetime > MAX_ADMIN_LIFETIME_S) {
       throw new TokenError(`admin token lifetime ${lifetime} s exceeds ${MAX_ADMIN_LIFETIME_S} s`);
     }
-    // Exactly `true`: a string "true" or a 1 from a sloppy issuer must not grant site-admin rights.
-    return { sub, siteAdmin: payload["site_admin"] === true };
+    const jti = optionalString(payload, "jti");
+    const { role, operations } = readRole(payload);
+    return { sub, role, operations, jti, iat, exp };
   }
 
   /** Header, key, signature, `exp`/`nbf` and `aud`: what every token kind shares. */
@@ -381,6 +425,12 @@ export async function mintToken(options: {
   rid?: string;
   job?: string;
   siteAdmin?: boolean;
+  /** An admin token's role claim. */
+  role?: AdminRole;
+  /** An operator's `ops` claim. */
+  operations?: readonly string[];
+  /** The `jti` claim. */
+  jti?: string;
   ttlSeconds?: number;
   extraClaims?: Record<string, unknown>;
 }): Promise<string> {
@@ -396,6 +446,9 @@ export async function mintToken(options: {
   if (options.rid !== undefined) payload["rid"] = options.rid;
   if (options.job !== undefined) payload["job"] = options.job;
   if (options.siteAdmin === true) payload["site_admin"] = true;
+  if (options.role !== undefined) payload["role"] = options.role;
+  if (options.operations !== undefined) payload["ops"] = [...options.operations];
+  if (options.jti !== undefined) payload["jti"] = options.jti;
   Object.assign(payload, options.extraClaims);
   return new SignJWT(payload)
     .setProtectedHeader({ alg: "HS256", kid: key.kid, typ: "JWT" })

@@ -15,7 +15,8 @@ import type { PerOperationSettings } from "../operations/settings.js";
 import type { Store } from "../store/store.js";
 import type { Telemetry } from "../telemetry/events.js";
 import type { Metrics } from "../telemetry/metrics.js";
-import { adminAuthHook } from "./auth.js";
+import { AdminAccess } from "./auth.js";
+import { accessRoutes } from "./routes/access.js";
 import { collectOpenApi } from "./openapi.js";
 import { AdminJobs } from "../admin/admin-jobs.js";
 import { adminRoutes } from "./routes/admin.js";
@@ -95,21 +96,22 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   app.decorateRequest("deliveryCaller", null);
 
   const openApiDocument = collectOpenApi(app);
-  await app.register(jobRoutes, options);
+  const access = new AdminAccess({ verifier: options.verifier, revocations: options.store });
+  await app.register(jobRoutes, { ...options, access });
   await app.register(adminRoutes, {
     adminJobs: new AdminJobs({ store: options.store, notifier: options.notifier, telemetry: options.telemetry }),
-    verifier: options.verifier,
+    access,
     config: options.config,
   });
   await app.register(chainRoutes, {
     chainView: new ChainView({ store: options.store, config: options.config }),
-    verifier: options.verifier,
+    access,
   });
   await app.register(attemptCallRoutes, options);
   await app.register(operationRoutes, {
     registry: options.registry,
     settings: options.settings,
-    verifier: options.verifier,
+    access,
     store: options.store,
   });
   await app.register(flowRoutes, {
@@ -119,7 +121,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       notifier: options.notifier,
       configuredLimits: (operationId) => limitsFromConfig(options.config.operations[operationId]),
     }),
-    verifier: options.verifier,
+    access,
   });
   await app.register(scheduleRoutes, {
     schedules: new Schedules({
@@ -132,13 +134,13 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       notifier: options.notifier,
       clock: options.clock,
     }),
-    verifier: options.verifier,
+    access,
   });
   await app.register(opsRoutes, { store: options.store, metrics: options.metrics, logger: options.logger });
   await app.register(systemRoutes, {
     store: options.store,
     clock: options.clock,
-    adminOnly: adminAuthHook({ verifier: options.verifier }),
+    viewer: access.needs("viewer"),
     metrics: options.metrics,
     openApiDocument,
     jwks: options.jwks ?? null,
@@ -146,8 +148,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   });
   await app.register(adminBackupRoutes, {
     store: options.store,
-    adminOnly: adminAuthHook({ verifier: options.verifier }),
+    adminOnly: access.needs("admin"),
   });
+  await app.register(accessRoutes, { store: options.store, access, clock: options.clock });
   // The operators' dashboard (static files; it calls the admin API above with the token the operator signs in with).
   await app.register(uiRoutes);
   return app;

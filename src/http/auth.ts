@@ -4,11 +4,18 @@
  */
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { DeliveryCaller, DeliveryTokenVerifier } from "../auth/delivery-tokens.js";
-import { TokenError, type AdminIdentity, type EnqueueAssertion, type TokenVerifier } from "../auth/tokens.js";
+import {
+  roleIncludes,
+  TokenError,
+  type AdminIdentity,
+  type AdminRole,
+  type EnqueueAssertion,
+  type TokenVerifier,
+} from "../auth/tokens.js";
 import { ApiError } from "../errors.js";
 import { hasUnstorableText } from "../job/payload-rules.js";
 import type { EnqueueCaller } from "../enqueue/enqueue.js";
-import type { JobReadStore } from "../store/store.js";
+import type { AccessStore, JobReadStore } from "../store/store.js";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -68,57 +75,142 @@ export function enqueueAuthHook(options: { verifier: TokenVerifier; store: Pick<
   };
 }
 
-/**
- * The `onRequest` hook of `GET /jobs/{id}`: a site administrator's token, or a producer's enqueue assertion (which may
- * read only the jobs it enqueued: the route checks). Anything else answers as the admin hook would.
- */
-export function jobReaderAuthHook(options: { verifier: TokenVerifier }) {
-  const adminOnly = adminAuthHook(options);
-  return async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
-    const token = bearerToken(request);
-    if (token !== undefined) {
-      try {
-        // An assertion also reads as an admin token without site_admin: try it as an assertion first.
-        request.producer = await options.verifier.verifyAssertion(token);
-        return;
-      } catch (error) {
-        if (!(error instanceof TokenError)) throw error;
-      }
-    }
-    await adminOnly(request, reply);
-  };
+/** An admin route's `onRequest` hook, marked with the role it needs (the served OpenAPI states it). */
+export type AdminHook = ((request: FastifyRequest, reply: FastifyReply) => Promise<void>) & {
+  readonly requiredRole: AdminRole;
+};
+
+/** The role an `onRequest` option marks, if it holds an admin hook. */
+export function requiredRoleOf(onRequest: unknown): AdminRole | undefined {
+  const hooks: unknown[] = Array.isArray(onRequest) ? onRequest : [onRequest];
+  for (const hook of hooks) {
+    const role = (hook as Partial<AdminHook> | undefined)?.requiredRole;
+    if (role !== undefined) return role;
+  }
+  return undefined;
 }
 
-/** The `onRequest` hook of admin routes: a valid admin token with `site_admin: true`. */
-export function adminAuthHook(options: { verifier: TokenVerifier }) {
-  return async (request: FastifyRequest, _reply: FastifyReply): Promise<void> => {
+/**
+ * Who may call the admin routes (docs/api.md, "Roles"): a valid admin token that carries a role, is not revoked, and
+ * whose role includes the one the route needs. One per app; each route takes its hook with `needs(role)`.
+ */
+export class AdminAccess {
+  constructor(
+    private readonly options: {
+      verifier: TokenVerifier;
+      revocations: Pick<AccessStore, "adminTokenIsRevoked">;
+    },
+  ) {}
+
+  /** The `onRequest` hook of an admin route that needs `role`. */
+  needs(role: AdminRole): AdminHook {
+    const hook = async (request: FastifyRequest, _reply: FastifyReply): Promise<void> => {
+      request.admin = await this.authenticate(request, role);
+    };
+    return Object.assign(hook, { requiredRole: role });
+  }
+
+  /**
+   * The `onRequest` hook of `GET /jobs/{id}`: an admin token with at least `viewer`, or a producer's enqueue assertion
+   * (which may read only the jobs it enqueued: the route checks). Anything else answers as an admin route would.
+   */
+  jobReader(): AdminHook {
+    const hook = async (request: FastifyRequest, _reply: FastifyReply): Promise<void> => {
+      const token = bearerToken(request);
+      if (token !== undefined) {
+        try {
+          // An assertion also reads as an admin token without a role: try it as an assertion first.
+          request.producer = await this.options.verifier.verifyAssertion(token);
+          return;
+        } catch (error) {
+          if (!(error instanceof TokenError)) throw error;
+        }
+      }
+      request.admin = await this.authenticate(request, "viewer");
+    };
+    return Object.assign(hook, { requiredRole: "viewer" as const });
+  }
+
+  private async authenticate(request: FastifyRequest, needed: AdminRole): Promise<AdminIdentity> {
     const token = bearerToken(request);
     if (token === undefined) {
       throw new ApiError(401, "unauthenticated", "missing admin token: send Authorization: Bearer <token>");
     }
     let admin;
     try {
-      admin = await options.verifier.verifyAdmin(token);
+      admin = await this.options.verifier.verifyAdmin(token);
     } catch (error) {
       if (error instanceof TokenError)
         throw new ApiError(401, "unauthenticated", `invalid admin token: ${error.message}`);
       throw error;
     }
-    if (!admin.siteAdmin) {
+    if (admin.role === null) {
       throw new ApiError(
         403,
         "site_admin_required",
-        `"${admin.sub}" is not a site administrator (site_admin: true is required)`,
+        `"${admin.sub}" is not an administrator: the token carries no role (role: viewer, operator or admin; or site_admin: true)`,
       );
     }
-    request.admin = admin;
-  };
+    const issuedAt = admin.iat === undefined ? undefined : admin.iat * 1000;
+    if (await this.options.revocations.adminTokenIsRevoked({ jti: admin.jti, issuedAt })) {
+      throw new ApiError(401, "unauthenticated", "invalid admin token: the token was revoked");
+    }
+    if (!roleIncludes(admin.role, needed)) {
+      throw new ApiError(
+        403,
+        "insufficient_role",
+        `"${admin.sub}" is signed in as ${admin.role}; this needs ${needed}${needed === "admin" ? "" : " or above"}`,
+      );
+    }
+    return admin;
+  }
 }
 
-/** The administrator a request is authenticated as: the `sub` of its admin token (`adminAuthHook` ran first). */
-export function actorOf(request: FastifyRequest): string {
+/** The administrator a request is authenticated as (its admin hook ran first). */
+export function adminOf(request: FastifyRequest): AdminIdentity {
   if (!request.admin) throw new Error("admin route reached without its auth hook");
-  return request.admin.sub;
+  return request.admin;
+}
+
+/** The administrator a request is authenticated as: the `sub` of its admin token (its admin hook ran first). */
+export function actorOf(request: FastifyRequest): string {
+  return adminOf(request).sub;
+}
+
+/** What an admin action's log line says of who made it: the token's `sub`, role, and `jti` when it has one. */
+export function actorFields(request: FastifyRequest): { actor: string; role: AdminRole; jti?: string } {
+  const admin = adminOf(request);
+  return { actor: admin.sub, role: admin.role ?? "admin", ...(admin.jti === undefined ? {} : { jti: admin.jti }) };
+}
+
+/**
+ * Refuses an operator limited to some operations (its token's `ops`) an action on `operationId` outside them; anyone
+ * else may act on any operation.
+ */
+export function requireOperationInScope(request: FastifyRequest, operationId: string): void {
+  const admin = adminOf(request);
+  if (admin.operations !== null && !admin.operations.includes(operationId)) {
+    throw new ApiError(
+      403,
+      "insufficient_role",
+      `"${admin.sub}" may act only on the operations of its token (ops): not on ${JSON.stringify(operationId)}`,
+    );
+  }
+}
+
+/**
+ * Refuses an operator limited to some operations an action that is not tied to one operation (a chain, a concurrency
+ * key, a bulk action without `operation_id`): `what` names it.
+ */
+export function requireUnlimited(request: FastifyRequest, what: string): void {
+  const admin = adminOf(request);
+  if (admin.operations !== null) {
+    throw new ApiError(
+      403,
+      "insufficient_role",
+      `"${admin.sub}" may act only on the operations of its token (ops); ${what} is not limited to one operation`,
+    );
+  }
 }
 
 /**

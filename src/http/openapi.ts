@@ -4,6 +4,7 @@
  */
 import type { FastifyInstance, RouteOptions } from "fastify";
 import { VERSION } from "../version.js";
+import { requiredRoleOf } from "./auth.js";
 
 declare module "fastify" {
   interface FastifySchema {
@@ -11,6 +12,8 @@ declare module "fastify" {
     operationId?: string;
     /** OpenAPI summary. */
     summary?: string;
+    /** OpenAPI description. */
+    description?: string;
     /** OpenAPI tags. */
     tags?: string[];
     /** OpenAPI security requirements. */
@@ -90,11 +93,17 @@ function build(routes: RouteOptions[]): object {
         },
       ]),
     );
+    // The role an admin route needs, read off its auth hook: stated where it is enforced, and nowhere else.
+    const role = requiredRoleOf(route.onRequest);
+    const roleNote = role === undefined ? undefined : `Needs an admin token with role ${role}${role === "admin" ? "" : " or above"}.`;
+    const description = [schema.description, roleNote].filter((part) => part !== undefined).join(" ");
     for (const method of methods) {
       paths[path] ??= {};
       paths[path][method.toLowerCase()] = {
         ...(schema.operationId ? { operationId: schema.operationId } : {}),
         ...(schema.summary ? { summary: schema.summary } : {}),
+        ...(description === "" ? {} : { description }),
+        ...(role === undefined ? {} : { "x-opqueue-role": role }),
         ...(schema.tags ? { tags: schema.tags } : {}),
         ...(schema.security ? { security: schema.security } : { security: [] }),
         parameters: [...parameters(schema.params, "path"), ...parameters(schema.querystring, "query")],
@@ -136,8 +145,9 @@ function build(routes: RouteOptions[]): object {
           scheme: "bearer",
           bearerFormat: "JWT",
           description:
-            "Admin token: aud, sub, exp (lifetime ≤ 24 h); site_admin: true for admin operations. Every segment is " +
-            "canonical unpadded base64url.",
+            "Admin token: aud, sub, exp (lifetime ≤ 24 h); role viewer, operator or admin (site_admin: true without a " +
+            "role means admin); ops, an operator's list of operations; jti and iat, by which it can be revoked. Each " +
+            "operation states the role it needs (x-opqueue-role). Every segment is canonical unpadded base64url.",
         },
       },
     },

@@ -11,6 +11,7 @@
  * Every state change names the state it expects to leave, so a write that lost a race changes nothing.
  * docs/rules.md maps every rule both engines implement: where on each engine, and the conformance cases that pin it.
  */
+import type { AccessStore } from "./roles/access.js";
 import type { AdminStore } from "./roles/admin.js";
 import type { AsyncAttemptStore } from "./roles/async-attempts.js";
 import type { ChainStore } from "./roles/chains.js";
@@ -23,6 +24,7 @@ import type { ListenStore } from "./roles/listening.js";
 import type { ScheduleStore } from "./roles/schedules.js";
 import type { UpkeepStore } from "./roles/upkeep.js";
 
+export type { AccessStore, AdminTokenCutoff, RevokedAdminToken } from "./roles/access.js";
 export type { AdminStore, DeadJobFilter, JobCancelFilter, JobCancelOutcome } from "./roles/admin.js";
 export type { JobRetryOutcome, JobRunNowOutcome } from "./roles/admin.js";
 export type { AsyncAttemptStore, ExternalCallRefusal } from "./roles/async-attempts.js";
@@ -52,6 +54,7 @@ export interface Store
     FlowStore,
     JobReadStore,
     AdminStore,
+    AccessStore,
     UpkeepStore,
     ListenStore {}
 

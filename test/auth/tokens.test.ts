@@ -307,16 +307,67 @@ describe("enqueue assertions", () => {
 });
 
 describe("admin tokens", () => {
-  it("grants site admin only for site_admin exactly true", async () => {
+  it("reads site_admin exactly true as role admin, and nothing else as any role", async () => {
     const { clock, verifier, auth } = await setup();
-    const admin = await mintToken({ auth, clock, sub: "ops", siteAdmin: true });
-    assert.deepEqual(await verifier.verifyAdmin(admin), { sub: "ops", siteAdmin: true });
-    const plain = await mintToken({ auth, clock, sub: "ops" });
-    assert.deepEqual(await verifier.verifyAdmin(plain), { sub: "ops", siteAdmin: false });
+    const roleOf = async (token: string) => (await verifier.verifyAdmin(token)).role;
+    assert.equal(await roleOf(await mintToken({ auth, clock, sub: "ops", siteAdmin: true })), "admin");
+    assert.equal(await roleOf(await mintToken({ auth, clock, sub: "ops" })), null);
     for (const value of [false, "true", 1]) {
-      const token = await mintToken({ auth, clock, sub: "ops", extraClaims: { site_admin: value } });
-      assert.deepEqual(await verifier.verifyAdmin(token), { sub: "ops", siteAdmin: false });
+      assert.equal(
+        await roleOf(await mintToken({ auth, clock, sub: "ops", extraClaims: { site_admin: value } })),
+        null,
+      );
     }
+  });
+
+  it("reads role, ops, jti, iat and exp; role decides over site_admin", async () => {
+    const { clock, verifier, auth } = await setup();
+    const iat = Math.floor(clock.now() / 1000);
+    const operator = await mintToken({
+      auth,
+      clock,
+      sub: "ops",
+      role: "operator",
+      operations: ["sendWelcomeEmail"],
+      jti: "t-1",
+    });
+    assert.deepEqual(await verifier.verifyAdmin(operator), {
+      sub: "ops",
+      role: "operator",
+      operations: ["sendWelcomeEmail"],
+      jti: "t-1",
+      iat,
+      exp: iat + 3600,
+    });
+    for (const role of ["viewer", "operator", "admin"] as const) {
+      const token = await mintToken({ auth, clock, sub: "ops", role, siteAdmin: true });
+      assert.equal((await verifier.verifyAdmin(token)).role, role);
+      assert.equal((await verifier.verifyAdmin(token)).operations, null);
+    }
+  });
+
+  it("refuses an unknown role, ops on a role other than operator, and malformed ops or jti", async () => {
+    const { clock, verifier, auth } = await setup();
+    const claims = (extraClaims: Record<string, unknown>) => mintToken({ auth, clock, sub: "ops", extraClaims });
+    for (const role of ["root", "Admin", "", 1, true, ["admin"]]) {
+      await refused(verifier.verifyAdmin(await claims({ role })), "claim role must be one of viewer, operator, admin");
+    }
+    for (const role of ["viewer", "admin", undefined]) {
+      await refused(
+        verifier.verifyAdmin(await claims({ role, site_admin: true, ops: ["a"] })),
+        "claim ops limits an operator; this token's role is not operator",
+      );
+    }
+    for (const ops of [[], "a", [""], [1], null]) {
+      await refused(
+        verifier.verifyAdmin(await claims({ role: "operator", ops })),
+        "claim ops must be a non-empty array of operationIds",
+      );
+    }
+    await refused(
+      verifier.verifyAdmin(await claims({ role: "admin", jti: 7 })),
+      "claim jti must be a non-empty string",
+    );
   });
 
   it("accepts a 24 h lifetime and refuses anything longer, with or without iat", async () => {

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import type { Readable } from "node:stream";
 import { Type } from "@sinclair/typebox";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
-import type { onRequestAsyncHookHandler } from "fastify";
+import type { AdminHook } from "../auth.js";
 import { ApiError } from "../../errors.js";
 import { ErrorBody } from "../../job/schemas.js";
 import { hasOnlineBackup, StoreUnavailableError, type StoreLifecycle } from "../../store/store.js";
@@ -25,7 +25,7 @@ export interface AdminBackupRoutesOptions {
   /** The SQLite engine copies its database online (`OnlineBackup`); PostgreSQL is answered with a refusal. */
   store: Pick<StoreLifecycle, "engine">;
   /** The admin guard (site admin required). */
-  adminOnly: onRequestAsyncHookHandler;
+  adminOnly: AdminHook;
 }
 
 /** Sets how long the connection may sit with nothing moving; `inject`'s stand-in socket has no such bound. */

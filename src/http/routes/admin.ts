@@ -8,12 +8,11 @@ import { Type } from "@sinclair/typebox";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { FastifyRequest } from "fastify";
 import type { AdminJobs } from "../../admin/admin-jobs.js";
-import type { TokenVerifier } from "../../auth/tokens.js";
 import { ApiError } from "../../errors.js";
 import { JobAttempts, JobEnvelope, JobExtensions, JobHistory, JobsEnvelope, RetryDeadBody } from "../../job/schemas.js";
 import { formatTime, toWireJob } from "../../job/wire.js";
 import type { AdminAction } from "../../job/statuses.js";
-import { actorOf, adminAuthHook, jobReaderAuthHook } from "../auth.js";
+import { actorFields, actorOf, requireOperationInScope, requireUnlimited, type AdminAccess } from "../auth.js";
 import type { Config } from "../../config.js";
 import type { JobRow } from "../../job/job.js";
 import { errorResponses } from "./error-responses.js";
@@ -21,7 +20,7 @@ import { errorResponses } from "./error-responses.js";
 /** What the admin routes need. */
 export interface AdminRoutesOptions {
   adminJobs: AdminJobs;
-  verifier: TokenVerifier;
+  access: AdminAccess;
   config: Pick<Config, "listen">;
 }
 
@@ -32,7 +31,7 @@ const JobIdParams = Type.Object({ id: Type.String({ description: "Short id of th
 
 /** One log line per administrator's action, naming who and what. */
 function logAction(request: FastifyRequest, action: AdminAction, jobIds: string[], extra: object = {}): void {
-  request.log.info({ actor: actorOf(request), action, jobIds, ...extra }, "admin action");
+  request.log.info({ ...actorFields(request), action, jobIds, ...extra }, "admin action");
 }
 
 function jobNotFound(id: string): ApiError {
@@ -41,19 +40,28 @@ function jobNotFound(id: string): ApiError {
 
 /** Registers the admin job routes. */
 export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async (app, options) => {
-  const { adminJobs, verifier } = options;
-  const adminOnly = adminAuthHook({ verifier });
+  const { adminJobs, access } = options;
+  const viewer = access.needs("viewer");
+  const operator = access.needs("operator");
+
+  /** An operator limited to some operations acts only on their jobs: such a token is checked against the job's. */
+  const requireJobInScope = async (request: FastifyRequest, id: string): Promise<void> => {
+    if (request.admin?.operations == null) return;
+    const row = await adminJobs.get({ id, waitMs: 0, visible: () => true });
+    if (!row) throw jobNotFound(id);
+    requireOperationInScope(request, row.operationId);
+  };
   const adminSecurity = [{ adminToken: [] }];
 
   app.get(
     "/jobs/:id",
     {
-      onRequest: jobReaderAuthHook({ verifier }),
+      onRequest: access.jobReader(),
       schema: {
         operationId: "getJob",
         summary: "Get one job; with wait_ms, once it is terminal (or the wait is over)",
         description:
-          "A site administrator reads any job; a producer, with an enqueue assertion, the jobs its calling operation " +
+          "An administrator (viewer or above) reads any job; a producer, with an enqueue assertion, the jobs its calling operation " +
           'enqueued for its user (docs/chains.md, "Waiting for a job"). wait_ms (at most 30,000) holds the answer until the ' +
           "job is succeeded, dead or cancelled, or the time has passed; the job is answered as it then is.",
         tags: ["jobs"],
@@ -82,7 +90,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
   app.post(
     "/jobs/:id/cancel",
     {
-      onRequest: adminOnly,
+      onRequest: operator,
       schema: {
         operationId: "cancelJob",
         summary: "Cancel a pending or retrying job; with abort=true, a running one too, aborting its delivery",
@@ -107,6 +115,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
     },
     async (request) => {
       const abortRunning = request.query.abort === true;
+      await requireJobInScope(request, request.params.id);
       const outcome = await adminJobs.cancel({ id: request.params.id, actor: actorOf(request), abortRunning });
       switch (outcome.kind) {
         case "cancelled":
@@ -133,7 +142,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
   app.post(
     "/jobs/:id/retry",
     {
-      onRequest: adminOnly,
+      onRequest: operator,
       schema: {
         operationId: "retryJob",
         summary: "Re-queue a dead or cancelled job",
@@ -144,6 +153,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       },
     },
     async (request) => {
+      await requireJobInScope(request, request.params.id);
       const outcome = await adminJobs.retry({ id: request.params.id, actor: actorOf(request) });
       switch (outcome.kind) {
         case "retried":
@@ -166,7 +176,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
   app.get(
     "/jobs/:id/attempts",
     {
-      onRequest: adminOnly,
+      onRequest: viewer,
       schema: {
         operationId: "listJobAttempts",
         summary: "A job's delivery attempts, oldest first",
@@ -195,7 +205,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
   app.post(
     "/jobs/retry-dead",
     {
-      onRequest: adminOnly,
+      onRequest: operator,
       // No body means no filter.
       preValidation: async (request) => {
         request.body ??= {};
@@ -211,6 +221,8 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
     },
     async (request) => {
       const body = request.body;
+      if (body.operation_id === undefined) requireUnlimited(request, "a bulk retry without operation_id");
+      else requireOperationInScope(request, body.operation_id);
       const jobs = await adminJobs.retryDead({
         filter: { operationId: body.operation_id, originalRequestId: body.original_request_id, userId: body.user_id },
         limit: body.limit ?? 100,
@@ -228,7 +240,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
   app.post(
     "/chains/:original_request_id/cancel",
     {
-      onRequest: adminOnly,
+      onRequest: operator,
       schema: {
         operationId: "cancelChain",
         summary: "Cancel a chain: its claimable jobs now, and every job enqueued into it later",
@@ -239,6 +251,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       },
     },
     async (request) => {
+      requireUnlimited(request, "a chain");
       const jobs = await adminJobs.cancelChain({
         originalRequestId: request.params.original_request_id,
         actor: actorOf(request),
@@ -255,7 +268,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
   app.post(
     "/jobs/:id/run-now",
     {
-      onRequest: adminOnly,
+      onRequest: operator,
       schema: {
         operationId: "runJobNow",
         summary: "Make a pending or retrying job due now (a delayed job, or one waiting for its retry)",
@@ -266,6 +279,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       },
     },
     async (request) => {
+      await requireJobInScope(request, request.params.id);
       const outcome = await adminJobs.runNow({ id: request.params.id, actor: actorOf(request) });
       switch (outcome.kind) {
         case "moved":
@@ -286,7 +300,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
   app.get(
     "/jobs/:id/history",
     {
-      onRequest: adminOnly,
+      onRequest: viewer,
       schema: {
         operationId: "getJobHistory",
         summary:
@@ -307,7 +321,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
   app.get(
     "/jobs/:id/extensions",
     {
-      onRequest: adminOnly,
+      onRequest: viewer,
       schema: {
         operationId: "getJobExtensions",
         summary:

@@ -5,17 +5,16 @@
  */
 import { Type } from "@sinclair/typebox";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
-import type { TokenVerifier } from "../../auth/tokens.js";
 import type { ChainView } from "../../chains/chain-view.js";
 import { ChainEnvelope } from "../../chains/schemas.js";
 import { ApiError } from "../../errors.js";
-import { adminAuthHook } from "../auth.js";
+import type { AdminAccess } from "../auth.js";
 import { errorResponses } from "./error-responses.js";
 
 /** What the chain routes need. */
 export interface ChainRoutesOptions {
   chainView: ChainView;
-  verifier: TokenVerifier;
+  access: AdminAccess;
 }
 
 /** Registers the chain routes. */
@@ -24,7 +23,7 @@ export const chainRoutes: FastifyPluginAsyncTypebox<ChainRoutesOptions> = async 
   app.get(
     "/chains/:original_request_id",
     {
-      onRequest: adminAuthHook({ verifier: options.verifier }),
+      onRequest: options.access.needs("viewer"),
       schema: {
         operationId: "getChain",
         summary: "A chain as a unit: its jobs as a tree with their attempts, counts by status, whether it has settled",

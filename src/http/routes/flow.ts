@@ -5,7 +5,6 @@
  */
 import { Type } from "@sinclair/typebox";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
-import type { TokenVerifier } from "../../auth/tokens.js";
 import { ApiError } from "../../errors.js";
 import type { FlowControl } from "../../admin/flow-control.js";
 import type { OperationLimits } from "../../flow/limits.js";
@@ -20,13 +19,13 @@ import {
 } from "../../flow/schemas.js";
 import { JobsEnvelope } from "../../job/schemas.js";
 import { toWireJob } from "../../job/wire.js";
-import { actorOf, adminAuthHook } from "../auth.js";
+import { actorFields, actorOf, requireOperationInScope, requireUnlimited, type AdminAccess } from "../auth.js";
 import { errorResponses } from "./error-responses.js";
 
 /** What the flow control routes need. */
 export interface FlowRoutesOptions {
   flowControl: FlowControl;
-  verifier: TokenVerifier;
+  access: AdminAccess;
 }
 
 const OperationParams = Type.Object({ id: Type.String({ description: "The operation's operationId." }) });
@@ -44,7 +43,8 @@ const ResumedKey = Type.Object(
 /** Registers the flow control routes. */
 export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (app, options) => {
   const { flowControl } = options;
-  const adminOnly = adminAuthHook({ verifier: options.verifier });
+  const viewer = options.access.needs("viewer");
+  const operator = options.access.needs("operator");
   const security = [{ adminToken: [] }];
 
   /** Refuses a key PostgreSQL could not store (U+0000) as the enqueue does. */
@@ -57,7 +57,7 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
     app.post(
       `/operations/:id/${action}`,
       {
-        onRequest: adminOnly,
+        onRequest: operator,
         schema: {
           operationId: action === "pause" ? "pauseOperation" : "resumeOperation",
           summary:
@@ -72,12 +72,13 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
       },
       async (request) => {
         const operationId = request.params.id;
+        requireOperationInScope(request, operationId);
         const actor = actorOf(request);
         const control =
           action === "pause"
             ? await flowControl.pauseOperation({ operationId, actor })
             : await flowControl.resumeOperation({ operationId });
-        request.log.info({ actor, action: `${action}-operation`, operationId }, "admin action");
+        request.log.info({ ...actorFields(request), action: `${action}-operation`, operationId }, "admin action");
         return { operation: wireControl(control) };
       },
     );
@@ -86,7 +87,7 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
   app.patch(
     "/operations/:id/limits",
     {
-      onRequest: adminOnly,
+      onRequest: operator,
       schema: {
         operationId: "setOperationLimits",
         summary: "Change an operation's limits at runtime (null removes one); kept across restarts until reset",
@@ -99,10 +100,14 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
     },
     async (request) => {
       const operationId = request.params.id;
+      requireOperationInScope(request, operationId);
       const actor = actorOf(request);
       const change = (current: OperationLimits) => patchLimits(current, request.body);
       const control = await flowControl.setLimits({ operationId, change, actor });
-      request.log.info({ actor, action: "set-limits", operationId, limits: request.body }, "admin action");
+      request.log.info(
+        { ...actorFields(request), action: "set-limits", operationId, limits: request.body },
+        "admin action",
+      );
       return { operation: wireControl(control) };
     },
   );
@@ -110,7 +115,7 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
   app.delete(
     "/operations/:id/limits",
     {
-      onRequest: adminOnly,
+      onRequest: operator,
       schema: {
         operationId: "resetOperationLimits",
         summary: "Put an operation's limits back to the configuration's",
@@ -122,9 +127,10 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
     },
     async (request) => {
       const operationId = request.params.id;
+      requireOperationInScope(request, operationId);
       const actor = actorOf(request);
       const control = await flowControl.resetLimits({ operationId, actor });
-      request.log.info({ actor, action: "reset-limits", operationId }, "admin action");
+      request.log.info({ ...actorFields(request), action: "reset-limits", operationId }, "admin action");
       return { operation: wireControl(control) };
     },
   );
@@ -132,7 +138,7 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
   app.get(
     "/concurrency-keys/paused",
     {
-      onRequest: adminOnly,
+      onRequest: viewer,
       schema: {
         operationId: "listPausedKeys",
         summary: "The paused concurrency keys, by key",
@@ -147,7 +153,7 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
   app.post(
     "/concurrency-keys/:key/pause",
     {
-      onRequest: adminOnly,
+      onRequest: operator,
       schema: {
         operationId: "pauseConcurrencyKey",
         summary: "Pause a concurrency key: no job with it is claimed, of any operation, until it is resumed",
@@ -159,9 +165,10 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
     },
     async (request) => {
       const key = checkedKey(request.params.key);
+      requireUnlimited(request, "a concurrency key");
       const actor = actorOf(request);
       const paused = await flowControl.pauseKey({ key, actor });
-      request.log.info({ actor, action: "pause-key", concurrencyKey: key }, "admin action");
+      request.log.info({ ...actorFields(request), action: "pause-key", concurrencyKey: key }, "admin action");
       return { key: wirePausedKey(paused) };
     },
   );
@@ -169,7 +176,7 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
   app.post(
     "/concurrency-keys/:key/resume",
     {
-      onRequest: adminOnly,
+      onRequest: operator,
       schema: {
         operationId: "resumeConcurrencyKey",
         summary: "Resume a paused concurrency key",
@@ -181,8 +188,9 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
     },
     async (request) => {
       const key = checkedKey(request.params.key);
+      requireUnlimited(request, "a concurrency key");
       const resumed = await flowControl.resumeKey({ key });
-      request.log.info({ actor: actorOf(request), action: "resume-key", concurrencyKey: key }, "admin action");
+      request.log.info({ ...actorFields(request), action: "resume-key", concurrencyKey: key }, "admin action");
       return { concurrency_key: key, resumed };
     },
   );
@@ -190,7 +198,7 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
   app.post(
     "/jobs/cancel",
     {
-      onRequest: adminOnly,
+      onRequest: operator,
       schema: {
         operationId: "cancelJobs",
         summary:
@@ -218,6 +226,8 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
           "give at least one filter besides statuses (operation_id, original_request_id, user_id, dedupe_key, created_after, created_before)",
         );
       }
+      if (body.operation_id === undefined) requireUnlimited(request, "a bulk cancel without operation_id");
+      else requireOperationInScope(request, body.operation_id);
       const time = (value: string | undefined) => (value === undefined ? undefined : Date.parse(value));
       const actor = actorOf(request);
       const jobs = await flowControl.cancelJobs({
@@ -233,7 +243,10 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
         limit: body.limit ?? 100,
         actor,
       });
-      request.log.info({ actor, action: "cancel-many", jobIds: jobs.map((job) => job.id) }, "admin action");
+      request.log.info(
+        { ...actorFields(request), action: "cancel-many", jobIds: jobs.map((job) => job.id) },
+        "admin action",
+      );
       return { jobs: jobs.map(toWireJob) };
     },
   );

@@ -29,7 +29,7 @@ import {
 } from "../../job/schemas.js";
 import { toWireJob } from "../../job/wire.js";
 import type { TokenVerifier } from "../../auth/tokens.js";
-import { adminAuthHook, enqueueAuthHook } from "../auth.js";
+import { enqueueAuthHook, type AdminAccess } from "../auth.js";
 import { batchBudget } from "../batch-budget.js";
 import { toApiError } from "../error-handler.js";
 import { compileBodyValidator, createValidatorCompiler } from "../validation.js";
@@ -45,6 +45,7 @@ export interface JobRoutesOptions extends EnqueueDeps {
   registry: OperationRegistry;
   requestSchemas: RequestSchemas;
   verifier: TokenVerifier;
+  access: AdminAccess;
   clock: Clock;
 }
 
@@ -158,7 +159,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
   const validateItem = compileBodyValidator(EnqueueBody);
   const envelopeValidator = compileBodyValidator(BatchEnqueueEnvelope);
   const compileOtherPart = createValidatorCompiler();
-  const adminOnly = adminAuthHook({ verifier });
+  const viewer = options.access.needs("viewer");
   const adminSecurity = [{ adminToken: [] }];
   // The batch bodies this node reads and enqueues at once (batch-budget.ts).
   const batches = batchBudget({
@@ -312,7 +313,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
   app.get(
     "/jobs",
     {
-      onRequest: adminOnly,
+      onRequest: viewer,
       schema: {
         operationId: "listJobs",
         summary: "List jobs, newest first",

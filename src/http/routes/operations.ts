@@ -5,14 +5,13 @@
  */
 import { Type, type Static } from "@sinclair/typebox";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
-import type { TokenVerifier } from "../../auth/tokens.js";
 import { NO_LIMITS, type OperationControl } from "../../flow/limits.js";
 import { OperationControlBody, wireControl } from "../../flow/schemas.js";
 import { ErrorBody } from "../../job/schemas.js";
 import type { FlowStore } from "../../store/store.js";
 import type { OperationRegistry } from "../../operations/registry.js";
 import type { PerOperationSettings } from "../../operations/settings.js";
-import { adminAuthHook } from "../auth.js";
+import type { AdminAccess } from "../auth.js";
 
 /** One background operation as `GET /operations` lists it. */
 export const OperationSummary = Type.Object(
@@ -45,7 +44,7 @@ export type OperationList = Static<typeof OperationList>;
 export interface OperationRoutesOptions {
   registry: OperationRegistry;
   settings: PerOperationSettings;
-  verifier: TokenVerifier;
+  access: AdminAccess;
   store: Pick<FlowStore, "operationControlList">;
 }
 
@@ -78,7 +77,7 @@ export const operationRoutes: FastifyPluginAsyncTypebox<OperationRoutesOptions> 
   app.get(
     "/operations",
     {
-      onRequest: adminAuthHook({ verifier: options.verifier }),
+      onRequest: options.access.needs("viewer"),
       schema: {
         operationId: "listOperations",
         summary:

@@ -5,7 +5,6 @@
  */
 import { Type } from "@sinclair/typebox";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
-import type { TokenVerifier } from "../../auth/tokens.js";
 import { JobEnvelope } from "../../job/schemas.js";
 import { toWireJob } from "../../job/wire.js";
 import type { Schedules } from "../../schedules/schedules.js";
@@ -18,13 +17,14 @@ import {
   SchedulePatchBody,
   wireSchedule,
 } from "../../schedules/schemas.js";
-import { actorOf, adminAuthHook } from "../auth.js";
+import type { FastifyRequest } from "fastify";
+import { actorFields, actorOf, requireOperationInScope, type AdminAccess } from "../auth.js";
 import { errorResponses } from "./error-responses.js";
 
 /** What the schedules' routes need. */
 export interface ScheduleRoutesOptions {
   schedules: Schedules;
-  verifier: TokenVerifier;
+  access: AdminAccess;
 }
 
 const NameParams = Type.Object({ name: Type.String({ minLength: 1, description: "The schedule's name." }) });
@@ -41,14 +41,22 @@ function auditable(body: Record<string, unknown>): Record<string, unknown> {
 /** Registers the schedules' routes. */
 export const scheduleRoutes: FastifyPluginAsyncTypebox<ScheduleRoutesOptions> = async (app, options) => {
   const { schedules } = options;
-  const adminOnly = adminAuthHook({ verifier: options.verifier });
+  const viewer = options.access.needs("viewer");
+  const operator = options.access.needs("operator");
+  const admin = options.access.needs("admin");
+
+  /** An operator limited to some operations acts only on the schedules of those operations. */
+  const requireScheduleInScope = async (request: FastifyRequest, name: string): Promise<void> => {
+    if (request.admin?.operations == null) return;
+    requireOperationInScope(request, (await schedules.get(name)).fields.operationId);
+  };
   const security = [{ adminToken: [] }];
   const tags = ["schedules"];
 
   app.get(
     "/schedules",
     {
-      onRequest: adminOnly,
+      onRequest: viewer,
       schema: {
         operationId: "listSchedules",
         summary:
@@ -64,7 +72,7 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<ScheduleRoutesOptions> = 
   app.post(
     "/schedules",
     {
-      onRequest: adminOnly,
+      onRequest: admin,
       schema: {
         operationId: "createSchedule",
         summary: "Create a schedule: a job of a background operation enqueued at every tick of a cron expression",
@@ -78,7 +86,12 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<ScheduleRoutesOptions> = 
       const actor = actorOf(request);
       const view = await schedules.create(fieldsOfCreateBody(request.body), actor);
       request.log.info(
-        { actor, action: "create-schedule", schedule: view.fields.name, definition: auditable(request.body) },
+        {
+          ...actorFields(request),
+          action: "create-schedule",
+          schedule: view.fields.name,
+          definition: auditable(request.body),
+        },
         "admin action",
       );
       return reply.code(201).send({ schedule: wireSchedule(view) });
@@ -88,7 +101,7 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<ScheduleRoutesOptions> = 
   app.get(
     "/schedules/:name",
     {
-      onRequest: adminOnly,
+      onRequest: viewer,
       schema: {
         operationId: "getSchedule",
         summary: "One schedule, with its next and last runs",
@@ -104,7 +117,7 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<ScheduleRoutesOptions> = 
   app.patch(
     "/schedules/:name",
     {
-      onRequest: adminOnly,
+      onRequest: admin,
       schema: {
         operationId: "updateSchedule",
         summary:
@@ -120,7 +133,12 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<ScheduleRoutesOptions> = 
       const actor = actorOf(request);
       const view = await schedules.update(request.params.name, (current) => patchFields(current, request.body), actor);
       request.log.info(
-        { actor, action: "update-schedule", schedule: view.fields.name, changes: auditable(request.body) },
+        {
+          ...actorFields(request),
+          action: "update-schedule",
+          schedule: view.fields.name,
+          changes: auditable(request.body),
+        },
         "admin action",
       );
       return { schedule: wireSchedule(view) };
@@ -131,7 +149,7 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<ScheduleRoutesOptions> = 
     app.post(
       `/schedules/:name/${action}`,
       {
-        onRequest: adminOnly,
+        onRequest: operator,
         schema: {
           operationId: action === "pause" ? "pauseSchedule" : "resumeSchedule",
           summary:
@@ -147,8 +165,9 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<ScheduleRoutesOptions> = 
       async (request) => {
         const actor = actorOf(request);
         const { name } = request.params;
+        await requireScheduleInScope(request, name);
         const view = action === "pause" ? await schedules.pause(name, actor) : await schedules.resume(name);
-        request.log.info({ actor, action: `${action}-schedule`, schedule: name }, "admin action");
+        request.log.info({ ...actorFields(request), action: `${action}-schedule`, schedule: name }, "admin action");
         return { schedule: wireSchedule(view) };
       },
     );
@@ -157,7 +176,7 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<ScheduleRoutesOptions> = 
   app.delete(
     "/schedules/:name",
     {
-      onRequest: adminOnly,
+      onRequest: admin,
       schema: {
         operationId: "deleteSchedule",
         summary: "Delete a schedule; answers it as it was (its jobs stay)",
@@ -168,9 +187,11 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<ScheduleRoutesOptions> = 
       },
     },
     async (request) => {
-      const actor = actorOf(request);
       const view = await schedules.delete(request.params.name);
-      request.log.info({ actor, action: "delete-schedule", schedule: view.fields.name }, "admin action");
+      request.log.info(
+        { ...actorFields(request), action: "delete-schedule", schedule: view.fields.name },
+        "admin action",
+      );
       return { schedule: wireSchedule(view) };
     },
   );
@@ -178,7 +199,7 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<ScheduleRoutesOptions> = 
   app.post(
     "/schedules/:name/run-now",
     {
-      onRequest: adminOnly,
+      onRequest: operator,
       schema: {
         operationId: "runScheduleNow",
         summary:
@@ -190,11 +211,17 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<ScheduleRoutesOptions> = 
       },
     },
     async (request, reply) => {
-      const actor = actorOf(request);
       const { name } = request.params;
+      await requireScheduleInScope(request, name);
       const result = await schedules.runNow(name);
       request.log.info(
-        { actor, action: "run-schedule-now", schedule: name, jobId: result.job.id, outcome: result.kind },
+        {
+          ...actorFields(request),
+          action: "run-schedule-now",
+          schedule: name,
+          jobId: result.job.id,
+          outcome: result.kind,
+        },
         "admin action",
       );
       return reply.code(result.kind === "created" ? 201 : 200).send({ job: toWireJob(result.job) });

@@ -6,15 +6,15 @@ import { queueLagSeconds, type Metrics } from "../../telemetry/metrics.js";
 import { ErrorBody, Stats } from "../../job/schemas.js";
 import { formatTime } from "../../job/wire.js";
 import type { Clock } from "../../clock.js";
-import type { onRequestAsyncHookHandler } from "fastify";
+import type { AdminHook } from "../auth.js";
 import { COUNTS_READ, sharedRead, type SharedReadOptions } from "../../telemetry/shared-read.js";
 
 /** What the system routes need. */
 export interface SystemRoutesOptions {
   store: Pick<JobReadStore, "jobStats" | "attemptBuckets">;
   clock: Clock;
-  /** The admin guard (site admin required). */
-  adminOnly: onRequestAsyncHookHandler;
+  /** The guard of `/stats` (viewer or above). */
+  viewer: AdminHook;
   metrics: Metrics;
   openApiDocument: () => object;
   /** The public halves of the asymmetric delivery keys (every one listed, during a rotation too); null when all are HS256. */
@@ -31,7 +31,7 @@ export const systemRoutes: FastifyPluginAsyncTypebox<SystemRoutesOptions> = asyn
   app.get(
     "/stats",
     {
-      onRequest: options.adminOnly,
+      onRequest: options.viewer,
       schema: {
         operationId: "getStats",
         summary: "Jobs by status and operation, queue lag, and attempts per minute over the last hour",

@@ -32,6 +32,7 @@ import type { JobAsyncState, JobAttemptRow, JobRow } from "../../job/job.js";
 import { GroupCommit, type Settled } from "../group-commit.js";
 import {
   type AdminActionRow,
+  type AdminTokenCutoff,
   type AttemptBucket,
   type CallbackEnqueueOutcome,
   type ChainJobCounts,
@@ -46,6 +47,7 @@ import {
   type JobRetryOutcome,
   type JobRunNowOutcome,
   type JobStats,
+  type RevokedAdminToken,
   type ScheduleCreateOutcome,
   type ScheduleRow,
   type ScheduleUpdateOutcome,
@@ -54,6 +56,7 @@ import {
   type StoreParams,
   StoreUnavailableError,
 } from "../store.js";
+import * as access from "./access.js";
 import * as admin from "./admin.js";
 import * as asyncAttempts from "./async.js";
 import * as chains from "./chains.js";
@@ -349,6 +352,25 @@ export class PostgresStore implements Store {
 
   async jobRunNow(params: StoreParams<"jobRunNow">): Promise<JobRunNowOutcome> {
     return admin.runNow(this.db, { ...params, now: this.statementNow() });
+  }
+
+  // AccessStore: access.ts
+  async adminTokenRevoke(params: StoreParams<"adminTokenRevoke">): Promise<RevokedAdminToken> {
+    return access.revoke(this.db, { ...params, now: this.statementNow() });
+  }
+
+  async adminTokenCutoffRaise(params: StoreParams<"adminTokenCutoffRaise">): Promise<AdminTokenCutoff> {
+    return access.raiseCutoff(this.db, { ...params, now: this.statementNow() });
+  }
+
+  async adminTokenIsRevoked(params: StoreParams<"adminTokenIsRevoked">): Promise<boolean> {
+    return access.isRevoked(this.db, params);
+  }
+
+  async adminRevocationList(
+    params: StoreParams<"adminRevocationList">,
+  ): Promise<{ tokens: RevokedAdminToken[]; cutoff: AdminTokenCutoff | null }> {
+    return access.revocationList(this.db, params);
   }
 
   // UpkeepStore: upkeep.ts

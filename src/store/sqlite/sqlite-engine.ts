@@ -23,6 +23,7 @@ import type { OperationControl, PausedKey } from "../../flow/limits.js";
 import type { JobAsyncState, JobAttemptRow, JobRow } from "../../job/job.js";
 import {
   type AdminActionRow,
+  type AdminTokenCutoff,
   type AttemptBucket,
   type CallbackEnqueueOutcome,
   type ChainJobCounts,
@@ -37,6 +38,7 @@ import {
   type JobRetryOutcome,
   type JobRunNowOutcome,
   type JobStats,
+  type RevokedAdminToken,
   type ScheduleCreateOutcome,
   type ScheduleRow,
   type ScheduleUpdateOutcome,
@@ -44,6 +46,7 @@ import {
   type StoreParams,
   StoreUnavailableError,
 } from "../store.js";
+import * as access from "./access.js";
 import * as admin from "./admin.js";
 import * as asyncAttempts from "./async.js";
 import * as chains from "./chains.js";
@@ -173,6 +176,27 @@ export class SqliteEngine {
 
   adminActionList(params: StoreParams<"adminActionList">): AdminActionRow[] {
     return this.read(() => admin.adminActionList(this.statements, params));
+  }
+
+  // Revoked admin tokens.
+
+  adminTokenRevoke(params: StoreParams<"adminTokenRevoke">): RevokedAdminToken {
+    return this.write(() => access.revoke(this.statements, { ...params, now: this.clock.now() }));
+  }
+
+  adminTokenCutoffRaise(params: StoreParams<"adminTokenCutoffRaise">): AdminTokenCutoff {
+    return this.write(() => access.raiseCutoff(this.statements, { ...params, now: this.clock.now() }));
+  }
+
+  adminTokenIsRevoked(params: StoreParams<"adminTokenIsRevoked">): boolean {
+    return this.read(() => access.isRevoked(this.statements, params));
+  }
+
+  adminRevocationList(params: StoreParams<"adminRevocationList">): {
+    tokens: RevokedAdminToken[];
+    cutoff: AdminTokenCutoff | null;
+  } {
+    return this.read(() => access.revocationList(this.statements, params));
   }
 
   // Claims and outcomes.

@@ -250,6 +250,10 @@ export class SqliteStore implements Store, OnlineBackup {
   readonly chainCancel = this.forward("chainCancel");
   readonly jobRunNow = this.forward("jobRunNow");
   readonly adminActionList = this.forward("adminActionList");
+  readonly adminTokenRevoke = this.forward("adminTokenRevoke");
+  readonly adminTokenCutoffRaise = this.forward("adminTokenCutoffRaise");
+  readonly adminTokenIsRevoked = this.forward("adminTokenIsRevoked");
+  readonly adminRevocationList = this.forward("adminRevocationList");
   async jobClaimMany(params: { limit: number }): Promise<JobRow[]> {
     if (params.limit <= 0) return [];
     return JSON.parse(await this.call<string>("jobClaimMany", params)) as JobRow[];

@@ -3,6 +3,7 @@
  * sql/<concern>.ts (the names the PostgreSQL engine's sql/ uses), gathered into one object the concern modules share.
  */
 import type Database from "better-sqlite3";
+import { prepareAccessStatements } from "./sql/access.js";
 import { prepareAsyncStatements } from "./sql/async.js";
 import { prepareClaimStatements } from "./sql/claim.js";
 import { prepareFlowStatements } from "./sql/flow.js";
@@ -23,6 +24,7 @@ export function prepareStatements(db: Database.Database) {
     ...prepareOutcomeStatements(db),
     ...prepareAsyncStatements(db),
     ...prepareMaintenanceStatements(db),
+    ...prepareAccessStatements(db),
   };
 }
 

@@ -6,13 +6,15 @@
  * The cases are organised by the store's role interfaces (src/store/roles/), one file per role and in this order:
  * StoreLifecycle (lifecycle.ts), EnqueueStore (enqueue.ts), ClaimStore (claims.ts: taking jobs; claims-outcomes.ts:
  * ending attempts), AsyncAttemptStore (async-attempts.ts), ChainStore (chains.ts), ScheduleStore (schedules.ts),
- * FlowStore (flow.ts), JobReadStore (job-reads.ts), AdminStore (admin.ts), UpkeepStore (upkeep.ts) and ListenStore
+ * FlowStore (flow.ts), JobReadStore (job-reads.ts), AdminStore (admin.ts),
+ * AccessStore (access.ts), UpkeepStore (upkeep.ts) and ListenStore
  * (listening.ts); then the property test across roles (properties.ts). OnlineBackup, SQLite's alone, is tested through
  * its route (test/http/backup.test.ts, test/cli-backup.test.ts). A case lives with the role of the method it pins,
  * whatever else it calls to get there.
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
+import { accessCases } from "./access.js";
 import { adminCases } from "./admin.js";
 import { asyncAttemptCases } from "./async-attempts.js";
 import { chainCases } from "./chains.js";
@@ -44,6 +46,7 @@ export function runStoreConformance(options: StoreConformanceOptions): void {
     flowCases(suite);
     jobReadCases(suite);
     adminCases(suite);
+    accessCases(suite);
     upkeepCases(suite);
     listenCases(suite);
     propertyCases(suite);

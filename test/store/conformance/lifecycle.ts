@@ -122,6 +122,10 @@ export function lifecycleCases(suite: Suite): void {
           concurrencyKeyPause: () => store.concurrencyKeyPause({ key: "k", actor: "admin" }),
           concurrencyKeyResume: () => store.concurrencyKeyResume({ key: "k" }),
           pausedKeyList: () => store.pausedKeyList(),
+          adminTokenRevoke: () => store.adminTokenRevoke({ jti: "j", actor: "a" }),
+          adminTokenCutoffRaise: () => store.adminTokenCutoffRaise({ issuedBefore: 1, actor: "a" }),
+          adminTokenIsRevoked: () => store.adminTokenIsRevoked({ jti: "j", issuedAt: 1 }),
+          adminRevocationList: () => store.adminRevocationList({ limit: 1 }),
           rateBucketDeleteMany: () => store.rateBucketDeleteMany(),
           cronTickLatestMany: () => store.cronTickLatestMany({ names: ["nightly"] }),
           scheduleCreate: () =>
