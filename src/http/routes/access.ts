@@ -65,7 +65,8 @@ const RevokeBody = Type.Object(
       Type.String({
         format: "date-time",
         description:
-          "Revoke every admin token issued before this instant (and every one without iat); not later than now.",
+          "Revoke every admin token issued before this instant, taken to the whole second as iat is (and every " +
+          "admin token without iat); not later than now.",
       }),
     ),
   },
@@ -176,7 +177,8 @@ export const accessRoutes: FastifyPluginAsyncTypebox<AccessRoutesOptions> = asyn
         request.log.info({ ...actorFields(request), action: "revoke-token", revokedJti: jti }, "admin action");
         return { token: wireToken(token) };
       }
-      const instant = Date.parse(issuedBefore as string);
+      // To the whole second, as `iat` is: a token minted later in the same second as the instant stays good.
+      const instant = Math.floor(Date.parse(issuedBefore as string) / 1000) * 1000;
       // Raised, never lowered: an instant in the future would refuse every token, new ones too, until it has passed.
       if (instant > clock.now() + CLOCK_TOLERANCE_S * 1000) {
         throw new ApiError(400, "invalid_request", "issued_before is in the future; give an instant up to now");
