@@ -95,7 +95,8 @@ function build(routes: RouteOptions[]): object {
     );
     // The role an admin route needs, read off its auth hook: stated where it is enforced, and nowhere else.
     const role = requiredRoleOf(route.onRequest);
-    const roleNote = role === undefined ? undefined : `Needs an admin token with role ${role}${role === "admin" ? "" : " or above"}.`;
+    const roleNote =
+      role === undefined ? undefined : `Needs an admin token with role ${role}${role === "admin" ? "" : " or above"}.`;
     const description = [schema.description, roleNote].filter((part) => part !== undefined).join(" ");
     for (const method of methods) {
       paths[path] ??= {};
