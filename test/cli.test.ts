@@ -239,7 +239,70 @@ test("token --site-admin prints an admin token with site_admin true, and the das
   assert.equal(payload["sub"], "admin");
   assert.equal(payload["aud"], "opqueue");
   assert.equal(payload["op"], undefined);
-  assert.equal(result.stderr, `Sign-in link: http://127.0.0.1:9123/ui/#token=${token}\n`);
+  assert.match(String(payload["jti"]), /^[A-Za-z0-9_-]{22}$/, "a random jti, by which it can be revoked");
+  assert.equal(
+    result.stderr,
+    `jti: ${String(payload["jti"])} (opqueue revoke --jti ${String(payload["jti"])} cuts this token off)\n` +
+      `Sign-in link: http://127.0.0.1:9123/ui/#token=${token}\n`,
+  );
+});
+
+test("token --role operator --ops mints an operator limited to those operations, each with its own jti", async (t) => {
+  const dir = tempDir(t);
+  const args = ["token", "--config", writeConfig(dir), "--sub", "oncall", "--role", "operator", "--ops", "a,b"];
+  const first = await runCli(t, args);
+  const second = await runCli(t, args);
+  assert.equal(first.code, 0, first.stderr);
+  const payload = jwtPart(first.stdout.trim(), 1);
+  assert.equal(payload["role"], "operator");
+  assert.deepEqual(payload["ops"], ["a", "b"]);
+  assert.equal(payload["site_admin"], undefined);
+  assert.notEqual(payload["jti"], jwtPart(second.stdout.trim(), 1)["jti"]);
+  assert.match(first.stderr, /^Sign-in link: /m);
+});
+
+test("token refuses an unknown role, --ops without --role operator, and a role on an assertion, with exit 2", async (t) => {
+  const dir = tempDir(t);
+  const config = writeConfig(dir);
+  for (const [extra, message] of [
+    [["--role", "root"], /--role takes viewer, operator, admin/],
+    [["--role", "viewer", "--ops", "a"], /--ops limits an operator/],
+    [["--ops", "a"], /--ops limits an operator/],
+    [["--role", "admin", "--site-admin"], /not both/],
+    [["--role", "operator", "--ops", "a,,b"], /separated by commas/],
+    [["--role", "admin", "--op", "createUser", "--rid", "r1"], /--op makes an enqueue assertion/],
+  ] as const) {
+    const result = await runCli(t, ["token", "--config", config, "--sub", "x", ...extra]);
+    assert.equal(result.code, 2, result.stderr);
+    assert.match(result.stderr, message);
+    assert.equal(result.stdout, "");
+  }
+});
+
+test("revoke --jti and --issued-before cut admin tokens off through a running serve", async (t) => {
+  const dir = tempDir(t);
+  const config = writeConfig(dir);
+  const { port } = await startServe(t, config);
+  const minted = await runCli(t, ["token", "--config", config, "--sub", "oncall", "--role", "viewer"]);
+  const leaked = minted.stdout.trim();
+  const stats = async () =>
+    (await fetch(`http://127.0.0.1:${port}/stats`, { headers: { authorization: `Bearer ${leaked}` } })).status;
+  assert.equal(await stats(), 200);
+  const jti = String(jwtPart(leaked, 1)["jti"]);
+  const url = `http://127.0.0.1:${port}`;
+  const revoked = await runCli(t, ["revoke", "--config", config, "--url", url, "--jti", jti]);
+  assert.equal(revoked.code, 0, revoked.stderr);
+  assert.match(revoked.stdout, new RegExp(`^revoked jti ${jti} \\(at .+ by opqueue-revoke\\)\n$`));
+  assert.equal(await stats(), 401);
+  const cutoff = await runCli(t, ["revoke", "--config", config, "--url", url, "--issued-before", "now"]);
+  assert.equal(cutoff.code, 0, cutoff.stderr);
+  assert.match(cutoff.stdout, /^revoked every admin token issued before \S+Z/);
+  const usage = await runCli(t, ["revoke", "--config", config, "--url", url]);
+  assert.equal(usage.code, 2);
+  assert.match(usage.stderr, /--jti JTI or --issued-before/);
+  const weak = await runCli(t, ["revoke", "--config", config, "--url", url, "--jti", "x", "--token", leaked]);
+  assert.equal(weak.code, 1, "a refusal by the service is a failure at run time");
+  assert.match(weak.stderr, /answered 401/);
 });
 
 test("token without --site-admin prints no sign-in link", async (t) => {
