@@ -29,23 +29,6 @@ export function clearToken() {
   sessionStorage.removeItem(TOKEN_KEY);
 }
 
-/** The claims of a compact JWT, for display only (the service verifies the token on every call). */
-export function tokenClaims(token) {
-  try {
-    const part = token.split(".")[1] ?? "";
-    const json = atob(
-      part
-        .replace(/-/g, "+")
-        .replace(/_/g, "/")
-        .padEnd(Math.ceil(part.length / 4) * 4, "="),
-    );
-    const claims = JSON.parse(json);
-    return claims !== null && typeof claims === "object" ? claims : {};
-  } catch {
-    return {};
-  }
-}
-
 /** Listeners told when the service refuses the token (401), so the app can go back to the sign-in form. */
 const unauthorizedListeners = new Set();
 export function onUnauthorized(listener) {

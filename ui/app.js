@@ -1,6 +1,6 @@
 // The dashboard's shell: sign-in (a `#token=` link or the form), the session line, hash routing between the
 // overview, the job list, a job's page, flow control and schedules, and the periodic refresh of the view on screen.
-import { api, ApiError, clearToken, getToken, onUnauthorized, setToken, tokenClaims } from "./api.js";
+import { api, ApiError, clearToken, getToken, onUnauthorized, setToken } from "./api.js";
 import { announce, clearMessages, h, showError, timeShort, timeZoneLabel } from "./dom.js";
 import { chainView } from "./chain.js";
 import { flowView } from "./flow.js";
@@ -8,8 +8,10 @@ import { jobView } from "./job.js";
 import { jobsView } from "./jobs.js";
 import { overviewView } from "./overview.js";
 import { schedulesView } from "./schedules.js";
+import { session, setSession } from "./session.js";
 
-const NOT_ADMIN_MESSAGE = "This token is not a site administrator's (site_admin: true is required).";
+const NOT_ADMIN_MESSAGE =
+  "This token carries no administrator's role (role: viewer, operator or admin; or site_admin: true).";
 
 const viewRoot = () => document.getElementById("view");
 
@@ -142,13 +144,21 @@ async function route({ focus = true } = {}) {
   await scheduleRefresh(view, generation);
 }
 
-/** The session line of the header: who is signed in, until when, and the time zone every time is shown in. */
-function showSession(token) {
-  const claims = tokenClaims(token);
-  const who = typeof claims.sub === "string" ? claims.sub : "an administrator";
-  const parts = [h("span", { class: "muted" }, "Signed in as "), h("strong", {}, who)];
-  if (typeof claims.exp === "number") {
-    parts.push(h("span", { class: "muted" }, " · valid until "), timeShort(new Date(claims.exp * 1000).toISOString()));
+/** The session line of the header: who is signed in, with which role, until when, and the time zone of every time. */
+function showSession() {
+  const me = session();
+  const parts = [
+    h("span", { class: "muted" }, "Signed in as "),
+    h("strong", {}, me.sub),
+    h("span", { class: "muted" }, " · "),
+    h(
+      "span",
+      { class: `role role-${me.role}`, id: "session-role", title: ROLE_HELP[me.role] },
+      me.operations === null ? me.role : `${me.role} of ${me.operations.join(", ")}`,
+    ),
+  ];
+  if (me.expires_at) {
+    parts.push(h("span", { class: "muted" }, " · valid until "), timeShort(me.expires_at));
   }
   document.getElementById("session-who").replaceChildren(...parts);
   document
@@ -169,6 +179,13 @@ function hideSession() {
   document.getElementById("session").hidden = true;
   document.getElementById("nav").hidden = true;
 }
+
+/** What each role may do, shown when pointing at the role of the session line. */
+const ROLE_HELP = {
+  viewer: "Viewer: reads everything, changes nothing.",
+  operator: "Operator: also cancels, retries and runs jobs now, pauses and resumes, and sets limits.",
+  admin: "Admin: may do everything, schedules' definitions too.",
+};
 
 /** Back to the sign-in form, with why. */
 function signOut({ message, notAdmin = false } = {}) {
@@ -199,10 +216,10 @@ function renderSignIn({ message, notAdmin = false } = {}) {
     h(
       "p",
       { id: "token-help", class: "help" },
-      "A JWT with ",
-      h("code", {}, "site_admin: true"),
-      ". Print one with its sign-in link: ",
-      h("code", {}, "npx opqueue token --site-admin --sub NAME --config FILE"),
+      "A JWT with a ",
+      h("code", {}, "role"),
+      " (viewer, operator or admin). Print one with its sign-in link: ",
+      h("code", {}, "npx opqueue token --role viewer --sub NAME --config FILE"),
       ", then open the link, or paste the token here. The token stays in this tab only (session storage).",
     ),
     h("button", { type: "submit", class: "button button-primary" }, "Sign in"),
@@ -214,7 +231,7 @@ function renderSignIn({ message, notAdmin = false } = {}) {
         "div",
         { class: "notice notice-error", role: "alert", id: "not-admin" },
         h("strong", {}, NOT_ADMIN_MESSAGE),
-        " Sign in with a site administrator's token.",
+        " Sign in with an administrator's token.",
       ),
     );
   } else if (message) {
@@ -246,10 +263,11 @@ function renderSignIn({ message, notAdmin = false } = {}) {
   input.focus();
 }
 
-/** Checks `token` against the service (GET /stats), then shows the dashboard or says why not. */
+/** Asks the service who `token` signs in (GET /admin/me), then shows the dashboard for its role or says why not. */
 async function signIn(token, { announceIt = true } = {}) {
+  let me;
   try {
-    await api("/stats", { token });
+    me = await api("/admin/me", { token });
   } catch (error) {
     if (error instanceof ApiError && error.code === "site_admin_required") {
       signOut({ notAdmin: true });
@@ -262,10 +280,11 @@ async function signIn(token, { announceIt = true } = {}) {
     return;
   }
   setToken(token);
-  showSession(token);
+  setSession(me);
+  showSession();
   if (!location.hash.startsWith("#/")) history.replaceState(null, "", `${location.pathname}${location.search}#/`);
   await route();
-  if (announceIt) announce(`Signed in as ${tokenClaims(token).sub ?? "an administrator"}.`, { visible: false });
+  if (announceIt) announce(`Signed in as ${me.sub}, ${me.role}.`, { visible: false });
 }
 
 function start() {

@@ -5,6 +5,7 @@
 import { api, ApiError, apiPath } from "./api.js";
 import { announce, confirmAction, count, h, replaceContent, showError, time } from "./dom.js";
 import { listHash } from "./jobs.js";
+import { canOperate, session } from "./session.js";
 
 /** How often the view refreshes itself. */
 const REFRESH_MS = 5000;
@@ -207,18 +208,21 @@ export function flowView(container, ctx) {
       ),
       operationsBox,
     ),
-    h(
-      "section",
-      { class: "panel", "aria-labelledby": "limits-title" },
-      h("h2", { id: "limits-title" }, "Change limits"),
-      limitsForm,
-    ),
+    // A viewer changes nothing: no form. An operator limited to some operations picks among those.
+    session().role === "viewer"
+      ? null
+      : h(
+          "section",
+          { class: "panel", "aria-labelledby": "limits-title" },
+          h("h2", { id: "limits-title" }, "Change limits"),
+          limitsForm,
+        ),
     h(
       "section",
       { class: "panel", "aria-labelledby": "keys-title" },
       h("h2", { id: "keys-title" }, "Paused concurrency keys"),
       h("p", { class: "muted intro" }, "No job with a paused concurrency key is started, whatever its operation."),
-      keyForm,
+      canOperate() ? keyForm : null,
       keysBox,
     ),
   );
@@ -447,56 +451,58 @@ export function flowView(container, ctx) {
               h(
                 "td",
                 { class: "actions-cell", "data-label": "Actions" },
-                h(
-                  "div",
-                  { class: "actions", role: "group", "aria-label": `Actions on ${id}` },
-                  paused
-                    ? h(
+                canOperate(id)
+                  ? h(
+                      "div",
+                      { class: "actions", role: "group", "aria-label": `Actions on ${id}` },
+                      paused
+                        ? h(
+                            "button",
+                            {
+                              type: "button",
+                              class: "button button-primary",
+                              onclick: () => resume(operation),
+                              "data-focus-key": `toggle-${id}`,
+                            },
+                            "Resume",
+                          )
+                        : h(
+                            "button",
+                            {
+                              type: "button",
+                              class: "button",
+                              onclick: () => pause(operation),
+                              "data-focus-key": `toggle-${id}`,
+                            },
+                            "Pause…",
+                          ),
+                      h(
                         "button",
                         {
                           type: "button",
-                          class: "button button-primary",
-                          onclick: () => resume(operation),
-                          "data-focus-key": `toggle-${id}`,
+                          class: "button button-quiet",
+                          "data-focus-key": `edit-${id}`,
+                          onclick: () => {
+                            fillLimits(id);
+                            rate.limit.input.focus();
+                          },
                         },
-                        "Resume",
-                      )
-                    : h(
-                        "button",
-                        {
-                          type: "button",
-                          class: "button",
-                          onclick: () => pause(operation),
-                          "data-focus-key": `toggle-${id}`,
-                        },
-                        "Pause…",
+                        "Change limits",
                       ),
-                  h(
-                    "button",
-                    {
-                      type: "button",
-                      class: "button button-quiet",
-                      "data-focus-key": `edit-${id}`,
-                      onclick: () => {
-                        fillLimits(id);
-                        rate.limit.input.focus();
-                      },
-                    },
-                    "Change limits",
-                  ),
-                  control.limits_source === "admin"
-                    ? h(
-                        "button",
-                        {
-                          type: "button",
-                          class: "button button-danger",
-                          onclick: () => resetLimits(operation),
-                          "data-focus-key": `reset-${id}`,
-                        },
-                        "Reset to config…",
-                      )
-                    : null,
-                ),
+                      control.limits_source === "admin"
+                        ? h(
+                            "button",
+                            {
+                              type: "button",
+                              class: "button button-danger",
+                              onclick: () => resetLimits(operation),
+                              "data-focus-key": `reset-${id}`,
+                            },
+                            "Reset to config…",
+                          )
+                        : null,
+                    )
+                  : null,
               ),
             );
           }),
@@ -537,17 +543,19 @@ export function flowView(container, ctx) {
               h(
                 "td",
                 { class: "num" },
-                h(
-                  "button",
-                  {
-                    type: "button",
-                    class: "button",
-                    onclick: () => resumeKey(key.concurrency_key),
-                    "data-focus-key": `resume-key-${key.concurrency_key}`,
-                    "aria-label": `Resume key ${key.concurrency_key}`,
-                  },
-                  "Resume",
-                ),
+                canOperate()
+                  ? h(
+                      "button",
+                      {
+                        type: "button",
+                        class: "button",
+                        onclick: () => resumeKey(key.concurrency_key),
+                        "data-focus-key": `resume-key-${key.concurrency_key}`,
+                        "aria-label": `Resume key ${key.concurrency_key}`,
+                      },
+                      "Resume",
+                    )
+                  : null,
               ),
             ),
           ),
@@ -561,7 +569,9 @@ export function flowView(container, ctx) {
     const chosen = operationChoice.value;
     operationChoice.replaceChildren(
       h("option", { value: "", selected: chosen === "" }, "choose an operation"),
-      ...operations.map(({ operation_id: id }) => h("option", { value: id, selected: id === chosen }, id)),
+      ...operations
+        .filter(({ operation_id: id }) => canOperate(id))
+        .map(({ operation_id: id }) => h("option", { value: id, selected: id === chosen }, id)),
     );
   }
 
@@ -585,7 +595,8 @@ export function flowView(container, ctx) {
     renderKeys(paused.keys);
     renderChoices();
     // The form shows the limits in force until someone edits it; what they type is left alone.
-    if (!edited && operations.length > 0) fillLimits(operationChoice.value || operations[0].operation_id);
+    const choosable = operations.filter(({ operation_id: id }) => canOperate(id));
+    if (!edited && choosable.length > 0) fillLimits(operationChoice.value || choosable[0].operation_id);
   }
 
   return { refresh, everyMs: REFRESH_MS };

@@ -3,6 +3,7 @@
 // actions (run now, cancel, retry, cancel the chain), each confirmed first. Cancelling a running job aborts its delivery
 // (?abort=true).
 import { api, ApiError, apiPath } from "./api.js";
+import { canOperate } from "./session.js";
 import {
   ACTIVE_STATUSES,
   announce,
@@ -234,7 +235,9 @@ export function jobView(container, id, ctx) {
       job.result?.terminal_reason ? h("span", { class: "reason" }, job.result.terminal_reason) : null,
     );
     const buttons = [];
-    if (waiting) {
+    // Only what the role may do on this job's operation (docs/api.md, "Roles").
+    const mayAct = canOperate(job.operation_id);
+    if (waiting && mayAct) {
       buttons.push(
         h(
           "button",
@@ -249,7 +252,7 @@ export function jobView(container, id, ctx) {
         ),
       );
     }
-    if (ACTIVE_STATUSES.has(job.status)) {
+    if (ACTIVE_STATUSES.has(job.status) && mayAct) {
       buttons.push(
         h(
           "button",
@@ -258,7 +261,7 @@ export function jobView(container, id, ctx) {
         ),
       );
     }
-    if (job.status === "dead" || job.status === "cancelled") {
+    if ((job.status === "dead" || job.status === "cancelled") && mayAct) {
       buttons.push(
         h(
           "button",
@@ -273,19 +276,21 @@ export function jobView(container, id, ctx) {
         ),
       );
     }
-    buttons.push(
-      h(
-        "button",
-        {
-          type: "button",
-          class: "button button-danger",
-          id: "action-cancel-chain",
-          onclick: cancelChain,
-          "data-focus-key": "cancel-chain",
-        },
-        "Cancel chain…",
-      ),
-    );
+    if (canOperate()) {
+      buttons.push(
+        h(
+          "button",
+          {
+            type: "button",
+            class: "button button-danger",
+            id: "action-cancel-chain",
+            onclick: cancelChain,
+            "data-focus-key": "cancel-chain",
+          },
+          "Cancel chain…",
+        ),
+      );
+    }
     replaceContent(actions, buttons);
 
     replaceContent(fields, fieldTable(job, extensions));

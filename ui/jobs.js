@@ -16,6 +16,7 @@ import {
   timeCompact,
 } from "./dom.js";
 import { BULK_RETRY_LIMIT, bulkRetryMessage } from "./overview.js";
+import { canOperate } from "./session.js";
 
 /** The list's columns, in order (the job id, first, heads its row). */
 const COLUMNS = [
@@ -218,7 +219,9 @@ export function jobsView(container, params, ctx) {
   const updated = h("span", { class: "muted updated" });
   const onlyDead = filters.status.length === 1 && filters.status[0] === "dead";
   const bulk = h("div", { class: "bulk" });
-  if (onlyDead && !filters.dedupe_key) {
+  // A bulk action is the role's to take: an operator limited to some operations, with one of them in the filter.
+  const mayAct = canOperate(filters.operation_id || undefined);
+  if (mayAct && onlyDead && !filters.dedupe_key) {
     bulk.append(
       h(
         "button",
@@ -226,7 +229,7 @@ export function jobsView(container, params, ctx) {
         "Retry the dead jobs matching this filter…",
       ),
     );
-  } else if (onlyDead) {
+  } else if (mayAct && onlyDead) {
     bulk.append(h("span", { class: "muted" }, "Bulk retry cannot filter by dedupe key."));
   }
   // The statuses a bulk cancel takes: those of the filter that can be cancelled, else the waiting ones (the service's
@@ -237,7 +240,7 @@ export function jobsView(container, params, ctx) {
       ? ["pending", "retrying"]
       : filters.status.filter((status) => CANCELLABLE.includes(status));
   const narrowed = FIELD_FILTERS.some(({ name }) => filters[name]);
-  if (cancelStatuses.length > 0 && narrowed) {
+  if (cancelStatuses.length > 0 && narrowed && mayAct) {
     bulk.append(
       h(
         "button",

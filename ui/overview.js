@@ -1,6 +1,7 @@
 // The overview: jobs by status and by operation, queue lag, the dead jobs needing attention (with a bulk retry),
 // and the attempts of the last hour as a stacked bar chart drawn in SVG.
 import { api, query } from "./api.js";
+import { canOperate } from "./session.js";
 import {
   announce,
   confirmAction,
@@ -155,16 +156,18 @@ export function overviewView(container, ctx) {
               { class: "button", href: jobsLink({ status: "dead" }), "data-focus-key": "show-dead" },
               "Show dead jobs",
             ),
-            h(
-              "button",
-              {
-                type: "button",
-                class: "button button-danger",
-                onclick: retryAllDead,
-                "data-focus-key": "retry-all-dead",
-              },
-              "Retry all dead jobs…",
-            ),
+            canOperate()
+              ? h(
+                  "button",
+                  {
+                    type: "button",
+                    class: "button button-danger",
+                    onclick: retryAllDead,
+                    "data-focus-key": "retry-all-dead",
+                  },
+                  "Retry all dead jobs…",
+                )
+              : null,
           )
         : null,
     );

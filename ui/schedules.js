@@ -5,6 +5,7 @@
 import { api, ApiError, apiPath } from "./api.js";
 import { announce, confirmAction, h, replaceContent, showError, time } from "./dom.js";
 import { jobHash } from "./jobs.js";
+import { canAdminister, canOperate } from "./session.js";
 
 /** How often the view refreshes itself. */
 const REFRESH_MS = 5000;
@@ -115,7 +116,10 @@ export function schedulesView(container, ctx) {
       ),
       tableBox,
     ),
-    h("section", { class: "panel", "aria-labelledby": "schedule-form-title" }, formTitle, form),
+    // Creating and changing schedules is an admin's (docs/api.md, "Roles").
+    canAdminister()
+      ? h("section", { class: "panel", "aria-labelledby": "schedule-form-title" }, formTitle, form)
+      : null,
   );
 
   let schedules = [];
@@ -292,17 +296,27 @@ export function schedulesView(container, ctx) {
     const { name: id } = schedule;
     const button = (label, onclick, extra = {}) =>
       h("button", { type: "button", class: "button", onclick, "data-focus-key": `${label}-${id}`, ...extra }, label);
-    const runButton = button("Run now", () => runNow(schedule), { "aria-label": `Run ${id} now` });
+    // Only what the role may do: an operator pauses, resumes and runs now (its operations' schedules, when limited),
+    // an admin also edits and deletes.
+    const mayOperate = canOperate(schedule.operation_id);
+    const mayAdminister = canAdminister();
+    const runButton = mayOperate ? button("Run now", () => runNow(schedule), { "aria-label": `Run ${id} now` }) : null;
     if (schedule.source === "config") {
       return [runButton, h("span", { class: "muted config-note" }, "config file: read-only")];
     }
     return [
-      button("Edit", () => edit(schedule), { class: "button button-quiet", "aria-label": `Edit ${id}` }),
-      schedule.paused
-        ? button("Resume", () => resume(schedule), { class: "button button-primary", "aria-label": `Resume ${id}` })
-        : button("Pause…", () => pause(schedule), { "aria-label": `Pause ${id}` }),
+      mayAdminister
+        ? button("Edit", () => edit(schedule), { class: "button button-quiet", "aria-label": `Edit ${id}` })
+        : null,
+      !mayOperate
+        ? null
+        : schedule.paused
+          ? button("Resume", () => resume(schedule), { class: "button button-primary", "aria-label": `Resume ${id}` })
+          : button("Pause…", () => pause(schedule), { "aria-label": `Pause ${id}` }),
       runButton,
-      button("Delete…", () => remove(schedule), { class: "button button-danger", "aria-label": `Delete ${id}` }),
+      mayAdminister
+        ? button("Delete…", () => remove(schedule), { class: "button button-danger", "aria-label": `Delete ${id}` })
+        : null,
     ];
   }
 

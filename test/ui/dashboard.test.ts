@@ -42,7 +42,7 @@ const UPDATE_SCREENSHOTS = process.env["OPQUEUE_UPDATE_SCREENSHOTS"] === "1";
 const SCREENSHOTS = fileURLToPath(new URL("../../docs/screenshots/", import.meta.url));
 /** Bound of every wait in the browser: far above what a passing run needs (the job page refreshes every 2 s). */
 const WAIT_MS = 15_000;
-const NOT_ADMIN = "This token is not a site administrator's (site_admin: true is required).";
+const NOT_ADMIN = "This token carries no administrator's role (role: viewer, operator or admin; or site_admin: true).";
 /** Who the browser signs in as. */
 const OPERATOR = "oncall@example.com";
 /** A chain id as a product's request ids often are: long, so the dashboard must show it whole. */

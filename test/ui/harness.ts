@@ -41,8 +41,11 @@ export interface Dashboard {
   browser: Browser;
   /** A site administrator's token. */
   adminToken(): Promise<string>;
-  /** A page `width` px wide, signed in, on the overview; `mobile` makes it a phone's (touch, 2× pixels). */
-  open(options: { width: number; height: number; mobile?: boolean }): Promise<Page>;
+  /**
+   * A page `width` px wide, signed in (as a site administrator, or with `token`), on the overview; `mobile` makes it a
+   * phone's (touch, 2× pixels).
+   */
+  open(options: { width: number; height: number; mobile?: boolean; token?: string }): Promise<Page>;
   /** Script errors and CSP violations of every page opened: a test ends by checking there is none. */
   problems: string[];
 }
@@ -100,7 +103,7 @@ export async function startDashboard(
     browser,
     adminToken,
     problems,
-    async open({ width, height, mobile = false }) {
+    async open({ width, height, mobile = false, token }) {
       const context = await browser.newContext({
         viewport: { width, height },
         timezoneId: "UTC",
@@ -114,7 +117,7 @@ export async function startDashboard(
         if (message.type() === "error" && !message.text().startsWith("Failed to load resource"))
           problems.push(message.text());
       });
-      await page.goto(`${base}/ui/#token=${await adminToken()}`);
+      await page.goto(`${base}/ui/#token=${token ?? (await adminToken())}`);
       await page.getByRole("heading", { level: 1, name: "Overview" }).waitFor();
       return page;
     },
