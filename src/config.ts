@@ -15,7 +15,13 @@ import { parse as parseYaml } from "yaml";
 import { resolveAuthKeys, type ConfigSecrets } from "./config/auth-keys.js";
 import { ConfigError } from "./config/config-error.js";
 import { applyEnvOverrides, type ConfigEnv } from "./config/env.js";
-import { resolveBatchBudget, resolveDatabaseUrl, resolveListenTimeouts, resolvePath } from "./config/resolve.js";
+import {
+  checkRedactPointers,
+  resolveBatchBudget,
+  resolveDatabaseUrl,
+  resolveListenTimeouts,
+  resolvePath,
+} from "./config/resolve.js";
 import type { Config } from "./config/schema.js";
 import { validateAgainstSchema } from "./config/validate.js";
 
@@ -61,6 +67,7 @@ export function parseConfig(options: {
   resolveListenTimeouts(config.listen, headersTimeoutGiven);
   resolveBatchBudget(config.limits, batchBudgetGiven);
   resolveAuthKeys({ config, secrets: options.secrets ?? "all", env });
+  checkRedactPointers(config.operations);
   if (config.auth.audience === config.target.audience) {
     throw new ConfigError(
       `config: target.audience and auth.audience must differ (both are "${config.auth.audience}"), ` +

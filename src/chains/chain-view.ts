@@ -3,6 +3,7 @@
  * its attempts), how they stand, whether it has settled, and its spawn cap's use. Read from the store in four reads;
  * src/http/routes/chains.ts answers it.
  */
+import type { RequestRedaction } from "../job/redaction.js";
 import type { ChainBody, ChainNodeBody } from "./schemas.js";
 import type { Config } from "../config.js";
 import type { JobAttemptRow, JobRow } from "../job/job.js";
@@ -14,6 +15,8 @@ import type { ChainJobCounts, ChainStore, JobReadStore } from "../store/store.js
 export interface ChainViewDeps {
   store: Pick<ChainStore, "chainGet" | "chainJobCounts"> & Pick<JobReadStore, "jobList" | "jobAttemptListMany">;
   config: Pick<Config, "limits">;
+  /** How the jobs' requests are shown. */
+  redaction: RequestRedaction;
 }
 
 /** Most jobs one answer's tree holds; a larger chain's has its newest (its counts and settling are of every job). */
@@ -49,7 +52,7 @@ export class ChainView {
             fired_at: formatOrNull(chain.onSettledFiredAt),
           }
         : null,
-      jobs: tree(jobs, attempts),
+      jobs: tree(jobs, attempts, this.deps.redaction),
       truncated: newestFirst.length > MAX_CHAIN_JOBS,
     };
   }
@@ -73,11 +76,11 @@ function standing(jobs: ChainJobCounts): Pick<ChainBody, "counts" | "settled" | 
 }
 
 /** The jobs as a forest: each job under its parent, roots those whose parent is not in the chain; oldest first. */
-function tree(jobs: JobRow[], attempts: Map<string, JobAttemptRow[]>): ChainNodeBody[] {
+function tree(jobs: JobRow[], attempts: Map<string, JobAttemptRow[]>, redaction: RequestRedaction): ChainNodeBody[] {
   const nodes = new Map<string, ChainNodeBody>();
   for (const job of jobs) {
     nodes.set(job.id, {
-      job: toWireJob(job),
+      job: toWireJob(job, redaction),
       attempts: (attempts.get(job.id) ?? []).map((attempt) => ({
         attempt: attempt.attempt,
         started_at: formatOrNull(attempt.startedAt),

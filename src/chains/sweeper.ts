@@ -9,6 +9,7 @@
  * spawn cap is charged when it is created (a chain at its cap gets no callback: `callback:refused`). The trigger map
  * was checked when the job was enqueued (docs/api.md, "Enqueue, step by step").
  */
+import { UNREDACTED } from "../job/redaction.js";
 import type { Config } from "../config.js";
 import type { WorkNotifier } from "../work-notifier.js";
 import { newJobId } from "../job/job-id.js";
@@ -183,7 +184,8 @@ function callbackInsert(deps: ChainSweepDeps, job: JobRow, spec: CallbackSpec, b
 
 /** The body of a job's callback: the job as it ended (its result: status code, terminal reason, capped body). */
 export function jobOutcomeBody(job: JobRow): unknown {
-  const wire = toWireJob(job);
+  // The product receives this body, as it receives deliveries; it carries no request anyway.
+  const wire = toWireJob(job, UNREDACTED);
   return {
     job_id: wire.id,
     operation_id: wire.operation_id,

@@ -5,6 +5,7 @@
 import { isAbsolute, resolve } from "node:path";
 import { parseDatabaseUrl, redactDatabaseUrl } from "../database-url.js";
 import { ConfigError } from "./config-error.js";
+import { parseRedactPointer } from "../job/redaction.js";
 import { BATCH_ITEMS_BYTES, type Config } from "./schema.js";
 
 /**
@@ -63,4 +64,18 @@ export function resolveDatabaseUrl(baseDir: string, url: string): string {
   }
   if (parsed.path === ":memory:") return url;
   return `sqlite:${resolvePath(baseDir, parsed.path)}`;
+}
+
+/** Every `operations.<id>.redact` entry is a pointer into a request (docs/api.md, "Redaction"). */
+export function checkRedactPointers(operations: Config["operations"]): void {
+  for (const [operationId, override] of Object.entries(operations)) {
+    (override.redact ?? []).forEach((pointer, index) => {
+      const parsed = parseRedactPointer(pointer);
+      if (typeof parsed === "string") {
+        throw new ConfigError(
+          `config: operations.${operationId}.redact.${index}: ${JSON.stringify(pointer)}: ${parsed}`,
+        );
+      }
+    });
+  }
 }

@@ -93,6 +93,11 @@ const OperationOverride = Type.Object(
     store_result: Type.Optional(Type.Boolean()),
     /** Check enqueued requests against the operation's own schemas (docs/api.md, step 4a); `defaults.validate_request`. */
     validate_request: Type.Optional(Type.Boolean()),
+    /**
+     * JSON pointers into its jobs' request (`/body/password`; a `*` segment matches every member) whose values are
+     * stored and delivered but never shown in an answer (docs/api.md, "Redaction").
+     */
+    redact: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: 100 })),
   },
   { additionalProperties: false },
 );

@@ -102,9 +102,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     adminJobs: new AdminJobs({ store: options.store, notifier: options.notifier, telemetry: options.telemetry }),
     access,
     config: options.config,
+    redaction: options.settings,
   });
   await app.register(chainRoutes, {
-    chainView: new ChainView({ store: options.store, config: options.config }),
+    chainView: new ChainView({ store: options.store, config: options.config, redaction: options.settings }),
     access,
   });
   await app.register(attemptCallRoutes, options);
@@ -122,6 +123,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       configuredLimits: (operationId) => limitsFromConfig(options.config.operations[operationId]),
     }),
     access,
+    redaction: options.settings,
   });
   await app.register(scheduleRoutes, {
     schedules: new Schedules({
@@ -135,6 +137,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       clock: options.clock,
     }),
     access,
+    redaction: options.settings,
   });
   await app.register(opsRoutes, { store: options.store, metrics: options.metrics, logger: options.logger });
   await app.register(systemRoutes, {

@@ -1,4 +1,5 @@
 /** The wire form of a stored job (the job on the wire (docs/api.md)), without the evidence kept in its authority. */
+import type { RequestRedaction } from "./redaction.js";
 import type { JobRow } from "./job.js";
 import type { Authority, Job } from "./schemas.js";
 
@@ -24,8 +25,11 @@ export function wireAuthority(stored: JobRow["authority"]): Authority {
   }
 }
 
-/** The job as clients see it: exactly the fields of docs/api.md, "The job on the wire". */
-export function toWireJob(row: JobRow): Job {
+/**
+ * The job as clients see it: exactly the fields of docs/api.md, "The job on the wire", its request as `redaction`
+ * shows it.
+ */
+export function toWireJob(row: JobRow, redaction: RequestRedaction): Job {
   return {
     id: row.id,
     operation_id: row.operationId,
@@ -44,7 +48,7 @@ export function toWireJob(row: JobRow): Job {
     original_request_id: row.originalRequestId,
     user_id: row.userId,
     authority: wireAuthority(row.authority),
-    request: row.request,
+    request: redaction.shown(row.operationId, row.request),
     result: row.result,
   };
 }

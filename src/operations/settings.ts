@@ -6,7 +6,15 @@
  */
 import type { Config } from "../config.js";
 import type { LeaseLimits } from "../job/job.js";
+import {
+  parseRedactPointer,
+  redactRequest,
+  restoreRedacted,
+  type RedactPath,
+  type RequestRedaction,
+} from "../job/redaction.js";
 import type { RetrySettings } from "../job/retry-policy.js";
+import type { RequestPayload } from "../job/schemas.js";
 
 /** Connections the deliverer keeps per target origin: `worker.concurrency`, and never fewer than this. */
 const MIN_DELIVERY_CONNECTIONS_PER_ORIGIN = 8;
@@ -37,10 +45,12 @@ export interface OperationSettings {
    * lease: `operations.<id>.max_async_ms`, else `defaults.max_async_ms`.
    */
   maxAsyncMs: number;
+  /** The values of its jobs' request that are never shown (`operations.<id>.redact`, parsed). */
+  redact: readonly RedactPath[];
 }
 
 /** The settings of every operation, resolved on first use and kept (a config never changes once parsed). */
-export class PerOperationSettings {
+export class PerOperationSettings implements RequestRedaction {
   private readonly resolved = new Map<string, OperationSettings>();
   /** Connections the deliverer keeps open per target origin. */
   readonly deliveryConnectionsPerOrigin: number;
@@ -75,7 +85,21 @@ export class PerOperationSettings {
       validateRequest: override?.validate_request ?? config.defaults.validate_request,
       asyncLeaseMs: override?.async_lease_ms ?? timeoutMs + config.lease.grace_ms,
       maxAsyncMs: override?.max_async_ms ?? config.defaults.max_async_ms,
+      // The config checked every pointer when it was parsed.
+      redact: Object.freeze((override?.redact ?? []).map((pointer) => parseRedactPointer(pointer) as RedactPath)),
     });
+  }
+
+  /** `request` of a job (or schedule) of `operationId` as an answer may show it: redacted by its operation's pointers. */
+  shown(operationId: string, request: RequestPayload): RequestPayload {
+    const paths = this.of(operationId).redact;
+    return paths.length === 0 ? request : redactRequest(request, paths);
+  }
+
+  /** `sent`, read redacted and sent back for `operationId`, with each placeholder put back from `stored`. */
+  restored(operationId: string, sent: RequestPayload, stored: RequestPayload): RequestPayload {
+    const paths = this.of(operationId).redact;
+    return paths.length === 0 ? sent : restoreRedacted(sent, stored, paths);
   }
 
   /**

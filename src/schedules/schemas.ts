@@ -3,6 +3,7 @@
  * schedule as every route answers it. TypeBox, so the routes' validation, the types and the served OpenAPI come from
  * these.
  */
+import type { RequestRedaction } from "../job/redaction.js";
 import { Type, type Static } from "@sinclair/typebox";
 import { WireStamp, wireStamp } from "../flow/schemas.js";
 import { RequestPayload } from "../job/schemas.js";
@@ -149,7 +150,7 @@ export function patchFields(fields: ScheduleFields, patch: SchedulePatchBody): S
 }
 
 /** A schedule's wire form. */
-export function wireSchedule(view: ScheduleView): ScheduleBody {
+export function wireSchedule(view: ScheduleView, redaction: RequestRedaction): ScheduleBody {
   const { fields, row, lastTick } = view;
   return {
     name: fields.name,
@@ -158,7 +159,7 @@ export function wireSchedule(view: ScheduleView): ScheduleBody {
     timezone: fields.timezone,
     operation_id: fields.operationId,
     user_id: fields.userId,
-    request: fields.request,
+    request: redaction.shown(fields.operationId, fields.request),
     priority: fields.priority,
     dedupe_key: fields.dedupeKey,
     concurrency_key: fields.concurrencyKey,

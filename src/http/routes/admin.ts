@@ -4,6 +4,7 @@
  * (the job's history shows it) and logged. Each route parses, authorises, calls one of src/admin/admin-jobs.ts's use
  * cases and answers.
  */
+import type { RequestRedaction } from "../../job/redaction.js";
 import { Type } from "@sinclair/typebox";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { FastifyRequest } from "fastify";
@@ -22,6 +23,8 @@ export interface AdminRoutesOptions {
   adminJobs: AdminJobs;
   access: AdminAccess;
   config: Pick<Config, "listen">;
+  /** How jobs' requests are shown. */
+  redaction: RequestRedaction;
 }
 
 /** Longest `wait_ms` of `GET /jobs/{id}`; a request also never waits past `listen.request_timeout_ms` less a second. */
@@ -83,7 +86,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       const waitMs = Math.min(request.query.wait_ms ?? 0, options.config.listen.request_timeout_ms - 1000);
       const row = await adminJobs.get({ id, waitMs, visible });
       if (!row) throw jobNotFound(id);
-      return { job: toWireJob(row) };
+      return { job: toWireJob(row, options.redaction) };
     },
   );
 
@@ -120,7 +123,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       switch (outcome.kind) {
         case "cancelled":
           logAction(request, "cancel", [outcome.job.id], outcome.wasRunning ? { aborted: true } : {});
-          return { job: toWireJob(outcome.job) };
+          return { job: toWireJob(outcome.job, options.redaction) };
         case "not_found":
           throw jobNotFound(request.params.id);
         case "running":
@@ -158,7 +161,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       switch (outcome.kind) {
         case "retried":
           logAction(request, "retry", [outcome.job.id]);
-          return { job: toWireJob(outcome.job) };
+          return { job: toWireJob(outcome.job, options.redaction) };
         case "not_found":
           throw jobNotFound(request.params.id);
         case "not_retryable":
@@ -233,7 +236,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
         "retry-dead",
         jobs.map((job) => job.id),
       );
-      return { jobs: jobs.map(toWireJob) };
+      return { jobs: jobs.map((row) => toWireJob(row, options.redaction)) };
     },
   );
 
@@ -262,7 +265,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
         jobs.map((job) => job.id),
         { originalRequestId: request.params.original_request_id },
       );
-      return { jobs: jobs.map(toWireJob) };
+      return { jobs: jobs.map((row) => toWireJob(row, options.redaction)) };
     },
   );
   app.post(
@@ -284,7 +287,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       switch (outcome.kind) {
         case "moved":
           logAction(request, "run-now", [outcome.job.id]);
-          return { job: toWireJob(outcome.job) };
+          return { job: toWireJob(outcome.job, options.redaction) };
         case "not_found":
           throw jobNotFound(request.params.id);
         case "not_waiting":

@@ -102,7 +102,7 @@ export const attemptCallRoutes: FastifyPluginAsyncTypebox<AttemptCallRoutesOptio
     async (request) => {
       if ("result" in request.body) checkValue(request.body.result, "result", MAX_RESULT_BYTES);
       const job = await completeAttempt(options, { caller: callerOf(request), body: request.body });
-      return { job: toWireJob(job) };
+      return { job: toWireJob(job, options.settings) };
     },
   );
 
@@ -123,7 +123,7 @@ export const attemptCallRoutes: FastifyPluginAsyncTypebox<AttemptCallRoutesOptio
     },
     async (request) => {
       const job = await failAttempt(options, { caller: callerOf(request), body: request.body });
-      return { job: toWireJob(job) };
+      return { job: toWireJob(job, options.settings) };
     },
   );
 };

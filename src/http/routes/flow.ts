@@ -3,6 +3,7 @@
  * operation's limits, list the paused keys, cancel jobs by filter. Each route parses, authorises, calls one of
  * src/admin/flow-control.ts's use cases and answers; every node reads what they write from the database at its next claim.
  */
+import type { RequestRedaction } from "../../job/redaction.js";
 import { Type } from "@sinclair/typebox";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { ApiError } from "../../errors.js";
@@ -26,6 +27,8 @@ import { errorResponses } from "./error-responses.js";
 export interface FlowRoutesOptions {
   flowControl: FlowControl;
   access: AdminAccess;
+  /** How jobs' requests are shown. */
+  redaction: RequestRedaction;
 }
 
 const OperationParams = Type.Object({ id: Type.String({ description: "The operation's operationId." }) });
@@ -247,7 +250,7 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
         { ...actorFields(request), action: "cancel-many", jobIds: jobs.map((job) => job.id) },
         "admin action",
       );
-      return { jobs: jobs.map(toWireJob) };
+      return { jobs: jobs.map((row) => toWireJob(row, options.redaction)) };
     },
   );
 };

@@ -215,7 +215,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
           answeredEvent({ route: "/jobs", request, reply, statusCode, results: [result] }),
         );
       }
-      return reply.code(statusCode).send({ job: toWireJob(result.job) });
+      return reply.code(statusCode).send({ job: toWireJob(result.job, options.settings) });
     },
   );
 
@@ -339,7 +339,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<JobRoutesOptions> = async (app
       const page = rows.slice(0, limit);
       const last = page.at(-1);
       return {
-        jobs: page.map(toWireJob),
+        jobs: page.map((row) => toWireJob(row, options.settings)),
         next_cursor: rows.length > limit && last ? encodeCursor(last.seq) : null,
       };
     },

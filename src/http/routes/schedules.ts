@@ -3,6 +3,7 @@
  * administrators. The config file's entries are listed beside the schedules created here, read-only. Each change is
  * logged as an "admin action" with the admin token's `sub`; every node's scheduler reads it from the database.
  */
+import type { RequestRedaction } from "../../job/redaction.js";
 import { Type } from "@sinclair/typebox";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { JobEnvelope } from "../../job/schemas.js";
@@ -25,6 +26,8 @@ import { errorResponses } from "./error-responses.js";
 export interface ScheduleRoutesOptions {
   schedules: Schedules;
   access: AdminAccess;
+  /** How schedules' and jobs' requests are shown. */
+  redaction: RequestRedaction;
 }
 
 const NameParams = Type.Object({ name: Type.String({ minLength: 1, description: "The schedule's name." }) });
@@ -66,7 +69,7 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<ScheduleRoutesOptions> = 
         response: { 200: ScheduleList, ...errorResponses(401, 403, 503) },
       },
     },
-    async () => ({ schedules: (await schedules.list()).map(wireSchedule) }),
+    async () => ({ schedules: (await schedules.list()).map((view) => wireSchedule(view, options.redaction)) }),
   );
 
   app.post(
@@ -94,7 +97,7 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<ScheduleRoutesOptions> = 
         },
         "admin action",
       );
-      return reply.code(201).send({ schedule: wireSchedule(view) });
+      return reply.code(201).send({ schedule: wireSchedule(view, options.redaction) });
     },
   );
 
@@ -111,7 +114,7 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<ScheduleRoutesOptions> = 
         response: { 200: ScheduleEnvelope, ...errorResponses(401, 403, 404, 503) },
       },
     },
-    async (request) => ({ schedule: wireSchedule(await schedules.get(request.params.name)) }),
+    async (request) => ({ schedule: wireSchedule(await schedules.get(request.params.name), options.redaction) }),
   );
 
   app.patch(
@@ -131,7 +134,16 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<ScheduleRoutesOptions> = 
     },
     async (request) => {
       const actor = actorOf(request);
-      const view = await schedules.update(request.params.name, (current) => patchFields(current, request.body), actor);
+      const view = await schedules.update(
+        request.params.name,
+        (current) => {
+          const patched = patchFields(current, request.body);
+          // A request read redacted and sent back keeps the stored values its placeholders stand for.
+          const kept = options.redaction.restored(patched.operationId, patched.request, current.request);
+          return { ...patched, request: kept };
+        },
+        actor,
+      );
       request.log.info(
         {
           ...actorFields(request),
@@ -141,7 +153,7 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<ScheduleRoutesOptions> = 
         },
         "admin action",
       );
-      return { schedule: wireSchedule(view) };
+      return { schedule: wireSchedule(view, options.redaction) };
     },
   );
 
@@ -168,7 +180,7 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<ScheduleRoutesOptions> = 
         await requireScheduleInScope(request, name);
         const view = action === "pause" ? await schedules.pause(name, actor) : await schedules.resume(name);
         request.log.info({ ...actorFields(request), action: `${action}-schedule`, schedule: name }, "admin action");
-        return { schedule: wireSchedule(view) };
+        return { schedule: wireSchedule(view, options.redaction) };
       },
     );
   }
@@ -192,7 +204,7 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<ScheduleRoutesOptions> = 
         { ...actorFields(request), action: "delete-schedule", schedule: view.fields.name },
         "admin action",
       );
-      return { schedule: wireSchedule(view) };
+      return { schedule: wireSchedule(view, options.redaction) };
     },
   );
 
@@ -224,7 +236,7 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<ScheduleRoutesOptions> = 
         },
         "admin action",
       );
-      return reply.code(result.kind === "created" ? 201 : 200).send({ job: toWireJob(result.job) });
+      return reply.code(result.kind === "created" ? 201 : 200).send({ job: toWireJob(result.job, options.redaction) });
     },
   );
 };
