@@ -598,6 +598,8 @@ if (!POSTGRES_SKIP) {
       await db.query("ANALYZE job_state");
       await db.query(`CREATE ROLE ${role}`);
       await db.query(`ALTER TABLE job_state OWNER TO ${role}`);
+      // Migration 22 (after 21) adds a column to job_specs: its owner too.
+      await db.query(`ALTER TABLE job_specs OWNER TO ${role}`);
       await db.query(`GRANT USAGE, CREATE ON SCHEMA ${schema} TO ${role}`);
       await db.query(`GRANT ALL ON schema_migrations TO ${role}`);
       const statistics = async () =>

@@ -48,6 +48,7 @@ import {
   type JobRunNowOutcome,
   type JobStats,
   type RevokedAdminToken,
+  type UserEraseOutcome,
   type ScheduleCreateOutcome,
   type ScheduleRow,
   type ScheduleUpdateOutcome,
@@ -352,6 +353,10 @@ export class PostgresStore implements Store {
 
   async jobRunNow(params: StoreParams<"jobRunNow">): Promise<JobRunNowOutcome> {
     return admin.runNow(this.db, { ...params, now: this.statementNow() });
+  }
+
+  async userErase(params: StoreParams<"userErase">): Promise<UserEraseOutcome> {
+    return access.eraseUser(this.db, { ...params, now: this.statementNow() });
   }
 
   // AccessStore: access.ts

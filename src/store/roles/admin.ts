@@ -45,6 +45,20 @@ export interface DeadJobFilter {
   userId?: string | undefined;
 }
 
+/** What one call of `userErase` did, and what it left. */
+export interface UserEraseOutcome {
+  /** The jobs whose data it removed. */
+  erased: number;
+  /** The waiting jobs it cancelled first (with `cancelWaiting`); their data is removed too, within `limit`. */
+  cancelled: number;
+  /** The user's jobs still waiting (pending or retrying) after the call. */
+  waiting: number;
+  /** The user's jobs being delivered: their data is removed once they finish, by a later call. */
+  running: number;
+  /** Whether a call now would do more: finished jobs not yet erased, or waiting ones to cancel. */
+  more: boolean;
+}
+
 /**
  * Administrators' writes on jobs and chains (cancel, retry, run now, one or many), each recorded with who
  * made it in the same transaction.
@@ -75,4 +89,20 @@ export interface AdminStore {
   chainCancel(params: { originalRequestId: string; actor: string }): Promise<JobRow[]>;
   /** A waiting job (`pending`/`retrying`) due now: its run time moves to now if later. */
   jobRunNow(params: { id: string; actor: string }): Promise<JobRunNowOutcome>;
+  /**
+   * Erases the data of up to `limit` of `userId`'s jobs (docs/api.md, "Erasing a user's data"), oldest first: with
+   * `cancelWaiting`, it first cancels their waiting jobs as a bulk cancel would (recorded as `actor`'s); then each
+   * finished job not yet erased loses its request (left `{}`), its result's error and stored bodies, its attempts'
+   * error bodies, its progress and its callbacks once fired, and is marked erased. Running jobs are left to finish.
+   * Each call is recorded in `erasures` with `actor`, `role` and `subject` (a digest of the user id, never the id),
+   * and the counts. Idempotent: a call with nothing left to do erases nothing.
+   */
+  userErase(params: {
+    userId: string;
+    cancelWaiting: boolean;
+    limit: number;
+    actor: string;
+    role: string;
+    subject: string;
+  }): Promise<UserEraseOutcome>;
 }

@@ -1,5 +1,9 @@
-/** Revoked admin tokens on the SQLite engine (statements in sql/access.ts), inside the caller's transaction. */
-import type { AdminTokenCutoff, RevokedAdminToken } from "../store.js";
+/**
+ * Revoked admin tokens, and erasure of a user's data, on the SQLite engine (statements in sql/access.ts), inside the
+ * caller's transaction.
+ */
+import type { AdminTokenCutoff, RevokedAdminToken, StoreParams, UserEraseOutcome } from "../store.js";
+import { cancelMany } from "./admin.js";
 import type { CutoffRow, RevokedTokenRow } from "./sql/access.js";
 import type { Statements } from "./statements.js";
 
@@ -40,4 +44,26 @@ export function revocationList(
 ): { tokens: RevokedAdminToken[]; cutoff: AdminTokenCutoff | null } {
   const cutoff = s.cutoff.get();
   return { tokens: s.revokedTokens.all(params.limit).map(toRevokedToken), cutoff: cutoff ? toCutoff(cutoff) : null };
+}
+
+/** `userErase` (roles/admin.ts): cancels first when asked, then erases finished jobs, within `limit` in all. */
+export function eraseUser(s: Statements, params: StoreParams<"userErase"> & { now: number }): UserEraseOutcome {
+  const { userId, limit, actor, now } = params;
+  const cancelled = params.cancelWaiting
+    ? cancelMany(s, { filter: { statuses: ["pending", "retrying"], userId }, limit, actor, now }).length
+    : 0;
+  const ids = s.erasableJobs.all({ user_id: userId, limit });
+  for (const id of ids) {
+    s.eraseJob.run({ id, now });
+    s.eraseAttempts.run(id);
+  }
+  s.recordErasure.run({ at: now, actor, role: params.role, subject: params.subject, erased: ids.length, cancelled });
+  const left = s.userJobCounts.get(userId) ?? { waiting: 0, running: 0, erasable: 0 };
+  return {
+    erased: ids.length,
+    cancelled,
+    waiting: left.waiting,
+    running: left.running,
+    more: left.erasable > 0 || (params.cancelWaiting && left.waiting > 0),
+  };
 }

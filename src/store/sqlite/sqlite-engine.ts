@@ -39,6 +39,7 @@ import {
   type JobRunNowOutcome,
   type JobStats,
   type RevokedAdminToken,
+  type UserEraseOutcome,
   type ScheduleCreateOutcome,
   type ScheduleRow,
   type ScheduleUpdateOutcome,
@@ -172,6 +173,17 @@ export class SqliteEngine {
 
   jobRetryDeadMany(params: StoreParams<"jobRetryDeadMany">): JobRow[] {
     return this.write(() => admin.retryDeadMany(this.statements, { ...params, now: this.clock.now() }));
+  }
+
+  userErase(params: StoreParams<"userErase">): UserEraseOutcome {
+    // secure_delete zeroes the bytes a write frees (the old request, bodies): nothing erased is left in the file's
+    // free space, and a checkpoint takes the old pages out of the WAL.
+    this.db.pragma("secure_delete = ON");
+    try {
+      return this.write(() => access.eraseUser(this.statements, { ...params, now: this.clock.now() }));
+    } finally {
+      this.db.pragma("secure_delete = OFF");
+    }
   }
 
   adminActionList(params: StoreParams<"adminActionList">): AdminActionRow[] {

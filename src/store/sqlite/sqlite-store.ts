@@ -249,6 +249,7 @@ export class SqliteStore implements Store, OnlineBackup {
   readonly jobRetry = this.forward("jobRetry");
   readonly chainCancel = this.forward("chainCancel");
   readonly jobRunNow = this.forward("jobRunNow");
+  readonly userErase = this.forward("userErase");
   readonly adminActionList = this.forward("adminActionList");
   readonly adminTokenRevoke = this.forward("adminTokenRevoke");
   readonly adminTokenCutoffRaise = this.forward("adminTokenCutoffRaise");

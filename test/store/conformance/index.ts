@@ -6,8 +6,8 @@
  * The cases are organised by the store's role interfaces (src/store/roles/), one file per role and in this order:
  * StoreLifecycle (lifecycle.ts), EnqueueStore (enqueue.ts), ClaimStore (claims.ts: taking jobs; claims-outcomes.ts:
  * ending attempts), AsyncAttemptStore (async-attempts.ts), ChainStore (chains.ts), ScheduleStore (schedules.ts),
- * FlowStore (flow.ts), JobReadStore (job-reads.ts), AdminStore (admin.ts),
- * AccessStore (access.ts), UpkeepStore (upkeep.ts) and ListenStore
+ * FlowStore (flow.ts), JobReadStore (job-reads.ts), AdminStore (admin.ts;
+ * its erasure in erasure.ts), AccessStore (access.ts), UpkeepStore (upkeep.ts) and ListenStore
  * (listening.ts); then the property test across roles (properties.ts). OnlineBackup, SQLite's alone, is tested through
  * its route (test/http/backup.test.ts, test/cli-backup.test.ts). A case lives with the role of the method it pins,
  * whatever else it calls to get there.
@@ -21,6 +21,7 @@ import { chainCases } from "./chains.js";
 import { claimOutcomeCases } from "./claims-outcomes.js";
 import { claimCases } from "./claims.js";
 import { enqueueCases } from "./enqueue.js";
+import { erasureCases } from "./erasure.js";
 import { flowCases } from "./flow.js";
 import { Suite, type StoreConformanceOptions } from "./harness.js";
 import { jobReadCases } from "./job-reads.js";
@@ -46,6 +47,7 @@ export function runStoreConformance(options: StoreConformanceOptions): void {
     flowCases(suite);
     jobReadCases(suite);
     adminCases(suite);
+    erasureCases(suite);
     accessCases(suite);
     upkeepCases(suite);
     listenCases(suite);

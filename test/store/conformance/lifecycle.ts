@@ -122,6 +122,8 @@ export function lifecycleCases(suite: Suite): void {
           concurrencyKeyPause: () => store.concurrencyKeyPause({ key: "k", actor: "admin" }),
           concurrencyKeyResume: () => store.concurrencyKeyResume({ key: "k" }),
           pausedKeyList: () => store.pausedKeyList(),
+          userErase: () =>
+            store.userErase({ userId: "u", cancelWaiting: false, limit: 1, actor: "a", role: "admin", subject: "s" }),
           adminTokenRevoke: () => store.adminTokenRevoke({ jti: "j", actor: "a" }),
           adminTokenCutoffRaise: () => store.adminTokenCutoffRaise({ issuedBefore: 1, actor: "a" }),
           adminTokenIsRevoked: () => store.adminTokenIsRevoked({ jti: "j", issuedAt: 1 }),
