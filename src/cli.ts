@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * The `opqueue` command: serve | migrate | token | revoke | backup | restore | demo. Exit codes: 0 done, 1 failed at run time,
+ * The `opqueue` command: serve | migrate | token | revoke | erase | backup | restore | demo. Exit codes: 0 done, 1 failed at run time,
  * 2 bad configuration or usage.
  */
 import { randomBytes } from "node:crypto";
@@ -32,6 +32,7 @@ Usage:
                   [--role viewer|operator|admin [--ops OP,...] | --site-admin]
                   (an admin token's jti and the dashboard's sign-in link go to stderr)
   opqueue revoke  [--config FILE] (--jti JTI | --issued-before INSTANT|now) [--url URL] [--token TOKEN]
+  opqueue erase   [--config FILE] --user-id USER [--cancel-waiting] [--limit N] [--url URL] [--token TOKEN]
   opqueue backup  [--config FILE] --to FILE [--url URL] [--token TOKEN]
   opqueue restore [--config FILE] --from FILE
   opqueue demo
@@ -104,6 +105,19 @@ ${CONFIG_HELP}
   --url URL             the service (default: listen.host and listen.port of the config)
   --token TOKEN         an admin token with role admin (default: one minted with the first HS256 key of auth.keys,
                         valid 60 s)`,
+  erase: `Usage: opqueue erase [--config FILE] --user-id USER [--cancel-waiting] [--limit N] [--url URL] [--token TOKEN]
+
+Erases one user's data through a running service (POST /admin/erasures, called until nothing is left): the requests,
+results and error bodies of the user's finished jobs, on every node. Waiting jobs keep theirs unless --cancel-waiting
+cancels them first; running ones are erased by a later run, once finished. The audit names the user by a digest.
+
+${CONFIG_HELP}
+  --user-id USER        the user whose data goes
+  --cancel-waiting      first cancel the user's waiting (pending, retrying) jobs, whose data then goes too
+  --limit N             jobs per call, 1 to 1000 (default 100)
+  --url URL             the service (default: listen.host and listen.port of the config)
+  --token TOKEN         an admin token with role admin (default: one minted with the first HS256 key of auth.keys,
+                        valid 60 s)`,
   demo: `Usage: opqueue demo
 
 Runs the demo (npm start): the service on SQLite and the example product, signing a user up every 5 seconds.`,
@@ -134,6 +148,8 @@ async function main(argv: string[]): Promise<void> {
       return tokenCommand(rest);
     case "revoke":
       return revokeCommand(rest);
+    case "erase":
+      return eraseCommand(rest);
     case "backup":
       return backupCommand(rest);
     case "restore":
@@ -258,8 +274,50 @@ async function tokenCommand(args: string[]): Promise<void> {
   }
 }
 
-/** The lifetime of the admin token `revoke` mints: it is checked once, when the request arrives. */
-const REVOKE_TOKEN_TTL_S = 60;
+/** The lifetime of the admin token `revoke` and `erase` mint: each request's is checked once, when it arrives. */
+const ADMIN_CALL_TOKEN_TTL_S = 60;
+
+/**
+ * A caller of a running service's admin API, for `revoke` and `erase`: the service at `--url` (else the config's
+ * listen address), with `--token` (else an admin token minted with the first HS256 key, valid a minute). Returns a
+ * function that POSTs a body to a path and answers the parsed 200, or throws `RunError` saying what went wrong.
+ */
+async function adminCaller(
+  command: string,
+  values: { config?: string | undefined; url?: string | undefined; token?: string | undefined },
+): Promise<(path: string, body: unknown) => Promise<unknown>> {
+  const { config } = loadConfigFile({ path: values.config, secrets: values.token === undefined ? "minting" : "none" });
+  if (values.url === undefined && config.listen.port === 0) {
+    throw new UsageError(
+      `${command}: listen.port is 0 (any free port), so the service's address is unknown: give --url`,
+    );
+  }
+  const base = values.url ?? dashboardUrl(config.listen);
+  const mint = () =>
+    mintToken({
+      auth: config.auth,
+      clock: systemClock,
+      sub: `opqueue-${command}`,
+      role: "admin",
+      ttlSeconds: ADMIN_CALL_TOKEN_TTL_S,
+    });
+  return async (path, body) => {
+    const url = new URL(path, base).href;
+    let response: Response;
+    try {
+      response = await fetch(url, {
+        method: "POST",
+        headers: { authorization: `Bearer ${values.token ?? (await mint())}`, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    } catch (error) {
+      throw new RunError(`${command}: cannot reach ${url}: ${(error as Error).cause ?? (error as Error).message}`);
+    }
+    const text = await response.text();
+    if (!response.ok) throw new RunError(`${command}: ${url} answered ${response.status}: ${text.slice(0, 500)}`);
+    return JSON.parse(text) as unknown;
+  };
+}
 
 async function revokeCommand(args: string[]): Promise<void> {
   const values = parse(args, {
@@ -278,33 +336,11 @@ async function revokeCommand(args: string[]): Promise<void> {
     if (Number.isNaN(instant)) throw new UsageError("revoke: --issued-before takes an ISO 8601 instant, or now");
     issuedBefore = new Date(instant).toISOString();
   }
-  const { config } = loadConfigFile({ path: values.config, secrets: values.token === undefined ? "minting" : "none" });
-  if (values.url === undefined && config.listen.port === 0) {
-    throw new UsageError("revoke: listen.port is 0 (any free port), so the service's address is unknown: give --url");
-  }
-  const url = new URL("/admin/revocations", values.url ?? dashboardUrl(config.listen)).href;
-  const token =
-    values.token ??
-    (await mintToken({
-      auth: config.auth,
-      clock: systemClock,
-      sub: "opqueue-revoke",
-      role: "admin",
-      ttlSeconds: REVOKE_TOKEN_TTL_S,
-    }));
-  let response: Response;
-  try {
-    response = await fetch(url, {
-      method: "POST",
-      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-      body: JSON.stringify(values.jti !== undefined ? { jti: values.jti } : { issued_before: issuedBefore }),
-    });
-  } catch (error) {
-    throw new RunError(`revoke: cannot reach ${url}: ${(error as Error).cause ?? (error as Error).message}`);
-  }
-  const text = await response.text();
-  if (!response.ok) throw new RunError(`revoke: ${url} answered ${response.status}: ${text.slice(0, 500)}`);
-  const answer = JSON.parse(text) as {
+  const call = await adminCaller("revoke", values);
+  const answer = (await call(
+    "/admin/revocations",
+    values.jti !== undefined ? { jti: values.jti } : { issued_before: issuedBefore },
+  )) as {
     token?: { jti: string; revoked_at: string; revoked_by: string };
     cutoff?: { issued_before: string; revoked_at: string; revoked_by: string };
   };
@@ -316,6 +352,44 @@ async function revokeCommand(args: string[]): Promise<void> {
         `${answer.cutoff.revoked_by})`,
     );
   }
+}
+
+/** Calls of `erase` at most: 1,000,000 jobs at the default limit, far more than one user has. */
+const MAX_ERASE_CALLS = 10_000;
+
+async function eraseCommand(args: string[]): Promise<void> {
+  const values = parse(args, {
+    config: { type: "string" },
+    "user-id": { type: "string" },
+    "cancel-waiting": { type: "boolean" },
+    limit: { type: "string" },
+    url: { type: "string" },
+    token: { type: "string" },
+  });
+  const userId = values["user-id"];
+  if (!userId) throw new UsageError("erase: --user-id USER is required");
+  const limit = values.limit === undefined ? 100 : Number(values.limit);
+  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new UsageError("erase: --limit takes 1 to 1000");
+  const call = await adminCaller("erase", values);
+  let erased = 0;
+  let cancelled = 0;
+  for (let calls = 0; calls < MAX_ERASE_CALLS; calls++) {
+    const answer = (await call("/admin/erasures", {
+      user_id: userId,
+      cancel_waiting: values["cancel-waiting"] === true,
+      limit,
+    })) as { subject: string; erased: number; cancelled: number; waiting: number; running: number; more: boolean };
+    erased += answer.erased;
+    cancelled += answer.cancelled;
+    if (answer.more) continue;
+    console.log(
+      `erased the data of ${erased} job(s) of the user (subject ${answer.subject}), cancelled ${cancelled}; ` +
+        `${answer.waiting} waiting and ${answer.running} running job(s) left` +
+        (answer.running > 0 ? ": run again once the running ones have finished" : ""),
+    );
+    return;
+  }
+  throw new RunError(`erase: still more to erase after ${MAX_ERASE_CALLS} calls; run it again`);
 }
 
 /**

@@ -279,6 +279,39 @@ test("token refuses an unknown role, --ops without --role operator, and a role o
   }
 });
 
+test("erase --user-id --cancel-waiting cancels and erases a user's jobs through a running serve", async (t) => {
+  const dir = tempDir(t);
+  const config = writeConfig(dir);
+  const { port } = await startServe(t, config);
+  const parsed = parseConfig({ raw: JSON.parse(fs.readFileSync(config, "utf8")), baseDir: dir, env: {} });
+  const assertion = await mintToken({ auth: parsed.auth, clock: systemClock, sub: "ada", op: "createUser", rid: "r1" });
+  const created = await fetch(`http://127.0.0.1:${port}/jobs`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${assertion}`, "content-type": "application/json" },
+    body: JSON.stringify({
+      operation_id: "buildReport",
+      request: { body: { email: "ada@example.com" } },
+      delay_ms: 3_600_000,
+    }),
+  });
+  assert.equal(created.status, 201, await created.clone().text());
+  const { job } = (await created.json()) as { job: { id: string } };
+  const url = `http://127.0.0.1:${port}`;
+  const result = await runCli(t, ["erase", "--config", config, "--url", url, "--user-id", "ada", "--cancel-waiting"]);
+  assert.equal(result.code, 0, result.stderr);
+  assert.match(
+    result.stdout,
+    /^erased the data of 1 job\(s\) of the user \(subject [0-9a-f]{64}\), cancelled 1; 0 waiting and 0 running job\(s\) left\n$/,
+  );
+  const admin = await mintToken({ auth: parsed.auth, clock: systemClock, sub: "a", role: "viewer" });
+  const read = await fetch(`${url}/jobs/${job.id}`, { headers: { authorization: `Bearer ${admin}` } });
+  const after = ((await read.json()) as { job: { status: string; request: unknown } }).job;
+  assert.deepEqual([after.status, after.request], ["cancelled", {}]);
+  const usage = await runCli(t, ["erase", "--config", config, "--url", url]);
+  assert.equal(usage.code, 2);
+  assert.match(usage.stderr, /--user-id USER is required/);
+});
+
 test("revoke --jti and --issued-before cut admin tokens off through a running serve", async (t) => {
   const dir = tempDir(t);
   const config = writeConfig(dir);

@@ -17,6 +17,7 @@ import type { Telemetry } from "../telemetry/events.js";
 import type { Metrics } from "../telemetry/metrics.js";
 import { AdminAccess } from "./auth.js";
 import { accessRoutes } from "./routes/access.js";
+import { erasureRoutes } from "./routes/erasure.js";
 import { collectOpenApi } from "./openapi.js";
 import { AdminJobs } from "../admin/admin-jobs.js";
 import { adminRoutes } from "./routes/admin.js";
@@ -154,6 +155,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     adminOnly: access.needs("admin"),
   });
   await app.register(accessRoutes, { store: options.store, access, clock: options.clock });
+  await app.register(erasureRoutes, { store: options.store, access });
   // The operators' dashboard (static files; it calls the admin API above with the token the operator signs in with).
   await app.register(uiRoutes);
   return app;

@@ -45,6 +45,7 @@ const ROLE_OF: Record<string, AdminRole> = {
   backupDatabase: "admin",
   listRevocations: "admin",
   revokeAdminTokens: "admin",
+  eraseUserData: "admin",
 };
 
 /** The bodies of the routes that take one: valid, so that what is let through is answered as the route would. */
@@ -55,6 +56,7 @@ const BODY_OF: Record<string, object> = {
   createSchedule: { name: "hourly", schedule: "0 * * * *", operation_id: "buildReport", user_id: "system" },
   updateSchedule: { schedule: "5 * * * *" },
   revokeAdminTokens: { jti: "some-other-token" },
+  eraseUserData: { user_id: "nobody" },
 };
 
 interface AdminRoute {

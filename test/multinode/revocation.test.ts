@@ -2,13 +2,14 @@
  * Roles and revocation across three `opqueue serve` processes on one PostgreSQL database (docs/api.md, "Roles" and
  * "Revoking admin tokens"): a token revoked through one node is refused by the others at their next request, a node
  * killed -9 and one started after it refuse it too (the revocation is in the database, not in a node), a cutoff on the
- * issue time cuts off every older token on every node, and each node refuses a role below a route's.
+ * issue time cuts off every older token on every node, and each node refuses a role below a route's. Then one user's
+ * data erased through one node is gone as every other node reads it.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { mintToken, type AdminRole } from "../../src/auth/tokens.js";
 import { systemClock } from "../../src/clock.js";
-import { type Cluster, createCluster, type Node, until } from "../helpers/cluster.js";
+import { type Cluster, createCluster, getJob, type Node, until, waitForStatus } from "../helpers/cluster.js";
 import { POSTGRES_SKIP } from "../helpers/postgres.js";
 
 function token(c: Cluster, claims: { sub: string; role: AdminRole; jti?: string }): Promise<string> {
@@ -71,5 +72,40 @@ test(
       assert.equal(response.status, 403);
       assert.equal(((await response.json()) as { code: string }).code, "insufficient_role");
     }
+  },
+);
+
+test(
+  "a user's data erased through one node is gone on every node, one started after the erasure included",
+  { skip: POSTGRES_SKIP },
+  async (t) => {
+    const c = await createCluster(t);
+    const [a, b] = [await c.start("a"), await c.start("b")];
+    const assertion = await mintToken({
+      auth: c.config.auth,
+      clock: systemClock,
+      sub: "ada",
+      op: "createUser",
+      rid: "erase-1",
+    });
+    const created = await fetch(`${a.url}/jobs`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${assertion}`, "content-type": "application/json" },
+      body: JSON.stringify({ operation_id: "buildReport", request: { body: { email: "ada@example.com" } } }),
+    });
+    const { job } = (await created.json()) as { job: { id: string } };
+    await waitForStatus(c, b, job.id, "succeeded");
+    const root = await token(c, { sub: "dpo", role: "admin" });
+    const erased = await fetch(`${b.url}/admin/erasures`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${root}`, "content-type": "application/json" },
+      body: JSON.stringify({ user_id: "ada" }),
+    });
+    assert.equal(erased.status, 200, await erased.clone().text());
+    assert.equal(((await erased.json()) as { erased: number }).erased, 1);
+    b.child.kill("SIGKILL");
+    await b.exited;
+    const d = await c.start("d");
+    for (const node of [a, d]) assert.deepEqual((await getJob(c, node, job.id)).request, {}, node.name);
   },
 );

@@ -1,0 +1,188 @@
+/**
+ * Erasing one user's data (docs/api.md, "Erasing a user's data"), on the engine of the run: through the API, the
+ * user's payloads and error bodies leave the database's files (searched byte by byte, after a checkpoint, and on
+ * PostgreSQL a VACUUM FULL), their waiting jobs are cancelled when asked, other users' data stays, the audit holds no
+ * data of the user, and bad calls are 400s.
+ */
+import { describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { existsSync, readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import pg from "pg";
+import { erasureSubject } from "../../src/http/routes/erasure.js";
+import { capturedLogger } from "../helpers/logs.js";
+import { POSTGRES_URL } from "../helpers/postgres.js";
+import { startTestService, TEST_ENGINE, type TestService } from "../helpers/service.js";
+import { assertError, driveTo, enqueue, startService, welcomeEmail } from "../helpers/jobs.js";
+
+const USER = "ada@example.com";
+
+/** Every byte of the database: the SQLite file and its WAL, or every relation of the PostgreSQL schema on disk. */
+async function databaseBytes(s: TestService, options: { vacuum: boolean }): Promise<Buffer> {
+  if (TEST_ENGINE === "sqlite") {
+    const file = join(s.dir, "opqueue.db");
+    return Buffer.concat([file, `${file}-wal`].filter((path) => existsSync(path)).map((path) => readFileSync(path)));
+  }
+  const schema = new URL(s.config.database).searchParams.get("schema") as string;
+  const db = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` });
+  await db.connect();
+  try {
+    // Dead row versions keep their bytes until the table is rewritten; a checkpoint writes every page to its file.
+    if (options.vacuum) await db.query("VACUUM FULL");
+    await db.query("CHECKPOINT");
+    const files = await db.query<{ path: string }>(
+      `SELECT pg_relation_filepath(c.oid) AS path FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+       WHERE n.nspname IN ($1, 'pg_toast') AND c.relkind IN ('r', 't', 'i', 'm')
+         AND (n.nspname = $1 OR c.oid IN (SELECT reltoastrelid FROM pg_class t JOIN pg_namespace tn
+           ON tn.oid = t.relnamespace WHERE tn.nspname = $1))
+         AND pg_relation_filepath(c.oid) IS NOT NULL`,
+      [schema],
+    );
+    const parts: Buffer[] = [];
+    for (const { path } of files.rows) {
+      const read = await db.query<{ bytes: Buffer }>("SELECT pg_read_binary_file($1) AS bytes", [path]);
+      if (read.rows[0]?.bytes) parts.push(read.rows[0].bytes);
+    }
+    return Buffer.concat(parts);
+  } finally {
+    await db.end();
+  }
+}
+
+/** The audit rows of the erasures, read from the database. */
+async function erasureRows(s: TestService): Promise<Array<Record<string, unknown>>> {
+  if (TEST_ENGINE === "sqlite") {
+    const { default: Database } = await import("better-sqlite3");
+    const db = new Database(join(s.dir, "opqueue.db"), { readonly: true });
+    try {
+      return db.prepare("SELECT actor, role, subject, erased, cancelled FROM erasures ORDER BY id").all() as Array<
+        Record<string, unknown>
+      >;
+    } finally {
+      db.close();
+    }
+  }
+  const schema = new URL(s.config.database).searchParams.get("schema") as string;
+  const db = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` });
+  await db.connect();
+  try {
+    return (await db.query("SELECT actor, role, subject, erased, cancelled FROM erasures ORDER BY id")).rows;
+  } finally {
+    await db.end();
+  }
+}
+
+describe("erasing a user's data", () => {
+  test("no byte of the user's payloads or error bodies is left in the database; other users' data stays", async (t) => {
+    const s = await startTestService();
+    let closed = false;
+    t.after(async () => {
+      if (!closed) await s.close();
+    });
+    const marker = `secret-${randomBytes(8).toString("hex")}`;
+    const theirs = `kept-${randomBytes(8).toString("hex")}`;
+    // A large value too, which PostgreSQL keeps out of line (TOAST) and SQLite on overflow pages; random, so that it
+    // is not compressed away.
+    const big = `${marker}-${randomBytes(6_000).toString("hex")}`;
+    const finished = await enqueue(
+      s,
+      welcomeEmail({ request: { path_params: { userId: "1" }, body: { note: big } } }),
+      { sub: USER },
+    );
+    const waiting = await enqueue(
+      s,
+      welcomeEmail({ request: { path_params: { userId: "1" }, body: { note: marker } }, delay_ms: 3_600_000 }),
+      { sub: USER },
+    );
+    await enqueue(s, welcomeEmail({ request: { path_params: { userId: "2" }, body: { note: theirs } } }), {
+      sub: "bob",
+    });
+    await driveTo(s, finished.id, "dead");
+    assert.ok((await databaseBytes(s, { vacuum: false })).includes(marker), "the marker is found before the erasure");
+
+    const res = await s.inject({
+      method: "POST",
+      url: "/admin/erasures",
+      token: await s.adminToken({ sub: "dpo" }),
+      payload: { user_id: USER, cancel_waiting: true },
+    });
+    assert.equal(res.statusCode, 200, res.body);
+    assert.deepEqual(res.json(), {
+      subject: erasureSubject(USER),
+      erased: 2,
+      cancelled: 1,
+      waiting: 0,
+      running: 0,
+      more: false,
+    });
+    for (const id of [finished.id, waiting.id]) {
+      const job = (await s.inject({ method: "GET", url: `/jobs/${id}`, token: await s.adminToken() })).json().job;
+      assert.deepEqual(job.request, {});
+      assert.equal(job.result.error_body, null);
+    }
+    assert.equal((await s.service.store.jobGet({ id: waiting.id }))?.status, "cancelled");
+
+    const again = await s.inject({
+      method: "POST",
+      url: "/admin/erasures",
+      token: await s.adminToken({ sub: "dpo" }),
+      payload: { user_id: USER },
+    });
+    assert.equal(again.json().erased, 0, "idempotent: nothing left to do");
+
+    if (TEST_ENGINE === "sqlite") {
+      await s.service.close(); // The last connection's close checkpoints the WAL into the file.
+    }
+    const bytes = await databaseBytes(s, { vacuum: true });
+    assert.ok(!bytes.includes(marker), "no byte of the erased payloads is left");
+    assert.ok(bytes.includes(theirs), "another user's payload is there");
+    const audit = await erasureRows(s);
+    assert.deepEqual(
+      audit.map((row) => ({ ...row, erased: Number(row["erased"]), cancelled: Number(row["cancelled"]) })),
+      [
+        { actor: "dpo", role: "admin", subject: erasureSubject(USER), erased: 2, cancelled: 1 },
+        { actor: "dpo", role: "admin", subject: erasureSubject(USER), erased: 0, cancelled: 0 },
+      ],
+    );
+    assert.ok(!JSON.stringify(audit).includes(USER), "the audit does not hold the user's id");
+    if (TEST_ENGINE === "sqlite") {
+      rmSync(s.dir, { recursive: true, force: true });
+      closed = true;
+    }
+  });
+
+  test("the log line names the user by digest only", async (t) => {
+    const { logger, lines } = capturedLogger();
+    const s = await startService(t, { logger });
+    const res = await s.inject({
+      method: "POST",
+      url: "/admin/erasures",
+      token: await s.adminToken({ sub: "dpo" }),
+      payload: { user_id: USER },
+    });
+    assert.equal(res.statusCode, 200, res.body);
+    const line = lines.find((entry) => entry["action"] === "erase-user");
+    assert.equal(line?.["subject"], erasureSubject(USER));
+    assert.equal(line?.["actor"], "dpo");
+    assert.ok(!JSON.stringify(lines).includes(USER), "no log line holds the user's id");
+  });
+
+  test("refuses a missing user_id, a limit out of 1..1000, unknown fields and U+0000 with 400", async (t) => {
+    const s = await startService(t);
+    for (const payload of [
+      {},
+      { user_id: "" },
+      { user_id: "a", limit: 0 },
+      { user_id: "a", limit: 1001 },
+      { user_id: "a", x: 1 },
+      { user_id: "a\u0000" },
+    ]) {
+      assertError(
+        await s.inject({ method: "POST", url: "/admin/erasures", token: await s.adminToken(), payload }),
+        400,
+        "invalid_request",
+      );
+    }
+  });
+});
