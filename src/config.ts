@@ -9,6 +9,7 @@
  * messages), `resolve.ts` (paths, the database URL, settings that depend on another key), `auth-keys.ts` (key
  * material) and `config-error.ts`. This module runs them in order and re-exports what callers use.
  */
+import { PayloadCipher } from "./store/payload-cipher.js";
 import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { parse as parseYaml } from "yaml";
@@ -68,6 +69,8 @@ export function parseConfig(options: {
   resolveBatchBudget(config.limits, batchBudgetGiven);
   resolveAuthKeys({ config, secrets: options.secrets ?? "all", env });
   checkRedactPointers(config.operations);
+  // The encryption keys' variables are read again by the node that uses them; here they are only checked.
+  if ((options.secrets ?? "all") === "all") PayloadCipher.fromConfig(config, env);
   if (config.auth.audience === config.target.audience) {
     throw new ConfigError(
       `config: target.audience and auth.audience must differ (both are "${config.auth.audience}"), ` +

@@ -3,6 +3,9 @@
  * told otherwise) the worker: dispatcher, lease rescuer, retention cleaner and cron. Used by `opqueue serve`
  * and by tests (which pass their own clock).
  */
+import type { ConfigEnv } from "./config/env.js";
+import { encryptingStore } from "./store/encrypting-store.js";
+import { PayloadCipher } from "./store/payload-cipher.js";
 import type { FastifyBaseLogger, FastifyInstance } from "fastify";
 import { pino, type Logger } from "pino";
 import { DeliveryTokenVerifier } from "./auth/delivery-tokens.js";
@@ -279,6 +282,8 @@ export async function createService(options: {
    * `clock` to move time by hand; a test of clock skew passes both).
    */
   databaseTime?: boolean;
+  /** Where `encryption.keys` are read from (docs/encryption.md); `process.env` by default. */
+  env?: ConfigEnv;
 }): Promise<Service> {
   const { config } = options;
   const nodeClock = options.clock ?? systemClock;
@@ -292,7 +297,9 @@ export async function createService(options: {
   });
   // Before anything emits: the tracer subscribes to the events its spans are made of. Off, nothing is loaded.
   const tracing = (await startTracing({ config, telemetry, logger })) ?? null;
-  const store = await openStore({
+  // Read before the store opens: a key missing from the environment stops the node before it touches the database.
+  const cipher = PayloadCipher.fromConfig(config, options.env ?? (process.env as ConfigEnv));
+  const engineStore = await openStore({
     url: config.database,
     clock: nodeClock,
     databaseTime: options.databaseTime ?? options.clock === undefined,
@@ -303,6 +310,7 @@ export async function createService(options: {
     await tracing?.shutdown();
     throw error;
   });
+  const store = cipher === null ? engineStore : encryptingStore(engineStore, cipher);
   // Timers (when the next job is due, the next cron tick) and figures (queue lag) read the database's clock as this
   // node knows it, so a node whose clock is off neither wakes at the wrong time nor reports the wrong lag.
   const clock: Clock = { now: () => store.now() };

@@ -286,6 +286,29 @@ export const ConfigSchema = Type.Object(
     cron: Type.Array(CronEntry, { default: [] }),
     /** What opqueue tells about itself beyond logs and /metrics: spans over OTLP (docs/tracing.md). */
     telemetry: Type.Object({ otlp: Type.Optional(OtlpExport) }, { additionalProperties: false, default: {} }),
+    /**
+     * Payloads encrypted at rest (docs/encryption.md): AES-256-GCM keys, the first encrypting, every one decrypting.
+     * Absent, payloads are stored as they are.
+     */
+    encryption: Type.Optional(
+      Type.Object(
+        {
+          keys: Type.Array(
+            Type.Object(
+              {
+                /** Written with every value the key encrypts; never reused for other key material. */
+                id: Type.String({ pattern: "^[A-Za-z0-9_-]{1,32}$" }),
+                /** The variable holding the key: 32 random bytes, base64 (`openssl rand -base64 32`). */
+                key_env: Type.String({ minLength: 1 }),
+              },
+              { additionalProperties: false },
+            ),
+            { minItems: 1, maxItems: 16 },
+          ),
+        },
+        { additionalProperties: false },
+      ),
+    ),
   },
   { additionalProperties: false },
 );

@@ -39,10 +39,11 @@ export interface LiveService extends TestService {
  */
 export async function startLiveService(
   t: { after: (fn: () => Promise<void>) => void },
-  options: { configure?: (raw: Record<string, unknown>) => void; worker?: boolean } = {},
+  options: { configure?: (raw: Record<string, unknown>) => void; worker?: boolean; env?: Record<string, string> } = {},
 ): Promise<LiveService> {
   const s = await startTestService({
     clock: new SystemTimeClock(),
+    ...(options.env ? { env: options.env } : {}),
     configure: (raw) => {
       raw["shutdown"] = { grace_ms: 200 };
       options.configure?.(raw);

@@ -17,6 +17,8 @@ import { dropSchema, freshSchemaName, POSTGRES_URL } from "./postgres.js";
 export const TEST_SECRET = "test-secret-that-is-at-least-32-bytes-long";
 /** The delivery secret of test configs. */
 export const TEST_DELIVERY_SECRET = "delivery-secret-that-is-32-bytes-or-more";
+/** The payload key of OPQUEUE_TEST_ENCRYPTION=1 runs: 32 bytes, base64. */
+const TEST_PAYLOAD_KEY = Buffer.alloc(32, 7).toString("base64");
 /** The test product's OpenAPI document. */
 export const TEST_OPENAPI = fileURLToPath(new URL("../fixtures/product.openapi.yaml", import.meta.url));
 
@@ -79,6 +81,8 @@ export async function startTestService(
     stopwatch?: () => number;
     /** The service's logger (default silent), for tests that read what it logs. */
     logger?: Logger;
+    /** The environment the config's `*_env` keys are read from (default none). */
+    env?: Record<string, string>;
   } = {},
 ): Promise<TestService> {
   const dir = mkdtempSync(join(tmpdir(), "opqueue-test-"));
@@ -93,7 +97,13 @@ export async function startTestService(
     raw["database_pool_size"] = 4;
   }
   options.configure?.(raw);
-  const config = parseConfig({ raw, baseDir: dir, env: {} });
+  // OPQUEUE_TEST_ENCRYPTION=1 runs every test service with its payloads encrypted at rest, unless the test sets keys.
+  const env = { ...options.env };
+  if (process.env["OPQUEUE_TEST_ENCRYPTION"] === "1" && raw["encryption"] === undefined) {
+    raw["encryption"] = { keys: [{ id: "test", key_env: "OPQUEUE_TEST_PAYLOAD_KEY" }] };
+    env["OPQUEUE_TEST_PAYLOAD_KEY"] = TEST_PAYLOAD_KEY;
+  }
+  const config = parseConfig({ raw, baseDir: dir, env });
   const clock = options.clock ?? new ManualClock(Date.UTC(2026, 10, 21, 12, 0, 0));
   const service = await createService({
     config,
@@ -101,6 +111,7 @@ export async function startTestService(
     ...(options.random ? { random: options.random } : {}),
     ...(options.stopwatch ? { stopwatch: options.stopwatch } : {}),
     ...(options.logger ? { logger: options.logger } : {}),
+    env,
   });
   return {
     service,

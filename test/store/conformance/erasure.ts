@@ -79,7 +79,7 @@ export function erasureCases(suite: Suite): void {
     );
 
     suite.case(
-      "each call erases at most `limit` jobs, oldest first, says whether more are left, and a call with nothing to do does nothing",
+      "each call erases at most limit jobs, oldest first, says whether more are left, and a call with nothing to do does nothing",
       async ({ store }) => {
         const jobs = [];
         for (let i = 0; i < 3; i++)

@@ -1,0 +1,95 @@
+/**
+ * A store whose payloads are encrypted before they reach the engine and decrypted as they come back
+ * (docs/encryption.md), so both engines, their files and their backups hold only ciphertext of them. It wraps any
+ * `Store`: every argument on its way in has each job's or schedule's `request`, and each result's `error_body` and
+ * stored `body`, sealed; every answer on its way out has them opened, wherever they sit (a row, a list, an outcome, a
+ * map of attempts, whose `errorBody` is opened too). What stays in clear is listed in docs/encryption.md.
+ */
+import { PayloadCipher } from "./payload-cipher.js";
+import type { Store } from "./store.js";
+
+/** Keys whose values are opened on the way out, whatever object holds them. */
+const OPENED = new Set(["request", "error_body", "errorBody", "body"]);
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (typeof value !== "object" || value === null) return false;
+  const proto = Object.getPrototypeOf(value) as unknown;
+  return proto === Object.prototype || proto === null;
+}
+
+/** `value` with its payloads sealed; what holds none is returned as it is, never changed in place. */
+function sealAll(value: unknown, cipher: PayloadCipher): unknown {
+  if (Array.isArray(value)) {
+    let copy: unknown[] | undefined;
+    value.forEach((item, i) => {
+      const sealed = sealAll(item, cipher);
+      if (sealed !== item) (copy ??= [...value])[i] = sealed;
+    });
+    return copy ?? value;
+  }
+  if (!isPlainObject(value)) return value;
+  let copy: Record<string, unknown> | undefined;
+  for (const [key, item] of Object.entries(value)) {
+    let sealed: unknown;
+    if (key === "request" && isPlainObject(item)) sealed = cipher.seal(item);
+    else if (key === "result" && isPlainObject(item)) sealed = sealResult(item, cipher);
+    else sealed = sealAll(item, cipher);
+    if (sealed !== item) (copy ??= { ...value })[key] = sealed;
+  }
+  return copy ?? value;
+}
+
+/** A job's result with its error body and stored body sealed; its status code and reason stay readable. */
+function sealResult(result: Record<string, unknown>, cipher: PayloadCipher): Record<string, unknown> {
+  const sealed = { ...result };
+  if (typeof result["error_body"] === "string") sealed["error_body"] = cipher.seal(result["error_body"]);
+  if (result["body"] !== undefined) sealed["body"] = cipher.seal(result["body"]);
+  return sealed;
+}
+
+/** Opens every sealed payload of an answer, in place: answers are the store's fresh objects, the caller's to keep. */
+function openAll(value: unknown, cipher: PayloadCipher): void {
+  if (Array.isArray(value)) {
+    for (const item of value) openAll(item, cipher);
+    return;
+  }
+  if (value instanceof Map) {
+    for (const item of value.values()) openAll(item, cipher);
+    return;
+  }
+  if (!isPlainObject(value)) return;
+  for (const [key, item] of Object.entries(value)) {
+    if (OPENED.has(key) && PayloadCipher.isSealed(item)) value[key] = cipher.open(item);
+    else if (typeof item === "object" && item !== null) openAll(item, cipher);
+  }
+}
+
+/** `store` with its payloads encrypted at rest by `cipher`. */
+export function encryptingStore<S extends Store>(store: S, cipher: PayloadCipher): S {
+  const wrapped = new Map<PropertyKey, unknown>();
+  return new Proxy(store, {
+    get(target, property) {
+      const member = Reflect.get(target, property, target) as unknown;
+      if (typeof member !== "function") return member;
+      let method = wrapped.get(property);
+      if (method === undefined) {
+        const original = member as (...args: unknown[]) => unknown;
+        method = (...args: unknown[]): unknown => {
+          const answer = original.apply(
+            target,
+            args.map((arg) => sealAll(arg, cipher)),
+          );
+          if (answer instanceof Promise) {
+            return answer.then((value: unknown) => {
+              openAll(value, cipher);
+              return value;
+            });
+          }
+          return answer;
+        };
+        wrapped.set(property, method);
+      }
+      return method;
+    },
+  });
+}
