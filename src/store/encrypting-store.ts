@@ -66,12 +66,14 @@ function openAll(value: unknown, cipher: PayloadCipher): void {
 
 /** `store` with its payloads encrypted at rest by `cipher`. */
 export function encryptingStore<S extends Store>(store: S, cipher: PayloadCipher): S {
-  const wrapped = new Map<PropertyKey, unknown>();
+  // Each method wrapped once, and again if the store's own method is replaced (as tests replace one to fail it).
+  const wrapped = new Map<PropertyKey, { original: unknown; method: unknown }>();
   return new Proxy(store, {
     get(target, property) {
       const member = Reflect.get(target, property, target) as unknown;
       if (typeof member !== "function") return member;
-      let method = wrapped.get(property);
+      const known = wrapped.get(property);
+      let method = known?.original === member ? known.method : undefined;
       if (method === undefined) {
         const original = member as (...args: unknown[]) => unknown;
         method = (...args: unknown[]): unknown => {
@@ -87,7 +89,7 @@ export function encryptingStore<S extends Store>(store: S, cipher: PayloadCipher
           }
           return answer;
         };
-        wrapped.set(property, method);
+        wrapped.set(property, { original: member, method });
       }
       return method;
     },

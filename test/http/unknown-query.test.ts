@@ -35,6 +35,7 @@ const BODIES: Record<string, unknown> = {
   setOperationLimits: { max_concurrency: null },
   createSchedule: { name: "hourly", schedule: "0 * * * *", operation_id: "buildReport", user_id: "system" },
   updateSchedule: { priority: 1 },
+  eraseUserData: { user_id: "nobody" },
 };
 
 /** What every call needs: a job, its delivery token and the admin token. */
