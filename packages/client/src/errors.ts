@@ -56,8 +56,10 @@ export const TriggerNotAllowedError = define("TriggerNotAllowedError");
 export const OnBehalfOfNotAllowedError = define("OnBehalfOfNotAllowedError");
 /** 403 chain_mismatch. */
 export const ChainMismatchError = define("ChainMismatchError");
-/** 403 site_admin_required. */
+/** 403 site_admin_required: the admin token carries no role. */
 export const SiteAdminRequiredError = define("SiteAdminRequiredError");
+/** 403 insufficient_role: the admin token's role is below the call's, or an operator acts outside its `ops`. */
+export const InsufficientRoleError = define("InsufficientRoleError");
 /** 404 job_not_found. */
 export const JobNotFoundError = define("JobNotFoundError");
 /** 404 not_found. */
@@ -126,6 +128,7 @@ const BY_CODE: Record<ErrorCode, typeof OpqueueError> = {
   on_behalf_of_not_allowed: OnBehalfOfNotAllowedError,
   chain_mismatch: ChainMismatchError,
   site_admin_required: SiteAdminRequiredError,
+  insufficient_role: InsufficientRoleError,
   job_not_found: JobNotFoundError,
   not_found: NotFoundError,
   operation_not_found: OperationNotFoundError,

@@ -28,7 +28,13 @@ export type TerminalReason = (typeof TERMINAL_REASONS)[number];
 export const ERROR_CODES = {
   400: ["invalid_request", "payload_too_large", "invalid_on_behalf_of", "missing_path_param", "invalid_path_param"],
   401: ["invalid_assertion", "unauthenticated", "invalid_delivery_token"],
-  403: ["trigger_not_allowed", "on_behalf_of_not_allowed", "chain_mismatch", "site_admin_required"],
+  403: [
+    "trigger_not_allowed",
+    "on_behalf_of_not_allowed",
+    "chain_mismatch",
+    "site_admin_required",
+    "insufficient_role",
+  ],
   404: ["job_not_found", "not_found", "operation_not_found", "chain_not_found", "schedule_not_found", "api_disabled"],
   409: [
     "job_running",
