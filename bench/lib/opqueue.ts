@@ -91,6 +91,12 @@ export function writeOpqueueConfig(options: {
         : {}),
     },
   };
+  // BENCH_ENCRYPTION=1 measures payloads encrypted at rest (docs/encryption.md): one key, from a variable every serve
+  // process inherits.
+  if (process.env["BENCH_ENCRYPTION"] === "1") {
+    process.env["BENCH_PAYLOAD_KEY"] ??= Buffer.alloc(32, 9).toString("base64");
+    (raw as Record<string, unknown>)["encryption"] = { keys: [{ id: "bench", key_env: "BENCH_PAYLOAD_KEY" }] };
+  }
   const configPath = join(options.dir, "opqueue.json");
   writeFileSync(configPath, JSON.stringify(raw, null, 2));
   return { dir: options.dir, configPath, database: options.database, raw };
