@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * The `opqueue` command: serve | migrate | token | revoke | erase | backup | restore | demo. Exit codes: 0 done, 1 failed at run time,
+ * The `opqueue` command: serve | migrate | token | revoke | erase | rewrap | backup | restore | demo. Exit codes: 0 done, 1 failed at run time,
  * 2 bad configuration or usage.
  */
 import { randomBytes } from "node:crypto";
@@ -33,6 +33,7 @@ Usage:
                   (an admin token's jti and the dashboard's sign-in link go to stderr)
   opqueue revoke  [--config FILE] (--jti JTI | --issued-before INSTANT|now) [--url URL] [--token TOKEN]
   opqueue erase   [--config FILE] --user-id USER [--cancel-waiting] [--limit N] [--url URL] [--token TOKEN]
+  opqueue rewrap  [--config FILE] [--limit N] [--url URL] [--token TOKEN]
   opqueue backup  [--config FILE] --to FILE [--url URL] [--token TOKEN]
   opqueue restore [--config FILE] --from FILE
   opqueue demo
@@ -118,6 +119,17 @@ ${CONFIG_HELP}
   --url URL             the service (default: listen.host and listen.port of the config)
   --token TOKEN         an admin token with role admin (default: one minted with the first HS256 key of auth.keys,
                         valid 60 s)`,
+  rewrap: `Usage: opqueue rewrap [--config FILE] [--limit N] [--url URL] [--token TOKEN]
+
+Re-encrypts every stored payload under the first key of encryption.keys through a running service
+(POST /admin/encryption/rewrap, called until its pass is done), and encrypts those still in clear. Run it after
+moving a new key first on every node; then the older keys can go (docs/encryption.md, "Rotating keys").
+
+${CONFIG_HELP}
+  --limit N             rows per call, 1 to 1000 (default 200)
+  --url URL             the service (default: listen.host and listen.port of the config)
+  --token TOKEN         an admin token with role admin (default: one minted with the first HS256 key of auth.keys,
+                        valid 60 s)`,
   demo: `Usage: opqueue demo
 
 Runs the demo (npm start): the service on SQLite and the example product, signing a user up every 5 seconds.`,
@@ -150,6 +162,8 @@ async function main(argv: string[]): Promise<void> {
       return revokeCommand(rest);
     case "erase":
       return eraseCommand(rest);
+    case "rewrap":
+      return rewrapCommand(rest);
     case "backup":
       return backupCommand(rest);
     case "restore":
@@ -352,6 +366,40 @@ async function revokeCommand(args: string[]): Promise<void> {
         `${answer.cutoff.revoked_by})`,
     );
   }
+}
+
+/** Calls of `rewrap` at most: 200,000,000 rows at the most a call reads. */
+const MAX_REWRAP_CALLS = 200_000;
+
+async function rewrapCommand(args: string[]): Promise<void> {
+  const values = parse(args, {
+    config: { type: "string" },
+    limit: { type: "string" },
+    url: { type: "string" },
+    token: { type: "string" },
+  });
+  const limit = values.limit === undefined ? 200 : Number(values.limit);
+  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new UsageError("rewrap: --limit takes 1 to 1000");
+  const call = await adminCaller("rewrap", values);
+  let rewrapped = 0;
+  let examined = 0;
+  let cursor: string | null = null;
+  for (let calls = 0; calls < MAX_REWRAP_CALLS; calls++) {
+    const answer = (await call("/admin/encryption/rewrap", { limit, ...(cursor === null ? {} : { cursor }) })) as {
+      rewrapped: number;
+      examined: number;
+      key_id: string;
+      cursor: string | null;
+    };
+    rewrapped += answer.rewrapped;
+    examined += answer.examined;
+    cursor = answer.cursor;
+    if (cursor === null) {
+      console.log(`rewrote ${rewrapped} stored payload(s) of ${examined} row(s) under key ${answer.key_id}`);
+      return;
+    }
+  }
+  throw new RunError(`rewrap: the pass did not end after ${MAX_REWRAP_CALLS} calls; run it again`);
 }
 
 /** Calls of `erase` at most: 1,000,000 jobs at the default limit, far more than one user has. */

@@ -356,6 +356,7 @@ export async function createService(options: {
       metrics,
       jwks: signer.jwks(),
       countsRead,
+      cipher,
       ...(options.random ? { random: options.random } : {}),
       ...(options.logger ? { logger: options.logger as FastifyBaseLogger } : {}),
     });

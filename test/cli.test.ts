@@ -312,6 +312,35 @@ test("erase --user-id --cancel-waiting cancels and erases a user's jobs through 
   assert.match(usage.stderr, /--user-id USER is required/);
 });
 
+test("rewrap seals a running serve's stored payloads under its first key", async (t) => {
+  const dir = tempDir(t);
+  const key = Buffer.alloc(32, 3).toString("base64");
+  const config = writeConfig(dir, (raw) => {
+    raw["encryption"] = { keys: [{ id: "k1", key_env: "OPQ_TEST_KEY" }] };
+  });
+  const port = await freePort();
+  const serve = startCli(t, ["serve", "--config", config], { OPQUEUE_PORT: String(port), OPQ_TEST_KEY: key });
+  await waitForReady(serve, port);
+  const parsed = parseConfig({
+    raw: JSON.parse(fs.readFileSync(config, "utf8")),
+    baseDir: dir,
+    env: { OPQ_TEST_KEY: key },
+  });
+  const assertion = await mintToken({ auth: parsed.auth, clock: systemClock, sub: "ada", op: "createUser", rid: "r1" });
+  const created = await fetch(`http://127.0.0.1:${port}/jobs`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${assertion}`, "content-type": "application/json" },
+    body: JSON.stringify({ operation_id: "buildReport", request: { body: {} }, delay_ms: 3_600_000 }),
+  });
+  assert.equal(created.status, 201);
+  const result = await runCli(t, ["rewrap", "--config", config, "--url", `http://127.0.0.1:${port}`, "--limit", "10"], {
+    OPQ_TEST_KEY: key,
+  });
+  assert.equal(result.code, 0, result.stderr);
+  // The job was sealed under k1 when it was written: the pass reads it and its chain's row, and rewrites nothing.
+  assert.match(result.stdout, /^rewrote 0 stored payload\(s\) of 2 row\(s\) under key k1\n$/);
+});
+
 test("revoke --jti and --issued-before cut admin tokens off through a running serve", async (t) => {
   const dir = tempDir(t);
   const config = writeConfig(dir);

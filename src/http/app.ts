@@ -18,6 +18,8 @@ import type { Metrics } from "../telemetry/metrics.js";
 import { AdminAccess } from "./auth.js";
 import { accessRoutes } from "./routes/access.js";
 import { erasureRoutes } from "./routes/erasure.js";
+import { encryptionRoutes } from "./routes/encryption.js";
+import type { PayloadCipher } from "../store/payload-cipher.js";
 import { collectOpenApi } from "./openapi.js";
 import { AdminJobs } from "../admin/admin-jobs.js";
 import { adminRoutes } from "./routes/admin.js";
@@ -59,6 +61,8 @@ export interface AppOptions {
   logger?: FastifyBaseLogger;
   /** Jitter of the backoff a target's fail asks for; `Math.random` by default. */
   random?: () => number;
+  /** The payload cipher (docs/encryption.md); none when `encryption` is not configured. */
+  cipher?: PayloadCipher | null;
   /** How `/stats` shares its counts between requests (shared-read.ts); `COUNTS_READ` by default. */
   countsRead?: SharedReadOptions;
 }
@@ -156,6 +160,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   });
   await app.register(accessRoutes, { store: options.store, access, clock: options.clock });
   await app.register(erasureRoutes, { store: options.store, access });
+  await app.register(encryptionRoutes, { store: options.store, access, cipher: options.cipher ?? null });
   // The operators' dashboard (static files; it calls the admin API above with the token the operator signs in with).
   await app.register(uiRoutes);
   return app;

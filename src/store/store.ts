@@ -21,6 +21,7 @@ import type { FlowStore } from "./roles/flow.js";
 import type { JobReadStore } from "./roles/job-reads.js";
 import type { StoreLifecycle } from "./roles/lifecycle.js";
 import type { ListenStore } from "./roles/listening.js";
+import type { PayloadStore } from "./roles/payloads.js";
 import type { ScheduleStore } from "./roles/schedules.js";
 import type { UpkeepStore } from "./roles/upkeep.js";
 
@@ -37,6 +38,7 @@ export type { FlowStore } from "./roles/flow.js";
 export type { AdminActionRow, AttemptBucket, JobListParams, JobReadStore, JobStats } from "./roles/job-reads.js";
 export type { StoreLifecycle } from "./roles/lifecycle.js";
 export type { ListenStore } from "./roles/listening.js";
+export type { PayloadStore, PayloadTable, StoredPayloadRow } from "./roles/payloads.js";
 export type { CronTick, CronTickOutcome, ScheduleCreateOutcome, ScheduleFields } from "./roles/schedules.js";
 export type { ScheduleRow, ScheduleStore } from "./roles/schedules.js";
 export type { ScheduleUpdateOutcome, ScheduleWriteOutcome } from "./roles/schedules.js";
@@ -55,6 +57,7 @@ export interface Store
     JobReadStore,
     AdminStore,
     AccessStore,
+    PayloadStore,
     UpkeepStore,
     ListenStore {}
 

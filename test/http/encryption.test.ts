@@ -8,12 +8,13 @@ import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
+import type { LightMyRequestResponse } from "fastify";
 import pg from "pg";
 import { parseConfig } from "../../src/config.js";
 import { ConfigError } from "../../src/config/config-error.js";
 import { createService } from "../../src/service.js";
 import { databaseBytes } from "../helpers/database-bytes.js";
-import { buildReport, driveTo, enqueue, getJob, startService } from "../helpers/jobs.js";
+import { assertError, buildReport, driveTo, enqueue, getJob, startService } from "../helpers/jobs.js";
 import { startLiveService } from "../helpers/live-service.js";
 import { POSTGRES_URL } from "../helpers/postgres.js";
 import { rawTestConfig, TEST_ENGINE, type TestService } from "../helpers/service.js";
@@ -170,6 +171,121 @@ describe("payloads encrypted at rest", () => {
       assert.ok(backup.includes(Buffer.from("opq1:k1:")));
     },
   );
+
+  test("a rewrap pass seals every payload under the newest key, clear ones too; then the older key can go", async (t) => {
+    // Written in clear, then under k1, then rewrapped under k2 by a node holding [k2, k1]; read by a node holding k2 alone.
+    const clear = await startService(t, {
+      configure: (raw) => {
+        (raw["triggers"] as Record<string, string[]>)["cron:*"] = ["buildReport"];
+      },
+    });
+    const dead = await enqueue(clear, buildReport({ request: { body: { n: 0 } } }));
+    await driveTo(clear, dead.id, "dead");
+    const schedule = await clear.inject({
+      method: "POST",
+      url: "/schedules",
+      token: await clear.adminToken(),
+      payload: {
+        name: "hourly",
+        schedule: "0 * * * *",
+        operation_id: "buildReport",
+        user_id: "system",
+        request: { body: { s: 1 } },
+      },
+    });
+    assert.equal(schedule.statusCode, 201, schedule.body);
+    const node = async (keys: Array<"k1" | "k2">) => {
+      await current.close();
+      const raw = rawTestConfig(clear.dir);
+      withKeys(...keys)(raw);
+      (raw["triggers"] as Record<string, string[]>)["cron:*"] = ["buildReport"];
+      raw["database"] = clear.config.database;
+      const service = await createService({
+        config: parseConfig({ raw, baseDir: clear.dir, env: ENV }),
+        clock: clear.clock,
+        env: ENV,
+      });
+      current = service;
+      return service;
+    };
+    let current: { close(): Promise<void> } = { close: () => clear.service.close() };
+    t.after(() => current.close());
+    const admin = await clear.adminToken();
+    const k1 = await node(["k1"]);
+    const later = await k1.app.inject({
+      method: "POST",
+      url: "/jobs",
+      headers: { authorization: `Bearer ${await clear.assertion({ rid: "req-2" })}` },
+      payload: buildReport({ request: { body: { n: 1 } } }),
+    });
+    assert.equal(later.statusCode, 201, later.body);
+
+    const k2 = await node(["k2", "k1"]);
+    let cursor: string | null = null;
+    let rewrapped = 0;
+    for (let calls = 0; calls < 20; calls++) {
+      const res: LightMyRequestResponse = await k2.app.inject({
+        method: "POST",
+        url: "/admin/encryption/rewrap",
+        headers: { authorization: `Bearer ${admin}` },
+        payload: { limit: 1, ...(cursor === null ? {} : { cursor }) },
+      });
+      assert.equal(res.statusCode, 200, res.body);
+      rewrapped += res.json().rewrapped;
+      assert.equal(res.json().key_id, "k2");
+      cursor = res.json().cursor;
+      if (cursor === null) break;
+    }
+    assert.equal(cursor, null, "the pass ends");
+    // Two requests, one result's error body, one attempt's, one schedule's request.
+    assert.equal(rewrapped, 5);
+    for (const table of ["jobs", "attempts", "schedules"] as const) {
+      const page = await k2.store.payloadPage({ table, after: null, limit: 100 });
+      for (const { column, text } of page.rows.flatMap((row) => row.columns)) {
+        if (text === null || column === "callbacks") continue;
+        assert.doesNotMatch(text, /opq1:k1:/, `${table}.${column}`);
+        if (column !== "result") assert.match(text, /^"?opq1:k2:/, `${table}.${column}: ${text}`);
+      }
+    }
+    const again = await k2.app.inject({
+      method: "POST",
+      url: "/admin/encryption/rewrap",
+      headers: { authorization: `Bearer ${admin}` },
+      payload: { limit: 100 },
+    });
+    assert.equal(again.json().rewrapped, 0, "a second pass has nothing to do");
+
+    const only = await node(["k2"]);
+    const read = async (url: string) =>
+      (await only.app.inject({ method: "GET", url, headers: { authorization: `Bearer ${admin}` } })).json();
+    assert.deepEqual((await read(`/jobs/${dead.id}`)).job.request, { body: { n: 0 } });
+    assert.equal((await read(`/jobs/${dead.id}/attempts`)).attempts[0].error_body, "x");
+    assert.deepEqual((await read(`/jobs/${later.json().job.id}`)).job.request, { body: { n: 1 } });
+    assert.deepEqual((await read("/schedules/hourly")).schedule.request, { body: { s: 1 } });
+  });
+
+  test("rewrap without encryption configured, or with a cursor it did not answer, is 400", async (t) => {
+    const plain = await startService(t);
+    const res = await plain.inject({
+      method: "POST",
+      url: "/admin/encryption/rewrap",
+      token: await plain.adminToken(),
+    });
+    assertError(res, 400, "invalid_request");
+    const s = await startService(t, { env: ENV, configure: withKeys("k1") });
+    for (const cursor of ["nowhere:1", "jobs"]) {
+      assertError(
+        await s.inject({
+          method: "POST",
+          url: "/admin/encryption/rewrap",
+          token: await s.adminToken(),
+          payload: { cursor },
+        }),
+        400,
+        "invalid_request",
+      );
+    }
+  });
 
   test("the keys are checked when the config is read", () => {
     const parse = (keys: unknown, env: Record<string, string>) => {

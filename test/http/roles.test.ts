@@ -46,6 +46,7 @@ const ROLE_OF: Record<string, AdminRole> = {
   listRevocations: "admin",
   revokeAdminTokens: "admin",
   eraseUserData: "admin",
+  rewrapPayloads: "admin",
 };
 
 /** The bodies of the routes that take one: valid, so that what is let through is answered as the route would. */

@@ -48,6 +48,7 @@ import {
   type JobRunNowOutcome,
   type JobStats,
   type RevokedAdminToken,
+  type StoredPayloadRow,
   type UserEraseOutcome,
   type ScheduleCreateOutcome,
   type ScheduleRow,
@@ -59,6 +60,7 @@ import {
 } from "../store.js";
 import * as access from "./access.js";
 import * as admin from "./admin.js";
+import * as payloads from "./payloads.js";
 import * as asyncAttempts from "./async.js";
 import * as chains from "./chains.js";
 import * as claims from "./claims.js";
@@ -357,6 +359,15 @@ export class PostgresStore implements Store {
 
   async userErase(params: StoreParams<"userErase">): Promise<UserEraseOutcome> {
     return access.eraseUser(this.db, { ...params, now: this.statementNow() });
+  }
+
+  // PayloadStore: payloads.ts
+  async payloadPage(params: StoreParams<"payloadPage">): Promise<{ rows: StoredPayloadRow[]; next: string | null }> {
+    return payloads.page(this.db, params);
+  }
+
+  async payloadRewrite(params: StoreParams<"payloadRewrite">): Promise<number> {
+    return payloads.rewrite(this.db, params);
   }
 
   // AccessStore: access.ts

@@ -39,6 +39,7 @@ import {
   type JobRunNowOutcome,
   type JobStats,
   type RevokedAdminToken,
+  type StoredPayloadRow,
   type UserEraseOutcome,
   type ScheduleCreateOutcome,
   type ScheduleRow,
@@ -49,6 +50,7 @@ import {
 } from "../store.js";
 import * as access from "./access.js";
 import * as admin from "./admin.js";
+import { PayloadStatements } from "./payloads.js";
 import * as asyncAttempts from "./async.js";
 import * as chains from "./chains.js";
 import * as claims from "./claims.js";
@@ -72,6 +74,8 @@ export class SqliteEngine {
   private readonly statements: Statements;
   /** The job list's statements, one per shape of filter (job-reads.ts). */
   private readonly jobLists: reads.JobListStatements;
+  /** The statements of `opqueue rewrap` (payloads.ts). */
+  private readonly payloadStatements: PayloadStatements;
   /** Where the last claim stopped visiting lanes (claims.ts). */
   private laneCursor: LaneCursor = { operationId: "", lane: "" };
 
@@ -81,6 +85,7 @@ export class SqliteEngine {
     this.clock = options.clock;
     this.statements = prepareStatements(this.db);
     this.jobLists = new reads.JobListStatements(this.db);
+    this.payloadStatements = new PayloadStatements(this.db);
   }
 
   /**
@@ -188,6 +193,16 @@ export class SqliteEngine {
 
   adminActionList(params: StoreParams<"adminActionList">): AdminActionRow[] {
     return this.read(() => admin.adminActionList(this.statements, params));
+  }
+
+  // Payload columns as stored (opqueue rewrap).
+
+  payloadPage(params: StoreParams<"payloadPage">): { rows: StoredPayloadRow[]; next: string | null } {
+    return this.read(() => this.payloadStatements.page(params));
+  }
+
+  payloadRewrite(params: StoreParams<"payloadRewrite">): number {
+    return this.write(() => this.payloadStatements.rewrite(params));
   }
 
   // Revoked admin tokens.

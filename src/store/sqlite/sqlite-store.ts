@@ -250,6 +250,8 @@ export class SqliteStore implements Store, OnlineBackup {
   readonly chainCancel = this.forward("chainCancel");
   readonly jobRunNow = this.forward("jobRunNow");
   readonly userErase = this.forward("userErase");
+  readonly payloadPage = this.forward("payloadPage");
+  readonly payloadRewrite = this.forward("payloadRewrite");
   readonly adminActionList = this.forward("adminActionList");
   readonly adminTokenRevoke = this.forward("adminTokenRevoke");
   readonly adminTokenCutoffRaise = this.forward("adminTokenCutoffRaise");

@@ -7,7 +7,8 @@
  * StoreLifecycle (lifecycle.ts), EnqueueStore (enqueue.ts), ClaimStore (claims.ts: taking jobs; claims-outcomes.ts:
  * ending attempts), AsyncAttemptStore (async-attempts.ts), ChainStore (chains.ts), ScheduleStore (schedules.ts),
  * FlowStore (flow.ts), JobReadStore (job-reads.ts), AdminStore (admin.ts;
- * its erasure in erasure.ts), AccessStore (access.ts), UpkeepStore (upkeep.ts) and ListenStore
+ * its erasure in erasure.ts), AccessStore (access.ts), PayloadStore (payloads.ts),
+ * UpkeepStore (upkeep.ts) and ListenStore
  * (listening.ts); then the property test across roles (properties.ts). OnlineBackup, SQLite's alone, is tested through
  * its route (test/http/backup.test.ts, test/cli-backup.test.ts). A case lives with the role of the method it pins,
  * whatever else it calls to get there.
@@ -27,6 +28,7 @@ import { Suite, type StoreConformanceOptions } from "./harness.js";
 import { jobReadCases } from "./job-reads.js";
 import { lifecycleCases } from "./lifecycle.js";
 import { listenCases } from "./listening.js";
+import { payloadCases } from "./payloads.js";
 import { propertyCases } from "./properties.js";
 import { scheduleCases } from "./schedules.js";
 import { upkeepCases } from "./upkeep.js";
@@ -49,6 +51,7 @@ export function runStoreConformance(options: StoreConformanceOptions): void {
     adminCases(suite);
     erasureCases(suite);
     accessCases(suite);
+    payloadCases(suite);
     upkeepCases(suite);
     listenCases(suite);
     propertyCases(suite);

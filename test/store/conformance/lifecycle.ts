@@ -124,6 +124,9 @@ export function lifecycleCases(suite: Suite): void {
           pausedKeyList: () => store.pausedKeyList(),
           userErase: () =>
             store.userErase({ userId: "u", cancelWaiting: false, limit: 1, actor: "a", role: "admin", subject: "s" }),
+          payloadPage: () => store.payloadPage({ table: "jobs", after: null, limit: 1 }),
+          payloadRewrite: () =>
+            store.payloadRewrite({ table: "jobs", changes: [{ key: "1", column: "request", from: "a", to: "b" }] }),
           adminTokenRevoke: () => store.adminTokenRevoke({ jti: "j", actor: "a" }),
           adminTokenCutoffRaise: () => store.adminTokenCutoffRaise({ issuedBefore: 1, actor: "a" }),
           adminTokenIsRevoked: () => store.adminTokenIsRevoked({ jti: "j", issuedAt: 1 }),

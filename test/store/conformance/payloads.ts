@@ -1,0 +1,63 @@
+/**
+ * PayloadStore (src/store/roles/payloads.ts): payload columns read a page at a time as stored, and rewritten only
+ * where they still hold the text read (what `opqueue rewrap` is built on, docs/encryption.md).
+ */
+import assert from "node:assert/strict";
+import { describe } from "node:test";
+import { insertCreated, makeFinished, mustGet, scheduleFields, type Suite } from "./harness.js";
+
+/** Registers the payload column cases. */
+export function payloadCases(suite: Suite): void {
+  describe("PayloadStore: payload columns as stored", () => {
+    suite.case("pages go by key through every table, each column's text as stored", async ({ store }) => {
+      const a = await insertCreated(store, { request: { body: { n: 1 } } });
+      await insertCreated(store, { request: { body: { n: 2 } } });
+      await makeFinished(store, "dead");
+      const first = await store.payloadPage({ table: "jobs", after: null, limit: 2 });
+      assert.equal(first.rows.length, 2);
+      assert.equal(first.next, first.rows[1]?.key);
+      const request = first.rows[0]?.columns.find((entry) => entry.column === "request")?.text;
+      assert.deepEqual(JSON.parse(request ?? "null"), { body: { n: 1 } });
+      assert.deepEqual(
+        first.rows[0]?.columns.map((entry) => entry.column),
+        ["request", "result", "callbacks"],
+      );
+      const second = await store.payloadPage({ table: "jobs", after: first.next, limit: 2 });
+      assert.equal(second.rows.length, 1);
+      assert.equal(second.next, null, "a short page is the last");
+      const attempts = await store.payloadPage({ table: "attempts", after: null, limit: 10 });
+      assert.deepEqual(
+        attempts.rows.map((row) => row.columns),
+        [[{ column: "error_body", text: "bad request" }]],
+      );
+      await store.scheduleCreate({
+        schedule: scheduleFields("nightly", { request: { body: { x: 1 } } }),
+        revision: "r1",
+        actor: "a",
+        maxSchedules: 10,
+      });
+      const schedules = await store.payloadPage({ table: "schedules", after: null, limit: 10 });
+      assert.deepEqual(
+        schedules.rows.map((row) => row.key),
+        ["nightly"],
+      );
+      assert.deepEqual((await store.payloadPage({ table: "chains", after: null, limit: 10 })).next, null);
+      assert.ok(a.id);
+    });
+
+    suite.case("a column is rewritten only where it still holds the text read", async ({ store }) => {
+      const job = await insertCreated(store, { request: { body: { n: 1 } } });
+      const page = await store.payloadPage({ table: "jobs", after: null, limit: 10 });
+      const row = page.rows[0];
+      const text = row?.columns.find((entry) => entry.column === "request")?.text as string;
+      const to = JSON.stringify({ body: { n: 2 } });
+      const stale = { key: row?.key as string, column: "request", from: `${text} `, to };
+      assert.equal(await store.payloadRewrite({ table: "jobs", changes: [stale] }), 0, "another text: left");
+      assert.deepEqual((await mustGet(store, job.id)).request, { body: { n: 1 } });
+      const fresh = { key: row?.key as string, column: "request", from: text, to };
+      assert.equal(await store.payloadRewrite({ table: "jobs", changes: [fresh] }), 1);
+      assert.deepEqual((await mustGet(store, job.id)).request, { body: { n: 2 } });
+      assert.equal(await store.payloadRewrite({ table: "jobs", changes: [] }), 0);
+    });
+  });
+}
