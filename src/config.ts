@@ -9,7 +9,6 @@
  * messages), `resolve.ts` (paths, the database URL, settings that depend on another key), `auth-keys.ts` (key
  * material) and `config-error.ts`. This module runs them in order and re-exports what callers use.
  */
-import { PayloadCipher } from "./store/payload-cipher.js";
 import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { parse as parseYaml } from "yaml";
@@ -25,6 +24,7 @@ import {
 } from "./config/resolve.js";
 import type { Config } from "./config/schema.js";
 import { validateAgainstSchema } from "./config/validate.js";
+import { PayloadCipher } from "./store/payload-cipher.js";
 
 export { deliveryKeyList, type ConfigSecrets } from "./config/auth-keys.js";
 export { ConfigError } from "./config/config-error.js";

@@ -3,9 +3,6 @@
  * told otherwise) the worker: dispatcher, lease rescuer, retention cleaner and cron. Used by `opqueue serve`
  * and by tests (which pass their own clock).
  */
-import type { ConfigEnv } from "./config/env.js";
-import { encryptingStore } from "./store/encrypting-store.js";
-import { PayloadCipher } from "./store/payload-cipher.js";
 import type { FastifyBaseLogger, FastifyInstance } from "fastify";
 import { pino, type Logger } from "pino";
 import { DeliveryTokenVerifier } from "./auth/delivery-tokens.js";
@@ -39,6 +36,9 @@ import { Telemetry } from "./telemetry/events.js";
 import { COUNTS_READ, type SharedReadOptions } from "./telemetry/shared-read.js";
 import { createMetrics, type Metrics } from "./telemetry/metrics.js";
 import { startTracing, type Tracing } from "./telemetry/tracing.js";
+import type { ConfigEnv } from "./config/env.js";
+import { encryptingStore } from "./store/encrypting-store.js";
+import { PayloadCipher } from "./store/payload-cipher.js";
 
 /** The worker side of a service: everything that runs without a request. */
 export interface Worker {

@@ -3,13 +3,13 @@
  * its attempts), how they stand, whether it has settled, and its spawn cap's use. Read from the store in four reads;
  * src/http/routes/chains.ts answers it.
  */
-import type { RequestRedaction } from "../job/redaction.js";
 import type { ChainBody, ChainNodeBody } from "./schemas.js";
 import type { Config } from "../config.js";
 import type { JobAttemptRow, JobRow } from "../job/job.js";
 import { JOB_STATUSES } from "../job/schemas.js";
 import { formatTime, toWireJob } from "../job/wire.js";
 import type { ChainJobCounts, ChainStore, JobReadStore } from "../store/store.js";
+import type { RequestRedaction } from "../job/redaction.js";
 
 /** What the chain view needs from the running service. */
 export interface ChainViewDeps {

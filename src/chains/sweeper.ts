@@ -9,7 +9,6 @@
  * spawn cap is charged when it is created (a chain at its cap gets no callback: `callback:refused`). The trigger map
  * was checked when the job was enqueued (docs/api.md, "Enqueue, step by step").
  */
-import { UNREDACTED } from "../job/redaction.js";
 import type { Config } from "../config.js";
 import type { WorkNotifier } from "../work-notifier.js";
 import { newJobId } from "../job/job-id.js";
@@ -26,6 +25,7 @@ import type {
   JobReadStore,
 } from "../store/store.js";
 import type { Telemetry } from "../telemetry/events.js";
+import { UNREDACTED } from "../job/redaction.js";
 
 /** What the sweeper needs of the running service. */
 export interface ChainSweepDeps {

@@ -1,7 +1,7 @@
 /** The wire form of a stored job (the job on the wire (docs/api.md)), without the evidence kept in its authority. */
-import type { RequestRedaction } from "./redaction.js";
 import type { JobRow } from "./job.js";
 import type { Authority, Job } from "./schemas.js";
+import type { RequestRedaction } from "./redaction.js";
 
 /** An RFC 3339 UTC date with milliseconds. */
 export function formatTime(ms: number): string {

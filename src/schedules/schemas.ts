@@ -3,13 +3,13 @@
  * schedule as every route answers it. TypeBox, so the routes' validation, the types and the served OpenAPI come from
  * these.
  */
-import type { RequestRedaction } from "../job/redaction.js";
 import { Type, type Static } from "@sinclair/typebox";
 import { WireStamp, wireStamp } from "../flow/schemas.js";
 import { RequestPayload } from "../job/schemas.js";
 import { formatTime } from "../job/wire.js";
 import { defaultDedupeKey, type ScheduleFields } from "./schedule.js";
 import type { ScheduleView } from "./schedules.js";
+import type { RequestRedaction } from "../job/redaction.js";
 
 /** The largest priority, concurrency and dedupe keys of an enqueue (docs/api.md, "Enqueue, step by step"). */
 const Priority = Type.Integer({

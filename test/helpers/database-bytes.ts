@@ -1,7 +1,7 @@
 /**
- * Every byte a test service's database holds on disk, for tests that search it for what must not be there (erased or
- * encrypted payloads): the SQLite file and its WAL, or every relation of the PostgreSQL schema (its tables, their
- * TOAST tables and indexes), read by the server after a checkpoint.
+ * A test service's database as stored, for tests of what must not be there (erased or encrypted payloads): every byte
+ * it holds on disk (the SQLite file and its WAL, or every relation of the PostgreSQL schema: its tables, their TOAST
+ * tables and indexes, read by the server after a checkpoint), and the rows of a query run beside the service.
  */
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -36,6 +36,33 @@ export async function databaseBytes(s: TestService, options: { vacuum: boolean }
       if (read.rows[0]?.bytes) parts.push(read.rows[0].bytes);
     }
     return Buffer.concat(parts);
+  } finally {
+    await db.end();
+  }
+}
+
+/**
+ * The rows of a read run on the database directly, past the store (and so past encryption): `sql.sqlite` on the SQLite
+ * file (once no node holds it, as SQLite serves one), `sql.postgres` on the service's schema.
+ */
+export async function queryDatabase(
+  s: TestService,
+  sql: { sqlite: string; postgres: string },
+): Promise<Array<Record<string, unknown>>> {
+  if (TEST_ENGINE === "sqlite") {
+    const { default: Database } = await import("better-sqlite3");
+    const db = new Database(join(s.dir, "opqueue.db"), { readonly: true, fileMustExist: true });
+    try {
+      return db.prepare(sql.sqlite).all() as Array<Record<string, unknown>>;
+    } finally {
+      db.close();
+    }
+  }
+  const schema = new URL(s.config.database).searchParams.get("schema") as string;
+  const db = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` });
+  await db.connect();
+  try {
+    return (await db.query(sql.postgres)).rows as Array<Record<string, unknown>>;
   } finally {
     await db.end();
   }

@@ -7,16 +7,13 @@
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import { join } from "node:path";
 import type { LightMyRequestResponse } from "fastify";
-import pg from "pg";
 import { parseConfig } from "../../src/config.js";
 import { ConfigError } from "../../src/config/config-error.js";
 import { createService } from "../../src/service.js";
-import { databaseBytes } from "../helpers/database-bytes.js";
+import { databaseBytes, queryDatabase } from "../helpers/database-bytes.js";
 import { assertError, buildReport, driveTo, enqueue, getJob, startService } from "../helpers/jobs.js";
 import { startLiveService } from "../helpers/live-service.js";
-import { POSTGRES_URL } from "../helpers/postgres.js";
 import { rawTestConfig, TEST_ENGINE, type TestService } from "../helpers/service.js";
 import { answer, startTarget } from "../helpers/target.js";
 
@@ -33,25 +30,11 @@ const withKeys =
 
 /** The request column of every job, as stored (on SQLite, once no node holds the file). */
 async function storedRequests(s: TestService): Promise<string[]> {
-  if (TEST_ENGINE === "sqlite") {
-    const { default: Database } = await import("better-sqlite3");
-    const db = new Database(join(s.dir, "opqueue.db"), { readonly: true, fileMustExist: true });
-    try {
-      return (db.prepare("SELECT request FROM jobs ORDER BY seq").pluck().all() as string[]).map(String);
-    } finally {
-      db.close();
-    }
-  }
-  const schema = new URL(s.config.database).searchParams.get("schema") as string;
-  const db = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` });
-  await db.connect();
-  try {
-    return (await db.query<{ r: string }>("SELECT request::text AS r FROM job_specs ORDER BY seq")).rows.map(
-      (row) => row.r,
-    );
-  } finally {
-    await db.end();
-  }
+  const rows = await queryDatabase(s, {
+    sqlite: "SELECT request AS r FROM jobs ORDER BY seq",
+    postgres: "SELECT request::text AS r FROM job_specs ORDER BY seq",
+  });
+  return rows.map((row) => String(row["r"]));
 }
 
 describe("payloads encrypted at rest", () => {

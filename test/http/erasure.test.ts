@@ -8,38 +8,18 @@ import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { rmSync } from "node:fs";
-import { join } from "node:path";
-import pg from "pg";
 import { erasureSubject } from "../../src/http/routes/erasure.js";
-import { databaseBytes } from "../helpers/database-bytes.js";
+import { databaseBytes, queryDatabase } from "../helpers/database-bytes.js";
 import { capturedLogger } from "../helpers/logs.js";
-import { POSTGRES_URL } from "../helpers/postgres.js";
 import { startTestService, TEST_ENGINE, type TestService } from "../helpers/service.js";
 import { assertError, driveTo, enqueue, startService, welcomeEmail } from "../helpers/jobs.js";
 
 const USER = "ada@example.com";
 
 /** The audit rows of the erasures, read from the database. */
-async function erasureRows(s: TestService): Promise<Array<Record<string, unknown>>> {
-  if (TEST_ENGINE === "sqlite") {
-    const { default: Database } = await import("better-sqlite3");
-    const db = new Database(join(s.dir, "opqueue.db"), { readonly: true });
-    try {
-      return db.prepare("SELECT actor, role, subject, erased, cancelled FROM erasures ORDER BY id").all() as Array<
-        Record<string, unknown>
-      >;
-    } finally {
-      db.close();
-    }
-  }
-  const schema = new URL(s.config.database).searchParams.get("schema") as string;
-  const db = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` });
-  await db.connect();
-  try {
-    return (await db.query("SELECT actor, role, subject, erased, cancelled FROM erasures ORDER BY id")).rows;
-  } finally {
-    await db.end();
-  }
+function erasureRows(s: TestService): Promise<Array<Record<string, unknown>>> {
+  const sql = "SELECT actor, role, subject, erased, cancelled FROM erasures ORDER BY id";
+  return queryDatabase(s, { sqlite: sql, postgres: sql });
 }
 
 describe("erasing a user's data", () => {

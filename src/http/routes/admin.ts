@@ -4,7 +4,6 @@
  * (the job's history shows it) and logged. Each route parses, authorises, calls one of src/admin/admin-jobs.ts's use
  * cases and answers.
  */
-import type { RequestRedaction } from "../../job/redaction.js";
 import { Type } from "@sinclair/typebox";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { FastifyRequest } from "fastify";
@@ -17,6 +16,7 @@ import { actorFields, actorOf, requireOperationInScope, requireUnlimited, type A
 import type { Config } from "../../config.js";
 import type { JobRow } from "../../job/job.js";
 import { errorResponses } from "./error-responses.js";
+import type { RequestRedaction } from "../../job/redaction.js";
 
 /** What the admin routes need. */
 export interface AdminRoutesOptions {

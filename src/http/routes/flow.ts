@@ -3,7 +3,6 @@
  * operation's limits, list the paused keys, cancel jobs by filter. Each route parses, authorises, calls one of
  * src/admin/flow-control.ts's use cases and answers; every node reads what they write from the database at its next claim.
  */
-import type { RequestRedaction } from "../../job/redaction.js";
 import { Type } from "@sinclair/typebox";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { ApiError } from "../../errors.js";
@@ -22,6 +21,7 @@ import { JobsEnvelope } from "../../job/schemas.js";
 import { toWireJob } from "../../job/wire.js";
 import { actorFields, actorOf, requireOperationInScope, requireUnlimited, type AdminAccess } from "../auth.js";
 import { errorResponses } from "./error-responses.js";
+import type { RequestRedaction } from "../../job/redaction.js";
 
 /** What the flow control routes need. */
 export interface FlowRoutesOptions {

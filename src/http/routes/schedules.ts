@@ -3,7 +3,6 @@
  * administrators. The config file's entries are listed beside the schedules created here, read-only. Each change is
  * logged as an "admin action" with the admin token's `sub`; every node's scheduler reads it from the database.
  */
-import type { RequestRedaction } from "../../job/redaction.js";
 import { Type } from "@sinclair/typebox";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { JobEnvelope } from "../../job/schemas.js";
@@ -21,6 +20,7 @@ import {
 import type { FastifyRequest } from "fastify";
 import { actorFields, actorOf, requireOperationInScope, type AdminAccess } from "../auth.js";
 import { errorResponses } from "./error-responses.js";
+import type { RequestRedaction } from "../../job/redaction.js";
 
 /** What the schedules' routes need. */
 export interface ScheduleRoutesOptions {
