@@ -551,6 +551,7 @@ function adminItem(event) {
       h("strong", {}, action.words),
       " by ",
       h("strong", { class: "actor" }, event.actor),
+      event.role ? h("span", { class: "muted role" }, ` (${event.role})`) : null,
       action.note ? h("span", { class: "muted" }, ` · ${action.note}`) : null,
     ),
   });

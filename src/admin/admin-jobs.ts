@@ -9,6 +9,7 @@
 import type { JobAsyncState, JobAttemptRow, JobRow } from "../job/job.js";
 import type { JobHistoryEvent } from "../job/schemas.js";
 import type {
+  AdminActor,
   AdminStore,
   AsyncAttemptStore,
   DeadJobFilter,
@@ -73,35 +74,35 @@ export class AdminJobs {
    * `pending`/`retrying` → `cancelled`, and with `abortRunning` a `running` job too, whose delivery is then aborted on
    * whichever node runs it; or why not.
    */
-  async cancel(params: { id: string; actor: string; abortRunning: boolean }): Promise<JobCancelOutcome> {
+  async cancel(params: { id: string; abortRunning: boolean } & AdminActor): Promise<JobCancelOutcome> {
     const outcome = await this.deps.store.jobCancel(params);
     if (outcome.kind === "cancelled" && outcome.wasRunning) this.deps.notifier.abort(outcome.job.id);
     return outcome;
   }
 
   /** `dead`/`cancelled` → `pending`, attempt 0, due now; or why not. */
-  async retry(params: { id: string; actor: string }): Promise<JobRetryOutcome> {
+  async retry(params: { id: string } & AdminActor): Promise<JobRetryOutcome> {
     const outcome = await this.deps.store.jobRetry(params);
     if (outcome.kind === "retried") this.requeued(outcome.job);
     return outcome;
   }
 
   /** Re-queues up to `limit` dead jobs matching `filter`, newest first; returns them. */
-  async retryDead(params: { filter: DeadJobFilter; limit: number; actor: string }): Promise<JobRow[]> {
+  async retryDead(params: { filter: DeadJobFilter; limit: number } & AdminActor): Promise<JobRow[]> {
     const jobs = await this.deps.store.jobRetryDeadMany(params);
     for (const job of jobs) this.requeued(job);
     return jobs;
   }
 
   /** A waiting job (`pending`/`retrying`) due now, the dispatcher woken for it; or why not. */
-  async runNow(params: { id: string; actor: string }): Promise<JobRunNowOutcome> {
+  async runNow(params: { id: string } & AdminActor): Promise<JobRunNowOutcome> {
     const outcome = await this.deps.store.jobRunNow(params);
     if (outcome.kind === "moved") this.deps.notifier.notify(outcome.job.runAt);
     return outcome;
   }
 
   /** Cancels a chain: its claimable jobs now (returned), and every job enqueued into it later. */
-  async cancelChain(params: { originalRequestId: string; actor: string }): Promise<JobRow[]> {
+  async cancelChain(params: { originalRequestId: string } & AdminActor): Promise<JobRow[]> {
     return this.deps.store.chainCancel(params);
   }
 

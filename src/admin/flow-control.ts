@@ -10,7 +10,7 @@
 import { ApiError } from "../errors.js";
 import type { JobRow } from "../job/job.js";
 import type { OperationRegistry } from "../operations/registry.js";
-import type { AdminStore, FlowStore, JobCancelFilter, StoreLifecycle } from "../store/store.js";
+import type { AdminActor, AdminStore, FlowStore, JobCancelFilter, StoreLifecycle } from "../store/store.js";
 import type { WorkNotifier } from "../work-notifier.js";
 import type { OperationControl, OperationLimits, PausedKey } from "../flow/limits.js";
 
@@ -98,7 +98,7 @@ export class FlowControl {
    * Cancels up to `limit` jobs matching `filter`, newest first; the delivery of each running one is aborted on
    * whichever node runs it. Returns them.
    */
-  async cancelJobs(params: { filter: JobCancelFilter; limit: number; actor: string }): Promise<JobRow[]> {
+  async cancelJobs(params: { filter: JobCancelFilter; limit: number } & AdminActor): Promise<JobRow[]> {
     const cancelled = await this.deps.store.jobCancelMany(params);
     for (const { job, wasRunning } of cancelled) if (wasRunning) this.deps.notifier.abort(job.id);
     return cancelled.map(({ job }) => job);

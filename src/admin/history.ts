@@ -9,6 +9,11 @@ import type { AdminActionRow } from "../store/store.js";
 
 type Event = JobHistory["events"][number];
 
+/** A recorded action's role as the wire has it: only an operator or an admin acts; older rows have none. */
+function recordedRole(role: string | null): "operator" | "admin" | null {
+  return role === "operator" || role === "admin" ? role : null;
+}
+
 /** The events of one job, oldest first; at the same instant, what came first in the job's life comes first. */
 export function jobHistory(options: { job: JobRow; attempts: JobAttemptRow[]; actions: AdminActionRow[] }): Event[] {
   const { job } = options;
@@ -39,7 +44,13 @@ export function jobHistory(options: { job: JobRow; attempts: JobAttemptRow[]; ac
     timed.push({
       at: action.at,
       order: 2,
-      event: { type: "admin", at: formatTime(action.at), actor: action.actor, action: action.action },
+      event: {
+        type: "admin",
+        at: formatTime(action.at),
+        actor: action.actor,
+        role: recordedRole(action.role),
+        action: action.action,
+      },
     });
   }
   // Stable: attempts keep their order, actions theirs.

@@ -177,10 +177,16 @@ export function actorOf(request: FastifyRequest): string {
   return adminOf(request).sub;
 }
 
+/** Who makes an administrator's write, as the store records it with each job it changes: the token's `sub` and role. */
+export function actingAs(request: FastifyRequest): { actor: string; role: AdminRole } {
+  const admin = adminOf(request);
+  return { actor: admin.sub, role: admin.role ?? "admin" };
+}
+
 /** What an admin action's log line says of who made it: the token's `sub`, role, and `jti` when it has one. */
 export function actorFields(request: FastifyRequest): { actor: string; role: AdminRole; jti?: string } {
-  const admin = adminOf(request);
-  return { actor: admin.sub, role: admin.role ?? "admin", ...(admin.jti === undefined ? {} : { jti: admin.jti }) };
+  const jti = adminOf(request).jti;
+  return { ...actingAs(request), ...(jti === undefined ? {} : { jti }) };
 }
 
 /**

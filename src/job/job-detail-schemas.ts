@@ -119,6 +119,9 @@ export const JobHistoryEvent = Type.Union([
       type: Type.Literal("admin"),
       at: DateTime,
       actor: Type.String({ description: "The administrator (the admin token's sub)." }),
+      role: Type.Union([Type.Literal("operator"), Type.Literal("admin"), Type.Null()], {
+        description: 'The admin token\'s role (docs/api.md, "Roles"); null for an action recorded before roles were.',
+      }),
       action: Type.Union(ADMIN_ACTIONS.map((action) => Type.Literal(action))),
     },
     { additionalProperties: false },

@@ -26,7 +26,7 @@ import type { ScheduleStore } from "./roles/schedules.js";
 import type { UpkeepStore } from "./roles/upkeep.js";
 
 export type { AccessStore, AdminTokenCutoff, RevokedAdminToken } from "./roles/access.js";
-export type { AdminStore, DeadJobFilter, JobCancelFilter, JobCancelOutcome } from "./roles/admin.js";
+export type { AdminActor, AdminStore, DeadJobFilter, JobCancelFilter, JobCancelOutcome } from "./roles/admin.js";
 export type { JobRetryOutcome, JobRunNowOutcome, UserEraseOutcome } from "./roles/admin.js";
 export type { AsyncAttemptStore, ExternalCallRefusal } from "./roles/async-attempts.js";
 export type { ExternalHeartbeatOutcome, ExternalSetStateOutcome } from "./roles/async-attempts.js";

@@ -1205,6 +1205,7 @@ describe("admin calls: flow control", () => {
       type: "admin",
       at: history.at(-1)?.at,
       actor: "alice@example.com",
+      role: "admin",
       action: "cancel-many",
     });
     await assertRefused(client.cancelJobs({}), InvalidRequestError, 400, "invalid_request");

@@ -641,7 +641,7 @@ describe("conditional outcome writes", () => {
       outcomes: [{ id: job.id, attempt: 1, status: "retrying", delayMs: 1000, result: failed }],
     });
     assert.deepEqual(
-      (await store.chainCancel({ originalRequestId: "req-late", actor: "admin" })).map((row) => row.id),
+      (await store.chainCancel({ originalRequestId: "req-late", actor: "admin", role: "admin" })).map((row) => row.id),
       [job.id],
     );
     const before = await store.jobGet({ id: job.id });

@@ -587,12 +587,13 @@ describe("job history", () => {
         event["attempt"] ?? null,
         event["outcome"] ?? event["action"] ?? event["by"],
         event["actor"] ?? null,
+        event["role"] ?? null,
       ]),
       [
-        ["enqueued", null, null, "createUser", null],
-        ["attempt", 1, 1, "dead", null],
-        ["admin", null, null, "retry", "carol"],
-        ["attempt", 2, 1, "succeeded", null],
+        ["enqueued", null, null, "createUser", null, null],
+        ["attempt", 1, 1, "dead", null, null],
+        ["admin", null, null, "retry", "carol", "admin"],
+        ["attempt", 2, 1, "succeeded", null, null],
       ],
     );
     assert.equal(events[2]?.["at"], iso(Date.parse(job.created_at) + 2000), "the retry is dated when it was made");

@@ -76,7 +76,7 @@ test("every code the source raises or answers is one of ERROR_CODES, under the s
 
 test("docs/api.md's History lists every administrator's action, and its Limits table bulk cancel's bounds", () => {
   const text = readFileSync(join(ROOT, "docs", "api.md"), "utf8");
-  const historyRow = text.split("\n").find((line) => line.startsWith("| `admin` | `at`, `actor`, `action` |"));
+  const historyRow = text.split("\n").find((line) => line.startsWith("| `admin` | `at`, `actor`, `role`, `action` |"));
   assert.ok(historyRow, "the History table has its admin row");
   for (const action of ADMIN_ACTIONS) assert.ok(historyRow.includes(`\`${action}\``), `History lists ${action}`);
   const limitsRow = text.split("\n").find((line) => line.startsWith("| bulk cancel"));

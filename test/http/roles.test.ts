@@ -1,7 +1,8 @@
 /**
  * Admin roles (docs/api.md, "Roles"), on the engine of the run: every administrators' route of the served OpenAPI
  * states the role it needs, that role is the table's below (a route added without a row fails the first case), and
- * each role is let through exactly the routes at or below it. Then an operator limited by `ops`, and `GET /admin/me`.
+ * each role is let through exactly the routes at or below it. Then an operator limited by `ops`, the role a job's
+ * history records with each action, and `GET /admin/me`.
  */
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -260,6 +261,35 @@ describe("an operator limited by ops", () => {
     assert.equal((await pause("mail")).statusCode, 200);
     assertError(await pause("report"), 403, "insufficient_role");
     assertError(await pause("missing"), 404, "schedule_not_found");
+  });
+});
+
+describe("the audit of a job's actions", () => {
+  test("records the role each action was made with: an operator's, an admin's, and site_admin as admin", async (t) => {
+    const s = await startService(t);
+    const operator = await mintToken({ auth: s.config.auth, clock: s.clock, sub: "oncall", role: "operator" });
+    const admin = await mintToken({ auth: s.config.auth, clock: s.clock, sub: "lead", role: "admin" });
+    const legacy = await s.adminToken({ sub: "root" });
+    const job = await enqueue(s, welcomeEmail({ run_at: new Date(s.clock.now() + 60_000).toISOString() }));
+    for (const [url, token] of [
+      [`/jobs/${job.id}/run-now`, operator],
+      [`/jobs/${job.id}/cancel`, admin],
+      [`/jobs/${job.id}/retry`, legacy],
+    ] as const) {
+      const res = await s.inject({ method: "POST", url, token });
+      assert.equal(res.statusCode, 200, `${url}: ${res.body}`);
+    }
+    const history = await s.inject({ method: "GET", url: `/jobs/${job.id}/history`, token: operator });
+    assert.equal(history.statusCode, 200, history.body);
+    const events = (history.json() as { events: Array<Record<string, unknown>> }).events;
+    assert.deepEqual(
+      events.filter((event) => event["type"] === "admin").map((e) => [e["action"], e["actor"], e["role"]]),
+      [
+        ["run-now", "oncall", "operator"],
+        ["cancel", "lead", "admin"],
+        ["retry", "root", "admin"],
+      ],
+    );
   });
 });
 

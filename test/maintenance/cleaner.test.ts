@@ -70,7 +70,7 @@ async function jobIn(s: TestService, state: State): Promise<string> {
   const job = await insert(store, jobParams(s, `chain-${state}-${counter}`, extra));
   if (state === "pending") return job.id;
   if (state === "cancelled") {
-    assert.equal((await store.jobCancel({ id: job.id, actor: "admin" })).kind, "cancelled");
+    assert.equal((await store.jobCancel({ id: job.id, actor: "admin", role: "admin" })).kind, "cancelled");
     return job.id;
   }
   const [claimed] = await store.jobClaimMany({ limit: 1 });
@@ -150,7 +150,7 @@ test("more terminal jobs than one batch are all deleted in one pass, and a cance
   // Inserted together (one group commit), then cancelled at once by cancelling their chain.
   await Promise.all(Array.from({ length: count }, () => insert(store, jobParams(s, rid))));
   const kept = await insert(store, jobParams(s, "another-chain"));
-  const cancelled = await store.chainCancel({ originalRequestId: rid, actor: "admin" });
+  const cancelled = await store.chainCancel({ originalRequestId: rid, actor: "admin", role: "admin" });
   assert.equal(cancelled.length, count);
   assert.equal((await store.jobStats()).byStatus.cancelled, count);
 

@@ -199,8 +199,12 @@ if (!POSTGRES_SKIP) {
         ),
         ["on"],
       );
-      assert.deepEqual(await modesOf(() => store.jobCancel({ id: "job-commit-b", actor: "admin" })), ["on"]);
-      assert.deepEqual(await modesOf(() => store.jobRetry({ id: "job-commit-b", actor: "admin" })), ["on"]);
+      assert.deepEqual(await modesOf(() => store.jobCancel({ id: "job-commit-b", actor: "admin", role: "admin" })), [
+        "on",
+      ]);
+      assert.deepEqual(await modesOf(() => store.jobRetry({ id: "job-commit-b", actor: "admin", role: "admin" })), [
+        "on",
+      ]);
     });
   });
 }
@@ -598,8 +602,9 @@ if (!POSTGRES_SKIP) {
       await db.query("ANALYZE job_state");
       await db.query(`CREATE ROLE ${role}`);
       await db.query(`ALTER TABLE job_state OWNER TO ${role}`);
-      // Migration 22 (after 21) adds a column to job_specs: its owner too.
+      // Migrations after 21 add columns to job_specs (22) and admin_actions (23): their owner too.
       await db.query(`ALTER TABLE job_specs OWNER TO ${role}`);
+      await db.query(`ALTER TABLE admin_actions OWNER TO ${role}`);
       await db.query(`GRANT USAGE, CREATE ON SCHEMA ${schema} TO ${role}`);
       await db.query(`GRANT ALL ON schema_migrations TO ${role}`);
       const statistics = async () =>

@@ -552,13 +552,17 @@ describe("the dashboard in Chromium", { skip: SKIP, timeout: 90_000 }, () => {
     await dialog.getByRole("button", { name: "Retry job" }).click();
     await announced(page, /re-queued/);
     await page.locator(".head-status .badge-succeeded").waitFor();
-    // One timeline: the creation, attempt #1, the retry marked with who did it, attempt #2 (the job's counter said 1).
+    // One timeline: the creation, attempt #1, the retry marked with who did it and with which role, attempt #2 (the
+    // job's counter said 1).
     const events = timeline.locator(":scope > li");
     await until(async () => (await events.count()) === 4, "four events in the history");
     const lines = (await events.allInnerTexts()).map((text) => text.replace(/\s+/g, " ").trim());
     assert.match(lines[0] ?? "", /^● Created by sendWelcomeEmail/);
     assert.match(lines[1] ?? "", /^#1 dead HTTP 400 · took .*mailbox_unknown/);
-    assert.match(lines[2] ?? "", /^↻ Retried by oncall@example\.com · back to pending, attempts counted from 1 again/);
+    assert.match(
+      lines[2] ?? "",
+      /^↻ Retried by oncall@example\.com \(admin\) · back to pending, attempts counted from 1 again/,
+    );
     assert.match(lines[3] ?? "", /^#2 succeeded HTTP 204 · took .* · job attempt 1/);
     assert.equal(
       await timeline.locator("li.event-band").count(),

@@ -148,8 +148,11 @@ export type JobHistoryEvent =
       status_code: number | null;
       error_body: string | null;
     }
-  /** An administrator's change; `actor` is the admin token's `sub`. */
-  | { type: "admin"; at: string; actor: string; action: AdminAction };
+  /**
+   * An administrator's change; `actor` is the admin token's `sub`, `role` its role (null for a change recorded before
+   * roles were).
+   */
+  | { type: "admin"; at: string; actor: string; role: "operator" | "admin" | null; action: AdminAction };
 
 /** What opqueue keeps of a job beyond its wire form (`GET /jobs/{id}/extensions`). */
 export interface JobExtensions {

@@ -12,7 +12,7 @@ import { ApiError } from "../../errors.js";
 import { JobAttempts, JobEnvelope, JobExtensions, JobHistory, JobsEnvelope, RetryDeadBody } from "../../job/schemas.js";
 import { formatTime, toWireJob } from "../../job/wire.js";
 import type { AdminAction } from "../../job/statuses.js";
-import { actorFields, actorOf, requireOperationInScope, requireUnlimited, type AdminAccess } from "../auth.js";
+import { actingAs, actorFields, requireOperationInScope, requireUnlimited, type AdminAccess } from "../auth.js";
 import type { Config } from "../../config.js";
 import type { JobRow } from "../../job/job.js";
 import { errorResponses } from "./error-responses.js";
@@ -119,7 +119,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
     async (request) => {
       const abortRunning = request.query.abort === true;
       await requireJobInScope(request, request.params.id);
-      const outcome = await adminJobs.cancel({ id: request.params.id, actor: actorOf(request), abortRunning });
+      const outcome = await adminJobs.cancel({ id: request.params.id, ...actingAs(request), abortRunning });
       switch (outcome.kind) {
         case "cancelled":
           logAction(request, "cancel", [outcome.job.id], outcome.wasRunning ? { aborted: true } : {});
@@ -157,7 +157,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
     },
     async (request) => {
       await requireJobInScope(request, request.params.id);
-      const outcome = await adminJobs.retry({ id: request.params.id, actor: actorOf(request) });
+      const outcome = await adminJobs.retry({ id: request.params.id, ...actingAs(request) });
       switch (outcome.kind) {
         case "retried":
           logAction(request, "retry", [outcome.job.id]);
@@ -229,7 +229,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       const jobs = await adminJobs.retryDead({
         filter: { operationId: body.operation_id, originalRequestId: body.original_request_id, userId: body.user_id },
         limit: body.limit ?? 100,
-        actor: actorOf(request),
+        ...actingAs(request),
       });
       logAction(
         request,
@@ -257,7 +257,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       requireUnlimited(request, "a chain");
       const jobs = await adminJobs.cancelChain({
         originalRequestId: request.params.original_request_id,
-        actor: actorOf(request),
+        ...actingAs(request),
       });
       logAction(
         request,
@@ -283,7 +283,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
     },
     async (request) => {
       await requireJobInScope(request, request.params.id);
-      const outcome = await adminJobs.runNow({ id: request.params.id, actor: actorOf(request) });
+      const outcome = await adminJobs.runNow({ id: request.params.id, ...actingAs(request) });
       switch (outcome.kind) {
         case "moved":
           logAction(request, "run-now", [outcome.job.id]);

@@ -10,7 +10,7 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { ApiError } from "../../errors.js";
 import { hasUnstorableText } from "../../job/payload-rules.js";
 import type { AdminStore } from "../../store/store.js";
-import { actorFields, adminOf, type AdminAccess } from "../auth.js";
+import { actingAs, actorFields, type AdminAccess } from "../auth.js";
 import { errorResponses } from "./error-responses.js";
 
 /** What the erasure route needs. */
@@ -75,16 +75,8 @@ export const erasureRoutes: FastifyPluginAsyncTypebox<ErasureRoutesOptions> = as
       if (hasUnstorableText([userId])) {
         throw new ApiError(400, "invalid_request", "user_id cannot hold U+0000 or a lone UTF-16 surrogate");
       }
-      const admin = adminOf(request);
       const subject = erasureSubject(userId);
-      const outcome = await options.store.userErase({
-        userId,
-        cancelWaiting,
-        limit,
-        actor: admin.sub,
-        role: admin.role ?? "admin",
-        subject,
-      });
+      const outcome = await options.store.userErase({ userId, cancelWaiting, limit, subject, ...actingAs(request) });
       // The user's id is not logged: the digest names them.
       request.log.info(
         { ...actorFields(request), action: "erase-user", subject, ...outcome, cancelWaiting },

@@ -19,7 +19,14 @@ import {
 } from "../../flow/schemas.js";
 import { JobsEnvelope } from "../../job/schemas.js";
 import { toWireJob } from "../../job/wire.js";
-import { actorFields, actorOf, requireOperationInScope, requireUnlimited, type AdminAccess } from "../auth.js";
+import {
+  actingAs,
+  actorFields,
+  actorOf,
+  requireOperationInScope,
+  requireUnlimited,
+  type AdminAccess,
+} from "../auth.js";
 import { errorResponses } from "./error-responses.js";
 import type { RequestRedaction } from "../../job/redaction.js";
 
@@ -232,7 +239,6 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
       if (body.operation_id === undefined) requireUnlimited(request, "a bulk cancel without operation_id");
       else requireOperationInScope(request, body.operation_id);
       const time = (value: string | undefined) => (value === undefined ? undefined : Date.parse(value));
-      const actor = actorOf(request);
       const jobs = await flowControl.cancelJobs({
         filter: {
           statuses: body.statuses ?? ["pending", "retrying"],
@@ -244,7 +250,7 @@ export const flowRoutes: FastifyPluginAsyncTypebox<FlowRoutesOptions> = async (a
           createdBefore: time(body.created_before),
         },
         limit: body.limit ?? 100,
-        actor,
+        ...actingAs(request),
       });
       request.log.info(
         { ...actorFields(request), action: "cancel-many", jobIds: jobs.map((job) => job.id) },

@@ -126,18 +126,18 @@ export async function eraseUser(
   db: PgConnection,
   params: StoreParams<"userErase"> & { now: Now },
 ): Promise<UserEraseOutcome> {
-  const { userId, limit, actor, now } = params;
+  const { userId, limit, actor, role, now } = params;
   if (unstorable(userId)) {
     db.assertOpen();
     return { erased: 0, cancelled: 0, waiting: 0, running: 0, more: false };
   }
   const cancelled = params.cancelWaiting
-    ? (await cancelMany(db, { filter: { statuses: ["pending", "retrying"], userId }, limit, actor, now })).length
+    ? (await cancelMany(db, { filter: { statuses: ["pending", "retrying"], userId }, limit, actor, role, now })).length
     : 0;
   const erased = await db.transaction(async (client) => {
     const counts = (await client.query<PgRow>(ERASE_USER, [userId, now, limit])).rows[0];
     const done = Number(counts?.["erased"] ?? 0);
-    await client.query(RECORD_ERASURE, [now, actor, params.role, params.subject, done, cancelled]);
+    await client.query(RECORD_ERASURE, [now, actor, role, params.subject, done, cancelled]);
     return done;
   });
   const left = (await db.query(USER_JOB_COUNTS, [userId]))[0] ?? {};

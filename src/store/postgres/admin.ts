@@ -9,6 +9,7 @@ import type { AdminAction } from "../../job/statuses.js";
 import { ABORTED_ATTEMPT } from "../aborted.js";
 import type {
   AdminActionRow,
+  AdminActor,
   DeadJobFilter,
   JobCancelFilter,
   JobCancelOutcome,
@@ -35,11 +36,8 @@ import {
   RETRY_DEAD_MANY,
 } from "./sql/jobs.js";
 
-/** An administrator's write: who, and the statement's "now". */
-interface Acting {
-  actor: string;
-  now: Date | "now";
-}
+/** An administrator's write: who, with which role, and the statement's "now". */
+type Acting = AdminActor & { now: Date | "now" };
 
 type CancelAction = Extract<AdminAction, "cancel" | "cancel-many">;
 
@@ -60,10 +58,14 @@ export async function cancelJob(
 ): Promise<JobCancelOutcome> {
   if (unstorable(params.id)) return db.answerIfOpen({ kind: "not_found" });
   const sql = CANCEL_SQL[action];
-  const rows = await db.query(sql.waiting, [[params.id], params.now, params.actor], `opqueue_job_${action}`);
+  const rows = await db.query(
+    sql.waiting,
+    [[params.id], params.now, params.actor, params.role],
+    `opqueue_job_${action}`,
+  );
   if (rows[0]) return { kind: "cancelled", job: toJobRow(rows[0]), wasRunning: false };
   if (params.abortRunning) {
-    const aborted = await db.query(sql.running, [params.id, params.now, params.actor, ABORTED_ATTEMPT]);
+    const aborted = await db.query(sql.running, [params.id, params.now, params.actor, ABORTED_ATTEMPT, params.role]);
     if (aborted[0]) return { kind: "cancelled", job: toJobRow(aborted[0]), wasRunning: true };
   }
   const row = (await db.query(JOB_GET, [params.id], "opqueue_job_get"))[0];
@@ -96,7 +98,7 @@ export async function cancelMany(
     .map((candidate) => candidate["id"]);
   const cancelled: Array<{ job: JobRow; wasRunning: boolean }> = [];
   if (waiting.length > 0) {
-    const rows = await db.query(CANCEL_SQL["cancel-many"].waiting, [waiting, params.now, params.actor]);
+    const rows = await db.query(CANCEL_SQL["cancel-many"].waiting, [waiting, params.now, params.actor, params.role]);
     for (const row of rows) cancelled.push({ job: toJobRow(row), wasRunning: false });
   }
   for (const candidate of candidates) {
@@ -128,7 +130,7 @@ export async function retryJob(db: PgConnection, params: { id: string } & Acting
     await client.query("SAVEPOINT retry");
     try {
       const updated = await client.query<PgRow>(JOB_RETRY, [job.seq, params.now]);
-      await client.query(RECORD_ACTION, [params.now, params.actor, "retry" satisfies AdminAction, job.id]);
+      await client.query(RECORD_ACTION, [params.now, params.actor, params.role, "retry" satisfies AdminAction, job.id]);
       await client.query(NOTIFY, [updated.rows[0]?.["run_at"]]);
       return { kind: "retried", job: toJobRow(updated.rows[0] ?? {}) } as const;
     } catch (error) {
@@ -148,7 +150,12 @@ export async function cancelChain(db: PgConnection, params: { originalRequestId:
   if (unstorable(params.originalRequestId)) return db.answerIfOpen([]);
   return db.transaction(async (client) => {
     await client.query(CHAIN_MARK_CANCELLED, [params.originalRequestId, params.now, params.actor]);
-    const rows = await client.query<PgRow>(CHAIN_CANCEL_JOBS, [params.originalRequestId, params.now, params.actor]);
+    const rows = await client.query<PgRow>(CHAIN_CANCEL_JOBS, [
+      params.originalRequestId,
+      params.now,
+      params.actor,
+      params.role,
+    ]);
     return rows.rows.map(toJobRow).sort((a, b) => b.seq - a.seq);
   });
 }
@@ -157,7 +164,7 @@ export async function cancelChain(db: PgConnection, params: { originalRequestId:
 export async function runNow(db: PgConnection, params: { id: string } & Acting): Promise<JobRunNowOutcome> {
   if (unstorable(params.id)) return db.answerIfOpen({ kind: "not_found" });
   const moved = await db.transaction(async (client) => {
-    const rows = await client.query<PgRow>(JOB_RUN_NOW, [params.id, params.now, params.actor]);
+    const rows = await client.query<PgRow>(JOB_RUN_NOW, [params.id, params.now, params.actor, params.role]);
     if (rows.rows[0]) await client.query(NOTIFY, [rows.rows[0]["run_at"]]);
     return rows.rows[0];
   });
@@ -180,6 +187,7 @@ export async function retryDeadMany(
       Math.max(0, params.limit),
       params.now,
       params.actor,
+      params.role,
     ]);
     if (rows.rows.length > 0) await client.query(NOTIFY, [params.now]);
     return rows.rows.map(toJobRow);
@@ -194,6 +202,7 @@ export async function adminActionList(db: PgConnection, params: { jobId: string 
   return rows.map((row) => ({
     at: requireMs(row["at"]),
     actor: row["actor"] as string,
+    role: (row["role"] as string | null) ?? null,
     action: row["action"] as AdminAction,
   }));
 }

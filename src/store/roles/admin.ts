@@ -1,6 +1,15 @@
 /** The store's `AdminStore` role; src/store/store.ts composes the roles into `Store`. */
 import type { JobRow } from "../../job/job.js";
 
+/**
+ * Who makes an administrator's write: the admin token's `sub` and its role (`operator` or `admin`), recorded with each
+ * job the write changes (`adminActionList`).
+ */
+export interface AdminActor {
+  actor: string;
+  role: string;
+}
+
 /** The result of `jobCancel`. */
 export type JobCancelOutcome =
   /** `wasRunning`: the job was `running` (cancelled with `abortRunning`); its node is to abort the delivery. */
@@ -66,29 +75,28 @@ export interface UserEraseOutcome {
 export interface AdminStore {
   /**
    * `pending`/`retrying` → `cancelled` (`cancelled-by-admin`). This and the administrators' writes after it record who
-   * made them (`actor`, the admin token's `sub`) for every job they change, in the same transaction (`adminActionList`).
+   * made them (`AdminActor`: the admin token's `sub` and role) for every job they change, in the same transaction
+   * (`adminActionList`).
    */
-  jobCancel(params: { id: string; actor: string; abortRunning?: boolean }): Promise<JobCancelOutcome>;
+  jobCancel(params: { id: string; abortRunning?: boolean } & AdminActor): Promise<JobCancelOutcome>;
   /**
    * Cancels up to `limit` jobs matching `filter`, newest first, as `jobCancel` with `abortRunning` would; returns them
    * (each with whether it was running).
    */
-  jobCancelMany(params: {
-    filter: JobCancelFilter;
-    limit: number;
-    actor: string;
-  }): Promise<Array<{ job: JobRow; wasRunning: boolean }>>;
+  jobCancelMany(
+    params: { filter: JobCancelFilter; limit: number } & AdminActor,
+  ): Promise<Array<{ job: JobRow; wasRunning: boolean }>>;
   /** `dead`/`cancelled` → `pending` with attempt 0 and run time now. */
-  jobRetry(params: { id: string; actor: string }): Promise<JobRetryOutcome>;
+  jobRetry(params: { id: string } & AdminActor): Promise<JobRetryOutcome>;
   /**
    * Re-queues up to `limit` dead jobs matching the filter, newest first, like `jobRetry`; a job whose dedupe key
    * another claimable job holds is skipped. Returns the jobs it re-queued.
    */
-  jobRetryDeadMany(params: { filter: DeadJobFilter; limit: number; actor: string }): Promise<JobRow[]>;
+  jobRetryDeadMany(params: { filter: DeadJobFilter; limit: number } & AdminActor): Promise<JobRow[]>;
   /** Marks the chain cancelled (remembering by whom) and cancels its claimable jobs; returns the jobs it cancelled. */
-  chainCancel(params: { originalRequestId: string; actor: string }): Promise<JobRow[]>;
+  chainCancel(params: { originalRequestId: string } & AdminActor): Promise<JobRow[]>;
   /** A waiting job (`pending`/`retrying`) due now: its run time moves to now if later. */
-  jobRunNow(params: { id: string; actor: string }): Promise<JobRunNowOutcome>;
+  jobRunNow(params: { id: string } & AdminActor): Promise<JobRunNowOutcome>;
   /**
    * Erases the data of up to `limit` of `userId`'s jobs (docs/api.md, "Erasing a user's data"), oldest first: with
    * `cancelWaiting`, it first cancels their waiting jobs as a bulk cancel would (recorded as `actor`'s); then each
@@ -97,12 +105,7 @@ export interface AdminStore {
    * Each call is recorded in `erasures` with `actor`, `role` and `subject` (a digest of the user id, never the id),
    * and the counts. Idempotent: a call with nothing left to do erases nothing.
    */
-  userErase(params: {
-    userId: string;
-    cancelWaiting: boolean;
-    limit: number;
-    actor: string;
-    role: string;
-    subject: string;
-  }): Promise<UserEraseOutcome>;
+  userErase(
+    params: { userId: string; cancelWaiting: boolean; limit: number; subject: string } & AdminActor,
+  ): Promise<UserEraseOutcome>;
 }

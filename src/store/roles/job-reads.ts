@@ -8,6 +8,8 @@ export interface AdminActionRow {
   at: number;
   /** The admin token's `sub`. */
   actor: string;
+  /** The admin token's role; null for actions recorded before roles were (SQLite migration 0011, PostgreSQL 0023). */
+  role: string | null;
   action: AdminAction;
 }
 

@@ -48,16 +48,16 @@ export function revocationList(
 
 /** `userErase` (roles/admin.ts): cancels first when asked, then erases finished jobs, within `limit` in all. */
 export function eraseUser(s: Statements, params: StoreParams<"userErase"> & { now: number }): UserEraseOutcome {
-  const { userId, limit, actor, now } = params;
+  const { userId, limit, actor, role, now } = params;
   const cancelled = params.cancelWaiting
-    ? cancelMany(s, { filter: { statuses: ["pending", "retrying"], userId }, limit, actor, now }).length
+    ? cancelMany(s, { filter: { statuses: ["pending", "retrying"], userId }, limit, actor, role, now }).length
     : 0;
   const ids = s.erasableJobs.all({ user_id: userId, limit });
   for (const id of ids) {
     s.eraseJob.run({ id, now });
     s.eraseAttempts.run(id);
   }
-  s.recordErasure.run({ at: now, actor, role: params.role, subject: params.subject, erased: ids.length, cancelled });
+  s.recordErasure.run({ at: now, actor, role, subject: params.subject, erased: ids.length, cancelled });
   const left = s.userJobCounts.get(userId) ?? { waiting: 0, running: 0, erasable: 0 };
   return {
     erased: ids.length,

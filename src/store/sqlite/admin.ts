@@ -8,6 +8,7 @@ import type { AdminAction } from "../../job/statuses.js";
 import { ABORTED_ATTEMPT } from "../aborted.js";
 import type {
   AdminActionRow,
+  AdminActor,
   DeadJobFilter,
   JobCancelFilter,
   JobCancelOutcome,
@@ -17,14 +18,11 @@ import type {
 import { toJobRow } from "./rows.js";
 import type { Statements } from "./statements.js";
 
-/** An administrator's write: who, and the time it is written at. */
-interface Acting {
-  actor: string;
-  now: number;
-}
+/** An administrator's write: who, with which role, and the time it is written at. */
+type Acting = AdminActor & { now: number };
 
 function record(s: Statements, action: AdminAction, jobId: string, acting: Acting): void {
-  s.recordAction.run({ at: acting.now, actor: acting.actor, action, job_id: jobId });
+  s.recordAction.run({ at: acting.now, actor: acting.actor, role: acting.role, action, job_id: jobId });
 }
 
 /** `pending`/`retrying` (and `running`, with `abortRunning`) → `cancelled` (`cancelled-by-admin`). */
@@ -75,7 +73,13 @@ export function cancelMany(
   for (const candidate of candidates) {
     const outcome = cancelJob(
       s,
-      { id: candidate.id, abortRunning: candidate.status === "running", actor: params.actor, now: params.now },
+      {
+        id: candidate.id,
+        abortRunning: candidate.status === "running",
+        actor: params.actor,
+        role: params.role,
+        now: params.now,
+      },
       "cancel-many",
     );
     if (outcome.kind === "cancelled") cancelled.push({ job: outcome.job, wasRunning: outcome.wasRunning });

@@ -31,7 +31,7 @@ export function adminCases(suite: Suite): void {
         async ({ store, clock }) => {
           const job = await insertCreated(store, { runAt: T0 + 60_000 });
           clock.advance(700);
-          const outcome = await store.jobCancel({ id: job.id, actor: "admin" });
+          const outcome = await store.jobCancel({ id: job.id, actor: "admin", role: "admin" });
           assert.equal(outcome.kind, "cancelled");
           const cancelled = (outcome as { job: JobRow }).job;
           assert.deepEqual(cancelled, {
@@ -49,7 +49,7 @@ export function adminCases(suite: Suite): void {
         async ({ store, clock }) => {
           const retrying = await makeRetrying(store, {}, T0 + 60_000);
           clock.advance(100);
-          const outcome = await store.jobCancel({ id: retrying.id, actor: "admin" });
+          const outcome = await store.jobCancel({ id: retrying.id, actor: "admin", role: "admin" });
           assert.equal(outcome.kind, "cancelled");
           const cancelled = (outcome as { job: JobRow }).job;
           assert.equal(cancelled.status, "cancelled");
@@ -62,7 +62,7 @@ export function adminCases(suite: Suite): void {
 
       suite.case("does not interrupt a running job: outcome running, nothing changes", async ({ store }) => {
         const running = await makeRunning(store);
-        const outcome = await store.jobCancel({ id: running.id, actor: "admin" });
+        const outcome = await store.jobCancel({ id: running.id, actor: "admin", role: "admin" });
         assert.deepEqual(outcome, { kind: "running", job: running });
         assert.deepEqual(await mustGet(store, running.id), running);
       });
@@ -71,21 +71,23 @@ export function adminCases(suite: Suite): void {
         const succeeded = await makeFinished(store, "succeeded");
         const dead = await makeFinished(store, "dead");
         const cancelled = await insertCreated(store);
-        await store.jobCancel({ id: cancelled.id, actor: "admin" });
+        await store.jobCancel({ id: cancelled.id, actor: "admin", role: "admin" });
         for (const job of [succeeded, dead, await mustGet(store, cancelled.id)]) {
-          const outcome = await store.jobCancel({ id: job.id, actor: "admin" });
+          const outcome = await store.jobCancel({ id: job.id, actor: "admin", role: "admin" });
           assert.deepEqual(outcome, { kind: "not_cancellable", job });
           assert.deepEqual(await mustGet(store, job.id), job);
         }
       });
 
       suite.case("cancel answers not_found for an unknown id", async ({ store }) => {
-        assert.deepEqual(await store.jobCancel({ id: "no-such-job-id", actor: "admin" }), { kind: "not_found" });
+        assert.deepEqual(await store.jobCancel({ id: "no-such-job-id", actor: "admin", role: "admin" }), {
+          kind: "not_found",
+        });
       });
 
       suite.case("a cancelled job releases its dedupe key", async ({ store }) => {
         const job = await insertCreated(store, { dedupeKey: "k" });
-        await store.jobCancel({ id: job.id, actor: "admin" });
+        await store.jobCancel({ id: job.id, actor: "admin", role: "admin" });
         const next = await insertCreated(store, { dedupeKey: "k" });
         assert.notEqual(next.id, job.id);
       });
@@ -95,11 +97,11 @@ export function adminCases(suite: Suite): void {
         async ({ store }) => {
           const running = await makeRunning(store);
           assert.equal(
-            (await store.jobCancel({ id: running.id, actor: "frank" })).kind,
+            (await store.jobCancel({ id: running.id, actor: "frank", role: "admin" })).kind,
             "running",
             "without abortRunning, the contract's 409",
           );
-          const outcome = await store.jobCancel({ id: running.id, actor: "frank", abortRunning: true });
+          const outcome = await store.jobCancel({ id: running.id, actor: "frank", role: "admin", abortRunning: true });
           assert.equal(outcome.kind, "cancelled");
           assert.ok(outcome.kind === "cancelled" && outcome.wasRunning);
           const attempts = await store.jobAttemptList({ id: running.id });
@@ -132,6 +134,7 @@ export function adminCases(suite: Suite): void {
             filter: { statuses: ["pending", "retrying"], userId: "u1", createdFrom: T0 + 1000 },
             limit: 10,
             actor: "erin",
+            role: "admin",
           });
           assert.deepEqual(
             waitingOnly.map(({ job, wasRunning }) => [job.id, job.status, wasRunning]),
@@ -141,6 +144,7 @@ export function adminCases(suite: Suite): void {
             filter: { statuses: ["pending", "running"], userId: "u1" },
             limit: 1,
             actor: "erin",
+            role: "operator",
           });
           assert.deepEqual(
             withRunning.map(({ job, wasRunning }) => [job.id, wasRunning]),
@@ -149,8 +153,8 @@ export function adminCases(suite: Suite): void {
           );
           assert.equal((await mustGet(store, running.id)).result?.terminal_reason, "cancelled-by-admin");
           assert.deepEqual(
-            (await store.adminActionList({ jobId: running.id })).map((action) => [action.action, action.actor]),
-            [["cancel-many", "erin"]],
+            (await store.adminActionList({ jobId: running.id })).map((a) => [a.action, a.actor, a.role]),
+            [["cancel-many", "erin", "operator"]],
           );
           assert.equal((await mustGet(store, old.id)).status, "pending");
           assert.equal((await mustGet(store, theirs.id)).status, "pending");
@@ -164,7 +168,7 @@ export function adminCases(suite: Suite): void {
         async ({ store, clock }) => {
           const dead = await makeFinished(store, "dead", { runAt: T0 - 5000 });
           clock.advance(3000);
-          const outcome = await store.jobRetry({ id: dead.id, actor: "admin" });
+          const outcome = await store.jobRetry({ id: dead.id, actor: "admin", role: "admin" });
           assert.equal(outcome.kind, "retried");
           const retried = (outcome as { job: JobRow }).job;
           assert.deepEqual(retried, {
@@ -185,9 +189,9 @@ export function adminCases(suite: Suite): void {
 
       suite.case("re-queues a cancelled job", async ({ store, clock }) => {
         const job = await insertCreated(store, { runAt: T0 + 60_000 });
-        await store.jobCancel({ id: job.id, actor: "admin" });
+        await store.jobCancel({ id: job.id, actor: "admin", role: "admin" });
         clock.advance(10);
-        const outcome = await store.jobRetry({ id: job.id, actor: "admin" });
+        const outcome = await store.jobRetry({ id: job.id, actor: "admin", role: "admin" });
         assert.equal(outcome.kind, "retried");
         const retried = (outcome as { job: JobRow }).job;
         assert.equal(retried.status, "pending");
@@ -204,7 +208,7 @@ export function adminCases(suite: Suite): void {
           const running = await makeRunning(store);
           const pending = await insertCreated(store, { runAt: T0 + 60_000 });
           for (const job of [pending, retrying, running, succeeded]) {
-            const outcome = await store.jobRetry({ id: job.id, actor: "admin" });
+            const outcome = await store.jobRetry({ id: job.id, actor: "admin", role: "admin" });
             assert.deepEqual(outcome, { kind: "not_retryable", job });
             assert.deepEqual(await mustGet(store, job.id), job);
           }
@@ -217,7 +221,7 @@ export function adminCases(suite: Suite): void {
           const dead = await makeFinished(store, "dead", { dedupeKey: "k" });
           const holder = await insertCreated(store, { dedupeKey: "k", runAt: T0 + 60_000 });
           const before = await allJobs(store);
-          const outcome = await store.jobRetry({ id: dead.id, actor: "admin" });
+          const outcome = await store.jobRetry({ id: dead.id, actor: "admin", role: "admin" });
           assert.deepEqual(outcome, { kind: "dedupe_conflict", holder });
           assert.deepEqual(await allJobs(store), before);
         },
@@ -226,7 +230,7 @@ export function adminCases(suite: Suite): void {
       suite.case("a running job does not block a retry of a job with the same dedupe key", async ({ store }) => {
         const dead = await makeFinished(store, "dead", { dedupeKey: "k" });
         await makeRunning(store, { dedupeKey: "k" });
-        const outcome = await store.jobRetry({ id: dead.id, actor: "admin" });
+        const outcome = await store.jobRetry({ id: dead.id, actor: "admin", role: "admin" });
         assert.equal(outcome.kind, "retried");
         assert.equal((outcome as { job: JobRow }).job.dedupeKey, "k", "the retried job holds its key again");
         const upsert = await store.jobInsert(jobParams({ dedupeKey: "k" }));
@@ -235,7 +239,9 @@ export function adminCases(suite: Suite): void {
       });
 
       suite.case("retry answers not_found for an unknown id", async ({ store }) => {
-        assert.deepEqual(await store.jobRetry({ id: "no-such-job-id", actor: "admin" }), { kind: "not_found" });
+        assert.deepEqual(await store.jobRetry({ id: "no-such-job-id", actor: "admin", role: "admin" }), {
+          kind: "not_found",
+        });
       });
     });
 
@@ -247,14 +253,14 @@ export function adminCases(suite: Suite): void {
         const running = await makeRunning(store, chain);
         const retrying = await makeRetrying(store, chain, T0 + 60_000);
         const adminCancelled = await insertCreated(store, chain);
-        await store.jobCancel({ id: adminCancelled.id, actor: "admin" });
+        await store.jobCancel({ id: adminCancelled.id, actor: "admin", role: "admin" });
         const pending1 = await insertCreated(store, { ...chain, runAt: T0 + 60_000 });
         const pending2 = await insertCreated(store, { ...chain, runAt: T0 + 60_000 });
         const otherChain = await insertCreated(store, { originalRequestId: "chain-b", runAt: T0 + 60_000 });
         const before = new Map((await allJobs(store)).map((job) => [job.id, job]));
         clock.advance(250);
 
-        const returned = await store.chainCancel({ ...chain, actor: "admin" });
+        const returned = await store.chainCancel({ ...chain, actor: "admin", role: "admin" });
         assert.deepEqual(returned.map((job) => job.id).sort(), [retrying.id, pending1.id, pending2.id].sort());
         for (const job of returned) {
           assert.equal(job.status, "cancelled");
@@ -281,14 +287,17 @@ export function adminCases(suite: Suite): void {
 
       suite.case("cancelling a chain twice returns nothing the second time", async ({ store }) => {
         await insertCreated(store, { originalRequestId: "chain-a", runAt: T0 + 60_000 });
-        assert.equal((await store.chainCancel({ originalRequestId: "chain-a", actor: "admin" })).length, 1);
-        assert.deepEqual(await store.chainCancel({ originalRequestId: "chain-a", actor: "admin" }), []);
+        assert.equal(
+          (await store.chainCancel({ originalRequestId: "chain-a", actor: "admin", role: "admin" })).length,
+          1,
+        );
+        assert.deepEqual(await store.chainCancel({ originalRequestId: "chain-a", actor: "admin", role: "admin" }), []);
       });
 
       suite.case("an admin retry re-queues a job of a cancelled chain", async ({ store }) => {
         const job = await insertCreated(store, { originalRequestId: "chain-a", runAt: T0 + 60_000 });
-        await store.chainCancel({ originalRequestId: "chain-a", actor: "admin" });
-        const outcome = await store.jobRetry({ id: job.id, actor: "admin" });
+        await store.chainCancel({ originalRequestId: "chain-a", actor: "admin", role: "admin" });
+        const outcome = await store.jobRetry({ id: job.id, actor: "admin", role: "admin" });
         assert.equal(outcome.kind, "retried");
         assert.equal((outcome as { job: JobRow }).job.status, "pending");
       });
@@ -300,12 +309,12 @@ export function adminCases(suite: Suite): void {
         async ({ store, clock }) => {
           clock.set(T0 + 1000);
           const delayed = await insertCreated(store, { runAt: T0 + 3_600_000 });
-          const moved = await store.jobRunNow({ id: delayed.id, actor: "alice" });
+          const moved = await store.jobRunNow({ id: delayed.id, actor: "alice", role: "admin" });
           assert.equal(moved.kind, "moved");
           assert.equal((moved as { job: JobRow }).job.runAt, T0 + 1000);
           assert.equal((await mustGet(store, delayed.id)).runAt, T0 + 1000);
           const retrying = await makeRetrying(store, {}, T0 + 600_000);
-          assert.equal((await store.jobRunNow({ id: retrying.id, actor: "alice" })).kind, "moved");
+          assert.equal((await store.jobRunNow({ id: retrying.id, actor: "alice", role: "admin" })).kind, "moved");
           const claimed = (await store.jobClaimMany({ limit: 10 })).map((job) => job.id).sort();
           assert.deepEqual(claimed, [delayed.id, retrying.id].sort());
         },
@@ -314,7 +323,7 @@ export function adminCases(suite: Suite): void {
       suite.case("keeps the earlier run time of a job that is due already", async ({ store, clock }) => {
         const due = await insertCreated(store, { runAt: T0 - 5000 });
         clock.advance(1000);
-        const moved = await store.jobRunNow({ id: due.id, actor: "alice" });
+        const moved = await store.jobRunNow({ id: due.id, actor: "alice", role: "admin" });
         assert.equal((moved as { job: JobRow }).job.runAt, T0 - 5000);
       });
 
@@ -324,12 +333,14 @@ export function adminCases(suite: Suite): void {
           const running = await makeRunning(store);
           const dead = await makeFinished(store, "dead");
           for (const job of [running, dead]) {
-            const outcome = await store.jobRunNow({ id: job.id, actor: "alice" });
+            const outcome = await store.jobRunNow({ id: job.id, actor: "alice", role: "admin" });
             assert.equal(outcome.kind, "not_waiting");
             assert.deepEqual(await mustGet(store, job.id), job);
             assert.deepEqual(await store.adminActionList({ jobId: job.id }), []);
           }
-          assert.deepEqual(await store.jobRunNow({ id: "no-such-job-id", actor: "alice" }), { kind: "not_found" });
+          assert.deepEqual(await store.jobRunNow({ id: "no-such-job-id", actor: "alice", role: "admin" }), {
+            kind: "not_found",
+          });
         },
       );
     });

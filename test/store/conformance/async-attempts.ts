@@ -43,7 +43,7 @@ export function asyncAttemptCases(suite: Suite): void {
             token: TOKEN_A,
           });
           assert.equal(failed.kind, "written");
-          assert.equal((await store.jobRetry({ id: first.id, actor: "admin" })).kind, "retried");
+          assert.equal((await store.jobRetry({ id: first.id, actor: "admin", role: "admin" })).kind, "retried");
           const second = await claimNext(store, first.id);
           assert.deepEqual([second.attempt, second.startedAt, second.claimCount], [1, first.startedAt, 2]);
           const earlier: AttemptToken = { hash: "digest-of-token-c", expired: false, claim: 1 };
@@ -180,7 +180,7 @@ export function asyncAttemptCases(suite: Suite): void {
           const cancelled = await makeAsync(store);
           const rescued = await makeAsync(store);
           assert.equal(
-            (await store.jobCancel({ id: cancelled.id, actor: "admin", abortRunning: true })).kind,
+            (await store.jobCancel({ id: cancelled.id, actor: "admin", role: "admin", abortRunning: true })).kind,
             "cancelled",
           );
           clock.advance(10);
@@ -297,7 +297,7 @@ export function asyncAttemptCases(suite: Suite): void {
         "a failure of a job whose chain was cancelled ends it cancelled-by-chain",
         async ({ store, clock }) => {
           const job = await makeAsync(store, { originalRequestId: "chain-x" });
-          await store.chainCancel({ originalRequestId: "chain-x", actor: "admin" });
+          await store.chainCancel({ originalRequestId: "chain-x", actor: "admin", role: "admin" });
           clock.advance(10);
           const outcome = await store.jobSetStateExternal({
             outcome: {
@@ -354,9 +354,12 @@ export function asyncAttemptCases(suite: Suite): void {
         "the old mark is left behind: the new attempt 1 binds its own token, and the old one is refused",
         async ({ store, clock }) => {
           const job = await makeAsync(store);
-          assert.equal((await store.jobCancel({ id: job.id, actor: "admin", abortRunning: true })).kind, "cancelled");
+          assert.equal(
+            (await store.jobCancel({ id: job.id, actor: "admin", role: "admin", abortRunning: true })).kind,
+            "cancelled",
+          );
           clock.advance(10);
-          assert.equal((await store.jobRetry({ id: job.id, actor: "admin" })).kind, "retried");
+          assert.equal((await store.jobRetry({ id: job.id, actor: "admin", role: "admin" })).kind, "retried");
           clock.advance(10);
           const again = await claimNext(store, job.id);
           assert.equal(again.attempt, 1, "the administrator's retry starts the count again");

@@ -80,7 +80,7 @@ export function chainCases(suite: Suite): void {
             kind: "cleared",
           });
           assert.deepEqual(await store.jobCallbackDueList({ limit: 10 }), []);
-          assert.equal((await store.jobRetry({ id: job.id, actor: "admin" })).kind, "retried");
+          assert.equal((await store.jobRetry({ id: job.id, actor: "admin", role: "admin" })).kind, "retried");
           const done = await finish(store, job.id);
           assert.deepEqual(
             (await store.jobCallbackDueList({ limit: 10 })).map((row) => row.id),

@@ -165,7 +165,10 @@ export function claimOutcomeCases(suite: Suite): void {
           await store.jobSetStateIfRunningMany({
             outcomes: [{ id: job.id, attempt: 1, status: "retrying", delayMs: 60_000, result: UNAVAILABLE }],
           });
-          assert.equal((await store.chainCancel({ originalRequestId: "chain-a", actor: "admin" })).length, 1);
+          assert.equal(
+            (await store.chainCancel({ originalRequestId: "chain-a", actor: "admin", role: "admin" })).length,
+            1,
+          );
           const cancelled = await mustGet(store, job.id);
           clock.advance(5);
           for (const outcome of [
@@ -183,7 +186,7 @@ export function claimOutcomeCases(suite: Suite): void {
         async ({ store, clock }) => {
           const job = await makeRunning(store, { originalRequestId: "chain-a" });
           assert.deepEqual(
-            await store.chainCancel({ originalRequestId: "chain-a", actor: "admin" }),
+            await store.chainCancel({ originalRequestId: "chain-a", actor: "admin", role: "admin" }),
             [],
             "a running job is not cancelled",
           );
@@ -211,7 +214,7 @@ export function claimOutcomeCases(suite: Suite): void {
         async ({ store }) => {
           const a = await makeRunning(store, { originalRequestId: "chain-a" });
           const b = await makeRunning(store, { originalRequestId: "chain-a" });
-          await store.chainCancel({ originalRequestId: "chain-a", actor: "admin" });
+          await store.chainCancel({ originalRequestId: "chain-a", actor: "admin", role: "admin" });
           assert.deepEqual(
             await store.jobSetStateIfRunningMany({
               outcomes: [
@@ -241,7 +244,7 @@ export function claimOutcomeCases(suite: Suite): void {
         async ({ store }) => {
           const kept = await makeRunning(store, { originalRequestId: "chain-kept" });
           const cut = await makeRunning(store, { originalRequestId: "chain-cut" });
-          await store.chainCancel({ originalRequestId: "chain-cut", actor: "admin" });
+          await store.chainCancel({ originalRequestId: "chain-cut", actor: "admin", role: "admin" });
           const exhausted: JobResult = { status_code: 500, error_body: "boom", terminal_reason: "exhausted" };
           assert.deepEqual(
             await store.jobSetStateIfRunningMany({
@@ -298,7 +301,7 @@ export function claimOutcomeCases(suite: Suite): void {
             await store.jobSetStateIfRunningMany({ outcomes: [{ ...stale, status: "dead", result: PERMANENT }] }),
             [true],
           );
-          assert.equal((await store.jobRetry({ id: first.id, actor: "admin" })).kind, "retried");
+          assert.equal((await store.jobRetry({ id: first.id, actor: "admin", role: "admin" })).kind, "retried");
           clock.advance(1000);
           const second = await claimNext(store, first.id);
           assert.equal(second.attempt, 1);
@@ -485,7 +488,7 @@ export function claimOutcomeCases(suite: Suite): void {
           // An admin retry restarts attempt numbers:
           // a write for the first claim names attempt 1 and that claim's start.
           const first = await makeFinished(store, "dead");
-          assert.equal((await store.jobRetry({ id: first.id, actor: "admin" })).kind, "retried");
+          assert.equal((await store.jobRetry({ id: first.id, actor: "admin", role: "admin" })).kind, "retried");
           clock.advance(1000);
           const reclaimed = await claimNext(store, first.id);
           assert.equal(reclaimed.attempt, 1);
@@ -567,7 +570,7 @@ export function claimOutcomeCases(suite: Suite): void {
           const doomed = await makeRunning(store, { originalRequestId: "chain-a" });
           const survivor = await makeRunning(store, { originalRequestId: "chain-b" });
           assert.deepEqual(
-            await store.chainCancel({ originalRequestId: "chain-a", actor: "admin" }),
+            await store.chainCancel({ originalRequestId: "chain-a", actor: "admin", role: "admin" }),
             [],
             "a running job is not cancelled",
           );
@@ -688,7 +691,7 @@ export function claimOutcomeCases(suite: Suite): void {
               result: PERMANENT,
             })),
           });
-          const retried = await store.jobRetryDeadMany({ filter: {}, limit: 10, actor: "admin" });
+          const retried = await store.jobRetryDeadMany({ filter: {}, limit: 10, actor: "admin", role: "admin" });
           assert.deepEqual(
             retried.map((job) => job.id),
             [second.id],

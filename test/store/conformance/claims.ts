@@ -382,9 +382,9 @@ export function claimCases(suite: Suite): void {
         assert.equal(await store.jobNextRunAt(), T0 + 3000);
         const soon = await insertCreated(store, { runAt: T0 + 2000 });
         assert.equal(await store.jobNextRunAt(), T0 + 2000);
-        await store.jobCancel({ id: soon.id, actor: "admin" });
+        await store.jobCancel({ id: soon.id, actor: "admin", role: "admin" });
         assert.equal(await store.jobNextRunAt(), T0 + 3000);
-        await store.jobCancel({ id: retrying.id, actor: "admin" });
+        await store.jobCancel({ id: retrying.id, actor: "admin", role: "admin" });
         assert.equal(await store.jobNextRunAt(), T0 + 5000);
       });
 

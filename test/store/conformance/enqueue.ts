@@ -251,7 +251,7 @@ export function enqueueCases(suite: Suite): void {
         await makeFinished(store, "succeeded", { dedupeKey: "a" });
         await makeFinished(store, "dead", { dedupeKey: "b" });
         const cancelled = await insertCreated(store, { dedupeKey: "c" });
-        assert.equal((await store.jobCancel({ id: cancelled.id, actor: "admin" })).kind, "cancelled");
+        assert.equal((await store.jobCancel({ id: cancelled.id, actor: "admin", role: "admin" })).kind, "cancelled");
         for (const key of ["a", "b", "c"]) {
           await insertCreated(store, { dedupeKey: key });
         }
@@ -273,8 +273,11 @@ export function enqueueCases(suite: Suite): void {
           await makeFinished(store, "succeeded", { spawnCap });
           await makeFinished(store, "dead", { spawnCap });
           const cancelledByAdmin = await insertCreated(store, { spawnCap });
-          assert.equal((await store.jobCancel({ id: cancelledByAdmin.id, actor: "admin" })).kind, "cancelled");
-          await store.chainCancel({ originalRequestId: "req-1", actor: "admin" });
+          assert.equal(
+            (await store.jobCancel({ id: cancelledByAdmin.id, actor: "admin", role: "admin" })).kind,
+            "cancelled",
+          );
+          await store.chainCancel({ originalRequestId: "req-1", actor: "admin", role: "admin" });
           const byChain1 = await insertCreated(store, { spawnCap });
           const byChain2 = await insertCreated(store, { spawnCap });
           assert.equal(byChain1.status, "cancelled");
@@ -315,7 +318,7 @@ export function enqueueCases(suite: Suite): void {
         "after chainCancel, later inserts into the chain are created cancelled-by-chain",
         async ({ store, clock }) => {
           await insertCreated(store, { originalRequestId: "chain-a" });
-          await store.chainCancel({ originalRequestId: "chain-a", actor: "admin" });
+          await store.chainCancel({ originalRequestId: "chain-a", actor: "admin", role: "admin" });
           clock.advance(5000);
           const job = await insertCreated(store, { originalRequestId: "chain-a", dedupeKey: "k", concurrencyKey: "c" });
           assert.equal(job.status, "cancelled");
@@ -332,7 +335,7 @@ export function enqueueCases(suite: Suite): void {
       );
 
       suite.case("chainCancel on a chain with no jobs yet still cancels its later inserts", async ({ store }) => {
-        assert.deepEqual(await store.chainCancel({ originalRequestId: "future", actor: "admin" }), []);
+        assert.deepEqual(await store.chainCancel({ originalRequestId: "future", actor: "admin", role: "admin" }), []);
         const job = await insertCreated(store, { originalRequestId: "future" });
         assert.equal(job.status, "cancelled");
         assert.deepEqual(job.result, { error_body: null, terminal_reason: "cancelled-by-chain" });
@@ -417,7 +420,7 @@ export function enqueueCases(suite: Suite): void {
           clock.advance(9000);
           await store.jobExpireMany({ limit: 10 });
           assert.equal((await mustGet(store, holder.id)).result?.terminal_reason, "expired");
-          const retried = await store.jobRetry({ id: holder.id, actor: "admin" });
+          const retried = await store.jobRetry({ id: holder.id, actor: "admin", role: "admin" });
           assert.equal(retried.kind, "retried");
           assert.equal((await mustGet(store, holder.id)).expiresAt, null);
           assert.deepEqual(
@@ -446,7 +449,7 @@ export function enqueueCases(suite: Suite): void {
         "a batch insert answers each item in order, as single inserts would, and commits them together",
         async ({ store }) => {
           const holder = await insertCreated(store, { dedupeKey: "dk", operationId: "sendWelcomeEmail" });
-          await store.chainCancel({ originalRequestId: "gone", actor: "admin" });
+          await store.chainCancel({ originalRequestId: "gone", actor: "admin", role: "admin" });
           const settled = await store.jobInsertMany({
             jobs: [
               jobParams({ originalRequestId: "capped", spawnCap: 2 }),
@@ -488,7 +491,7 @@ export function enqueueCases(suite: Suite): void {
       suite.case(
         "a batch's jobs are numbered in the items' order, whether an item is plain or has a dedupe key, and a chain is charged for each created job",
         async ({ store }) => {
-          await store.chainCancel({ originalRequestId: "gone", actor: "admin" });
+          await store.chainCancel({ originalRequestId: "gone", actor: "admin", role: "admin" });
           // Callbacks and a request whose key order is kept as written, on a plain item and on one after a dedupe key.
           const callbacks = {
             on_complete: {

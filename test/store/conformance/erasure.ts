@@ -72,8 +72,8 @@ export function erasureCases(suite: Suite): void {
         assert.deepEqual((await mustGet(store, running.id)).request, SECRET, "a running job is left to finish");
         const actions = await store.adminActionList({ jobId: waiting.id });
         assert.deepEqual(
-          actions.map((action) => [action.actor, action.action]),
-          [["dpo", "cancel-many"]],
+          actions.map((action) => [action.actor, action.role, action.action]),
+          [["dpo", "admin", "cancel-many"]],
         );
       },
     );

@@ -227,7 +227,7 @@ export async function makeRunningSecondAttempt(store: Store, overrides: JobOverr
 /** A pending job cancelled by an admin (a terminal `cancelled` job with finishedAt = now). */
 export async function makeCancelled(store: Store, overrides: JobOverrides = {}): Promise<JobRow> {
   const job = await insertCreated(store, { runAt: T0 + 3_600_000, ...overrides });
-  assert.equal((await store.jobCancel({ id: job.id, actor: "admin" })).kind, "cancelled");
+  assert.equal((await store.jobCancel({ id: job.id, actor: "admin", role: "admin" })).kind, "cancelled");
   return mustGet(store, job.id);
 }
 

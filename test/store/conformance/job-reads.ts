@@ -54,7 +54,7 @@ async function population(store: Store): Promise<JobRow[]> {
     userId: "u3",
     runAt: T0 + 60_000,
   });
-  await store.jobCancel({ id: cancelled.id, actor: "admin" });
+  await store.jobCancel({ id: cancelled.id, actor: "admin", role: "admin" });
   jobs.push(cancelled);
   return jobs;
 }
@@ -249,9 +249,9 @@ export function jobReadCases(suite: Suite): void {
           assert.equal((await store.jobStats()).oldestDueRunAt, T0 - 300);
           clock.advance(10_000);
           assert.equal((await store.jobStats()).oldestDueRunAt, T0 - 300);
-          await store.jobCancel({ id: retrying.id, actor: "admin" });
+          await store.jobCancel({ id: retrying.id, actor: "admin", role: "admin" });
           assert.equal((await store.jobStats()).oldestDueRunAt, T0 - 100);
-          await store.jobCancel({ id: pending.id, actor: "admin" });
+          await store.jobCancel({ id: pending.id, actor: "admin", role: "admin" });
           assert.equal((await store.jobStats()).oldestDueRunAt, T0);
         },
       );
@@ -347,47 +347,55 @@ export function jobReadCases(suite: Suite): void {
 
     describe("adminActionList", () => {
       suite.case(
-        "records who cancelled, retried, bulk-retried, ran now and cancelled the chain of a job, and when, oldest first",
+        "records who cancelled, retried, bulk-retried, ran now and cancelled the chain of a job, with which role, and when, oldest first",
         async ({ store, clock }) => {
           const job = await insertCreated(store, { originalRequestId: "chain-audit", runAt: T0 + 60_000 });
-          assert.equal((await store.jobRunNow({ id: job.id, actor: "alice" })).kind, "moved");
+          assert.equal((await store.jobRunNow({ id: job.id, actor: "alice", role: "operator" })).kind, "moved");
           clock.advance(10);
-          assert.equal((await store.jobCancel({ id: job.id, actor: "bob" })).kind, "cancelled");
+          assert.equal((await store.jobCancel({ id: job.id, actor: "bob", role: "admin" })).kind, "cancelled");
           clock.advance(10);
-          assert.equal((await store.jobRetry({ id: job.id, actor: "carol" })).kind, "retried");
+          assert.equal((await store.jobRetry({ id: job.id, actor: "carol", role: "operator" })).kind, "retried");
           clock.advance(10);
-          assert.equal((await store.chainCancel({ originalRequestId: "chain-audit", actor: "dave" })).length, 1);
+          assert.equal(
+            (await store.chainCancel({ originalRequestId: "chain-audit", actor: "dave", role: "admin" })).length,
+            1,
+          );
           clock.advance(10);
           const dead = await makeFinished(store, "dead", { originalRequestId: "chain-dead" });
           assert.deepEqual(
             (
-              await store.jobRetryDeadMany({ filter: { originalRequestId: "chain-dead" }, limit: 10, actor: "erin" })
+              await store.jobRetryDeadMany({
+                filter: { originalRequestId: "chain-dead" },
+                limit: 10,
+                actor: "erin",
+                role: "operator",
+              })
             ).map((row) => row.id),
             [dead.id],
           );
           assert.deepEqual(await store.adminActionList({ jobId: job.id }), [
-            { at: T0, actor: "alice", action: "run-now" },
-            { at: T0 + 10, actor: "bob", action: "cancel" },
-            { at: T0 + 20, actor: "carol", action: "retry" },
-            { at: T0 + 30, actor: "dave", action: "cancel-chain" },
+            { at: T0, actor: "alice", role: "operator", action: "run-now" },
+            { at: T0 + 10, actor: "bob", role: "admin", action: "cancel" },
+            { at: T0 + 20, actor: "carol", role: "operator", action: "retry" },
+            { at: T0 + 30, actor: "dave", role: "admin", action: "cancel-chain" },
           ]);
           assert.deepEqual(await store.adminActionList({ jobId: dead.id }), [
-            { at: T0 + 40, actor: "erin", action: "retry-dead" },
+            { at: T0 + 40, actor: "erin", role: "operator", action: "retry-dead" },
           ]);
         },
       );
 
       suite.case("a refused action records nothing", async ({ store }) => {
         const running = await makeRunning(store);
-        assert.equal((await store.jobCancel({ id: running.id, actor: "bob" })).kind, "running");
-        assert.equal((await store.jobRetry({ id: running.id, actor: "carol" })).kind, "not_retryable");
+        assert.equal((await store.jobCancel({ id: running.id, actor: "bob", role: "admin" })).kind, "running");
+        assert.equal((await store.jobRetry({ id: running.id, actor: "carol", role: "admin" })).kind, "not_retryable");
         assert.deepEqual(await store.adminActionList({ jobId: running.id }), []);
         assert.deepEqual(await store.adminActionList({ jobId: "no-such-job-id" }), []);
       });
 
       suite.case("retention deletes a job's recorded actions with the job", async ({ store, clock }) => {
         const job = await insertCreated(store, { runAt: T0 + 60_000 });
-        await store.jobCancel({ id: job.id, actor: "bob" });
+        await store.jobCancel({ id: job.id, actor: "bob", role: "admin" });
         clock.advance(2000);
         assert.equal(await store.jobDeleteFinishedMany({ olderThanMs: 1000, limit: 10 }), 1);
         assert.deepEqual(await store.adminActionList({ jobId: job.id }), []);

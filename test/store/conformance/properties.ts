@@ -373,7 +373,7 @@ async function perform(state: RunState, action: Action, before: Snapshot, step: 
 
     case "cancel": {
       const target = action.missing || jobs.length === 0 ? undefined : jobs[action.pick % jobs.length];
-      const outcome = await store.jobCancel({ id: target?.id ?? "no-such-job-id", actor: "admin" });
+      const outcome = await store.jobCancel({ id: target?.id ?? "no-such-job-id", actor: "admin", role: "admin" });
       if (!target) {
         assert.deepEqual(outcome, { kind: "not_found" });
         return new Set();
@@ -394,7 +394,7 @@ async function perform(state: RunState, action: Action, before: Snapshot, step: 
 
     case "retry": {
       const target = action.missing || jobs.length === 0 ? undefined : jobs[action.pick % jobs.length];
-      const outcome = await store.jobRetry({ id: target?.id ?? "no-such-job-id", actor: "admin" });
+      const outcome = await store.jobRetry({ id: target?.id ?? "no-such-job-id", actor: "admin", role: "admin" });
       if (!target) {
         assert.deepEqual(outcome, { kind: "not_found" });
         return new Set();
@@ -534,7 +534,7 @@ async function perform(state: RunState, action: Action, before: Snapshot, step: 
 
     case "chainCancel": {
       const chain = CHAINS[action.chain] as string;
-      const returned = await store.chainCancel({ originalRequestId: chain, actor: "admin" });
+      const returned = await store.chainCancel({ originalRequestId: chain, actor: "admin", role: "admin" });
       state.cancelledChains.add(chain);
       const expected = jobs.filter((job) => job.originalRequestId === chain && isClaimable(job)).map((job) => job.id);
       assert.deepEqual(returned.map((job) => job.id).sort(), [...expected].sort());

@@ -369,7 +369,10 @@ export function upkeepCases(suite: Suite): void {
         "a cancelled chain is remembered after all its jobs are deleted: new inserts are created cancelled",
         async ({ store, clock }) => {
           const job = await insertCreated(store, { originalRequestId: "chain-a", runAt: T0 + 60_000 });
-          assert.equal((await store.chainCancel({ originalRequestId: "chain-a", actor: "admin" })).length, 1);
+          assert.equal(
+            (await store.chainCancel({ originalRequestId: "chain-a", actor: "admin", role: "admin" })).length,
+            1,
+          );
           clock.advance(1000);
           assert.equal(await store.jobDeleteFinishedMany({ olderThanMs: 0, limit: 100 }), 1);
           assert.equal(await store.jobGet({ id: job.id }), undefined);

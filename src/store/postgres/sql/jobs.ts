@@ -26,14 +26,15 @@ export function jobListQuery(params: JobListParams): { text: string; values: unk
   return { text: `SELECT * FROM jobs ${filter} ORDER BY seq DESC LIMIT $${values.length}`, values };
 }
 
-/** Records, in the statement that made them, an administrator's changes to the jobs of CTE `done`. */
-function recordActions(action: AdminAction, at: string, actor: string): string {
-  return `logged AS (INSERT INTO admin_actions (at, actor, action, job_id) SELECT ${at}, ${actor}, '${action}', id FROM done)`;
+/** Records, in the statement that made them, an administrator's changes to the jobs of CTE `done`, and the role. */
+function recordActions(action: AdminAction, at: string, actor: string, role: string): string {
+  return `logged AS (INSERT INTO admin_actions (at, actor, role, action, job_id)
+    SELECT ${at}, ${actor}, ${role}, '${action}', id FROM done)`;
 }
 
 /**
  * Claimable jobs → `cancelled` (cancelled-by-admin), keeping a failed attempt's result, recorded as the actor's
- * `action` (a cancel, or a bulk cancel). $1 ids, $2 now, $3 actor.
+ * `action` (a cancel, or a bulk cancel). $1 ids, $2 now, $3 actor, $4 role.
  */
 export function jobCancelSql(action: Extract<AdminAction, "cancel" | "cancel-many">): string {
   return `WITH done AS (
@@ -41,14 +42,14 @@ export function jobCancelSql(action: Extract<AdminAction, "cancel" | "cancel-man
       result = (coalesce(s.result::jsonb, '{"error_body":null}'::jsonb) || '{"terminal_reason":"cancelled-by-admin"}'::jsonb)::json
     FROM job_specs j
     WHERE j.id = ANY ($1::text[]) AND s.seq = j.seq AND s.${CLAIMABLE} RETURNING ${JOB_COLUMNS}
-  ), ${recordActions(action, "$2::timestamptz", "$3")}
+  ), ${recordActions(action, "$2::timestamptz", "$3", "$4")}
   SELECT * FROM done`;
 }
 
 /**
  * A running job → `cancelled` (cancelled-by-admin), its interrupted attempt recorded with `$4` as its error, and every
  * node told to abort the delivery (`abort:` and the job's id on the jobs channel; the node running it aborts). The
- * delivery's outcome then finds the job no longer running. $1 id, $2 now, $3 actor, $4 the attempt's error.
+ * delivery's outcome then finds the job no longer running. $1 id, $2 now, $3 actor, $4 the attempt's error, $5 role.
  */
 export function jobCancelRunningSql(action: Extract<AdminAction, "cancel" | "cancel-many">): string {
   return `WITH done AS (
@@ -56,7 +57,7 @@ export function jobCancelRunningSql(action: Extract<AdminAction, "cancel" | "can
       result = (coalesce(s.result::jsonb, '{"error_body":null}'::jsonb) || '{"terminal_reason":"cancelled-by-admin"}'::jsonb)::json
     FROM job_specs j
     WHERE j.id = $1 AND s.seq = j.seq AND s.status = 'running' RETURNING ${JOB_COLUMNS}
-  ), ${recordActions(action, "$2::timestamptz", "$3")},
+  ), ${recordActions(action, "$2::timestamptz", "$3", "$5")},
   attempt AS (
     INSERT INTO job_attempts (job_id, attempt, started_at, finished_at, outcome, status_code, error_body)
     SELECT id, attempt, started_at, $2, 'cancelled', NULL, $4 FROM done
@@ -87,20 +88,20 @@ export const CANCEL_CANDIDATES = `SELECT j.id, s.status FROM job_specs j JOIN jo
 
 /**
  * A waiting job due now (a job due already keeps its earlier run time, its place in the claim order), recorded as the
- * actor's. $1 id, $2 now, $3 actor.
+ * actor's. $1 id, $2 now, $3 actor, $4 role.
  */
 export const JOB_RUN_NOW = `WITH done AS (
     UPDATE job_state s SET run_at = least(s.run_at, $2::timestamptz)
     FROM job_specs j
     WHERE j.id = $1 AND s.seq = j.seq AND s.${CLAIMABLE} RETURNING ${JOB_COLUMNS}
-  ), ${recordActions("run-now", "$2::timestamptz", "$3")}
+  ), ${recordActions("run-now", "$2::timestamptz", "$3", "$4")}
   SELECT * FROM done`;
 
-/** One administrator's action on one job. $1 at, $2 actor, $3 action, $4 job id. */
-export const RECORD_ACTION = "INSERT INTO admin_actions (at, actor, action, job_id) VALUES ($1, $2, $3, $4)";
+/** One administrator's action on one job. $1 at, $2 actor, $3 role, $4 action, $5 job id. */
+export const RECORD_ACTION = "INSERT INTO admin_actions (at, actor, role, action, job_id) VALUES ($1, $2, $3, $4, $5)";
 
-/** Who acted on a job, oldest first. $1 job id. */
-export const ACTIONS_OF = "SELECT at, actor, action FROM admin_actions WHERE job_id = $1 ORDER BY id";
+/** Who acted on a job, with which role, oldest first. $1 job id. */
+export const ACTIONS_OF = "SELECT at, actor, role, action FROM admin_actions WHERE job_id = $1 ORDER BY id";
 
 /** A job to retry, its state row locked for the transaction. $1 id. */
 export const JOB_LOCK_FOR_RETRY = `SELECT ${JOB_COLUMNS} FROM job_specs j JOIN job_state s ON s.seq = j.seq WHERE j.id = $1
@@ -130,21 +131,21 @@ export const CHAIN_MARK_CANCELLED = `INSERT INTO chains AS c (original_request_i
 
 /**
  * The claimable jobs of a chain → `cancelled` (cancelled-by-chain), recorded as the actor's. $1 original request id,
- * $2 now, $3 actor.
+ * $2 now, $3 actor, $4 role.
  */
 export const CHAIN_CANCEL_JOBS = `WITH done AS (
     UPDATE job_state s SET status = 'cancelled', finished_at = $2,
       result = (coalesce(s.result::jsonb, '{"error_body":null}'::jsonb) || '{"terminal_reason":"cancelled-by-chain"}'::jsonb)::json
     FROM job_specs j
     WHERE j.original_request_id = $1 AND s.seq = j.seq AND s.${CLAIMABLE} RETURNING ${JOB_COLUMNS}
-  ), ${recordActions("cancel-chain", "$2::timestamptz", "$3")}
+  ), ${recordActions("cancel-chain", "$2::timestamptz", "$3", "$4")}
   SELECT * FROM done`;
 
 /**
  * Dead jobs matching the filter back to `pending`, newest first. Of several dead jobs with one dedupe key, only the
  * newest goes back with it (the key's unique index allows one claimable holder); the others stay dead, as the SQLite
  * engine leaves them. Each recorded as the actor's. $1 operation, $2 original request id, $3 user (each null for
- * any), $4 limit, $5 now, $6 actor.
+ * any), $4 limit, $5 now, $6 actor, $7 role.
  */
 export const RETRY_DEAD_MANY = `WITH candidates AS (
     SELECT s.seq, s.dedupe_key FROM job_state s JOIN job_specs j ON j.seq = s.seq
@@ -167,7 +168,7 @@ export const RETRY_DEAD_MANY = `WITH candidates AS (
       async_attempt = NULL, async_started_at = NULL, async_at = NULL, async_token_hash = NULL
     FROM picked, job_specs j WHERE s.seq = picked.seq AND j.seq = s.seq AND s.status = 'dead'
     RETURNING ${JOB_COLUMNS}
-  ), ${recordActions("retry-dead", "$5::timestamptz", "$6")}
+  ), ${recordActions("retry-dead", "$5::timestamptz", "$6", "$7")}
   SELECT * FROM done`;
 
 /** A job's finished attempts, oldest first. $1 job id. */

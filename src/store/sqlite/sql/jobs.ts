@@ -103,13 +103,13 @@ export function prepareJobsStatements(db: Database.Database) {
       db,
       `UPDATE jobs SET run_at = min(run_at, :now) WHERE id = :id AND ${CLAIMABLE} RETURNING *`,
     ),
-    recordAction: prepare<{ at: number; actor: string; action: string; job_id: string }>(
+    recordAction: prepare<{ at: number; actor: string; role: string; action: string; job_id: string }>(
       db,
-      "INSERT INTO admin_actions (at, actor, action, job_id) VALUES (:at, :actor, :action, :job_id)",
+      "INSERT INTO admin_actions (at, actor, role, action, job_id) VALUES (:at, :actor, :role, :action, :job_id)",
     ),
-    actionsOf: prepare<[string], { at: number; actor: string; action: AdminAction }>(
+    actionsOf: prepare<[string], { at: number; actor: string; role: string | null; action: AdminAction }>(
       db,
-      "SELECT at, actor, action FROM admin_actions WHERE job_id = ? ORDER BY id",
+      "SELECT at, actor, role, action FROM admin_actions WHERE job_id = ? ORDER BY id",
     ),
     cancelChainJobs: prepare<{ rid: string; now: number }, SqliteJobRow>(
       db,
