@@ -20,7 +20,7 @@ export type Side = (typeof SIDES)[number];
  * The options both checks take (their headers say what each means); the output directory defaults to
  * /tmp/opqueue-<scenario>-compare.
  */
-export function comparisonArgs(scenario: "drain" | "enqueue") {
+export function comparisonArgs(scenario: "drain" | "enqueue" | "encryption") {
   return parseArgs({
     options: {
       base: { type: "string" },
@@ -74,7 +74,7 @@ export async function compareSides(
     /** Each side's checkout, whose build (dist/cli.js) must exist unless collecting. */
     dirs: Record<Side, string>;
     cpuMetric: string;
-    runTurn: (turn: { dir: string; engine: Engine; out: string }) => Promise<void>;
+    runTurn: (turn: { side: Side; dir: string; engine: Engine; out: string }) => Promise<void>;
   },
 ): Promise<Compared> {
   const engines = (args.engine ?? "").split(",").filter(Boolean) as Engine[];
@@ -99,7 +99,7 @@ export async function compareSides(
           process.stderr.write(
             `${options.scenario} ${engine} ${side} round ${round + 1}/${rounds} (load ${loadavg()[0]?.toFixed(2)})\n`,
           );
-          await options.runTurn({ dir: options.dirs[side], engine, out: file(engine, side, round) });
+          await options.runTurn({ side, dir: options.dirs[side], engine, out: file(engine, side, round) });
         }
       }
     }
@@ -163,6 +163,33 @@ type OwnFields<K extends "drain" | "enqueue"> = Omit<
   keyof Compared | "command" | "mode" | "rounds" | "notes"
 >;
 
+/** The record of `script`'s turns, as a flow results file keeps it. */
+export function comparisonOf<K extends "drain" | "enqueue">(
+  script: string,
+  args: ComparisonArgs,
+  compared: Compared,
+  own: OwnFields<K>,
+): NonNullable<FlowResults[K]> {
+  return {
+    command: commandLine(script),
+    mode: args.full ? "full" : "quick",
+    rounds: Number(args.rounds),
+    ...compared,
+    notes: args.note ?? [],
+    ...own,
+  } as NonNullable<FlowResults[K]>;
+}
+
+/** Prints `fields`, and writes them into the flow results file of --into (if given), over what it held. */
+export function writeComparison(args: ComparisonArgs, fields: Partial<FlowResults>): void {
+  console.log(JSON.stringify(fields, null, 2));
+  if (args.into === undefined) return;
+  const target = resolve(args.into);
+  const results = (existsSync(target) ? JSON.parse(readFileSync(target, "utf8")) : {}) as Partial<FlowResults>;
+  writeFileSync(target, `${JSON.stringify({ ...results, ...fields }, null, 2)}\n`);
+  console.log(`written into ${target}`);
+}
+
 /**
  * Prints the comparison of `script`'s turns, and writes it into the flow results file of --into (if given) under
  * `key`.
@@ -174,19 +201,5 @@ export function report<K extends "drain" | "enqueue">(
   compared: Compared,
   own: OwnFields<K>,
 ): void {
-  const comparison = {
-    command: commandLine(script),
-    mode: args.full ? "full" : "quick",
-    rounds: Number(args.rounds),
-    ...compared,
-    notes: args.note ?? [],
-    ...own,
-  } as NonNullable<FlowResults[K]>;
-  console.log(JSON.stringify(comparison, null, 2));
-  if (args.into === undefined) return;
-  const target = resolve(args.into);
-  const results = (existsSync(target) ? JSON.parse(readFileSync(target, "utf8")) : {}) as Partial<FlowResults>;
-  results[key] = comparison;
-  writeFileSync(target, `${JSON.stringify(results, null, 2)}\n`);
-  console.log(`written into ${target}`);
+  writeComparison(args, { [key]: comparisonOf<K>(script, args, compared, own) });
 }

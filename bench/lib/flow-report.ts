@@ -1,8 +1,7 @@
 /**
  * Section 6 of BENCHMARKS.md, flow control, from a flow results file (bench/results/flow-<date>.json, written by
  * bench/flow.ts, with the regression checks of bench/drain-compare.ts and bench/enqueue-compare.ts merged in as `drain`
- * and `enqueue`). bench/lib/report.ts
- * emits it from the newest such file when it regenerates BENCHMARKS.md; `npx tsx bench/flow.ts --report FILE` puts it
+ * and `enqueue`, and bench/encryption-compare.ts's as `encryption`). bench/lib/report.ts emits it from the newest such file when it regenerates BENCHMARKS.md; `npx tsx bench/flow.ts --report FILE` puts it
  * in place without touching the rest of the file.
  */
 import { readdirSync, readFileSync } from "node:fs";
@@ -46,6 +45,15 @@ export type EnqueueComparison = DrainComparison & {
   /** The commit of the harness that measured both builds. */
   harness: string;
 };
+
+/**
+ * Payloads encrypted at rest against in clear (bench/encryption-compare.ts): the enqueue and the drain scenarios, one
+ * build, `base` without encryption and `new` with it.
+ */
+export interface EncryptionComparison {
+  enqueue?: EnqueueComparison;
+  drain?: EnqueueComparison;
+}
 
 /** One run of the per-key rate scenario. */
 export interface RateRun {
@@ -110,6 +118,7 @@ export interface FlowResults {
   seconds: number;
   drain?: DrainComparison;
   enqueue?: EnqueueComparison;
+  encryption?: EncryptionComparison;
   /** bench/blocked-keys.ts, merged in with its --into. */
   blockedKeys?: BlockedKeysResults;
 }
@@ -190,16 +199,28 @@ function runsPerTurn(comparison: DrainComparison): number {
 /** A regression check's table, load, command and notes, under its heading and introduction. */
 function comparisonPart(
   comparison: DrainComparison,
-  options: { heading: string; intro: string; cpuHeader: string; when?: string },
+  options: {
+    heading: string;
+    intro: string;
+    cpuHeader: string;
+    when?: string;
+    /** What the two sides are, when not two commits ("commit A against B") with a limit of 5 %. */
+    sides?: { against: string; base: string; new: string; limit: string };
+  },
 ): string[] {
+  const sides = options.sides ?? {
+    against: `commit ${comparison.commits.base} against ${comparison.commits.new}`,
+    base: "base",
+    new: "new",
+    limit: "the limit set is 5 %",
+  };
   const lines = [
-    options.heading,
+    ...(options.heading ? [options.heading, ""] : []),
+    `${options.intro}, ${comparison.mode} sizes, ${sides.against}, in alternation (${sides.base}, ${sides.new}, ` +
+      `${sides.base}, ${sides.new}, ...; ${comparison.rounds} harness runs of ${runsPerTurn(comparison)} each per side ` +
+      `and engine). Median (min–max) over every run; ${sides.limit}.`,
     "",
-    `${options.intro}, ${comparison.mode} sizes, commit ${comparison.commits.base} against ${comparison.commits.new}, in ` +
-      `alternation (base, new, base, new, ...; ${comparison.rounds} harness runs of ${runsPerTurn(comparison)} each per side ` +
-      "and engine). Median (min–max) over every run; the limit set is 5 %.",
-    "",
-    `| engine | rate, base (jobs/s) | rate, new (jobs/s) | rate Δ | ${options.cpuHeader}, base (µs) | new (µs) | CPU Δ |`,
+    `| engine | rate, ${sides.base} (jobs/s) | rate, ${sides.new} (jobs/s) | rate Δ | ${options.cpuHeader}, ${sides.base} (µs) | ${sides.new} (µs) | CPU Δ |`,
     "|---|---:|---:|---:|---:|---:|---:|",
   ];
   for (const engine of ENGINES) {
@@ -213,11 +234,11 @@ function comparisonPart(
   lines.push(
     "",
     `*Load:* ${options.when ?? ""}load average ${loads(comparison.loadavgStart)} at the start, ${loads(comparison.loadavgEnd)} at the end, ` +
-      `${comparison.seconds} s; one-minute load average at the start of the harness runs, base ` +
+      `${comparison.seconds} s; one-minute load average at the start of the harness runs, ${sides.base} ` +
       ENGINES.filter((engine) => comparison.engines[engine])
         .map(
           (engine) =>
-            `${LABEL[engine]} ${formatSummary(comparison.engines[engine]?.base.loadavg1)}, new ${formatSummary(comparison.engines[engine]?.new.loadavg1)}`,
+            `${LABEL[engine]} ${formatSummary(comparison.engines[engine]?.base.loadavg1)}, ${sides.new} ${formatSummary(comparison.engines[engine]?.new.loadavg1)}`,
         )
         .join("; ") +
       ".",
@@ -248,6 +269,41 @@ function enqueuePart(enqueue: EnqueueComparison): string[] {
     cpuHeader: "CPU per enqueued job, all processes",
     when: `on ${enqueue.date}, `,
   });
+}
+
+function encryptionPart(encryption: EncryptionComparison): string[] {
+  const lines = [
+    "### Payloads encrypted at rest",
+    "",
+    "What `encryption.keys` (docs/encryption.md) costs: one AES-256-GCM key seals each job's request on its way into " +
+      "the store and opens it on its way out (a claim, a read). With it on, the drain's pre-inserted requests are " +
+      "sealed as the service would have, so each delivery opens one. No limit is set; the goal is a cost written down.",
+    "",
+  ];
+  const sides = { base: "off", new: "on", limit: "no limit set" };
+  if (encryption.enqueue) {
+    lines.push(
+      ...comparisonPart(encryption.enqueue, {
+        heading: "",
+        intro: `**Enqueue** (scenario 1), opqueue only, one build and harness (commit ${encryption.enqueue.harness})`,
+        cpuHeader: "CPU per enqueued job, all processes",
+        when: `on ${encryption.enqueue.date}, `,
+        sides: { ...sides, against: "encryption off against on" },
+      }),
+    );
+  }
+  if (encryption.drain) {
+    lines.push(
+      ...comparisonPart(encryption.drain, {
+        heading: "",
+        intro: `**Drain** (scenario 2), opqueue only, one build and harness (commit ${encryption.drain.harness})`,
+        cpuHeader: "CPU per delivered job, all processes",
+        when: `on ${encryption.drain.date}, `,
+        sides: { ...sides, against: "encryption off against on" },
+      }),
+    );
+  }
+  return lines;
 }
 
 function ratePart(results: FlowResults): string[] {
@@ -317,7 +373,7 @@ export function flowSection(results: FlowResults, resultsFile: string): string {
     FLOW_HEADING,
     "",
     "Flow control (docs/flow-control.md): what it and the producers' extensions cost a drain and an enqueue that use none " +
-      "of them, how exactly a per-key rate holds, " +
+      "of them, what encryption at rest costs them, how exactly a per-key rate holds, " +
       `and how long one user's job waits behind another user's backlog. Raw figures: [${resultsFile}](${resultsFile}).`,
     "",
     `*Run:* \`${results.command}\` on ${results.date}, opqueue built from commit ${results.git.commit}` +
@@ -331,6 +387,7 @@ export function flowSection(results: FlowResults, resultsFile: string): string {
   ];
   if (results.drain) lines.push(...drainPart(results.drain));
   if (results.enqueue) lines.push(...enqueuePart(results.enqueue));
+  if (results.encryption) lines.push(...encryptionPart(results.encryption));
   lines.push(...ratePart(results), ...fairnessPart(results));
   if (results.blockedKeys) lines.push(...blockedKeysPart(results.blockedKeys));
   const runLoads = ENGINES.flatMap((engine) => [

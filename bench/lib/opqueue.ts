@@ -16,6 +16,7 @@ import { request } from "undici";
 import { mintToken } from "../../src/auth/tokens.js";
 import { systemClock } from "../../src/clock.js";
 import { parseConfig } from "../../src/config.js";
+import { PayloadCipher } from "../../src/store/payload-cipher.js";
 import { AUTH } from "./assertions.js";
 import { clockTicksPerSecond, readProcStat } from "./cpu.js";
 import { ROOT } from "./ipc.js";
@@ -93,9 +94,8 @@ export function writeOpqueueConfig(options: {
   };
   // BENCH_ENCRYPTION=1 measures payloads encrypted at rest (docs/encryption.md): one key, from a variable every serve
   // process inherits.
-  if (process.env["BENCH_ENCRYPTION"] === "1") {
-    process.env["BENCH_PAYLOAD_KEY"] ??= Buffer.alloc(32, 9).toString("base64");
-    (raw as Record<string, unknown>)["encryption"] = { keys: [{ id: "bench", key_env: "BENCH_PAYLOAD_KEY" }] };
+  if (benchCipher()) {
+    (raw as Record<string, unknown>)["encryption"] = { keys: [{ id: BENCH_KEY_ID, key_env: "BENCH_PAYLOAD_KEY" }] };
   }
   const configPath = join(options.dir, "opqueue.json");
   writeFileSync(configPath, JSON.stringify(raw, null, 2));
@@ -269,6 +269,24 @@ export class ServeProcess {
 }
 
 /** A stored authority as opqueue writes it for a root call (the assertion kept as evidence). */
+const BENCH_KEY_ID = "bench";
+
+/**
+ * With BENCH_ENCRYPTION=1, the cipher of the run: one key, in BENCH_PAYLOAD_KEY, which every serve process inherits
+ * and the pre-inserts seal with, so that a drain opens what it claims as it would in production. Null otherwise.
+ */
+function benchCipher(): PayloadCipher | null {
+  if (process.env["BENCH_ENCRYPTION"] !== "1") return null;
+  process.env["BENCH_PAYLOAD_KEY"] ??= Buffer.alloc(32, 9).toString("base64");
+  return new PayloadCipher([{ id: BENCH_KEY_ID, key: Buffer.from(process.env["BENCH_PAYLOAD_KEY"], "base64") }]);
+}
+
+/** The request of pre-inserted job `n` as its column holds it: JSON text, sealed when the run encrypts. */
+function requestColumn(n: number, cipher: PayloadCipher | null): string {
+  const request = { body: { n } };
+  return JSON.stringify(cipher ? cipher.seal(request) : request);
+}
+
 function authorityJson(rid: string, assertion: string): string {
   return JSON.stringify({ kind: "request", request_id: rid, user_id: "bench", assertion });
 }
@@ -306,6 +324,7 @@ export function preinsertSqlite(options: {
        ON CONFLICT (original_request_id) DO UPDATE SET jobs_created = jobs_created + excluded.jobs_created`,
     );
     const authority = authorityJson(options.rid, options.assertion);
+    const cipher = benchCipher();
     const prefix = idPrefix();
     const now = Date.now();
     const chunk = 50_000;
@@ -319,7 +338,7 @@ export function preinsertSqlite(options: {
             now,
             options.rid,
             authority,
-            `{"body":{"n":${i}}}`,
+            requestColumn(i, cipher),
           );
         }
         if (done === 0) chain.run(options.rid, options.count);
@@ -350,6 +369,7 @@ export async function preinsertPostgres(options: {
   const { client, schema } = options;
   const prefix = idPrefix();
   const authority = authorityJson(options.rid, options.assertion);
+  const cipher = benchCipher();
   const before = await client.query<{ rows: number }>(
     `SELECT greatest(reltuples, 0)::float8 AS rows FROM pg_class WHERE oid = $1::regclass`,
     [`${schema}.job_state`],
@@ -358,18 +378,20 @@ export async function preinsertPostgres(options: {
   const chunk = 100_000;
   for (let done = 0; done < options.count; done += chunk) {
     const size = Math.min(chunk, options.count - done);
+    // Sealed requests are made here, one per job ($8); clear ones by the statement.
+    const sealed = cipher ? Array.from({ length: size }, (_, i) => requestColumn(done + i, cipher)) : null;
     // A job is a job_specs row and a job_state row (migration 0004), which keeps its operation and lane (0010).
     await client.query(
       `WITH specs AS (
          INSERT INTO ${schema}.job_specs (id, operation_id, max_attempts, created_at, enqueued_by_operation_id,
            original_request_id, user_id, authority, request)
          SELECT $1 || lpad(g::text, 10, '0'), 'buildReport', 5, $3::timestamptz, 'createUser', $4, 'bench', $5::json,
-           json_build_object('body', json_build_object('n', g))
+           coalesce(($8::text[])[g - $6 + 1]::json, json_build_object('body', json_build_object('n', g)))
          FROM generate_series($6::int, $7::int) AS g
          RETURNING seq)
        INSERT INTO ${schema}.job_state (seq, status, attempt, priority, run_at, operation_id, lane)
        SELECT seq, 'pending', 0, 0, $2::timestamptz, 'buildReport', 'u:bench' FROM specs`,
-      [prefix, new Date(options.runAt), new Date(), options.rid, authority, done, done + size - 1],
+      [prefix, new Date(options.runAt), new Date(), options.rid, authority, done, done + size - 1, sealed],
     );
     options.onProgress?.(done + size);
   }
