@@ -8,8 +8,8 @@
  * medians of CPU per job with every process counted (opqueue's and, on PostgreSQL, the server's) are compared, and
  * written into the flow results file of --into as `encryption`.
  *
- *   npx tsx bench/encryption-compare.ts [--rounds 3] [--engine sqlite,postgres] [--full] [--quiet SECONDS]
- *     [--out-dir DIR] [--into bench/results/flow-DATE.json]
+ *   npx tsx bench/encryption-compare.ts [--rounds 3] [--engine sqlite,postgres] [--only enqueue,drain] [--full]
+ *     [--quiet SECONDS] [--out-dir DIR] [--into bench/results/flow-DATE.json]
  *
  * Build this checkout first (`npm run build`). `--collect` reads the results files already in --out-dir (named
  * `<scenario>/<engine>-<side>-<round>.json`); `--note TEXT` (repeatable) adds a note shown under the tables.
@@ -49,7 +49,7 @@ async function harnessRun(scenario: string, turn: { side: Side; engine: Engine; 
 async function main(): Promise<void> {
   const encryption: EncryptionComparison = {};
   const harness = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: ROOT, encoding: "utf8" }).trim();
-  for (const scenario of SCENARIOS) {
+  for (const scenario of SCENARIOS.filter((name) => (values.only ?? name).split(",").includes(name))) {
     const args = { ...values, "out-dir": join(values["out-dir"] ?? "", scenario) };
     const compared = await compareSides(args, {
       scenario,
@@ -63,7 +63,8 @@ async function main(): Promise<void> {
       date: new Date().toISOString().slice(0, 10),
     });
   }
-  writeComparison(values, { encryption });
+  // A narrowed run (--only) keeps what the results file holds of the other scenario.
+  writeComparison(values, { encryption }, (held) => ({ encryption: { ...held.encryption, ...encryption } }));
 }
 
 main().then(

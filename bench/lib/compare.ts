@@ -33,6 +33,8 @@ export function comparisonArgs(scenario: "drain" | "enqueue" | "encryption") {
       into: { type: "string" },
       collect: { type: "boolean", default: false },
       note: { type: "string", multiple: true },
+      // bench/encryption-compare.ts: the scenarios to run (enqueue, drain).
+      only: { type: "string" },
     },
   }).values;
 }
@@ -180,13 +182,20 @@ export function comparisonOf<K extends "drain" | "enqueue">(
   } as NonNullable<FlowResults[K]>;
 }
 
-/** Prints `fields`, and writes them into the flow results file of --into (if given), over what it held. */
-export function writeComparison(args: ComparisonArgs, fields: Partial<FlowResults>): void {
+/**
+ * Prints `fields`, and writes them into the flow results file of --into (if given), over what it held; `merge`, given
+ * what it held, says what to write instead.
+ */
+export function writeComparison(
+  args: ComparisonArgs,
+  fields: Partial<FlowResults>,
+  merge: (held: Partial<FlowResults>) => Partial<FlowResults> = () => fields,
+): void {
   console.log(JSON.stringify(fields, null, 2));
   if (args.into === undefined) return;
   const target = resolve(args.into);
   const results = (existsSync(target) ? JSON.parse(readFileSync(target, "utf8")) : {}) as Partial<FlowResults>;
-  writeFileSync(target, `${JSON.stringify({ ...results, ...fields }, null, 2)}\n`);
+  writeFileSync(target, `${JSON.stringify({ ...results, ...merge(results) }, null, 2)}\n`);
   console.log(`written into ${target}`);
 }
 

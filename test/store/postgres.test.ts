@@ -663,6 +663,36 @@ if (!POSTGRES_SKIP) {
       assert.deepEqual(await store.chainSettledSince({ cursor: "t", limit: 100 }), [], "once");
     });
 
+    test("a pass that reads no finished job writes nothing: an idle node's pass is read-only", async (t) => {
+      const clock = new ManualClock(T0);
+      const opened = await openPostgresStore(clock);
+      t.after(() => opened.cleanup());
+      const { store, schema } = opened;
+      const db = await schemaClient(t, schema);
+      // A row's xmin is the transaction that last wrote it: the same after a pass means the pass did not write it.
+      const cursorVersion = async () =>
+        (await db.query<{ xmin: string }>("SELECT xmin::text FROM maintenance_cursors WHERE name = 't'")).rows[0]?.xmin;
+      await store.chainSettledSince({ cursor: "t", limit: 100 });
+      const first = await cursorVersion();
+      assert.ok(first !== undefined, "the first pass places the cursor");
+      clock.advance(10_000);
+      await store.chainSettledSince({ cursor: "t", limit: 100 });
+      assert.equal(await cursorVersion(), first, "an idle pass leaves the cursor's row as it was");
+      const inserted = await store.jobInsert(jobParams({ originalRequestId: "solo" }));
+      assert.ok(inserted.kind === "created");
+      const [running] = await store.jobClaimMany({ limit: 1 });
+      await store.jobSetStateIfRunningMany({
+        outcomes: [{ id: running?.id ?? "", attempt: 1, status: "succeeded", result: SUCCESS }],
+      });
+      clock.advance(10_000);
+      assert.deepEqual(
+        (await store.chainSettledSince({ cursor: "t", limit: 100 })).map((chain) => chain.originalRequestId),
+        ["solo"],
+        "a job finished after idle passes is read",
+      );
+      assert.notEqual(await cursorVersion(), first, "and the cursor moves past it");
+    });
+
     for (const skew of ["one chain, waiting", "every job finished"] as const)
       test(`the settled-chains pass probes each chain by its index when the statistics saw ${skew}`, async (t) => {
         const opened = await openPostgresStore(new ManualClock(T0));

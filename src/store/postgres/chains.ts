@@ -102,7 +102,9 @@ export async function settledSince(
           settledAt: Number(row["settled_at"]),
         });
     }
-    await client.query(CURSOR_SET, [params.cursor, next.at, next.seq]);
+    // A pass that read nothing leaves the cursor where it was, and its transaction writes nothing: an idle node's
+    // pass, twice a second on every node, is then read-only (no WAL, no flush at commit).
+    if (!cursor || next !== from) await client.query(CURSOR_SET, [params.cursor, next.at, next.seq]);
     return settled;
   });
 }

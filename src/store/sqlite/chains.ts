@@ -53,10 +53,13 @@ export function settledSince(
   s: Statements,
   params: { cursor: string; limit: number; now: number },
 ): Array<{ originalRequestId: string; startedAt: number; settledAt: number }> {
-  const from = s.cursor.get(params.cursor) ?? { at: params.now, seq: 0 };
+  const cursor = s.cursor.get(params.cursor);
+  const from = cursor ?? { at: params.now, seq: 0 };
   const finished = s.finishedSince.all({ at: from.at, seq: from.seq, limit: Math.max(1, params.limit) });
   const last = finished.at(-1);
-  s.setCursor.run({ name: params.cursor, at: last?.finished_at ?? from.at, seq: last?.seq ?? from.seq });
+  // A pass that read nothing leaves a cursor where it was, writing nothing.
+  if (!cursor || last)
+    s.setCursor.run({ name: params.cursor, at: last?.finished_at ?? from.at, seq: last?.seq ?? from.seq });
   // The chains of the jobs read, each with its latest finish among them: if it settled, that was its last job.
   const lastFinished = new Map<string, number>();
   for (const row of finished) {
