@@ -693,6 +693,30 @@ if (!POSTGRES_SKIP) {
       assert.notEqual(await cursorVersion(), first, "and the cursor moves past it");
     });
 
+    test("a pass's probe sees a job finished at the cursor's very instant, after the cursor's job", async (t) => {
+      const clock = new ManualClock(T0);
+      const opened = await openPostgresStore(clock);
+      t.after(() => opened.cleanup());
+      const { store } = opened;
+      await store.chainSettledSince({ cursor: "t", limit: 100 });
+      for (const rid of ["first", "second"]) {
+        assert.equal((await store.jobInsert(jobParams({ originalRequestId: rid }))).kind, "created");
+      }
+      const running = await store.jobClaimMany({ limit: 2 });
+      assert.equal(running.length, 2);
+      // One outcome write: both jobs finish at one instant.
+      await store.jobSetStateIfRunningMany({
+        outcomes: running.map((job) => ({ id: job.id, attempt: 1, status: "succeeded", result: SUCCESS })),
+      });
+      clock.advance(10_000);
+      const read = async () =>
+        (await store.chainSettledSince({ cursor: "t", limit: 1 })).map((chain) => chain.originalRequestId);
+      const firstRead = await read();
+      const secondRead = await read();
+      assert.deepEqual([...firstRead, ...secondRead].sort(), ["first", "second"], "one a pass, the second not missed");
+      assert.deepEqual(await read(), [], "and then nothing");
+    });
+
     for (const skew of ["one chain, waiting", "every job finished"] as const)
       test(`the settled-chains pass probes each chain by its index when the statistics saw ${skew}`, async (t) => {
         const opened = await openPostgresStore(new ManualClock(T0));

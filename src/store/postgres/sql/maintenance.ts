@@ -110,6 +110,14 @@ export const IDEMPOTENCY_KEY_DELETE = `DELETE FROM idempotency_keys WHERE ctid I
 export const CALLBACKS_DUE = `SELECT ${JOB_COLUMNS} FROM job_state s JOIN job_specs j ON j.seq = s.seq
   WHERE s.callbacks_pending AND s.status IN ('succeeded', 'dead') ORDER BY s.seq LIMIT $1`;
 
+/**
+ * Whether any job's callback is due: one probe of CALLBACKS_DUE's partial index, without parameters, so its plan is
+ * made once per connection. An idle sweep asks this alone; the list, whose planning costs several times its
+ * execution, is read only when it has something.
+ */
+export const CALLBACKS_ANY = `SELECT EXISTS (SELECT 1 FROM job_state s
+  WHERE s.callbacks_pending AND s.status IN ('succeeded', 'dead')) AS due`;
+
 /** Clears a job's pending callback, if it is still in status $2 with one pending. $1 job id. */
 export const CLEAR_CALLBACK = `UPDATE job_state s SET callbacks_pending = false FROM job_specs j
   WHERE j.id = $1 AND s.seq = j.seq AND s.status = $2 AND s.callbacks_pending RETURNING 1`;
@@ -157,6 +165,10 @@ function ACTIVE_JOB_PROBE(rid: string): string {
  * chains table's statistics behind a burst of enqueues, it was planned as a hash anti-join reading every job of the
  * database on every pass of the sweeper.
  */
+/** Whether any chain has an on_settled not fired yet (SETTLED_DUE's candidates): the same probe as CALLBACKS_ANY. */
+export const ON_SETTLED_ANY = `SELECT EXISTS (SELECT 1 FROM chains c
+  WHERE c.on_settled IS NOT NULL AND c.on_settled_fired_at IS NULL) AS due`;
+
 export const SETTLED_DUE = `SELECT c.* FROM chains c
   ${ACTIVE_JOB_PROBE("c.original_request_id")}
   WHERE c.on_settled IS NOT NULL AND c.on_settled_fired_at IS NULL AND a.active IS NULL
@@ -171,6 +183,15 @@ export const FIRE_ON_SETTLED = `UPDATE chains c SET on_settled_fired_at = $2::ti
   WHERE c.original_request_id = $1 AND c.on_settled IS NOT NULL AND c.on_settled_fired_at IS NULL
     AND NOT ${ACTIVE_IN_CHAIN("$1")}
   RETURNING 1`;
+
+/**
+ * Whether the settled-chains pass has anything to read: a job finished after cursor $1's place and by $2, or no cursor
+ * yet. One probe of job_state_finished_at outside any transaction; an idle pass ends with it.
+ */
+export const FINISHED_SINCE_ANY = `SELECT coalesce((
+    SELECT EXISTS (SELECT 1 FROM job_state s
+      WHERE s.finished_at >= c.at AND (s.finished_at > c.at OR s.seq > c.seq) AND s.finished_at <= $2::timestamptz)
+    FROM maintenance_cursors c WHERE c.name = $1), true) AS due`;
 
 /** Only one node reads the finished jobs at a time; the others skip the pass. */
 export const CHAIN_SWEEP_LOCK =
