@@ -151,14 +151,8 @@ function bodies(shape: Shape): string[] {
  */
 async function idleServerCpu(ctx: Context, origin: string, server: CpuRoot): Promise<number> {
   const db = await OpqueueDb.create(ctx, "postgres", "capacity-idle", origin);
-  const serves: ServeProcess[] = [];
+  const serves = await db.startIdleNodes(nodes);
   try {
-    for (let n = 0; n < nodes; n++) {
-      serves.push(
-        await ServeProcess.start({ setup: db.setup, database: opqueueUrl(db.schema ?? "", `bench-idle-${n}`) }),
-      );
-    }
-    await new Promise((resolve) => setTimeout(resolve, 3000));
     const cpu = new SystemCpu({ system: [], database: server });
     const before = cpu.read().databaseMs ?? 0;
     await new Promise((resolve) => setTimeout(resolve, 10_000));

@@ -13,8 +13,8 @@ import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { Context, SIZES } from "./lib/context.js";
 import { SystemCpu } from "./lib/cpu.js";
-import { requireBuild, ServeProcess, useOpqueueBuild } from "./lib/opqueue.js";
-import { adminClient, opqueueUrl } from "./lib/pg.js";
+import { requireBuild, useOpqueueBuild } from "./lib/opqueue.js";
+import { adminClient } from "./lib/pg.js";
 import { OpqueueDb } from "./scenarios/common.js";
 
 const { values } = parseArgs({
@@ -67,14 +67,8 @@ async function main(): Promise<void> {
     if (server.root === null) throw new Error(`the server's CPU cannot be read: ${server.reason}`);
     const db = await OpqueueDb.create(ctx, "postgres", "idle-nodes", await ctx.targetOrigin());
     writeFileSync(db.setup.configPath, JSON.stringify(withSettings(db.setup.raw, values.set ?? []), null, 2));
-    const serves: ServeProcess[] = [];
+    const serves = await db.startIdleNodes(nodes);
     try {
-      for (let n = 0; n < nodes; n++) {
-        serves.push(
-          await ServeProcess.start({ setup: db.setup, database: opqueueUrl(db.schema ?? "", `bench-idle-${n}`) }),
-        );
-      }
-      await new Promise((resolve) => setTimeout(resolve, 3000));
       const cpu = new SystemCpu({ system: [], database: server.root });
       const cpuBefore = cpu.read().databaseMs ?? 0;
       const before = await counters();

@@ -280,26 +280,24 @@ function encryptionPart(encryption: EncryptionComparison): string[] {
       "sealed as the service would have, so each delivery opens one. No limit is set; the goal is a cost written down.",
     "",
   ];
-  const sides = { base: "off", new: "on", limit: "no limit set" };
-  if (encryption.enqueue) {
+  const sides = { base: "off", new: "on", limit: "no limit set", against: "encryption off against on" };
+  const scenarios = [
+    {
+      comparison: encryption.enqueue,
+      name: "**Enqueue** (scenario 1)",
+      cpuHeader: "CPU per enqueued job, all processes",
+    },
+    { comparison: encryption.drain, name: "**Drain** (scenario 2)", cpuHeader: "CPU per delivered job, all processes" },
+  ];
+  for (const { comparison, name, cpuHeader } of scenarios) {
+    if (!comparison) continue;
     lines.push(
-      ...comparisonPart(encryption.enqueue, {
+      ...comparisonPart(comparison, {
         heading: "",
-        intro: `**Enqueue** (scenario 1), opqueue only, one build and harness (commit ${encryption.enqueue.harness})`,
-        cpuHeader: "CPU per enqueued job, all processes",
-        when: `on ${encryption.enqueue.date}, `,
-        sides: { ...sides, against: "encryption off against on" },
-      }),
-    );
-  }
-  if (encryption.drain) {
-    lines.push(
-      ...comparisonPart(encryption.drain, {
-        heading: "",
-        intro: `**Drain** (scenario 2), opqueue only, one build and harness (commit ${encryption.drain.harness})`,
-        cpuHeader: "CPU per delivered job, all processes",
-        when: `on ${encryption.drain.date}, `,
-        sides: { ...sides, against: "encryption off against on" },
+        intro: `${name}, opqueue only, one build and harness (commit ${comparison.harness})`,
+        cpuHeader,
+        when: `on ${comparison.date}, `,
+        sides,
       }),
     );
   }

@@ -96,6 +96,26 @@ export class OpqueueDb {
     }
   }
 
+  /**
+   * Starts `count` serve nodes on this PostgreSQL schema, each its own application name, and waits 3 s past their
+   * start-up: nodes with nothing to do, whose polls and maintenance passes are what is then measured.
+   */
+  async startIdleNodes(count: number): Promise<ServeProcess[]> {
+    const serves: ServeProcess[] = [];
+    try {
+      for (let n = 0; n < count; n++) {
+        serves.push(
+          await ServeProcess.start({ setup: this.setup, database: opqueueUrl(this.schema ?? "", `bench-idle-${n}`) }),
+        );
+      }
+    } catch (error) {
+      for (const serve of serves) await serve.stop();
+      throw error;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    return serves;
+  }
+
   /** Starts a serve node on this database. */
   start(
     ctx: Context,
