@@ -30,11 +30,14 @@ export class ChainView {
   /** Chain `originalRequestId` in its wire form; undefined when no job was ever enqueued into it. */
   async get(originalRequestId: string): Promise<ChainBody | undefined> {
     const { store } = this.deps;
-    const [chain, newestFirst, counts] = await Promise.all([
+    const [chain, counts] = await Promise.all([
       store.chainGet({ originalRequestId }),
-      store.jobList({ originalRequestId, limit: MAX_CHAIN_JOBS + 1 }),
       store.chainJobCounts({ originalRequestId }),
     ]);
+    // The jobs are read after their counts, never beside them: on PostgreSQL each read is its own snapshot, and a list
+    // read before the counts could miss a job the counts hold (a chain answered as settled with a job left out of its
+    // tree). Read after, the tree holds every job counted, and perhaps a newer one.
+    const newestFirst = await store.jobList({ originalRequestId, limit: MAX_CHAIN_JOBS + 1 });
     if (!chain && newestFirst.length === 0) return undefined;
     const jobs = newestFirst.slice(0, MAX_CHAIN_JOBS).reverse();
     const attempts = await store.jobAttemptListMany({ ids: jobs.map((job) => job.id) });
