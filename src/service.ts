@@ -415,7 +415,10 @@ export async function createService(options: {
       start() {
         clockCheck.start();
         if (!worker) return;
-        notifier.subscribe((runAt, from) => worker.dispatcher.notify(runAt, from));
+        notifier.subscribe(
+          (runAt, from) => worker.dispatcher.notify(runAt, from),
+          () => worker.dispatcher.takesOne(),
+        );
         notifier.subscribeAborts((jobId) => worker.deliverer.abort(jobId));
         worker.dispatcher.start();
         // Other nodes' enqueues and retries (PostgreSQL NOTIFY) wake this node's dispatcher too.

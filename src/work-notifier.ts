@@ -14,11 +14,29 @@ export type WorkSource = "here" | "elsewhere";
 export class WorkNotifier {
   private readonly listeners = new Set<(runAt: number, from: WorkSource) => void>();
   private readonly abortListeners = new Set<(jobId: string) => void>();
+  private readonly takers = new Set<() => boolean>();
 
-  /** Calls `listener` for every later notification; returns the function that stops it. */
-  subscribe(listener: (runAt: number, from: WorkSource) => void): () => void {
+  /**
+   * Calls `listener` for every later notification; returns the function that stops it. A listener that claims what it
+   * hears of (a dispatcher) also gives `takesOne`, which `takesHere` asks.
+   */
+  subscribe(listener: (runAt: number, from: WorkSource) => void, takesOne?: () => boolean): () => void {
     this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
+    if (takesOne) this.takers.add(takesOne);
+    return () => {
+      this.listeners.delete(listener);
+      if (takesOne) this.takers.delete(takesOne);
+    };
+  }
+
+  /**
+   * Whether a job made here and due now will be claimed in this process, once `notify` tells of it, without another
+   * node's help: a dispatcher here has a free slot that no earlier job so answered holds (and takes it). Such a job
+   * need not be announced to the other nodes (docs/delivery.md, "Who hears of a new job").
+   */
+  takesHere(): boolean {
+    for (const takesOne of this.takers) if (takesOne()) return true;
+    return false;
   }
 
   /**

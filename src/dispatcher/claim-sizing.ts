@@ -87,8 +87,7 @@ export class ClaimSizing {
    */
   reserve(held: number): number {
     const busy = held + this.reservedSlots;
-    const claimAhead = this.averageDeliveryMs < CLAIM_AHEAD_MAX_DELIVERY_MS ? this.claimAheadMax : 0;
-    const free = this.concurrency + claimAhead - busy;
+    const free = this.slotsFor(held) - this.reservedSlots;
     if (free <= 0) return 0;
     // While busy, claim in batches: a claim per freed slot would cost a transaction per job. An idle node
     // (nothing in flight) claims at once, so a lone job is never held back.
@@ -97,6 +96,15 @@ export class ClaimSizing {
     this.claimsInFlight += 1;
     this.reservedSlots += free;
     return free;
+  }
+
+  /**
+   * The slots that jobs in flight or claimed ahead (`held`) leave for claims to fill, the claim on its way included (it
+   * holds them until it is back, most often with fewer jobs).
+   */
+  slotsFor(held: number): number {
+    const claimAhead = this.averageDeliveryMs < CLAIM_AHEAD_MAX_DELIVERY_MS ? this.claimAheadMax : 0;
+    return this.concurrency + claimAhead - held;
   }
 
   /** A claim of `limit` is back from the database (with jobs or not): its slots are held by the jobs it brought. */

@@ -74,6 +74,11 @@ export class Dispatcher {
   /** A wake-up since the last claim was for another node's work. */
   private wakeElsewhere = false;
   private wakeScheduled = false;
+  /**
+   * Jobs due now that this process enqueued and told no other node of (`takesOne`) since the last claim began: each
+   * holds one of the free slots until a claim takes it.
+   */
+  private promised = 0;
   private timer: NodeJS.Timeout | undefined;
   private timerDueAt = Number.POSITIVE_INFINITY;
   /** Set while a claim waits for more jobs to gather (`ClaimSizing.gatherWait`); it claims when it fires. */
@@ -176,6 +181,20 @@ export class Dispatcher {
     else this.armTimer(delay);
   }
 
+  /**
+   * Whether this dispatcher will claim one more job due now, enqueued in this process, when `notify` tells of it: it is
+   * running and has a free slot no such job holds yet; if so that slot is held for it until the next claim begins. The
+   * enqueue then leaves the job unannounced to other nodes (WorkNotifier.takesHere). A slot it turns out not to have
+   * (deliveries that slowed, a claim that took other jobs first) leaves the job to the next claim here or to any node's
+   * poll, never lost.
+   */
+  takesOne(): boolean {
+    if (this.state !== "running") return false;
+    if (this.sizing.slotsFor(this.inFlight.size + this.ready.length) <= this.promised) return false;
+    this.promised += 1;
+    return true;
+  }
+
   private armTimer(delayMs: number): void {
     if (this.state !== "running" && this.state !== "paused") return;
     const delay = Math.max(0, Math.min(delayMs, this.options.config.worker.poll_ms));
@@ -208,6 +227,7 @@ export class Dispatcher {
     const limit = this.sizing.reserve(this.inFlight.size + this.ready.length);
     if (limit === 0) return;
     const forElsewhere = this.wakeElsewhere;
+    this.promised = 0;
     this.wakeRequested = false;
     this.wakeNow = false;
     this.wakeElsewhere = false;

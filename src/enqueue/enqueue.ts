@@ -14,10 +14,11 @@
  */
 import { createHash } from "node:crypto";
 import type { EnqueueAssertion } from "../auth/tokens.js";
+import type { Clock } from "../clock.js";
 import type { Config } from "../config.js";
 import type { WorkNotifier } from "../work-notifier.js";
 import { ApiError } from "../errors.js";
-import type { JobRow, StoredAuthority } from "../job/job.js";
+import type { JobRow, RunTime, StoredAuthority } from "../job/job.js";
 import { newJobId } from "../job/job-id.js";
 import { CALLBACK_FIELDS, type EnqueueBody } from "../job/schemas.js";
 import type { PerOperationSettings } from "../operations/settings.js";
@@ -33,12 +34,14 @@ import { checkTarget } from "./target.js";
 
 /** What enqueueing needs from the running service. */
 export interface EnqueueDeps {
-  config: Pick<Config, "triggers" | "on_behalf_of" | "limits" | "idempotency">;
+  config: Pick<Config, "triggers" | "on_behalf_of" | "limits" | "idempotency" | "worker">;
   settings: PerOperationSettings;
   store: EnqueueStore;
   telemetry: Telemetry;
   /** Told when a job becomes claimable, so an idle dispatcher wakes at once. */
   notifier: WorkNotifier;
+  /** Whether a job is due later than every node's next poll (`announced`). */
+  clock: Clock;
 }
 
 /** An authenticated enqueue call: the verified assertion and, for a chained call, the parent it names. */
@@ -159,6 +162,19 @@ function announce(deps: EnqueueDeps, result: EnqueueResult): void {
   });
 }
 
+/**
+ * Whether other nodes must hear of a new job (PostgreSQL's NOTIFY; docs/delivery.md, "Who hears of a new job"). Not
+ * when it is due later than twice `worker.poll_ms` from now: every node polls at least that often, reads the next run
+ * time and sets its timer to it, so each hears of it in time anyway. Nor when it is due now and a dispatcher of this
+ * process takes it (`WorkNotifier.takesHere`). Each notification wakes every node, and each claims: with nodes that keep
+ * up, a batch of a few jobs cost a claim on every one of them. A job due in between is announced.
+ */
+function announced(deps: EnqueueDeps, runTime: RunTime): boolean {
+  const delay = "at" in runTime ? runTime.at - deps.clock.now() : runTime.delayMs;
+  if (delay > 2 * deps.config.worker.poll_ms) return false;
+  return delay > 0 || !deps.notifier.takesHere();
+}
+
 /** Steps 3 and 4, then the insert the store is to make (steps 5 to 7); throws `ApiError` for a refusal. */
 function insertParams(deps: EnqueueDeps, caller: EnqueueCaller, checked: CheckedEnqueueBody): JobInsertParams {
   const { config, settings } = deps;
@@ -212,6 +228,7 @@ function insertParams(deps: EnqueueDeps, caller: EnqueueCaller, checked: Checked
     operationId: target.operationId,
     priority: body.priority ?? 0,
     runTime,
+    announce: announced(deps, runTime),
     expiry: checked.expiry,
     maxAttempts: settings.of(target.operationId).maxAttempts,
     dedupeKey: body.dedupe_key ?? null,

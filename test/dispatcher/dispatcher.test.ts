@@ -487,6 +487,27 @@ describe("claiming", () => {
     );
   });
 
+  test("takes a job due now made here for each free slot until a claim begins, none unless running", async (t) => {
+    const held: Array<() => void> = [];
+    const { s, target } = await setup(t, {
+      handler: (_request, res) => {
+        held.push(() => reply(res, 204));
+      },
+      configure: (raw) => {
+        raw["worker"] = { concurrency: 2, poll_ms: NEVER_POLL_MS };
+      },
+    });
+    t.after(async () => held.forEach((release) => release()));
+    const dispatcher = dispatcherOf(s);
+    assert.equal(dispatcher.takesOne(), false, "not started");
+    s.service.start();
+    assert.deepEqual([dispatcher.takesOne(), dispatcher.takesOne(), dispatcher.takesOne()], [true, true, false]);
+    // A claim begins (this enqueue wakes it) and takes the job: one slot is left for the next job made here.
+    await enqueue(s, report());
+    await target.waitForRequests(1);
+    assert.deepEqual([dispatcher.takesOne(), dispatcher.takesOne()], [true, false]);
+  });
+
   test("claims nothing ahead before a delivery was quick", async (t) => {
     const held: Array<() => void> = [];
     const { s, target } = await setup(t, {

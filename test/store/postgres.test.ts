@@ -12,6 +12,7 @@ import { migrate } from "../../src/store/postgres/migrate.js";
 import { batchArgument, CLAIM_FIELDS, insertArgument, type InsertAnswer } from "../../src/store/postgres/rows.js";
 import { SETTLED_SINCE } from "../../src/store/postgres/sql/maintenance.js";
 import { FINISH_MANY } from "../../src/store/postgres/sql/outcomes.js";
+import type { JobInsertParams } from "../../src/store/store.js";
 import { dropSchema, freshSchemaName, POSTGRES_SKIP, POSTGRES_URL, openPostgresStore } from "../helpers/postgres.js";
 import { jobParams, SUCCESS, T0, UNAVAILABLE } from "./conformance/harness.js";
 import { runStoreConformance } from "./conformance/index.js";
@@ -79,6 +80,50 @@ if (!POSTGRES_SKIP) {
       await other.store.jobInsert(jobParams({ runAt: clock.now() + 2000 }));
       await gotOne;
       assert.deepEqual(woken, [clock.now() + 2000]);
+    });
+
+    test("jobs the node left unannounced send no notification; a batch's names its earliest announced job", async (t) => {
+      const clock = new ManualClock(Date.UTC(2026, 10, 21, 12, 0, 0));
+      const writer = await openPostgresStore(clock);
+      t.after(() => writer.cleanup());
+      const reader = await openPostgresStore(clock, { schema: writer.schema });
+      t.after(() => reader.store.close());
+      const woken: number[] = [];
+      const waiters: Array<() => void> = [];
+      const stop = await reader.store.jobAvailableListen((runAt) => {
+        woken.push(runAt);
+        waiters.splice(0).forEach((resolve) => resolve());
+      });
+      t.after(() => stop());
+      const next = () => new Promise<void>((resolve) => waiters.push(resolve));
+      const quiet = (runAt: number, more: Partial<JobInsertParams> = {}) =>
+        jobParams({ runAt, announce: false, ...more });
+
+      // A batch of quiet items only, plain and keyed (the one-statement path and the item-by-item loop), then an
+      // announced job: the only notification is the announced one's.
+      let heard = next();
+      await writer.store.jobInsertMany({
+        jobs: [quiet(clock.now() + 100), quiet(clock.now() + 200, { dedupeKey: "k" }), quiet(clock.now() + 300)],
+      });
+      await writer.store.jobInsert(jobParams({ runAt: clock.now() + 9000 }));
+      await heard;
+      assert.deepEqual(woken, [clock.now() + 9000]);
+
+      // A mixed batch names its earliest announced job, not an earlier quiet one; in either path.
+      for (const keyed of [false, true]) {
+        heard = next();
+        await writer.store.jobInsertMany({
+          jobs: [
+            quiet(clock.now() + 10),
+            jobParams({ runAt: clock.now() + 700, ...(keyed ? { dedupeKey: "a" } : {}) }),
+            jobParams({ runAt: clock.now() + 500 }),
+            quiet(clock.now() + 20, keyed ? { dedupeKey: "b" } : {}),
+          ],
+        });
+        await heard;
+        assert.equal(woken.at(-1), clock.now() + 500);
+      }
+      assert.equal(woken.length, 3);
     });
 
     test("a listener in another schema is not woken", async (t) => {
@@ -602,9 +647,11 @@ if (!POSTGRES_SKIP) {
       await db.query("ANALYZE job_state");
       await db.query(`CREATE ROLE ${role}`);
       await db.query(`ALTER TABLE job_state OWNER TO ${role}`);
-      // Migrations after 21 add columns to job_specs (22) and admin_actions (23): their owner too.
+      // Migrations after 21 add columns to job_specs (22) and admin_actions (23) and restate opqueue_insert_batch (24):
+      // their owner too.
       await db.query(`ALTER TABLE job_specs OWNER TO ${role}`);
       await db.query(`ALTER TABLE admin_actions OWNER TO ${role}`);
+      await db.query(`ALTER FUNCTION opqueue_insert_batch(jsonb, timestamptz, integer) OWNER TO ${role}`);
       await db.query(`GRANT USAGE, CREATE ON SCHEMA ${schema} TO ${role}`);
       await db.query(`GRANT ALL ON schema_migrations TO ${role}`);
       const statistics = async () =>

@@ -164,6 +164,8 @@ export function batchArgument(params: JobInsertParams): object {
     authority: JSON.stringify(params.authority),
     request: JSON.stringify(params.request),
     ...(params.callbacks === null ? {} : { callbacks: JSON.stringify(params.callbacks) }),
+    // Left out of the batch's notification (migration 0024).
+    ...(params.announce === false ? { quiet: true } : {}),
   };
 }
 

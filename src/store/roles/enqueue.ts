@@ -37,6 +37,11 @@ export type JobInsertParams = Pick<
    * insert answers `chain_exists` and changes nothing).
    */
   onSettled?: CallbackSpec | undefined;
+  /**
+   * False when no other node need hear of the job (PostgreSQL's NOTIFY; docs/delivery.md, "Who hears of a new job"):
+   * this process claims it itself, or it is due after every node's next poll. Absent or true: announced.
+   */
+  announce?: boolean | undefined;
 };
 
 /** An idempotency key as the store keeps it: per caller, for a window, with the request it came with. */

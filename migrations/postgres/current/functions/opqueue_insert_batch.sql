@@ -1,7 +1,7 @@
 -- opqueue_insert_batch: its current text, as a migrated database holds it, written by `npm run pg-functions`
--- (scripts/pg-functions.ts) and checked by test/store/postgres-sql.test.ts. The migrations hold its history (0020): a
--- change to it is a new migration that restates it, after which the script writes this file again, keeping the prose
--- under this paragraph.
+-- (scripts/pg-functions.ts) and checked by test/store/postgres-sql.test.ts. The migrations hold its history (0020,
+-- 0024): a change to it is a new migration that restates it, after which the script writes this file again, keeping the
+-- prose under this paragraph.
 --
 -- A batch of enqueues (the group commit's, or a producer's POST /jobs/batch), every step of the contract's enqueue
 -- decided here. Its leading plain items (no idempotency key, no dedupe key, not a chain's first job with on_settled;
@@ -9,7 +9,8 @@
 -- once, if it has room for all its items; two multi-row INSERTs in the items' order. A chain without that room undoes
 -- the statement (a subtransaction, one per batch) and every item goes through opqueue_insert_job; the items after the
 -- leading plain ones go through it in order, as before. Every answer and every seq is the one an item-by-item loop
--- gives. One notification, for the earliest job made claimable.
+-- gives. One notification, for the earliest job made claimable among the items not marked "quiet" (0024: the node
+-- takes those itself, or every node's poll finds them in time); none if there is no such job.
 
 CREATE OR REPLACE FUNCTION opqueue_insert_batch(items jsonb, p_now timestamp with time zone, p_plain integer)
  RETURNS SETOF json
@@ -85,7 +86,7 @@ BEGIN
             'created_at', floor(extract(epoch FROM p_now) * 1000)::bigint,
             'run_at', floor(extract(epoch FROM run_at) * 1000)::bigint,
             'expires_at', floor(extract(epoch FROM expires_at) * 1000)::bigint) ORDER BY ord),
-          min(run_at) FILTER (WHERE cancelled_at IS NULL)
+          min(run_at) FILTER (WHERE cancelled_at IS NULL AND NOT b ? 'quiet')
         INTO v_answers, v_earliest
         FROM plain;
       IF coalesce(array_length(v_answers, 1), 0) < v_plain THEN
@@ -118,7 +119,7 @@ BEGIN
         WHEN outcome->>'kind' = 'deduplicated' AND outcome->'job'->>'status' IN ('pending', 'retrying')
           THEN (outcome->'job'->>'run_at')::timestamptz
       END;
-      IF v_run_at IS NOT NULL AND (v_earliest IS NULL OR v_run_at < v_earliest) THEN
+      IF v_run_at IS NOT NULL AND NOT v_item.value ? 'quiet' AND (v_earliest IS NULL OR v_run_at < v_earliest) THEN
         v_earliest := v_run_at;
       END IF;
     END LOOP;
