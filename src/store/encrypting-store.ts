@@ -5,7 +5,7 @@
  * stored `body`, sealed; every answer on its way out has them opened, wherever they sit (a row, a list, an outcome, a
  * map of attempts, whose `errorBody` is opened too). What stays in clear is listed in docs/encryption.md.
  */
-import { PayloadCipher } from "./payload-cipher.js";
+import { mapResultPayloads, PayloadCipher } from "./payload-cipher.js";
 import type { Store } from "./store.js";
 
 /** Keys whose values are opened on the way out, whatever object holds them. */
@@ -32,19 +32,12 @@ function sealAll(value: unknown, cipher: PayloadCipher): unknown {
   for (const [key, item] of Object.entries(value)) {
     let sealed: unknown;
     if (key === "request" && isPlainObject(item)) sealed = cipher.seal(item);
-    else if (key === "result" && isPlainObject(item)) sealed = sealResult(item, cipher);
+    else if (key === "result" && isPlainObject(item))
+      sealed = mapResultPayloads(item, (payload) => cipher.seal(payload));
     else sealed = sealAll(item, cipher);
     if (sealed !== item) (copy ??= { ...value })[key] = sealed;
   }
   return copy ?? value;
-}
-
-/** A job's result with its error body and stored body sealed; its status code and reason stay readable. */
-function sealResult(result: Record<string, unknown>, cipher: PayloadCipher): Record<string, unknown> {
-  const sealed = { ...result };
-  if (typeof result["error_body"] === "string") sealed["error_body"] = cipher.seal(result["error_body"]);
-  if (result["body"] !== undefined) sealed["body"] = cipher.seal(result["body"]);
-  return sealed;
 }
 
 /** Opens every sealed payload of an answer, in place: answers are the store's fresh objects, the caller's to keep. */

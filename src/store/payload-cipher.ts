@@ -101,3 +101,19 @@ export class PayloadCipher {
     return JSON.parse(text) as unknown;
   }
 }
+
+/**
+ * A job's result with each payload it holds passed through `each`: its error body (a string; null holds none) and its
+ * stored body (any value but undefined). Its status code and terminal reason are not payloads and stay as they are.
+ * The one description of where a result holds payloads: the encrypting store seals them through it, a rewrap pass
+ * seals them again.
+ */
+export function mapResultPayloads(
+  result: Record<string, unknown>,
+  each: (payload: unknown) => unknown,
+): Record<string, unknown> {
+  const mapped = { ...result };
+  if (typeof result["error_body"] === "string") mapped["error_body"] = each(result["error_body"]);
+  if (result["body"] !== undefined) mapped["body"] = each(result["body"]);
+  return mapped;
+}

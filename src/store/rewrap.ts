@@ -4,7 +4,7 @@
  * and every payload still in clear (written before encryption was turned on) is sealed. Each write is conditional on
  * the text read, so a row changed meanwhile is left as its writer left it (sealed with the newest key already).
  */
-import { PayloadCipher } from "./payload-cipher.js";
+import { mapResultPayloads, PayloadCipher } from "./payload-cipher.js";
 import type { PayloadStore, PayloadTable } from "./store.js";
 
 /** The tables in the order a pass takes them. */
@@ -53,16 +53,12 @@ function specsUnderCurrentKey(value: unknown, cipher: PayloadCipher): unknown {
   );
 }
 
-/** A result under the first key: its error body and stored body sealed (as the encrypting store seals them), or sealed again. */
+/** A result under the first key: each payload it holds (`mapResultPayloads`) sealed if in clear, sealed again if under another. */
 function resultUnderCurrentKey(value: unknown, cipher: PayloadCipher): unknown {
   if (typeof value !== "object" || value === null || Array.isArray(value)) return value;
-  const result = { ...(value as Record<string, unknown>) };
-  const { error_body: errorBody, body } = result;
-  if (PayloadCipher.isSealed(errorBody)) result["error_body"] = reseal(errorBody, cipher);
-  else if (typeof errorBody === "string") result["error_body"] = cipher.seal(errorBody);
-  if (PayloadCipher.isSealed(body)) result["body"] = reseal(body, cipher);
-  else if (body !== undefined) result["body"] = cipher.seal(body);
-  return result;
+  return mapResultPayloads(value as Record<string, unknown>, (payload) =>
+    PayloadCipher.isSealed(payload) ? reseal(payload, cipher) : cipher.seal(payload),
+  );
 }
 
 /** A column's stored text under the first key; the same text when nothing in it changes. */
