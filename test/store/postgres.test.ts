@@ -12,6 +12,7 @@ import { migrate } from "../../src/store/postgres/migrate.js";
 import { batchArgument, CLAIM_FIELDS, insertArgument, type InsertAnswer } from "../../src/store/postgres/rows.js";
 import { SETTLED_SINCE } from "../../src/store/postgres/sql/maintenance.js";
 import { FINISH_MANY } from "../../src/store/postgres/sql/outcomes.js";
+import type { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import type { JobInsertParams } from "../../src/store/store.js";
 import { dropSchema, freshSchemaName, POSTGRES_SKIP, POSTGRES_URL, openPostgresStore } from "../helpers/postgres.js";
 import { jobParams, SUCCESS, T0, UNAVAILABLE } from "./conformance/harness.js";
@@ -23,6 +24,24 @@ async function schemaClient(t: TestContext, schema: string): Promise<pg.Client> 
   await db.connect();
   t.after(() => db.end());
   return db;
+}
+
+/**
+ * `store` listening for other nodes' notifications until the test ends: the run times heard, in order, and `next`, a
+ * promise of the next one (asked for before what sends it).
+ */
+async function listening(
+  t: TestContext,
+  store: PostgresStore,
+): Promise<{ calls: number[]; next: () => Promise<void> }> {
+  const calls: number[] = [];
+  const waiters: Array<() => void> = [];
+  const stop = await store.jobAvailableListen((runAt) => {
+    calls.push(runAt);
+    waiters.splice(0).forEach((resolve) => resolve());
+  });
+  t.after(() => stop());
+  return { calls, next: () => new Promise<void>((resolve) => waiters.push(resolve)) };
 }
 
 if (POSTGRES_SKIP) {
@@ -88,14 +107,7 @@ if (!POSTGRES_SKIP) {
       t.after(() => writer.cleanup());
       const reader = await openPostgresStore(clock, { schema: writer.schema });
       t.after(() => reader.store.close());
-      const woken: number[] = [];
-      const waiters: Array<() => void> = [];
-      const stop = await reader.store.jobAvailableListen((runAt) => {
-        woken.push(runAt);
-        waiters.splice(0).forEach((resolve) => resolve());
-      });
-      t.after(() => stop());
-      const next = () => new Promise<void>((resolve) => waiters.push(resolve));
+      const { calls: woken, next } = await listening(t, reader.store);
       const quiet = (runAt: number, more: Partial<JobInsertParams> = {}) =>
         jobParams({ runAt, announce: false, ...more });
 
@@ -158,14 +170,7 @@ if (!POSTGRES_SKIP) {
       const clock = new ManualClock(Date.UTC(2026, 10, 21, 12, 0, 0));
       const opened = await openPostgresStore(clock);
       t.after(() => opened.cleanup());
-      const calls: number[] = [];
-      const waiters: Array<() => void> = [];
-      const stop = await opened.store.jobAvailableListen((runAt) => {
-        calls.push(runAt);
-        waiters.splice(0).forEach((resolve) => resolve());
-      });
-      t.after(() => stop());
-      const next = () => new Promise<void>((resolve) => waiters.push(resolve));
+      const { calls, next } = await listening(t, opened.store);
       const admin = new pg.Client({ connectionString: POSTGRES_URL });
       await admin.connect();
       t.after(() => admin.end());
