@@ -40,7 +40,7 @@ export interface EnqueueDeps {
   telemetry: Telemetry;
   /** Told when a job becomes claimable, so an idle dispatcher wakes at once. */
   notifier: WorkNotifier;
-  /** Whether a job is due later than every node's next poll (`announced`). */
+  /** The service's clock, which tells whether a new job is due after every node's next poll (`announced`). */
   clock: Clock;
 }
 

@@ -83,14 +83,17 @@ export async function onSettledEnqueue(
 
 /**
  * The chains that settled since the sweep's cursor, read by one node at a time (the others answer nothing), and the
- * cursor moved past them. `nowMs` is asked once the sweep holds its lock.
+ * cursor moved past them. `nowMs` is asked for the probe that ends an idle pass, and again once the sweep holds its
+ * lock: the read stops at the later bound, which holds whatever the probe saw.
  */
 export async function settledSince(
   db: PgConnection,
   params: { cursor: string; limit: number; nowMs: () => number },
 ): Promise<Array<{ originalRequestId: string; startedAt: number; settledAt: number }>> {
-  const bound = new Date(params.nowMs() - SETTLE_READ_LAG_MS);
-  if (!(await anything(db, FINISHED_SINCE_ANY, "opqueue_finished_since_any", [params.cursor, bound]))) return [];
+  // Outcomes still committing may carry an earlier finished_at than a read: it stops a few seconds back.
+  const readUpTo = (now: number) => new Date(now - SETTLE_READ_LAG_MS);
+  const probeArgs = [params.cursor, readUpTo(params.nowMs())];
+  if (!(await anything(db, FINISHED_SINCE_ANY, "opqueue_finished_since_any", probeArgs))) return [];
   return db.transaction(async (client) => {
     const locked = await client.query<{ locked: boolean }>(CHAIN_SWEEP_LOCK);
     if (!locked.rows[0]?.locked) return [];
@@ -99,11 +102,10 @@ export async function settledSince(
     // read its own last job again, forever.
     const cursor = (await client.query<{ at: string; seq: string }>(CURSOR_GET, [params.cursor])).rows[0];
     const from = cursor ? { at: cursor.at, seq: Number(cursor.seq) } : { at: new Date(now).toISOString(), seq: 0 };
-    // Outcomes still committing may carry an earlier finished_at than this read: it stops a few seconds back.
     const rows = await client.query<PgRow>(SETTLED_SINCE, [
       from.at,
       from.seq,
-      new Date(now - SETTLE_READ_LAG_MS),
+      readUpTo(now),
       Math.max(1, params.limit),
     ]);
     const settled: Array<{ originalRequestId: string; startedAt: number; settledAt: number }> = [];

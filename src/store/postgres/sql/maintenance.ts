@@ -159,16 +159,16 @@ function ACTIVE_JOB_PROBE(rid: string): string {
     ) AS a ON true`;
 }
 
+/** Whether any chain has an on_settled not fired yet (SETTLED_DUE's candidates): the same probe as CALLBACKS_ANY. */
+export const ON_SETTLED_ANY = `SELECT EXISTS (SELECT 1 FROM chains c
+  WHERE c.on_settled IS NOT NULL AND c.on_settled_fired_at IS NULL) AS due`;
+
 /**
  * Chains whose on_settled is still to fire and that have settled. $1 limit. Each such chain is checked by a probe of its
  * jobs, newest first (a LATERAL with a LIMIT, which the planner cannot turn into an anti-join): as NOT EXISTS, with the
  * chains table's statistics behind a burst of enqueues, it was planned as a hash anti-join reading every job of the
  * database on every pass of the sweeper.
  */
-/** Whether any chain has an on_settled not fired yet (SETTLED_DUE's candidates): the same probe as CALLBACKS_ANY. */
-export const ON_SETTLED_ANY = `SELECT EXISTS (SELECT 1 FROM chains c
-  WHERE c.on_settled IS NOT NULL AND c.on_settled_fired_at IS NULL) AS due`;
-
 export const SETTLED_DUE = `SELECT c.* FROM chains c
   ${ACTIVE_JOB_PROBE("c.original_request_id")}
   WHERE c.on_settled IS NOT NULL AND c.on_settled_fired_at IS NULL AND a.active IS NULL
