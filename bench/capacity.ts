@@ -3,7 +3,8 @@
  * [options]` (as root: it needs the cgroup v1 `cpu` controller at /sys/fs/cgroup/cpu).
  *
  * BENCHMARKS.md's "Capacity of one PostgreSQL core" predicts, from a run's medians, the jobs per second one server
- * core carries through their whole life: a million µs divided by the server's CPU to enqueue a job and to drain it.
+ * core carries through their whole life: a million µs divided by the server's CPU to enqueue a job and to drain it
+ * (the drain's with as many nodes as this check starts, from scenario 9, when the run measured it).
  * Issue 31 asks for that to be checked on a server pinned to one core and driven until it saturates. On two cores,
  * the nodes, the load generator and the target (about 200 µs of CPU per job between them) cannot saturate a whole
  * server core with the other, so this holds the server to a share of a core instead (`--cores`, a CFS quota on a
@@ -38,7 +39,7 @@ import { CPU_METRICS, SystemCpu, treeOrder, type CpuReading, type CpuRoot } from
 import { ServeProcess } from "./lib/opqueue.js";
 import { adminClient, opqueueUrl } from "./lib/pg.js";
 import { Progress } from "./lib/progress.js";
-import { findFigure, type CapacityCheck, type Results } from "./lib/results.js";
+import { findFigure, nodesSystem, type CapacityCheck, type Results, type ScenarioId } from "./lib/results.js";
 import { OpqueueDb, waitForDrain, warmUp } from "./scenarios/common.js";
 
 const { values } = parseArgs({
@@ -123,16 +124,22 @@ function newestResults(): string {
   return join("bench/results", newest);
 }
 
-/** The model's server CPU per job, in µs, for a shape: the enqueue's median plus the drain's. */
+/**
+ * The model's server CPU per job, in µs, for a shape: the enqueue's median plus the drain's. The drain's is that of
+ * as many nodes draining together as this check starts (scenario 9) when the results hold it, else one node's
+ * (scenario 2).
+ */
 function modelUs(results: Results, shape: Shape): { enqueueUs: number; drainUs: number } {
-  const db = (scenario: "enqueue" | "batch" | "drain", system: string) => {
-    const value = findFigure(results, scenario, system, CPU_METRICS.database)?.summary.median;
+  const median = (scenario: ScenarioId, system: string) =>
+    findFigure(results, scenario, system, CPU_METRICS.database)?.summary.median;
+  const db = (scenario: ScenarioId, system: string) => {
+    const value = median(scenario, system);
     if (value === undefined) throw new Error(`the results hold no ${scenario} figure of ${system}'s server CPU`);
     return value;
   };
   return {
     enqueueUs: shape === "single" ? db("enqueue", "opqueue-postgres") : db("batch", "opqueue-postgres-batch"),
-    drainUs: db("drain", "opqueue-postgres"),
+    drainUs: median("nodes", nodesSystem(nodes)) ?? db("drain", "opqueue-postgres"),
   };
 }
 

@@ -6,7 +6,8 @@
  *
  * Options:
  *   --full                 the issue's sizes
- *   --only a,b             only these scenarios (enqueue, drain, latency, backlog, core, batch, deep-backlog)
+ *   --only a,b             only these scenarios (enqueue, drain, latency, backlog, core, batch, deep-backlog,
+ *                          nodes)
  *   --engine sqlite|postgres  only this opqueue engine (references still run)
  *   --profile DIR          serve processes write CPU profiles (--cpu-prof) into DIR
  *   --serve-node-args="A B"  more Node arguments for serve processes, say "--trace-gc-nvp" or "--require
@@ -57,6 +58,7 @@ import { runCore } from "./scenarios/core.js";
 import { runDrain } from "./scenarios/drain.js";
 import { runEnqueue } from "./scenarios/enqueue.js";
 import { runLatency } from "./scenarios/latency.js";
+import { runNodes } from "./scenarios/nodes.js";
 
 const RUNNERS: Record<ScenarioId, (ctx: Context) => Promise<ScenarioResult>> = {
   enqueue: runEnqueue,
@@ -66,6 +68,7 @@ const RUNNERS: Record<ScenarioId, (ctx: Context) => Promise<ScenarioResult>> = {
   core: runCore,
   batch: runBatch,
   "deep-backlog": runDeepBacklog,
+  nodes: runNodes,
 };
 
 /** The scenarios that report CPU per job of every process of a system (and so the idle server's CPU beside). */

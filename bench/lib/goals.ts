@@ -1,18 +1,22 @@
 /** The goals of the issue, as ratios and bounds over the medians of one run. */
 import { ENGINE_LABEL } from "./context.js";
 import { CPU_METRICS } from "./cpu.js";
-import { findFigure, type Engine, type Results, type ScenarioId } from "./results.js";
+import { findFigure, NODE_COUNTS, nodesSystem, type Engine, type Results, type ScenarioId } from "./results.js";
 
 /** One goal, evaluated: `met` is null when a figure it needs was not measured. */
 export interface GoalResult {
-  scenario: ScenarioId;
+  /** A scenario of the run, or the capacity model's check (bench/capacity.ts, merged into the results). */
+  scenario: ScenarioId | "capacity";
   engine: Engine;
   goal: string;
   value: number;
-  unit: "×" | "ms" | "MB";
+  unit: "×" | "ms" | "MB" | "µs";
   target: string;
   met: boolean | null;
 }
+
+/** The share of its quota a capacity check's server must have used for its rate to count as a ceiling. */
+const SATURATED = 0.9;
 
 function median(results: Results, scenario: ScenarioId, system: string, metric: string): number {
   return findFigure(results, scenario, system, metric)?.summary.median ?? Number.NaN;
@@ -21,7 +25,7 @@ function median(results: Results, scenario: ScenarioId, system: string, metric: 
 export function evaluateGoals(results: Results): GoalResult[] {
   const goals: GoalResult[] = [];
   const add = (
-    scenario: ScenarioId,
+    scenario: GoalResult["scenario"],
     engine: Engine,
     goal: string,
     value: number,
@@ -41,6 +45,8 @@ export function evaluateGoals(results: Results): GoalResult[] {
       met,
     });
   };
+  // The server's part of a PostgreSQL figure's CPU per job (issue 31's goals are the database server's work).
+  const server = (scenario: ScenarioId, system: string) => median(results, scenario, system, CPU_METRICS.database);
   for (const engine of ["sqlite", "postgres"] as Engine[]) {
     const me = `opqueue-${engine}`;
     if (!results.scenarios.some((s) => s.figures.some((f) => f.system === me))) continue;
@@ -108,6 +114,24 @@ export function evaluateGoals(results: Results): GoalResult[] {
       add(
         "drain",
         engine,
+        "CPU per job, all processes ÷ graphile-worker (batched), issue 31's bound",
+        cpu(me) / cpu("graphile-batched"),
+        "×",
+        1.3,
+        "≤",
+      );
+      add(
+        "drain",
+        engine,
+        "server CPU per job ÷ graphile-worker (batched)",
+        server("drain", me) / server("drain", "graphile-batched"),
+        "×",
+        1.5,
+        "≤",
+      );
+      add(
+        "drain",
+        engine,
         "CPU per job, all processes ÷ BullMQ (Redis, AOF always)",
         cpu(me) / cpu("bullmq"),
         "×",
@@ -139,20 +163,62 @@ export function evaluateGoals(results: Results): GoalResult[] {
       );
     }
     // The backlog (scenario 4) and the deep backlog (scenario 8): each rate against the empty one, and the RSS.
+    // Issue 31 asks more of PostgreSQL's drain beside a million jobs not yet due: 0.9 of the empty one's.
     const backlogs = [
-      { scenario: "backlog", name: "backlog", rssMb: 200 },
-      { scenario: "deep-backlog", name: "deep backlog", rssMb: 250 },
+      { scenario: "backlog", name: "backlog", rssMb: 200, drainBound: engine === "postgres" ? 0.9 : 0.8 },
+      { scenario: "deep-backlog", name: "deep backlog", rssMb: 250, drainBound: 0.8 },
     ] as const;
-    for (const { scenario, name, rssMb } of backlogs) {
+    for (const { scenario, name, rssMb, drainBound } of backlogs) {
       const figure = (metric: string) => median(results, scenario, me, metric);
       add(scenario, engine, `enqueue with ${name} ÷ empty`, figure("enqueue_rate") / enqueue, "×", 0.8, "≥");
-      add(scenario, engine, `drain with ${name} ÷ empty`, figure("drain_rate") / drain, "×", 0.8, "≥");
+      add(scenario, engine, `drain with ${name} ÷ empty`, figure("drain_rate") / drain, "×", drainBound, "≥");
       add(scenario, engine, `peak RSS with ${name}`, figure("peak_rss"), "MB", rssMb, "≤");
     }
     if (engine === "sqlite") {
       const [single, bulk] = batchRatios(results, engine);
       add("batch", engine, "batch enqueue ÷ single-job enqueue", single, "×", 4, "≥");
       add("batch", engine, "batch enqueue ÷ Fastify + BullMQ addBulk", bulk, "×", 1.5, "≥");
+    } else {
+      // Issue 31: the database server's work per job, as enqueues, several nodes and the capacity model see it.
+      add("enqueue", engine, "server CPU per enqueued job, single", server("enqueue", me), "µs", 100, "≤");
+      add(
+        "batch",
+        engine,
+        "server CPU per enqueued job, batches of 500",
+        server("batch", `${me}-batch`),
+        "µs",
+        40,
+        "≤",
+      );
+      const one = server("nodes", nodesSystem(1));
+      for (const nodes of NODE_COUNTS.full.filter((n) => n > 1)) {
+        add(
+          "nodes",
+          engine,
+          `server CPU per job, ${nodes} nodes ÷ 1`,
+          server("nodes", nodesSystem(nodes)) / one,
+          "×",
+          1.15,
+          "≤",
+        );
+      }
+      // A check whose server did not use most of its share measured no ceiling: shown, but neither met nor not.
+      for (const check of results.capacityCheck?.checks ?? []) {
+        const shape = check.shape === "batch" ? "batches of 500" : "single jobs";
+        const used = Math.min(...check.runs.map((run) => run.saturation));
+        const saturated = used >= SATURATED;
+        goals.push({
+          scenario: "capacity",
+          engine,
+          goal:
+            `capacity at ${check.cores} of a core, ${shape}: measured ÷ model` +
+            (saturated ? "" : ` (the server used ${Math.round(used * 100)} % of its share: no ceiling)`),
+          value: check.ratio,
+          unit: "×",
+          target: "0.8 × to 1.2 ×",
+          met: Number.isFinite(check.ratio) && saturated ? check.ratio >= 0.8 && check.ratio <= 1.2 : null,
+        });
+      }
     }
   }
   return goals;

@@ -9,7 +9,16 @@ import { jobsPerRun, SIZES, type Sizes } from "./context.js";
 import { newestFlowSection } from "./flow-report.js";
 import { ROOT } from "./ipc.js";
 import { CPU_METRICS } from "./cpu.js";
-import { findFigure, type Engine, type Figure, type Results, type ScenarioId, type ScenarioResult } from "./results.js";
+import {
+  findFigure,
+  NODE_COUNTS,
+  nodesSystem,
+  type Engine,
+  type Figure,
+  type Results,
+  type ScenarioId,
+  type ScenarioResult,
+} from "./results.js";
 import { formatNumber, formatSummary } from "./stats.js";
 
 const METHOD = `## How these figures are made
@@ -68,7 +77,12 @@ const METHOD = `## How these figures are made
   compares figures of the same turns, and with a Fastify route that validates the same body (opqueue's own
   \`BatchEnqueueBody\` schema: 1 to 1,000 enqueue bodies) and calls BullMQ's \`Queue.addBulk\` once with all of
   it, on a Redis server of its own with AOF always. The goals are SQLite's; PostgreSQL's ratios are shown beside.
-- **CPU per job, all processes** (enqueue, drain, batch). The CPU time (user + system, every thread) of every process
+- **Several nodes (9).** PostgreSQL only: scenario 2's drain by one node and by several serve processes draining
+  together (1, 3 and 6 in the full mode), each node count on a schema of its own, in turns. The nodes start and warm
+  up first (each through its own API), with nothing due; then the measured jobs are inserted due 1.5 s later. The CPU
+  of every node and of the server is read between the first and the last arrival at the target: the server's part is
+  what issue 31's several-node goal compares (wake-ups, \`SKIP LOCKED\` misses, lane walks and heartbeats all count).
+- **CPU per job, all processes** (enqueue, drain, batch, several nodes). The CPU time (user + system, every thread) of every process
   of a system, read from \`/proc/<pid>/stat\` (clock ticks of \`getconf CLK_TCK\`) when the measured window opens and
   when it closes, divided by the jobs done in it, and split into the system's own processes and its database server.
   Its own: the opqueue serve node, or the peer's route or worker process (tsx's esbuild helper, which only compiled
@@ -138,6 +152,7 @@ const TITLES: Record<string, string> = {
   core: "5. Core: the store alone",
   batch: "7. Batch enqueue over HTTP",
   "deep-backlog": "8. Deep backlog",
+  nodes: "9. Several nodes (PostgreSQL)",
 };
 
 /** Section 6 (flow control) comes from its own results file and goes between these scenarios and the later ones. */
@@ -209,26 +224,36 @@ function batchRatioLines(results: Results): string[] {
 function capacityLines(results: Results): string[] {
   const db = (scenario: ScenarioId, system: string) =>
     findFigure(results, scenario, system, CPU_METRICS.database)?.summary.median ?? Number.NaN;
-  const drain = db("drain", "opqueue-postgres");
-  const paths: Array<[string, number]> = [
+  const enqueues: Array<[string, number]> = [
     ["single-job enqueue (`POST /jobs`, 32 clients)", db("enqueue", "opqueue-postgres")],
     ["batch enqueue (500 jobs a request)", db("batch", "opqueue-postgres-batch")],
   ];
-  const rows = paths.filter(([, enqueue]) => Number.isFinite(enqueue) && Number.isFinite(drain));
+  // Drained by one node (section 2), and by several together (section 9) when this run measured them.
+  const drains: Array<[string, number]> = [
+    ["one node", db("drain", "opqueue-postgres")],
+    ...NODE_COUNTS.full
+      .filter((nodes) => nodes > 1)
+      .map((nodes): [string, number] => [`${nodes} nodes`, db("nodes", nodesSystem(nodes))]),
+  ];
+  const rows = enqueues.flatMap(([enqueuedBy, enqueue]) =>
+    drains
+      .filter(([, drain]) => Number.isFinite(enqueue) && Number.isFinite(drain))
+      .map(([drainedBy, drain]) => ({ enqueuedBy, enqueue, drainedBy, drain })),
+  );
   if (rows.length === 0) return [];
   return [
     "## Capacity of one PostgreSQL core",
     "",
-    "The database server's CPU per job through its life, from this run's medians (sections 1, 2 and 7: the server's",
+    "The database server's CPU per job through its life, from this run's medians (sections 1, 2, 7 and 9: the server's",
     "part of each), and what one core, a million µs each second, carries at that price. docs/performance.md",
     '("Sizing a deployment") says how to use it.',
     "",
-    "| jobs enqueued by | enqueue (µs) | drain: claim, outcome, sweeper (µs) | in all (µs) | jobs/s per core |",
-    "|---|---:|---:|---:|---:|",
+    "| jobs enqueued by | drained by | enqueue (µs) | drain: claim, outcome, sweeper (µs) | in all (µs) | jobs/s per core |",
+    "|---|---|---:|---:|---:|---:|",
     ...rows.map(
-      ([label, enqueue]) =>
-        `| ${label} | ${formatNumber(enqueue)} | ${formatNumber(drain)} | ${formatNumber(enqueue + drain)} | ` +
-        `${formatNumber(1_000_000 / (enqueue + drain))} |`,
+      ({ enqueuedBy, enqueue, drainedBy, drain }) =>
+        `| ${enqueuedBy} | ${drainedBy} | ${formatNumber(enqueue)} | ${formatNumber(drain)} | ` +
+        `${formatNumber(enqueue + drain)} | ${formatNumber(1_000_000 / (enqueue + drain))} |`,
     ),
     "",
     "- Retention's deletes of the finished jobs add about 10 µs per job, and a vacuum after them 2–3 µs (`npx tsx",
@@ -251,8 +276,9 @@ function capacityCheckLines(results: Results): string[] {
       `${check.periodUs / 1000} ms), driven until it saturated by nodes that enqueue over HTTP, due at once, and drain ` +
       "the jobs meanwhile, in 32 users' lanes, one chain per request; the rate runs from the first enqueue to the last " +
       `arrival (${check.commands.map((command) => `\`${command}\``).join("; ")}). Two cores cannot saturate a whole ` +
-      "server core beside the nodes, the load generator and the target. The model's two figures are each measured " +
-      "alone, in one lane, one chain, by one node: the whole life costs the server more, and a small share more again " +
+      "server core beside the nodes, the load generator and the target. The model is the row of the table above with " +
+      "as many nodes as the check starts (one node's when section 9 was not measured). Its two figures are each " +
+      "measured alone, in one lane, one chain: the whole life costs the server more, and a small share more again " +
       '(docs/performance.md, "The model checked", says by how much each part).',
     `- ${check.idle.nodes} nodes with nothing to do cost the server ${formatNumber(check.idle.serverMsPerSecond)} ms ` +
       "of CPU a second (polls, heartbeats, maintenance passes), before any job.",
@@ -342,7 +368,12 @@ export function benchmarksMarkdown(results: Results, resultsFile: string): strin
   }
   lines.push("");
   lines.push("## Goals", "");
-  lines.push("Ratios of medians from this run; a goal falling short is reported as such.", "");
+  lines.push(
+    "Ratios of medians from this run, or a median itself where the goal is a bound; the capacity rows come from",
+    '`bench/capacity.ts`, merged into this run\'s results (section "Capacity of one PostgreSQL core"). A goal falling',
+    "short is reported as such.",
+    "",
+  );
   lines.push("| scenario | engine | goal | measured | target | met |", "|---|---|---|---:|---|---|");
   for (const goal of goals) {
     const measured = Number.isFinite(goal.value)

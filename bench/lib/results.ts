@@ -15,9 +15,17 @@ import { redisVersion } from "./redis.js";
 import { summarize, type Summary } from "./stats.js";
 
 /** Scenario ids, in the order of the issue. */
-export const SCENARIOS = ["enqueue", "drain", "latency", "backlog", "core", "batch", "deep-backlog"] as const;
+export const SCENARIOS = ["enqueue", "drain", "latency", "backlog", "core", "batch", "deep-backlog", "nodes"] as const;
 export type ScenarioId = (typeof SCENARIOS)[number];
 export type Engine = "sqlite" | "postgres";
+
+/** Scenario 9's node counts, by mode: how many nodes drain together. */
+export const NODE_COUNTS = { quick: [1, 3], full: [1, 3, 6] } as const;
+
+/** The system key of scenario 9's figures for a node count. */
+export function nodesSystem(nodes: number): string {
+  return `opqueue-postgres-${nodes}-nodes`;
+}
 
 /** One figure: one metric of one system, summarised over runs. */
 export interface Figure {
