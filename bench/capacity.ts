@@ -35,11 +35,11 @@ import { mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from "
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { Context, SIZES } from "./lib/context.js";
-import { CPU_METRICS, SystemCpu, treeOrder, type CpuReading, type CpuRoot } from "./lib/cpu.js";
-import { ServeProcess } from "./lib/opqueue.js";
-import { adminClient, opqueueUrl } from "./lib/pg.js";
+import { serverCpuMedian, SystemCpu, treeOrder, type CpuReading, type CpuRoot } from "./lib/cpu.js";
+import type { ServeProcess } from "./lib/opqueue.js";
+import { adminClient } from "./lib/pg.js";
 import { Progress } from "./lib/progress.js";
-import { findFigure, nodesSystem, type CapacityCheck, type Results, type ScenarioId } from "./lib/results.js";
+import { nodesSystem, type CapacityCheck, type Results, type ScenarioId } from "./lib/results.js";
 import { OpqueueDb, waitForDrain, warmUp } from "./scenarios/common.js";
 
 const { values } = parseArgs({
@@ -130,16 +130,14 @@ function newestResults(): string {
  * (scenario 2).
  */
 function modelUs(results: Results, shape: Shape): { enqueueUs: number; drainUs: number } {
-  const median = (scenario: ScenarioId, system: string) =>
-    findFigure(results, scenario, system, CPU_METRICS.database)?.summary.median;
   const db = (scenario: ScenarioId, system: string) => {
-    const value = median(scenario, system);
+    const value = serverCpuMedian(results, scenario, system);
     if (value === undefined) throw new Error(`the results hold no ${scenario} figure of ${system}'s server CPU`);
     return value;
   };
   return {
     enqueueUs: shape === "single" ? db("enqueue", "opqueue-postgres") : db("batch", "opqueue-postgres-batch"),
-    drainUs: median("nodes", nodesSystem(nodes)) ?? db("drain", "opqueue-postgres"),
+    drainUs: serverCpuMedian(results, "nodes", nodesSystem(nodes)) ?? db("drain", "opqueue-postgres"),
   };
 }
 
@@ -221,14 +219,7 @@ async function main(): Promise<void> {
         const serves: ServeProcess[] = [];
         let quota: CpuQuota | undefined;
         try {
-          for (let n = 0; n < nodes; n++) {
-            serves.push(
-              await ServeProcess.start({
-                setup: db.setup,
-                database: opqueueUrl(db.schema ?? "", `bench-capacity-${n}`),
-              }),
-            );
-          }
+          serves.push(...(await db.startNodes(nodes, "bench-capacity")));
           progress.update(`${label}: warming ${nodes} node(s) up`, true);
           for (const serve of serves) await warmUp(ctx, serve, ctx.sizes.drain.warmupJobs);
           // What autovacuum does within a minute of a new schema's first rows (it is off on the benchmark machine):

@@ -46,7 +46,6 @@ import { systemClock } from "../src/clock.js";
 import { CLEAN_BATCH } from "../src/maintenance/cleaner.js";
 import { openStore } from "../src/store/open-store.js";
 import { SystemCpu, type CpuReading, type CpuRoot } from "./lib/cpu.js";
-import { ServeProcess } from "./lib/opqueue.js";
 import { adminClient, opqueueUrl } from "./lib/pg.js";
 import { Progress } from "./lib/progress.js";
 import { OpqueueDb, waitForDrain, warmUp } from "./scenarios/common.js";
@@ -205,13 +204,8 @@ async function main(): Promise<void> {
         continue;
       }
       // Start and warm the nodes first, with nothing due, then insert the measured jobs due shortly after.
-      const serves: ServeProcess[] = [];
+      const serves = await db.startNodes(nodes, "bench-opqueue");
       try {
-        for (let n = 0; n < nodes; n++) {
-          serves.push(
-            await ServeProcess.start({ setup: db.setup, database: opqueueUrl(schema, `bench-opqueue-${n}`) }),
-          );
-        }
         progress.update(`run ${run + 1}: warming ${nodes} node(s) up`, true);
         for (const serve of serves) await warmUp(ctx, serve, ctx.sizes.drain.warmupJobs);
         const cpu = new SystemCpu({

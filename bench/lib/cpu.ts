@@ -11,7 +11,7 @@
  */
 import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
-import type { Engine, ScenarioRecorder } from "./results.js";
+import { findFigure, type Engine, type Results, type ScenarioId, type ScenarioRecorder } from "./results.js";
 
 let ticksPerSecond: number | undefined;
 
@@ -196,6 +196,11 @@ export const CPU_METRICS = {
   system: "cpu_system_per_job",
   database: "cpu_db_per_job",
 } as const;
+
+/** The median of a system's database-server CPU per job in a scenario of `results`, in µs; undefined when not measured. */
+export function serverCpuMedian(results: Results, scenario: ScenarioId, system: string): number | undefined {
+  return findFigure(results, scenario, system, CPU_METRICS.database)?.summary.median;
+}
 
 /** CPU per job of one system over its runs; `record` adds its figures. */
 export class CpuSeries {

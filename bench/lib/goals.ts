@@ -1,6 +1,6 @@
 /** The goals of the issue, as ratios and bounds over the medians of one run. */
 import { ENGINE_LABEL } from "./context.js";
-import { CPU_METRICS } from "./cpu.js";
+import { CPU_METRICS, serverCpuMedian } from "./cpu.js";
 import { findFigure, NODE_COUNTS, nodesSystem, type Engine, type Results, type ScenarioId } from "./results.js";
 
 /** One goal, evaluated: `met` is null when a figure it needs was not measured. */
@@ -46,7 +46,7 @@ export function evaluateGoals(results: Results): GoalResult[] {
     });
   };
   // The server's part of a PostgreSQL figure's CPU per job (issue 31's goals are the database server's work).
-  const server = (scenario: ScenarioId, system: string) => median(results, scenario, system, CPU_METRICS.database);
+  const server = (scenario: ScenarioId, system: string) => serverCpuMedian(results, scenario, system) ?? Number.NaN;
   for (const engine of ["sqlite", "postgres"] as Engine[]) {
     const me = `opqueue-${engine}`;
     if (!results.scenarios.some((s) => s.figures.some((f) => f.system === me))) continue;

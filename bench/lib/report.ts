@@ -8,9 +8,8 @@ import { batchRatios, evaluateGoals, goalEngineLabel } from "./goals.js";
 import { jobsPerRun, SIZES, type Sizes } from "./context.js";
 import { newestFlowSection } from "./flow-report.js";
 import { ROOT } from "./ipc.js";
-import { CPU_METRICS } from "./cpu.js";
+import { serverCpuMedian } from "./cpu.js";
 import {
-  findFigure,
   NODE_COUNTS,
   nodesSystem,
   type Engine,
@@ -222,8 +221,7 @@ function batchRatioLines(results: Results): string[] {
  * second one core's million microseconds make of that. Retention is not part of the run (see the line under the table).
  */
 function capacityLines(results: Results): string[] {
-  const db = (scenario: ScenarioId, system: string) =>
-    findFigure(results, scenario, system, CPU_METRICS.database)?.summary.median ?? Number.NaN;
+  const db = (scenario: ScenarioId, system: string) => serverCpuMedian(results, scenario, system) ?? Number.NaN;
   const enqueues: Array<[string, number]> = [
     ["single-job enqueue (`POST /jobs`, 32 clients)", db("enqueue", "opqueue-postgres")],
     ["batch enqueue (500 jobs a request)", db("batch", "opqueue-postgres-batch")],

@@ -97,21 +97,34 @@ export class OpqueueDb {
   }
 
   /**
-   * Starts `count` serve nodes on this PostgreSQL schema, each its own application name, and waits 3 s past their
-   * start-up: nodes with nothing to do, whose polls and maintenance passes are what is then measured.
+   * Starts `count` serve nodes on this PostgreSQL schema, each its own application name (`name-0`, `name-1`, ...);
+   * when one fails to start, stops those already started.
    */
-  async startIdleNodes(count: number): Promise<ServeProcess[]> {
+  async startNodes(count: number, name: string, nodeArgs: string[] = []): Promise<ServeProcess[]> {
     const serves: ServeProcess[] = [];
     try {
       for (let n = 0; n < count; n++) {
         serves.push(
-          await ServeProcess.start({ setup: this.setup, database: opqueueUrl(this.schema ?? "", `bench-idle-${n}`) }),
+          await ServeProcess.start({
+            setup: this.setup,
+            database: opqueueUrl(this.schema ?? "", `${name}-${n}`),
+            nodeArgs,
+          }),
         );
       }
     } catch (error) {
       for (const serve of serves) await serve.stop();
       throw error;
     }
+    return serves;
+  }
+
+  /**
+   * Starts `count` serve nodes and waits 3 s past their start-up: nodes with nothing to do, whose polls and
+   * maintenance passes are what is then measured.
+   */
+  async startIdleNodes(count: number): Promise<ServeProcess[]> {
+    const serves = await this.startNodes(count, "bench-idle");
     await new Promise((resolve) => setTimeout(resolve, 3000));
     return serves;
   }

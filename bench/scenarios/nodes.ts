@@ -8,7 +8,6 @@
  */
 import { type Context } from "../lib/context.js";
 import { CpuSeries, CpuWindow, SystemCpu, type CpuRoot } from "../lib/cpu.js";
-import type { ServeProcess } from "../lib/opqueue.js";
 import { Progress } from "../lib/progress.js";
 import { NODE_COUNTS, nodesSystem, ScenarioRecorder, type ScenarioResult } from "../lib/results.js";
 import { OpqueueDb, waitForDrain, warmUp } from "./common.js";
@@ -38,11 +37,8 @@ class NodesSeries {
     const { ctx, db, progress } = this;
     const jobs = ctx.sizes.drain.jobs;
     const label = `${this.label} run ${run + 1}/${ctx.sizes.runs}`;
-    const serves: ServeProcess[] = [];
+    const serves = await db.startNodes(this.nodes, "bench-nodes", ctx.serveNodeArgs());
     try {
-      for (let n = 0; n < this.nodes; n++) {
-        serves.push(await db.start(ctx, { applicationName: `bench-nodes-${n}` }));
-      }
       progress.update(`${label}: warming ${this.nodes} node(s) up`, true);
       for (const serve of serves) await warmUp(ctx, serve, ctx.sizes.drain.warmupJobs);
       const window = new CpuWindow(
