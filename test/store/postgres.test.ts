@@ -15,6 +15,7 @@ import { FINISH_MANY } from "../../src/store/postgres/sql/outcomes.js";
 import type { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import type { JobInsertParams } from "../../src/store/store.js";
 import { dropSchema, freshSchemaName, POSTGRES_SKIP, POSTGRES_URL, openPostgresStore } from "../helpers/postgres.js";
+import { until } from "../helpers/cluster.js";
 import { jobParams, SUCCESS, T0, UNAVAILABLE } from "./conformance/harness.js";
 import { runStoreConformance } from "./conformance/index.js";
 
@@ -811,5 +812,102 @@ if (!POSTGRES_SKIP) {
         const settled = await store.chainSettledSince({ cursor: "t", limit: 100 });
         assert.equal(settled.length, 0, "the first read starts now");
       });
+  });
+}
+
+if (!POSTGRES_SKIP) {
+  describe("PostgreSQL inserts beside each other", () => {
+    /**
+     * A store in a fresh schema whose chains `rids` exist (a job each), and `hold`: a transaction of the test's own
+     * that holds a chain's row, with the backend it runs on. Holders end before the schema is dropped, so a test
+     * that fails while one holds a row still cleans up.
+     */
+    async function storeWithChains(t: TestContext, rids: string[]) {
+      const opened = await openPostgresStore(new ManualClock(T0));
+      const holders: pg.Client[] = [];
+      t.after(async () => {
+        for (const db of holders) await db.end();
+        await opened.cleanup();
+      });
+      for (const rid of rids) {
+        assert.equal((await opened.store.jobInsert(jobParams({ originalRequestId: rid }))).kind, "created");
+      }
+      const hold = async (rid: string): Promise<{ db: pg.Client; pid: number }> => {
+        const db = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${opened.schema}` });
+        await db.connect();
+        holders.push(db);
+        await db.query("BEGIN");
+        const locked = await db.query("SELECT 1 FROM chains WHERE original_request_id = $1 FOR UPDATE", [rid]);
+        assert.equal(locked.rowCount, 1, `chain ${rid} exists`);
+        return { db, pid: (await db.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0]?.pid ?? 0 };
+      };
+      return { store: opened.store, schema: opened.schema, hold };
+    }
+
+    /** Waits until a statement of another backend queues behind backend `pid`'s locks. */
+    async function blockedBehind(db: pg.Client, pid: number): Promise<void> {
+      await until("a statement waiting for the test's lock", async () => {
+        const waiting = await db.query("SELECT 1 FROM pg_stat_activity WHERE $1::int = ANY (pg_blocking_pids(pid))", [
+          pid,
+        ]);
+        return waiting.rowCount ? true : undefined;
+      });
+    }
+
+    for (const order of [
+      ["chain-zeta", "chain-alpha"],
+      ["chain-alpha", "chain-zeta"],
+    ])
+      test(`a batch of plain jobs takes its chains in the order of their ids, whatever its items' order (${order.join(", ")})`, async (t) => {
+        // Two batches that each charge chains A and B, one taking A first and the other B, would wait for each other
+        // until the server's deadlock check undid one (a second later). Taken in one order, the second waits.
+        const { store, schema, hold } = await storeWithChains(t, order);
+        const holder = await hold("chain-zeta");
+        const batch = store.jobInsertMany({ jobs: order.map((rid) => jobParams({ originalRequestId: rid })) });
+        await blockedBehind(holder.db, holder.pid);
+        const probe = await schemaClient(t, schema);
+        const free = await probe.query(
+          "SELECT 1 FROM chains WHERE original_request_id = 'chain-alpha' FOR UPDATE SKIP LOCKED",
+        );
+        assert.equal(free.rowCount, 0, "chain-alpha was taken before the batch queued for chain-zeta");
+        await holder.db.query("COMMIT");
+        const settled = await batch;
+        assert.deepEqual(
+          settled.map((s) => s.ok && s.value.kind),
+          ["created", "created"],
+        );
+      });
+
+    test("a statement the server undid to end a deadlock is sent again, and the batch succeeds", async (t) => {
+      const { store, hold } = await storeWithChains(t, ["chain-alpha", "chain-zeta"]);
+      // The test's transaction holds chain-zeta; the batch takes chain-alpha and queues for chain-zeta; the test then
+      // asks for chain-alpha: a deadlock. The test's own check waits a minute, so the batch's backend finds it first
+      // and its statement is the one undone.
+      const holder = await hold("chain-zeta");
+      await holder.db.query("SET deadlock_timeout = '60s'");
+      const batch = store.jobInsertMany({
+        jobs: ["chain-alpha", "chain-zeta"].map((rid, n) => jobParams({ originalRequestId: rid, dedupeKey: `k${n}` })),
+      });
+      await blockedBehind(holder.db, holder.pid);
+      await holder.db.query("SELECT 1 FROM chains WHERE original_request_id = 'chain-alpha' FOR UPDATE");
+      // Given chain-alpha, the test's transaction knows the batch's first statement was undone.
+      await holder.db.query("COMMIT");
+      const settled = await batch;
+      assert.deepEqual(
+        settled.map((s) => s.ok && s.value.kind),
+        ["created", "created"],
+      );
+      const chains = await holder.db.query<{ rid: string; n: number }>(
+        "SELECT original_request_id AS rid, jobs_created AS n FROM chains ORDER BY 1",
+      );
+      assert.deepEqual(
+        chains.rows.map((row) => [row.rid, row.n]),
+        [
+          ["chain-alpha", 2],
+          ["chain-zeta", 2],
+        ],
+        "each chain charged once for the batch's job, not for the undone attempt",
+      );
+    });
   });
 }

@@ -5,7 +5,7 @@
  */
 import pg from "pg";
 import { StoreSetupError, StoreUnavailableError } from "../store.js";
-import { isUnavailable, isUniqueViolation, mapError } from "./errors.js";
+import { isUnavailable, isUniqueViolation, mapError, undoneForAnother } from "./errors.js";
 import { openError } from "./open-errors.js";
 import type { PgRow } from "./rows.js";
 
@@ -13,6 +13,13 @@ import type { PgRow } from "./rows.js";
 function backendOf(client: pg.PoolClient): number {
   return (client as unknown as { processID: number }).processID;
 }
+
+/**
+ * How many times `query` sends again a statement the server undid for another transaction's sake. Each of opqueue's
+ * own statements takes its rows in one order (migration 0025 for the last that did not), so a deadlock needs a
+ * statement of someone else's or a batch's items taken one by one; once more is nearly always enough.
+ */
+const UNDONE_RETRIES = 2;
 
 /** The schema opqueue keeps its tables in when the URL names none. */
 export const DEFAULT_SCHEMA = "opqueue";
@@ -160,17 +167,24 @@ export class PgConnection {
     return answer;
   }
 
-  /** Runs one statement (a named one is prepared once per connection), turning connection trouble into 503s. */
+  /**
+   * Runs one statement (a named one is prepared once per connection), turning connection trouble into 503s. A
+   * statement the server undid so that another transaction could go on (a deadlock, a serialisation failure) had no
+   * effect, being its own transaction: it is sent again, up to `UNDONE_RETRIES` times, before its caller hears of it.
+   */
   async query(text: string, values: unknown[] = [], name?: string): Promise<PgRow[]> {
-    this.assertOpen();
-    const run = this.pool.query<PgRow>(name ? { name, text, values } : { text, values });
-    this.inFlight.add(run);
-    try {
-      return (await run).rows;
-    } catch (error) {
-      throw mapError(error);
-    } finally {
-      this.inFlight.delete(run);
+    for (let retries = 0; ; retries++) {
+      this.assertOpen();
+      const run = this.pool.query<PgRow>(name ? { name, text, values } : { text, values });
+      this.inFlight.add(run);
+      try {
+        return (await run).rows;
+      } catch (error) {
+        if (retries < UNDONE_RETRIES && undoneForAnother(error)) continue;
+        throw mapError(error);
+      } finally {
+        this.inFlight.delete(run);
+      }
     }
   }
 

@@ -19,6 +19,15 @@ import { StoreUnavailableError } from "../store.js";
  */
 const UNAVAILABLE_SQLSTATE = /^(08...|53...|57P0[1235]|57014|25006|40001|40P01|58030)$/;
 
+/**
+ * Whether the server undid the statement's transaction so that another could go on: 40P01 (a deadlock, this
+ * transaction chosen to end it) or 40001 (a serialisation failure). Sent again, it can succeed.
+ */
+export function undoneForAnother(error: unknown): boolean {
+  const code = (error as { code?: string }).code;
+  return code === "40P01" || code === "40001";
+}
+
 /** Errors of the network or the driver that mean the same. */
 const UNAVAILABLE_ERRNO = new Set([
   "ECONNREFUSED",

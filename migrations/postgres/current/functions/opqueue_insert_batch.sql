@@ -1,7 +1,7 @@
 -- opqueue_insert_batch: its current text, as a migrated database holds it, written by `npm run pg-functions`
 -- (scripts/pg-functions.ts) and checked by test/store/postgres-sql.test.ts. The migrations hold its history (0020,
--- 0024): a change to it is a new migration that restates it, after which the script writes this file again, keeping the
--- prose under this paragraph.
+-- 0024, 0025): a change to it is a new migration that restates it, after which the script writes this file again,
+-- keeping the prose under this paragraph.
 --
 -- A batch of enqueues (the group commit's, or a producer's POST /jobs/batch), every step of the contract's enqueue
 -- decided here. Its leading plain items (no idempotency key, no dedupe key, not a chain's first job with on_settled;
@@ -42,9 +42,11 @@ BEGIN
       charged AS (
         -- A new job of a chain also makes it unsettled again, as opqueue_create_job does. No row back: no room. The
         -- batch's smallest cap stands for each chain's (every job has the config's spawn cap; a smaller one only
-        -- sends the batch item by item).
+        -- sends the batch item by item). The chains are taken in the order of their ids, as every other batch takes
+        -- them, so that two batches sharing chains queue one behind the other instead of deadlocking (0025).
         INSERT INTO chains AS c (original_request_id, jobs_created, created_at)
           SELECT rid, n, p_now FROM chain WHERE n <= cap
+          ORDER BY rid
           ON CONFLICT (original_request_id) DO UPDATE SET jobs_created = c.jobs_created + excluded.jobs_created,
               settled_at = NULL
             WHERE c.jobs_created + excluded.jobs_created <= (SELECT min(cap) FROM chain)
