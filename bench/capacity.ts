@@ -37,7 +37,7 @@ import { parseArgs } from "node:util";
 import { Context, SIZES } from "./lib/context.js";
 import { serverCpuMedian, SystemCpu, treeOrder, type CpuReading, type CpuRoot } from "./lib/cpu.js";
 import type { ServeProcess } from "./lib/opqueue.js";
-import { adminClient } from "./lib/pg.js";
+import { adminClient, assertNoHeldSnapshot } from "./lib/pg.js";
 import { Progress } from "./lib/progress.js";
 import { nodesSystem, type CapacityCheck, type Results, type ScenarioId } from "./lib/results.js";
 import { OpqueueDb, waitForDrain, warmUp } from "./scenarios/common.js";
@@ -196,6 +196,7 @@ const fmt = (value: number, digits = 0) =>
 async function main(): Promise<void> {
   const resultsFile = values.results ?? newestResults();
   const results = JSON.parse(readFileSync(resultsFile, "utf8")) as Results;
+  await assertNoHeldSnapshot();
   const ctx = new Context("quick", SIZES.quick, ["postgres"], { peers: false });
   const progress = new Progress("capacity");
   const checks: CapacityCheck[] = [];

@@ -46,7 +46,7 @@ import { systemClock } from "../src/clock.js";
 import { CLEAN_BATCH } from "../src/maintenance/cleaner.js";
 import { openStore } from "../src/store/open-store.js";
 import { SystemCpu, type CpuReading, type CpuRoot } from "./lib/cpu.js";
-import { adminClient, opqueueUrl } from "./lib/pg.js";
+import { adminClient, assertNoHeldSnapshot, opqueueUrl } from "./lib/pg.js";
 import { Progress } from "./lib/progress.js";
 import { OpqueueDb, waitForDrain, warmUp } from "./scenarios/common.js";
 
@@ -162,6 +162,7 @@ async function statementsLoaded(client: import("pg").Client): Promise<string | n
 }
 
 async function main(): Promise<void> {
+  await assertNoHeldSnapshot();
   const ctx = new Context("full", { ...SIZES.full, drain: { ...SIZES.full.drain, jobs } }, ["postgres"], {
     peers: false,
   });

@@ -40,7 +40,7 @@ import { idleCpuMs } from "./lib/cpu.js";
 import { evaluateGoals } from "./lib/goals.js";
 import { ROOT } from "./lib/ipc.js";
 import { keepServeOutput, requireBuild, useOpqueueBuild } from "./lib/opqueue.js";
-import { checkpoint, dropLeftoverSchemas } from "./lib/pg.js";
+import { assertNoHeldSnapshot, checkpoint, dropLeftoverSchemas } from "./lib/pg.js";
 import { benchmarksMarkdown } from "./lib/report.js";
 import {
   describeEnvironment,
@@ -237,6 +237,7 @@ async function main(): Promise<void> {
   // change the code measured.
   const git = gitState(opqueueDir);
 
+  if (engines.length === 0 || engines.includes("postgres")) await assertNoHeldSnapshot();
   const leftovers = await dropLeftoverSchemas();
   if (leftovers.length > 0) process.stderr.write(`dropped ${leftovers.length} schemas left by an earlier run\n`);
   const environment = await describeEnvironment();
