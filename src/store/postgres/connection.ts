@@ -15,9 +15,10 @@ function backendOf(client: pg.PoolClient): number {
 }
 
 /**
- * How many times `query` sends again a statement the server undid for another transaction's sake. Each of opqueue's
- * own statements takes its rows in one order (migration 0025 for the last that did not), so a deadlock needs a
- * statement of someone else's or a batch's items taken one by one; once more is nearly always enough.
+ * How many times `query` sends again a statement the server undid for another transaction's sake. opqueue's
+ * set-based statements take the rows they share in one order (migration 0025 for the insert's chains), so among its
+ * own statements a deadlock needs two batches whose items go one by one (keyed jobs) meeting in opposite orders. A
+ * statement undone a third time is answered 503 `unavailable`, as every such statement was before.
  */
 const UNDONE_RETRIES = 2;
 
