@@ -266,7 +266,8 @@ async function tokenCommand(args: string[]): Promise<void> {
   const { config } = loadConfigFile({ path: values.config, secrets: "minting" });
   if (values.op) checkCallingOperation(values.op, config);
   const admin = values.op === undefined;
-  const jti = admin ? randomBytes(16).toString("base64url") : undefined;
+  // Hex, not base64url: a jti that began with "-" (one in 64 did) was read by `revoke --jti JTI` as another option.
+  const jti = admin ? randomBytes(16).toString("hex") : undefined;
   const token = await mintToken({
     auth: config.auth,
     clock: systemClock,

@@ -239,7 +239,8 @@ test("token --site-admin prints an admin token with site_admin true, and the das
   assert.equal(payload["sub"], "admin");
   assert.equal(payload["aud"], "opqueue");
   assert.equal(payload["op"], undefined);
-  assert.match(String(payload["jti"]), /^[A-Za-z0-9_-]{22}$/, "a random jti, by which it can be revoked");
+  // 128 random bits in hex: never a leading "-", which `revoke --jti JTI` would read as an option.
+  assert.match(String(payload["jti"]), /^[0-9a-f]{32}$/, "a random jti, by which it can be revoked");
   assert.equal(
     result.stderr,
     `jti: ${String(payload["jti"])} (opqueue revoke --jti ${String(payload["jti"])} cuts this token off)\n` +
