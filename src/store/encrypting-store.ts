@@ -1,9 +1,10 @@
 /**
  * A store whose payloads are encrypted before they reach the engine and decrypted as they come back
  * (docs/encryption.md), so both engines, their files and their backups hold only ciphertext of them. It wraps any
- * `Store`: every argument on its way in has each job's or schedule's `request`, and each result's `error_body` and
- * stored `body`, sealed; every answer on its way out has them opened, wherever they sit (a row, a list, an outcome, a
- * map of attempts, whose `errorBody` is opened too). What stays in clear is listed in docs/encryption.md.
+ * `Store`: every argument on its way in has each job's or schedule's `request`, each result's `error_body` and stored
+ * `body`, and a heartbeat's progress (`progressJson`) sealed; every answer on its way out has them opened, wherever
+ * they sit (a row, a list, an outcome, a map of attempts, whose `errorBody` is opened too, a job's asynchronous state,
+ * whose progress `value` is). What stays in clear is listed in docs/encryption.md.
  */
 import { mapResultPayloads, PayloadCipher } from "./payload-cipher.js";
 import type { Store } from "./store.js";
@@ -34,6 +35,8 @@ function sealAll(value: unknown, cipher: PayloadCipher): unknown {
     if (key === "request" && isPlainObject(item)) sealed = cipher.seal(item);
     else if (key === "result" && isPlainObject(item))
       sealed = mapResultPayloads(item, (payload) => cipher.seal(payload));
+    // A heartbeat's progress comes as JSON text, and is stored as JSON: the sealed value as a JSON string.
+    else if (key === "progressJson" && typeof item === "string") sealed = JSON.stringify(cipher.seal(JSON.parse(item)));
     else sealed = sealAll(item, cipher);
     if (sealed !== item) (copy ??= { ...value })[key] = sealed;
   }
@@ -53,6 +56,8 @@ function openAll(value: unknown, cipher: PayloadCipher): void {
   if (!isPlainObject(value)) return;
   for (const [key, item] of Object.entries(value)) {
     if (OPENED.has(key) && PayloadCipher.isSealed(item)) value[key] = cipher.open(item);
+    else if (key === "progress" && isPlainObject(item) && PayloadCipher.isSealed(item["value"]))
+      item["value"] = cipher.open(item["value"]);
     else if (typeof item === "object" && item !== null) openAll(item, cipher);
   }
 }

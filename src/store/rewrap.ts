@@ -68,6 +68,8 @@ function columnUnderCurrentKey(table: PayloadTable, column: string, text: string
   const value = JSON.parse(text) as unknown;
   let changed: unknown;
   if (column === "request") changed = requestUnderCurrentKey(value, cipher);
+  // A progress is any JSON value, sealed whole (a string in clear is sealed too).
+  else if (column === "progress") changed = PayloadCipher.isSealed(value) ? reseal(value, cipher) : cipher.seal(value);
   else if (column === "result") changed = resultUnderCurrentKey(value, cipher);
   else changed = specsUnderCurrentKey(value, cipher);
   const next = JSON.stringify(changed);

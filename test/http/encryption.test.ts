@@ -1,6 +1,6 @@
 /**
  * Payloads encrypted at rest (docs/encryption.md), on the engine of the run: what the API answers and what a target
- * receives are as sent, while no byte of a request, an error body or a stored result is in clear in the database (nor,
+ * receives are as sent, while no byte of a request, an error body, a stored result or a progress is in clear in the database (nor,
  * on SQLite, in an online backup); a second key added mid-flight encrypts new writes while the first still decrypts
  * old rows, on two nodes at once on PostgreSQL; and the keys are checked when the config is read.
  */
@@ -90,6 +90,28 @@ describe("payloads encrypted at rest", () => {
     assert.ok(!(await databaseBytes(s, { vacuum: false })).includes(marker));
   });
 
+  test("a long job's progress is answered in clear and stored sealed", async (t) => {
+    const s = await startService(t, { env: ENV, configure: withKeys("k1") });
+    const job = await enqueue(s, buildReport());
+    await driveTo(s, job.id, "running");
+    const marker = `progress-${randomBytes(8).toString("hex")}`;
+    const heartbeat = await s.service.store.jobHeartbeatExternal({
+      id: job.id,
+      attempt: 1,
+      token: { hash: "h", expired: false, claim: 1 },
+      progressJson: JSON.stringify({ stage: marker }),
+    });
+    assert.equal(heartbeat.kind, "renewed");
+    const res = await s.inject({ method: "GET", url: `/jobs/${job.id}/extensions`, token: await s.adminToken() });
+    assert.equal(res.statusCode, 200, res.body);
+    assert.deepEqual(res.json().extensions.progress.value, { stage: marker });
+    // As stored: the encrypting store passes the payload columns' text through untouched.
+    const page = await s.service.store.payloadPage({ table: "jobs", after: null, limit: 10 });
+    const stored = page.rows[0]?.columns.find((entry) => entry.column === "progress")?.text;
+    assert.match(stored ?? "", /^"opq1:k1:[A-Za-z0-9_-]+"$/, "the progress is a sealed value");
+    assert.ok(!(await databaseBytes(s, { vacuum: false })).includes(marker));
+  });
+
   test("a key added first encrypts new writes; the older key still decrypts what it wrote", async (t) => {
     const first = await startService(t, { env: ENV, configure: withKeys("k1") });
     const old = await enqueue(first, buildReport({ request: { body: { n: 1 } }, delay_ms: 60_000 }));
@@ -164,6 +186,14 @@ describe("payloads encrypted at rest", () => {
     });
     const dead = await enqueue(clear, buildReport({ request: { body: { n: 0 } } }));
     await driveTo(clear, dead.id, "dead");
+    const long = await enqueue(clear, buildReport({ request: { body: { n: 2 } } }));
+    await driveTo(clear, long.id, "running");
+    const token = { hash: "h", expired: false, claim: 1 };
+    const progressJson = JSON.stringify({ p: 1 });
+    assert.equal(
+      (await clear.service.store.jobHeartbeatExternal({ id: long.id, attempt: 1, token, progressJson })).kind,
+      "renewed",
+    );
     const schedule = await clear.inject({
       method: "POST",
       url: "/schedules",
@@ -220,8 +250,8 @@ describe("payloads encrypted at rest", () => {
       if (cursor === null) break;
     }
     assert.equal(cursor, null, "the pass ends");
-    // Two requests, one result's error body, one attempt's, one schedule's request.
-    assert.equal(rewrapped, 5);
+    // Three requests, one result's error body, one attempt's, one progress, one schedule's request.
+    assert.equal(rewrapped, 7);
     for (const table of ["jobs", "attempts", "schedules"] as const) {
       const page = await k2.store.payloadPage({ table, after: null, limit: 100 });
       for (const { column, text } of page.rows.flatMap((row) => row.columns)) {
@@ -244,6 +274,7 @@ describe("payloads encrypted at rest", () => {
     assert.deepEqual((await read(`/jobs/${dead.id}`)).job.request, { body: { n: 0 } });
     assert.equal((await read(`/jobs/${dead.id}/attempts`)).attempts[0].error_body, "x");
     assert.deepEqual((await read(`/jobs/${later.json().job.id}`)).job.request, { body: { n: 1 } });
+    assert.deepEqual((await read(`/jobs/${long.id}/extensions`)).extensions.progress.value, { p: 1 });
     assert.deepEqual((await read("/schedules/hourly")).schedule.request, { body: { s: 1 } });
   });
 

@@ -15,13 +15,14 @@ const TABLES: Record<PayloadTable, { page: string; numeric: boolean; columns: Re
   jobs: {
     numeric: true,
     page: `SELECT j.seq::text AS key, j.request::text AS request, s.result::text AS result,
-        j.callbacks::text AS callbacks
+        j.callbacks::text AS callbacks, s.progress::text AS progress
       FROM job_specs j JOIN job_state s ON s.seq = j.seq
       WHERE j.seq > $1::bigint ORDER BY j.seq LIMIT $2`,
     columns: {
       request: "UPDATE job_specs SET request = $3::json WHERE seq = $1::bigint AND request::text = $2",
       result: "UPDATE job_state SET result = $3::json WHERE seq = $1::bigint AND result::text = $2",
       callbacks: "UPDATE job_specs SET callbacks = $3::json WHERE seq = $1::bigint AND callbacks::text = $2",
+      progress: "UPDATE job_state SET progress = $3::json WHERE seq = $1::bigint AND progress::text = $2",
     },
   },
   attempts: {

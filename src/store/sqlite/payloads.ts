@@ -7,7 +7,7 @@ import type { PayloadTable, StoredPayloadRow } from "../store.js";
 
 /** Each table: its key column, its key's type in SQL, and its payload columns. */
 const TABLES: Record<PayloadTable, { table: string; key: string; numeric: boolean; columns: string[] }> = {
-  jobs: { table: "jobs", key: "seq", numeric: true, columns: ["request", "result", "callbacks"] },
+  jobs: { table: "jobs", key: "seq", numeric: true, columns: ["request", "result", "callbacks", "progress"] },
   attempts: { table: "job_attempts", key: "id", numeric: true, columns: ["error_body"] },
   schedules: { table: "schedules", key: "name", numeric: false, columns: ["request"] },
   chains: { table: "chains", key: "original_request_id", numeric: false, columns: ["on_settled"] },

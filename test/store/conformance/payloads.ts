@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { describe } from "node:test";
-import { insertCreated, makeFinished, mustGet, scheduleFields, type Suite } from "./harness.js";
+import { insertCreated, makeAsync, makeFinished, mustGet, scheduleFields, TOKEN_A, type Suite } from "./harness.js";
 
 /** Registers the payload column cases. */
 export function payloadCases(suite: Suite): void {
@@ -21,7 +21,7 @@ export function payloadCases(suite: Suite): void {
       assert.deepEqual(JSON.parse(request ?? "null"), { body: { n: 1 } });
       assert.deepEqual(
         first.rows[0]?.columns.map((entry) => entry.column),
-        ["request", "result", "callbacks"],
+        ["request", "result", "callbacks", "progress"],
       );
       const second = await store.payloadPage({ table: "jobs", after: first.next, limit: 2 });
       assert.equal(second.rows.length, 1);
@@ -58,6 +58,21 @@ export function payloadCases(suite: Suite): void {
       assert.equal(await store.payloadRewrite({ table: "jobs", changes: [fresh] }), 1);
       assert.deepEqual((await mustGet(store, job.id)).request, { body: { n: 2 } });
       assert.equal(await store.payloadRewrite({ table: "jobs", changes: [] }), 0);
+    });
+
+    suite.case("a heartbeat's progress is a payload column of its job, paged and rewritten", async ({ store }) => {
+      const job = await makeAsync(store);
+      const progressJson = JSON.stringify({ done: 3 });
+      await store.jobHeartbeatExternal({ id: job.id, attempt: 1, token: TOKEN_A, progressJson });
+      const page = await store.payloadPage({ table: "jobs", after: null, limit: 10 });
+      const text = page.rows[0]?.columns.find((entry) => entry.column === "progress")?.text as string;
+      assert.deepEqual(JSON.parse(text), { done: 3 });
+      const to = JSON.stringify({ done: 4 });
+      const change = { key: page.rows[0]?.key as string, column: "progress", from: text, to };
+      assert.equal(await store.payloadRewrite({ table: "jobs", changes: [change] }), 1);
+      const progress = (await store.jobAsyncStateGet({ id: job.id }))?.progress;
+      assert.deepEqual(progress?.value, { done: 4 });
+      assert.equal(progress?.attempt, 1, "its attempt and time stay");
     });
   });
 }
