@@ -82,6 +82,9 @@ interface Statement {
   query: string;
   calls: number;
   ms: number;
+  /** Planning: counted only with `pg_stat_statements.track_planning` on (zero otherwise). */
+  plans: number;
+  planMs: number;
   rows: number;
   walBytes: number;
   blocks: number;
@@ -108,7 +111,7 @@ async function snapshot(client: import("pg").Client, cpu: SystemCpu, schema: str
   let byQuery: Map<string, Statement> | null = null;
   if (statements) {
     const rows = await client.query<Record<string, string>>(
-      `SELECT queryid::text, query, calls, total_exec_time AS ms, rows, wal_bytes,
+      `SELECT queryid::text, query, calls, total_exec_time AS ms, plans, total_plan_time AS plan_ms, rows, wal_bytes,
          shared_blks_hit + shared_blks_read + shared_blks_dirtied AS blocks
        FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`,
     );
@@ -120,6 +123,8 @@ async function snapshot(client: import("pg").Client, cpu: SystemCpu, schema: str
           query: row["query"] ?? "",
           calls: Number(row["calls"]),
           ms: Number(row["ms"]),
+          plans: Number(row["plans"]),
+          planMs: Number(row["plan_ms"]),
           rows: Number(row["rows"]),
           walBytes: Number(row["wal_bytes"]),
           blocks: Number(row["blocks"]),
@@ -451,26 +456,30 @@ function report(options: { run: number; drained: number; a: Snapshot; b: Snapsho
         query: after.query,
         calls: after.calls - (before?.calls ?? 0),
         ms: after.ms - (before?.ms ?? 0),
+        plans: after.plans - (before?.plans ?? 0),
+        planMs: after.planMs - (before?.planMs ?? 0),
         rows: after.rows - (before?.rows ?? 0),
         walBytes: after.walBytes - (before?.walBytes ?? 0),
         blocks: after.blocks - (before?.blocks ?? 0),
       };
       if (d.calls > 0) deltas.push(d);
     }
-    deltas.sort((x, y) => y.ms - x.ms);
+    deltas.sort((x, y) => y.ms + y.planMs - (x.ms + x.planMs));
     const totalMs = deltas.reduce((sum, d) => sum + d.ms, 0);
+    const totalPlanMs = deltas.reduce((sum, d) => sum + d.planMs, 0);
     lines.push(
       "",
-      `statements (execution time in all ${fmt((totalMs * 1000) / per)} µs per job):`,
+      `statements (execution time in all ${fmt((totalMs * 1000) / per)} µs per job, planning ${fmt((totalPlanMs * 1000) / per)}` +
+        " (counted with pg_stat_statements.track_planning on)):",
       "",
-      "| µs per job | calls per job | rows per call | WAL bytes per job | blocks per job | statement |",
-      "|---:|---:|---:|---:|---:|---|",
+      "| µs per job | planning µs per job | calls per job | planned, of calls | rows per call | WAL bytes per job | blocks per job | statement |",
+      "|---:|---:|---:|---:|---:|---:|---:|---|",
     );
     for (const d of deltas.slice(0, top)) {
       lines.push(
-        `| ${fmt((d.ms * 1000) / per)} | ${fmt(d.calls / per, 4)} | ${fmt(d.rows / d.calls)} | ${fmt(d.walBytes / per, 0)} | ${fmt(d.blocks / per)} | \`${shortQuery(d.query)}\` |`,
+        `| ${fmt((d.ms * 1000) / per)} | ${fmt((d.planMs * 1000) / per)} | ${fmt(d.calls / per, 4)} | ${fmt(d.plans / d.calls, 2)} | ${fmt(d.rows / d.calls)} | ${fmt(d.walBytes / per, 0)} | ${fmt(d.blocks / per)} | \`${shortQuery(d.query)}\` |`,
       );
-      statements.push({ ...d, usPerJob: (d.ms * 1000) / per });
+      statements.push({ ...d, usPerJob: (d.ms * 1000) / per, planUsPerJob: (d.planMs * 1000) / per });
     }
   } else if (options.whyNoStatements) {
     lines.push("", `statements: not broken down: ${options.whyNoStatements}`);
