@@ -13,6 +13,8 @@
  * Options:
  *   --jobs N          jobs drained per run (default 20,000)
  *   --runs N          runs, each on a fresh schema (default 1)
+ *   --drains N        drains per run, one after the other by the same nodes (default 1), each reported; a later
+ *                     drain finds the row versions the earlier ones left (autovacuum is off on the benchmark machine)
  *   --nodes N         serve processes draining together (default 1)
  *   --backlog N       jobs due in an hour inserted before the run (default 0)
  *   --top N           statements listed (default 15)
@@ -54,6 +56,7 @@ const { values } = parseArgs({
   options: {
     jobs: { type: "string", default: "20000" },
     runs: { type: "string", default: "1" },
+    drains: { type: "string", default: "1" },
     nodes: { type: "string", default: "1" },
     backlog: { type: "string", default: "0" },
     top: { type: "string", default: "15" },
@@ -70,6 +73,7 @@ const { values } = parseArgs({
 });
 const jobs = Number(values.jobs);
 const runs = Number(values.runs);
+const drains = Number(values.drains);
 const nodes = Number(values.nodes);
 const backlog = Number(values.backlog);
 const finished = Number(values.finished);
@@ -218,34 +222,40 @@ async function main(): Promise<void> {
           system: serves.map((s) => ({ pid: s.pid, scope: "process" })),
           database: server.root,
         });
-        let start: Promise<Snapshot> | undefined;
-        let end: Promise<Snapshot> | undefined;
-        const statements = whyNoStatements === null;
-        const deleter = values["delete-during"] ? await Deleter.open(schema) : undefined;
-        await ctx.resetTarget({
-          expect: jobs,
-          onEdge: (edge) => {
-            if (edge === "start") {
-              start = snapshot(admin, cpu, schema, statements);
-              deleter?.start();
-            } else {
-              end = snapshot(admin, cpu, schema, statements);
-              deleter?.stop();
-            }
-          },
-        });
-        const dueAt = Date.now() + 1500;
-        progress.update(`run ${run + 1}: inserting ${jobs.toLocaleString("en-US")} due jobs`, true);
-        await db.preinsert(jobs, dueAt);
-        const drained = await waitForDrain(ctx, { count: jobs, fromWall: dueAt, progress, label: `run ${run + 1}` });
-        const [a, b] = await Promise.all([start, end]);
-        if (!a || !b) throw new Error("a window edge was missed");
-        const deleted = await deleter?.close();
-        results.push({ ...report({ run, drained: drained.rate, a, b, whyNoStatements }), deletedDuring: deleted });
-        if (deleted !== undefined) {
-          console.log(
-            `retention during the drain: ${deleted.toLocaleString("en-US")} finished jobs deleted in the drain's window`,
-          );
+        for (let drain = 0; drain < drains; drain++) {
+          const label = drains > 1 ? `run ${run + 1}, drain ${drain + 1}` : `run ${run + 1}`;
+          let start: Promise<Snapshot> | undefined;
+          let end: Promise<Snapshot> | undefined;
+          const statements = whyNoStatements === null;
+          const deleter = values["delete-during"] ? await Deleter.open(schema) : undefined;
+          await ctx.resetTarget({
+            expect: jobs,
+            onEdge: (edge) => {
+              if (edge === "start") {
+                start = snapshot(admin, cpu, schema, statements);
+                deleter?.start();
+              } else {
+                end = snapshot(admin, cpu, schema, statements);
+                deleter?.stop();
+              }
+            },
+          });
+          const dueAt = Date.now() + 1500;
+          progress.update(`${label}: inserting ${jobs.toLocaleString("en-US")} due jobs`, true);
+          await db.preinsert(jobs, dueAt);
+          const drained = await waitForDrain(ctx, { count: jobs, fromWall: dueAt, progress, label });
+          const [a, b] = await Promise.all([start, end]);
+          if (!a || !b) throw new Error("a window edge was missed");
+          const deleted = await deleter?.close();
+          results.push({
+            ...report({ run, drain, drains, drained: drained.rate, a, b, whyNoStatements }),
+            deletedDuring: deleted,
+          });
+          if (deleted !== undefined) {
+            console.log(
+              `retention during the drain: ${deleted.toLocaleString("en-US")} finished jobs deleted in the drain's window`,
+            );
+          }
         }
       } finally {
         for (const serve of serves) await serve.stop();
@@ -391,7 +401,15 @@ async function storeRun(options: {
     const b = await snapshot(options.admin, cpu, options.schema, options.statements);
     await perf?.stop();
     if (done !== jobs) throw new Error(`${done} jobs claimed, expected ${jobs}`);
-    const figures = report({ run: options.run, drained: rate, a, b, whyNoStatements: options.whyNoStatements });
+    const figures = report({
+      run: options.run,
+      drain: 0,
+      drains: 1,
+      drained: rate,
+      a,
+      b,
+      whyNoStatements: options.whyNoStatements,
+    });
     if (!values.retention) return figures;
     const before = cpu.read();
     let deleted = 0;
@@ -418,14 +436,22 @@ async function storeRun(options: {
 }
 
 /** Prints one run's figures per delivered job, and answers them. */
-function report(options: { run: number; drained: number; a: Snapshot; b: Snapshot; whyNoStatements: string | null }) {
+function report(options: {
+  run: number;
+  drain: number;
+  drains: number;
+  drained: number;
+  a: Snapshot;
+  b: Snapshot;
+  whyNoStatements: string | null;
+}) {
   const { a, b } = options;
   const per = jobs - 1;
   const serverUs = (((b.cpu.databaseMs ?? 0) - (a.cpu.databaseMs ?? 0)) * 1000) / per;
   const nodeUs = ((b.cpu.systemMs - a.cpu.systemMs) * 1000) / per;
   const lines: string[] = [];
   lines.push(
-    `\n## Run ${options.run + 1}: ${jobs.toLocaleString("en-US")} jobs, ${nodes} node(s), backlog ${backlog.toLocaleString("en-US")}`,
+    `\n## Run ${options.run + 1}${options.drains > 1 ? `, drain ${options.drain + 1} of ${options.drains}` : ""}: ${jobs.toLocaleString("en-US")} jobs, ${nodes} node(s), backlog ${backlog.toLocaleString("en-US")}`,
     `rate ${Math.round(options.drained).toLocaleString("en-US")} jobs/s; per delivered job: server CPU ${fmt(serverUs)} µs, ` +
       `node CPU ${fmt(nodeUs)} µs, WAL ${fmt((b.wal.records - a.wal.records) / per, 2)} records, ` +
       `${fmt((b.wal.bytes - a.wal.bytes) / per, 0)} bytes`,
@@ -485,7 +511,18 @@ function report(options: { run: number; drained: number; a: Snapshot; b: Snapsho
     lines.push("", `statements: not broken down: ${options.whyNoStatements}`);
   }
   console.log(lines.join("\n"));
-  return { run: options.run, jobs, nodes, backlog, rate: options.drained, serverUs, nodeUs, tables, statements };
+  return {
+    run: options.run,
+    drain: options.drain,
+    jobs,
+    nodes,
+    backlog,
+    rate: options.drained,
+    serverUs,
+    nodeUs,
+    tables,
+    statements,
+  };
 }
 
 await main();
