@@ -7,50 +7,16 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { exportPKCS8, generateKeyPair } from "jose";
-import { deliveryTokenHash } from "../../src/auth/delivery-tokens.js";
 import { DeliverySigner, mintToken } from "../../src/auth/tokens.js";
 import { FAILED_WITHOUT_DETAILS, timedOutError } from "../../src/async-jobs/decisions.js";
 import type { JobRow } from "../../src/job/job.js";
 import type { Job } from "../../src/job/schemas.js";
-import { wireAuthority } from "../../src/job/wire.js";
 import { rescueExpiredLeases } from "../../src/maintenance/rescuer.js";
+import { deliveryToken, runningAttempt } from "../helpers/async-attempts.js";
 import { TEST_DELIVERY_SECRET, type TestService } from "../helpers/service.js";
 import { assertError, buildReport, driveTo, enqueue, iso, startService, welcomeEmail } from "../helpers/jobs.js";
 
 type Response = Awaited<ReturnType<TestService["inject"]>>;
-
-/** The delivery token of the job's current attempt, signed as the deliverer signs it (by `signer`, the service's by default). */
-async function deliveryToken(s: TestService, job: JobRow, signer: DeliverySigner = s.service.signer): Promise<string> {
-  return signer.sign({
-    sub: job.userId,
-    op: job.operationId,
-    job: job.id,
-    att: job.attempt,
-    clm: job.claimCount,
-    rid: job.originalRequestId,
-    authority: wireAuthority(job.authority),
-    timeoutMs: s.service.settings.of(job.operationId).timeoutMs,
-  });
-}
-
-/** A job running its first attempt, its delivery token, and (unless `async: false`) marked as taken asynchronously. */
-async function runningAttempt(
-  s: TestService,
-  options: { async?: boolean; enqueue?: Record<string, unknown> } = {},
-): Promise<{ job: JobRow; token: string }> {
-  const created = await enqueue(s, buildReport(options.enqueue));
-  await driveTo(s, created.id, "running");
-  const job = (await s.service.store.jobGet({ id: created.id })) as JobRow;
-  const token = await deliveryToken(s, job);
-  if (options.async ?? true) {
-    const marked = await s.service.store.jobMarkAsyncIfRunning({
-      job: { id: job.id, attempt: job.attempt, startedAt: job.startedAt },
-      tokenHash: deliveryTokenHash(token),
-    });
-    assert.equal(marked, true);
-  }
-  return { job, token };
-}
 
 /** `POST /jobs/{id}/{action}` with a delivery token and an optional JSON body. */
 function call(

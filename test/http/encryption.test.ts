@@ -9,11 +9,9 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import type { LightMyRequestResponse } from "fastify";
 import { parseConfig } from "../../src/config.js";
-import { deliveryTokenHash } from "../../src/auth/delivery-tokens.js";
 import { ConfigError } from "../../src/config/config-error.js";
-import type { JobRow } from "../../src/job/job.js";
-import { wireAuthority } from "../../src/job/wire.js";
 import { createService } from "../../src/service.js";
+import { runningAttempt } from "../helpers/async-attempts.js";
 import { databaseBytes, queryDatabase } from "../helpers/database-bytes.js";
 import { assertError, buildReport, driveTo, enqueue, getJob, startService } from "../helpers/jobs.js";
 import { startLiveService } from "../helpers/live-service.js";
@@ -95,25 +93,7 @@ describe("payloads encrypted at rest", () => {
 
   test("a long job's progress is answered in clear and stored sealed", async (t) => {
     const s = await startService(t, { env: ENV, configure: withKeys("k1") });
-    const created = await enqueue(s, buildReport());
-    await driveTo(s, created.id, "running");
-    // The attempt taken asynchronously with its delivery token, as the dispatcher marks it on a 202 with x-job-async: 1.
-    const job = (await s.service.store.jobGet({ id: created.id })) as JobRow;
-    const token = await s.service.signer.sign({
-      sub: job.userId,
-      op: job.operationId,
-      job: job.id,
-      att: job.attempt,
-      clm: job.claimCount,
-      rid: job.originalRequestId,
-      authority: wireAuthority(job.authority),
-      timeoutMs: s.service.settings.of(job.operationId).timeoutMs,
-    });
-    const marked = await s.service.store.jobMarkAsyncIfRunning({
-      job: { id: job.id, attempt: job.attempt, startedAt: job.startedAt },
-      tokenHash: deliveryTokenHash(token),
-    });
-    assert.equal(marked, true);
+    const { job, token } = await runningAttempt(s);
     const marker = `progress-${randomBytes(8).toString("hex")}`;
     const heartbeat = await s.inject({
       method: "POST",
