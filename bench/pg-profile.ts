@@ -5,9 +5,11 @@
  * on one fresh schema, and reads, between the drain's first and last arrival at the target, per delivered job:
  * - the server's CPU (the postmaster and every process under it, as `npm run bench` reads it);
  * - WAL records and bytes (`pg_stat_wal`);
- * - per statement (`pg_stat_statements`, when the server loads it): calls, execution time, rows, WAL bytes and
- *   buffers touched, the statements of the top-level calls opqueue makes (PL/pgSQL bodies are counted in their
- *   caller's time; `--track-all` sets `pg_stat_statements.track = all` for this session's server to split them);
+ * - per statement (`pg_stat_statements`, when the server loads it): calls, execution time, rows, WAL bytes, buffers
+ *   touched, and planning (its time, and how many calls were planned; counted when the server's
+ *   `pg_stat_statements.track_planning` is on), for the statements of the top-level calls opqueue makes (PL/pgSQL
+ *   bodies are counted in their caller's time, and also on their own when the server's `pg_stat_statements.track` is
+ *   `all`);
  * - per table of the schema (`pg_stat_user_tables`): rows inserted, updated (and how many of those HOT), deleted.
  *
  * Options:

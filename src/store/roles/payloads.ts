@@ -8,8 +8,9 @@ export interface StoredPayloadRow {
   /** The row's key: a job's seq, an attempt's id (as text), a schedule's name, a chain's original request id. */
   key: string;
   /**
-   * Each payload column (`request`, `result`, `callbacks`, `progress`, `error_body`, `on_settled`) with its stored text. A list of
-   * pairs, not a record by column: the encrypting store opens what sits under a payload's name, and must not open these.
+   * Each payload column (`request`, `result`, `callbacks`, `progress`, `error_body`, `on_settled`) with its stored
+   * text. A list of pairs, not a record by column: the encrypting store opens what sits under a payload's name, and
+   * must not open these.
    */
   columns: Array<{ column: string; text: string | null }>;
 }
