@@ -21,6 +21,7 @@ import { CronScheduler } from "./schedules/scheduler.js";
 import { Periodic } from "./maintenance/periodic.js";
 import { rescueExpiredLeases } from "./maintenance/rescuer.js";
 import { expireJobs } from "./maintenance/expirer.js";
+import { refreshStatistics, STATISTICS_CHECK_MS } from "./maintenance/statistics.js";
 import { sweepChains } from "./chains/sweeper.js";
 import { OperationRegistry } from "./operations/registry.js";
 import { RequestSchemas } from "./operations/request-schemas.js";
@@ -49,6 +50,7 @@ export interface Worker {
   cleaner: Periodic;
   expirer: Periodic;
   chainSweeper: Periodic;
+  statistics: Periodic;
 }
 
 /** A service's parts. */
@@ -151,6 +153,12 @@ function createWorker(options: {
     logger,
     run: () => sweepChains({ config, settings, store, telemetry, notifier }),
   });
+  const statistics = new Periodic({
+    name: "statistics keeper",
+    intervalMs: STATISTICS_CHECK_MS,
+    logger,
+    run: () => refreshStatistics({ store, logger }),
+  });
   const cron = new CronScheduler({
     config,
     registry: options.registry,
@@ -161,7 +169,7 @@ function createWorker(options: {
     telemetry,
     logger,
   });
-  return { dispatcher, deliverer, cron, rescuer, cleaner, expirer, chainSweeper };
+  return { dispatcher, deliverer, cron, rescuer, cleaner, expirer, chainSweeper, statistics };
 }
 
 /** The limits the configuration gives each operation it limits. */
@@ -428,6 +436,7 @@ export async function createService(options: {
         worker.cleaner.start();
         worker.expirer.start();
         worker.chainSweeper.start();
+        worker.statistics.start();
       },
       close(closeOptions = {}) {
         closing ??= (async () => {
@@ -444,6 +453,7 @@ export async function createService(options: {
                   worker.cleaner.stop(),
                   worker.expirer.stop(),
                   worker.chainSweeper.stop(),
+                  worker.statistics.stop(),
                   worker.dispatcher.stop({ graceMs }),
                 ])
               : undefined,

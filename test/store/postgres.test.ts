@@ -911,3 +911,33 @@ if (!POSTGRES_SKIP) {
     });
   });
 }
+
+if (!POSTGRES_SKIP) {
+  describe("PostgreSQL statistics of the job tables", () => {
+    test("the job tables are analyzed once they grow past twice the pages their statistics counted, and not before", async (t) => {
+      const clock = new ManualClock(T0);
+      const { store, schema, cleanup } = await openPostgresStore(clock);
+      t.after(() => cleanup());
+      const db = await schemaClient(t, schema);
+      const counted = async () =>
+        Number(
+          (
+            await db.query<{ n: number }>(
+              "SELECT reltuples::float8 AS n FROM pg_class WHERE oid = 'job_state'::regclass",
+            )
+          ).rows[0]?.n,
+        );
+      await store.jobInsertMany({ jobs: Array.from({ length: 10 }, () => jobParams()) });
+      await db.query("ANALYZE job_state, job_specs");
+      assert.equal(await counted(), 10);
+      assert.equal(await store.statisticsRefresh(), false, "the tables are as their statistics counted them");
+      // job_specs's rows take a few hundred bytes each: 4,000 jobs fill well over 66 of its pages.
+      for (let i = 0; i < 4; i++) {
+        await store.jobInsertMany({ jobs: Array.from({ length: 1000 }, () => jobParams({ spawnCap: 10_000 })) });
+      }
+      assert.equal(await store.statisticsRefresh(), true);
+      assert.equal(await counted(), 4010, "job_state's statistics count its rows");
+      assert.equal(await store.statisticsRefresh(), false, "nothing has grown since");
+    });
+  });
+}

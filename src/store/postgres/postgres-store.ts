@@ -418,6 +418,16 @@ export class PostgresStore implements Store {
     return upkeep.rateBucketDeleteMany(this.db, { now: this.statementNow() });
   }
 
+  /** The job tables' pages when this node last analyzed them (see `upkeep.statisticsRefresh`). */
+  private analyzedAt = 0;
+
+  async statisticsRefresh(): Promise<boolean> {
+    const analyzed = await upkeep.statisticsRefresh(this.db, this.analyzedAt);
+    if (analyzed === null) return false;
+    this.analyzedAt = analyzed;
+    return true;
+  }
+
   // ListenStore: listener.ts
   async jobAvailableListen(
     onAvailable: (runAt: number) => void,

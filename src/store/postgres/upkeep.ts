@@ -88,3 +88,44 @@ export async function attemptCountDeleteMany(
 export async function rateBucketDeleteMany(db: PgConnection, params: { now: Now }): Promise<number> {
   return (await db.query(`${DELETE_BUCKETS} RETURNING 1`, [params.now])).length;
 }
+
+/**
+ * How far each job table may grow past the pages its statistics last counted before the tables are analyzed here: to
+ * more than twice as many, and this many more (512 kB: a few thousand jobs).
+ */
+const GROWTH_SLACK_PAGES = 64;
+
+// Each job table's pages as its statistics last counted them (`relpages`: 0 before the first analyze or vacuum) and as
+// they are now (the file's size, exact at once; the live row counts of pg_stat_user_tables can lag for a minute).
+const TABLE_PAGES = `SELECT c.relpages::float8 AS counted,
+    (pg_relation_size(c.oid) / current_setting('block_size')::int)::float8 AS pages
+  FROM pg_class c WHERE c.oid IN ('job_state'::regclass, 'job_specs'::regclass)`;
+
+const grown = (row: { counted: number; pages: number }) => row.pages > 2 * row.counted + GROWTH_SLACK_PAGES;
+
+/**
+ * Analyzes `job_state` and `job_specs` when either has grown to more than twice the pages its statistics last counted
+ * (and `GROWTH_SLACK_PAGES` more), so that plans made while the tables were small are made again (docs/postgres.md,
+ * "Plans"): the claim keeps generic plans, the node's named statements settle on one, and a plan made for a few
+ * thousand jobs reads every due job at each claim once there are a hundred thousand. Autovacuum would analyze them
+ * too, but only at its next round (a minute by default), and not at all where it is off. One node analyzes at a time
+ * (an advisory lock, tried: the others go on). `lastTry` is the size (pages of both tables) at which this node last
+ * analyzed, so that a role that may not analyze the tables (the server skips them with a warning) tries again only
+ * once they doubled again. Answers the size it analyzed at, or null when it did not.
+ */
+export async function statisticsRefresh(db: PgConnection, lastTry: number): Promise<number | null> {
+  const read = (rows: PgRow[]) => rows.map((row) => ({ counted: Number(row["counted"]), pages: Number(row["pages"]) }));
+  const tables = read(await db.query(TABLE_PAGES));
+  const size = tables.reduce((sum, table) => sum + table.pages, 0);
+  if (!tables.some(grown) || size <= 2 * lastTry) return null;
+  return db.transaction(async (client) => {
+    const locked = await client.query<{ locked: boolean }>(
+      "SELECT pg_try_advisory_xact_lock(hashtext('opqueue.analyze:' || current_schema())) AS locked",
+    );
+    if (locked.rows[0]?.locked !== true) return null;
+    // Read again under the lock: another node may have just analyzed them.
+    if (!read((await client.query<PgRow>(TABLE_PAGES)).rows).some(grown)) return null;
+    await client.query("ANALYZE job_state, job_specs");
+    return size;
+  });
+}

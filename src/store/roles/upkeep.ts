@@ -2,8 +2,9 @@
 import type { JobRow, LeaseLimits } from "../../job/job.js";
 
 /**
- * The maintenance loops' work: finding expired leases, expiring jobs not started in time, and forgetting
- * what retention lets go (finished jobs, idempotency keys, old cron ticks, attempt counts, rate buckets).
+ * The maintenance loops' work: finding expired leases, expiring jobs not started in time, forgetting what retention
+ * lets go (finished jobs, idempotency keys, old cron ticks, attempt counts, rate buckets), and keeping the planner's
+ * statistics up with the tables.
  */
 export interface UpkeepStore {
   /**
@@ -32,4 +33,10 @@ export interface UpkeepStore {
   attemptCountDeleteMany(params: { olderThanMs: number }): Promise<number>;
   /** Deletes the rate buckets whose time has passed (they say no more than a missing one); returns how many. */
   rateBucketDeleteMany(): Promise<number>;
+  /**
+   * Brings the planner's statistics of the job tables up to date when the tables have grown far past what they last
+   * counted, so that plans made for small tables are made again; answers whether it did. PostgreSQL analyzes them
+   * (docs/postgres.md, "Plans"); SQLite keeps no statistics opqueue's plans depend on, and answers false.
+   */
+  statisticsRefresh(): Promise<boolean>;
 }

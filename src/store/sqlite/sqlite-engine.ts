@@ -423,6 +423,11 @@ export class SqliteEngine {
     return this.write(() => upkeep.rateBucketDeleteMany(this.statements, { now: this.clock.now() }));
   }
 
+  /** SQLite's plans here depend on no statistics (opqueue never runs ANALYZE on it): nothing to bring up to date. */
+  statisticsRefresh(): boolean {
+    return false;
+  }
+
   /**
    * Copies the database into a new file at `to` (online-backup.ts). The answer comes once the copy is done; the thread
    * serves the calls that arrive meanwhile between the copy's batches.

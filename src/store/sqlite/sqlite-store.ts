@@ -321,6 +321,7 @@ export class SqliteStore implements Store, OnlineBackup {
   readonly concurrencyKeyResume = this.forward("concurrencyKeyResume");
   readonly pausedKeyList = this.forward("pausedKeyList");
   readonly rateBucketDeleteMany = this.forward("rateBucketDeleteMany");
+  readonly statisticsRefresh = this.forward("statisticsRefresh");
   readonly cronTickLatestMany = this.forward("cronTickLatestMany");
   readonly scheduleGet = this.forward("scheduleGet");
   readonly scheduleList = this.forward("scheduleList");

@@ -50,6 +50,7 @@ export function lifecycleCases(suite: Suite): void {
           jobInsert: () => store.jobInsert(jobParams()),
           jobInsertMany: () => store.jobInsertMany({ jobs: [jobParams()] }),
           jobExpireMany: () => store.jobExpireMany({ limit: 10 }),
+          statisticsRefresh: () => store.statisticsRefresh(),
           idempotencyKeyDeleteMany: () => store.idempotencyKeyDeleteMany({ limit: 10 }),
           jobAttemptListMany: () => store.jobAttemptListMany({ ids: [job.id] }),
           jobCallbackDueList: () => store.jobCallbackDueList({ limit: 10 }),
