@@ -8,7 +8,9 @@ import pg from "pg";
 import { ManualClock } from "../../src/clock.js";
 import { readMigrations } from "../../src/store/migrations.js";
 import { leadingPlain } from "../../src/store/postgres/insert.js";
+import { connectionSettings, PgConnection } from "../../src/store/postgres/connection.js";
 import { migrate } from "../../src/store/postgres/migrate.js";
+import { statisticsRefresh } from "../../src/store/postgres/upkeep.js";
 import { batchArgument, CLAIM_FIELDS, insertArgument, type InsertAnswer } from "../../src/store/postgres/rows.js";
 import { SETTLED_SINCE } from "../../src/store/postgres/sql/maintenance.js";
 import { FINISH_MANY } from "../../src/store/postgres/sql/outcomes.js";
@@ -938,6 +940,78 @@ if (!POSTGRES_SKIP) {
       assert.equal(await store.statisticsRefresh(), true);
       assert.equal(await counted(), 4010, "job_state's statistics count its rows");
       assert.equal(await store.statisticsRefresh(), false, "nothing has grown since");
+    });
+
+    test("of two nodes asking at once, one analyzes the tables", async (t) => {
+      const clock = new ManualClock(T0);
+      const a = await openPostgresStore(clock);
+      t.after(() => a.cleanup());
+      const b = await openPostgresStore(clock, { schema: a.schema });
+      t.after(() => b.store.close());
+      for (let i = 0; i < 4; i++) {
+        await a.store.jobInsertMany({ jobs: Array.from({ length: 1000 }, () => jobParams({ spawnCap: 10_000 })) });
+      }
+      const answers = await Promise.all([a.store.statisticsRefresh(), b.store.statisticsRefresh()]);
+      assert.deepEqual(
+        answers.filter((analyzed) => analyzed),
+        [true],
+        "the other found the lock held, or the tables analyzed already",
+      );
+    });
+
+    test("a role that does not own the tables is answered false, and tries again only once they doubled again", async (t) => {
+      const clock = new ManualClock(T0);
+      const { store, schema, cleanup } = await openPostgresStore(clock);
+      t.after(() => cleanup());
+      const db = await schemaClient(t, schema);
+      const role = `opq_reader_${schema.slice(-8)}`;
+      await db.query(`CREATE ROLE ${role}`);
+      // Hooks run in the order they were added: the role goes by a client of its own (the schema's may have ended),
+      // once the reader is closed.
+      const opened: { reader?: PgConnection } = {};
+      t.after(async () => {
+        await opened.reader?.close();
+        const admin = new pg.Client({ connectionString: POSTGRES_URL });
+        await admin.connect();
+        try {
+          await admin.query(`DROP OWNED BY ${role}`);
+          await admin.query(`DROP ROLE ${role}`);
+        } finally {
+          await admin.end();
+        }
+      });
+      // What opening a pool needs (its CREATE SCHEMA IF NOT EXISTS), and no more: the tables stay the migrating role's.
+      const database = (await db.query<{ name: string }>("SELECT current_database() AS name")).rows[0]?.name ?? "";
+      await db.query(`GRANT CREATE ON DATABASE ${database} TO ${role}`);
+      await db.query(`GRANT USAGE ON SCHEMA ${schema} TO ${role}`);
+      const settings = connectionSettings({ url: POSTGRES_URL ?? "", schema });
+      const reader = await PgConnection.open({
+        settings: { ...settings, options: `${settings.options} -c role=${role}` },
+        poolSize: 1,
+      });
+      opened.reader = reader;
+      const analyzes = async () =>
+        Number(
+          (
+            await db.query<{ n: number }>(
+              "SELECT analyze_count::int AS n FROM pg_stat_user_tables WHERE relid = 'job_state'::regclass",
+            )
+          ).rows[0]?.n,
+        );
+      const insert = async (batches: number) => {
+        for (let i = 0; i < batches; i++) {
+          await store.jobInsertMany({ jobs: Array.from({ length: 1000 }, () => jobParams({ spawnCap: 100_000 })) });
+        }
+      };
+      await insert(4);
+      const refused = await statisticsRefresh(reader, 0);
+      assert.equal(refused?.analyzed, false, "the server skipped the tables it does not own");
+      assert.ok(refused !== null && refused.size > 0);
+      assert.equal(await statisticsRefresh(reader, refused.size), null, "not tried again at the same size");
+      await insert(6);
+      assert.equal((await statisticsRefresh(reader, refused.size))?.analyzed, false, "tried again, doubled");
+      assert.equal(await store.statisticsRefresh(), true, "the owner analyzes them");
+      assert.equal(await analyzes(), 1);
     });
   });
 }

@@ -418,14 +418,14 @@ export class PostgresStore implements Store {
     return upkeep.rateBucketDeleteMany(this.db, { now: this.statementNow() });
   }
 
-  /** The job tables' pages when this node last analyzed them (see `upkeep.statisticsRefresh`). */
-  private analyzedAt = 0;
+  /** The job tables' pages when the server last skipped this node's analyze, or 0 (`upkeep.statisticsRefresh`). */
+  private analyzeRefusedAt = 0;
 
   async statisticsRefresh(): Promise<boolean> {
-    const analyzed = await upkeep.statisticsRefresh(this.db, this.analyzedAt);
-    if (analyzed === null) return false;
-    this.analyzedAt = analyzed;
-    return true;
+    const tried = await upkeep.statisticsRefresh(this.db, this.analyzeRefusedAt);
+    if (tried === null) return false;
+    this.analyzeRefusedAt = tried.analyzed ? 0 : tried.size;
+    return tried.analyzed;
   }
 
   // ListenStore: listener.ts

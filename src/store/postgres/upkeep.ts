@@ -109,15 +109,19 @@ const grown = (row: { counted: number; pages: number }) => row.pages > 2 * row.c
  * "Plans"): the claim keeps generic plans, the node's named statements settle on one, and a plan made for a few
  * thousand jobs reads every due job at each claim once there are a hundred thousand. Autovacuum would analyze them
  * too, but only at its next round (a minute by default), and not at all where it is off. One node analyzes at a time
- * (an advisory lock, tried: the others go on). `lastTry` is the size (pages of both tables) at which this node last
- * analyzed, so that a role that may not analyze the tables (the server skips them with a warning) tries again only
- * once they doubled again. Answers the size it analyzed at, or null when it did not.
+ * (an advisory lock, tried: the others go on). `refusedAt` is the size (pages of both tables) at which the server last
+ * skipped this node's analyze (a role that does not own the tables gets a warning, not an error), or 0: the node
+ * tries again only once they doubled again. Answers, when it tried, the size it tried at and whether the tables were
+ * analyzed.
  */
-export async function statisticsRefresh(db: PgConnection, lastTry: number): Promise<number | null> {
+export async function statisticsRefresh(
+  db: PgConnection,
+  refusedAt: number,
+): Promise<{ size: number; analyzed: boolean } | null> {
   const read = (rows: PgRow[]) => rows.map((row) => ({ counted: Number(row["counted"]), pages: Number(row["pages"]) }));
   const tables = read(await db.query(TABLE_PAGES));
   const size = tables.reduce((sum, table) => sum + table.pages, 0);
-  if (!tables.some(grown) || size <= 2 * lastTry) return null;
+  if (!tables.some(grown) || size <= 2 * refusedAt) return null;
   return db.transaction(async (client) => {
     const locked = await client.query<{ locked: boolean }>(
       "SELECT pg_try_advisory_xact_lock(hashtext('opqueue.analyze:' || current_schema())) AS locked",
@@ -126,6 +130,7 @@ export async function statisticsRefresh(db: PgConnection, lastTry: number): Prom
     // Read again under the lock: another node may have just analyzed them.
     if (!read((await client.query<PgRow>(TABLE_PAGES)).rows).some(grown)) return null;
     await client.query("ANALYZE job_state, job_specs");
-    return size;
+    // A table the role does not own is skipped with a warning, its statistics as they were.
+    return { size, analyzed: !read((await client.query<PgRow>(TABLE_PAGES)).rows).some(grown) };
   });
 }

@@ -17,6 +17,7 @@ import {
   cronJob,
   DAY_MS,
   idempotencyKey as key,
+  insertAll,
   insertCreated,
   insertKeyed,
   jobOf,
@@ -500,6 +501,18 @@ export function upkeepCases(suite: Suite): void {
           clock.advance(2000);
           assert.equal(await store.rateBucketDeleteMany(), 1);
           assert.equal((await store.jobClaimMany({ limit: 5 })).length, 1);
+        },
+      );
+    });
+
+    describe("statisticsRefresh", () => {
+      suite.case(
+        "statisticsRefresh leaves tables that have not grown past their statistics as they are, and answers false",
+        async ({ store }) => {
+          await insertAll(store, [{}, {}, {}]);
+          assert.equal(await store.statisticsRefresh(), false);
+          assert.equal(await store.statisticsRefresh(), false, "asked again");
+          assert.equal((await store.jobClaimMany({ limit: 5 })).length, 3, "the jobs are there to claim");
         },
       );
     });
