@@ -951,6 +951,11 @@ if (!POSTGRES_SKIP) {
       for (let i = 0; i < 4; i++) {
         await a.store.jobInsertMany({ jobs: Array.from({ length: 1000 }, () => jobParams({ spawnCap: 10_000 })) });
       }
+      // Whether two calls overlap is the machine's to decide; a node analyzing meanwhile is not: it holds the lock.
+      const db = await schemaClient(t, a.schema);
+      await db.query("SELECT pg_advisory_lock(hashtext('opqueue.analyze:' || current_schema()))");
+      assert.equal(await b.store.statisticsRefresh(), false, "another node holds the analyze's lock");
+      await db.query("SELECT pg_advisory_unlock(hashtext('opqueue.analyze:' || current_schema()))");
       const answers = await Promise.all([a.store.statisticsRefresh(), b.store.statisticsRefresh()]);
       assert.deepEqual(
         answers.filter((analyzed) => analyzed),
