@@ -18,7 +18,7 @@ import type { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import type { JobInsertParams } from "../../src/store/store.js";
 import { dropSchema, freshSchemaName, POSTGRES_SKIP, POSTGRES_URL, openPostgresStore } from "../helpers/postgres.js";
 import { until } from "../helpers/cluster.js";
-import { jobParams, SUCCESS, T0, UNAVAILABLE } from "./conformance/harness.js";
+import { jobParams, makeFinished, SUCCESS, T0, UNAVAILABLE } from "./conformance/harness.js";
 import { runStoreConformance } from "./conformance/index.js";
 
 /** A connection of its own to `schema`, for SQL the store does not offer; closed after the test. */
@@ -1017,6 +1017,29 @@ if (!POSTGRES_SKIP) {
       assert.equal((await statisticsRefresh(reader, refused.size))?.analyzed, false, "tried again, doubled");
       assert.equal(await store.statisticsRefresh(), true, "the owner analyzes them");
       assert.equal(await analyzes(), 1);
+    });
+  });
+}
+
+if (!POSTGRES_SKIP) {
+  describe("PostgreSQL erasure of a user's data", () => {
+    test("a finished job another transaction holds is skipped, and the next call comes back to it", async (t) => {
+      const clock = new ManualClock(T0);
+      const { store, schema, cleanup } = await openPostgresStore(clock);
+      t.after(() => cleanup());
+      const jobs = [];
+      for (let i = 0; i < 3; i++) jobs.push(await makeFinished(store, "succeeded", { userId: "ada" }));
+      const held = jobs[1]!;
+      const erase = () =>
+        store.userErase({ userId: "ada", cancelWaiting: false, limit: 10, actor: "dpo", role: "admin", subject: "s" });
+      const db = await schemaClient(t, schema);
+      await db.query("BEGIN");
+      await db.query("SELECT 1 FROM job_state WHERE seq = $1 FOR UPDATE", [held.seq]);
+      assert.deepEqual(await erase(), { erased: 2, cancelled: 0, waiting: 0, running: 0, more: true });
+      assert.notDeepEqual((await store.jobGet({ id: held.id }))?.request, {}, "the held job keeps its data for now");
+      await db.query("COMMIT");
+      assert.deepEqual(await erase(), { erased: 1, cancelled: 0, waiting: 0, running: 0, more: false });
+      assert.deepEqual((await store.jobGet({ id: held.id }))?.request, {});
     });
   });
 }

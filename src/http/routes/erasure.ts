@@ -1,7 +1,7 @@
 /**
- * Erasing one user's data (docs/api.md, "Erasing a user's data"): `POST /admin/erasures` removes the payloads, results
- * and error bodies of up to `limit` of a user's finished jobs, having first cancelled their waiting jobs when asked,
- * on whichever engine, for every node. Bounded and idempotent: call again while `more` is true. Each call is audited
+ * Erasing one user's data (docs/api.md, "Erasing a user's data"): `POST /admin/erasures` takes the user's next `limit`
+ * jobs after where the last call for them stopped, cancels the waiting ones when asked, and removes the payloads,
+ * results and error bodies of the finished ones, on whichever engine, for every node. Bounded and idempotent: call again while `more` is true. Each call is audited
  * without the user's data: the audit row and the log line name the user by a SHA-256 digest of their id.
  */
 import { createHash } from "node:crypto";
@@ -36,7 +36,15 @@ const EraseBody = Type.Object(
         description: "First cancel the user's waiting (pending, retrying) jobs, whose data then goes too.",
       }),
     ),
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_ERASE_LIMIT, default: 100 })),
+    limit: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: MAX_ERASE_LIMIT,
+        default: 100,
+        description:
+          "The user's jobs this call looks at: the next ones after where the last call for the user stopped.",
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -46,8 +54,13 @@ const EraseAnswer = Type.Object(
     subject: Type.String({ description: "The SHA-256 of the user id, hex: how the audit names the user." }),
     erased: Type.Integer({ description: "Jobs whose data this call removed." }),
     cancelled: Type.Integer({ description: "Waiting jobs this call cancelled first (with cancel_waiting)." }),
-    waiting: Type.Integer({ description: "The user's jobs still waiting: their data is kept to be delivered." }),
-    running: Type.Integer({ description: "The user's jobs being delivered: a later call erases them once finished." }),
+    waiting: Type.Integer({
+      description:
+        "The user's jobs still waiting: their data is kept to be delivered. Counted over all of them by the call that reaches the last one; before it, those seen so far.",
+    }),
+    running: Type.Integer({
+      description: "The user's jobs being delivered: a later call erases them once finished. Counted as waiting is.",
+    }),
     more: Type.Boolean({ description: "Whether calling again now would do more." }),
   },
   { additionalProperties: false },
@@ -62,7 +75,7 @@ export const erasureRoutes: FastifyPluginAsyncTypebox<ErasureRoutesOptions> = as
       schema: {
         operationId: "eraseUserData",
         summary:
-          "Erase one user's data: the requests, results and error bodies of their finished jobs (at most limit per " +
+          "Erase one user's data: the requests, results and error bodies of their finished jobs (limit of their jobs per " +
           "call), having cancelled their waiting jobs first if asked",
         tags: ["access"],
         security: [{ adminToken: [] }],

@@ -3,8 +3,17 @@
  * node reads them on each admin request: one statement, two primary-key probes. And erasure of a user's data (the
  * same migration).
  */
+import type { JobStatus } from "../../job/statuses.js";
+import {
+  erasurePassOf,
+  erasureStep,
+  passRestart,
+  waitingIds,
+  type ErasurePageJob,
+  type UserJobsLeft,
+} from "../erasure-pass.js";
 import type { AdminTokenCutoff, RevokedAdminToken, StoreParams, UserEraseOutcome } from "../store.js";
-import { cancelMany } from "./admin.js";
+import { cancelWaitingMany } from "./admin.js";
 import type { PgConnection } from "./connection.js";
 import { unstorable } from "./errors.js";
 import { requireMs, type PgRow } from "./rows.js";
@@ -89,14 +98,23 @@ export async function revocationList(
   return { tokens: tokens.map(toRevokedToken), cutoff: cutoff[0] ? toCutoff(cutoff[0]) : null };
 }
 
-// The finished jobs of a user whose data is still there, oldest first, locked: a job an administrator's retry has
-// locked (to make it pending again) is skipped, and a job retried before the lock is no longer finished.
-// Their request, their result's bodies and fired callbacks go ($2 now); then their progress, their attempts' error
-// bodies; then the audit row. Status, times and reasons stay. $1 user, $2 now, $3 limit, $4 actor, $5 role, $6 subject.
-const ERASE_USER = `WITH picked AS (
+// The subject's last call: where its walk of the user's jobs stopped (src/store/erasure-pass.ts).
+const ERASURE_PASS = `SELECT pass_after, pass_waiting, pass_running FROM erasures
+  WHERE subject = $1 ORDER BY id DESC LIMIT 1`;
+
+// A page: the user's next jobs after the cursor, in creation order, through jobs_user_seq.
+const USER_JOB_PAGE = `SELECT j.seq, j.id, s.status FROM job_specs j JOIN job_state s ON s.seq = j.seq
+  WHERE j.user_id = $1 AND j.seq > $2 ORDER BY j.seq LIMIT $3`;
+
+// The page's finished jobs whose data is still there, locked: a job an administrator's retry has locked (to make it
+// pending again) is skipped, and a job retried before the lock is no longer finished. Their request, their result's
+// bodies and fired callbacks go; then their progress, their attempts' error bodies. Status, times and reasons stay.
+// $1 user, $2 now, $3 and $4 the page's seqs (after, through].
+const ERASE_PAGE = `WITH picked AS (
     SELECT j.seq, j.id FROM job_specs j JOIN job_state s ON s.seq = j.seq
-    WHERE j.user_id = $1 AND j.erased_at IS NULL AND s.status IN ('succeeded', 'dead', 'cancelled')
-    ORDER BY j.seq LIMIT $3 FOR UPDATE OF j, s SKIP LOCKED
+    WHERE j.user_id = $1 AND j.seq > $3 AND j.seq <= $4 AND j.erased_at IS NULL
+      AND s.status IN ('succeeded', 'dead', 'cancelled')
+    FOR UPDATE OF j, s SKIP LOCKED
   ), specs AS (
     UPDATE job_specs j SET request = '{}'::json, erased_at = $2,
       callbacks = CASE WHEN s.callbacks_pending THEN j.callbacks ELSE NULL END
@@ -113,40 +131,96 @@ const ERASE_USER = `WITH picked AS (
   SELECT (SELECT count(*) FROM specs)::int AS erased, (SELECT count(*) FROM state)::int AS state,
     (SELECT count(*) FROM attempts)::int AS attempts`;
 
-const RECORD_ERASURE = `INSERT INTO erasures (at, actor, role, subject, erased, cancelled)
-  VALUES ($1, $2, $3, $4, $5, $6)`;
+const RECORD_ERASURE = `INSERT INTO erasures (at, actor, role, subject, erased, cancelled, pass_after, pass_waiting,
+    pass_running)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`;
 
-const USER_JOB_COUNTS = `SELECT count(*) FILTER (WHERE s.status IN ('pending', 'retrying'))::int AS waiting,
+// All of the user's jobs, read by the call that reaches the last one. $2: whether waiting jobs are to come back to.
+const USER_JOBS_LEFT = `SELECT count(*) FILTER (WHERE s.status IN ('pending', 'retrying'))::int AS waiting,
     count(*) FILTER (WHERE s.status = 'running')::int AS running,
-    count(*) FILTER (WHERE s.status IN ('succeeded', 'dead', 'cancelled') AND j.erased_at IS NULL)::int AS erasable
+    count(*) FILTER (WHERE s.status IN ('succeeded', 'dead', 'cancelled') AND j.erased_at IS NULL)::int AS erasable,
+    min(j.seq) FILTER (WHERE (s.status IN ('succeeded', 'dead', 'cancelled') AND j.erased_at IS NULL)
+      OR ($2::boolean AND s.status IN ('pending', 'retrying'))) AS first_left
   FROM job_specs j JOIN job_state s ON s.seq = j.seq WHERE j.user_id = $1`;
 
-/** `userErase` (roles/admin.ts): cancels first when asked (its own transaction), then erases and records in one. */
+type Query = (sql: string, values: unknown[]) => Promise<PgRow[]>;
+
+async function userJobPage(query: Query, userId: string, after: number, limit: number): Promise<ErasurePageJob[]> {
+  return (await query(USER_JOB_PAGE, [userId, after, limit])).map((row) => ({
+    seq: Number(row["seq"]),
+    id: row["id"] as string,
+    status: row["status"] as JobStatus,
+  }));
+}
+
+async function userJobsLeft(query: Query, userId: string, cancelWaiting: boolean): Promise<UserJobsLeft> {
+  const row = (await query(USER_JOBS_LEFT, [userId, cancelWaiting]))[0] ?? {};
+  return {
+    waiting: Number(row["waiting"] ?? 0),
+    running: Number(row["running"] ?? 0),
+    erasable: Number(row["erasable"] ?? 0),
+    firstLeft: row["first_left"] == null ? null : Number(row["first_left"]),
+  };
+}
+
+/**
+ * `userErase` (roles/admin.ts): one page of the subject's walk of the user's jobs (src/store/erasure-pass.ts). Its
+ * waiting jobs are cancelled first when asked (their own statement), then its finished ones erased and the call
+ * recorded, in one transaction.
+ */
 export async function eraseUser(
   db: PgConnection,
   params: StoreParams<"userErase"> & { now: Now },
 ): Promise<UserEraseOutcome> {
-  const { userId, limit, actor, role, now } = params;
+  const { userId, limit, actor, role, now, subject, cancelWaiting } = params;
   if (unstorable(userId)) {
     db.assertOpen();
     return { erased: 0, cancelled: 0, waiting: 0, running: 0, more: false };
   }
-  const cancelled = params.cancelWaiting
-    ? (await cancelMany(db, { filter: { statuses: ["pending", "retrying"], userId }, limit, actor, role, now })).length
-    : 0;
-  const erased = await db.transaction(async (client) => {
-    const counts = (await client.query<PgRow>(ERASE_USER, [userId, now, limit])).rows[0];
-    const done = Number(counts?.["erased"] ?? 0);
-    await client.query(RECORD_ERASURE, [now, actor, role, params.subject, done, cancelled]);
-    return done;
+  const query: Query = (sql, values) => db.query(sql, values);
+  const last = (await db.query(ERASURE_PASS, [subject]))[0];
+  let pass = erasurePassOf(
+    last && {
+      after: last["pass_after"] == null ? null : Number(last["pass_after"]),
+      waiting: last["pass_waiting"] as number | null,
+      running: last["pass_running"] as number | null,
+    },
+  );
+  let page = await userJobPage(query, userId, pass.after, limit);
+  let left: UserJobsLeft | null = null;
+  if (page.length === 0 && pass.after > 0) {
+    // Nothing after the cursor: come back to the first job left behind it, if any.
+    left = await userJobsLeft(query, userId, cancelWaiting);
+    const restart = passRestart(left);
+    if (restart !== null) {
+      pass = restart;
+      page = await userJobPage(query, userId, pass.after, limit);
+      left = null;
+    }
+  }
+  const waiting = cancelWaiting ? waitingIds(page) : [];
+  const cancelled = waiting.length > 0 ? (await cancelWaitingMany(db, { ids: waiting, actor, role, now })).length : 0;
+  return db.transaction(async (client) => {
+    const inTransaction: Query = async (sql, values) => (await client.query<PgRow>(sql, values)).rows;
+    let erased = 0;
+    if (page.length > 0) {
+      const through = page.at(-1)?.seq;
+      erased = Number((await inTransaction(ERASE_PAGE, [userId, now, pass.after, through]))[0]?.["erased"] ?? 0);
+    }
+    if (left === null && page.length < limit) left = await userJobsLeft(inTransaction, userId, cancelWaiting);
+    const step = erasureStep({ pass, page, cancelled, cancelWaiting, left });
+    const { next } = step;
+    await inTransaction(RECORD_ERASURE, [
+      now,
+      actor,
+      role,
+      subject,
+      erased,
+      cancelled,
+      next.after,
+      next.waiting,
+      next.running,
+    ]);
+    return { erased, cancelled, waiting: step.waiting, running: step.running, more: step.more };
   });
-  const left = (await db.query(USER_JOB_COUNTS, [userId]))[0] ?? {};
-  const waiting = Number(left["waiting"] ?? 0);
-  return {
-    erased,
-    cancelled,
-    waiting,
-    running: Number(left["running"] ?? 0),
-    more: Number(left["erasable"] ?? 0) > 0 || (params.cancelWaiting && waiting > 0),
-  };
 }

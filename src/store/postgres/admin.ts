@@ -95,11 +95,11 @@ export async function cancelMany(
   // The waiting ones in one statement; each running one in its own (each tells its node to abort).
   const waiting = candidates
     .filter((candidate) => candidate["status"] !== "running")
-    .map((candidate) => candidate["id"]);
+    .map((candidate) => candidate["id"] as string);
   const cancelled: Array<{ job: JobRow; wasRunning: boolean }> = [];
   if (waiting.length > 0) {
-    const rows = await db.query(CANCEL_SQL["cancel-many"].waiting, [waiting, params.now, params.actor, params.role]);
-    for (const row of rows) cancelled.push({ job: toJobRow(row), wasRunning: false });
+    for (const job of await cancelWaitingMany(db, { ids: waiting, ...params }))
+      cancelled.push({ job, wasRunning: false });
   }
   for (const candidate of candidates) {
     if (candidate["status"] !== "running") continue;
@@ -111,6 +111,12 @@ export async function cancelMany(
     if (outcome.kind === "cancelled") cancelled.push({ job: outcome.job, wasRunning: outcome.wasRunning });
   }
   return cancelled.sort((a, b) => b.job.seq - a.job.seq);
+}
+
+/** The jobs of `ids` still waiting → `cancelled`, in one statement, each recorded as a `cancel-many` by the actor. */
+export async function cancelWaitingMany(db: PgConnection, params: { ids: string[] } & Acting): Promise<JobRow[]> {
+  const rows = await db.query(CANCEL_SQL["cancel-many"].waiting, [params.ids, params.now, params.actor, params.role]);
+  return rows.map(toJobRow);
 }
 
 /** `dead`/`cancelled` → `pending` with attempt 0 and run time now. */

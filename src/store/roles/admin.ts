@@ -58,13 +58,16 @@ export interface DeadJobFilter {
 export interface UserEraseOutcome {
   /** The jobs whose data it removed. */
   erased: number;
-  /** The waiting jobs it cancelled first (with `cancelWaiting`); their data is removed too, within `limit`. */
+  /** The waiting jobs it cancelled first (with `cancelWaiting`); their data is removed too. */
   cancelled: number;
-  /** The user's jobs still waiting (pending or retrying) after the call. */
+  /**
+   * The user's jobs still waiting (pending or retrying) after the call: all of them, counted by the call that reached
+   * the user's last job; before that, those the walk has seen.
+   */
   waiting: number;
-  /** The user's jobs being delivered: their data is removed once they finish, by a later call. */
+  /** The user's jobs being delivered, counted as `waiting` is: their data is removed once they finish, by a later call. */
   running: number;
-  /** Whether a call now would do more: finished jobs not yet erased, or waiting ones to cancel. */
+  /** Whether a call now would do more: jobs not yet looked at, finished jobs not yet erased, or waiting ones to cancel. */
   more: boolean;
 }
 
@@ -98,12 +101,13 @@ export interface AdminStore {
   /** A waiting job (`pending`/`retrying`) due now: its run time moves to now if later. */
   jobRunNow(params: { id: string } & AdminActor): Promise<JobRunNowOutcome>;
   /**
-   * Erases the data of up to `limit` of `userId`'s jobs (docs/api.md, "Erasing a user's data"), oldest first: with
-   * `cancelWaiting`, it first cancels their waiting jobs as a bulk cancel would (recorded as `actor`'s); then each
-   * finished job not yet erased loses its request (left `{}`), its result's error and stored bodies, its attempts'
-   * error bodies, its progress and its callbacks once fired, and is marked erased. Running jobs are left to finish.
-   * Each call is recorded in `erasures` with `actor`, `role` and `subject` (a digest of the user id, never the id),
-   * and the counts. Idempotent: a call with nothing left to do erases nothing.
+   * Erases the data of `userId`'s jobs (docs/api.md, "Erasing a user's data"), a page of their next `limit` jobs in
+   * creation order a call, after where the last call of the same `subject` stopped (src/store/erasure-pass.ts). In
+   * the page: with `cancelWaiting`, it first cancels the waiting jobs as a bulk cancel would (recorded as `actor`'s);
+   * then each finished job not yet erased loses its request (left `{}`), its result's error and stored bodies, its
+   * attempts' error bodies, its progress and its callbacks once fired, and is marked erased. Running jobs are left to
+   * finish. Each call is recorded in `erasures` with `actor`, `role` and `subject` (a digest of the user id, never the
+   * id), the counts and where it stopped. Idempotent: a call with nothing left to do erases nothing.
    */
   userErase(
     params: { userId: string; cancelWaiting: boolean; limit: number; subject: string } & AdminActor,

@@ -3,7 +3,8 @@
  * caller's transaction.
  */
 import type { AdminTokenCutoff, RevokedAdminToken, StoreParams, UserEraseOutcome } from "../store.js";
-import { cancelMany } from "./admin.js";
+import { erasurePassOf, erasureStep, passRestart, waitingIds, type UserJobsLeft } from "../erasure-pass.js";
+import { cancelJob } from "./admin.js";
 import type { CutoffRow, RevokedTokenRow } from "./sql/access.js";
 import type { Statements } from "./statements.js";
 
@@ -46,24 +47,58 @@ export function revocationList(
   return { tokens: s.revokedTokens.all(params.limit).map(toRevokedToken), cutoff: cutoff ? toCutoff(cutoff) : null };
 }
 
-/** `userErase` (roles/admin.ts): cancels first when asked, then erases finished jobs, within `limit` in all. */
+/**
+ * `userErase` (roles/admin.ts): one page of the subject's walk of the user's jobs (src/store/erasure-pass.ts), its
+ * waiting jobs cancelled first when asked, then its finished ones erased.
+ */
 export function eraseUser(s: Statements, params: StoreParams<"userErase"> & { now: number }): UserEraseOutcome {
-  const { userId, limit, actor, role, now } = params;
-  const cancelled = params.cancelWaiting
-    ? cancelMany(s, { filter: { statuses: ["pending", "retrying"], userId }, limit, actor, role, now }).length
-    : 0;
-  const ids = s.erasableJobs.all({ user_id: userId, limit });
+  const { userId, limit, actor, role, now, subject, cancelWaiting } = params;
+  const jobsLeft = (): UserJobsLeft => {
+    const row = s.userJobsLeft.get({ user_id: userId, cancel: cancelWaiting ? 1 : 0 });
+    return {
+      waiting: row?.waiting ?? 0,
+      running: row?.running ?? 0,
+      erasable: row?.erasable ?? 0,
+      firstLeft: row?.first_left ?? null,
+    };
+  };
+  let pass = erasurePassOf(s.erasurePass.get(subject));
+  let page = s.userJobPage.all({ user_id: userId, after: pass.after, limit });
+  let left: UserJobsLeft | null = null;
+  if (page.length === 0 && pass.after > 0) {
+    // Nothing after the cursor: come back to the first job left behind it, if any.
+    left = jobsLeft();
+    const restart = passRestart(left);
+    if (restart !== null) {
+      pass = restart;
+      page = s.userJobPage.all({ user_id: userId, after: pass.after, limit });
+      left = null;
+    }
+  }
+  let cancelled = 0;
+  if (cancelWaiting) {
+    for (const id of waitingIds(page)) {
+      if (cancelJob(s, { id, actor, role, now }, "cancel-many").kind === "cancelled") cancelled++;
+    }
+  }
+  const through = page.at(-1)?.seq;
+  const ids = through === undefined ? [] : s.erasableJobs.all({ user_id: userId, after: pass.after, through });
   for (const id of ids) {
     s.eraseJob.run({ id, now });
     s.eraseAttempts.run(id);
   }
-  s.recordErasure.run({ at: now, actor, role, subject: params.subject, erased: ids.length, cancelled });
-  const left = s.userJobCounts.get(userId) ?? { waiting: 0, running: 0, erasable: 0 };
-  return {
+  if (left === null && page.length < limit) left = jobsLeft();
+  const step = erasureStep({ pass, page, cancelled, cancelWaiting, left });
+  s.recordErasure.run({
+    at: now,
+    actor,
+    role,
+    subject,
     erased: ids.length,
     cancelled,
-    waiting: left.waiting,
-    running: left.running,
-    more: left.erasable > 0 || (params.cancelWaiting && left.waiting > 0),
-  };
+    pass_after: step.next.after,
+    pass_waiting: step.next.waiting,
+    pass_running: step.next.running,
+  });
+  return { erased: ids.length, cancelled, waiting: step.waiting, running: step.running, more: step.more };
 }

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { describe } from "node:test";
 import type { Store } from "../../../src/store/store.js";
-import { insertCreated, makeFinished, makeRunning, mustGet, T0, type Suite } from "./harness.js";
+import { insertCreated, makeFinished, makeRunning, mustGet, SUCCESS, T0, type Suite } from "./harness.js";
 
 const SECRET = { path_params: { userId: "42" }, body: { email: "ada@example.com" } };
 
@@ -75,6 +75,54 @@ export function erasureCases(suite: Suite): void {
           actions.map((action) => [action.actor, action.role, action.action]),
           [["dpo", "admin", "cancel-many"]],
         );
+      },
+    );
+
+    suite.case(
+      "each call looks at the user's next limit jobs after the last call's, and comes back to a job that finished behind them",
+      async ({ store }) => {
+        const others = await makeFinished(store, "dead", { userId: "bob", request: SECRET });
+        const first = await makeFinished(store, "succeeded", { userId: "ada", request: SECRET });
+        const running = await makeRunning(store, { userId: "ada", request: SECRET });
+        const third = await makeFinished(store, "dead", { userId: "ada", request: SECRET });
+        const fourth = await makeFinished(store, "succeeded", { userId: "ada", request: SECRET });
+        await insertCreated(store, { userId: "ada", request: SECRET, runAt: T0 + 60_000 });
+        const calls = async (count: number) => {
+          const outcomes = [];
+          for (let i = 0; i < count; i++) outcomes.push(await erase(store, "ada", { limit: 2 }));
+          return outcomes;
+        };
+        assert.deepEqual(await calls(3), [
+          { erased: 1, cancelled: 0, waiting: 0, running: 1, more: true },
+          { erased: 2, cancelled: 0, waiting: 0, running: 1, more: true },
+          { erased: 0, cancelled: 0, waiting: 1, running: 1, more: false },
+        ]);
+        assert.deepEqual((await mustGet(store, first.id)).request, {});
+        assert.deepEqual((await mustGet(store, third.id)).request, {});
+        assert.deepEqual((await mustGet(store, fourth.id)).request, {});
+        assert.deepEqual((await mustGet(store, running.id)).request, SECRET, "a running job is left to finish");
+        assert.deepEqual((await mustGet(store, others.id)).request, SECRET, "another user's job is not in the pages");
+
+        assert.deepEqual(
+          await store.jobSetStateIfRunningMany({
+            outcomes: [{ id: running.id, attempt: running.attempt, status: "succeeded", result: SUCCESS }],
+          }),
+          [true],
+        );
+        // Nothing after the last call's page: the next call goes back to the job that finished, and on from there.
+        assert.deepEqual(await calls(3), [
+          { erased: 1, cancelled: 0, waiting: 0, running: 0, more: true },
+          { erased: 0, cancelled: 0, waiting: 1, running: 0, more: true },
+          { erased: 0, cancelled: 0, waiting: 1, running: 0, more: false },
+        ]);
+        assert.deepEqual((await mustGet(store, running.id)).request, {});
+        assert.deepEqual(await erase(store, "bob", { limit: 2 }), {
+          erased: 1,
+          cancelled: 0,
+          waiting: 0,
+          running: 0,
+          more: false,
+        });
       },
     );
 

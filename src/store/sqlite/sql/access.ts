@@ -5,6 +5,7 @@
  * and its audit row.
  */
 import type Database from "better-sqlite3";
+import type { ErasurePageJob } from "../../erasure-pass.js";
 import { prepare, preparePluck } from "../prepared.js";
 
 /** A revoked_admin_tokens row. */
@@ -19,6 +20,21 @@ export interface CutoffRow {
   issued_before: number;
   revoked_at: number;
   revoked_by: string;
+}
+
+/** An erasures row's cursor (src/store/erasure-pass.ts). */
+export interface ErasurePassRow {
+  after: number | null;
+  waiting: number | null;
+  running: number | null;
+}
+
+/** The user's jobs counted at once. */
+export interface UserJobsLeftRow {
+  waiting: number;
+  running: number;
+  erasable: number;
+  first_left: number | null;
 }
 
 /** Prepares the revocation statements on `db`. */
@@ -43,11 +59,22 @@ export function prepareAccessStatements(db: Database.Database) {
        WHERE admin_token_cutoff.issued_before < excluded.issued_before`,
     ),
     cutoff: prepare<[], CutoffRow>(db, "SELECT issued_before, revoked_at, revoked_by FROM admin_token_cutoff"),
-    // Finished jobs of a user whose data is still there, oldest first.
-    erasableJobs: preparePluck<{ user_id: string; limit: number }, string>(
+    // The subject's last call: where its walk of the user's jobs stopped (src/store/erasure-pass.ts).
+    erasurePass: prepare<[string], ErasurePassRow>(
       db,
-      `SELECT id FROM jobs WHERE user_id = :user_id AND erased_at IS NULL
-         AND status IN ('succeeded', 'dead', 'cancelled') ORDER BY seq LIMIT :limit`,
+      `SELECT pass_after AS after, pass_waiting AS waiting, pass_running AS running FROM erasures
+       WHERE subject = ? ORDER BY id DESC LIMIT 1`,
+    ),
+    // A page: the user's next jobs after the cursor, in creation order, through jobs_user_seq.
+    userJobPage: prepare<{ user_id: string; after: number; limit: number }, ErasurePageJob>(
+      db,
+      "SELECT seq, id, status FROM jobs WHERE user_id = :user_id AND seq > :after ORDER BY seq LIMIT :limit",
+    ),
+    // The page's finished jobs whose data is still there.
+    erasableJobs: preparePluck<{ user_id: string; after: number; through: number }, string>(
+      db,
+      `SELECT id FROM jobs WHERE user_id = :user_id AND seq > :after AND seq <= :through AND erased_at IS NULL
+         AND status IN ('succeeded', 'dead', 'cancelled')`,
     ),
     // The request, the result's bodies, the progress and fired callbacks go; status, times and reasons stay.
     eraseJob: prepare<{ id: string; now: number }>(
@@ -59,17 +86,21 @@ export function prepareAccessStatements(db: Database.Database) {
        WHERE id = :id`,
     ),
     eraseAttempts: prepare<[string]>(db, "UPDATE job_attempts SET error_body = NULL WHERE job_id = ?"),
-    userJobCounts: prepare<[string], { waiting: number; running: number; erasable: number }>(
+    // All of the user's jobs, read by the call that reaches the last one. :cancel: whether waiting jobs are to come
+    // back to.
+    userJobsLeft: prepare<{ user_id: string; cancel: number }, UserJobsLeftRow>(
       db,
       `SELECT coalesce(sum(status IN ('pending', 'retrying')), 0) AS waiting,
               coalesce(sum(status = 'running'), 0) AS running,
-              coalesce(sum(status IN ('succeeded', 'dead', 'cancelled') AND erased_at IS NULL), 0) AS erasable
-       FROM jobs WHERE user_id = ?`,
+              coalesce(sum(status IN ('succeeded', 'dead', 'cancelled') AND erased_at IS NULL), 0) AS erasable,
+              min(CASE WHEN (status IN ('succeeded', 'dead', 'cancelled') AND erased_at IS NULL)
+                         OR (:cancel AND status IN ('pending', 'retrying')) THEN seq END) AS first_left
+       FROM jobs WHERE user_id = :user_id`,
     ),
     recordErasure: prepare<Record<string, unknown>>(
       db,
-      `INSERT INTO erasures (at, actor, role, subject, erased, cancelled)
-       VALUES (:at, :actor, :role, :subject, :erased, :cancelled)`,
+      `INSERT INTO erasures (at, actor, role, subject, erased, cancelled, pass_after, pass_waiting, pass_running)
+       VALUES (:at, :actor, :role, :subject, :erased, :cancelled, :pass_after, :pass_waiting, :pass_running)`,
     ),
     // :issued_at is null for a token without iat: any cutoff then revokes it.
     tokenRevoked: preparePluck<{ jti: string | null; issued_at: number | null }, number>(
