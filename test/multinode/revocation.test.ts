@@ -3,7 +3,8 @@
  * "Revoking admin tokens"): a token revoked through one node is refused by the others at their next request, a node
  * killed -9 and one started after it refuse it too (the revocation is in the database, not in a node), a cutoff on the
  * issue time cuts off every older token on every node, and each node refuses a role below a route's. Then one user's
- * data erased through one node is gone as every other node reads it.
+ * data erased through one node is gone as every other node reads it, and an erasure begun through a node killed -9
+ * goes on through another from where it stopped.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -76,7 +77,7 @@ test(
 );
 
 test(
-  "a user's data erased through one node is gone on every node, one started after the erasure included",
+  "a user's data erased through one node is gone on every node, and a walk begun on a node killed -9 goes on through another",
   { skip: POSTGRES_SKIP },
   async (t) => {
     const c = await createCluster(t);
@@ -88,24 +89,37 @@ test(
       op: "createUser",
       rid: "erase-1",
     });
-    const created = await fetch(`${a.url}/jobs`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${assertion}`, "content-type": "application/json" },
-      body: JSON.stringify({ operation_id: "buildReport", request: { body: { email: "ada@example.com" } } }),
-    });
-    const { job } = (await created.json()) as { job: { id: string } };
-    await waitForStatus(c, b, job.id, "succeeded");
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const created = await fetch(`${a.url}/jobs`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${assertion}`, "content-type": "application/json" },
+        body: JSON.stringify({ operation_id: "buildReport", request: { body: { email: `ada+${i}@example.com` } } }),
+      });
+      ids.push(((await created.json()) as { job: { id: string } }).job.id);
+    }
+    for (const id of ids) await waitForStatus(c, b, id, "succeeded");
     const root = await token(c, { sub: "dpo", role: "admin" });
-    const erased = await fetch(`${b.url}/admin/erasures`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${root}`, "content-type": "application/json" },
-      body: JSON.stringify({ user_id: "ada" }),
-    });
-    assert.equal(erased.status, 200, await erased.clone().text());
-    assert.equal(((await erased.json()) as { erased: number }).erased, 1);
+    const erase = async (node: Node) => {
+      const response = await fetch(`${node.url}/admin/erasures`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${root}`, "content-type": "application/json" },
+        body: JSON.stringify({ user_id: "ada", limit: 1 }),
+      });
+      assert.equal(response.status, 200, await response.clone().text());
+      const { erased, more } = (await response.json()) as { erased: number; more: boolean };
+      return { erased, more };
+    };
+    assert.deepEqual(await erase(b), { erased: 1, more: true });
     b.child.kill("SIGKILL");
     await b.exited;
+    // Where b's call stopped is in the database: a takes the next job, not the first one again.
+    assert.deepEqual(await erase(a), { erased: 1, more: true });
     const d = await c.start("d");
-    for (const node of [a, d]) assert.deepEqual((await getJob(c, node, job.id)).request, {}, node.name);
+    assert.deepEqual(await erase(d), { erased: 1, more: true });
+    assert.deepEqual(await erase(d), { erased: 0, more: false });
+    for (const node of [a, d]) {
+      for (const id of ids) assert.deepEqual((await getJob(c, node, id)).request, {}, `${node.name} ${id}`);
+    }
   },
 );

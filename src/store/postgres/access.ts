@@ -102,14 +102,16 @@ export async function revocationList(
 const ERASURE_PASS = `SELECT pass_after, pass_waiting, pass_running FROM erasures
   WHERE subject = $1 ORDER BY id DESC LIMIT 1`;
 
-// A page: the user's next jobs after the cursor, in creation order, through jobs_user_seq.
+// A page: the user's next jobs after the cursor, in creation order. `s.seq > $2` too: without it the planner may
+// merge-join job_state's primary key read from its first row, every job before the cursor at every call.
 const USER_JOB_PAGE = `SELECT j.seq, j.id, s.status FROM job_specs j JOIN job_state s ON s.seq = j.seq
-  WHERE j.user_id = $1 AND j.seq > $2 ORDER BY j.seq LIMIT $3`;
+  WHERE j.user_id = $1 AND j.seq > $2 AND s.seq > $2 ORDER BY j.seq LIMIT $3`;
 
 // The page's finished jobs whose data is still there, locked: a job an administrator's retry has locked (to make it
 // pending again) is skipped, and a job retried before the lock is no longer finished. Their request, their result's
 // bodies and fired callbacks go; then their progress, their attempts' error bodies. Status, times and reasons stay.
-// $1 user, $2 now, $3 and $4 the page's seqs (after, through].
+// The attempts are found by an array of ids, which job_attempts_job answers: joined to `picked`, a table without
+// statistics (autovacuum off) was read whole at every call. $1 user, $2 now, $3 and $4 the page's seqs (after, through].
 const ERASE_PAGE = `WITH picked AS (
     SELECT j.seq, j.id FROM job_specs j JOIN job_state s ON s.seq = j.seq
     WHERE j.user_id = $1 AND j.seq > $3 AND j.seq <= $4 AND j.erased_at IS NULL
@@ -125,7 +127,8 @@ const ERASE_PAGE = `WITH picked AS (
                     ELSE ((s.result::jsonb - 'body' - 'body_format') || '{"error_body": null}'::jsonb)::json END
     FROM picked p WHERE s.seq = p.seq RETURNING s.seq
   ), attempts AS (
-    UPDATE job_attempts a SET error_body = NULL FROM picked p WHERE a.job_id = p.id AND a.error_body IS NOT NULL
+    UPDATE job_attempts a SET error_body = NULL
+    WHERE a.job_id = ANY (ARRAY(SELECT id FROM picked)) AND a.error_body IS NOT NULL
     RETURNING 1
   )
   SELECT (SELECT count(*) FROM specs)::int AS erased, (SELECT count(*) FROM state)::int AS state,
