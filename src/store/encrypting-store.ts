@@ -18,12 +18,18 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return proto === Object.prototype || proto === null;
 }
 
+/**
+ * The requests one call sealed, by their sealed text, with the JSON they hold. An insert's answer holds the request it
+ * was given: it is read back from here, not decrypted again (about a third of an encrypted enqueue's cipher work).
+ */
+type SealedRequests = Map<string, string>;
+
 /** `value` with its payloads sealed; what holds none is returned as it is, never changed in place. */
-function sealAll(value: unknown, cipher: PayloadCipher): unknown {
+function sealAll(value: unknown, cipher: PayloadCipher, requests: SealedRequests): unknown {
   if (Array.isArray(value)) {
     let copy: unknown[] | undefined;
     value.forEach((item, i) => {
-      const sealed = sealAll(item, cipher);
+      const sealed = sealAll(item, cipher, requests);
       if (sealed !== item) (copy ??= [...value])[i] = sealed;
     });
     return copy ?? value;
@@ -32,33 +38,38 @@ function sealAll(value: unknown, cipher: PayloadCipher): unknown {
   let copy: Record<string, unknown> | undefined;
   for (const [key, item] of Object.entries(value)) {
     let sealed: unknown;
-    if (key === "request" && isPlainObject(item)) sealed = cipher.seal(item);
-    else if (key === "result" && isPlainObject(item))
+    if (key === "request" && isPlainObject(item)) {
+      const json = JSON.stringify(item);
+      sealed = cipher.sealText(json);
+      requests.set(sealed as string, json);
+    } else if (key === "result" && isPlainObject(item))
       sealed = mapResultPayloads(item, (payload) => cipher.seal(payload));
     // A heartbeat's progress comes as JSON text, and is stored as JSON: the sealed value as a JSON string.
     else if (key === "progressJson" && typeof item === "string") sealed = JSON.stringify(cipher.seal(JSON.parse(item)));
-    else sealed = sealAll(item, cipher);
+    else sealed = sealAll(item, cipher, requests);
     if (sealed !== item) (copy ??= { ...value })[key] = sealed;
   }
   return copy ?? value;
 }
 
 /** Opens every sealed payload of an answer, in place: answers are the store's fresh objects, the caller's to keep. */
-function openAll(value: unknown, cipher: PayloadCipher): void {
+function openAll(value: unknown, cipher: PayloadCipher, requests: SealedRequests): void {
   if (Array.isArray(value)) {
-    for (const item of value) openAll(item, cipher);
+    for (const item of value) openAll(item, cipher, requests);
     return;
   }
   if (value instanceof Map) {
-    for (const item of value.values()) openAll(item, cipher);
+    for (const item of value.values()) openAll(item, cipher, requests);
     return;
   }
   if (!isPlainObject(value)) return;
   for (const [key, item] of Object.entries(value)) {
-    if (OPENED.has(key) && PayloadCipher.isSealed(item)) value[key] = cipher.open(item);
-    else if (key === "progress" && isPlainObject(item) && PayloadCipher.isSealed(item["value"]))
+    if (OPENED.has(key) && PayloadCipher.isSealed(item)) {
+      const json = requests.get(item);
+      value[key] = json === undefined ? cipher.open(item) : (JSON.parse(json) as unknown);
+    } else if (key === "progress" && isPlainObject(item) && PayloadCipher.isSealed(item["value"]))
       item["value"] = cipher.open(item["value"]);
-    else if (typeof item === "object" && item !== null) openAll(item, cipher);
+    else if (typeof item === "object" && item !== null) openAll(item, cipher, requests);
   }
 }
 
@@ -75,13 +86,14 @@ export function encryptingStore<S extends Store>(store: S, cipher: PayloadCipher
       if (method === undefined) {
         const original = member as (...args: unknown[]) => unknown;
         method = (...args: unknown[]): unknown => {
+          const requests: SealedRequests = new Map();
           const answer = original.apply(
             target,
-            args.map((arg) => sealAll(arg, cipher)),
+            args.map((arg) => sealAll(arg, cipher, requests)),
           );
           if (answer instanceof Promise) {
             return answer.then((value: unknown) => {
-              openAll(value, cipher);
+              openAll(value, cipher, requests);
               return value;
             });
           }

@@ -12,6 +12,8 @@ import type { Config } from "../config.js";
 const PREFIX = "opq1:";
 const NONCE_BYTES = 12;
 const TAG_BYTES = 16;
+/** Nonces drawn from the system's random source at once: a call of `randomBytes` cost about 2 µs, a slice 0.05. */
+const NONCES_PER_DRAW = 256;
 
 /** A value that cannot be decrypted: its key is not configured, or it was altered. */
 export class PayloadDecryptError extends Error {
@@ -21,6 +23,12 @@ export class PayloadDecryptError extends Error {
 /** Encrypts and decrypts JSON values with the configured keys. */
 export class PayloadCipher {
   private readonly byId: Map<string, Buffer>;
+  /**
+   * Random bytes not yet used as nonces, taken 12 at a time from `nonceAt`. Each nonce is as random as one drawn on
+   * its own, and is used once: the pool only saves the calls.
+   */
+  private nonces = Buffer.alloc(0);
+  private nonceAt = 0;
 
   constructor(private readonly keys: ReadonlyArray<{ id: string; key: Buffer }>) {
     if (keys.length === 0) throw new Error("a payload cipher needs a key");
@@ -65,13 +73,27 @@ export class PayloadCipher {
 
   /** `value` (any JSON value) encrypted with the first key. */
   seal(value: unknown): string {
+    return this.sealText(JSON.stringify(value));
+  }
+
+  /** The JSON text of a value encrypted with the first key: what `seal` makes of the value. */
+  sealText(json: string): string {
     const { id, key } = this.keys[0] as { id: string; key: Buffer };
-    const nonce = randomBytes(NONCE_BYTES);
+    const nonce = this.nextNonce();
     const cipher = createCipheriv("aes-256-gcm", key, nonce);
     // The key id is bound to the ciphertext: a value cannot be passed off as another key's.
     cipher.setAAD(Buffer.from(id, "utf8"));
-    const data = Buffer.concat([cipher.update(JSON.stringify(value), "utf8"), cipher.final()]);
+    const data = Buffer.concat([cipher.update(json, "utf8"), cipher.final()]);
     return `${PREFIX}${id}:${Buffer.concat([nonce, data, cipher.getAuthTag()]).toString("base64url")}`;
+  }
+
+  private nextNonce(): Buffer {
+    if (this.nonceAt + NONCE_BYTES > this.nonces.length) {
+      this.nonces = randomBytes(NONCE_BYTES * NONCES_PER_DRAW);
+      this.nonceAt = 0;
+    }
+    this.nonceAt += NONCE_BYTES;
+    return this.nonces.subarray(this.nonceAt - NONCE_BYTES, this.nonceAt);
   }
 
   /** The JSON value `sealed` holds; throws `PayloadDecryptError` when its key is unknown or it was altered. */
