@@ -19,30 +19,17 @@ function COUNT_ATTEMPTS_SQL(source: string, now: string): string {
 }
 
 /**
- * Terminal outcomes (succeeded, dead) of running attempts. $1 ids, $2 attempts, $3 statuses, $4 results (JSON text),
- * $5 now, $6 the claims' start times (ms, or null). A failure of a job whose chain was cancelled ends it
- * cancelled-by-chain; the chain is looked up for failures only. A chain cancel committing meanwhile finds the job
- * running and leaves it, as if the cancel came just after the outcome. Answers the attempts it wrote. `lazy`: the
- * commit does not wait for the WAL (see `LAZY_COMMIT`), for the outcomes no client waits on.
+ * Terminal outcomes (succeeded, dead) of running attempts, written by `opqueue_finish_many` (migration 0027), whose one
+ * statement is planned once per connection: sent by the node, it was planned at every call of a batch of one job.
+ * $1 ids, $2 attempts, $3 statuses, $4 results (JSON text), $5 now, $6 the claims' start times (ms, or null). A failure
+ * of a job whose chain was cancelled ends it cancelled-by-chain; the chain is looked up for failures only. A chain
+ * cancel committing meanwhile finds the job running and leaves it, as if the cancel came just after the outcome.
+ * Answers the attempts it wrote. `lazy`: the commit does not wait for the WAL (see `LAZY_COMMIT`), for the outcomes no
+ * client waits on.
  */
 function finishManySql(options: { lazy: boolean }): string {
-  return `WITH ${options.lazy ? `${LAZY_COMMIT},` : ""}
-  o AS MATERIALIZED (
-    SELECT o.*, j.seq, CASE WHEN o.status = 'dead' THEN EXISTS (
-        SELECT 1 FROM chains c WHERE c.original_request_id = j.original_request_id AND c.cancelled_at IS NOT NULL)
-      ELSE false END AS by_chain
-    FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $6::bigint[]) AS o(id, attempt, status, result, started_ms)
-    JOIN job_specs j ON j.id = o.id),
-  done AS (
-    UPDATE job_state s SET status = CASE WHEN o.by_chain THEN 'cancelled' ELSE o.status END,
-      result = CASE WHEN o.by_chain
-        THEN (o.result::jsonb || '{"terminal_reason":"cancelled-by-chain"}'::jsonb)::json ELSE o.result::json END,
-      finished_at = $5, heartbeat_at = NULL
-    FROM o WHERE s.seq = o.seq AND s.seq = ANY (${SEQS_OF("o")}) AND s.status = 'running' AND s.attempt = o.attempt
-      AND (o.started_ms IS NULL OR ${epochMs("s.started_at")} = o.started_ms)
-    RETURNING o.id, s.attempt, s.started_at, s.status, s.result
-  ), logged AS (${LOG_ATTEMPTS_SQL("done", "$5")}), counted AS (${COUNT_ATTEMPTS_SQL("done", "$5")})
-  SELECT id, attempt FROM done${options.lazy ? ", lazy_commit" : ""}`;
+  return `SELECT job_id AS id, job_attempt AS attempt
+  FROM opqueue_finish_many($1::text[], $2::int[], $3::text[], $4::text[], $5::timestamptz, $6::bigint[], ${options.lazy})`;
 }
 
 /** `finishManySql` for the completer and the rescuer: committed lazily. */
