@@ -4,8 +4,9 @@
  *
  * Puts `--jobs` finished jobs in a fresh store (nine in ten of one user, the rest of another), claimed and finished
  * through the store as a node would, then calls `userErase` for the first user until `more` is false, as
- * `opqueue erase` does (the job tables analyzed first, as a worker node's statistics keeper would), and prints the calls, their total time and the time of the first and last few. PostgreSQL is
- * BENCH_DATABASE_URL's server (a schema of its own, dropped after).
+ * `opqueue erase` does (the job tables analyzed first, as a worker node's statistics keeper would), and prints the
+ * calls, their total time and the time of the first and last few. PostgreSQL is BENCH_DATABASE_URL's server (a schema
+ * of its own, dropped after).
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -103,7 +104,8 @@ async function measure(engine: string, store: Store): Promise<void> {
   const ms = (list: number[]) => list.map((time) => Math.round(time)).join(", ");
   console.log(
     `${engine}: ${erased} jobs erased of ${JOBS} in ${times.length} calls of ${LIMIT}, ` +
-      `${Math.round(performance.now() - started)} ms; first calls ${ms(times.slice(0, 3))} ms, last ${ms(times.slice(-3))} ms`,
+      `${Math.round(performance.now() - started)} ms; ` +
+      `first calls ${ms(times.slice(0, 3))} ms, last ${ms(times.slice(-3))} ms`,
   );
 }
 

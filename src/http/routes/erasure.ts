@@ -1,8 +1,9 @@
 /**
  * Erasing one user's data (docs/api.md, "Erasing a user's data"): `POST /admin/erasures` takes the user's next `limit`
  * jobs after where the last call for them stopped, cancels the waiting ones when asked, and removes the payloads,
- * results and error bodies of the finished ones, on whichever engine, for every node. Bounded and idempotent: call again while `more` is true. Each call is audited
- * without the user's data: the audit row and the log line name the user by a SHA-256 digest of their id.
+ * results and error bodies of the finished ones, on whichever engine, for every node. Bounded and idempotent: call
+ * again while `more` is true. Each call is audited without the user's data: the audit row and the log line name the
+ * user by a SHA-256 digest of their id.
  */
 import { createHash } from "node:crypto";
 import { Type } from "@sinclair/typebox";
@@ -56,7 +57,8 @@ const EraseAnswer = Type.Object(
     cancelled: Type.Integer({ description: "Waiting jobs this call cancelled first (with cancel_waiting)." }),
     waiting: Type.Integer({
       description:
-        "The user's jobs still waiting: their data is kept to be delivered. Counted over all of them by the call that reaches the last one; before it, those seen so far.",
+        "The user's jobs still waiting: their data is kept to be delivered. Counted over all of them by the call " +
+        "that reaches the last one; before it, those seen so far.",
     }),
     running: Type.Integer({
       description: "The user's jobs being delivered: a later call erases them once finished. Counted as waiting is.",
