@@ -35,6 +35,11 @@
  *                     arrival until it ends; reports the jobs deleted in the window (docs/performance.md, Retention)
  *   --store           no serve process: `--loops` loops in this process claim `--limit` jobs through the store and
  *                     complete them (no delivery), as scenario 5 does; the quick loop for changing the SQL
+ *   --index-stats     with --store (not --retention): then close the store's connections, wait until their backends
+ *                     have exited (a backend writes its counters out as it exits; a live one may hold them back for
+ *                     seconds), and list per drained job each index's scans, entries read and rows fetched through it
+ *                     (`pg_stat_user_indexes`, over the whole run): the entries a scan steps over that a vacuum has
+ *                     not cleared yet show here
  *
  * pg_stat_statements needs `shared_preload_libraries = 'pg_stat_statements'` in the server's configuration and a
  * restart; `CREATE EXTENSION pg_stat_statements` in the bench database is done here when the library is loaded.
@@ -69,6 +74,7 @@ const { values } = parseArgs({
     retention: { type: "boolean", default: false },
     finished: { type: "string", default: "0" },
     "delete-during": { type: "boolean", default: false },
+    "index-stats": { type: "boolean", default: false },
     loops: { type: "string", default: "2" },
     limit: { type: "string", default: "32" },
   },
@@ -82,6 +88,9 @@ const finished = Number(values.finished);
 const top = Number(values.top);
 const storeLoops = values.store ? Number(values.loops) : 0;
 const claimLimit = Number(values.limit);
+if (values["index-stats"] && (!values.store || values.retention)) {
+  throw new Error("--index-stats goes with --store, and not with --retention");
+}
 
 interface Statement {
   queryid: string;
@@ -375,6 +384,7 @@ async function storeRun(options: {
   whyNoStatements: string | null;
 }) {
   const store = await openStore({ url: opqueueUrl(options.schema, "bench-store"), clock: systemClock });
+  let closed = false;
   try {
     await options.db.preinsert(jobs, Date.now() - 1000);
     const cpu = new SystemCpu({ system: [{ pid: process.pid, scope: "process" }], database: options.server });
@@ -412,6 +422,11 @@ async function storeRun(options: {
       b,
       whyNoStatements: options.whyNoStatements,
     });
+    if (values["index-stats"]) {
+      closed = true;
+      await store.close();
+      await indexStats(options.admin, options.schema);
+    }
     if (!values.retention) return figures;
     const before = cpu.read();
     let deleted = 0;
@@ -433,7 +448,29 @@ async function storeRun(options: {
     );
     return { ...figures, retentionUs, vacuumUs };
   } finally {
-    await store.close();
+    if (!closed) await store.close();
+  }
+}
+
+/**
+ * Per drained job, each index's scans, entries read and rows fetched (`pg_stat_user_indexes`), once the store's
+ * backends are gone: a backend sends its counters at most once a second while it works, and at the latest as it exits.
+ */
+async function indexStats(admin: import("pg").Client, schema: string): Promise<void> {
+  for (;;) {
+    const { rows } = await admin.query("SELECT 1 FROM pg_stat_activity WHERE application_name = 'bench-store'");
+    if (rows.length === 0) break;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  const { rows } = await admin.query<{ index: string; scans: number; read: number; fetched: number }>(
+    `SELECT indexrelname AS index, idx_scan::float8 / $2 AS scans, idx_tup_read::float8 / $2 AS read,
+       idx_tup_fetch::float8 / $2 AS fetched
+     FROM pg_stat_user_indexes WHERE schemaname = $1 AND idx_scan > 0 ORDER BY idx_tup_read DESC`,
+    [schema, jobs],
+  );
+  console.log("\n| index | scans per job | entries read per job | rows fetched per job |\n|---|---:|---:|---:|");
+  for (const row of rows) {
+    console.log(`| ${row.index} | ${row.scans.toFixed(3)} | ${row.read.toFixed(2)} | ${row.fetched.toFixed(2)} |`);
   }
 }
 
