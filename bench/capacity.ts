@@ -28,6 +28,10 @@
  *   --users N         the assertions' users, each a lane of its own (default 32)
  *   --sql FILE        run FILE's statements in each fresh schema before its ANALYZE (an experiment: a setting, a
  *                     function restated), with the schema first on the search path
+ *   --whole-life      also the whole-life model: each run of a shape is preceded by the same run with the server free
+ *                     (no quota), whose CPU per job, read over the whole life of every job at once (enqueue, claim,
+ *                     outcome, the sweepers, as they cost each other), makes a second model: cores × 1,000,000 ÷ its
+ *                     median. The model above adds parts measured apart, and misses what they cost each other
  *   --results FILE    the results whose medians make the model (default the newest in bench/results/)
  *   --merge-into FILE also record the check in FILE (a results file), which BENCHMARKS.md then shows
  */
@@ -54,6 +58,7 @@ const { values } = parseArgs({
     sql: { type: "string", multiple: true },
     results: { type: "string" },
     "merge-into": { type: "string" },
+    "whole-life": { type: "boolean", default: false },
   },
 });
 const cores = Number(values.cores);
@@ -190,6 +195,25 @@ async function experiment(schema: string): Promise<void> {
   }
 }
 
+/** What one run measured, the server held to its share or free. */
+interface Measured {
+  /** Jobs per second from the first enqueue to the last arrival. */
+  rate: number;
+  enqueueSeconds: number;
+  serverUsPerJob: number;
+  nodeUsPerJob: number;
+  /** The server's CPU over the run, in cores. */
+  coresUsed: number;
+  /** Held: the CFS periods in which the quota ran out, as a share of all. */
+  throttledShare?: number;
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = (sorted.length - 1) / 2;
+  return ((sorted[Math.floor(middle)] ?? Number.NaN) + (sorted[Math.ceil(middle)] ?? Number.NaN)) / 2;
+}
+
 const fmt = (value: number, digits = 0) =>
   value.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
 
@@ -206,7 +230,87 @@ async function main(): Promise<void> {
     const server = await ctx.postgresServer();
     if (server.root === null) throw new Error(`the server's processes cannot be held: ${server.reason}`);
     const origin = await ctx.targetOrigin();
-    idleMsPerSecond = await idleServerCpu(ctx, origin, server.root);
+    const root = server.root;
+    /**
+     * One run: nodes started and warmed, the tables analyzed, then `jobs` enqueued and drained, with the server held to
+     * its share (`held`) or free. Its CPU and the rate are read from the first enqueue to the last arrival.
+     */
+    const measure = async (run: { shape: Shape; jobs: number; label: string; held: boolean }): Promise<Measured> => {
+      const { shape, jobs, label } = run;
+      const perRequest = shape === "batch" ? 500 : 1;
+      const db = await OpqueueDb.create(ctx, "postgres", "capacity", origin);
+      const serves: ServeProcess[] = [];
+      let quota: CpuQuota | undefined;
+      try {
+        serves.push(...(await db.startNodes(nodes, "bench-capacity")));
+        progress.update(`${label}: warming ${nodes} node(s) up`, true);
+        for (const serve of serves) await warmUp(ctx, serve, ctx.sizes.drain.warmupJobs);
+        // What autovacuum does within a minute of a new schema's first rows (it is off on the benchmark machine):
+        // without statistics, the planner takes the tables for empty and scans them whole as they grow.
+        await experiment(db.schema ?? "");
+        await analyze(db.schema ?? "");
+        const cpu = new SystemCpu({
+          system: serves.map((s) => ({ pid: s.pid, scope: "process" })),
+          database: root,
+        });
+        let end: CpuReading | undefined;
+        await ctx.resetTarget({ expect: jobs, onEdge: (edge) => (edge === "end" ? (end = cpu.read()) : undefined) });
+        if (run.held) quota = CpuQuota.hold(root.pid);
+        const throttledBefore = quota?.throttled();
+        const startWall = Date.now();
+        const start = cpu.read();
+        progress.update(
+          `${label}: ${fmt(jobs)} jobs through a server ${run.held ? `held to ${cores} of a core` : "held to nothing"}`,
+          true,
+        );
+        const load = await ctx.load({
+          origin: serves[0]?.url ?? "",
+          path: shape === "batch" ? "/jobs/batch" : "/jobs",
+          method: "POST",
+          connections: shape === "batch" ? 8 : 32,
+          count: jobs / perRequest,
+          headers: { "content-type": "application/json" },
+          bodies: bodies(shape),
+          mint: { ridPrefix: `bench-capacity-${Date.now().toString(36)}`, users: Number(values.users) },
+          expectStatus: shape === "batch" ? 200 : 201,
+          ...(shape === "batch" ? { items: { expectStatus: 201 } } : {}),
+        });
+        const accepted = load.items ? load.items.ok : load.ok;
+        if (accepted !== jobs) throw new Error(`${accepted}/${jobs} jobs enqueued (${load.firstError ?? "-"})`);
+        const enqueuedMs = Date.now() - startWall;
+        const drained = await waitForDrain(ctx, { count: jobs, fromWall: startWall, progress, label });
+        const throttledAfter = quota?.throttled();
+        quota?.release();
+        quota = undefined;
+        if (!end) throw new Error("the last arrival was not heard");
+        const elapsedMs = drained.rateFromStart > 0 ? (jobs / drained.rateFromStart) * 1000 : Number.NaN;
+        const serverMs = (end.databaseMs ?? 0) - (start.databaseMs ?? 0);
+        const figures: Measured = {
+          rate: drained.rateFromStart,
+          enqueueSeconds: enqueuedMs / 1000,
+          serverUsPerJob: (serverMs * 1000) / jobs,
+          nodeUsPerJob: ((end.systemMs - start.systemMs) * 1000) / jobs,
+          coresUsed: serverMs / elapsedMs,
+        };
+        if (throttledBefore && throttledAfter) {
+          figures.throttledShare =
+            (throttledAfter.throttled - throttledBefore.throttled) /
+            Math.max(1, throttledAfter.periods - throttledBefore.periods);
+        }
+        if (!run.held) {
+          progress.update(
+            `${label}: ${fmt(figures.rate)} jobs/s, server ${fmt(figures.serverUsPerJob, 1)} µs a job, ` +
+              `${fmt(figures.coresUsed, 2)} of a core used`,
+            true,
+          );
+        }
+        return figures;
+      } finally {
+        quota?.release();
+        for (const serve of serves) await serve.stop();
+      }
+    };
+    idleMsPerSecond = await idleServerCpu(ctx, origin, root);
     progress.update(`${nodes} idle node(s): the server's CPU ${fmt(idleMsPerSecond, 1)} ms a second`, true);
     for (const shape of shapes) {
       const { enqueueUs, drainUs } = modelUs(results, shape);
@@ -214,78 +318,30 @@ async function main(): Promise<void> {
       const perRequest = shape === "batch" ? 500 : 1;
       const jobs = Math.ceil((predicted * seconds) / perRequest) * perRequest;
       const measured: CapacityCheck["runs"] = [];
+      const free: Measured[] = [];
       for (let run = 0; run < runs; run++) {
-        const label = `${shape} run ${run + 1}/${runs}`;
-        const db = await OpqueueDb.create(ctx, "postgres", "capacity", origin);
-        const serves: ServeProcess[] = [];
-        let quota: CpuQuota | undefined;
-        try {
-          serves.push(...(await db.startNodes(nodes, "bench-capacity")));
-          progress.update(`${label}: warming ${nodes} node(s) up`, true);
-          for (const serve of serves) await warmUp(ctx, serve, ctx.sizes.drain.warmupJobs);
-          // What autovacuum does within a minute of a new schema's first rows (it is off on the benchmark machine):
-          // without statistics, the planner takes the tables for empty and scans them whole as they grow.
-          await experiment(db.schema ?? "");
-          await analyze(db.schema ?? "");
-          const cpu = new SystemCpu({
-            system: serves.map((s) => ({ pid: s.pid, scope: "process" })),
-            database: server.root,
-          });
-          let end: CpuReading | undefined;
-          await ctx.resetTarget({ expect: jobs, onEdge: (edge) => (edge === "end" ? (end = cpu.read()) : undefined) });
-          quota = CpuQuota.hold(server.root.pid);
-          const throttledBefore = quota.throttled();
-          const startWall = Date.now();
-          const start = cpu.read();
-          progress.update(`${label}: ${fmt(jobs)} jobs through a server held to ${cores} of a core`, true);
-          const load = await ctx.load({
-            origin: serves[0]?.url ?? "",
-            path: shape === "batch" ? "/jobs/batch" : "/jobs",
-            method: "POST",
-            connections: shape === "batch" ? 8 : 32,
-            count: jobs / perRequest,
-            headers: { "content-type": "application/json" },
-            bodies: bodies(shape),
-            mint: { ridPrefix: `bench-capacity-${Date.now().toString(36)}`, users: Number(values.users) },
-            expectStatus: shape === "batch" ? 200 : 201,
-            ...(shape === "batch" ? { items: { expectStatus: 201 } } : {}),
-          });
-          const accepted = load.items ? load.items.ok : load.ok;
-          if (accepted !== jobs) throw new Error(`${accepted}/${jobs} jobs enqueued (${load.firstError ?? "-"})`);
-          const enqueuedMs = Date.now() - startWall;
-          const drained = await waitForDrain(ctx, { count: jobs, fromWall: startWall, progress, label });
-          const throttledAfter = quota.throttled();
-          quota.release();
-          quota = undefined;
-          if (!end) throw new Error("the last arrival was not heard");
-          const elapsedMs = drained.rateFromStart > 0 ? (jobs / drained.rateFromStart) * 1000 : Number.NaN;
-          const serverMs = (end.databaseMs ?? 0) - (start.databaseMs ?? 0);
-          const figures = {
-            rate: drained.rateFromStart,
-            enqueueSeconds: enqueuedMs / 1000,
-            serverUsPerJob: (serverMs * 1000) / jobs,
-            nodeUsPerJob: ((end.systemMs - start.systemMs) * 1000) / jobs,
-            saturation: serverMs / (cores * elapsedMs),
-            throttledShare:
-              (throttledAfter.throttled - throttledBefore.throttled) /
-              Math.max(1, throttledAfter.periods - throttledBefore.periods),
-          };
-          measured.push(figures);
-          progress.update(
-            `${label}: ${fmt(figures.rate)} jobs/s (model ${fmt(predicted)}), enqueued in ${fmt(figures.enqueueSeconds, 1)} s, node ${fmt(figures.nodeUsPerJob)} µs, server ${fmt(figures.serverUsPerJob, 1)} µs ` +
-              `a job, ${fmt(figures.saturation * 100)} % of its share used, throttled in ` +
-              `${fmt(figures.throttledShare * 100)} % of periods`,
-            true,
-          );
-        } finally {
-          quota?.release();
-          for (const serve of serves) await serve.stop();
+        if (values["whole-life"]) {
+          free.push(await measure({ shape, jobs, label: `${shape} run ${run + 1}/${runs}, free`, held: false }));
         }
+        const figures = await measure({ shape, jobs, label: `${shape} run ${run + 1}/${runs}`, held: true });
+        measured.push({
+          rate: figures.rate,
+          enqueueSeconds: figures.enqueueSeconds,
+          serverUsPerJob: figures.serverUsPerJob,
+          nodeUsPerJob: figures.nodeUsPerJob,
+          saturation: figures.coresUsed / cores,
+          throttledShare: figures.throttledShare ?? 0,
+        });
+        progress.update(
+          `${shape} run ${run + 1}/${runs}: ${fmt(figures.rate)} jobs/s (model ${fmt(predicted)}), enqueued in ` +
+            `${fmt(figures.enqueueSeconds, 1)} s, node ${fmt(figures.nodeUsPerJob)} µs, server ` +
+            `${fmt(figures.serverUsPerJob, 1)} µs a job, ${fmt((figures.coresUsed / cores) * 100)} % of its share used, ` +
+            `throttled in ${fmt((figures.throttledShare ?? 0) * 100)} % of periods`,
+          true,
+        );
       }
-      const rates = measured.map((r) => r.rate).sort((a, b) => a - b);
-      const middle = (rates.length - 1) / 2;
-      const median = ((rates[Math.floor(middle)] ?? Number.NaN) + (rates[Math.ceil(middle)] ?? Number.NaN)) / 2;
-      checks.push({
+      const rate = median(measured.map((r) => r.rate));
+      const check: CapacityCheck = {
         shape,
         cores,
         nodes,
@@ -294,8 +350,24 @@ async function main(): Promise<void> {
         drainUs,
         predicted,
         runs: measured,
-        ratio: median / predicted,
-      });
+        ratio: rate / predicted,
+      };
+      if (free.length > 0) {
+        const serverUsPerJob = median(free.map((r) => r.serverUsPerJob));
+        const wholeLifePredicted = (cores * 1_000_000) / serverUsPerJob;
+        check.wholeLife = {
+          runs: free.map(({ rate, serverUsPerJob, nodeUsPerJob, coresUsed }) => ({
+            rate,
+            serverUsPerJob,
+            nodeUsPerJob,
+            coresUsed,
+          })),
+          serverUsPerJob,
+          predicted: wholeLifePredicted,
+          ratio: rate / wholeLifePredicted,
+        };
+      }
+      checks.push(check);
     }
   } finally {
     releaseGroup();
@@ -311,6 +383,18 @@ async function main(): Promise<void> {
         `${fmt(c.ratio, 2)} | ${c.runs.map((r) => fmt(r.serverUsPerJob)).join(", ")} | ` +
         `${c.runs.map((r) => `${fmt(r.saturation * 100)} %`).join(", ")} |`,
     ),
+    ...(checks.some((c) => c.wholeLife)
+      ? [
+          "",
+          `| jobs enqueued by | server free: µs a job (each run) | whole-life model at ${cores} of a core (jobs/s) | measured ÷ it |`,
+          "|---|---:|---:|---:|",
+          ...checks.map(
+            (c) =>
+              `| ${c.shape} | ${c.wholeLife?.runs.map((r) => fmt(r.serverUsPerJob)).join(", ") ?? "-"} | ` +
+              `${c.wholeLife ? fmt(c.wholeLife.predicted) : "-"} | ${c.wholeLife ? fmt(c.wholeLife.ratio, 2) : "-"} |`,
+          ),
+        ]
+      : []),
   ];
   progress.done(`model from ${resultsFile}`);
   console.log(lines.join("\n"));

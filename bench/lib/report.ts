@@ -274,21 +274,28 @@ function capacityCheckLines(results: Results): string[] {
       `${check.periodUs / 1000} ms), driven until it saturated by nodes that enqueue over HTTP, due at once, and drain ` +
       "the jobs meanwhile, in 32 users' lanes, one chain per request; the rate runs from the first enqueue to the last " +
       `arrival (${check.commands.map((command) => `\`${command}\``).join("; ")}). Two cores cannot saturate a whole ` +
-      "server core beside the nodes, the load generator and the target. The model is the row of the table above with " +
-      "as many nodes as the check starts (one node's when section 9 was not measured). Its two figures are each " +
-      "measured alone, in one lane, one chain: the whole life costs the server more, and a small share more again " +
-      '(docs/performance.md, "The model checked", says by how much each part).',
+      "server core beside the nodes, the load generator and the target. Two models: the sum of the parts, the row of " +
+      "the table above with as many nodes as the check starts (one node's when section 9 was not measured), whose two " +
+      "figures are each measured alone, in one lane, one chain, so that it leaves out what the parts cost each other " +
+      '(docs/performance.md, "The model checked", says how much); and, where the check was run with `--whole-life`, ' +
+      "the whole life's: each run first made once more with the server free (no quota), in the same turns, its CPU " +
+      "per job read over the whole life of every job at once, and a share of a core divided by it. The goal is read " +
+      "against the whole life's.",
     `- ${check.idle.nodes} nodes with nothing to do cost the server ${formatNumber(check.idle.serverMsPerSecond)} ms ` +
       "of CPU a second (polls, heartbeats, maintenance passes), before any job.",
     "",
-    "| share of a core | jobs enqueued by | nodes | model (µs a job) | model's rate (jobs/s) | measured (jobs/s, each run) | " +
-      "median ÷ model | server's µs a job, measured | share used |",
-    "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    "| share of a core | jobs enqueued by | nodes | sum of parts (µs a job) | its rate (jobs/s) | whole life, server " +
+      "free (µs a job, each run) | its rate (jobs/s) | measured (jobs/s, each run) | median ÷ sum of parts | median ÷ " +
+      "whole life | server's µs a job, measured | share used |",
+    "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ...checks.map(
       (c) =>
         `| ${c.cores} | ${c.shape === "batch" ? "batches of 500" : "single jobs"} | ${c.nodes} | ` +
-        `${formatNumber(c.enqueueUs + c.drainUs)} | ${formatNumber(c.predicted)} | ${list(c.runs.map((r) => r.rate))} | ` +
-        `${c.ratio.toFixed(2)} | ${list(c.runs.map((r) => r.serverUsPerJob))} | ${percents(c.runs.map((r) => r.saturation))} |`,
+        `${formatNumber(c.enqueueUs + c.drainUs)} | ${formatNumber(c.predicted)} | ` +
+        `${c.wholeLife ? list(c.wholeLife.runs.map((r) => r.serverUsPerJob)) : "-"} | ` +
+        `${c.wholeLife ? formatNumber(c.wholeLife.predicted) : "-"} | ${list(c.runs.map((r) => r.rate))} | ` +
+        `${c.ratio.toFixed(2)} | ${c.wholeLife ? c.wholeLife.ratio.toFixed(2) : "-"} | ` +
+        `${list(c.runs.map((r) => r.serverUsPerJob))} | ${percents(c.runs.map((r) => r.saturation))} |`,
     ),
   ];
 }

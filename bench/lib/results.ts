@@ -118,6 +118,23 @@ export interface CapacityCheck {
   }>;
   /** The runs' median rate ÷ `predicted`. */
   ratio: number;
+  /**
+   * The whole-life model (`bench/capacity.ts --whole-life`): the same load run with the server free, in turns with the
+   * runs above, its CPU per job read over the whole life of every job at once; the model's rate at `cores` is
+   * cores × 1,000,000 ÷ that CPU's median, and `ratio` the measured median rate ÷ it.
+   */
+  wholeLife?: {
+    runs: Array<{
+      rate: number;
+      serverUsPerJob: number;
+      nodeUsPerJob: number;
+      /** The server's CPU over the run, in cores (it was held to none). */
+      coresUsed: number;
+    }>;
+    serverUsPerJob: number;
+    predicted: number;
+    ratio: number;
+  };
 }
 
 /** Collects the figures of one scenario. */
