@@ -24,8 +24,8 @@ function COUNT_ATTEMPTS_SQL(source: string, now: string): string {
  * $1 ids, $2 attempts, $3 statuses, $4 results (JSON text), $5 now, $6 the claims' start times (ms, or null). A failure
  * of a job whose chain was cancelled ends it cancelled-by-chain; the chain is looked up for failures only. A chain
  * cancel committing meanwhile finds the job running and leaves it, as if the cancel came just after the outcome.
- * Answers the attempts it wrote. `lazy`: the commit does not wait for the WAL (see `LAZY_COMMIT`), for the outcomes no
- * client waits on.
+ * Answers the attempts it wrote. `lazy`: the commit does not wait for the WAL, for the outcomes no client waits on; the
+ * function turns `synchronous_commit` off for its transaction itself, as `LAZY_COMMIT` does for the other statements.
  */
 function finishManySql(options: { lazy: boolean }): string {
   return `SELECT job_id AS id, job_attempt AS attempt
