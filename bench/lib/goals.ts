@@ -1,7 +1,15 @@
 /** The goals of the issue, as ratios and bounds over the medians of one run. */
 import { ENGINE_LABEL } from "./context.js";
 import { CPU_METRICS, serverCpuMedian } from "./cpu.js";
-import { findFigure, NODE_COUNTS, nodesSystem, type Engine, type Results, type ScenarioId } from "./results.js";
+import {
+  findFigure,
+  NODE_COUNTS,
+  nodesSystem,
+  NO_BACKLOG,
+  type Engine,
+  type Results,
+  type ScenarioId,
+} from "./results.js";
 
 /** One goal, evaluated: `met` is null when a figure it needs was not measured. */
 export interface GoalResult {
@@ -162,16 +170,24 @@ export function evaluateGoals(results: Results): GoalResult[] {
         "≤",
       );
     }
-    // The backlog (scenario 4) and the deep backlog (scenario 8): each rate against the empty one, and the RSS.
-    // Issue 31 asks more of PostgreSQL's drain beside a million jobs not yet due: 0.9 of the empty one's.
+    // The backlog (scenario 4) and the deep backlog (scenario 8): each rate against the empty one, and the RSS. The
+    // empty one is the same scenario's run on a database without the backlog, measured in turns with it; results from
+    // before that was measured compare with scenarios 1 and 2 instead. Issue 31 asks more of PostgreSQL's drain
+    // beside a million jobs not yet due: 0.9 of the empty one's.
     const backlogs = [
       { scenario: "backlog", name: "backlog", rssMb: 200, drainBound: engine === "postgres" ? 0.9 : 0.8 },
       { scenario: "deep-backlog", name: "deep backlog", rssMb: 250, drainBound: 0.8 },
     ] as const;
     for (const { scenario, name, rssMb, drainBound } of backlogs) {
       const figure = (metric: string) => median(results, scenario, me, metric);
-      add(scenario, engine, `enqueue with ${name} ÷ empty`, figure("enqueue_rate") / enqueue, "×", 0.8, "≥");
-      add(scenario, engine, `drain with ${name} ÷ empty`, figure("drain_rate") / drain, "×", drainBound, "≥");
+      const empty = (metric: string, otherwise: number) => {
+        const inTurns = median(results, scenario, `${me}${NO_BACKLOG}`, metric);
+        return Number.isFinite(inTurns) ? inTurns : otherwise;
+      };
+      const enqueueRatio = figure("enqueue_rate") / empty("enqueue_rate", enqueue);
+      const drainRatio = figure("drain_rate") / empty("drain_rate", drain);
+      add(scenario, engine, `enqueue with ${name} ÷ empty`, enqueueRatio, "×", 0.8, "≥");
+      add(scenario, engine, `drain with ${name} ÷ empty`, drainRatio, "×", drainBound, "≥");
       add(scenario, engine, `peak RSS with ${name}`, figure("peak_rss"), "MB", rssMb, "≤");
     }
     if (engine === "sqlite") {

@@ -61,8 +61,9 @@ const METHOD = `## How these figures are made
   over an undici pool of 64 keep-alive connections with a fixed bearer token (opqueue also signs a JWT per delivery).
 - **Latency (3).** One probe process enqueues over HTTP at 100 jobs/s (a fresh assertion each) and is also the
   target, so latency (arrival − send) is read on one clock. Two nodes: \`serve --no-worker\` takes the enqueues, \`serve --no-api\` delivers.
-- **Backlog (4).** Scenarios 1 and 2 on a database already holding the backlog (pending, due in an hour), with the
-  serve process's peak RSS (VmHWM from /proc).
+- **Backlog (4).** Scenarios 2 and 1 on a database already holding the backlog (pending, due in an hour), with the
+  serve process's peak RSS (VmHWM from /proc). Each run is measured in turns with the same run on a database without
+  the backlog (the rows "no backlog"), and the goals divide by those.
 - **Deep backlog (8).** Scenario 4 over ten times the jobs not yet due (10,000,000 in the full mode).
 - **Core (5).** The built store in its own process: \`jobInsert\` from 32 concurrent callers, then claim 64 /
   complete 64 until empty; peers: \`addJob\` / \`send\` / \`add\` 32 at a time, then no-op handlers until the queue
@@ -132,6 +133,8 @@ const METRIC_NAMES: Record<string, string> = {
   drain_peak_rss: "drain peak RSS",
   drain_cpu_per_job: "drain node CPU per job",
   drain_cpu_main_per_job: "drain main thread CPU per job",
+  drain_cpu_all_per_job: "drain CPU per job, node and database",
+  drain_cpu_db_per_job: "of which its database server",
   cpu_all_per_job: "CPU per job, all processes",
   cpu_system_per_job: "of which its own processes",
   cpu_db_per_job: "of which its database server",

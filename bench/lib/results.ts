@@ -27,6 +27,9 @@ export function nodesSystem(nodes: number): string {
   return `opqueue-postgres-${nodes}-nodes`;
 }
 
+/** The suffix of a backlog scenario's system measured in turns with the backlog's, on a database without one. */
+export const NO_BACKLOG = "-no-backlog";
+
 /** One figure: one metric of one system, summarised over runs. */
 export interface Figure {
   /** A stable key, e.g. "opqueue-sqlite", "graphile-batched". */

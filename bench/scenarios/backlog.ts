@@ -1,15 +1,17 @@
 /**
- * Scenario 4, backlog: scenarios 1 and 2 repeated on a database already holding a backlog of pending jobs due in an
+ * Scenario 4, backlog: scenarios 2 and 1 repeated on a database already holding a backlog of pending jobs due in an
  * hour (inserted in bulk before the run, so they sit in the claim index but are never delivered), with the serve
- * process's peak RSS (VmHWM). The goal compares these rates with scenarios 1 and 2 of the same run. Scenario 8, the
- * deep backlog, is the same over ten times as many jobs (10,000,000 in the full mode).
+ * process's peak RSS (VmHWM). Each run is measured in turns with the same run on a database of its own without the
+ * backlog, and the goals compare the two: every drain first (the backlog as inserted), then every enqueue. Scenario 8,
+ * the deep backlog, is the same over ten times as many jobs (10,000,000 in the full mode).
  */
 import { ENGINE_LABEL, type Context } from "../lib/context.js";
+import { CPU_METRICS } from "../lib/cpu.js";
 import { Progress } from "../lib/progress.js";
-import { ScenarioRecorder, type ScenarioResult } from "../lib/results.js";
+import { NO_BACKLOG, ScenarioRecorder, type ScenarioResult } from "../lib/results.js";
 import { OpqueueDb } from "./common.js";
-import { opqueueDrain } from "./drain.js";
-import { opqueueEnqueue, summaryLine } from "./enqueue.js";
+import { opqueueDrainInTurns } from "./drain.js";
+import { measureSubjectsInTurns, opqueueSubject, summaryLine, type EnqueueSubject } from "./enqueue.js";
 
 export function runBacklog(ctx: Context): Promise<ScenarioResult> {
   return runOverBacklog(ctx, "backlog", ctx.sizes.backlog.rows, "Enqueue and drain over a backlog");
@@ -28,14 +30,23 @@ async function runOverBacklog(
   const { sizes } = ctx;
   const recorder = new ScenarioRecorder(id, title, {
     backlog: `${rows.toLocaleString("en-US")} pending jobs due in an hour, inserted in bulk`,
-    enqueue: `as scenario 1 (${sizes.runs} × ${sizes.enqueue.durationMs / 1000} s, 32 clients)`,
     drain: `as scenario 2 (${sizes.drain.jobs.toLocaleString("en-US")} due jobs per run, concurrency ${sizes.drain.concurrency})`,
+    enqueue: `as scenario 1 (${sizes.runs} × ${sizes.enqueue.durationMs / 1000} s, 32 clients), after the drains`,
+    order:
+      "in turns with the same runs on a database without the backlog (the rows marked “no backlog”), which the goals compare with",
     rss: "peak RSS (VmHWM) of the serve process",
   });
   const progress = new Progress(id);
   const origin = await ctx.targetOrigin();
+  const postgres = await ctx.postgresCpuRoot((text) => recorder.note(text));
   for (const engine of ctx.engines) {
     const label = `opqueue (${ENGINE_LABEL[engine]})`;
+    const database = engine === "postgres" ? postgres : null;
+    const sides = [
+      { system: `opqueue-${engine}${NO_BACKLOG}`, label: `${label}, no backlog` },
+      { system: `opqueue-${engine}`, label },
+    ];
+    const empty = await OpqueueDb.create(ctx, engine, `${id}-none`, origin);
     const db = await OpqueueDb.create(ctx, engine, id, origin);
     const started = performance.now();
     await db.preinsert(rows, Date.now() + 3_600_000, (done) =>
@@ -44,36 +55,67 @@ async function runOverBacklog(
     recorder.note(
       `${label}: backlog of ${rows.toLocaleString("en-US")} inserted in ${((performance.now() - started) / 1000).toFixed(1)} s`,
     );
-    const enqueueRecorder = new ScenarioRecorder(id, "", {});
-    await opqueueEnqueue(ctx, db, enqueueRecorder, progress, `opqueue-${engine}`, `${label} enqueue`);
-    for (const figure of enqueueRecorder.result.figures) {
-      recorder.result.figures.push({ ...figure, metric: `enqueue_${figure.metric}`, label });
-    }
-    recorder.result.notes.push(...enqueueRecorder.result.notes);
+    const dbs = [empty, db];
+
     const drainRecorder = new ScenarioRecorder(id, "", {});
-    await opqueueDrain(ctx, db, drainRecorder, progress, `opqueue-${engine}`, `${label} drain`);
-    for (const figure of drainRecorder.result.figures) {
-      recorder.result.figures.push({ ...figure, metric: `drain_${figure.metric}`, label });
+    await opqueueDrainInTurns(
+      ctx,
+      sides.map((side, index) => ({ ...side, db: dbs[index] as OpqueueDb, cpu: { database } })),
+      drainRecorder,
+      progress,
+    );
+    // The node's own CPU per job is shown already (`cpu_per_job`); the server's is what the goal is about.
+    drainRecorder.result.figures = drainRecorder.result.figures.filter(
+      (figure) => figure.metric !== CPU_METRICS.system,
+    );
+    adopt(recorder, drainRecorder, "drain_");
+
+    const enqueueRecorder = new ScenarioRecorder(id, "", {});
+    const subjects: EnqueueSubject[] = [];
+    try {
+      for (const [index, side] of sides.entries()) {
+        subjects.push(
+          await opqueueSubject(ctx, {
+            engine,
+            origin,
+            assertions: "fresh",
+            postgres: database,
+            ...side,
+            db: dbs[index] as OpqueueDb,
+          }),
+        );
+      }
+      await measureSubjectsInTurns(ctx, { subjects, recorder: enqueueRecorder, progress });
+    } finally {
+      for (const subject of subjects) await subject.stop();
     }
-    recorder.result.notes.push(...drainRecorder.result.notes);
-    // The peak RSS of the goal: the highest of any serve process over the backlog (enqueue or drain).
-    const peaks = recorder.result.figures
-      .filter((f) => f.system === `opqueue-${engine}` && f.metric.endsWith("peak_rss"))
-      .flatMap((f) => f.summary.runs);
-    recorder.add({
-      system: `opqueue-${engine}`,
-      label,
-      engine,
-      metric: "peak_rss",
-      unit: "MB",
-      values: [Math.max(...peaks)],
-    });
+    // The enqueue's CPU per job is scenario 1's to show; here the table keeps to the rates and the memory.
+    enqueueRecorder.result.figures = enqueueRecorder.result.figures.filter(
+      (figure) => !Object.values<string>(CPU_METRICS).includes(figure.metric),
+    );
+    adopt(recorder, enqueueRecorder, "enqueue_");
+
+    // The peak RSS of the goal: the highest of any serve process over the backlog (drain or enqueue).
+    for (const side of sides) {
+      const peaks = recorder.result.figures
+        .filter((f) => f.system === side.system && f.metric.endsWith("peak_rss"))
+        .flatMap((f) => f.summary.runs);
+      recorder.add({ ...side, engine, metric: "peak_rss", unit: "MB", values: [Math.max(...peaks)] });
+    }
   }
   progress.done(
-    summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres"], "enqueue_rate") +
-      " enqueue; " +
-      summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres"], "drain_rate") +
-      " drain",
+    summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres"], "drain_rate") +
+      " drain; " +
+      summaryLine(recorder, ["opqueue-sqlite", "opqueue-postgres"], "enqueue_rate") +
+      " enqueue",
   );
   return recorder.finish();
+}
+
+/** Moves the figures and notes of a part's recorder into the scenario's, each metric named with `prefix`. */
+function adopt(recorder: ScenarioRecorder, part: ScenarioRecorder, prefix: string): void {
+  for (const figure of part.result.figures) {
+    recorder.result.figures.push({ ...figure, metric: `${prefix}${figure.metric}` });
+  }
+  recorder.result.notes.push(...part.result.notes);
 }

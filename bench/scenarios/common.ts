@@ -264,23 +264,6 @@ export async function measureEnqueueRun(
   return { rate: result.rate, p50: result.p50, p99: result.p99, cpu: window.perJob(jobs) };
 }
 
-/** Every enqueue measurement run against `url`, one after another; rates and latencies per run. */
-export async function measureEnqueue(
-  ctx: Context,
-  options: EnqueueAuth & { url: string; progress: Progress; label: string; notes: string[] },
-): Promise<{ rates: number[]; p50: number[]; p99: number[] }> {
-  const rates: number[] = [];
-  const p50: number[] = [];
-  const p99: number[] = [];
-  for (let run = 0; run < ctx.sizes.runs; run++) {
-    const result = await measureEnqueueRun(ctx, { ...options, run });
-    rates.push(result.rate);
-    p50.push(result.p50);
-    p99.push(result.p99);
-  }
-  return { rates, p50, p99 };
-}
-
 /** What one drain run measured at the target. */
 export interface DrainRun {
   /** Jobs per second between the first and the last arrival at the target. */

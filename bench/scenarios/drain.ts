@@ -17,7 +17,7 @@ import { summaryLine } from "./enqueue.js";
 
 /**
  * Drain runs of opqueue on one database (empty, or holding a backlog), one at a time; `record` adds their figures.
- * With `allCpu`, the CPU per job of every process of the system is read too: the node, and `allCpu.database`.
+ * With `allCpuOf`, the CPU per job of every process of the system is read too: the node, and `allCpuOf.database`.
  */
 class OpqueueDrainSeries {
   private readonly rates: number[] = [];
@@ -74,18 +74,23 @@ class OpqueueDrainSeries {
   }
 }
 
-/** Every drain run of opqueue on one database (empty, or holding a backlog), one after another; records them. */
-export async function opqueueDrain(
+/**
+ * Drain runs of opqueue on several databases (one empty, one holding a backlog), in turns: every database's first
+ * run, then every database's second, and so on, so a change in the machine's speed reaches them alike. Records them.
+ */
+export async function opqueueDrainInTurns(
   ctx: Context,
-  db: OpqueueDb,
+  subjects: Array<{ db: OpqueueDb; system: string; label: string; cpu?: { database: CpuRoot | null } }>,
   recorder: ScenarioRecorder,
   progress: Progress,
-  system: string,
-  label: string,
 ): Promise<void> {
-  const series = new OpqueueDrainSeries(ctx, db, recorder, progress, system, label);
-  for (let run = 0; run < ctx.sizes.runs; run++) await series.run(run);
-  series.record();
+  const series = subjects.map(
+    ({ db, system, label, cpu }) => new OpqueueDrainSeries(ctx, db, recorder, progress, system, label, cpu),
+  );
+  for (let run = 0; run < ctx.sizes.runs; run++) {
+    for (const one of series) await one.run(run);
+  }
+  for (const one of series) one.record();
 }
 
 /**

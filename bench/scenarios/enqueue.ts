@@ -12,48 +12,11 @@ import { CpuSeries, SystemCpu, type CpuRoot } from "../lib/cpu.js";
 import { Child } from "../lib/ipc.js";
 import { ENGINE_LABEL, type Context } from "../lib/context.js";
 import type { Engine } from "../lib/results.js";
-import { mintAssertions, type ServeProcess } from "../lib/opqueue.js";
+import { mintAssertions } from "../lib/opqueue.js";
 import { freshSchema, dropSchema, PG_URL } from "../lib/pg.js";
 import { Progress } from "../lib/progress.js";
 import { ScenarioRecorder, type ScenarioResult } from "../lib/results.js";
-import { measureEnqueue, measureEnqueueRun, OpqueueDb, type EnqueueAuth, type EnqueueShape } from "./common.js";
-
-/** Measures opqueue's enqueue on one engine (the database as it is: empty, or with a backlog). */
-export async function opqueueEnqueue(
-  ctx: Context,
-  db: OpqueueDb,
-  recorder: ScenarioRecorder,
-  progress: Progress,
-  system: string,
-  label: string,
-  assertions: "fresh" | "reused" = "fresh",
-): Promise<{ rates: number[]; peakRssMb: number | null }> {
-  let serve: ServeProcess | undefined;
-  try {
-    serve = await db.start(ctx);
-    const ridPrefix = `bench-enqueue-${Date.now().toString(36)}`;
-    const auth =
-      assertions === "fresh" ? { mint: { ridPrefix, users: 32 } } : { tokens: await mintAssertions(256, ridPrefix) };
-    const measured = await measureEnqueue(ctx, {
-      url: serve.url ?? "",
-      ...auth,
-      progress,
-      label,
-      notes: recorder.result.notes,
-    });
-    const peakRssMb = await serve.stop();
-    serve = undefined;
-    const engine = db.engine;
-    recorder.add({ system, label, engine, metric: "rate", unit: "jobs/s", values: measured.rates });
-    recorder.add({ system, label, engine, metric: "p50", unit: "ms", values: measured.p50 });
-    recorder.add({ system, label, engine, metric: "p99", unit: "ms", values: measured.p99 });
-    if (peakRssMb !== null)
-      recorder.add({ system, label, engine, metric: "peak_rss", unit: "MB", values: [peakRssMb] });
-    return { rates: measured.rates, peakRssMb };
-  } finally {
-    await serve?.stop();
-  }
-}
+import { measureEnqueueRun, OpqueueDb, type EnqueueAuth, type EnqueueShape } from "./common.js";
 
 /** A server taking enqueues, measured run by run in turn with the others. */
 export interface EnqueueSubject {
@@ -71,8 +34,8 @@ export interface EnqueueSubject {
 }
 
 /**
- * Starts an opqueue node on a fresh database of `engine` (one per subject: a SQLite file takes one node). `postgres`
- * is the PostgreSQL server's processes, counted with a PostgreSQL node's.
+ * Starts an opqueue node on a fresh database of `engine` (one per subject: a SQLite file takes one node), or on `db`
+ * when given (a backlog's). `postgres` is the PostgreSQL server's processes, counted with a PostgreSQL node's.
  */
 export async function opqueueSubject(
   ctx: Context,
@@ -84,10 +47,12 @@ export async function opqueueSubject(
     system?: string;
     label?: string;
     shape?: EnqueueShape;
+    db?: OpqueueDb;
   },
 ): Promise<EnqueueSubject> {
   const { engine, assertions } = options;
-  const db = await OpqueueDb.create(ctx, engine, options.system ?? `enqueue-${assertions}`, options.origin);
+  const db =
+    options.db ?? (await OpqueueDb.create(ctx, engine, options.system ?? `enqueue-${assertions}`, options.origin));
   const serve = await db.start(ctx);
   const ridPrefix = `bench-enqueue-${Date.now().toString(36)}`;
   const auth =
