@@ -665,11 +665,15 @@ if (!POSTGRES_SKIP) {
       await db.query("ANALYZE job_state");
       await db.query(`CREATE ROLE ${role}`);
       await db.query(`ALTER TABLE job_state OWNER TO ${role}`);
-      // Migrations after 21 add columns to job_specs (22) and admin_actions (23) and restate opqueue_insert_batch (24):
-      // their owner too.
+      // Migrations after 21 add columns to job_specs (22) and admin_actions (23) and restate opqueue_insert_batch (24),
+      // opqueue_rate_allowance and opqueue_operation_room (28): their owner too.
       await db.query(`ALTER TABLE job_specs OWNER TO ${role}`);
       await db.query(`ALTER TABLE admin_actions OWNER TO ${role}`);
       await db.query(`ALTER FUNCTION opqueue_insert_batch(jsonb, timestamptz, integer) OWNER TO ${role}`);
+      await db.query(
+        `ALTER FUNCTION opqueue_rate_allowance(float8, float8, integer, integer, integer) OWNER TO ${role}`,
+      );
+      await db.query(`ALTER FUNCTION opqueue_operation_room(text, float8) OWNER TO ${role}`);
       await db.query(`GRANT USAGE, CREATE ON SCHEMA ${schema} TO ${role}`);
       await db.query(`GRANT ALL ON schema_migrations TO ${role}`);
       const statistics = async () =>
