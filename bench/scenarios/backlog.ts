@@ -42,12 +42,15 @@ async function runOverBacklog(
   for (const engine of ctx.engines) {
     const label = `opqueue (${ENGINE_LABEL[engine]})`;
     const database = engine === "postgres" ? postgres : null;
-    const sides = [
-      { system: `opqueue-${engine}${NO_BACKLOG}`, label: `${label}, no backlog` },
-      { system: `opqueue-${engine}`, label },
-    ];
-    const empty = await OpqueueDb.create(ctx, engine, `${id}-none`, origin);
     const db = await OpqueueDb.create(ctx, engine, id, origin);
+    const sides = [
+      {
+        system: `opqueue-${engine}${NO_BACKLOG}`,
+        label: `${label}, no backlog`,
+        db: await OpqueueDb.create(ctx, engine, `${id}-none`, origin),
+      },
+      { system: `opqueue-${engine}`, label, db },
+    ];
     const started = performance.now();
     await db.preinsert(rows, Date.now() + 3_600_000, (done) =>
       progress.update(`${label}: inserting backlog ${done.toLocaleString("en-US")}/${rows.toLocaleString("en-US")}`),
@@ -55,12 +58,11 @@ async function runOverBacklog(
     recorder.note(
       `${label}: backlog of ${rows.toLocaleString("en-US")} inserted in ${((performance.now() - started) / 1000).toFixed(1)} s`,
     );
-    const dbs = [empty, db];
 
     const drainRecorder = new ScenarioRecorder(id, "", {});
     await opqueueDrainInTurns(
       ctx,
-      sides.map((side, index) => ({ ...side, db: dbs[index] as OpqueueDb, cpu: { database } })),
+      sides.map((side) => ({ ...side, cpu: { database } })),
       drainRecorder,
       progress,
     );
@@ -73,17 +75,8 @@ async function runOverBacklog(
     const enqueueRecorder = new ScenarioRecorder(id, "", {});
     const subjects: EnqueueSubject[] = [];
     try {
-      for (const [index, side] of sides.entries()) {
-        subjects.push(
-          await opqueueSubject(ctx, {
-            engine,
-            origin,
-            assertions: "fresh",
-            postgres: database,
-            ...side,
-            db: dbs[index] as OpqueueDb,
-          }),
-        );
+      for (const side of sides) {
+        subjects.push(await opqueueSubject(ctx, { engine, origin, assertions: "fresh", postgres: database, ...side }));
       }
       await measureSubjectsInTurns(ctx, { subjects, recorder: enqueueRecorder, progress });
     } finally {
@@ -96,11 +89,11 @@ async function runOverBacklog(
     adopt(recorder, enqueueRecorder, "enqueue_");
 
     // The peak RSS of the goal: the highest of any serve process over the backlog (drain or enqueue).
-    for (const side of sides) {
+    for (const { system, label } of sides) {
       const peaks = recorder.result.figures
-        .filter((f) => f.system === side.system && f.metric.endsWith("peak_rss"))
+        .filter((f) => f.system === system && f.metric.endsWith("peak_rss"))
         .flatMap((f) => f.summary.runs);
-      recorder.add({ ...side, engine, metric: "peak_rss", unit: "MB", values: [Math.max(...peaks)] });
+      recorder.add({ system, label, engine, metric: "peak_rss", unit: "MB", values: [Math.max(...peaks)] });
     }
   }
   progress.done(
