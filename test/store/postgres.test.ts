@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { describe, test, type TestContext } from "node:test";
 import pg from "pg";
 import { ManualClock } from "../../src/clock.js";
+import { rateAllowance, type RateLimit } from "../../src/flow/limits.js";
 import { readMigrations } from "../../src/store/migrations.js";
 import { leadingPlain } from "../../src/store/postgres/insert.js";
 import { connectionSettings, PgConnection } from "../../src/store/postgres/connection.js";
@@ -701,6 +702,53 @@ if (!POSTGRES_SKIP) {
       // A superuser finishes it with docs/postgres.md's two statements, as the migration itself does.
       await db.query(migrations[20]?.sql ?? "");
       assert.deepEqual(await statistics(), { target: 0, sampled: false });
+    });
+  });
+
+  describe("PostgreSQL flow control functions", () => {
+    test("opqueue_rate_allowance answers what the engines' shared arithmetic (rateAllowance) answers", async (t) => {
+      const opened = await openPostgresStore(new ManualClock(T0));
+      t.after(() => opened.cleanup());
+      const db = await schemaClient(t, opened.schema);
+      const now = T0;
+      const rates: RateLimit[] = [
+        { limit: 5, periodMs: 1000, burst: 1 },
+        { limit: 3, periodMs: 1000, burst: 4 },
+        { limit: 100, periodMs: 60_000, burst: 10 },
+      ];
+      for (const rate of rates) {
+        const spacing = rate.periodMs / rate.limit;
+        const tolerance = (rate.burst - 1) * spacing;
+        // A full bucket, one in the past, and tats at, just inside and just past each step and the tolerance.
+        const tats = [null, now - 5000, now, now + spacing / 2, now + spacing, now + tolerance, now + tolerance + 1];
+        for (const tat of tats) {
+          const { rows } = await db.query<{ allowed: number }>(
+            "SELECT opqueue_rate_allowance($1, $2, $3, $4, $5) AS allowed",
+            [tat, now, rate.limit, rate.periodMs, rate.burst],
+          );
+          assert.equal(rows[0]?.allowed, rateAllowance(rate, tat, now), `${JSON.stringify(rate)} at tat ${tat}`);
+        }
+      }
+    });
+
+    test("opqueue_operation_room: nothing for an operation without limits, 0 while paused, else the least room", async (t) => {
+      const opened = await openPostgresStore(new ManualClock(T0));
+      t.after(() => opened.cleanup());
+      const db = await schemaClient(t, opened.schema);
+      const room = async (operationId: string) =>
+        (await db.query<{ room: number | null }>("SELECT opqueue_operation_room($1, $2) AS room", [operationId, T0]))
+          .rows[0]?.room;
+      await db.query(`INSERT INTO operation_controls (operation_id, paused_at, max_concurrency, rate_limit,
+          rate_period_ms, rate_burst) VALUES
+        ('free', NULL, NULL, NULL, NULL, NULL),
+        ('paused', now(), NULL, NULL, NULL, NULL),
+        ('capped', NULL, 7, NULL, NULL, NULL),
+        ('rated', NULL, 7, 2, 1000, 3)`);
+      assert.equal(await room("unknown"), null, "no row: nothing limits it");
+      assert.equal(await room("free"), null, "a row with no limit set: nothing limits it");
+      assert.equal(await room("paused"), 0);
+      assert.equal(await room("capped"), 7, "no job running");
+      assert.equal(await room("rated"), 3, "the rate's full bucket (burst 3) is less than the cap");
     });
   });
 
