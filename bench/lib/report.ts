@@ -63,7 +63,7 @@ const METHOD = `## How these figures are made
   target, so latency (arrival − send) is read on one clock. Two nodes: \`serve --no-worker\` takes the enqueues, \`serve --no-api\` delivers.
 - **Backlog (4).** Scenarios 2 and 1 on a database already holding the backlog (pending, due in an hour), with the
   serve process's peak RSS (VmHWM from /proc). Each run is measured in turns with the same run on a database without
-  the backlog (the rows "no backlog"), and the goals divide by those.
+  the backlog (the rows "no backlog"), each turn in the order the last one reversed, and the goals divide by those.
 - **Deep backlog (8).** Scenario 4 over ten times the jobs not yet due (10,000,000 in the full mode).
 - **Core (5).** The built store in its own process: \`jobInsert\` from 32 concurrent callers, then claim 64 /
   complete 64 until empty; peers: \`addJob\` / \`send\` / \`add\` 32 at a time, then no-op handlers until the queue

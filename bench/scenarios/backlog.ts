@@ -2,7 +2,8 @@
  * Scenario 4, backlog: scenarios 2 and 1 repeated on a database already holding a backlog of pending jobs due in an
  * hour (inserted in bulk before the run, so they sit in the claim index but are never delivered), with the serve
  * process's peak RSS (VmHWM). Each run is measured in turns with the same run on a database of its own without the
- * backlog, and the goals compare the two: every drain first (the backlog as inserted), then every enqueue. Scenario 8,
+ * backlog, each turn in the order the last one reversed, and the goals compare the two: every drain first (the backlog
+ * as inserted), then every enqueue. Scenario 8,
  * the deep backlog, is the same over ten times as many jobs (10,000,000 in the full mode).
  */
 import { ENGINE_LABEL, type Context } from "../lib/context.js";
@@ -33,7 +34,7 @@ async function runOverBacklog(
     drain: `as scenario 2 (${sizes.drain.jobs.toLocaleString("en-US")} due jobs per run, concurrency ${sizes.drain.concurrency})`,
     enqueue: `as scenario 1 (${sizes.runs} × ${sizes.enqueue.durationMs / 1000} s, 32 clients), after the drains`,
     order:
-      "in turns with the same runs on a database without the backlog (the rows marked “no backlog”), which the goals compare with",
+      "in turns with the same runs on a database without the backlog (the rows marked “no backlog”), which the goals compare with; each turn in the order the last one reversed (no backlog first in the first and third turns, last in the second)",
     rss: "peak RSS (VmHWM) of the serve process",
   });
   const progress = new Progress(id);
@@ -78,7 +79,7 @@ async function runOverBacklog(
       for (const side of sides) {
         subjects.push(await opqueueSubject(ctx, { engine, origin, assertions: "fresh", postgres: database, ...side }));
       }
-      await measureSubjectsInTurns(ctx, { subjects, recorder: enqueueRecorder, progress });
+      await measureSubjectsInTurns(ctx, { subjects, recorder: enqueueRecorder, progress, alternate: true });
     } finally {
       for (const subject of subjects) await subject.stop();
     }

@@ -412,3 +412,8 @@ export async function opqueueDrainRun(
     await serve?.stop();
   }
 }
+
+/** `items` in the order of turn `turn`: as given in even turns, reversed in odd ones. */
+export function turnOrder<T>(items: readonly T[], turn: number): T[] {
+  return turn % 2 === 0 ? [...items] : [...items].reverse();
+}

@@ -12,7 +12,7 @@ import { Child } from "../lib/ipc.js";
 import { freshSchema, dropSchema, PG_URL } from "../lib/pg.js";
 import { Progress } from "../lib/progress.js";
 import { ScenarioRecorder, type ScenarioResult } from "../lib/results.js";
-import { OpqueueDb, opqueueDrainRun, waitForDrain, wallNow, type DrainRun } from "./common.js";
+import { OpqueueDb, opqueueDrainRun, turnOrder, waitForDrain, wallNow, type DrainRun } from "./common.js";
 import { summaryLine } from "./enqueue.js";
 
 /**
@@ -76,7 +76,9 @@ class OpqueueDrainSeries {
 
 /**
  * Drain runs of opqueue on several databases (one empty, one holding a backlog), in turns: every database's first
- * run, then every database's second, and so on, so a change in the machine's speed reaches them alike. Records them.
+ * run, then every database's second, and so on, so a change in the machine's speed reaches them alike. Each turn runs
+ * them in the order the turn before reversed (A B, B A, A B), so that none is always the first of its turn. Records
+ * them.
  */
 export async function opqueueDrainInTurns(
   ctx: Context,
@@ -88,7 +90,7 @@ export async function opqueueDrainInTurns(
     ({ db, system, label, cpu }) => new OpqueueDrainSeries(ctx, db, recorder, progress, system, label, cpu),
   );
   for (let run = 0; run < ctx.sizes.runs; run++) {
-    for (const one of series) await one.run(run);
+    for (const one of turnOrder(series, run)) await one.run(run);
   }
   for (const one of series) one.record();
 }

@@ -16,7 +16,7 @@ import { mintAssertions } from "../lib/opqueue.js";
 import { freshSchema, dropSchema, PG_URL } from "../lib/pg.js";
 import { Progress } from "../lib/progress.js";
 import { ScenarioRecorder, type ScenarioResult } from "../lib/results.js";
-import { measureEnqueueRun, OpqueueDb, type EnqueueAuth, type EnqueueShape } from "./common.js";
+import { measureEnqueueRun, OpqueueDb, turnOrder, type EnqueueAuth, type EnqueueShape } from "./common.js";
 
 /** A server taking enqueues, measured run by run in turn with the others. */
 export interface EnqueueSubject {
@@ -113,11 +113,12 @@ export async function referenceSubject(options: {
 /**
  * Measures `subjects` in turns (every subject's first run, then every subject's second, and so on), records their
  * rate, latencies, CPU per enqueued job and (opqueue) peak RSS, and stops each. Stopped subjects leave the list, so
- * the caller's clean-up stops only what is left.
+ * the caller's clean-up stops only what is left. With `alternate`, each turn runs them in the order the turn before
+ * reversed (`turnOrder`).
  */
 export async function measureSubjectsInTurns(
   ctx: Context,
-  options: { subjects: EnqueueSubject[]; recorder: ScenarioRecorder; progress: Progress },
+  options: { subjects: EnqueueSubject[]; recorder: ScenarioRecorder; progress: Progress; alternate?: boolean },
 ): Promise<void> {
   const { subjects, recorder, progress } = options;
   const measured = subjects.map(() => ({
@@ -127,7 +128,8 @@ export async function measureSubjectsInTurns(
     cpu: new CpuSeries(),
   }));
   for (let run = 0; run < ctx.sizes.runs; run++) {
-    for (const [index, subject] of subjects.entries()) {
+    const entries = [...subjects.entries()];
+    for (const [index, subject] of options.alternate ? turnOrder(entries, run) : entries) {
       const result = await measureEnqueueRun(ctx, {
         url: subject.url,
         ...subject.auth,
