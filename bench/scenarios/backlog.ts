@@ -3,8 +3,8 @@
  * hour (inserted in bulk before the run, so they sit in the claim index but are never delivered), with the serve
  * process's peak RSS (VmHWM). Each run is measured in turns with the same run on a database of its own without the
  * backlog, each turn in the order the last one reversed, and the goals compare the two: every drain first (the backlog
- * as inserted), then every enqueue. Scenario 8,
- * the deep backlog, is the same over ten times as many jobs (10,000,000 in the full mode).
+ * as inserted), then every enqueue. Scenario 8, the deep backlog, is the same over ten times as many jobs (10,000,000
+ * in the full mode).
  */
 import { ENGINE_LABEL, type Context } from "../lib/context.js";
 import { CPU_METRICS } from "../lib/cpu.js";
