@@ -749,6 +749,13 @@ if (!POSTGRES_SKIP) {
       assert.equal(await room("paused"), 0);
       assert.equal(await room("capped"), 7, "no job running");
       assert.equal(await room("rated"), 3, "the rate's full bucket (burst 3) is less than the cap");
+
+      // One job of each claimed: it runs, and the rated operation's bucket moves on by one spacing (500 ms).
+      await opened.store.jobInsert(jobParams({ operationId: "capped" }));
+      await opened.store.jobInsert(jobParams({ operationId: "rated" }));
+      assert.equal((await opened.store.jobClaimMany({ limit: 10 })).length, 2);
+      assert.equal(await room("capped"), 6, "the cap less the running job");
+      assert.equal(await room("rated"), 2, "the bucket's allowance after one start (burst 3, one spent)");
     });
   });
 
